@@ -1,0 +1,235 @@
+"""Mask expressions, resolved: small frozen nodes, one per primitive of DESIGN §2, and the one
+function that evaluates them on index arrays.
+
+`evaluate` uses only operators that NumPy arrays and torch tensors share (`<=`, `&`, `%`, ...),
+so the NumPy reference, the PyTorch module and (through torch.export) the ONNX graph all run the
+same definition, computed from index ranges at run time: nothing of size L x S is ever stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Dilated", "Document", "Full",
+    "Global", "Mask", "Not", "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate",
+    "random_key_block", "render", "runtime_inputs",
+]
+
+
+@dataclass(frozen=True)
+class Full:
+    pass
+
+
+@dataclass(frozen=True)
+class Causal:
+    align: str = "top_left"  # or bottom_right: k <= q + (S - L)
+
+
+@dataclass(frozen=True)
+class Window:
+    left: int
+    right: int
+
+
+@dataclass(frozen=True)
+class Dilated:
+    left: int
+    right: int
+    dilation: int
+
+
+@dataclass(frozen=True)
+class Chunked:
+    n: int
+
+
+@dataclass(frozen=True)
+class Strided:
+    n: int
+
+
+@dataclass(frozen=True)
+class Global:
+    first: int = 0  # tokens 0..first-1 are global
+    tokens: tuple[int, ...] = ()  # and these
+
+
+@dataclass(frozen=True)
+class Prefix:
+    n: int
+
+
+@dataclass(frozen=True)
+class Random:
+    blocks: int
+    block: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Padding:
+    pass
+
+
+@dataclass(frozen=True)
+class Document:
+    pass
+
+
+@dataclass(frozen=True)
+class And:
+    left: Mask
+    right: Mask
+
+
+@dataclass(frozen=True)
+class Or:
+    left: Mask
+    right: Mask
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Mask
+
+
+Mask = (Full | Causal | Window | Dilated | Chunked | Strided | Global | Prefix | Random | Padding
+        | Document | And | Or | Not)
+
+# The BigBird-style random draw, exactly (docs/LANGUAGE.md): for query block i and draw j,
+#   h = seed mod P;  h = (h*M + i + 1) mod P;  h = (h*M + j + 1) mod P;  h = (h*M) mod P twice;
+#   key block = h mod ceil(S / block).
+# Every product stays below 2**47, so int64 arithmetic is exact in NumPy, torch and ONNX.
+RANDOM_PRIME = 2_147_483_647
+RANDOM_MULTIPLIER = 48_271
+
+
+def random_key_block(seed: int, query_block: Any, draw: int, num_key_blocks: Any) -> Any:
+    """Key block of draw `draw` for query block(s) `query_block` (int or int64 array)."""
+    p, m = RANDOM_PRIME, RANDOM_MULTIPLIER
+    h = (seed % p * m + query_block + 1) % p
+    h = (h * m + draw + 1) % p
+    h = h * m % p
+    h = h * m % p
+    return h % num_key_blocks
+
+
+def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = None,
+             segment_ids: Any = None) -> Any:
+    """Boolean visibility, broadcast from q (int64 [L, 1]) and k (int64 [1, S]).
+
+    The result is [L, S], or [B, L, S] where padding or document masks need the batch. L and S
+    may be symbolic sizes. `key_lengths` is int64 [B]; `segment_ids` is int64 [B, L]."""
+    match mask:
+        case Full():
+            return (q >= 0) & (k >= 0)
+        case Causal(align="top_left"):
+            return k <= q
+        case Causal():
+            return k <= q + (S - L)
+        case Window(left, right):
+            return (k >= q - left) & (k <= q + right)
+        case Dilated(left, right, dilation):
+            return (k >= q - left) & (k <= q + right) & ((q - k) % dilation == 0)
+        case Chunked(n):
+            return q // n == k // n
+        case Strided(n):
+            return (q - k) % n == 0
+        case Global(first, tokens):
+            q_global = q < first
+            k_global = k < first
+            for t in tokens:
+                q_global = q_global | (q == t)
+                k_global = k_global | (k == t)
+            return q_global | k_global
+        case Prefix(n):
+            return (k < n) & (q >= 0)
+        case Random(blocks, block, seed):
+            q_block = q // block
+            k_block = k // block
+            num_key_blocks = (S + block - 1) // block
+            seen = k_block < 0
+            for j in range(blocks):
+                seen = seen | (random_key_block(seed, q_block, j, num_key_blocks) == k_block)
+            return seen
+        case Padding():
+            return (k < key_lengths[:, None, None]) & (q >= 0)
+        case Document():
+            return segment_ids[:, :, None] == segment_ids[:, None, :]
+        case And(left, right):
+            return _eval(left, q, k, L, S, key_lengths, segment_ids) & _eval(
+                right, q, k, L, S, key_lengths, segment_ids)
+        case Or(left, right):
+            return _eval(left, q, k, L, S, key_lengths, segment_ids) | _eval(
+                right, q, k, L, S, key_lengths, segment_ids)
+        case Not(operand):
+            return ~_eval(operand, q, k, L, S, key_lengths, segment_ids)
+    raise AssertionError(f"unknown mask node {mask!r}")
+
+
+def _eval(mask: Mask, q: Any, k: Any, L: Any, S: Any, key_lengths: Any, segment_ids: Any) -> Any:
+    return evaluate(mask, q, k, L=L, S=S, key_lengths=key_lengths, segment_ids=segment_ids)
+
+
+def runtime_inputs(mask: Mask) -> tuple[str, ...]:
+    """The graph inputs a mask reads at run time, in the order DESIGN §3 lists them."""
+    found = set()
+
+    def walk(m: Mask) -> None:
+        match m:
+            case Padding():
+                found.add("key_lengths")
+            case Document():
+                found.add("segment_ids")
+            case And(a, b) | Or(a, b):
+                walk(a)
+                walk(b)
+            case Not(a):
+                walk(a)
+
+    walk(mask)
+    return tuple(n for n in ("key_lengths", "segment_ids") if n in found)
+
+
+_PRECEDENCE = {Or: 1, And: 2, Not: 3}
+
+
+def render(mask: Mask, parent: int = 0) -> str:
+    """Canonical text of a resolved mask, fully expanded (names of `mask` definitions inlined)."""
+    level = _PRECEDENCE.get(type(mask), 4)
+    match mask:
+        case Full():
+            text = "full"
+        case Causal(align):
+            text = "causal" if align == "top_left" else "causal(align = bottom_right)"
+        case Window(left, right):
+            text = f"window(left = {left}, right = {right})"
+        case Dilated(left, right, dilation):
+            text = f"dilated(left = {left}, right = {right}, dilation = {dilation})"
+        case Chunked(n):
+            text = f"chunked({n})"
+        case Strided(n):
+            text = f"strided({n})"
+        case Global(first, tokens):
+            parts = ([f"first = {first}"] if first else []) + (
+                [f"tokens = [{', '.join(map(str, tokens))}]"] if tokens else [])
+            text = f"global({', '.join(parts)})"
+        case Prefix(n):
+            text = f"prefix({n})"
+        case Random(blocks, block, seed):
+            text = f"random(blocks = {blocks}, block = {block}, seed = {seed})"
+        case Padding():
+            text = "padding"
+        case Document():
+            text = "document"
+        case And(a, b):
+            text = f"{render(a, 2)} & {render(b, 3)}"
+        case Or(a, b):
+            text = f"{render(a, 1)} | {render(b, 2)}"
+        case Not(a):
+            text = f"!{render(a, 3)}"
+        case _:
+            raise AssertionError(f"unknown mask node {mask!r}")
+    return f"({text})" if level < parent else text

@@ -1,0 +1,172 @@
+"""The resolved spec: what the checker produces and every later stage consumes. Every default
+is filled in and every name resolved, so backends never look anything up or guess."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .masks import Mask, runtime_inputs
+from .source import Source
+
+__all__ = [
+    "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel", "Norm", "Position", "Program",
+    "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity", "Transformer",
+]
+
+
+@dataclass(frozen=True)
+class Sinusoidal:
+    pass
+
+
+@dataclass(frozen=True)
+class Learned:
+    max_len: int
+
+
+@dataclass(frozen=True)
+class Rope:
+    theta: float
+    dim: int  # rotated features: the first `dim` of each head (even, <= head_dim)
+    interleaved: bool  # GPT-J pairs (2i, 2i+1) instead of rotate-half halves
+
+
+@dataclass(frozen=True)
+class Alibi:
+    pass
+
+
+@dataclass(frozen=True)
+class RelativeBias:
+    buckets: int
+    max_distance: int
+    bidirectional: bool
+
+
+Position = Sinusoidal | Learned | Rope | Alibi | RelativeBias | None
+
+
+@dataclass(frozen=True)
+class Softmax:
+    pass
+
+
+@dataclass(frozen=True)
+class LinearKernel:
+    feature: str  # elu | relu | softmax
+
+
+@dataclass(frozen=True)
+class Sparsity:
+    mode: str  # dense | block | auto
+    block: int | None = None
+
+
+@dataclass(frozen=True)
+class Attention:
+    name: str
+    d_model: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    value_dim: int
+    kind: str  # self | cross
+    memory_dim: int  # width of keys/values' input: d_model for self attention
+    bias: bool
+    out_proj: bool
+    scale: float
+    softcap: float | None
+    qk_norm: str | None  # rmsnorm | layernorm
+    position: Position
+    kernel: Softmax | LinearKernel
+    mask: Mask
+    sparsity: Sparsity
+    dropout: float
+
+    @property
+    def groups(self) -> int:
+        """Query heads per kv head: query head h reads kv head h // groups."""
+        return self.heads // self.kv_heads
+
+    @property
+    def runtime_inputs(self) -> tuple[str, ...]:
+        return runtime_inputs(self.mask)
+
+    def parameter_count(self) -> int:
+        d_in = self.memory_dim
+        n = self.d_model * self.heads * self.head_dim
+        n += d_in * self.kv_heads * (self.head_dim + self.value_dim)
+        if self.out_proj:
+            n += self.heads * self.value_dim * self.d_model
+        if self.bias:
+            n += self.heads * self.head_dim + self.kv_heads * (self.head_dim + self.value_dim)
+            n += self.d_model if self.out_proj else 0
+        if self.qk_norm:
+            n += 2 * self.head_dim
+        if isinstance(self.position, RelativeBias):
+            n += self.position.buckets * self.heads
+        if isinstance(self.position, Learned):
+            n += self.position.max_len * self.d_model
+        return n
+
+    @property
+    def default_scale(self) -> float:
+        return 1.0 / math.sqrt(self.head_dim)
+
+
+@dataclass(frozen=True)
+class Ffn:
+    kind: str  # relu | gelu | gelu_tanh | swiglu
+    hidden: int
+
+
+@dataclass(frozen=True)
+class Norm:
+    kind: str  # layernorm | rmsnorm
+    placement: str  # pre | post
+
+    @property
+    def eps(self) -> float:
+        return 1e-5 if self.kind == "layernorm" else 1e-6
+
+
+@dataclass(frozen=True)
+class Transformer:
+    name: str
+    attention: Attention
+    layers: int
+    ffn: Ffn
+    norm: Norm
+    dropout: float
+
+    @property
+    def d_model(self) -> int:
+        return self.attention.d_model
+
+    @property
+    def runtime_inputs(self) -> tuple[str, ...]:
+        return self.attention.runtime_inputs
+
+    def parameter_count(self) -> int:
+        d = self.d_model
+        attn = self.attention.parameter_count()
+        if isinstance(self.attention.position, Learned):
+            attn -= self.attention.position.max_len * d  # stored once, at the top
+        ffn = 3 * d * self.ffn.hidden if self.ffn.kind == "swiglu" else (
+            2 * d * self.ffn.hidden + self.ffn.hidden + d)
+        norm = d * (2 if self.norm.kind == "layernorm" else 1)
+        top = norm + (self.attention.position.max_len * d
+                      if isinstance(self.attention.position, Learned) else 0)
+        return self.layers * (attn + ffn + 2 * norm) + top
+
+
+Layer = Attention | Transformer
+
+
+@dataclass(frozen=True)
+class Program:
+    """A checked file: its layers by name, in source order, and the source they came from."""
+
+    source: Source
+    layers: dict[str, Layer] = field(default_factory=dict)
