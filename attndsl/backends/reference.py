@@ -1,0 +1,223 @@
+"""The NumPy reference: a plain float64 interpreter of the graph IR, one small function per op.
+It is the definition of meaning; every other backend is tested against it. Clarity over speed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import masks
+from ..ir import Graph, Node, Op
+from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
+
+__all__ = ["run"]
+
+Env = dict[str, np.ndarray]
+_IMPL: dict[Op, Callable[[Node, Env, Mapping[str, np.ndarray]], np.ndarray]] = {}
+
+
+def impl(op: Op) -> Callable:
+    def register(fn: Callable) -> Callable:
+        _IMPL[op] = fn
+        return fn
+    return register
+
+
+def run(graph: Graph, inputs: Mapping[str, np.ndarray],
+        weights: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Evaluate the graph in float64 (integer inputs stay int64)."""
+    env: Env = {}
+    w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+    for node in graph.nodes:
+        if node.op is Op.INPUT:
+            value = np.asarray(inputs[node.out])
+            env[node.out] = value.astype(np.float64 if value.dtype.kind == "f" else np.int64)
+            continue
+        env[node.out] = _IMPL[node.op](node, env, w)
+    return env[graph.output]
+
+
+def _arg(node: Node, env: Env, i: int = 0) -> np.ndarray:
+    return env[node.args[i]]
+
+
+@impl(Op.ADD_POSITION)
+def _add_position(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = _arg(node, env)
+    L, d = x.shape[1], x.shape[2]
+    if node.attr("kind") == "learned":
+        table = w[node.attr("weight")]
+        if L > table.shape[0]:
+            raise ValueError(f"length {L} exceeds learned positions ({table.shape[0]})")
+        return x + table[:L]
+    pe = np.zeros((L, d))
+    for pos in range(L):
+        for i in range(d // 2):
+            angle = pos / 10000.0 ** (2 * i / d)
+            pe[pos, 2 * i] = math.sin(angle)
+            pe[pos, 2 * i + 1] = math.cos(angle)
+    return x + pe
+
+
+@impl(Op.LINEAR)
+def _linear(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    y = _arg(node, env) @ w[node.attr("weight")].T
+    bias = node.attr("bias")
+    return y + w[bias] if bias else y
+
+
+@impl(Op.SPLIT_HEADS)
+def _split_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = _arg(node, env)
+    B, n, _ = x.shape
+    return x.reshape(B, n, node.attr("heads"), node.attr("dim")).transpose(0, 2, 1, 3)
+
+
+@impl(Op.NORM)
+def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = _arg(node, env)
+    module, eps = node.attr("module"), node.attr("eps")
+    if node.attr("kind") == "rmsnorm":
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w[f"{module}.weight"]
+    centered = x - x.mean(-1, keepdims=True)
+    y = centered / np.sqrt((centered**2).mean(-1, keepdims=True) + eps) * w[f"{module}.weight"]
+    return y + w[f"{module}.bias"] if node.attr("bias") else y
+
+
+@impl(Op.ROPE)
+def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = _arg(node, env)  # (B, h, n, d)
+    dim = node.attr("dim")
+    n = x.shape[2]
+    angle = np.arange(n)[:, None] * np.array(rope_inv_freq(node.attr("theta"), dim))[None, :]
+    cos, sin = np.cos(angle), np.sin(angle)  # (n, dim/2)
+    out = x.copy()
+    for i in range(dim // 2):
+        # pair i is (2i, 2i+1) in the GPT-J layout, (i, i + dim/2) in rotate-half
+        a, b = (2 * i, 2 * i + 1) if node.attr("interleaved") else (i, i + dim // 2)
+        out[..., a] = x[..., a] * cos[:, i] - x[..., b] * sin[:, i]
+        out[..., b] = x[..., b] * cos[:, i] + x[..., a] * sin[:, i]
+    return out
+
+
+@impl(Op.REPEAT_KV)
+def _repeat_kv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return np.repeat(_arg(node, env), node.attr("groups"), axis=1)
+
+
+@impl(Op.SCORES)
+def _scores(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    q, k = _arg(node, env, 0), _arg(node, env, 1)
+    return node.attr("scale") * (q @ k.transpose(0, 1, 3, 2))
+
+
+@impl(Op.SCORE_BIAS)
+def _score_bias(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    s = _arg(node, env)  # (B, H, L, S)
+    H, L, S = s.shape[1:]
+    q, k = np.arange(L)[:, None], np.arange(S)[None, :]
+    if node.attr("kind") == "alibi":
+        slopes = np.array(alibi_slopes(H))
+        return s - slopes[:, None, None] * np.abs(q - k)[None]
+    bucket = t5_bucket_float32(np, k - q, node.attr("buckets"), node.attr("max_distance"),
+                               node.attr("bidirectional"))  # (L, S)
+    table = w[node.attr("weight")]  # (buckets, H)
+    return s + table[bucket].transpose(2, 0, 1)[None]
+
+
+@impl(Op.SOFTCAP)
+def _softcap(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    c = node.attr("cap")
+    return c * np.tanh(_arg(node, env) / c)
+
+
+@impl(Op.MASK)
+def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    # L and S come from the graph's inputs; runtime masks carry their own.
+    x = env["x"]
+    L = x.shape[1]
+    S = env["memory"].shape[1] if "memory" in env else L
+    q, k = np.arange(L)[:, None], np.arange(S)[None, :]
+    return np.asarray(masks.evaluate(node.attr("expr"), q, k, L=L, S=S,
+                                     key_lengths=env.get("key_lengths"),
+                                     segment_ids=env.get("segment_ids")), dtype=bool)
+
+
+@impl(Op.SOFTMAX)
+def _softmax(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    s, visible = _arg(node, env, 0), _arg(node, env, 1)
+    if visible.ndim == 3:
+        visible = visible[:, None]  # (B, 1, L, S)
+    visible = np.broadcast_to(visible, s.shape)
+    masked = np.where(visible, s, -np.inf)
+    top = masked.max(-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)  # rows with no visible key
+    e = np.where(visible, np.exp(masked - top), 0.0)
+    total = e.sum(-1, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+@impl(Op.ATTEND)
+def _attend(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _arg(node, env, 0) @ _arg(node, env, 1)
+
+
+def _feature(x: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "elu":
+        return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+    if kind == "relu":
+        return np.maximum(x, 0.0)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@impl(Op.LINEAR_ATTENTION)
+def _linear_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    q, k, v = (_arg(node, env, i) for i in range(3))
+    fq, fk = _feature(q, node.attr("feature")), _feature(k, node.attr("feature"))
+    B, H, L, _ = q.shape
+    out = np.zeros((B, H, L, v.shape[-1]))
+    for t in range(L):
+        stop = t + 1 if node.attr("causal") else k.shape[2]
+        kv = np.einsum("bhsd,bhse->bhde", fk[:, :, :stop], v[:, :, :stop])
+        z = fk[:, :, :stop].sum(2)  # (B, H, d)
+        num = np.einsum("bhd,bhde->bhe", fq[:, :, t], kv)
+        den = np.einsum("bhd,bhd->bh", fq[:, :, t], z)
+        out[:, :, t] = num / np.maximum(den, 1e-6)[..., None]
+    return out
+
+
+@impl(Op.MERGE_HEADS)
+def _merge_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = _arg(node, env)
+    B, H, L, d = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, L, H * d)
+
+
+@impl(Op.ACTIVATION)
+def _activation(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    x = _arg(node, env)
+    kind = node.attr("kind")
+    if kind == "relu":
+        return np.maximum(x, 0.0)
+    if kind == "silu":
+        return x / (1.0 + np.exp(-x))
+    if kind == "gelu":
+        erf = np.vectorize(math.erf)
+        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+@impl(Op.MUL)
+def _mul(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _arg(node, env, 0) * _arg(node, env, 1)
+
+
+@impl(Op.ADD)
+def _add(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _arg(node, env, 0) + _arg(node, env, 1)
+
+

@@ -1,0 +1,253 @@
+"""Resolved spec -> graph IR: typed nodes in execution order, with a stable text form (golden
+tests, `attndsl explain`). The mask stays a symbolic expression on its node; nothing here is
+ever materialised at a concrete length."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import masks
+from .spec import (
+    Alibi, Attention, Learned, LinearKernel, RelativeBias, Rope, Sinusoidal, Transformer,
+)
+
+__all__ = ["Graph", "Node", "Op", "build"]
+
+
+class Op(enum.Enum):
+    INPUT = "input"
+    ADD_POSITION = "add_position"  # sinusoidal table or learned embedding, added to x
+    LINEAR = "linear"  # x @ W^T (+ b)
+    SPLIT_HEADS = "split_heads"  # (B, n, h*d) -> (B, h, n, d)
+    NORM = "norm"  # rmsnorm | layernorm over the last axis
+    ROPE = "rope"
+    REPEAT_KV = "repeat_kv"  # (B, Hkv, S, d) -> (B, H, S, d): head h reads kv h // groups
+    SCORES = "scores"  # scale * q @ k^T
+    SCORE_BIAS = "score_bias"  # + alibi | relative_bias
+    SOFTCAP = "softcap"
+    MASK = "mask"  # boolean visibility from index ranges (and runtime inputs)
+    SOFTMAX = "masked_softmax"  # rows with no visible key -> zeros
+    ATTEND = "attend"  # p @ v
+    LINEAR_ATTENTION = "linear_attention"
+    MERGE_HEADS = "merge_heads"  # (B, H, L, dv) -> (B, L, H*dv)
+    ACTIVATION = "activation"
+    MUL = "mul"
+    ADD = "add"
+    OUTPUT = "output"
+
+
+@dataclass(frozen=True)
+class Node:
+    op: Op
+    out: str
+    args: tuple[str, ...]
+    attrs: tuple[tuple[str, Any], ...]
+    shape: str
+
+    def attr(self, key: str) -> Any:
+        return dict(self.attrs)[key]
+
+    def text(self) -> str:
+        def fmt(v: Any) -> str:
+            if isinstance(v, float):
+                return repr(round(v, 9))
+            if isinstance(v, (masks.Full, masks.And, masks.Or, masks.Not)) or type(
+                    v).__module__ == masks.__name__:
+                return masks.render(v)
+            return str(v)
+
+        args = ", ".join(f"%{a}" for a in self.args)
+        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs)
+        head = f"%{self.out} = {self.op.value}"
+        body = " ".join(p for p in (args, attrs) if p)
+        return f"{head} {body}".rstrip() + f" : {self.shape}"
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    kind: str  # attention | transformer
+    summary: str
+    inputs: tuple[tuple[str, str], ...]  # (name, type)
+    nodes: tuple[Node, ...]
+    output: str
+
+    def text(self) -> str:
+        lines = [f"{self.kind} {self.name}: {self.summary}"]
+        lines += [f"  input {n}: {t}" for n, t in self.inputs]
+        lines += [f"  {n.text()}" for n in self.nodes]
+        lines.append(f"  output y = %{self.output}")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class _Builder:
+    nodes: list[Node] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+
+    def emit(self, op: Op, out: str, args: tuple[str, ...], shape: str, **attrs: Any) -> str:
+        if out in self.names:
+            raise AssertionError(f"IR value %{out} defined twice")
+        self.names.add(out)
+        self.nodes.append(Node(op, out, args, tuple(attrs.items()), shape))
+        return out
+
+
+def build(spec: Attention | Transformer) -> Graph:
+    """The IR of one layer. Parameter names are DESIGN §3's state-dict names."""
+    b = _Builder()
+    if isinstance(spec, Transformer):
+        attn = spec.attention
+        inputs = [("x", f"float[B, L, {spec.d_model}]")] + _runtime_input_types(attn)
+        for name, _ in inputs:
+            b.emit(Op.INPUT, name, (), _shape_of(name, attn))
+        h = _absolute(b, attn, "x", "")
+        for i in range(spec.layers):
+            h = _block(b, spec, i, h)
+        if spec.norm.placement == "pre":
+            h = b.emit(Op.NORM, "out", (h,), f"[B, L, {spec.d_model}]", kind=spec.norm.kind,
+                       eps=spec.norm.eps, module="norm", bias=spec.norm.kind == "layernorm")
+        summary = (f"{spec.layers} x {spec.norm.kind}({spec.norm.placement}) blocks of "
+                   f"attention {attn.name} and {spec.ffn.kind}({spec.ffn.hidden})")
+        return Graph(spec.name, "transformer", summary, tuple(inputs), tuple(b.nodes), h)
+    inputs = [("x", f"float[B, L, {spec.d_model}]")]
+    if spec.kind == "cross":
+        inputs.append(("memory", f"float[B, S, {spec.memory_dim}]"))
+    inputs += _runtime_input_types(spec)
+    for name, _ in inputs:
+        b.emit(Op.INPUT, name, (), _shape_of(name, spec))
+    x = _absolute(b, spec, "x", "")
+    out = _attention(b, spec, "", x, "memory" if spec.kind == "cross" else x)
+    return Graph(spec.name, "attention", _summary(spec), tuple(inputs), tuple(b.nodes), out)
+
+
+def _summary(s: Attention) -> str:
+    return (f"{s.kind}, d_model={s.d_model}, heads={s.heads}, kv_heads={s.kv_heads}, "
+            f"head_dim={s.head_dim}, value_dim={s.value_dim}")
+
+
+def _runtime_input_types(s: Attention) -> list[tuple[str, str]]:
+    types = {"key_lengths": "int64[B]", "segment_ids": "int64[B, L]"}
+    return [(n, types[n]) for n in s.runtime_inputs]
+
+
+def _shape_of(name: str, s: Attention) -> str:
+    return {"x": f"[B, L, {s.d_model}]", "memory": f"[B, S, {s.memory_dim}]",
+            "key_lengths": "[B]", "segment_ids": "[B, L]"}[name]
+
+
+def _absolute(b: _Builder, s: Attention, x: str, prefix: str) -> str:
+    if isinstance(s.position, Sinusoidal):
+        return b.emit(Op.ADD_POSITION, "x_pos", (x,), f"[B, L, {s.d_model}]", kind="sinusoidal")
+    if isinstance(s.position, Learned):
+        return b.emit(Op.ADD_POSITION, "x_pos", (x,), f"[B, L, {s.d_model}]", kind="learned",
+                      weight=f"{prefix}position_embeddings.weight", max_len=s.position.max_len)
+    return x
+
+
+def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str) -> str:
+    p = prefix
+    n = "S" if s.kind == "cross" else "L"
+
+    def linear(out: str, arg: str, proj: str, width: int, length: str) -> str:
+        return b.emit(Op.LINEAR, f"{p}{out}", (arg,), f"[B, {length}, {width}]",
+                      weight=f"{prefix}{proj}.weight",
+                      bias=f"{prefix}{proj}.bias" if s.bias else None)
+
+    q = linear("q", x, "q_proj", s.heads * s.head_dim, "L")
+    k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
+    v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
+    q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), f"[B, {s.heads}, L, {s.head_dim}]",
+               heads=s.heads, dim=s.head_dim)
+    k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
+               heads=s.kv_heads, dim=s.head_dim)
+    v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), f"[B, {s.kv_heads}, {n}, {s.value_dim}]",
+               heads=s.kv_heads, dim=s.value_dim)
+    if s.qk_norm:
+        eps = 1e-6 if s.qk_norm == "rmsnorm" else 1e-5
+        q = b.emit(Op.NORM, f"{p}q_normed", (q,), f"[B, {s.heads}, L, {s.head_dim}]",
+                   kind=s.qk_norm, eps=eps, module=f"{prefix}q_norm", bias=False)
+        k = b.emit(Op.NORM, f"{p}k_normed", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
+                   kind=s.qk_norm, eps=eps, module=f"{prefix}k_norm", bias=False)
+    if isinstance(s.position, Rope):
+        r = s.position
+        q = b.emit(Op.ROPE, f"{p}q_rope", (q,), f"[B, {s.heads}, L, {s.head_dim}]",
+                   theta=r.theta, dim=r.dim, interleaved=r.interleaved)
+        k = b.emit(Op.ROPE, f"{p}k_rope", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
+                   theta=r.theta, dim=r.dim, interleaved=r.interleaved)
+    if s.groups > 1:
+        k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), f"[B, {s.heads}, {n}, {s.head_dim}]",
+                   groups=s.groups)
+        v = b.emit(Op.REPEAT_KV, f"{p}v_rep", (v,), f"[B, {s.heads}, {n}, {s.value_dim}]",
+                   groups=s.groups)
+    heads_out = f"[B, {s.heads}, L, {s.value_dim}]"
+    if isinstance(s.kernel, LinearKernel):
+        o = b.emit(Op.LINEAR_ATTENTION, f"{p}attn", (q, k, v), heads_out,
+                   feature=s.kernel.feature, causal=s.mask == masks.Causal())
+    else:
+        sc = b.emit(Op.SCORES, f"{p}scores", (q, k), f"[B, {s.heads}, L, {n}]", scale=s.scale)
+        if isinstance(s.position, Alibi):
+            sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), f"[B, {s.heads}, L, {n}]",
+                        kind="alibi")
+        elif isinstance(s.position, RelativeBias):
+            r = s.position
+            sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), f"[B, {s.heads}, L, {n}]",
+                        kind="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
+                        bidirectional=r.bidirectional,
+                        weight=f"{prefix}relative_attention_bias.weight")
+        if s.softcap is not None:
+            sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), f"[B, {s.heads}, L, {n}]",
+                        cap=s.softcap)
+        runtime = tuple(s.runtime_inputs)
+        mk = b.emit(Op.MASK, f"{p}mask", runtime, f"bool[{'B, ' if runtime else ''}L, {n}]",
+                    expr=s.mask)
+        pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, mk), f"[B, {s.heads}, L, {n}]",
+                    dropout=s.dropout)
+        o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
+    o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), f"[B, L, {s.heads * s.value_dim}]")
+    if s.out_proj:
+        o = linear("out", o, "o_proj", s.d_model, "L")
+    return o
+
+
+def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
+    p = f"layers.{i}."
+    d = f"[B, L, {t.d_model}]"
+    kind, eps = t.norm.kind, t.norm.eps
+
+    def norm(out: str, arg: str, which: str) -> str:
+        return b.emit(Op.NORM, f"{p}{out}", (arg,), d, kind=kind, eps=eps, module=f"{p}{which}",
+                      bias=kind == "layernorm")
+
+    def attn(arg: str) -> str:
+        return _attention(b, t.attention, f"{p}self_attn.", arg, arg)
+
+    if t.norm.placement == "pre":
+        a = attn(norm("attn_in", h, "attn_norm"))
+        h = b.emit(Op.ADD, f"{p}resid1", (h, a), d)
+        f = _mlp(b, t, p, norm("ffn_in", h, "ffn_norm"))
+        return b.emit(Op.ADD, f"{p}resid2", (h, f), d)
+    a = attn(h)
+    h = norm("h", b.emit(Op.ADD, f"{p}resid1", (h, a), d), "attn_norm")
+    f = _mlp(b, t, p, h)
+    return norm("y", b.emit(Op.ADD, f"{p}resid2", (h, f), d), "ffn_norm")
+
+
+def _mlp(b: _Builder, t: Transformer, p: str, x: str) -> str:
+    hidden = f"[B, L, {t.ffn.hidden}]"
+    d = f"[B, L, {t.d_model}]"
+    if t.ffn.kind == "swiglu":
+        g = b.emit(Op.LINEAR, f"{p}gate", (x,), hidden, weight=f"{p}mlp.gate_proj.weight",
+                   bias=None)
+        u = b.emit(Op.LINEAR, f"{p}up", (x,), hidden, weight=f"{p}mlp.up_proj.weight", bias=None)
+        g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind="silu")
+        m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
+        return b.emit(Op.LINEAR, f"{p}mlp_out", (m,), d, weight=f"{p}mlp.down_proj.weight",
+                      bias=None)
+    h = b.emit(Op.LINEAR, f"{p}fc1", (x,), hidden, weight=f"{p}mlp.fc1.weight",
+               bias=f"{p}mlp.fc1.bias")
+    h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=t.ffn.kind)
+    return b.emit(Op.LINEAR, f"{p}mlp_out", (h,), d, weight=f"{p}mlp.fc2.weight",
+                  bias=f"{p}mlp.fc2.bias")
