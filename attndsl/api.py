@@ -11,10 +11,14 @@ from typing import Any
 from . import spec as s
 from .check import check
 from .errors import UsageError
+from .output import ensure_dir, write_atomic
 from .parser import decode, parse
 from .source import Source
 
-__all__ = ["Layer", "Program", "load", "loads", "read_source"]
+__all__ = ["DEFAULT_OUTPUT_DIR", "TARGETS", "Layer", "Program", "load", "loads", "read_source"]
+
+DEFAULT_OUTPUT_DIR = Path("exported")
+TARGETS = ("portable",)
 
 
 def read_source(path: str | os.PathLike[str]) -> Source:
@@ -83,7 +87,10 @@ class Program:
 
 
 class Layer:
-    """One attention or transformer of a checked program."""
+    """One attention or transformer of a checked program.
+
+    Heavy stages (torch, onnx, onnxruntime) are imported on first use, so `attndsl check`
+    and `fmt` stay fast."""
 
     def __init__(self, spec: s.Layer, source: Source):
         self.spec = spec
@@ -96,5 +103,89 @@ class Layer:
     def __repr__(self) -> str:
         return f"Layer({type(self.spec).__name__.lower()} {self.name!r})"
 
-    def __getattr__(self, item: str) -> Any:  # pragma: no cover - filled by later stages
-        raise AttributeError(item)
+    def graph(self):
+        """The graph IR (`attndsl.ir.Graph`)."""
+        from .ir import build
+
+        return build(self.spec)
+
+    def to_torch(self, seed: int = 0, weights: str | os.PathLike[str] | None = None):
+        """A trainable torch.nn.Module in eval mode: weights from `weights` (.safetensors or a
+        state dict, names per DESIGN §3) or drawn from `seed`."""
+        from .backends.torch import seeded_module
+        from .weights import load_into
+
+        module = seeded_module(self.spec, seed)
+        if weights is not None:
+            load_into(module, weights)
+        return module
+
+    def onnx_bytes(self, *, target: str = "portable", seed: int = 0,
+                   weights: str | os.PathLike[str] | None = None) -> bytes:
+        """The exported ONNX model, serialized (byte-identical for identical arguments)."""
+        from .backends.onnx import Provenance, export
+        from .weights import file_sha256
+
+        _check_target(target)
+        module = self.to_torch(seed=seed, weights=weights)
+        provenance = Provenance(
+            source_name=self.source.name, source_text=self.source.text, layer=self.name,
+            seed=seed, target=target, weights_sha256=file_sha256(weights) if weights else None)
+        return export(self.spec, module, provenance)
+
+    def export_onnx(self, directory: str | os.PathLike[str] = DEFAULT_OUTPUT_DIR, *,
+                    target: str = "portable", seed: int = 0,
+                    weights: str | os.PathLike[str] | None = None) -> Path:
+        """Write `<directory>/<name>.onnx` atomically and return its path."""
+        data = self.onnx_bytes(target=target, seed=seed, weights=weights)
+        path = ensure_dir(Path(directory)) / f"{self.name}.onnx"
+        write_atomic(path, data)
+        return path
+
+    def torch_program_bytes(self, *, seed: int = 0,
+                            weights: str | os.PathLike[str] | None = None) -> bytes:
+        """A `torch.export` program (load with `torch.export.load`), serialized."""
+        from .backends.torch import export_program
+
+        return export_program(self.spec, self.to_torch(seed=seed, weights=weights))
+
+    def reference(self, inputs: dict[str, Any], weights: dict[str, Any]):
+        """The NumPy reference output (float64) for named inputs and a state dict."""
+        from .backends import reference
+
+        return reference.run(self.graph(), inputs, {k: _numpy(v) for k, v in weights.items()})
+
+    def verify(self, *, lengths: Any = None, batches: Any = None,
+               providers: tuple[str, ...] = ("cpu",), target: str = "portable", seed: int = 0,
+               weights: str | os.PathLike[str] | None = None, progress: Any = None):
+        """Reference vs torch vs ONNX Runtime (per provider) at several shapes -> Report."""
+        from .backends import runtime
+        from .verify import DEFAULT_BATCHES, DEFAULT_LENGTHS, verify
+
+        for provider in providers:  # fail before the slow export, not after
+            runtime.require(provider)
+        module = self.to_torch(seed=seed, weights=weights)
+        data = self.onnx_bytes(target=target, seed=seed, weights=weights)
+        runners = []
+        for provider in providers:
+            session = runtime.make_session(data, provider)
+            runners.append((f"onnxruntime:{provider}",
+                            lambda inputs, session=session: runtime.run(session, inputs)))
+        state = {k: _numpy(v) for k, v in module.state_dict().items()}
+        return verify(self.spec, module, state, runners, target=target, seed=seed,
+                      lengths=lengths or DEFAULT_LENGTHS, batches=batches or DEFAULT_BATCHES,
+                      progress=progress)
+
+
+
+def _check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise UsageError(f"unknown target `{target}`: choose from {', '.join(TARGETS)}")
+
+
+def _numpy(value: Any):
+    import numpy as np
+
+    if hasattr(value, "detach"):
+        return value.detach().cpu().double().numpy()
+    return np.asarray(value, dtype=np.float64)

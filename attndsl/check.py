@@ -52,6 +52,7 @@ class _Checker:
         self.mask_values: dict[str, m.Mask] = {}
         self.resolved_attn: dict[str, Attention | None] = {}
         self._evaluating: list[tuple[str, Span]] = []
+        self._failed: set[str] = set()  # definitions already diagnosed: never report twice
 
     # -- plumbing ---------------------------------------------------------------------------
     def error(self, message: str, span: Span | None, hint: str | None = None,
@@ -105,16 +106,22 @@ class _Checker:
     def let_value(self, name: str, use: Span) -> int:
         if name in self.let_values:
             return self.let_values[name]
+        if name in self._failed:
+            raise _Invalid()
         d = self.lets[name]
         if any(n == name for n, _ in self._evaluating):
             cycle = [n for n, _ in self._evaluating] + [name]
             start = cycle.index(name)
+            self._failed.update(cycle)
             raise self.error(f"`let` constants refer to each other in a cycle: "
                              f"{' -> '.join(cycle[start:])}", d.name_span,
                              hint="a constant must not depend on itself")
         self._evaluating.append((name, use))
         try:
             value = self.integer(d.value, allow_negative=True)
+        except _Invalid:
+            self._failed.add(name)
+            raise
         finally:
             self._evaluating.pop()
         self.let_values[name] = value
@@ -253,14 +260,20 @@ class _Checker:
     def mask_def(self, name: str, use: Span) -> m.Mask:
         if name in self.mask_values:
             return self.mask_values[name]
+        if name in self._failed:
+            raise _Invalid()
         d = self.masks[name]
         if any(n == name for n, _ in self._evaluating):
             cycle = [n for n, _ in self._evaluating] + [name]
+            self._failed.update(cycle)
             raise self.error(f"masks refer to each other in a cycle: "
                              f"{' -> '.join(cycle[cycle.index(name):])}", d.name_span)
         self._evaluating.append((name, use))
         try:
             value = self.mask(d.value)
+        except _Invalid:
+            self._failed.add(name)
+            raise
         finally:
             self._evaluating.pop()
         self.mask_values[name] = value
@@ -363,8 +376,8 @@ class _Checker:
 
         if kv_heads is not None and heads % kv_heads:
             self.error(f"heads ({heads}) must be divisible by kv_heads ({kv_heads})",
-                       at("kv_heads"), hint=f"kv_heads can be one of "
-                       f"{', '.join(str(i) for i in range(1, heads + 1) if heads % i == 0)}")
+                       at("kv_heads"), hint="kv_heads can be one of "
+                       + ", ".join(str(i) for i in _divisors(heads)[:12]))
             failed = True
         if head_dim is None:
             if d_model % heads:
@@ -665,6 +678,11 @@ _MASK_PRIMITIVES: dict[str, Callable[[_Checker, dict[str, ast.Expr], ast.Expr], 
                                        c.positive(a["block"], "random block size"),
                                        c.non_negative(a["seed"], "seed") if "seed" in a else 0),
 }
+
+
+def _divisors(n: int) -> list[int]:
+    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
+    return sorted(set(small + [n // i for i in small]))
 
 
 def _arg_span(e: ast.Expr, name: str) -> Span | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
+import json
 import os
 import sys
 import traceback
@@ -13,11 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
-from .api import read_source
+from .api import DEFAULT_OUTPUT_DIR, TARGETS, Layer, load, read_source
 from .check import check
 from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
-from .output import write_atomic
+from .output import ensure_dir, write_atomic
 from .parser import parse
 
 __all__ = ["main"]
@@ -50,12 +52,78 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("files", nargs="+")
     f.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted")
     f.add_argument("--diff", action="store_true", help="print a diff instead of writing")
-    for extend in _EXTENSIONS:
-        extend(sub)
+    k = sub.add_parser("compile", help="export layers to ONNX or a torch.export program")
+    k.add_argument("file")
+    k.add_argument("--name", help="the layer to compile (default: every layer in the file)")
+    k.add_argument("--export", required=True, choices=("onnx", "torch"))
+    k.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT_DIR), metavar="DIR",
+                   help="output folder (default: exported/)")
+    k.add_argument("--target", default="portable", choices=TARGETS)
+    k.add_argument("--dtype", default="float32", choices=("float32",))
+    k.add_argument("--seed", type=int, default=0, help="weights seed (default 0)")
+    k.add_argument("--weights", help=".safetensors or torch state dict with DESIGN §3 names")
+
+    v = sub.add_parser("verify", help="compare reference, torch and ONNX Runtime")
+    v.add_argument("file")
+    v.add_argument("--name", help="the layer to verify (default: every layer)")
+    v.add_argument("--lengths", type=_int_list, default=(),
+                   help="extra lengths, comma-separated (always: 1,7,64,300)")
+    v.add_argument("--batches", type=_int_list, default=(1, 3), help="default 1,3")
+    v.add_argument("--providers", type=_word_list, default=("cpu",), help="cpu,cuda")
+    v.add_argument("--target", default="portable", choices=TARGETS)
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--weights")
+    v.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    v.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+    e = sub.add_parser("explain", help="print the graph IR of each layer")
+    e.add_argument("file")
+    e.add_argument("--name")
+
+    r = sub.add_parser("run", help="run an exported .onnx model in ONNX Runtime")
+    r.add_argument("model")
+    r.add_argument("--inputs", help=".npz with arrays named as the model's inputs")
+    r.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
+    r.add_argument("--batch", type=int, default=1)
+    r.add_argument("--length", type=int, default=16)
+    r.add_argument("--memory-length", type=int, default=None, help="S (default: --length)")
+    r.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    r.add_argument("--output", help="write the outputs to this .npz")
     return p
 
 
-_EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = []
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
+                                         ) from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _word_list(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _progress(args: argparse.Namespace) -> Callable[[str], None] | None:
+    if getattr(args, "json", False) or getattr(args, "quiet", False) or not sys.stderr.isatty():
+        return None
+
+    def show(message: str) -> None:
+        print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def _layers(path: str, name: str | None) -> list[Layer]:
+    program = load(path)
+    if name is not None:
+        return [program[name]]
+    if not len(program):
+        raise UsageError(f"{path}: defines no attention or transformer")
+    return [program[n] for n in program]
 
 
 @command("check")
@@ -102,6 +170,68 @@ def _fmt(args: argparse.Namespace) -> int:
             write_atomic(Path(path), formatted.encode("utf-8"))
             print(f"{path}: formatted")
     return status
+
+
+@command("compile")
+def _compile(args: argparse.Namespace) -> int:
+    layers = _layers(args.file, args.name)
+    if args.weights and len(layers) > 1:
+        raise UsageError(f"{args.file} has {len(layers)} layers; name the one --weights is for "
+                         "with --name")
+    out_dir = ensure_dir(Path(args.output))
+    outputs: list[tuple[Path, bytes]] = []
+    # Build everything first: a failure in any layer must leave no file behind.
+    for layer in layers:
+        if args.export == "onnx":
+            data = layer.onnx_bytes(target=args.target, seed=args.seed, weights=args.weights)
+            outputs.append((out_dir / f"{layer.name}.onnx", data))
+        else:
+            data = layer.torch_program_bytes(seed=args.seed, weights=args.weights)
+            outputs.append((out_dir / f"{layer.name}.pt2", data))
+    for path, data in outputs:
+        write_atomic(path, data)
+        digest = hashlib.sha256(data).hexdigest()[:12]
+        print(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 {digest}...)")
+    return 0
+
+
+@command("verify")
+def _verify(args: argparse.Namespace) -> int:
+    from .verify import DEFAULT_LENGTHS
+
+    layers = _layers(args.file, args.name)
+    lengths = tuple(sorted(set(DEFAULT_LENGTHS) | set(args.lengths)))
+    progress = _progress(args)
+    reports = []
+    for layer in layers:
+        report = layer.verify(lengths=lengths, batches=args.batches, providers=args.providers,
+                              target=args.target, seed=args.seed, weights=args.weights,
+                              progress=progress)
+        if progress:
+            print("\r\033[K", end="", file=sys.stderr)
+        reports.append(report)
+        if not args.json:
+            print(report.text())
+            print()
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reports], indent=2))
+    return 0 if all(r.passed for r in reports) else 1
+
+
+@command("explain")
+def _explain(args: argparse.Namespace) -> int:
+    for i, layer in enumerate(_layers(args.file, args.name)):
+        if i:
+            print()
+        print(layer.graph().text(), end="")
+    return 0
+
+
+@command("run")
+def _run(args: argparse.Namespace) -> int:
+    from .run import run_model
+
+    return run_model(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

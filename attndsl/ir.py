@@ -59,7 +59,7 @@ class Node:
             return str(v)
 
         args = ", ".join(f"%{a}" for a in self.args)
-        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs)
+        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs if v is not None)
         head = f"%{self.out} = {self.op.value}"
         body = " ".join(p for p in (args, attrs) if p)
         return f"{head} {body}".rstrip() + f" : {self.shape}"
@@ -76,7 +76,6 @@ class Graph:
 
     def text(self) -> str:
         lines = [f"{self.kind} {self.name}: {self.summary}"]
-        lines += [f"  input {n}: {t}" for n, t in self.inputs]
         lines += [f"  {n.text()}" for n in self.nodes]
         lines.append(f"  output y = %{self.output}")
         return "\n".join(lines) + "\n"
@@ -102,7 +101,7 @@ def build(spec: Attention | Transformer) -> Graph:
         attn = spec.attention
         inputs = [("x", f"float[B, L, {spec.d_model}]")] + _runtime_input_types(attn)
         for name, _ in inputs:
-            b.emit(Op.INPUT, name, (), _shape_of(name, attn))
+            b.emit(Op.INPUT, name, (), _type_of(name, attn))
         h = _absolute(b, attn, "x", "")
         for i in range(spec.layers):
             h = _block(b, spec, i, h)
@@ -117,7 +116,7 @@ def build(spec: Attention | Transformer) -> Graph:
         inputs.append(("memory", f"float[B, S, {spec.memory_dim}]"))
     inputs += _runtime_input_types(spec)
     for name, _ in inputs:
-        b.emit(Op.INPUT, name, (), _shape_of(name, spec))
+        b.emit(Op.INPUT, name, (), _type_of(name, spec))
     x = _absolute(b, spec, "x", "")
     out = _attention(b, spec, "", x, "memory" if spec.kind == "cross" else x)
     return Graph(spec.name, "attention", _summary(spec), tuple(inputs), tuple(b.nodes), out)
@@ -133,9 +132,9 @@ def _runtime_input_types(s: Attention) -> list[tuple[str, str]]:
     return [(n, types[n]) for n in s.runtime_inputs]
 
 
-def _shape_of(name: str, s: Attention) -> str:
-    return {"x": f"[B, L, {s.d_model}]", "memory": f"[B, S, {s.memory_dim}]",
-            "key_lengths": "[B]", "segment_ids": "[B, L]"}[name]
+def _type_of(name: str, s: Attention) -> str:
+    return {"x": f"float[B, L, {s.d_model}]", "memory": f"float[B, S, {s.memory_dim}]",
+            "key_lengths": "int64[B]", "segment_ids": "int64[B, L]"}[name]
 
 
 def _absolute(b: _Builder, s: Attention, x: str, prefix: str) -> str:

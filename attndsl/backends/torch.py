@@ -274,3 +274,20 @@ class TransformerModule(nn.Module):
             x = layer(x, key_lengths, segment_ids)
         return self.norm(x) if self.spec.norm.placement == "pre" else x
 
+
+
+def export_program(spec: Attention | Transformer, module: nn.Module) -> bytes:
+    """A serialized `torch.export` program with dynamic batch and lengths, loadable with
+    `torch.export.load` and no attndsl installed."""
+    import io
+
+    from .onnx import _dynamic_shapes, _Positional, example_inputs, input_names
+
+    names = input_names(spec)
+    example = example_inputs(spec)
+    program = torch.export.export(_Positional(module.eval(), names),
+                                  tuple(example[n] for n in names),
+                                  dynamic_shapes=_dynamic_shapes(names))
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    return buffer.getvalue()

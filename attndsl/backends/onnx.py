@@ -1,0 +1,197 @@
+"""Torch module -> ONNX bytes through torch.onnx.export (dynamo, opset 23), then made
+reproducible and self-describing: node debug metadata stripped (it holds file paths), spec and
+provenance recorded in `metadata_props`, checked with `onnx.checker` (full_check), one file.
+
+Same spec + seed + weights + options -> byte-identical output."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import warnings
+from dataclasses import dataclass
+
+import onnx
+import torch
+from torch import Tensor, nn
+
+from .. import __version__
+from ..errors import ExportError
+from ..spec import Attention, Transformer
+
+__all__ = ["ExampleShape", "Provenance", "example_inputs", "export", "input_names"]
+
+OPSET = 23
+MAX_ONNX_BYTES = 2 * 1024**3 - 1  # protobuf's limit for one file
+# ONNX Runtime 1.2x reads IR versions up to 10..13; the exporter writes 10. Never exceed this.
+MAX_IR_VERSION = 10
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What `metadata_props` records about how a file was made."""
+
+    source_name: str
+    source_text: str
+    layer: str
+    seed: int
+    target: str
+    dtype: str = "float32"
+    weights_sha256: str | None = None
+
+    def props(self) -> dict[str, str]:
+        props = {
+            "attndsl.version": __version__,
+            "attndsl.layer": self.layer,
+            "attndsl.spec_file": self.source_name.rsplit("/", 1)[-1],
+            "attndsl.spec": self.source_text,
+            "attndsl.spec_sha256": hashlib.sha256(self.source_text.encode()).hexdigest(),
+            "attndsl.seed": str(self.seed),
+            "attndsl.target": self.target,
+            "attndsl.dtype": self.dtype,
+        }
+        if self.weights_sha256:
+            props["attndsl.weights_sha256"] = self.weights_sha256
+        return props
+
+
+@dataclass(frozen=True)
+class ExampleShape:
+    batch: int = 2
+    length: int = 17
+    memory_length: int = 19
+
+
+def input_names(spec: Attention | Transformer) -> tuple[str, ...]:
+    """Graph inputs in DESIGN §3's order: x, memory (cross), key_lengths, segment_ids."""
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    names = ["x"]
+    if attn.kind == "cross":
+        names.append("memory")
+    return (*names, *attn.runtime_inputs)
+
+
+def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleShape(),
+                   dtype: torch.dtype = torch.float32) -> dict[str, Tensor]:
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    g = torch.Generator().manual_seed(0)
+    B, L, S = shape.batch, shape.length, shape.memory_length
+    out: dict[str, Tensor] = {}
+    for name in input_names(spec):
+        if name == "x":
+            out[name] = torch.randn(B, L, attn.d_model, generator=g, dtype=dtype)
+        elif name == "memory":
+            out[name] = torch.randn(B, S, attn.memory_dim, generator=g, dtype=dtype)
+        elif name == "key_lengths":
+            out[name] = torch.full((B,), S if attn.kind == "cross" else L, dtype=torch.int64)
+        else:
+            out[name] = torch.zeros(B, L, dtype=torch.int64)
+    return out
+
+
+class _Positional(nn.Module):
+    """Calls the layer with keyword inputs, so the graph's inputs are exactly `names`."""
+
+    def __init__(self, module: nn.Module, names: tuple[str, ...]):
+        super().__init__()
+        self.layer = module
+        self.names = names
+
+    def forward(self, *args: Tensor) -> Tensor:
+        return self.layer(**dict(zip(self.names, args, strict=True)))
+
+
+def _dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ...]]:
+    """Per input, its dynamic axes; nested once because `_Positional.forward` takes *args."""
+    B = torch.export.Dim("batch", min=1, max=1 << 16)
+    L = torch.export.Dim("length", min=1, max=1 << 20)
+    S = torch.export.Dim("memory_length", min=1, max=1 << 20)
+    table = {"x": {0: B, 1: L}, "memory": {0: B, 1: S}, "key_lengths": {0: B},
+             "segment_ids": {0: B, 1: L}}
+    return (tuple(table[n] for n in names),)
+
+
+def export(spec: Attention | Transformer, module: nn.Module, provenance: Provenance) -> bytes:
+    """The ONNX model of `module` (already holding its weights), serialized."""
+    names = input_names(spec)
+    wrapper = _Positional(module.eval(), names)
+    example = example_inputs(spec)
+    args = tuple(example[n] for n in names)
+    log = io.StringIO()
+    try:
+        with _quiet(log), torch.no_grad():
+            program = torch.onnx.export(
+                wrapper, args, dynamo=True, opset_version=OPSET, external_data=False,
+                input_names=list(names), output_names=["y"],
+                dynamic_shapes=_dynamic_shapes(names), verbose=False, report=False)
+    except Exception as exc:
+        detail = log.getvalue().strip().splitlines()[-5:]
+        raise ExportError(f"torch.onnx.export failed for `{spec.name}`: "
+                          f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                          + ("\n" + "\n".join(detail) if detail else "")) from None
+    model = program.model_proto
+    return finalize(model, provenance)
+
+
+def finalize(model: onnx.ModelProto, provenance: Provenance) -> bytes:
+    """Strip non-reproducible debug data, record provenance, check, serialize."""
+    for graph in _graphs(model.graph):
+        graph.doc_string = ""
+        for node in graph.node:
+            node.doc_string = ""
+            del node.metadata_props[:]
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            del value.metadata_props[:]
+        for init in graph.initializer:
+            del init.metadata_props[:]
+    for fn in model.functions:
+        for node in fn.node:
+            node.doc_string = ""
+            del node.metadata_props[:]
+    model.producer_name = "attndsl"
+    model.producer_version = __version__
+    model.doc_string = f"attndsl {provenance.layer} from {provenance.source_name}"
+    model.ir_version = min(model.ir_version, MAX_IR_VERSION)
+    del model.metadata_props[:]
+    for key, value in sorted(provenance.props().items()):
+        model.metadata_props.add(key=key, value=value)
+    data = model.SerializeToString(deterministic=True)
+    if len(data) > MAX_ONNX_BYTES:
+        raise ExportError(f"`{provenance.layer}` is {len(data):,} bytes as ONNX; one file is "
+                          "limited to 2 GB")
+    try:
+        onnx.checker.check_model(onnx.load_from_string(data), full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise ExportError(f"exported model for `{provenance.layer}` fails onnx.checker: "
+                          f"{str(exc).splitlines()[0]}") from None
+    return data
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            for g in attr.graphs:
+                yield from _graphs(g)
+
+
+@contextlib.contextmanager
+def _quiet(log: io.StringIO):
+    """The exporter narrates to stdout, stderr and logging; keep it for error messages only."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo",
+                                              "onnxscript", "torch.fx", "torch._export")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(log), \
+                contextlib.redirect_stderr(log):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)

@@ -1,0 +1,255 @@
+"""The reference against independent, loop-by-loop formulations of DESIGN §2-3: masks, ALiBi
+slopes, T5 buckets, RoPE (both layouts), GQA head mapping, linear attention, empty rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import attndsl
+from attndsl import masks as m
+from attndsl.backends import reference
+from attndsl.positions import alibi_slopes, t5_bucket_float32
+
+
+def _brute(mask: m.Mask, L: int, S: int, key_lengths=None, segment_ids=None) -> np.ndarray:
+    """DESIGN §2's table, one (b, q, k) at a time."""
+    B = 1 if key_lengths is None and segment_ids is None else len(
+        key_lengths if key_lengths is not None else segment_ids)
+
+    def visible(node: m.Mask, b: int, q: int, k: int) -> bool:
+        match node:
+            case m.Full():
+                return True
+            case m.Causal(align="top_left"):
+                return k <= q
+            case m.Causal():
+                return k <= q + (S - L)
+            case m.Window(a, c):
+                return q - a <= k <= q + c
+            case m.Dilated(a, c, d):
+                return q - a <= k <= q + c and (q - k) % d == 0
+            case m.Chunked(n):
+                return q // n == k // n
+            case m.Strided(n):
+                return (q - k) % n == 0
+            case m.Global(first, tokens):
+                return q < first or k < first or q in tokens or k in tokens
+            case m.Prefix(n):
+                return k < n
+            case m.Random(r, n, seed):
+                blocks = math.ceil(S / n)
+                drawn = []
+                for j in range(r):  # the documented draw, step by step
+                    h = seed % 2147483647
+                    h = (h * 48271 + q // n + 1) % 2147483647
+                    h = (h * 48271 + j + 1) % 2147483647
+                    h = (h * 48271) % 2147483647
+                    h = (h * 48271) % 2147483647
+                    drawn.append(h % blocks)
+                return k // n in drawn
+            case m.Padding():
+                return k < key_lengths[b]
+            case m.Document():
+                return segment_ids[b][q] == segment_ids[b][k]
+            case m.And(x, y):
+                return visible(x, b, q, k) and visible(y, b, q, k)
+            case m.Or(x, y):
+                return visible(x, b, q, k) or visible(y, b, q, k)
+            case m.Not(x):
+                return not visible(x, b, q, k)
+        raise AssertionError(node)
+
+    return np.array([[[visible(mask, b, q, k) for k in range(S)] for q in range(L)]
+                     for b in range(B)])
+
+
+MASKS = [
+    m.Full(), m.Causal(), m.Causal("bottom_right"), m.Window(3, 1), m.Window(0, 0),
+    m.Dilated(6, 2, 3), m.Chunked(4), m.Strided(3), m.Global(first=2),
+    m.Global(tokens=(0, 5, 9)), m.Prefix(4), m.Random(2, 3, 11), m.Random(3, 4, 2**40 + 7),
+    m.And(m.Causal(), m.Window(4, 0)), m.Or(m.Causal(), m.Prefix(3)),
+    m.Not(m.Or(m.Window(2, 2), m.Global(first=1))),
+]
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=m.render)
+@pytest.mark.parametrize(("L", "S"), [(1, 1), (13, 13), (7, 19), (19, 7)])
+def test_mask_matches_its_definition(mask: m.Mask, L: int, S: int) -> None:
+    got = m.evaluate(mask, np.arange(L)[:, None], np.arange(S)[None, :], L=L, S=S)
+    want = _brute(mask, L, S)[0]
+    assert np.array_equal(np.broadcast_to(got, (L, S)), want)
+
+
+def test_runtime_masks_match_their_definition() -> None:
+    lengths = np.array([5, 0, 9])
+    seg = np.array([[0, 0, 1, 1, 1, 2, 2, 2, 2], [0] * 9, [0, 1, 2, 3, 4, 5, 6, 7, 8]])
+    q, k = np.arange(9)[:, None], np.arange(9)[None, :]
+    pad = m.evaluate(m.Padding(), q, k, L=9, S=9, key_lengths=lengths)
+    doc = m.evaluate(m.And(m.Causal(), m.Document()), q, k, L=9, S=9, segment_ids=seg)
+    assert np.array_equal(pad, _brute(m.Padding(), 9, 9, key_lengths=lengths))
+    assert np.array_equal(doc, _brute(m.And(m.Causal(), m.Document()), 9, 9, segment_ids=seg))
+
+
+def test_alibi_slopes_follow_press_et_al() -> None:
+    assert alibi_slopes(8) == [2.0 ** -(i + 1) for i in range(8)]
+    # non-power-of-two: 8 slopes of the 8-head series, then every other of the 16-head series
+    sixteen = [2.0 ** (-(i + 1) / 2) for i in range(16)]
+    assert alibi_slopes(12) == pytest.approx([2.0 ** -(i + 1) for i in range(8)] + sixteen[0::2][:4])
+
+
+def _hf_t5_bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int,
+                  max_distance: int) -> torch.Tensor:
+    """transformers' T5Attention._relative_position_bucket, transcribed."""
+    relative_buckets = 0
+    if bidirectional:
+        num_buckets //= 2
+        relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+        relative_position = torch.abs(relative_position)
+    else:
+        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+    max_exact = num_buckets // 2
+    is_small = relative_position < max_exact
+    if_large = max_exact + (torch.log(relative_position.float() / max_exact)
+                            / math.log(max_distance / max_exact)
+                            * (num_buckets - max_exact)).to(torch.long)
+    if_large = torch.min(if_large, torch.full_like(if_large, num_buckets - 1))
+    return relative_buckets + torch.where(is_small, relative_position, if_large)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize(("buckets", "max_distance"), [(32, 128), (8, 20), (64, 1000)])
+def test_t5_buckets_match_transformers(bidirectional: bool, buckets: int, max_distance: int) -> None:
+    rel = torch.arange(-3000, 3000).unsqueeze(0)
+    want = _hf_t5_bucket(rel, bidirectional, buckets, max_distance)
+    assert torch.equal(t5_bucket_float32(torch, rel, buckets, max_distance, bidirectional), want)
+    assert np.array_equal(t5_bucket_float32(np, rel.numpy(), buckets, max_distance,
+                                            bidirectional), want.numpy())
+
+
+def _attention_by_loops(x: np.ndarray, w: dict[str, np.ndarray], heads: int, kv_heads: int,
+                        d: int, visible: np.ndarray) -> np.ndarray:
+    """Single-sequence attention written with explicit loops: GQA head h reads kv h//groups."""
+    L = x.shape[0]
+    q = x @ w["q_proj.weight"].T
+    k = x @ w["k_proj.weight"].T
+    v = x @ w["v_proj.weight"].T
+    out = np.zeros((L, heads * d))
+    for h in range(heads):
+        g = h // (heads // kv_heads)
+        for i in range(L):
+            scores = [q[i, h * d:(h + 1) * d] @ k[j, g * d:(g + 1) * d] / math.sqrt(d)
+                      for j in range(L)]
+            keys = [j for j in range(L) if visible[i, j]]
+            if not keys:
+                continue
+            top = max(scores[j] for j in keys)
+            weights = {j: math.exp(scores[j] - top) for j in keys}
+            total = sum(weights.values())
+            for j in keys:
+                out[i, h * d:(h + 1) * d] += weights[j] / total * v[j, g * d:(g + 1) * d]
+    return out @ w["o_proj.weight"].T
+
+
+def test_gqa_head_mapping_and_window_by_loops() -> None:
+    layer = attndsl.loads("""
+        attention a {
+            d_model = 48
+            heads = 6
+            kv_heads = 2
+            bias = false
+            mask = causal & window(left = 3, right = 0)
+        }""")["a"]
+    module = layer.to_torch(seed=3)
+    w = {k: v.double().numpy() for k, v in module.state_dict().items()}
+    x = np.random.default_rng(0).standard_normal((1, 11, 48))
+    visible = _brute(layer.spec.mask, 11, 11)[0]
+    want = _attention_by_loops(x[0], w, 6, 2, 8, visible)
+    got = layer.reference({"x": x}, w)[0]
+    np.testing.assert_allclose(got, want, atol=1e-10)
+
+
+def test_rows_with_no_visible_key_are_zero_in_every_backend() -> None:
+    """key_lengths = 0: attention output is zero, so y is exactly o_proj's bias."""
+    layer = attndsl.loads("""
+        attention a {
+            d_model = 32
+            heads = 4
+            mask = padding
+        }""")["a"]
+    module = layer.to_torch(seed=0)
+    bias = module.o_proj.bias.detach().numpy()
+    x = np.random.default_rng(0).standard_normal((2, 5, 32)).astype(np.float32)
+    lengths = np.array([0, 2])
+    inputs = {"x": x, "key_lengths": lengths}
+    from attndsl.backends import runtime
+
+    session = runtime.make_session(layer.onnx_bytes())
+    outputs = {
+        "reference": layer.reference(inputs, module.state_dict()),
+        "torch": module(torch.from_numpy(x), key_lengths=torch.from_numpy(lengths)).detach().numpy(),
+        "onnxruntime": runtime.run(session, inputs),
+    }
+    for name, y in outputs.items():
+        assert np.isfinite(y).all(), name
+        np.testing.assert_allclose(y[0], np.broadcast_to(bias, (5, 32)), atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_matches_complex_rotation(interleaved: bool) -> None:
+    spec = f"""
+        attention a {{
+            d_model = 32
+            heads = 2
+            bias = false
+            position = rope(theta = 100, dim = 12, interleaved = {str(interleaved).lower()})
+        }}"""
+    graph = attndsl.loads(spec)["a"].graph()
+    rope = next(n for n in graph.nodes if n.op.value == "rope")
+    x = np.random.default_rng(1).standard_normal((1, 2, 9, 16))
+    got = reference._IMPL[rope.op](rope, {rope.args[0]: x}, {})
+    inv = 100.0 ** (-np.arange(0, 12, 2) / 12)  # (6,)
+    if interleaved:
+        z = x[..., 0:12:2] + 1j * x[..., 1:12:2]
+    else:
+        z = x[..., :6] + 1j * x[..., 6:12]
+    z = z * np.exp(1j * np.arange(9)[:, None] * inv[None, :])
+    want = x.copy()
+    if interleaved:
+        want[..., 0:12:2], want[..., 1:12:2] = z.real, z.imag
+    else:
+        want[..., :6], want[..., 6:12] = z.real, z.imag
+    np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_linear_attention_formula(causal: bool) -> None:
+    layer = attndsl.loads(f"""
+        attention a {{
+            d_model = 16
+            heads = 2
+            bias = false
+            kernel = linear(feature = elu)
+            mask = {'causal' if causal else 'full'}
+        }}""")["a"]
+    module = layer.to_torch(seed=0)
+    w = {k: v.double().numpy() for k, v in module.state_dict().items()}
+    x = np.random.default_rng(2).standard_normal((1, 6, 16))
+    q, k, v = (x[0] @ w[f"{p}_proj.weight"].T for p in "qkv")
+
+    def phi(t: np.ndarray) -> np.ndarray:
+        return np.where(t > 0, t + 1, np.exp(t))
+
+    out = np.zeros((6, 16))
+    for h in range(2):
+        s = slice(8 * h, 8 * h + 8)
+        for i in range(6):
+            keys = range(i + 1) if causal else range(6)
+            num = sum(phi(q[i, s]) @ phi(k[j, s]) * v[j, s] for j in keys)
+            den = sum(phi(q[i, s]) @ phi(k[j, s]) for j in keys)
+            out[i, s] = num / max(den, 1e-6)
+    want = out @ w["o_proj.weight"].T
+    np.testing.assert_allclose(layer.reference({"x": x}, w)[0], want, atol=1e-10)
