@@ -5,8 +5,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .api import Layer, Program, load, loads  # noqa: E402
-from .errors import AttnError, ExportError, SpecError, UsageError  # noqa: E402
+from .api import Layer, Program, load, loads
+from .errors import AttnError, ExportError, SpecError, UsageError
 
 __all__ = ["AttnError", "ExportError", "Layer", "Program", "SpecError", "UsageError",
            "__version__", "load", "loads"]

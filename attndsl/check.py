@@ -14,8 +14,20 @@ from . import masks as m
 from .errors import Diagnostic, SpecError
 from .source import Span
 from .spec import (
-    Alibi, Attention, Ffn, Learned, LinearKernel, Norm, Position, Program, RelativeBias, Rope,
-    Sinusoidal, Softmax, Sparsity, Transformer,
+    Alibi,
+    Attention,
+    Ffn,
+    Learned,
+    LinearKernel,
+    Norm,
+    Position,
+    Program,
+    RelativeBias,
+    Rope,
+    Sinusoidal,
+    Softmax,
+    Sparsity,
+    Transformer,
 )
 
 __all__ = ["MAX_WEIGHT_BYTES", "check"]
@@ -152,7 +164,7 @@ class _Checker:
                 x, y = self._int_expr(a), self._int_expr(b)
                 if op == "//" and y == 0:
                     raise self.error("integer division by zero", b.span)
-                value = {"+": x + y, "-": x - y, "*": x * y}.get(op, None)
+                value = {"+": x + y, "-": x - y, "*": x * y}.get(op)
                 if op == "//":
                     value = x // y
             case ast.Float():
@@ -396,10 +408,7 @@ class _Checker:
             self.error(f"without out_proj the merged heads ({heads} x {value_dim} = "
                        f"{heads * value_dim}) must equal d_model ({d_model})", at("out_proj"))
             failed = True
-        if scale == "auto":
-            scale_value = 1.0 / math.sqrt(head_dim)
-        else:
-            scale_value = scale
+        scale_value = 1.0 / math.sqrt(head_dim) if scale == "auto" else scale
         if isinstance(position, Rope):
             rope_dim = position.dim if position.dim else head_dim
             if rope_dim % 2 or rope_dim > head_dim:

@@ -69,8 +69,8 @@ def format_module(module: ast.Module) -> str:
     for d in module.definitions:
         state.comments_before(comments, d.span.start, top=True,
                               force_blank=prev_def is not None and _is_block(prev_def))
-        blank = state.blank_between(d.span.start) or (
-            prev_def is not None and (_is_block(prev_def) or _is_block(d)) and not state.after_comment)
+        around_block = prev_def is not None and (_is_block(prev_def) or _is_block(d))
+        blank = state.blank_between(d.span.start) or (around_block and not state.after_comment)
         if state.lines and blank and state.lines[-1] != "":
             out.append("")
         if isinstance(d, ast.LetDef | ast.MaskDef):

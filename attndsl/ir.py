@@ -10,7 +10,14 @@ from typing import Any
 
 from . import masks
 from .spec import (
-    Alibi, Attention, Learned, LinearKernel, RelativeBias, Rope, Sinusoidal, Transformer,
+    Alibi,
+    Attention,
+    Learned,
+    LinearKernel,
+    RelativeBias,
+    Rope,
+    Sinusoidal,
+    Transformer,
 )
 
 __all__ = ["Graph", "Node", "Op", "build"]
@@ -99,7 +106,7 @@ def build(spec: Attention | Transformer) -> Graph:
     b = _Builder()
     if isinstance(spec, Transformer):
         attn = spec.attention
-        inputs = [("x", f"float[B, L, {spec.d_model}]")] + _runtime_input_types(attn)
+        inputs = [("x", f"float[B, L, {spec.d_model}]"), *_runtime_input_types(attn)]
         for name, _ in inputs:
             b.emit(Op.INPUT, name, (), _type_of(name, attn))
         h = _absolute(b, attn, "x", "")

@@ -80,10 +80,10 @@ def run_model(args: argparse.Namespace) -> int:
     elapsed = (time.perf_counter() - start) * 1e3
     print(f"model    {path} on {session.get_providers()[0]}")
     for name, value in feed.items():
-        print(f"input    {name:<12} {str(value.dtype):<8} {list(value.shape)}")
+        print(f"input    {name:<12} {value.dtype!s:<8} {list(value.shape)}")
     for meta, value in zip(session.get_outputs(), outputs, strict=True):
         finite = np.isfinite(value).all()
-        print(f"output   {meta.name:<12} {str(value.dtype):<8} {list(value.shape)}  "
+        print(f"output   {meta.name:<12} {value.dtype!s:<8} {list(value.shape)}  "
               f"mean {value.mean():+.4f}  std {value.std():.4f}  "
               f"min {value.min():+.4f}  max {value.max():+.4f}"
               + ("" if finite else "  NON-FINITE VALUES"))

@@ -156,8 +156,9 @@ class Transformer:
         ffn = 3 * d * self.ffn.hidden if self.ffn.kind == "swiglu" else (
             2 * d * self.ffn.hidden + self.ffn.hidden + d)
         norm = d * (2 if self.norm.kind == "layernorm" else 1)
-        top = norm + (self.attention.position.max_len * d
-                      if isinstance(self.attention.position, Learned) else 0)
+        top = (norm if self.norm.placement == "pre" else 0) + (
+            self.attention.position.max_len * d
+            if isinstance(self.attention.position, Learned) else 0)
         return self.layers * (attn + ffn + 2 * norm) + top
 
 

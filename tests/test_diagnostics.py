@@ -36,7 +36,7 @@ def test_invalid_input_is_diagnosed(path: Path, capsys: pytest.CaptureFixture[st
     locations = LOCATION.findall(err)
     assert locations, "every diagnostic here points into the file"
     lines = path.read_text().splitlines()
-    for file, line, col in locations:
+    for file, line, _col in locations:
         assert file == rel
         assert 1 <= int(line) <= len(lines)
         # the caret line sits under the quoted source line

@@ -98,7 +98,8 @@ def test_alibi_slopes_follow_press_et_al() -> None:
     assert alibi_slopes(8) == [2.0 ** -(i + 1) for i in range(8)]
     # non-power-of-two: 8 slopes of the 8-head series, then every other of the 16-head series
     sixteen = [2.0 ** (-(i + 1) / 2) for i in range(16)]
-    assert alibi_slopes(12) == pytest.approx([2.0 ** -(i + 1) for i in range(8)] + sixteen[0::2][:4])
+    eight = [2.0 ** -(i + 1) for i in range(8)]
+    assert alibi_slopes(12) == pytest.approx(eight + sixteen[0::2][:4])
 
 
 def _hf_t5_bucket(relative_position: torch.Tensor, bidirectional: bool, num_buckets: int,
@@ -122,7 +123,8 @@ def _hf_t5_bucket(relative_position: torch.Tensor, bidirectional: bool, num_buck
 
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize(("buckets", "max_distance"), [(32, 128), (8, 20), (64, 1000)])
-def test_t5_buckets_match_transformers(bidirectional: bool, buckets: int, max_distance: int) -> None:
+def test_t5_buckets_match_transformers(bidirectional: bool, buckets: int,
+                                       max_distance: int) -> None:
     rel = torch.arange(-3000, 3000).unsqueeze(0)
     want = _hf_t5_bucket(rel, bidirectional, buckets, max_distance)
     assert torch.equal(t5_bucket_float32(torch, rel, buckets, max_distance, bidirectional), want)
@@ -190,7 +192,8 @@ def test_rows_with_no_visible_key_are_zero_in_every_backend() -> None:
     session = runtime.make_session(layer.onnx_bytes())
     outputs = {
         "reference": layer.reference(inputs, module.state_dict()),
-        "torch": module(torch.from_numpy(x), key_lengths=torch.from_numpy(lengths)).detach().numpy(),
+        "torch": module(torch.from_numpy(x),
+                        key_lengths=torch.from_numpy(lengths)).detach().numpy(),
         "onnxruntime": runtime.run(session, inputs),
     }
     for name, y in outputs.items():
@@ -212,10 +215,7 @@ def test_rope_matches_complex_rotation(interleaved: bool) -> None:
     x = np.random.default_rng(1).standard_normal((1, 2, 9, 16))
     got = reference._IMPL[rope.op](rope, {rope.args[0]: x}, {})
     inv = 100.0 ** (-np.arange(0, 12, 2) / 12)  # (6,)
-    if interleaved:
-        z = x[..., 0:12:2] + 1j * x[..., 1:12:2]
-    else:
-        z = x[..., :6] + 1j * x[..., 6:12]
+    z = x[..., 0:12:2] + 1j * x[..., 1:12:2] if interleaved else x[..., :6] + 1j * x[..., 6:12]
     z = z * np.exp(1j * np.arange(9)[:, None] * inv[None, :])
     want = x.copy()
     if interleaved:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import numpy as np
 
@@ -50,7 +49,7 @@ def _add_position(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
     L, d = x.shape[1], x.shape[2]
     if node.attr("kind") == "learned":
         table = w[node.attr("weight")]
-        if L > table.shape[0]:
+        if table.shape[0] < L:
             raise ValueError(f"length {L} exceeds learned positions ({table.shape[0]})")
         return x + table[:L]
     pe = np.zeros((L, d))

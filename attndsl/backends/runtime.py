@@ -3,6 +3,7 @@ session whose first provider really is CUDA: ORT falls back to the CPU silently 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 
@@ -26,10 +27,8 @@ def require(provider: str) -> str:
     if provider not in PROVIDERS:
         raise UsageError(f"unknown provider `{provider}`: choose from {', '.join(PROVIDERS)}")
     if provider == "cuda":
-        try:
+        with contextlib.suppress(ImportError):
             import torch  # noqa: F401  (loads the CUDA libraries that onnxruntime-gpu needs)
-        except ImportError:
-            pass
     import onnxruntime as ort
 
     wanted = PROVIDERS[provider]

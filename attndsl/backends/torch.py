@@ -14,7 +14,14 @@ from torch import Tensor, nn
 from .. import masks
 from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
 from ..spec import (
-    Alibi, Attention, Ffn, Learned, LinearKernel, RelativeBias, Rope, Sinusoidal,
+    Alibi,
+    Attention,
+    Ffn,
+    Learned,
+    LinearKernel,
+    RelativeBias,
+    Rope,
+    Sinusoidal,
     Transformer,
 )
 
@@ -93,8 +100,10 @@ class AttentionModule(nn.Module):
             x = add_absolute_position(self, s, x)
         kv_in = memory if s.kind == "cross" else x
         q = self.q_proj(x).unflatten(-1, (s.heads, s.head_dim)).transpose(1, 2)  # (B, H, L, d)
-        k = self.k_proj(kv_in).unflatten(-1, (s.kv_heads, s.head_dim)).transpose(1, 2)  # (B, Hkv, S, d)
-        v = self.v_proj(kv_in).unflatten(-1, (s.kv_heads, s.value_dim)).transpose(1, 2)  # (B, Hkv, S, dv)
+        k = self.k_proj(kv_in).unflatten(-1, (s.kv_heads, s.head_dim))
+        k = k.transpose(1, 2)  # (B, Hkv, S, d)
+        v = self.v_proj(kv_in).unflatten(-1, (s.kv_heads, s.value_dim))
+        v = v.transpose(1, 2)  # (B, Hkv, S, dv)
         if s.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if isinstance(s.position, Rope):

@@ -1,0 +1,67 @@
+"""Commands end to end: explain (golden IR text), run, and file-level errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attndsl.cli import main
+
+from .conftest import EXAMPLES, ROOT, golden
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_explain_prints_the_ir(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", str(path.relative_to(ROOT))]) == 0
+    golden(ROOT / "tests" / "golden" / f"{path.stem}.ir", capsys.readouterr().out)
+
+
+def test_run_with_random_and_given_inputs(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "m"
+    assert main(["compile", "examples/t5_relative.attn", "--name", "t5_cross", "--export",
+                 "onnx", "-o", str(out)]) == 0
+    model = out / "t5_cross.onnx"
+    assert main(["run", str(model), "--batch", "2", "--length", "5", "--memory-length", "9",
+                 "--output", str(tmp_path / "y.npz")]) == 0
+    text = capsys.readouterr().out
+    assert "memory" in text and "[2, 9, 256]" in text and "[2, 5, 256]" in text
+    assert "latency" in text
+    y = np.load(tmp_path / "y.npz")["y"]
+    assert y.shape == (2, 5, 256) and np.isfinite(y).all()
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "x.npz", x=rng.standard_normal((1, 3, 256)).astype(np.float32),
+             memory=rng.standard_normal((1, 4, 256)).astype(np.float32),
+             key_lengths=np.array([2], dtype=np.int64))
+    assert main(["run", str(model), "--inputs", str(tmp_path / "x.npz")]) == 0
+    np.savez(tmp_path / "bad.npz", x=np.zeros((1, 3, 256), np.float32))
+    assert main(["run", str(model), "--inputs", str(tmp_path / "bad.npz")]) == 2
+    assert "missing input(s) memory, key_lengths" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "code", "message"), [
+    (["run", "no/such.onnx"], 2, "no such model file"),
+    (["compile", "examples/llama_gqa.attn", "--export", "onnx", "--name", "nope"], 2,
+     "no layer named `nope` (layers: llama_attn, llama_decoder)"),
+    (["compile", "examples/missing.attn", "--export", "onnx"], 2, "no such file"),
+    (["compile", "examples/llama_gqa.attn"], 2, "--export"),
+    (["verify", "examples/llama_gqa.attn", "--lengths", "0"], 2, "positive integers"),
+    (["compile", "examples/llama_gqa.attn", "--export", "onnx", "--weights", "w.pt"], 2,
+     "--name"),
+    (["explain", "tests/invalid/heads_zero.attn"], 2, "heads must be a positive integer"),
+])
+def test_errors_are_one_clear_message(argv: list[str], code: int, message: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_unreadable_model_is_a_runtime_error(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    assert main(["run", str(bad)]) == 3
+    assert "could not load" in capsys.readouterr().err

@@ -1,0 +1,198 @@
+"""Compile: determinism, provenance, one file, atomic writes, weights by documented names,
+bad weights, torch.export output, and verify's exit codes."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import attndsl
+from attndsl.backends import runtime
+from attndsl.cli import main
+
+SPEC = "examples/mistral_local.attn"
+
+
+def _compile(out: Path, *extra: str, spec: str = SPEC) -> int:
+    return main(["compile", spec, "--export", "onnx", "-o", str(out), *extra])
+
+
+def test_two_compiles_are_byte_identical(tmp_path: Path) -> None:
+    assert _compile(tmp_path / "a") == 0
+    assert _compile(tmp_path / "b") == 0
+    a = (tmp_path / "a" / "mistral_local.onnx").read_bytes()
+    b = (tmp_path / "b" / "mistral_local.onnx").read_bytes()
+    assert hashlib.sha256(a).hexdigest() == hashlib.sha256(b).hexdigest()
+    assert _compile(tmp_path / "c", "--seed", "1") == 0
+    assert (tmp_path / "c" / "mistral_local.onnx").read_bytes() != a
+
+
+def test_model_records_provenance_and_checks(tmp_path: Path) -> None:
+    assert _compile(tmp_path) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mistral_local.onnx"]  # no .data
+    model = onnx.load(str(tmp_path / "mistral_local.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    assert model.producer_name == "attndsl"
+    assert model.ir_version <= 10
+    assert any(o.domain in ("", "ai.onnx") and o.version == 23 for o in model.opset_import)
+    props = {p.key: p.value for p in model.metadata_props}
+    text = Path(SPEC).read_text()
+    assert props["attndsl.spec"] == text
+    assert props["attndsl.spec_sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    assert props["attndsl.seed"] == "0"
+    assert props["attndsl.target"] == "portable"
+    assert props["attndsl.version"] == attndsl.__version__
+    assert [i.name for i in model.graph.input] == ["x"]
+    assert [o.name for o in model.graph.output] == ["y"]
+    dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert isinstance(dims[0], str) and isinstance(dims[1], str) and dims[2] == 256
+
+
+def test_runtime_inputs_are_named_per_design(tmp_path: Path) -> None:
+    for spec, layer, names in [
+        ("examples/bert_padding.attn", "bert_self", ["x", "key_lengths"]),
+        ("examples/packed_documents.attn", "packed_causal", ["x", "segment_ids"]),
+        ("examples/t5_relative.attn", "t5_cross", ["x", "memory", "key_lengths"]),
+    ]:
+        model = onnx.load_from_string(attndsl.load(spec)[layer].onnx_bytes())
+        assert [i.name for i in model.graph.input] == names
+        types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+        for name in ("key_lengths", "segment_ids"):
+            if name in types:
+                assert types[name] == onnx.TensorProto.INT64
+
+
+def test_failed_compile_leaves_nothing_and_keeps_good_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert _compile(out, spec="examples/llama_gqa.attn") == 0
+    good = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(good) == {"llama_attn.onnx", "llama_decoder.onnx"}
+
+    from attndsl.backends import onnx as onnx_backend
+
+    real = onnx_backend.export
+
+    def failing(spec, module, provenance):
+        if spec.name == "llama_decoder":
+            raise attndsl.ExportError("simulated exporter failure")
+        return real(spec, module, provenance)
+
+    monkeypatch.setattr(onnx_backend, "export", failing)
+    assert _compile(out, "--seed", "5", spec="examples/llama_gqa.attn") == 3
+    assert "simulated exporter failure" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == good  # untouched, no temp files
+    fresh = tmp_path / "fresh"
+    assert _compile(fresh, spec="examples/llama_gqa.attn") == 3
+    assert not fresh.exists() or not any(fresh.iterdir())
+
+
+def test_unwritable_output_folder_is_a_usage_error(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert _compile(blocker) == 2
+    err = capsys.readouterr().err
+    assert "not a folder" in err and "Traceback" not in err
+
+
+def _hf_weights(layer: attndsl.Layer, seed: int) -> dict[str, torch.Tensor]:
+    """Tensors under DESIGN §3's names, made without attndsl's module."""
+    g = torch.Generator().manual_seed(seed)
+    s = layer.spec
+    shapes = {"q_proj.weight": (s.heads * s.head_dim, s.d_model),
+              "k_proj.weight": (s.kv_heads * s.head_dim, s.memory_dim),
+              "v_proj.weight": (s.kv_heads * s.value_dim, s.memory_dim),
+              "o_proj.weight": (s.d_model, s.heads * s.value_dim)}
+    return {k: 0.1 * torch.randn(*v, generator=g) for k, v in shapes.items()}
+
+
+def test_weights_by_documented_names(tmp_path: Path) -> None:
+    layer = attndsl.load(SPEC)["mistral_local"]
+    tensors = _hf_weights(layer, 7)
+    path = tmp_path / "w.safetensors"
+    save_file(tensors, str(path))
+    assert _compile(tmp_path / "out", "--weights", str(path)) == 0
+    session = runtime.make_session(tmp_path / "out" / "mistral_local.onnx")
+    x = np.random.default_rng(0).standard_normal((2, 70, 256)).astype(np.float32)
+    got = runtime.run(session, {"x": x})
+    want = layer.reference({"x": x}, tensors)
+    np.testing.assert_allclose(got, want, atol=1e-4 * max(1, np.abs(want).max()))
+    props = {p.key: p.value for p in onnx.load(str(tmp_path / "out" / "mistral_local.onnx"))
+             .metadata_props}
+    assert props["attndsl.weights_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    pt = tmp_path / "w.pt"
+    torch.save(tensors, pt)
+    assert _compile(tmp_path / "pt", "--weights", str(pt)) == 0
+    assert np.array_equal(
+        runtime.run(runtime.make_session(tmp_path / "pt" / "mistral_local.onnx"), {"x": x}), got)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda t: t.pop("k_proj.weight"), "missing tensor `k_proj.weight` (expected shape [64, 256])"),
+    (lambda t: t.update({"q_proj.weight": torch.zeros(256, 255)}),
+     "tensor `q_proj.weight` has shape [256, 255], expected [256, 256]"),
+    (lambda t: t.update({"q_proj.bias": torch.zeros(256)}), "unknown tensor `q_proj.bias`"),
+    (lambda t: t.update({"o_proj.weight": torch.zeros(256, 256, dtype=torch.int64)}),
+     "expected a float tensor"),
+])
+def test_bad_weights_name_the_tensor(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     change, message: str) -> None:
+    tensors = _hf_weights(attndsl.load(SPEC)["mistral_local"], 0)
+    change(tensors)
+    path = tmp_path / "w.safetensors"
+    save_file(tensors, str(path))
+    assert _compile(tmp_path / "out", "--weights", str(path)) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "out" / "mistral_local.onnx").exists()
+
+
+def test_unreadable_weights_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "w.safetensors"
+    path.write_bytes(b"garbage")
+    assert _compile(tmp_path / "out", "--weights", str(path)) == 2
+    assert "cannot read weights" in capsys.readouterr().err
+
+
+def test_torch_export_program_loads_without_attndsl(tmp_path: Path) -> None:
+    assert main(["compile", SPEC, "--export", "torch", "-o", str(tmp_path)]) == 0
+    program = torch.export.load(str(tmp_path / "mistral_local.pt2"))
+    layer = attndsl.load(SPEC)["mistral_local"]
+    x = torch.randn(3, 41, 256)
+    want = layer.to_torch()(x)
+    torch.testing.assert_close(program.module()(x), want)
+
+
+def test_verify_exit_codes(monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    spec = "examples/cross_attention.attn"
+    assert main(["verify", spec, "--batches", "1", "-q"]) == 0
+    assert "PASSED" in capsys.readouterr().out
+    real = runtime.run
+    monkeypatch.setattr(runtime, "run", lambda s, i: real(s, i) + 1e-2)
+    assert main(["verify", spec, "--batches", "1", "-q"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+    monkeypatch.undo()
+    if "CUDAExecutionProvider" not in runtime.available():
+        assert main(["verify", spec, "--providers", "cuda"]) == 3
+        assert "not available" in capsys.readouterr().err
+
+
+def test_verify_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["verify", "examples/bloom_alibi.attn", "--json", "--lengths", "33"]) == 0
+    [report] = json.loads(capsys.readouterr().out)
+    assert report["passed"] and report["layer"] == "bloom_attn"
+    lengths = {c["length"] for c in report["comparisons"]}
+    assert lengths == {1, 7, 33, 64, 300}
+    assert all({"max_abs", "max_rel", "tolerance", "passed"} <= set(c)
+               for c in report["comparisons"])
