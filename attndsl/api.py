@@ -18,7 +18,7 @@ from .source import Source
 __all__ = ["DEFAULT_OUTPUT_DIR", "TARGETS", "Layer", "Program", "load", "loads", "read_source"]
 
 DEFAULT_OUTPUT_DIR = Path("exported")
-TARGETS = ("portable",)
+TARGETS = ("portable", "ort-cpu", "ort-cuda")
 
 
 def read_source(path: str | os.PathLike[str]) -> Source:
@@ -131,7 +131,21 @@ class Layer:
         provenance = Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, weights_sha256=file_sha256(weights) if weights else None)
-        return export(self.spec, module, provenance)
+        if target == "portable":
+            return export(self.spec, module, provenance)
+        from .backends.lower import build_model
+        from .backends.onnx import finalize
+
+        graph, _ = self.plan(target)
+        state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
+        return finalize(build_model(graph, self.spec, state), provenance)
+
+    def plan(self, target: str = "ort-cpu"):
+        """(planned graph IR, [planner.Choice per attention]) for a target."""
+        from .planner import plan
+
+        _check_target(target)
+        return plan(self.graph(), self.spec, target)
 
     def export_onnx(self, directory: str | os.PathLike[str] = DEFAULT_OUTPUT_DIR, *,
                     target: str = "portable", seed: int = 0,

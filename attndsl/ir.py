@@ -39,6 +39,7 @@ class Op(enum.Enum):
     ATTEND = "attend"  # p @ v
     LINEAR_ATTENTION = "linear_attention"
     MERGE_HEADS = "merge_heads"  # (B, H, L, dv) -> (B, L, H*dv)
+    ATTENTION = "attention"  # planned core: q, k, v (+ runtime inputs) -> (B, L, H*dv)
     ACTIVATION = "activation"
     MUL = "mul"
     ADD = "add"

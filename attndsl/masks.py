@@ -118,10 +118,13 @@ def random_key_block(seed: int, query_block: Any, draw: int, num_key_blocks: Any
 
 def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = None,
              segment_ids: Any = None) -> Any:
-    """Boolean visibility, broadcast from q (int64 [L, 1]) and k (int64 [1, S]).
+    """Boolean visibility of key positions k from query positions q.
 
-    The result is [L, S], or [B, L, S] where padding or document masks need the batch. L and S
-    may be symbolic sizes. `key_lengths` is int64 [B]; `segment_ids` is int64 [B, L]."""
+    q and k are int64 position arrays that broadcast against each other: usually q [L, 1] and
+    k [1, S] giving [L, S], but any shapes work (block-sparse execution passes gathered
+    positions). Padding and document masks add a leading batch axis. L and S may be symbolic
+    sizes. `key_lengths` is int64 [B]; `segment_ids` is int64 [B, L], and q, k index it, so
+    they must lie in [0, L) wherever a document mask is evaluated."""
     match mask:
         case Full():
             return (q >= 0) & (k >= 0)
@@ -156,9 +159,10 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
                 seen = seen | (random_key_block(seed, q_block, j, num_key_blocks) == k_block)
             return seen
         case Padding():
-            return (k < key_lengths[:, None, None]) & (q >= 0)
+            batch = (slice(None),) + (None,) * k.ndim  # (B, 1, ..., 1) against positions
+            return (k < key_lengths[batch]) & (q >= 0)
         case Document():
-            return segment_ids[:, :, None] == segment_ids[:, None, :]
+            return segment_ids[:, q] == segment_ids[:, k]  # gathers: (B, *q.shape), (B, *k.shape)
         case And(left, right):
             return _eval(left, q, k, L, S, key_lengths, segment_ids) & _eval(
                 right, q, k, L, S, key_lengths, segment_ids)

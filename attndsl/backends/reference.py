@@ -115,10 +115,13 @@ def _scores(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.SCORE_BIAS)
 def _score_bias(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    s = _arg(node, env)  # (B, H, L, S)
-    H, L, S = s.shape[1:]
+    return _add_bias(_arg(node, env), node, w)
+
+
+def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    H, L, S = s.shape[1:]  # s: (B, H, L, S)
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
-    if node.attr("kind") == "alibi":
+    if node.attr("kind" if node.op is Op.SCORE_BIAS else "bias") == "alibi":
         slopes = np.array(alibi_slopes(H))
         return s - slopes[:, None, None] * np.abs(q - k)[None]
     bucket = t5_bucket_float32(np, k - q, node.attr("buckets"), node.attr("max_distance"),
@@ -135,6 +138,10 @@ def _softcap(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.MASK)
 def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _visible(node, env)
+
+
+def _visible(node: Node, env: Env) -> np.ndarray:
     # L and S come from the graph's inputs; runtime masks carry their own.
     x = env["x"]
     L = x.shape[1]
@@ -147,7 +154,10 @@ def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.SOFTMAX)
 def _softmax(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    s, visible = _arg(node, env, 0), _arg(node, env, 1)
+    return _masked_softmax(_arg(node, env, 0), _arg(node, env, 1))
+
+
+def _masked_softmax(s: np.ndarray, visible: np.ndarray) -> np.ndarray:
     if visible.ndim == 3:
         visible = visible[:, None]  # (B, 1, L, S)
     visible = np.broadcast_to(visible, s.shape)
@@ -220,3 +230,20 @@ def _add(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) + _arg(node, env, 1)
 
 
+
+
+@impl(Op.ATTENTION)
+def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A planned attention core: the same meaning whatever its strategy."""
+    q, k, v = (_arg(node, env, i) for i in range(3))  # (B, H, L, d), (B, Hkv, S, d), ...
+    groups = node.attr("heads") // node.attr("kv_heads")
+    k, v = np.repeat(k, groups, axis=1), np.repeat(v, groups, axis=1)
+    s = node.attr("scale") * (q @ k.transpose(0, 1, 3, 2))
+    if node.attr("bias"):
+        s = _add_bias(s, node, w)
+    cap = node.attr("softcap")
+    if cap:
+        s = cap * np.tanh(s / cap)
+    o = _masked_softmax(s, _visible(node, env)) @ v  # (B, H, L, dv)
+    B, H, L, dv = o.shape
+    return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

@@ -1,0 +1,294 @@
+"""The planner: per target, how each attention runs, and why.
+
+A pass over the graph IR (`plan(graph, spec, target) -> (graph, choices)`): for the `ort-cpu`
+and `ort-cuda` targets it replaces each softmax attention core (repeat_kv .. merge_heads) by one
+`attention` node whose `strategy` names the execution:
+
+- `gqa`: com.microsoft.GroupQueryAttention (causal, or a causal sliding window; GQA/MQA;
+  softcap) -- ONNX Runtime's fused causal kernel;
+- `mha`: com.microsoft.MultiHeadAttention (no mask, or key padding only) -- a flash kernel;
+- `block_sparse`: standard ONNX ops that visit, per block of queries, only the key blocks the
+  mask can reach (band, global, random), so memory grows with L x (window + globals);
+- `dense`: the masked L x S form, when nothing better applies.
+
+`portable` is never planned: it is the dense standard-op export (the baseline), made by
+torch.onnx.export. Choices never change results; `attndsl verify` checks every target."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from . import masks as m
+from .ir import Graph, Node, Op
+from .spec import Alibi, Attention, LinearKernel, RelativeBias, Transformer
+
+__all__ = ["TARGETS", "Choice", "Cover", "cover", "plan"]
+
+TARGETS = ("portable", "ort-cpu", "ort-cuda")
+_BLOCK_SIZES = (64, 128, 256)
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Cover:
+    """A superset of a mask's visible pairs: the band q - left <= k <= q + right, plus every
+    key for global queries, every query for global keys, and random key blocks."""
+
+    left: float = INF
+    right: float = INF
+    q_first: int = 0  # queries 0..q_first-1 see every key
+    q_tokens: tuple[int, ...] = ()
+    k_first: int = 0  # keys 0..k_first-1 are seen by every query
+    k_tokens: tuple[int, ...] = ()
+    randoms: tuple[m.Random, ...] = ()
+
+    @property
+    def banded(self) -> bool:
+        return self.left < INF and self.right < INF
+
+    def key_blocks(self, n: int) -> int:
+        """Key blocks visited per query block at block size n."""
+        band = math.ceil(self.left / n) + math.ceil(self.right / n) + 1
+        globals_ = len(self.global_key_blocks(n))
+        return band + globals_ + sum(r.blocks for r in self.randoms)
+
+    def global_key_blocks(self, n: int) -> tuple[int, ...]:
+        blocks = set(range(math.ceil(self.k_first / n)))
+        blocks |= {t // n for t in self.k_tokens}
+        return tuple(sorted(blocks))
+
+    def union(self, other: Cover) -> Cover:
+        return Cover(max(self.left, other.left), max(self.right, other.right),
+                     max(self.q_first, other.q_first),
+                     tuple(sorted(set(self.q_tokens) | set(other.q_tokens))),
+                     max(self.k_first, other.k_first),
+                     tuple(sorted(set(self.k_tokens) | set(other.k_tokens))),
+                     self.randoms + other.randoms)
+
+    def cost(self) -> float:
+        extra = self.q_first + len(self.q_tokens) + self.k_first + len(self.k_tokens)
+        return self.left + self.right + extra + sum(r.blocks * r.block for r in self.randoms)
+
+    def describe(self) -> str:
+        parts = []
+        if self.banded:
+            parts.append(f"band q-{int(self.left)}..q+{int(self.right)}")
+        if self.k_first or self.k_tokens:
+            parts.append(f"{self.k_first + len(self.k_tokens)} global key(s)")
+        if self.q_first or self.q_tokens:
+            parts.append(f"{self.q_first + len(self.q_tokens)} global query row(s)")
+        for r in self.randoms:
+            parts.append(f"{r.blocks} random block(s) of {r.block}")
+        return ", ".join(parts)
+
+
+def cover(mask: m.Mask, *, self_attention: bool) -> Cover:
+    """A cheap superset of `mask` (see Cover). Sound for every mask; tight for the usual ones."""
+    match mask:
+        case m.Causal(align="top_left"):
+            return Cover(INF, 0)
+        case m.Causal():
+            return Cover(INF, 0) if self_attention else Cover()
+        case m.Window(left, right) | m.Dilated(left, right, _):
+            return Cover(left, right)
+        case m.Chunked(n):
+            return Cover(n - 1, n - 1)
+        case m.Global(first, tokens):
+            return Cover(-INF, -INF, first, tokens, first, tokens)
+        case m.Prefix(n):
+            return Cover(-INF, -INF, k_first=n)
+        case m.Random() as r:
+            return Cover(-INF, -INF, randoms=(r,))
+        case m.Or(a, b):
+            return _fix(cover(a, self_attention=self_attention).union(
+                cover(b, self_attention=self_attention)))
+        case m.And(a, b):
+            ca = cover(a, self_attention=self_attention)
+            cb = cover(b, self_attention=self_attention)
+            both = _fix(Cover(min(ca.left, cb.left), min(ca.right, cb.right)).union(
+                replace(ca, left=-INF, right=-INF)).union(replace(cb, left=-INF, right=-INF)))
+            return min((_fix(ca), _fix(cb), both), key=Cover.cost)
+    return Cover()  # full, strided, padding, document, negations: no bound
+
+
+def _fix(c: Cover) -> Cover:
+    """A band of -inf means 'no band part'; keep it as an empty band at the diagonal."""
+    return replace(c, left=max(c.left, 0) if c.left > -INF else 0,
+                   right=max(c.right, 0) if c.right > -INF else 0) if (
+        c.left == -INF or c.right == -INF) else c
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How one attention runs on one target, and why."""
+
+    layer: str  # prefix of the attention's tensors ('' or 'layers.{i}.self_attn.')
+    strategy: str
+    reasons: tuple[str, ...]
+    params: tuple[tuple[str, object], ...] = field(default=())
+
+    def text(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.params)
+        head = f"{self.strategy}({params})" if params else self.strategy
+        return "\n".join([f"{self.layer or '(attention)'}: {head}",
+                          *(f"    - {r}" for r in self.reasons)])
+
+
+def choose(a: Attention, target: str) -> tuple[str, dict[str, object], list[str]]:
+    """(strategy, params, reasons) for one attention on an ort-* target."""
+    reasons: list[str] = []
+    if isinstance(a.kernel, LinearKernel):
+        return "linear", {}, ["linear kernel: O(L) prefix sums in standard ops; no softmax "
+                              "kernel applies"]
+    mask = a.mask
+    causal_window = _causal_window(mask) if a.kind == "self" else None
+    has_bias = isinstance(a.position, Alibi | RelativeBias)
+    if a.sparsity.mode == "dense":
+        return "dense", {}, ["sparsity = dense asks for the dense masked form"]
+    # 1. GroupQueryAttention: ORT's fused causal kernel
+    why_not_gqa = []
+    if causal_window is None:
+        why_not_gqa.append("the mask is not `causal` or `causal & window(left = w - 1, right = 0)`"
+                           + ("" if a.kind == "self" else " on self attention"))
+    if a.value_dim != a.head_dim:
+        why_not_gqa.append(f"value_dim ({a.value_dim}) differs from head_dim ({a.head_dim})")
+    if has_bias:
+        why_not_gqa.append(f"{type(a.position).__name__} score biases would need an L x S "
+                           "attention_bias input")
+    if not why_not_gqa and a.sparsity.mode != "block":
+        window = causal_window if causal_window != INF else -1
+        reasons.append("GroupQueryAttention: ORT's fused causal kernel"
+                       + (f" with local_window_size = {window}" if window > 0 else "")
+                       + (f", {a.groups} query heads per kv head" if a.groups > 1 else "")
+                       + (f", softcap {a.softcap}" if a.softcap else ""))
+        if a.qk_norm or a.position is not None:
+            reasons.append("qk_norm / RoPE are applied in standard ops before the kernel "
+                           "(do_rotary is not used: it needs cos/sin caches of a maximum length)")
+        return "gqa", {"local_window_size": window}, reasons
+    if why_not_gqa:
+        reasons.append("not GroupQueryAttention: " + "; ".join(why_not_gqa))
+    # 2. MultiHeadAttention: flash kernel for unmasked / key-padded attention
+    mask_kind = _padding_only(mask)
+    why_not_mha = []
+    if mask_kind is None:
+        why_not_mha.append("the mask is more than full or key padding")
+    if a.softcap:
+        why_not_mha.append("MultiHeadAttention has no softcap")
+    if has_bias:
+        why_not_mha.append("score biases would need an L x S attention_bias input")
+    if a.value_dim != a.head_dim:
+        why_not_mha.append("value_dim differs from head_dim")
+    if not why_not_mha and a.sparsity.mode != "block":
+        reasons.append("MultiHeadAttention: ORT's flash kernel for attention without a mask"
+                       + (" (key lengths as key_padding_mask)" if mask_kind else ""))
+        if a.groups > 1:
+            reasons.append("kv heads are expanded to all query heads first (MHA has no GQA)")
+        return "mha", {"key_padding": bool(mask_kind)}, reasons
+    if why_not_mha and mask_kind is not None:
+        reasons.append("not MultiHeadAttention: " + "; ".join(why_not_mha))
+    # 3. block-sparse: only the key blocks the mask can reach
+    c = cover(mask, self_attention=a.kind == "self")
+    random_blocks = {r.block for r in c.randoms}
+    if c.banded and len(random_blocks) > 1:
+        reasons.append("random masks with different block sizes cannot share one execution "
+                       "block")
+    elif c.banded:
+        if random_blocks:  # random draws are per block: execute at the draw's block size
+            n = random_blocks.pop()
+        elif a.sparsity.mode == "block":
+            n = a.sparsity.block
+        else:
+            n = min(_BLOCK_SIZES, key=lambda b: (c.key_blocks(b) * b, -b))
+        k = c.key_blocks(n)
+        reasons.append(f"block-sparse in standard ops: {c.describe()}; each block of {n} "
+                       f"queries visits {k} key blocks ({k * n} keys), so memory grows with "
+                       f"L x {k * n}, not L x S")
+        if c.q_first or c.q_tokens:
+            reasons.append("global query rows are computed densely against all keys (few rows)")
+        return "block_sparse", {"block": n, "key_blocks": k}, reasons
+    else:
+            reasons.append(f"dense masked form: `{m.render(mask)}` can reach every key (no "
+                       "bounded band), so no sparse lowering applies")
+    return "dense", {}, reasons
+
+
+def _causal_window(mask: m.Mask) -> float | None:
+    """w for `causal & window(left = w - 1, right = 0)` (INF for plain causal), else None."""
+    match mask:
+        case m.Causal():
+            return INF
+        case m.And(m.Causal(), m.Window(left, _)) | m.And(m.Window(left, _), m.Causal()):
+            return left + 1
+    return None
+
+
+def _padding_only(mask: m.Mask) -> str | None:
+    """'' for full, 'padding' for key padding (alone or with full), None otherwise."""
+    match mask:
+        case m.Full():
+            return ""
+        case m.Padding():
+            return "padding"
+        case m.And(a, b):
+            x, y = _padding_only(a), _padding_only(b)
+            if x is None or y is None:
+                return None
+            return x or y
+    return None
+
+
+_CORE = (Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.SOFTCAP, Op.MASK, Op.SOFTMAX, Op.ATTEND,
+         Op.MERGE_HEADS)
+
+
+def plan(graph: Graph, spec: Attention | Transformer, target: str) -> tuple[Graph, list[Choice]]:
+    """The planned graph and one Choice per attention. `portable` returns the graph as is."""
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    prefixes = ([f"layers.{i}.self_attn." for i in range(spec.layers)]
+                if isinstance(spec, Transformer) else [""])
+    if target == "portable":
+        return graph, [Choice(p, "dense", ("portable: standard ONNX ops only, exported by "
+                                           "torch.onnx.export; no planning",)) for p in prefixes]
+    strategy, params, reasons = choose(attn, target)
+    choices = [Choice(p, strategy, tuple(reasons), tuple(params.items())) for p in prefixes]
+    if strategy == "linear":
+        return graph, choices
+    nodes = list(graph.nodes)
+    for prefix in prefixes:
+        nodes = _fuse(nodes, prefix, attn, strategy, params)
+    return replace(graph, nodes=tuple(nodes)), choices
+
+
+def _fuse(nodes: list[Node], p: str, a: Attention, strategy: str,
+          params: dict[str, object]) -> list[Node]:
+    def named(suffix: str) -> Node | None:
+        return next((n for n in nodes if n.out == f"{p}{suffix}"), None)
+
+    scores, attend = named("scores"), named("attn")
+    k_rep, v_rep = named("k_rep"), named("v_rep")
+    q = scores.args[0]
+    k = k_rep.args[0] if k_rep else scores.args[1]
+    v = v_rep.args[0] if v_rep else attend.args[1]
+    bias: dict[str, object] = {"bias": None}
+    if isinstance(a.position, Alibi):
+        bias = {"bias": "alibi"}
+    elif isinstance(a.position, RelativeBias):
+        bias = {"bias": "relative_bias", "buckets": a.position.buckets,
+                "max_distance": a.position.max_distance,
+                "bidirectional": a.position.bidirectional,
+                "weight": f"{p}relative_attention_bias.weight"}
+    merged = named("merged")
+    fused = Node(Op.ATTENTION, merged.out, (q, k, v, *a.runtime_inputs), tuple({
+        "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
+        "softcap": a.softcap, **bias, "expr": a.mask, "kind": a.kind, **params}.items()),
+        merged.shape)
+    core = {n.out for n in nodes if n.op in _CORE and n.out.startswith(p)
+            and n.out[len(p):].count(".") == 0}
+    out = []
+    for n in nodes:
+        if n.out == merged.out:
+            out.append(fused)
+        elif n.out not in core:
+            out.append(n)
+    return out
