@@ -375,7 +375,7 @@ class _Checker:
         softcap = get("softcap", self.softcap_value, "none")
         qk_norm = get("qk_norm", lambda x: self.word(x, ("none", "rmsnorm", "layernorm"),
                                                      "qk_norm"), "none")
-        position = get("position", self.position_value, "none")
+        position = get("position", self.position_value, None)
         kernel = get("kernel", self.kernel_value, Softmax())
         mask = get("mask", self.mask, m.Full())
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
-from .api import DEFAULT_OUTPUT_DIR, TARGETS, Layer, load, read_source
+from .api import DEFAULT_OUTPUT_DIR, DEFAULT_TARGET, TARGETS, Layer, load, read_source
 from .check import check
 from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
@@ -55,10 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("compile", help="export layers to ONNX or a torch.export program")
     k.add_argument("file")
     k.add_argument("--name", help="the layer to compile (default: every layer in the file)")
-    k.add_argument("--export", required=True, choices=("onnx", "torch"))
+    k.add_argument("--export", required=True, choices=("onnx", "torch", "triton"),
+                   help="triton: a model repository DIR/<layer>/{config.pbtxt,1/model.onnx}")
     k.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT_DIR), metavar="DIR",
                    help="output folder (default: exported/)")
-    k.add_argument("--target", default="portable", choices=TARGETS)
+    k.add_argument("--target", default=None, choices=TARGETS,
+                   help=f"default {DEFAULT_TARGET} (ort-cuda for triton); portable = dense "
+                        "standard ops only")
     k.add_argument("--dtype", default="float32", choices=("float32",))
     k.add_argument("--seed", type=int, default=0, help="weights seed (default 0)")
     k.add_argument("--weights", help=".safetensors or torch state dict with DESIGN §3 names")
@@ -70,15 +73,40 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra lengths, comma-separated (always: 1,7,64,300)")
     v.add_argument("--batches", type=_int_list, default=(1, 3), help="default 1,3")
     v.add_argument("--providers", type=_word_list, default=("cpu",), help="cpu,cuda")
-    v.add_argument("--target", default="portable", choices=TARGETS)
+    v.add_argument("--targets", "--target", type=_targets, default=TARGETS,
+                   help="comma-separated, default all: " + ",".join(TARGETS))
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--weights")
     v.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    v.add_argument("--save-inputs", metavar="P.json",
+                   help="the random inputs, in Polygraphy's JSON format (one per shape)")
+    v.add_argument("--save-outputs", metavar="P.json",
+                   help="every backend's outputs as Polygraphy RunResults")
 
-    e = sub.add_parser("explain", help="print the graph IR of each layer")
+    bn = sub.add_parser("bench", help="latency, peak memory and FLOP/s per backend")
+    bn.add_argument("file")
+    bn.add_argument("--name")
+    bn.add_argument("--lengths", type=_int_list, default=(1024, 4096, 8192))
+    bn.add_argument("--batch", type=int, default=1)
+    bn.add_argument("--targets", "--target", type=_targets, default=("portable", DEFAULT_TARGET))
+    bn.add_argument("--providers", type=_word_list, default=("cpu",))
+    bn.add_argument("--repeat", type=int, default=5, help="timed runs after a warm-up (>= 5)")
+    bn.add_argument("--json", action="store_true")
+    bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
+    bn.add_argument("-q", "--quiet", action="store_true")
+
+    sh = sub.add_parser("show", help="draw a layer's mask (terminal grid, PNG)")
+    sh.add_argument("file")
+    sh.add_argument("--name")
+    sh.add_argument("--length", type=int, default=24, help="queries (rows), default 24")
+    sh.add_argument("--memory-length", type=int, default=None, help="keys for cross attention")
+    sh.add_argument("--png", help="also write a PNG: one panel per head where biases differ")
+
+    e = sub.add_parser("explain", help="print the graph IR and the planner's choices")
     e.add_argument("file")
     e.add_argument("--name")
+    e.add_argument("--target", default=DEFAULT_TARGET, choices=TARGETS)
 
     r = sub.add_parser("run", help="run an exported .onnx model in ONNX Runtime")
     r.add_argument("model")
@@ -101,6 +129,15 @@ def _int_list(text: str) -> tuple[int, ...]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+def _targets(text: str) -> tuple[str, ...]:
+    targets = _word_list(text)
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown or not targets:
+        raise argparse.ArgumentTypeError(f"unknown target {', '.join(unknown) or text!r}: "
+                                         f"choose from {', '.join(TARGETS)}")
+    return targets
 
 
 def _word_list(text: str) -> tuple[str, ...]:
@@ -179,19 +216,28 @@ def _compile(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file} has {len(layers)} layers; name the one --weights is for "
                          "with --name")
     out_dir = ensure_dir(Path(args.output))
+    target = args.target or ("ort-cuda" if args.export == "triton" else DEFAULT_TARGET)
     outputs: list[tuple[Path, bytes]] = []
     # Build everything first: a failure in any layer must leave no file behind.
     for layer in layers:
-        if args.export == "onnx":
-            data = layer.onnx_bytes(target=args.target, seed=args.seed, weights=args.weights)
-            outputs.append((out_dir / f"{layer.name}.onnx", data))
-        else:
+        if args.export == "torch":
             data = layer.torch_program_bytes(seed=args.seed, weights=args.weights)
             outputs.append((out_dir / f"{layer.name}.pt2", data))
+        else:
+            data = layer.onnx_bytes(target=target, seed=args.seed, weights=args.weights)
+            suffix = "" if args.export == "triton" else ".onnx"
+            outputs.append((out_dir / f"{layer.name}{suffix}", data))
     for path, data in outputs:
-        write_atomic(path, data)
         digest = hashlib.sha256(data).hexdigest()[:12]
-        print(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 {digest}...)")
+        if args.export == "triton":
+            from .triton import write_repository
+
+            write_repository(out_dir, path.name, data)
+            print(f"wrote {path}/config.pbtxt and {path}/1/model.onnx "
+                  f"({len(data) / 1e6:.1f} MB, sha256 {digest}...)")
+        else:
+            write_atomic(path, data)
+            print(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 {digest}...)")
     return 0
 
 
@@ -200,12 +246,15 @@ def _verify(args: argparse.Namespace) -> int:
     from .verify import DEFAULT_LENGTHS
 
     layers = _layers(args.file, args.name)
+    if (args.save_inputs or args.save_outputs) and len(layers) > 1:
+        raise UsageError(f"{args.file} has {len(layers)} layers; choose one with --name to "
+                         "save inputs or outputs")
     lengths = tuple(sorted(set(DEFAULT_LENGTHS) | set(args.lengths)))
     progress = _progress(args)
     reports = []
     for layer in layers:
         report = layer.verify(lengths=lengths, batches=args.batches, providers=args.providers,
-                              target=args.target, seed=args.seed, weights=args.weights,
+                              targets=args.targets, seed=args.seed, weights=args.weights,
                               progress=progress)
         if progress:
             print("\r\033[K", end="", file=sys.stderr)
@@ -215,7 +264,61 @@ def _verify(args: argparse.Namespace) -> int:
             print()
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
+    from .polygraphy_json import inputs_json, run_results_json
+
+    if args.save_inputs:
+        write_atomic(Path(args.save_inputs), inputs_json(reports[0].feeds).encode())
+    if args.save_outputs:
+        write_atomic(Path(args.save_outputs), run_results_json(reports[0].outputs).encode())
     return 0 if all(r.passed for r in reports) else 1
+
+
+@command("bench")
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import bench_layer, machine_summary, render_table, to_json
+
+    if args.repeat < 5:
+        raise UsageError("--repeat must be at least 5 (the median of fewer runs is noise)")
+    progress = _progress(args)
+    rows = []
+    for layer in _layers(args.file, args.name):
+        rows += bench_layer(layer, lengths=args.lengths, batch=args.batch, targets=args.targets,
+                            providers=args.providers, repeat=args.repeat, progress=progress)
+    if progress:
+        print("\r\033[K", end="", file=sys.stderr)
+    if args.json:
+        print(to_json(rows))
+    elif args.markdown:
+        print(f"Machine: {machine_summary()}\n")
+        print(f"Command: `attndsl bench {' '.join(sys.argv[2:])}`\n")
+        print(render_table(rows, markdown=True))
+    else:
+        print(f"# {machine_summary()}")
+        print(render_table(rows))
+    return 0
+
+
+@command("show")
+def _show(args: argparse.Namespace) -> int:
+    from .png import encode_png
+    from .show import png_panels, terminal_grid
+
+    if args.length < 1 or (args.memory_length is not None and args.memory_length < 1):
+        raise UsageError("--length and --memory-length must be positive")
+    layers = _layers(args.file, args.name)
+    if args.png and len(layers) > 1:
+        raise UsageError(f"{args.file} has {len(layers)} layers; choose one with --name for --png")
+    for i, layer in enumerate(layers):
+        if i:
+            print()
+        print(terminal_grid(layer.spec, args.length, args.memory_length))
+    if args.png:
+        path = Path(args.png)
+        ensure_dir(path.parent if str(path.parent) else Path("."))
+        write_atomic(path, encode_png(png_panels(layers[0].spec, args.length,
+                                                 args.memory_length)))
+        print(f"wrote {path}")
+    return 0
 
 
 @command("explain")
@@ -224,6 +327,11 @@ def _explain(args: argparse.Namespace) -> int:
         if i:
             print()
         print(layer.graph().text(), end="")
+        choices = layer.plan(args.target)[1]
+        print(f"plan for target {args.target}:")
+        # the layers of a stack share one attention spec, so one choice: print it once
+        label = f"layers.0-{len(choices) - 1}.self_attn" if len(choices) > 1 else None
+        print("  " + choices[0].text(label).replace("\n", "\n  "))
     return 0
 
 

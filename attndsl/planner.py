@@ -128,10 +128,10 @@ class Choice:
     reasons: tuple[str, ...]
     params: tuple[tuple[str, object], ...] = field(default=())
 
-    def text(self) -> str:
+    def text(self, label: str | None = None) -> str:
         params = ", ".join(f"{k}={v}" for k, v in self.params)
         head = f"{self.strategy}({params})" if params else self.strategy
-        return "\n".join([f"{self.layer or '(attention)'}: {head}",
+        return "\n".join([f"{label or self.layer.rstrip('.') or 'attention'}: {head}",
                           *(f"    - {r}" for r in self.reasons)])
 
 
@@ -156,6 +156,11 @@ def choose(a: Attention, target: str) -> tuple[str, dict[str, object], list[str]
     if has_bias:
         why_not_gqa.append(f"{type(a.position).__name__} score biases would need an L x S "
                            "attention_bias input")
+    windowed = causal_window is not None and causal_window != INF
+    if not why_not_gqa and windowed and target == "ort-cpu" and a.sparsity.mode != "dense":
+        why_not_gqa.append("on the CPU its kernel still visits every earlier key outside "
+                           "local_window_size (about 4x slower than block-sparse at L = 8192, "
+                           "BENCHMARKS.md); ort-cuda uses it")
     if not why_not_gqa and a.sparsity.mode != "block":
         window = causal_window if causal_window != INF else -1
         reasons.append("GroupQueryAttention: ORT's fused causal kernel"

@@ -40,7 +40,7 @@ class Comparison:
     batch: int
     length: int
     memory_length: int | None
-    backend: str  # e.g. "torch", "onnxruntime:cpu"
+    backend: str  # "torch", or "<target> on <provider>" for ONNX Runtime
     max_abs: float
     max_rel: float
     tolerance: float
@@ -56,23 +56,27 @@ class Comparison:
 @dataclass
 class Report:
     layer: str
-    target: str
+    targets: tuple[str, ...]
     dtype: str
     seed: int
     comparisons: list[Comparison] = field(default_factory=list)
+    # per shape: the inputs, and each backend's output (kept for --save-inputs/--save-outputs)
+    feeds: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
+    outputs: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=dict, repr=False)
 
     @property
     def passed(self) -> bool:
         return all(c.passed for c in self.comparisons)
 
     def text(self) -> str:
-        head = f"{'shape':<20} {'backend vs reference':<26} {'max abs':>10} {'max rel':>10} " \
+        head = f"{'shape':<20} {'backend vs reference':<24} {'max abs':>10} {'max rel':>10} " \
                f"{'tolerance':>10}  verdict"
-        lines = [f"verify {self.layer} (target {self.target}, {self.dtype}, seed {self.seed})",
+        lines = [f"verify {self.layer} (targets {', '.join(self.targets)}; {self.dtype}; "
+                 f"seed {self.seed})",
                  head, "-" * len(head)]
         for c in self.comparisons:
             verdict = "PASS" if c.passed else "FAIL"
-            lines.append(f"{c.shape:<20} {c.backend:<26} {c.max_abs:>10.3e} {c.max_rel:>10.3e} "
+            lines.append(f"{c.shape:<20} {c.backend:<24} {c.max_abs:>10.3e} {c.max_rel:>10.3e} "
                          f"{c.tolerance:>10.3e}  {verdict}{'  ' + c.note if c.note else ''}")
         ok = sum(c.passed for c in self.comparisons)
         lines.append(f"{'PASSED' if self.passed else 'FAILED'}: {ok} of "
@@ -80,7 +84,7 @@ class Report:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"layer": self.layer, "target": self.target, "dtype": self.dtype,
+        return {"layer": self.layer, "targets": list(self.targets), "dtype": self.dtype,
                 "seed": self.seed, "passed": self.passed,
                 "comparisons": [asdict(c) | {"shape": c.shape} for c in self.comparisons]}
 
@@ -127,12 +131,12 @@ def _compare(ref: np.ndarray, got: np.ndarray, dtype: str) -> tuple[float, float
 
 def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict[str, np.ndarray],
            runners: Sequence[tuple[str, Callable[[dict[str, np.ndarray]], np.ndarray]]], *,
-           target: str, seed: int, lengths: Iterable[int] = DEFAULT_LENGTHS,
+           targets: tuple[str, ...], seed: int, lengths: Iterable[int] = DEFAULT_LENGTHS,
            batches: Iterable[int] = DEFAULT_BATCHES, dtype: str = "float32",
            progress: Callable[[str], None] | None = None) -> Report:
     """Compare torch and every runner (e.g. ONNX Runtime per provider) against the reference."""
     graph = build(spec)
-    report = Report(spec.name, target, dtype, seed)
+    report = Report(spec.name, targets, dtype, seed)
     attn = spec.attention if isinstance(spec, Transformer) else spec
     limit = attn.position.max_len if isinstance(attn.position, Learned) else None
     rng = np.random.default_rng(seed)
@@ -151,11 +155,16 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
         ref = reference.run(graph, inputs, weights)
         with torch.no_grad():
             got = module(**{k: torch.from_numpy(v) for k, v in inputs.items()}).numpy()
+        report.feeds.append(inputs)
+        outputs = {"attndsl-reference": ref.astype(np.float32), "torch": got}
         report.comparisons.append(Comparison(batch, length, S, "torch",
                                              *_compare(ref, got, dtype)))
         for name, run in runners:
+            outputs[name] = run(inputs)
             report.comparisons.append(Comparison(batch, length, S, name,
-                                                 *_compare(ref, run(inputs), dtype)))
+                                                 *_compare(ref, outputs[name], dtype)))
+        for name, y in outputs.items():
+            report.outputs.setdefault(name, []).append({"y": y})
     return report
 
 

@@ -65,3 +65,20 @@ def test_unreadable_model_is_a_runtime_error(tmp_path: Path,
     bad.write_bytes(b"not a model")
     assert main(["run", str(bad)]) == 3
     assert "could not load" in capsys.readouterr().err
+
+
+def test_bench_prints_a_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["bench", "examples/mistral_local.attn", "--lengths", "8,33", "-q"]) == 0
+    out = capsys.readouterr().out
+    for backend in ("torch eager", "torch sdpa (dense mask)", "portable on cpu",
+                    "ort-cpu on cpu"):
+        assert out.count(backend) == 2
+    assert main(["bench", "examples/bloom_alibi.attn", "--lengths", "16", "--targets",
+                 "ort-cpu", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["backend"] for r in rows} == {"torch eager", "torch sdpa (dense mask)",
+                                            "ort-cpu on cpu"}
+    assert all(r["latency_ms"] > 0 and r["gflops"] > 0 for r in rows)
+    assert main(["bench", "examples/bloom_alibi.attn", "--repeat", "3"]) == 2

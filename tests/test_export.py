@@ -23,18 +23,20 @@ def _compile(out: Path, *extra: str, spec: str = SPEC) -> int:
     return main(["compile", spec, "--export", "onnx", "-o", str(out), *extra])
 
 
-def test_two_compiles_are_byte_identical(tmp_path: Path) -> None:
-    assert _compile(tmp_path / "a") == 0
-    assert _compile(tmp_path / "b") == 0
+@pytest.mark.parametrize("target", ["portable", "ort-cpu", "ort-cuda"])
+def test_two_compiles_are_byte_identical(tmp_path: Path, target: str) -> None:
+    assert _compile(tmp_path / "a", "--target", target) == 0
+    assert _compile(tmp_path / "b", "--target", target) == 0
     a = (tmp_path / "a" / "mistral_local.onnx").read_bytes()
     b = (tmp_path / "b" / "mistral_local.onnx").read_bytes()
     assert hashlib.sha256(a).hexdigest() == hashlib.sha256(b).hexdigest()
-    assert _compile(tmp_path / "c", "--seed", "1") == 0
+    assert _compile(tmp_path / "c", "--seed", "1", "--target", target) == 0
     assert (tmp_path / "c" / "mistral_local.onnx").read_bytes() != a
 
 
-def test_model_records_provenance_and_checks(tmp_path: Path) -> None:
-    assert _compile(tmp_path) == 0
+@pytest.mark.parametrize("target", ["portable", "ort-cpu"])
+def test_model_records_provenance_and_checks(tmp_path: Path, target: str) -> None:
+    assert _compile(tmp_path, "--target", target) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mistral_local.onnx"]  # no .data
     model = onnx.load(str(tmp_path / "mistral_local.onnx"))
     onnx.checker.check_model(model, full_check=True)
@@ -46,7 +48,7 @@ def test_model_records_provenance_and_checks(tmp_path: Path) -> None:
     assert props["attndsl.spec"] == text
     assert props["attndsl.spec_sha256"] == hashlib.sha256(text.encode()).hexdigest()
     assert props["attndsl.seed"] == "0"
-    assert props["attndsl.target"] == "portable"
+    assert props["attndsl.target"] == target
     assert props["attndsl.version"] == attndsl.__version__
     assert [i.name for i in model.graph.input] == ["x"]
     assert [o.name for o in model.graph.output] == ["y"]
@@ -76,16 +78,14 @@ def test_failed_compile_leaves_nothing_and_keeps_good_output(
     good = {p.name: p.read_bytes() for p in out.iterdir()}
     assert set(good) == {"llama_attn.onnx", "llama_decoder.onnx"}
 
-    from attndsl.backends import onnx as onnx_backend
+    real = attndsl.Layer.onnx_bytes
 
-    real = onnx_backend.export
-
-    def failing(spec, module, provenance):
-        if spec.name == "llama_decoder":
+    def failing(self, **kwargs):
+        if self.name == "llama_decoder":
             raise attndsl.ExportError("simulated exporter failure")
-        return real(spec, module, provenance)
+        return real(self, **kwargs)
 
-    monkeypatch.setattr(onnx_backend, "export", failing)
+    monkeypatch.setattr(attndsl.Layer, "onnx_bytes", failing)
     assert _compile(out, "--seed", "5", spec="examples/llama_gqa.attn") == 3
     assert "simulated exporter failure" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == good  # untouched, no temp files
@@ -192,6 +192,7 @@ def test_verify_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", "examples/bloom_alibi.attn", "--json", "--lengths", "33"]) == 0
     [report] = json.loads(capsys.readouterr().out)
     assert report["passed"] and report["layer"] == "bloom_attn"
+    assert report["targets"] == ["portable", "ort-cpu", "ort-cuda"]
     lengths = {c["length"] for c in report["comparisons"]}
     assert lengths == {1, 7, 33, 64, 300}
     assert all({"max_abs", "max_rel", "tolerance", "passed"} <= set(c)

@@ -160,3 +160,26 @@ def test_grammar_ships_inside_the_package() -> None:
     assert grammar.is_file()
     assert grammar.read_text() == (Path(__file__).parent.parent / "grammars" / "attn.lark"
                                    ).read_text()
+
+
+def test_absent_and_explicit_defaults_resolve_alike() -> None:
+    implicit = attndsl.loads("attention a {\n d_model = 64\n heads = 4\n}")["a"].spec
+    explicit = attndsl.loads("""attention a {
+        d_model = 64
+        heads = 4
+        kv_heads = 4
+        head_dim = 16
+        value_dim = 16
+        kind = self
+        bias = true
+        out_proj = true
+        scale = auto
+        softcap = none
+        qk_norm = none
+        position = none
+        kernel = softmax
+        mask = full
+        sparsity = auto
+        dropout = 0.0
+    }""")["a"].spec
+    assert implicit == explicit

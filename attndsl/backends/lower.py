@@ -7,10 +7,9 @@ in emission order, so the same IR gives the same bytes."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import math
 
 import numpy as np
 import onnx
@@ -18,8 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .. import masks
 from ..ir import Graph, Node, Op
-from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
 from ..planner import cover
+from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
 from ..spec import Attention, Transformer
 
 __all__ = ["build_model"]
@@ -176,6 +175,8 @@ class _Lowering:
         self.env: dict[str, str] = {}
         self.used: set[str] = set()
         self.graph_shapes: dict[str, str] = {}
+        self.siblings: dict[str, list[Node]] = {}
+        self.fused: dict[str, str] = {}
 
     def w(self, name: str) -> str:
         if name not in self.used:
@@ -223,6 +224,7 @@ def build_model(graph: Graph, spec: Attention | Transformer,
             "memory": ["batch", "memory_length", attn.memory_dim],
             "key_lengths": ["batch"], "segment_ids": ["batch", "length"]}
     lw.graph_shapes = {n.out: n.shape for n in graph.nodes}
+    lw.siblings = _projection_groups(graph)
     for node in graph.nodes:
         if node.op is Op.INPUT:
             dtype = TensorProto.FLOAT if node.out in ("x", "memory") else TensorProto.INT64
@@ -262,8 +264,32 @@ def _add_position(lw: _Lowering, node: Node) -> str:
 @lower(Op.LINEAR)
 def _linear(lw: _Lowering, node: Node) -> str:
     b = lw.b
-    y = b.op("MatMul", _a(lw, node), b.op("Transpose", lw.w(node.attr("weight")), perm=[1, 0]))
-    return b.op("Add", y, lw.w(node.attr("bias"))) if node.attr("bias") else y
+    if node.out in lw.fused:
+        return lw.fused[node.out]
+    group = lw.siblings.get(node.out, [node])
+    weights = [b.op("Transpose", lw.w(n.attr("weight")), perm=[1, 0]) for n in group]
+    # projections of one input become one GEMM; the weight concat is folded at session start
+    w = weights[0] if len(group) == 1 else b.op("Concat", *weights, axis=1)
+    y = b.op("MatMul", _a(lw, node), w)
+    if node.attr("bias"):
+        biases = [lw.w(n.attr("bias")) for n in group]
+        y = b.op("Add", y, biases[0] if len(group) == 1 else b.op("Concat", *biases, axis=0))
+    if len(group) == 1:
+        return y
+    widths = [int(n.shape.rsplit(",", 1)[1].strip(" ]")) for n in group]
+    parts = b.op("Split", y, b.i64(*widths), axis=-1, outputs=len(group))
+    for n, part in zip(group, parts, strict=True):
+        lw.fused[n.out] = part
+    return lw.fused[node.out]
+
+
+def _projection_groups(graph: Graph) -> dict[str, list[Node]]:
+    """LINEAR nodes reading the same value with the same bias setting, by output name."""
+    by_input: dict[tuple[str, bool], list[Node]] = {}
+    for n in graph.nodes:
+        if n.op is Op.LINEAR:
+            by_input.setdefault((n.args[0], n.attr("bias") is not None), []).append(n)
+    return {n.out: group for group in by_input.values() if len(group) > 1 for n in group}
 
 
 @lower(Op.SPLIT_HEADS)
@@ -441,10 +467,21 @@ def _scores(lw: _Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
     """scale * q.k (+ bias) (softcap). q: (B, Hkv, g, ..., n, d), k: (B, Hkv, 1, ..., m, d),
     both of `rank` axes. Biases come from the positions q_pos (..., n, 1), k_pos (..., 1, m)."""
     b = lw.b
-    perm = list(range(rank))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    s = b.op("Mul", b.op("MatMul", q, b.op("Transpose", k, perm=perm)),
-             b.const(node.attr("scale"), "float32"))
+    # scale q (n x d) rather than the scores (n x m): one pass over the smaller tensor
+    q = b.op("Mul", q, b.const(node.attr("scale"), "float32"))
+    if rank == 5:
+        # (B, Hkv, g, n, d) @ (B, Hkv, d, m): merge g into the rows so ORT sees a 4-D matmul
+        # with a transposed operand, which it fuses (no strided copy of all the keys)
+        g = node.attr("heads") // node.attr("kv_heads")
+        rows = b.op("Reshape", q, b.i64(0, 0, -1, _static_last(lw, node, 0)))
+        k4 = b.op("Squeeze", k, b.i64(2))
+        s4 = b.op("MatMul", rows, b.op("Transpose", k4, perm=[0, 1, 3, 2]))  # (B, Hkv, g*n, m)
+        s = b.op("Reshape", s4, b.op("Concat", b.i64(0, 0, g, -1),
+                                     b.op("Shape", s4, start=3), axis=0))
+    else:
+        perm = list(range(rank))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        s = b.op("MatMul", q, b.op("Transpose", k, perm=perm))
     bias_kind = node.attr("bias")
     if bias_kind:
         heads, kv = node.attr("heads"), node.attr("kv_heads")
@@ -470,12 +507,15 @@ def _scores(lw: _Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
 
 
 def _masked_attend(lw: _Lowering, s: str, visible: Sym, v: str) -> str:
-    """softmax over the last axis where visible (rows with no key -> 0), then @ v."""
+    """softmax over the last axis where visible, then @ v; rows with no visible key -> 0 (the
+    factor is applied to the n x dv output, not to the n x m probabilities)."""
     b = lw.b
-    masked = b.op("Where", visible.name, s, b.const(_LOWEST, "float32"))
-    p = b.op("Softmax", masked, axis=-1)
+    # an additive 0 / lowest mask is built once at the mask's own (head-free) size; adding it
+    # broadcasts faster than a Where over the scores
+    additive = b.op("Where", visible.name, b.const(0.0, "float32"), b.const(_LOWEST, "float32"))
+    p = b.op("Softmax", b.op("Add", s, additive), axis=-1)
     any_key = b.op("ReduceMax", visible.astype("float32").name, b.i64(-1), keepdims=1)
-    return b.op("MatMul", b.op("Mul", p, any_key), v)
+    return b.op("Mul", b.op("MatMul", p, v), any_key)
 
 
 def _with_head_axes(visible: Sym, expr: masks.Mask) -> Sym:

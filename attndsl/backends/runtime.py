@@ -41,7 +41,7 @@ def require(provider: str) -> str:
 
 
 def make_session(model: bytes | str | os.PathLike[str], provider: str = "cpu",
-                 threads: int | None = None):
+                 threads: int | None = None, arena: bool = True):
     """An InferenceSession on `provider` (cpu | cuda), or ExportError (exit 3) if that provider
     cannot run here."""
     wanted = require(provider)
@@ -49,6 +49,7 @@ def make_session(model: bytes | str | os.PathLike[str], provider: str = "cpu",
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    options.enable_cpu_mem_arena = arena
     if threads:
         options.intra_op_num_threads = threads
     source = model if isinstance(model, bytes) else os.fspath(model)

@@ -1,0 +1,252 @@
+"""`attndsl bench`: latency (median of repeats after a warm-up), peak memory and achieved
+FLOP/s of a layer, for torch eager, torch SDPA with the equivalent dense mask, and each ONNX
+Runtime target, side by side in one process.
+
+Peak memory is the growth of the process's resident set during one run, measured with Linux's
+resettable high-water mark (/proc/self/clear_refs), with ONNX Runtime's arena off for that run
+so freed buffers are really returned. FLOPs count the attention core only, on the pairs the
+mask makes visible: 4 * B * H * pairs * head_dim (QK^T and PV)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+import types
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import __version__, masks
+from .backends import runtime
+from .backends.torch import AttentionModule
+from .spec import Alibi, Attention, LinearKernel, RelativeBias, Transformer
+from .verify import make_inputs
+
+__all__ = ["Measurement", "bench_layer", "machine_summary", "render_table"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    layer: str
+    length: int
+    batch: int
+    backend: str
+    latency_ms: float | None
+    peak_mb: float | None
+    gflops: float | None
+    note: str = ""
+
+
+def machine_summary() -> str:
+    import onnxruntime as ort
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, "
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
+            f"onnxruntime {ort.__version__}, numpy {np.__version__}, attndsl {__version__}")
+
+
+def _rss_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1])
+    return 0
+
+
+def _return_freed_memory() -> None:
+    """Make glibc give large freed buffers back to the OS (a fixed mmap threshold), so the
+    resident set follows live memory and its high-water mark measures one run's peak."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 64 * 1024)
+    libc.mallopt(m_trim_threshold, 128 * 1024)
+
+
+def _peak_mb(run: Callable[[], object]) -> float | None:
+    """RSS growth during one call, in MB (None where the kernel cannot reset the peak)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    before = _rss_kb("VmRSS")
+    run()
+    return max(0, _rss_kb("VmHWM") - before) / 1024
+
+
+def _memory_gb() -> float:
+    return _rss_kb_meminfo("MemTotal") / 1024**2
+
+
+def _rss_kb_meminfo(field: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1])
+    return 0
+
+
+def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
+    """Exact count of visible (b, q, k) pairs, evaluated in row chunks to bound memory."""
+    L = inputs["x"].shape[1]
+    S = inputs["memory"].shape[1] if "memory" in inputs else L
+    B = inputs["x"].shape[0]
+    if isinstance(attn.kernel, LinearKernel):
+        return B * L * S
+    total = 0
+    k = np.arange(S)[None, :]
+    for start in range(0, L, 1024):
+        q = np.arange(start, min(L, start + 1024))[:, None]
+        vis = masks.evaluate(attn.mask, q, k, L=L, S=S, key_lengths=inputs.get("key_lengths"),
+                             segment_ids=inputs.get("segment_ids"))
+        total += int(np.broadcast_to(vis, (B, *np.broadcast_shapes(q.shape, k.shape))
+                                     if vis.ndim == 2 else vis.shape).sum())
+    return total
+
+
+def _sdpa_core(self: AttentionModule, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               key_lengths: torch.Tensor | None, segment_ids: torch.Tensor | None) -> torch.Tensor:
+    """The softmax core through F.scaled_dot_product_attention with a dense boolean mask
+    (is_causal for a plain causal mask): what a user would write in eager PyTorch."""
+    s = self.spec
+    L, S = q.shape[2], k.shape[2]
+    if s.mask == masks.Causal() and not isinstance(s.position, Alibi | RelativeBias):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=s.scale)
+    qi = torch.arange(L).unsqueeze(1)
+    ki = torch.arange(S).unsqueeze(0)
+    mask = masks.evaluate(s.mask, qi, ki, L=L, S=S, key_lengths=key_lengths,
+                          segment_ids=segment_ids)
+    if mask.dim() == 3:
+        mask = mask.unsqueeze(1)
+    bias = self.score_bias(qi, ki, q.dtype)
+    if bias is not None:
+        mask = torch.where(mask, bias, torch.finfo(q.dtype).min)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=s.scale)
+
+
+def _with_sdpa(module: torch.nn.Module) -> torch.nn.Module | None:
+    for sub in module.modules():
+        if isinstance(sub, AttentionModule):
+            if sub.spec.softcap is not None or isinstance(sub.spec.kernel, LinearKernel):
+                return None
+            sub.softmax_attention = types.MethodType(_sdpa_core, sub)
+    return module
+
+
+def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[str, ...],
+                providers: tuple[str, ...], repeat: int, seed: int = 0,
+                progress: Callable[[str], None] | None = None) -> list[Measurement]:
+    """Measure every backend at every length. Timed runs are interleaved round-robin across
+    backends, so a slow spell on a shared machine hits all of them alike."""
+    spec = layer.spec
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    _return_freed_memory()
+    module = layer.to_torch(seed=seed)
+    sdpa = _with_sdpa(layer.to_torch(seed=seed))
+    sdpa_is_flash = attn.mask == masks.Causal() and not isinstance(attn.position,
+                                                                  Alibi | RelativeBias)
+    models = {t: layer.onnx_bytes(target=t, seed=seed) for t in targets}
+    layers = spec.layers if isinstance(spec, Transformer) else 1
+    out: list[Measurement] = []
+    for L in lengths:
+        inputs = make_inputs(spec, batch, L, np.random.default_rng(seed))
+        if "key_lengths" in inputs:
+            inputs["key_lengths"][:] = inputs["memory"].shape[1] if "memory" in inputs else L
+        S = inputs["memory"].shape[1] if "memory" in inputs else L
+        flops = 4 * attn.heads * _visible_pairs(attn, inputs) * attn.head_dim * layers
+        dense_gb = 3 * 4 * batch * attn.heads * L * S / 1e9  # scores, mask, probabilities
+        too_big = dense_gb > 0.4 * _memory_gb()
+        tensors = {k: torch.from_numpy(v) for k, v in inputs.items()}
+        # (name, timed run, run for the memory measurement, materialises L x S)
+        runs: list[tuple[str, Callable[[], object], Callable[[], object], bool]] = [
+            ("torch eager", lambda t=tensors: module(**t), lambda t=tensors: module(**t), True)]
+        if sdpa is not None:
+            runs.append(("torch sdpa (dense mask)", lambda t=tensors: sdpa(**t),
+                         lambda t=tensors: sdpa(**t), not sdpa_is_flash))
+        for target, data in models.items():
+            for provider in providers:
+                fast = runtime.make_session(data, provider)
+                lean = runtime.make_session(data, provider, arena=False)
+                runs.append((f"{target} on {provider}",
+                             lambda s=fast, i=inputs: runtime.run(s, i),
+                             lambda s=lean, i=inputs: runtime.run(s, i), target == "portable"))
+        times: dict[str, list[float]] = {}
+        notes: dict[str, str] = {}
+        live = []
+        for name, run, _, dense in runs:
+            if dense and too_big:
+                notes[name] = f"skipped: dense L x S needs ~{dense_gb:.0f} GB"
+                continue
+            try:
+                if progress:
+                    progress(f"{layer.name} L={L}: warming up {name}")
+                with torch.inference_mode():
+                    run()
+                live.append((name, run))
+                times[name] = []
+            except Exception as exc:  # a backend that cannot run this size is reported
+                notes[name] = f"failed: {str(exc).splitlines()[0][:80]}"
+        for i in range(repeat):
+            for name, run in live:
+                if progress:
+                    progress(f"{layer.name} L={L}: round {i + 1}/{repeat}, {name}")
+                start = time.perf_counter()
+                with torch.inference_mode():
+                    run()
+                times[name].append((time.perf_counter() - start) * 1e3)
+        for name, _, lean, _ in runs:
+            if name not in times:
+                out.append(Measurement(layer.name, L, batch, name, None, None, None,
+                                       notes[name]))
+                continue
+            with torch.inference_mode():
+                peak = _peak_mb(lean)
+            ms = statistics.median(times[name])
+            out.append(Measurement(layer.name, L, batch, name, ms, peak, flops / ms / 1e6))
+        del runs, live
+    return out
+
+
+def render_table(rows: list[Measurement], *, markdown: bool = False) -> str:
+    base = {(r.layer, r.length): r.latency_ms for r in rows
+            if r.backend == "torch sdpa (dense mask)" and r.latency_ms}
+    head = ["layer", "L", "backend", "latency ms", "vs sdpa", "peak MB", "GFLOP/s", "note"]
+    body = []
+    for r in rows:
+        ref = base.get((r.layer, r.length))
+        speed = f"{ref / r.latency_ms:.2f}x" if ref and r.latency_ms else "-"
+        body.append([r.layer, str(r.length), r.backend,
+                     f"{r.latency_ms:.1f}" if r.latency_ms is not None else "-", speed,
+                     f"{r.peak_mb:.0f}" if r.peak_mb is not None else "-",
+                     f"{r.gflops:.1f}" if r.gflops is not None else "-", r.note])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*row).rstrip() for row in body]
+    return "\n".join(lines)
+
+
+def to_json(rows: list[Measurement]) -> str:
+    return json.dumps([asdict(r) for r in rows], indent=2)

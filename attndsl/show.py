@@ -1,0 +1,115 @@
+"""`attndsl show`: the mask of a layer at a given length, as a terminal grid (one row per query)
+with a legend and the density of visible pairs, and as a PNG with one panel per head where
+masks or biases differ by head (ALiBi slopes, T5 relative-bias tables)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import masks
+from .positions import alibi_slopes, t5_bucket_float32
+from .spec import Alibi, Attention, RelativeBias, Transformer
+
+__all__ = ["PANEL_GAP", "example_runtime_inputs", "mask_grid", "panel_scale", "png_panels",
+           "terminal_grid"]
+
+PANEL_GAP = 4  # pixels between panels (and around the picture)
+
+
+def example_runtime_inputs(attn: Attention, L: int, S: int) -> dict[str, np.ndarray]:
+    """What `show` assumes for runtime masks: 3/4 of the keys valid; two packed documents."""
+    out = {}
+    if "key_lengths" in attn.runtime_inputs:
+        out["key_lengths"] = np.array([max(1, (3 * S) // 4)])
+    if "segment_ids" in attn.runtime_inputs:
+        out["segment_ids"] = (np.arange(L)[None, :] >= (L + 1) // 2).astype(np.int64)
+    return out
+
+
+def mask_grid(attn: Attention, L: int, S: int) -> np.ndarray:
+    """Boolean (L, S) visibility for batch row 0 with the example runtime inputs."""
+    q, k = np.arange(L)[:, None], np.arange(S)[None, :]
+    visible = masks.evaluate(attn.mask, q, k, L=L, S=S, **example_runtime_inputs(attn, L, S))
+    visible = np.asarray(visible)
+    return np.broadcast_to(visible[0] if visible.ndim == 3 else visible, (L, S)).copy()
+
+
+def _layer_attention(spec: Attention | Transformer) -> Attention:
+    return spec.attention if isinstance(spec, Transformer) else spec
+
+
+def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None) -> str:
+    attn = _layer_attention(spec)
+    S = S or L
+    grid = mask_grid(attn, L, S)
+    lines = [f"{spec.name}: mask `{masks.render(attn.mask)}` at L = {L}"
+             + (f", S = {S}" if S != L else "")]
+    width = len(str(L - 1))
+    ruler = "".join(str(k // 10 % 10) if k % 10 == 0 else " " for k in range(S))
+    lines.append(" " * (width + 3) + ruler)
+    for qi in range(L):
+        row = "".join("█" if v else "·" for v in grid[qi])
+        lines.append(f"{qi:>{width}} │ {row}")
+    visible = int(grid.sum())
+    notes = []
+    runtime = example_runtime_inputs(attn, L, S)
+    if "key_lengths" in runtime:
+        notes.append(f"key_lengths = {int(runtime['key_lengths'][0])}")
+    if "segment_ids" in runtime:
+        notes.append(f"two documents split at {(L + 1) // 2}")
+    lines.append("legend: █ key visible from query (row)  · masked"
+                 + (f"  (runtime inputs assumed: {', '.join(notes)})" if notes else ""))
+    lines.append(f"density: {visible} of {L * S} pairs visible ({100 * visible / (L * S):.1f}%)"
+                 + (f"; {int((~grid.any(1)).sum())} row(s) see no key" if not grid.any(1).all()
+                    else ""))
+    return "\n".join(lines)
+
+
+def panel_scale(L: int, S: int) -> int:
+    """Pixels per cell: panels are about 256 pixels wide, at least one pixel per cell."""
+    return max(1, 256 // max(L, S))
+
+
+def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> np.ndarray:
+    """RGB picture: one panel per head when biases differ by head, else a single panel.
+    Masked pairs are white; visible pairs are dark, or coloured by the head's score bias."""
+    attn = _layer_attention(spec)
+    S = S or L
+    grid = mask_grid(attn, L, S)
+    q, k = np.arange(L)[:, None], np.arange(S)[None, :]
+    if isinstance(attn.position, Alibi):
+        biases = [-s * np.abs(q - k) for s in alibi_slopes(attn.heads)]
+    elif isinstance(attn.position, RelativeBias):
+        p = attn.position
+        bucket = t5_bucket_float32(np, k - q, p.buckets, p.max_distance, p.bidirectional)
+        # the default relative_attention_bias of seed 0, so the picture matches `compile`
+        from .backends.torch import seeded_module
+
+        table = seeded_module(attn, 0).relative_attention_bias.weight.detach().numpy()
+        biases = [table[bucket, h] for h in range(attn.heads)]
+    else:
+        biases = [None]
+    s = panel_scale(L, S)
+    panels = [_panel(grid, bias) for bias in biases]
+    height = L * s + 2 * PANEL_GAP
+    width = len(panels) * (S * s + PANEL_GAP) + PANEL_GAP
+    image = np.full((height, width, 3), 255, np.uint8)
+    for i, panel in enumerate(panels):
+        big = np.repeat(np.repeat(panel, s, axis=0), s, axis=1)
+        x0 = PANEL_GAP + i * (S * s + PANEL_GAP)
+        image[PANEL_GAP:PANEL_GAP + L * s, x0:x0 + S * s] = big
+    return image
+
+
+def _panel(grid: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    out = np.full((*grid.shape, 3), 255, np.uint8)
+    if bias is None:
+        out[grid] = (40, 60, 120)
+        return out
+    values = bias[grid]
+    lo, hi = (values.min(), values.max()) if values.size else (0.0, 1.0)
+    t = (bias - lo) / (hi - lo) if hi > lo else np.ones_like(bias)
+    # a dark-blue (low) to yellow (high) ramp
+    ramp = np.stack([40 + 215 * t, 60 + 160 * t, 120 - 90 * t], axis=-1)
+    out[grid] = np.clip(ramp[grid], 0, 255).astype(np.uint8)
+    return out

@@ -1,0 +1,93 @@
+"""`compile --export triton`: a Triton Inference Server model repository,
+`DIR/<name>/config.pbtxt` and `DIR/<name>/1/model.onnx`, written atomically (a folder is built
+beside the target, then renamed into place; a good earlier repository survives a failure).
+
+The config is derived from the ONNX graph itself: every input and output with its name, dtype
+and dims (the leading batch axis becomes Triton's batch dimension), the onnxruntime backend,
+dynamic batching, and a GPU instance group using ONNX Runtime's CUDA execution provider."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import onnx
+
+from .errors import ExportError
+from .output import ensure_dir
+
+__all__ = ["MAX_BATCH_SIZE", "config_pbtxt", "write_repository"]
+
+MAX_BATCH_SIZE = 64
+_TYPES = {onnx.TensorProto.FLOAT: "TYPE_FP32", onnx.TensorProto.FLOAT16: "TYPE_FP16",
+          onnx.TensorProto.BFLOAT16: "TYPE_BF16", onnx.TensorProto.INT64: "TYPE_INT64",
+          onnx.TensorProto.INT32: "TYPE_INT32", onnx.TensorProto.DOUBLE: "TYPE_FP64"}
+
+
+def _tensor(value: onnx.ValueInfoProto) -> str:
+    t = value.type.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim][1:]
+    lines = ["  {", f'    name: "{value.name}"', f"    data_type: {_TYPES[t.elem_type]}"]
+    if dims:
+        lines.append(f"    dims: [ {', '.join(map(str, dims))} ]")
+    else:  # only the batch axis: Triton wants one element per request, reshaped away
+        lines += ["    dims: [ 1 ]", "    reshape: { shape: [ ] }"]
+    return "\n".join([*lines, "  }"])
+
+
+def config_pbtxt(name: str, model: onnx.ModelProto) -> str:
+    inputs = ",\n".join(_tensor(v) for v in model.graph.input)
+    outputs = ",\n".join(_tensor(v) for v in model.graph.output)
+    return f"""name: "{name}"
+backend: "onnxruntime"
+max_batch_size: {MAX_BATCH_SIZE}
+input [
+{inputs}
+]
+output [
+{outputs}
+]
+dynamic_batching {{
+  max_queue_delay_microseconds: 100
+}}
+instance_group [
+  {{
+    count: 1
+    kind: KIND_GPU
+  }}
+]
+optimization {{
+  graph: {{ level: 1 }}
+  cuda: {{ graphs: false }}
+}}
+parameters {{ key: "cudnn_conv_algo_search" value: {{ string_value: "0" }} }}
+parameters {{ key: "arena_extend_strategy" value: {{ string_value: "1" }} }}
+"""
+
+
+def write_repository(directory: Path, name: str, model_bytes: bytes) -> Path:
+    """Write DIR/<name>/{config.pbtxt, 1/model.onnx} all at once; return the model folder."""
+    root = ensure_dir(Path(directory))
+    final = root / name
+    model = onnx.load_from_string(model_bytes)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    try:
+        (staging / "1").mkdir()
+        (staging / "1" / "model.onnx").write_bytes(model_bytes)
+        (staging / "config.pbtxt").write_text(config_pbtxt(name, model))
+        os.chmod(staging, 0o755)
+        backup = None
+        if final.exists():
+            backup = root / f".{name}.old"
+            shutil.rmtree(backup, ignore_errors=True)
+            os.replace(final, backup)
+        os.replace(staging, final)
+        if backup is not None:
+            shutil.rmtree(backup, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ExportError(f"{final}: cannot write the model repository: "
+                          f"{exc.strerror or exc}") from None
+    return final
