@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--repeat", type=int, default=5, help="timed runs after a warm-up (>= 5)")
     bn.add_argument("--json", action="store_true")
     bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
+    bn.add_argument("--plot", metavar="P.png", help="latency against length, log-log")
     bn.add_argument("-q", "--quiet", action="store_true")
 
     sh = sub.add_parser("show", help="draw a layer's mask (terminal grid, PNG)")
@@ -275,7 +276,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 @command("bench")
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import bench_layer, machine_summary, render_table, to_json
+    from .bench import bench_layer, machine_summary, plot_png, render_table, to_json
 
     if args.repeat < 5:
         raise UsageError("--repeat must be at least 5 (the median of fewer runs is noise)")
@@ -295,6 +296,15 @@ def _bench(args: argparse.Namespace) -> int:
     else:
         print(f"# {machine_summary()}")
         print(render_table(rows))
+    if args.plot:
+        from .png import encode_png
+
+        image, legend = plot_png(rows)
+        write_atomic(Path(args.plot), encode_png(image))
+        out = sys.stderr if args.json else sys.stdout
+        print(f"wrote {args.plot}: latency (log) against length (log); colours:", file=out)
+        for label, (r, g, b) in legend:
+            print(f"  #{r:02x}{g:02x}{b:02x}  {label}", file=out)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -82,3 +83,19 @@ def test_bench_prints_a_table_and_json(capsys: pytest.CaptureFixture[str]) -> No
                                             "ort-cpu on cpu"}
     assert all(r["latency_ms"] > 0 and r["gflops"] > 0 for r in rows)
     assert main(["bench", "examples/bloom_alibi.attn", "--repeat", "3"]) == 2
+
+
+def test_bench_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from .test_tools import _png_size_and_pixels
+
+    plot = tmp_path / "p.png"
+    assert main(["bench", "examples/mistral_local.attn", "--lengths", "16,64", "--targets",
+                 "ort-cpu", "-q", "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    width, height, pixels = _png_size_and_pixels(plot.read_bytes())
+    assert (width, height) == (640, 400)
+    legend = re.findall(r"#([0-9a-f]{6})  mistral_local: (.+)", out)
+    assert [b for _, b in legend] == ["torch eager", "torch sdpa (dense mask)", "ort-cpu on cpu"]
+    for colour, _ in legend:  # every series is drawn
+        rgb = np.array([int(colour[i:i + 2], 16) for i in (0, 2, 4)], np.uint8)
+        assert (pixels == rgb).all(-1).sum() >= 49
