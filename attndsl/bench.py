@@ -9,6 +9,7 @@ mask makes visible: 4 * B * H * pairs * head_dim (QK^T and PV)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import platform
 import statistics
@@ -291,7 +292,7 @@ def plot_png(rows: list[Measurement]) -> tuple[np.ndarray, list[tuple[str, tuple
         legend.append((label, colour))
         coords = [px(np.log2(r.length), np.log10(r.latency_ms))
                   for r in sorted(runs, key=lambda r: r.length)]
-        for (ax, ay), (bx, by) in zip(coords, coords[1:], strict=False):
+        for (ax, ay), (bx, by) in itertools.pairwise(coords):
             steps = max(abs(bx - ax), abs(by - ay), 1)
             for t in np.linspace(0, 1, steps + 1):
                 cx, cy = round(ax + t * (bx - ax)), round(ay + t * (by - ay))
