@@ -21,7 +21,8 @@ from .. import __version__
 from ..errors import ExportError
 from ..spec import Attention, Transformer
 
-__all__ = ["ExampleShape", "Provenance", "example_inputs", "export", "input_names"]
+__all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
+           "finalize", "input_names"]
 
 OPSET = 23
 MAX_ONNX_BYTES = 2 * 1024**3 - 1  # protobuf's limit for one file
@@ -91,7 +92,7 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
     return out
 
 
-class _Positional(nn.Module):
+class Positional(nn.Module):
     """Calls the layer with keyword inputs, so the graph's inputs are exactly `names`."""
 
     def __init__(self, module: nn.Module, names: tuple[str, ...]):
@@ -103,8 +104,8 @@ class _Positional(nn.Module):
         return self.layer(**dict(zip(self.names, args, strict=True)))
 
 
-def _dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ...]]:
-    """Per input, its dynamic axes; nested once because `_Positional.forward` takes *args."""
+def dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ...]]:
+    """Per input, its dynamic axes; nested once because `Positional.forward` takes *args."""
     B = torch.export.Dim("batch", min=1, max=1 << 16)
     L = torch.export.Dim("length", min=1, max=1 << 20)
     S = torch.export.Dim("memory_length", min=1, max=1 << 20)
@@ -116,7 +117,7 @@ def _dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ..
 def export(spec: Attention | Transformer, module: nn.Module, provenance: Provenance) -> bytes:
     """The ONNX model of `module` (already holding its weights), serialized."""
     names = input_names(spec)
-    wrapper = _Positional(module.eval(), names)
+    wrapper = Positional(module.eval(), names)
     example = example_inputs(spec)
     args = tuple(example[n] for n in names)
     log = io.StringIO()
@@ -125,7 +126,7 @@ def export(spec: Attention | Transformer, module: nn.Module, provenance: Provena
             program = torch.onnx.export(
                 wrapper, args, dynamo=True, opset_version=OPSET, external_data=False,
                 input_names=list(names), output_names=["y"],
-                dynamic_shapes=_dynamic_shapes(names), verbose=False, report=False)
+                dynamic_shapes=dynamic_shapes(names), verbose=False, report=False)
     except Exception as exc:
         detail = log.getvalue().strip().splitlines()[-5:]
         raise ExportError(f"torch.onnx.export failed for `{spec.name}`: "

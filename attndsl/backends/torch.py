@@ -290,13 +290,13 @@ def export_program(spec: Attention | Transformer, module: nn.Module) -> bytes:
     `torch.export.load` and no attndsl installed."""
     import io
 
-    from .onnx import _dynamic_shapes, _Positional, example_inputs, input_names
+    from .onnx import Positional, dynamic_shapes, example_inputs, input_names
 
     names = input_names(spec)
     example = example_inputs(spec)
-    program = torch.export.export(_Positional(module.eval(), names),
+    program = torch.export.export(Positional(module.eval(), names),
                                   tuple(example[n] for n in names),
-                                  dynamic_shapes=_dynamic_shapes(names))
+                                  dynamic_shapes=dynamic_shapes(names))
     buffer = io.BytesIO()
     torch.export.save(program, buffer)
     return buffer.getvalue()
