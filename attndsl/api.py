@@ -73,22 +73,6 @@ class Program:
     def __len__(self) -> int:
         return len(self.resolved.layers)
 
-    def layer(self, name: str | None) -> Layer:
-        """The named layer, or with no name the file's only layer (a transformer if it has
-        one attention and one transformer using it)."""
-        if name is not None:
-            return self[name]
-        layers = self.resolved.layers
-        if len(layers) == 1:
-            return self[next(iter(layers))]
-        stacks = [n for n, v in layers.items() if isinstance(v, s.Transformer)]
-        if len(stacks) == 1 and all(
-                isinstance(v, s.Transformer) or v is layers[stacks[0]].attention
-                for v in layers.values()):
-            return self[stacks[0]]
-        raise UsageError(f"{self.source.name} defines {len(layers)} layers "
-                         f"({', '.join(layers)}): choose one with --name")
-
 
 class Layer:
     """One attention or transformer of a checked program.

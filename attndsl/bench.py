@@ -62,8 +62,9 @@ def machine_summary() -> str:
             f"onnxruntime {ort.__version__}, numpy {np.__version__}, attndsl {__version__}")
 
 
-def _rss_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def _proc_kb(path: str, field: str) -> int:
+    """A `Field:  N kB` line of a /proc file."""
+    for line in Path(path).read_text().splitlines():
         if line.startswith(field):
             return int(line.split()[1])
     return 0
@@ -89,20 +90,13 @@ def _peak_mb(run: Callable[[], object]) -> float | None:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
         return None
-    before = _rss_kb("VmRSS")
+    before = _proc_kb("/proc/self/status", "VmRSS")
     run()
-    return max(0, _rss_kb("VmHWM") - before) / 1024
+    return max(0, _proc_kb("/proc/self/status", "VmHWM") - before) / 1024
 
 
 def _memory_gb() -> float:
-    return _rss_kb_meminfo("MemTotal") / 1024**2
-
-
-def _rss_kb_meminfo(field: str) -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith(field):
-            return int(line.split()[1])
-    return 0
+    return _proc_kb("/proc/meminfo", "MemTotal") / 1024**2
 
 
 def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:

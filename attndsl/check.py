@@ -45,7 +45,6 @@ class _Invalid(Exception):
 class _Param:
     name: str
     required: bool = False
-    default: Any = None
 
 
 def check(module: ast.Module) -> Program:
@@ -427,7 +426,7 @@ class _Checker:
                        "from one sequence", at("mask"), hint="remove `document` or use kind = self")
             failed = True
         if isinstance(kernel, LinearKernel) and mask is not None:
-            failed |= self.check_linear(e, mask, position, at)
+            failed |= self.check_linear(e, mask, position, dropout, at)
         if failed:
             return None
         attn = Attention(
@@ -441,7 +440,7 @@ class _Checker:
         return attn
 
     def check_linear(self, e: dict[str, ast.Entry], mask: m.Mask, position: Position,
-                     at: Callable[[str], Span]) -> bool:
+                     dropout: float | None, at: Callable[[str], Span]) -> bool:
         failed = False
         if mask not in (m.Full(), m.Causal("top_left")):
             self.error("a linear kernel supports only the masks `full` and `causal`", at("mask"),
@@ -457,12 +456,10 @@ class _Checker:
                 self.error(f"`{key}` has no effect with a linear kernel", e[key].key_span,
                            hint=f"remove `{key}` or use `kernel = softmax`")
                 failed = True
-        if "dropout" in e and isinstance(e["dropout"].value, ast.Name) is False:
-            value = self.number(e["dropout"].value)
-            if value:
-                self.error("attention dropout needs a softmax kernel (there are no attention "
-                           "weights to drop)", e["dropout"].key_span)
-                failed = True
+        if dropout:
+            self.error("attention dropout needs a softmax kernel (there are no attention "
+                       "weights to drop)", e["dropout"].key_span)
+            failed = True
         return failed
 
     def check_size(self, params: int, name: str, span: Span) -> None:

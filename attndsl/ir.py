@@ -18,6 +18,7 @@ from .spec import (
     Rope,
     Sinusoidal,
     Transformer,
+    input_names,
 )
 
 __all__ = ["Graph", "Node", "Op", "build"]
@@ -61,8 +62,7 @@ class Node:
         def fmt(v: Any) -> str:
             if isinstance(v, float):
                 return repr(round(v, 9))
-            if isinstance(v, (masks.Full, masks.And, masks.Or, masks.Not)) or type(
-                    v).__module__ == masks.__name__:
+            if type(v).__module__ == masks.__name__:
                 return masks.render(v)
             return str(v)
 
@@ -78,7 +78,6 @@ class Graph:
     name: str
     kind: str  # attention | transformer
     summary: str
-    inputs: tuple[tuple[str, str], ...]  # (name, type)
     nodes: tuple[Node, ...]
     output: str
 
@@ -107,8 +106,7 @@ def build(spec: Attention | Transformer) -> Graph:
     b = _Builder()
     if isinstance(spec, Transformer):
         attn = spec.attention
-        inputs = [("x", f"float[B, L, {spec.d_model}]"), *_runtime_input_types(attn)]
-        for name, _ in inputs:
+        for name in input_names(spec):
             b.emit(Op.INPUT, name, (), _type_of(name, attn))
         h = _absolute(b, attn, "x", "")
         for i in range(spec.layers):
@@ -118,26 +116,17 @@ def build(spec: Attention | Transformer) -> Graph:
                        eps=spec.norm.eps, module="norm", bias=spec.norm.kind == "layernorm")
         summary = (f"{spec.layers} x {spec.norm.kind}({spec.norm.placement}) blocks of "
                    f"attention {attn.name} and {spec.ffn.kind}({spec.ffn.hidden})")
-        return Graph(spec.name, "transformer", summary, tuple(inputs), tuple(b.nodes), h)
-    inputs = [("x", f"float[B, L, {spec.d_model}]")]
-    if spec.kind == "cross":
-        inputs.append(("memory", f"float[B, S, {spec.memory_dim}]"))
-    inputs += _runtime_input_types(spec)
-    for name, _ in inputs:
+        return Graph(spec.name, "transformer", summary, tuple(b.nodes), h)
+    for name in input_names(spec):
         b.emit(Op.INPUT, name, (), _type_of(name, spec))
     x = _absolute(b, spec, "x", "")
     out = _attention(b, spec, "", x, "memory" if spec.kind == "cross" else x)
-    return Graph(spec.name, "attention", _summary(spec), tuple(inputs), tuple(b.nodes), out)
+    return Graph(spec.name, "attention", _summary(spec), tuple(b.nodes), out)
 
 
 def _summary(s: Attention) -> str:
     return (f"{s.kind}, d_model={s.d_model}, heads={s.heads}, kv_heads={s.kv_heads}, "
             f"head_dim={s.head_dim}, value_dim={s.value_dim}")
-
-
-def _runtime_input_types(s: Attention) -> list[tuple[str, str]]:
-    types = {"key_lengths": "int64[B]", "segment_ids": "int64[B, L]"}
-    return [(n, types[n]) for n in s.runtime_inputs]
 
 
 def _type_of(name: str, s: Attention) -> str:

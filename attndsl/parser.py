@@ -72,10 +72,7 @@ def parse(source: Source) -> ast.Module:
     for start, end in _comment_ranges(source.text):
         comments.append(ast.Comment(text=source.text[start:end], span=source.span(start, end)))
     builder = _Builder(source)
-    try:
-        defs = tuple(builder.definition(child) for child in tree.children)
-    except SpecError:
-        raise
+    defs = tuple(builder.definition(child) for child in tree.children)
     if builder.diagnostics:
         raise SpecError(builder.diagnostics)
     return ast.Module(definitions=defs, comments=tuple(comments),

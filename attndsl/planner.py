@@ -114,9 +114,7 @@ def cover(mask: m.Mask, *, self_attention: bool) -> Cover:
 
 def _fix(c: Cover) -> Cover:
     """A band of -inf means 'no band part'; keep it as an empty band at the diagonal."""
-    return replace(c, left=max(c.left, 0) if c.left > -INF else 0,
-                   right=max(c.right, 0) if c.right > -INF else 0) if (
-        c.left == -INF or c.right == -INF) else c
+    return replace(c, left=max(c.left, 0), right=max(c.right, 0))
 
 
 @dataclass(frozen=True)

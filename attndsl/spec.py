@@ -3,7 +3,6 @@ is filled in and every name resolved, so backends never look anything up or gues
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from .masks import Mask, runtime_inputs
@@ -11,7 +10,7 @@ from .source import Source
 
 __all__ = [
     "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel", "Norm", "Position", "Program",
-    "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity", "Transformer",
+    "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity", "Transformer", "input_names",
 ]
 
 
@@ -110,10 +109,6 @@ class Attention:
             n += self.position.max_len * self.d_model
         return n
 
-    @property
-    def default_scale(self) -> float:
-        return 1.0 / math.sqrt(self.head_dim)
-
 
 @dataclass(frozen=True)
 class Ffn:
@@ -163,6 +158,12 @@ class Transformer:
 
 
 Layer = Attention | Transformer
+
+
+def input_names(spec: Layer) -> tuple[str, ...]:
+    """Graph inputs in DESIGN §3's order: x, memory (cross), key_lengths, segment_ids."""
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    return ("x", *(["memory"] if attn.kind == "cross" else []), *attn.runtime_inputs)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,8 @@ import numpy as np
 import torch
 
 from .backends import reference
-from .backends.onnx import input_names
 from .ir import build
-from .spec import Attention, Learned, Transformer
+from .spec import Attention, Learned, Transformer, input_names
 
 __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "make_inputs", "memory_length",
            "tolerance", "verify"]

@@ -253,7 +253,7 @@ def _add_position(lw: _Lowering, node: Node) -> str:
     if node.attr("kind") == "learned":
         table = b.op("Gather", lw.w(node.attr("weight")), lw.arange(lw.L).name, axis=0)
         return b.op("Add", x, table)
-    d = int(node.shape.rsplit(",", 1)[1].strip(" ]"))
+    d = _width(node.shape)
     pos = b.op("Unsqueeze", lw.arange(lw.L, "float32").name, b.i64(1))  # (L, 1)
     inv = b.const([10000.0 ** (-(2 * i) / d) for i in range(d // 2)], "float32")
     angle = b.op("Unsqueeze", b.op("Mul", pos, inv), b.i64(2))  # (L, d/2, 1)
@@ -276,7 +276,7 @@ def _linear(lw: _Lowering, node: Node) -> str:
         y = b.op("Add", y, biases[0] if len(group) == 1 else b.op("Concat", *biases, axis=0))
     if len(group) == 1:
         return y
-    widths = [int(n.shape.rsplit(",", 1)[1].strip(" ]")) for n in group]
+    widths = [_width(n.shape) for n in group]
     parts = b.op("Split", y, b.i64(*widths), axis=-1, outputs=len(group))
     for n, part in zip(group, parts, strict=True):
         lw.fused[n.out] = part
@@ -671,8 +671,13 @@ def _global_rows(lw: _Lowering, node: Node, o: str, rows: list[int], q: str, k: 
 
 
 def _static_last(lw: _Lowering, node: Node, i: int) -> int:
-    """Head width of argument i, from the IR's shape text ([B, h, n, d])."""
-    return int(lw.graph_shapes[node.args[i]].rsplit(",", 1)[1].strip(" ]"))
+    """Head width of argument i ([B, h, n, d])."""
+    return _width(lw.graph_shapes[node.args[i]])
+
+
+def _width(shape: str) -> int:
+    """The last (always static) axis of an IR shape text such as `[B, L, 512]`."""
+    return int(shape.rsplit(",", 1)[1].strip(" ]"))
 
 
 _STRATEGIES: dict[str, Callable[[_Lowering, Node], str]] = {

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from .. import __version__
 from ..errors import ExportError
-from ..spec import Attention, Transformer
+from ..spec import Attention, Transformer, input_names
 
 __all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
            "finalize", "input_names"]
@@ -63,15 +63,6 @@ class ExampleShape:
     batch: int = 2
     length: int = 17
     memory_length: int = 19
-
-
-def input_names(spec: Attention | Transformer) -> tuple[str, ...]:
-    """Graph inputs in DESIGN §3's order: x, memory (cross), key_lengths, segment_ids."""
-    attn = spec.attention if isinstance(spec, Transformer) else spec
-    names = ["x"]
-    if attn.kind == "cross":
-        names.append("memory")
-    return (*names, *attn.runtime_inputs)
 
 
 def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleShape(),
