@@ -97,49 +97,59 @@ class Layer:
 
         return build(self.spec)
 
-    def to_torch(self, seed: int = 0, weights: str | os.PathLike[str] | None = None):
+    def to_torch(self, seed: int = 0, weights: str | os.PathLike[str] | None = None,
+                 dtype: str = "float32"):
         """A trainable torch.nn.Module in eval mode: weights from `weights` (.safetensors or a
-        state dict, names per DESIGN §3) or drawn from `seed`."""
+        state dict, names per DESIGN §3) or drawn from `seed` (in float32, then rounded to
+        `dtype`, so every dtype holds the same weights up to rounding)."""
         from .backends.torch import seeded_module
+        from .dtypes import torch_dtype
         from .weights import load_into
 
+        _check_dtype(dtype)
         module = seeded_module(self.spec, seed)
         if weights is not None:
             load_into(module, weights)
-        return module
+        return module.to(torch_dtype(dtype))
 
     def onnx_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
-                   weights: str | os.PathLike[str] | None = None) -> bytes:
+                   weights: str | os.PathLike[str] | None = None,
+                   dtype: str = "float32") -> bytes:
         """The exported ONNX model, serialized (byte-identical for identical arguments)."""
         from .backends.onnx import Provenance, export
         from .weights import file_sha256
 
         _check_target(target)
-        module = self.to_torch(seed=seed, weights=weights)
+        check_dtype_target(dtype, target)
+        module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
         provenance = Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
-            seed=seed, target=target, weights_sha256=file_sha256(weights) if weights else None)
+            seed=seed, target=target, dtype=dtype,
+            weights_sha256=file_sha256(weights) if weights else None)
         if target == "portable":
-            return export(self.spec, module, provenance)
+            return export(self.spec, module, provenance, dtype=dtype)
         from .backends.lower import build_model
         from .backends.onnx import finalize
 
-        graph, _ = self.plan(target)
+        graph, _ = self.plan(target, dtype)
+        # float32 copies of the dtype-rounded weights: exact, and numpy has no bfloat16
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
-        return finalize(build_model(graph, self.spec, state), provenance)
+        return finalize(build_model(graph, self.spec, state, dtype), provenance)
 
-    def plan(self, target: str = DEFAULT_TARGET):
-        """(planned graph IR, [planner.Choice per attention]) for a target."""
+    def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):
+        """(planned graph IR, [planner.Choice per attention]) for a target and dtype."""
         from .planner import plan
 
         _check_target(target)
-        return plan(self.graph(), self.spec, target)
+        _check_dtype(dtype)
+        return plan(self.graph(), self.spec, target, dtype)
 
     def export_onnx(self, directory: str | os.PathLike[str] = DEFAULT_OUTPUT_DIR, *,
                     target: str = DEFAULT_TARGET, seed: int = 0,
-                    weights: str | os.PathLike[str] | None = None) -> Path:
+                    weights: str | os.PathLike[str] | None = None,
+                    dtype: str = "float32") -> Path:
         """Write `<directory>/<name>.onnx` atomically and return its path."""
-        data = self.onnx_bytes(target=target, seed=seed, weights=weights)
+        data = self.onnx_bytes(target=target, seed=seed, weights=weights, dtype=dtype)
         path = ensure_dir(Path(directory)) / f"{self.name}.onnx"
         write_atomic(path, data)
         return path
@@ -160,20 +170,23 @@ class Layer:
     def verify(self, *, lengths: Any = None, batches: Any = None,
                providers: tuple[str, ...] = ("cpu",), targets: tuple[str, ...] = TARGETS,
                seed: int = 0, weights: str | os.PathLike[str] | None = None,
-               progress: Any = None):
+               dtype: str = "float32", progress: Any = None):
         """Reference vs torch vs each target's export on ONNX Runtime (per provider), at
-        several shapes -> verify.Report."""
+        several shapes -> verify.Report. The reference runs in float64 on the weights and
+        inputs as rounded to `dtype`, so the report measures the computation's error."""
         from .backends import runtime
         from .verify import DEFAULT_BATCHES, DEFAULT_LENGTHS, verify
 
+        _check_dtype(dtype)
         for provider in providers:  # fail before the slow export, not after
             runtime.require(provider)
         for target in targets:
             _check_target(target)
-        module = self.to_torch(seed=seed, weights=weights)
+            check_dtype_target(dtype, target, providers)
+        module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
         runners = []
         for target in targets:
-            data = self.onnx_bytes(target=target, seed=seed, weights=weights)
+            data = self.onnx_bytes(target=target, seed=seed, weights=weights, dtype=dtype)
             for provider in providers:
                 session = runtime.make_session(data, provider)
                 runners.append((f"{target} on {provider}",
@@ -181,13 +194,37 @@ class Layer:
         state = {k: _numpy(v) for k, v in module.state_dict().items()}
         return verify(self.spec, module, state, runners, targets=tuple(targets), seed=seed,
                       lengths=lengths or DEFAULT_LENGTHS, batches=batches or DEFAULT_BATCHES,
-                      progress=progress)
+                      dtype=dtype, progress=progress)
 
 
 
 def _check_target(target: str) -> None:
     if target not in TARGETS:
         raise UsageError(f"unknown target `{target}`: choose from {', '.join(TARGETS)}")
+
+
+def _check_dtype(dtype: str) -> None:
+    from .dtypes import DTYPES
+
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown dtype `{dtype}`: choose from {', '.join(DTYPES)}")
+
+
+def check_dtype_target(dtype: str, target: str, providers: tuple[str, ...] = ()) -> None:
+    """bfloat16 runs only on CUDA: ONNX Runtime's CPU provider has no bfloat16 kernels for
+    MatMul, Add, Softmax and most other ops. Refuse up front rather than fail in ORT."""
+    _check_dtype(dtype)
+    if dtype != "bfloat16":
+        return
+    if target == "ort-cpu":
+        raise UsageError("the ort-cpu target cannot run bfloat16: ONNX Runtime's CPU provider "
+                         "has no bfloat16 kernels for MatMul, Add, Softmax and most other ops\n"
+                         "  = help: use --target ort-cuda (or portable), or --dtype float16")
+    if "cpu" in providers:
+        raise UsageError("bfloat16 models cannot run on ONNX Runtime's CPU provider (it has no "
+                         "bfloat16 kernels for MatMul, Add, Softmax and most other ops)\n"
+                         "  = help: verify bfloat16 with --providers cuda on a machine with an "
+                         "NVIDIA GPU, or use --dtype float16 here")
 
 
 def _numpy(value: Any):

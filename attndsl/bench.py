@@ -131,9 +131,9 @@ def _sdpa_core(self: AttentionModule, q: torch.Tensor, k: torch.Tensor, v: torch
                           segment_ids=segment_ids)
     if mask.dim() == 3:
         mask = mask.unsqueeze(1)
-    bias = self.score_bias(qi, ki, q.dtype)
+    bias = self.score_bias(qi, ki)
     if bias is not None:
-        mask = torch.where(mask, bias, torch.finfo(q.dtype).min)
+        mask = torch.where(mask, bias, torch.finfo(torch.float32).min).to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=s.scale)
 
 

@@ -6,13 +6,18 @@ and `ort-cuda` targets it replaces each softmax attention core (repeat_kv .. mer
 
 - `gqa`: com.microsoft.GroupQueryAttention (causal, or a causal sliding window; GQA/MQA;
   softcap) -- ONNX Runtime's fused causal kernel;
-- `mha`: com.microsoft.MultiHeadAttention (no mask, or key padding only) -- a flash kernel;
+- `mha`: com.microsoft.MultiHeadAttention (no mask, or key padding only; plain causal on
+  `ort-cuda` in float32, where GQA has no kernel) -- a flash / memory-efficient kernel;
 - `block_sparse`: standard ONNX ops that visit, per block of queries, only the key blocks the
   mask can reach (band, global, random), so memory grows with L x (window + globals);
 - `dense`: the masked L x S form, when nothing better applies.
 
 `portable` is never planned: it is the dense standard-op export (the baseline), made by
-torch.onnx.export. Choices never change results; `attndsl verify` checks every target."""
+torch.onnx.export. Choices never change results; `attndsl verify` checks every target.
+
+Choices depend on the dtype too: ONNX Runtime's CUDA GroupQueryAttention kernel takes only
+float16 and bfloat16, and its CUDA MultiHeadAttention only float32 and float16. A node without
+a CUDA kernel for its type would silently run on the CPU, so `ort-cuda` never emits one."""
 
 from __future__ import annotations
 
@@ -133,9 +138,11 @@ class Choice:
                           *(f"    - {r}" for r in self.reasons)])
 
 
-def choose(a: Attention, target: str) -> tuple[str, dict[str, object], list[str]]:
+def choose(a: Attention, target: str, dtype: str = "float32",
+           ) -> tuple[str, dict[str, object], list[str]]:
     """(strategy, params, reasons) for one attention on an ort-* target."""
     reasons: list[str] = []
+    cuda = target == "ort-cuda"
     if isinstance(a.kernel, LinearKernel):
         return "linear", {}, ["linear kernel: O(L) prefix sums in standard ops; no softmax "
                               "kernel applies"]
@@ -155,7 +162,10 @@ def choose(a: Attention, target: str) -> tuple[str, dict[str, object], list[str]
         why_not_gqa.append(f"{type(a.position).__name__} score biases would need an L x S "
                            "attention_bias input")
     windowed = causal_window is not None and causal_window != INF
-    if not why_not_gqa and windowed and target == "ort-cpu" and a.sparsity.mode != "dense":
+    if not why_not_gqa and cuda and dtype == "float32":
+        why_not_gqa.append("its CUDA kernel takes float16 or bfloat16 only (compile with "
+                           "--dtype float16 for it)")
+    elif not why_not_gqa and windowed and target == "ort-cpu" and a.sparsity.mode != "dense":
         why_not_gqa.append("on the CPU its kernel still visits every earlier key outside "
                            "local_window_size (about 4x slower than block-sparse at L = 8192, "
                            "BENCHMARKS.md); ort-cuda uses it")
@@ -171,10 +181,13 @@ def choose(a: Attention, target: str) -> tuple[str, dict[str, object], list[str]
         return "gqa", {"local_window_size": window}, reasons
     if why_not_gqa:
         reasons.append("not GroupQueryAttention: " + "; ".join(why_not_gqa))
-    # 2. MultiHeadAttention: flash kernel for unmasked / key-padded attention
+    # 2. MultiHeadAttention: flash kernel for unmasked / key-padded attention (and plain causal
+    # on CUDA in float32, through its `unidirectional` attribute)
     mask_kind = _padding_only(mask)
+    causal = (cuda and dtype == "float32" and causal_window == INF and a.kind == "self"
+              and mask_kind is None)
     why_not_mha = []
-    if mask_kind is None:
+    if mask_kind is None and not causal:
         why_not_mha.append("the mask is more than full or key padding")
     if a.softcap:
         why_not_mha.append("MultiHeadAttention has no softcap")
@@ -182,13 +195,20 @@ def choose(a: Attention, target: str) -> tuple[str, dict[str, object], list[str]
         why_not_mha.append("score biases would need an L x S attention_bias input")
     if a.value_dim != a.head_dim:
         why_not_mha.append("value_dim differs from head_dim")
+    if cuda and dtype == "bfloat16":
+        why_not_mha.append("its CUDA kernel has no bfloat16 (float32 and float16 only)")
     if not why_not_mha and a.sparsity.mode != "block":
-        reasons.append("MultiHeadAttention: ORT's flash kernel for attention without a mask"
-                       + (" (key lengths as key_padding_mask)" if mask_kind else ""))
+        if causal:
+            reasons.append("MultiHeadAttention with unidirectional = 1: ORT's fused causal "
+                           "kernel for float32 on CUDA")
+        else:
+            reasons.append("MultiHeadAttention: ORT's flash kernel for attention without a "
+                           "mask" + (" (key lengths as key_padding_mask)" if mask_kind else ""))
         if a.groups > 1:
             reasons.append("kv heads are expanded to all query heads first (MHA has no GQA)")
-        return "mha", {"key_padding": bool(mask_kind)}, reasons
-    if why_not_mha and mask_kind is not None:
+        return "mha", {"key_padding": bool(mask_kind)} | ({"causal": True} if causal else {}), \
+            reasons
+    if why_not_mha and (mask_kind is not None or causal):
         reasons.append("not MultiHeadAttention: " + "; ".join(why_not_mha))
     # 3. block-sparse: only the key blocks the mask can reach
     c = cover(mask, self_attention=a.kind == "self")
@@ -245,7 +265,8 @@ _CORE = (Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.SOFTCAP, Op.MASK, Op.SOFTMAX
          Op.MERGE_HEADS)
 
 
-def plan(graph: Graph, spec: Attention | Transformer, target: str) -> tuple[Graph, list[Choice]]:
+def plan(graph: Graph, spec: Attention | Transformer, target: str,
+         dtype: str = "float32") -> tuple[Graph, list[Choice]]:
     """The planned graph and one Choice per attention. `portable` returns the graph as is."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
     prefixes = ([f"layers.{i}.self_attn." for i in range(spec.layers)]
@@ -253,7 +274,7 @@ def plan(graph: Graph, spec: Attention | Transformer, target: str) -> tuple[Grap
     if target == "portable":
         return graph, [Choice(p, "dense", ("portable: standard ONNX ops only, exported by "
                                            "torch.onnx.export; no planning",)) for p in prefixes]
-    strategy, params, reasons = choose(attn, target)
+    strategy, params, reasons = choose(attn, target, dtype)
     choices = [Choice(p, strategy, tuple(reasons), tuple(params.items())) for p in prefixes]
     if strategy == "linear":
         return graph, choices

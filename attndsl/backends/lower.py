@@ -3,7 +3,12 @@
 Every IR op has one lowering function (`@lower(Op.X)`). Masks and T5 buckets are not written a
 second time: `Sym` is a symbolic tensor whose operators emit ONNX nodes, so `masks.evaluate` and
 `positions.t5_bucket_float32` run unchanged and build the graph. Node names come from a counter
-in emission order, so the same IR gives the same bytes."""
+in emission order, so the same IR gives the same bytes.
+
+Models are built for one dtype (float32, float16 or bfloat16): weights, inputs, outputs and
+activations use it; scores, biases, masks and softmax are float32 islands (q and k are widened
+before their product, which is then exact), as are RMS statistics, position tables and linear
+attention's sums. A float32 model has no Cast nodes for any of this."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .. import masks
+from ..dtypes import numpy_dtype, onnx_type
 from ..ir import Graph, Node, Op
 from ..planner import cover
 from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
@@ -23,7 +29,8 @@ from ..spec import Attention, Transformer
 
 __all__ = ["build_model"]
 
-_ONNX_TYPE = {"float32": TensorProto.FLOAT, "int64": TensorProto.INT64,
+_ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
+              "bfloat16": TensorProto.BFLOAT16, "int64": TensorProto.INT64,
               "bool": TensorProto.BOOL, "int32": TensorProto.INT32}
 _LOWEST = float(np.finfo(np.float32).min)
 
@@ -31,7 +38,8 @@ _LOWEST = float(np.finfo(np.float32).min)
 class Builder:
     """Collects nodes and initializers; constants are deduplicated."""
 
-    def __init__(self) -> None:
+    def __init__(self, dtype: str = "float32") -> None:
+        self.dtype = dtype  # the model's float type
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.count = 0
@@ -52,8 +60,8 @@ class Builder:
         return names[0] if outputs == 1 else names
 
     def const(self, value: Any, dtype: str) -> str:
-        array = np.asarray(value, dtype={"float32": np.float32, "int64": np.int64,
-                                         "bool": np.bool_, "int32": np.int32}[dtype])
+        np_type = {"int64": np.int64, "bool": np.bool_, "int32": np.int32}.get(dtype)
+        array = np.asarray(value, dtype=np_type or numpy_dtype(dtype))
         key = (dtype, array.shape, array.tobytes())
         if key not in self.consts:
             self.count += 1
@@ -69,8 +77,17 @@ class Builder:
 
     def initializer(self, name: str, array: np.ndarray) -> str:
         self.initializers.append(numpy_helper.from_array(
-            np.ascontiguousarray(array, dtype=np.float32), name))
+            np.ascontiguousarray(np.asarray(array).astype(numpy_dtype(self.dtype))), name))
         return name
+
+    def to_float32(self, name: str) -> str:
+        """A model-dtype value widened to float32 (no node in a float32 model)."""
+        return name if self.dtype == "float32" else self.op("Cast", name, to=TensorProto.FLOAT)
+
+    def to_model(self, name: str) -> str:
+        """A float32 value narrowed to the model dtype (no node in a float32 model)."""
+        return name if self.dtype == "float32" else self.op("Cast", name,
+                                                              to=onnx_type(self.dtype))
 
 
 class Sym:
@@ -213,10 +230,11 @@ def lower(op: Op) -> Callable:
     return register
 
 
-def build_model(graph: Graph, spec: Attention | Transformer,
-                weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
-    """The ONNX model of a (planned) graph with the given float32 weights."""
-    b = Builder()
+def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[str, np.ndarray],
+                dtype: str = "float32") -> onnx.ModelProto:
+    """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
+    the type of the float inputs and of the output too."""
+    b = Builder(dtype)
     lw = _Lowering(b, weights)
     attn = spec.attention if isinstance(spec, Transformer) else spec
     inputs = []
@@ -227,13 +245,13 @@ def build_model(graph: Graph, spec: Attention | Transformer,
     lw.siblings = _projection_groups(graph)
     for node in graph.nodes:
         if node.op is Op.INPUT:
-            dtype = TensorProto.FLOAT if node.out in ("x", "memory") else TensorProto.INT64
-            inputs.append(helper.make_tensor_value_info(node.out, dtype, dims[node.out]))
+            elem = onnx_type(dtype) if node.out in ("x", "memory") else TensorProto.INT64
+            inputs.append(helper.make_tensor_value_info(node.out, elem, dims[node.out]))
             lw.env[node.out] = node.out
             continue
         lw.env[node.out] = _LOWER[node.op](lw, node)
     b.nodes.append(helper.make_node("Identity", [lw.env[graph.output]], ["y"], name="output"))
-    output = helper.make_tensor_value_info("y", TensorProto.FLOAT,
+    output = helper.make_tensor_value_info("y", onnx_type(dtype),
                                           ["batch", "length", attn.d_model])
     g = helper.make_graph(b.nodes, spec.name, inputs, [output], b.initializers)
     opsets = [helper.make_opsetid("", 23)] + [helper.make_opsetid(d, 1)
@@ -258,7 +276,8 @@ def _add_position(lw: _Lowering, node: Node) -> str:
     inv = b.const([10000.0 ** (-(2 * i) / d) for i in range(d // 2)], "float32")
     angle = b.op("Unsqueeze", b.op("Mul", pos, inv), b.i64(2))  # (L, d/2, 1)
     table = b.op("Concat", b.op("Sin", angle), b.op("Cos", angle), axis=2)
-    return b.op("Add", x, b.op("Reshape", table, b.i64(0, d)))  # (L, d): sin, cos interleaved
+    table = b.to_model(b.op("Reshape", table, b.i64(0, d)))  # (L, d): sin, cos interleaved
+    return b.op("Add", x, table)
 
 
 @lower(Op.LINEAR)
@@ -313,9 +332,10 @@ def _norm(lw: _Lowering, node: Node) -> str:
     if node.attr("kind") == "layernorm":
         inputs = [x, weight] + ([lw.w(f"{module}.bias")] if node.attr("bias") else [])
         return b.op("LayerNormalization", *inputs, axis=-1, epsilon=node.attr("eps"))
-    ms = b.op("ReduceMean", b.op("Mul", x, x), b.i64(-1), keepdims=1)
+    h = b.to_float32(x)  # statistics in float32: x^2 overflows float16 from |x| = 256
+    ms = b.op("ReduceMean", b.op("Mul", h, h), b.i64(-1), keepdims=1)
     rms = b.op("Sqrt", b.op("Add", ms, b.const(node.attr("eps"), "float32")))
-    return b.op("Mul", b.op("Div", x, rms), weight)
+    return b.op("Mul", b.to_model(b.op("Div", h, rms)), weight)
 
 
 @lower(Op.ROPE)
@@ -326,7 +346,7 @@ def _rope(lw: _Lowering, node: Node) -> str:
     n = lw.dim(x, 2)
     pos = b.op("Unsqueeze", lw.arange(n, "float32").name, b.i64(1))  # (n, 1)
     angle = b.op("Mul", pos, b.const(rope_inv_freq(node.attr("theta"), dim), "float32"))
-    cos, sin = b.op("Cos", angle), b.op("Sin", angle)  # (n, dim/2)
+    cos, sin = b.to_model(b.op("Cos", angle)), b.to_model(b.op("Sin", angle))  # (n, dim/2)
     rest = b.op("Slice", x, b.i64(dim), b.i64(2**62), b.i64(-1))
     if node.attr("interleaved"):
         pairs = b.op("Reshape", b.op("Slice", x, b.i64(0), b.i64(dim), b.i64(-1)),
@@ -388,7 +408,7 @@ def _add(lw: _Lowering, node: Node) -> str:
 @lower(Op.LINEAR_ATTENTION)
 def _linear_attention(lw: _Lowering, node: Node) -> str:
     b = lw.b
-    q, k, v = (_a(lw, node, i) for i in range(3))
+    q, k, v = (b.to_float32(_a(lw, node, i)) for i in range(3))  # sums over keys: float32
     feature = node.attr("feature")
 
     def phi(t: str) -> str:
@@ -412,7 +432,7 @@ def _linear_attention(lw: _Lowering, node: Node) -> str:
         num = b.op("MatMul", fq, kv)
         z = b.op("ReduceSum", fk, b.i64(2), keepdims=1)  # (B, H, 1, d)
         den = b.op("ReduceSum", b.op("Mul", fq, z), b.i64(-1), keepdims=1)
-    return b.op("Div", num, b.op("Max", den, b.const(1e-6, "float32")))
+    return b.to_model(b.op("Div", num, b.op("Max", den, b.const(1e-6, "float32"))))
 
 
 # -- the attention core, by strategy ------------------------------------------------------------
@@ -451,7 +471,8 @@ def _mha(lw: _Lowering, node: Node) -> str:
     k = _bsh(lw, _repeat(lw, _a(lw, node, 1), groups))
     v = _bsh(lw, _repeat(lw, _a(lw, node, 2), groups))
     attrs = {"domain": "com.microsoft", "num_heads": node.attr("heads"),
-             "scale": float(node.attr("scale"))}
+             "scale": float(node.attr("scale")),
+             "unidirectional": 1 if dict(node.attrs).get("causal") else None}
     if not node.attr("key_padding"):
         return b.op("MultiHeadAttention", q, k, v, **attrs)
     lengths = lw.env["key_lengths"]
@@ -459,13 +480,14 @@ def _mha(lw: _Lowering, node: Node) -> str:
                b.op("Cast", lengths, to=TensorProto.INT32), **attrs)
     # a row with no visible key is zeros, whatever the kernel does with it
     any_key = b.op("Unsqueeze", b.op("Greater", lengths, b.const(0, "int64")), b.i64(1, 2))
-    return b.op("Where", any_key, out, b.const(0.0, "float32"))
+    return b.op("Where", any_key, out, b.const(0.0, b.dtype))
 
 
 def _scores(lw: _Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
             rank: int) -> str:
-    """scale * q.k (+ bias) (softcap). q: (B, Hkv, g, ..., n, d), k: (B, Hkv, 1, ..., m, d),
-    both of `rank` axes. Biases come from the positions q_pos (..., n, 1), k_pos (..., 1, m)."""
+    """scale * q.k (+ bias) (softcap), float32. q: (B, Hkv, g, ..., n, d), k: (B, Hkv, 1, ...,
+    m, d), both float32 (see `_qk_float32`) of `rank` axes. Biases come from the positions
+    q_pos (..., n, 1), k_pos (..., 1, m)."""
     b = lw.b
     # scale q (n x d) rather than the scores (n x m): one pass over the smaller tensor
     q = b.op("Mul", q, b.const(node.attr("scale"), "float32"))
@@ -493,7 +515,8 @@ def _scores(lw: _Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
         else:
             bucket = t5_bucket_float32(_OnnxNumpy, k_pos - q_pos, node.attr("buckets"),
                                        node.attr("max_distance"), node.attr("bidirectional"))
-            table = b.op("Gather", lw.w(node.attr("weight")), bucket.name, axis=0)  # (..., H)
+            table = b.to_float32(b.op("Gather", lw.w(node.attr("weight")), bucket.name,
+                                      axis=0))  # (..., H)
             nd = bucket.ndim
             moved = b.op("Transpose", table, perm=[nd, *range(nd)])  # (H, ...)
             bias = b.op("Reshape", moved, b.op("Concat", b.i64(kv, heads // kv),
@@ -513,9 +536,9 @@ def _masked_attend(lw: _Lowering, s: str, visible: Sym, v: str) -> str:
     # an additive 0 / lowest mask is built once at the mask's own (head-free) size; adding it
     # broadcasts faster than a Where over the scores
     additive = b.op("Where", visible.name, b.const(0.0, "float32"), b.const(_LOWEST, "float32"))
-    p = b.op("Softmax", b.op("Add", s, additive), axis=-1)
+    p = b.to_model(b.op("Softmax", b.op("Add", s, additive), axis=-1))
     any_key = b.op("ReduceMax", visible.astype("float32").name, b.i64(-1), keepdims=1)
-    return b.op("Mul", b.op("MatMul", p, v), any_key)
+    return b.op("Mul", b.op("MatMul", p, v), b.to_model(any_key))
 
 
 def _with_head_axes(visible: Sym, expr: masks.Mask) -> Sym:
@@ -541,10 +564,10 @@ def _dense(lw: _Lowering, node: Node) -> str:
     b = lw.b
     heads, kv = node.attr("heads"), node.attr("kv_heads")
     g = heads // kv
-    q = b.op("Reshape", _a(lw, node, 0), b.op("Concat", b.i64(0, kv, g),
-                                                b.op("Shape", _a(lw, node, 0), start=2),
-                                                axis=0))  # (B, Hkv, g, L, d)
-    k = b.op("Unsqueeze", _a(lw, node, 1), b.i64(2))  # (B, Hkv, 1, S, d)
+    q, k = _qk_float32(lw, node)
+    q = b.op("Reshape", q, b.op("Concat", b.i64(0, kv, g), b.op("Shape", q, start=2),
+                                axis=0))  # (B, Hkv, g, L, d)
+    k = b.op("Unsqueeze", k, b.i64(2))  # (B, Hkv, 1, S, d)
     v = b.op("Unsqueeze", _a(lw, node, 2), b.i64(2))
     L, S = lw.L, lw.S
     q_pos = Sym(b, b.op("Unsqueeze", lw.arange(L).name, b.i64(1)), "int64", 2)  # (L, 1)
@@ -566,7 +589,8 @@ def _block_sparse(lw: _Lowering, node: Node) -> str:
     heads, kv, n = node.attr("heads"), node.attr("kv_heads"), node.attr("block")
     g = heads // kv
     c = cover(expr, self_attention=node.attr("kind") == "self")
-    q, k, v = (_a(lw, node, i) for i in range(3))
+    q, k = _qk_float32(lw, node)
+    v = _a(lw, node, 2)
     d = _static_last(lw, node, 0)
     dv = _static_last(lw, node, 2)
     L, S = lw.L, lw.S
@@ -668,6 +692,12 @@ def _global_rows(lw: _Lowering, node: Node, o: str, rows: list[int], q: str, k: 
         is_global = is_global | hit
     picked = b.op("Gather", og, row.name, axis=2)  # (B, H, L, dv)
     return b.op("Where", b.op("Unsqueeze", is_global.name, b.i64(1)), picked, o)
+
+
+def _qk_float32(lw: _Lowering, node: Node) -> tuple[str, str]:
+    """q and k of an attention node, widened to float32 once, before any blocking or gather:
+    scores are float32 (products of half-precision values are exact in it)."""
+    return lw.b.to_float32(_a(lw, node, 0)), lw.b.to_float32(_a(lw, node, 1))
 
 
 def _static_last(lw: _Lowering, node: Node, i: int) -> int:

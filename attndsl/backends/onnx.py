@@ -105,11 +105,14 @@ def dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ...
     return (tuple(table[n] for n in names),)
 
 
-def export(spec: Attention | Transformer, module: nn.Module, provenance: Provenance) -> bytes:
-    """The ONNX model of `module` (already holding its weights), serialized."""
+def export(spec: Attention | Transformer, module: nn.Module, provenance: Provenance, *,
+           dtype: str = "float32") -> bytes:
+    """The ONNX model of `module` (already holding its weights, in `dtype`), serialized."""
+    from ..dtypes import torch_dtype
+
     names = input_names(spec)
     wrapper = Positional(module.eval(), names)
-    example = example_inputs(spec)
+    example = example_inputs(spec, dtype=torch_dtype(dtype))
     args = tuple(example[n] for n in names)
     log = io.StringIO()
     try:

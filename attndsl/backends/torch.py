@@ -54,7 +54,7 @@ def seeded_module(spec: Attention | Transformer, seed: int) -> nn.Module:
 
 
 class RMSNorm(nn.Module):
-    """x * rsqrt(mean(x^2) + eps) * weight, in the input's dtype (no bias)."""
+    """x * rsqrt(mean(x^2) + eps) * weight (no bias)."""
 
     def __init__(self, dim: int, eps: float):
         super().__init__()
@@ -62,7 +62,10 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: Tensor) -> Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        # statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return h.to(x.dtype) * self.weight
 
 
 def _norm(kind: str, dim: int, *, bias: bool) -> nn.Module:
@@ -129,8 +132,10 @@ class AttentionModule(nn.Module):
                                  segment_ids=segment_ids)  # (L, S) or (B, L, S)
         if visible.dim() == 3:
             visible = visible.unsqueeze(1)  # (B, 1, L, S)
-        bias = self.score_bias(qi, ki, q.dtype)  # (H, L, S) or None
-        scores = torch.matmul(q, k.transpose(-1, -2)) * s.scale  # (B, H, L, S)
+        bias = self.score_bias(qi, ki)  # (H, L, S) or None
+        # scores and softmax in float32 whatever the model dtype (as fused kernels do); the
+        # products of half-precision q and k are exact in float32
+        scores = torch.matmul(q.float() * s.scale, k.float().transpose(-1, -2))  # (B, H, L, S)
         if bias is not None:
             scores = scores + bias
         if s.softcap is not None:
@@ -142,19 +147,20 @@ class AttentionModule(nn.Module):
         probs = probs * visible.any(dim=-1, keepdim=True).to(probs.dtype)
         if self.training and s.dropout:
             probs = F.dropout(probs, p=s.dropout)
-        return torch.matmul(probs, v)  # (B, H, L, dv)
+        return torch.matmul(probs.to(v.dtype), v)  # (B, H, L, dv)
 
-    def score_bias(self, qi: Tensor, ki: Tensor, dtype: torch.dtype) -> Tensor | None:
+    def score_bias(self, qi: Tensor, ki: Tensor) -> Tensor | None:
+        """The float32 score bias of ALiBi or T5 relative positions, (H, L, S), or None."""
         s = self.spec
         if isinstance(s.position, Alibi):
-            slopes = torch.tensor(alibi_slopes(s.heads), dtype=dtype, device=qi.device)
-            distance = (qi - ki).abs().to(dtype)  # (L, S)
+            slopes = torch.tensor(alibi_slopes(s.heads), dtype=torch.float32, device=qi.device)
+            distance = (qi - ki).abs().float()  # (L, S)
             return -slopes[:, None, None] * distance  # (H, L, S)
         if isinstance(s.position, RelativeBias):
             p = s.position
             bucket = t5_bucket_float32(torch, ki - qi, p.buckets, p.max_distance,
                                        p.bidirectional)  # (L, S)
-            return self.relative_attention_bias(bucket).permute(2, 0, 1).to(dtype)  # (H, L, S)
+            return self.relative_attention_bias(bucket).permute(2, 0, 1).float()  # (H, L, S)
         return None
 
 
@@ -203,7 +209,10 @@ def feature_map(x: Tensor, feature: str) -> Tensor:
 
 
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, feature: str, *, causal: bool) -> Tensor:
-    """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6); causal sums k <= q."""
+    """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6); causal sums k <= q.
+    Computed in float32 (the sums over keys overflow float16 at long lengths)."""
+    dtype = v.dtype
+    q, k, v = q.float(), k.float(), v.float()
     fq, fk = feature_map(q, feature), feature_map(k, feature)  # (B, H, L, d), (B, H, S, d)
     if causal:
         L, S = q.shape[2], k.shape[2]
@@ -217,7 +226,7 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, feature: str, *, causal: b
         kv = torch.matmul(fk.transpose(-1, -2), v)  # (B, H, d, dv)
         num = torch.matmul(fq, kv)  # (B, H, L, dv)
         den = (fq * fk.sum(2, keepdim=True)).sum(-1, keepdim=True)  # (B, H, L, 1)
-    return num / den.clamp_min(1e-6)
+    return (num / den.clamp_min(1e-6)).to(dtype)
 
 
 class _Mlp(nn.Module):
