@@ -16,8 +16,8 @@ from .parser import decode, parse
 from .planner import TARGETS
 from .source import Source
 
-__all__ = ["DEFAULT_OUTPUT_DIR", "DEFAULT_TARGET", "TARGETS", "Layer", "Program", "load",
-           "loads", "read_source"]
+__all__ = ["DEFAULT_OUTPUT_DIR", "DEFAULT_TARGET", "TARGETS", "Layer", "Program",
+           "check_dtype_target", "load", "loads", "read_source"]
 
 DEFAULT_OUTPUT_DIR = Path("exported")
 # ort-cpu: ONNX Runtime's fused kernels and block-sparse execution; the graph also runs on the
@@ -155,11 +155,13 @@ class Layer:
         return path
 
     def torch_program_bytes(self, *, seed: int = 0,
-                            weights: str | os.PathLike[str] | None = None) -> bytes:
+                            weights: str | os.PathLike[str] | None = None,
+                            dtype: str = "float32") -> bytes:
         """A `torch.export` program (load with `torch.export.load`), serialized."""
         from .backends.torch import export_program
 
-        return export_program(self.spec, self.to_torch(seed=seed, weights=weights))
+        return export_program(self.spec, self.to_torch(seed=seed, weights=weights, dtype=dtype),
+                              dtype=dtype)
 
     def reference(self, inputs: dict[str, Any], weights: dict[str, Any]):
         """The NumPy reference output (float64) for named inputs and a state dict."""

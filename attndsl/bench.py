@@ -1,18 +1,30 @@
 """`attndsl bench`: latency (median of repeats after a warm-up), peak memory and achieved
 FLOP/s of a layer, for torch eager, torch SDPA with the equivalent dense mask, and each ONNX
-Runtime target, side by side in one process.
+Runtime target, side by side in one process, in one dtype. With `--providers cuda` the torch
+baselines run on the same GPU, and ONNX Runtime's inputs and output live there (I/O binding):
+no host copies are timed.
 
-Peak memory is the growth of the process's resident set during one run, measured with Linux's
-resettable high-water mark (/proc/self/clear_refs), with ONNX Runtime's arena off for that run
-so freed buffers are really returned. FLOPs count the attention core only, on the pairs the
-mask makes visible: 4 * B * H * pairs * head_dim (QK^T and PV)."""
+Peak memory on the CPU is the growth of the process's resident set during one run, measured
+with Linux's resettable high-water mark (/proc/self/clear_refs), with ONNX Runtime's arena off
+for that run so freed buffers are really returned. On CUDA it is torch's peak allocation, and
+for ONNX Runtime the growth of a fresh session's arena (extended by exactly what is requested)
+during its first run. FLOPs count the attention core only, on the pairs the mask makes
+visible: 4 * B * H * pairs * head_dim (QK^T and PV), so a causal mask halves them.
+
+With CUDA, ONNX Runtime is asked to print which attention kernel each fused node ran
+(ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1); the bench captures that and reports it in the
+note column."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import platform
+import re
 import statistics
+import tempfile
 import time
 import types
 from collections.abc import Callable
@@ -26,6 +38,8 @@ import torch.nn.functional as F
 from . import __version__, masks
 from .backends import runtime
 from .backends.torch import AttentionModule
+from .dtypes import torch_dtype
+from .errors import ExportError
 from .spec import Alibi, Attention, LinearKernel, RelativeBias, Transformer
 from .verify import make_inputs
 
@@ -42,6 +56,7 @@ class Measurement:
     peak_mb: float | None
     gflops: float | None
     note: str = ""
+    dtype: str = "float32"
 
 
 def machine_summary() -> str:
@@ -55,9 +70,18 @@ def machine_summary() -> str:
                 break
     except OSError:
         pass
-    import os
+    gpu = ""
+    if torch.cuda.is_available():
+        gpu = f"; GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda}"
+        with contextlib.suppress(Exception):
+            import subprocess
 
-    return (f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}, "
+            driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                                     "--format=csv,noheader"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip().splitlines()[0]
+            gpu += f", driver {driver}"
+        gpu += ")"
+    return (f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, "
             f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"onnxruntime {ort.__version__}, numpy {np.__version__}, attndsl {__version__}")
 
@@ -95,8 +119,69 @@ def _peak_mb(run: Callable[[], object]) -> float | None:
     return max(0, _proc_kb("/proc/self/status", "VmHWM") - before) / 1024
 
 
-def _memory_gb() -> float:
+def _cuda_peak_mb(run: Callable[[], object], *, torch_run: bool) -> float:
+    """Device memory peak of one call, in MB: torch's own peak for a torch run; for ONNX
+    Runtime (a fresh session with an exact-growth arena) how much its first run took."""
+    torch.cuda.synchronize()
+    if torch_run:
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        run()
+        torch.cuda.synchronize()
+        return max(0, torch.cuda.max_memory_allocated() - before) / 2**20
+    free_before = torch.cuda.mem_get_info()[0]
+    run()
+    torch.cuda.synchronize()
+    return max(0, free_before - torch.cuda.mem_get_info()[0]) / 2**20
+
+
+def _memory_gb(device: str = "cpu") -> float:
+    if device == "cuda":
+        return torch.cuda.mem_get_info()[1] / 1024**3
     return _proc_kb("/proc/meminfo", "MemTotal") / 1024**2
+
+
+_KERNEL_LINE = re.compile(r"Operator=(\S+)(?: Node=\S+)?(?: DataType=(\S+))?(.*)")
+
+
+def attention_kernels(log: str) -> str:
+    """What ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO printed, as `Operator dtype kernel` per
+    distinct fused node kind, e.g. 'GroupQueryAttention fp16 FLASH_ATTENTION'."""
+    seen: list[str] = []
+    for raw in log.splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", raw).strip()
+        match = _KERNEL_LINE.search(line)
+        if not match:
+            continue
+        op, dtype, rest = match.groups()
+        kernel = re.search(r"SdpaKernel=(\S+)", rest)
+        flags = [k for k, v in re.findall(r"([A-Z_]+)=(\d+)", rest) if v == "1"]
+        name = kernel.group(1) if kernel else "+".join(flags) or "?"
+        text = " ".join(filter(None, (op, dtype, name)))
+        if text not in seen:
+            seen.append(text)
+    return "; ".join(seen)
+
+
+@contextlib.contextmanager
+def _stdout_of_native_code():
+    """Collect what native code writes to file descriptor 1 (ORT prints kernel choices with
+    std::cout) while the block runs; yields a list that then holds the text."""
+    sys_out = os.dup(1)
+    captured: list[str] = []
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield captured
+        finally:
+            with contextlib.suppress(Exception):
+                import ctypes
+
+                ctypes.CDLL(None).fflush(None)
+            os.dup2(sys_out, 1)
+            os.close(sys_out)
+            sink.seek(0)
+            captured.append(sink.read().decode("utf-8", "replace"))
 
 
 def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
@@ -125,8 +210,8 @@ def _sdpa_core(self: AttentionModule, q: torch.Tensor, k: torch.Tensor, v: torch
     L, S = q.shape[2], k.shape[2]
     if s.mask == masks.Causal() and not isinstance(s.position, Alibi | RelativeBias):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=s.scale)
-    qi = torch.arange(L).unsqueeze(1)
-    ki = torch.arange(S).unsqueeze(0)
+    qi = torch.arange(L, device=q.device).unsqueeze(1)
+    ki = torch.arange(S, device=q.device).unsqueeze(0)
     mask = masks.evaluate(s.mask, qi, ki, L=L, S=S, key_lengths=key_lengths,
                           segment_ids=segment_ids)
     if mask.dim() == 3:
@@ -147,18 +232,46 @@ def _with_sdpa(module: torch.nn.Module) -> torch.nn.Module | None:
 
 
 def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[str, ...],
-                providers: tuple[str, ...], repeat: int, seed: int = 0,
+                providers: tuple[str, ...], repeat: int, seed: int = 0, dtype: str = "float32",
                 progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Measure every backend at every length. Timed runs are interleaved round-robin across
     backends, so a slow spell on a shared machine hits all of them alike."""
+    from .api import check_dtype_target
+
     spec = layer.spec
     attn = spec.attention if isinstance(spec, Transformer) else spec
+    for provider in providers:
+        runtime.require(provider)
+    for target in targets:
+        check_dtype_target(dtype, target, providers)
+    device = "cuda" if "cuda" in providers else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ExportError("--providers cuda: this torch has no CUDA, and the torch baselines "
+                          "must run on the same GPU (install a CUDA build of torch)")
+    if device == "cuda":  # ORT prints the attention kernel of each fused node it creates
+        os.environ["ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO"] = "1"
     _return_freed_memory()
-    module = layer.to_torch(seed=seed)
-    sdpa = _with_sdpa(layer.to_torch(seed=seed))
+    module = layer.to_torch(seed=seed, dtype=dtype).to(device)
+    sdpa = _with_sdpa(layer.to_torch(seed=seed, dtype=dtype).to(device))
     sdpa_is_flash = attn.mask == masks.Causal() and not isinstance(attn.position,
                                                                   Alibi | RelativeBias)
-    models = {t: layer.onnx_bytes(target=t, seed=seed) for t in targets}
+    models = {t: layer.onnx_bytes(target=t, seed=seed, dtype=dtype) for t in targets}
+
+    def synced(run: Callable[[], object]) -> Callable[[], object]:
+        if device == "cpu":
+            return run
+
+        def call() -> object:
+            out = run()
+            torch.cuda.synchronize()
+            return out
+        return call
+
+    def peak(run: Callable[[], object], *, torch_run: bool) -> float | None:
+        if device == "cuda":
+            return _cuda_peak_mb(run, torch_run=torch_run)
+        return _peak_mb(run)
+
     layers = spec.layers if isinstance(spec, Transformer) else 1
     out: list[Measurement] = []
     for L in lengths:
@@ -168,33 +281,49 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
         S = inputs["memory"].shape[1] if "memory" in inputs else L
         flops = 4 * attn.heads * _visible_pairs(attn, inputs) * attn.head_dim * layers
         dense_gb = 3 * 4 * batch * attn.heads * L * S / 1e9  # scores, mask, probabilities
-        too_big = dense_gb > 0.4 * _memory_gb()
-        tensors = {k: torch.from_numpy(v) for k, v in inputs.items()}
-        # (name, timed run, run for the memory measurement, materialises L x S)
-        runs: list[tuple[str, Callable[[], object], Callable[[], object], bool]] = [
-            ("torch eager", lambda t=tensors: module(**t), lambda t=tensors: module(**t), True)]
+        too_big = dense_gb > 0.4 * _memory_gb(device)
+        tensors = {k: torch.from_numpy(v).to(device, torch_dtype(dtype)) if v.dtype.kind == "f"
+                   else torch.from_numpy(v).to(device) for k, v in inputs.items()}
+        # (name, timed run, run for the memory measurement, materialises L x S, is torch)
+        runs: list[tuple[str, Callable[[], object], Callable[[], object], bool, bool]] = [
+            ("torch eager", synced(lambda t=tensors: module(**t)),
+             synced(lambda t=tensors: module(**t)), True, True)]
         if sdpa is not None:
-            runs.append(("torch sdpa (dense mask)", lambda t=tensors: sdpa(**t),
-                         lambda t=tensors: sdpa(**t), not sdpa_is_flash))
+            runs.append(("torch sdpa (dense mask)", synced(lambda t=tensors: sdpa(**t)),
+                         synced(lambda t=tensors: sdpa(**t)), not sdpa_is_flash, True))
+        notes: dict[str, str] = {}
         for target, data in models.items():
             for provider in providers:
-                fast = runtime.make_session(data, provider)
-                lean = runtime.make_session(data, provider, arena=False)
-                runs.append((f"{target} on {provider}",
-                             lambda s=fast, i=inputs: runtime.run(s, i),
-                             lambda s=lean, i=inputs: runtime.run(s, i), target == "portable"))
+                name = f"{target} on {provider}"
+                if target == "portable" and too_big:
+                    notes[name] = f"skipped: dense L x S needs ~{dense_gb:.0f} GB"
+                    runs.append((name, _never, _never, True, False))
+                    continue
+                try:
+                    fast = runtime.bind(runtime.make_session(data, provider), inputs)
+                    lean = runtime.bind(runtime.make_session(data, provider, arena=False),
+                                        inputs)
+                except ExportError as exc:
+                    notes[name] = f"failed: {str(exc).splitlines()[0][:80]}"
+                    runs.append((name, _never, _never, False, False))
+                    continue
+                runs.append((name, fast, lean, target == "portable", False))
         times: dict[str, list[float]] = {}
-        notes: dict[str, str] = {}
         live = []
-        for name, run, _, dense in runs:
+        for name, run, _, dense, _ in runs:
+            if name in notes:
+                continue
             if dense and too_big:
                 notes[name] = f"skipped: dense L x S needs ~{dense_gb:.0f} GB"
                 continue
             try:
                 if progress:
                     progress(f"{layer.name} L={L}: warming up {name}")
-                with torch.inference_mode():
+                with torch.inference_mode(), _stdout_of_native_code() as log:
                     run()
+                kernels = attention_kernels(log[0] if log else "")
+                if kernels:
+                    notes[name] = f"kernel: {kernels}"
                 live.append((name, run))
                 times[name] = []
             except Exception as exc:  # a backend that cannot run this size is reported
@@ -207,17 +336,22 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                 with torch.inference_mode():
                     run()
                 times[name].append((time.perf_counter() - start) * 1e3)
-        for name, _, lean, _ in runs:
+        for name, _, lean, _, is_torch in runs:
             if name not in times:
                 out.append(Measurement(layer.name, L, batch, name, None, None, None,
-                                       notes[name]))
+                                       notes[name], dtype))
                 continue
             with torch.inference_mode():
-                peak = _peak_mb(lean)
+                mb = peak(lean, torch_run=is_torch)
             ms = statistics.median(times[name])
-            out.append(Measurement(layer.name, L, batch, name, ms, peak, flops / ms / 1e6))
+            out.append(Measurement(layer.name, L, batch, name, ms, mb, flops / ms / 1e6,
+                                   notes.get(name, ""), dtype))
         del runs, live
     return out
+
+
+def _never() -> None:
+    raise AssertionError("a skipped backend was run")
 
 
 def render_table(rows: list[Measurement], *, markdown: bool = False) -> str:

@@ -15,8 +15,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
-from .api import DEFAULT_OUTPUT_DIR, DEFAULT_TARGET, TARGETS, Layer, load, read_source
+from .api import (
+    DEFAULT_OUTPUT_DIR,
+    DEFAULT_TARGET,
+    TARGETS,
+    Layer,
+    check_dtype_target,
+    load,
+    read_source,
+)
 from .check import check
+from .dtypes import DTYPES
 from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
 from .output import ensure_dir, write_atomic
@@ -62,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--target", default=None, choices=TARGETS,
                    help=f"default {DEFAULT_TARGET} (ort-cuda for triton); portable = dense "
                         "standard ops only")
-    k.add_argument("--dtype", default="float32", choices=("float32",))
+    k.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="weights, inputs and outputs (softmax is float32); bfloat16 needs "
+                        "--target ort-cuda or portable")
     k.add_argument("--seed", type=int, default=0, help="weights seed (default 0)")
     k.add_argument("--weights", help=".safetensors or torch state dict with DESIGN §3 names")
 
@@ -77,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated, default all: " + ",".join(TARGETS))
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--weights")
+    v.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="tolerance 1e-4 (float32) or 2e-2 (float16, bfloat16) x max(1, |ref|)")
     v.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     v.add_argument("--save-inputs", metavar="P.json",
@@ -91,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--batch", type=int, default=1)
     bn.add_argument("--targets", "--target", type=_targets, default=("portable", DEFAULT_TARGET))
     bn.add_argument("--providers", type=_word_list, default=("cpu",))
+    bn.add_argument("--dtype", default="float32", choices=DTYPES)
     bn.add_argument("--repeat", type=int, default=5, help="timed runs after a warm-up (>= 5)")
     bn.add_argument("--json", action="store_true")
     bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
@@ -108,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("file")
     e.add_argument("--name")
     e.add_argument("--target", default=DEFAULT_TARGET, choices=TARGETS)
+    e.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="the plan depends on it on ort-cuda")
 
     r = sub.add_parser("run", help="run an exported .onnx model in ONNX Runtime")
     r.add_argument("model")
@@ -218,14 +234,18 @@ def _compile(args: argparse.Namespace) -> int:
                          "with --name")
     out_dir = ensure_dir(Path(args.output))
     target = args.target or ("ort-cuda" if args.export == "triton" else DEFAULT_TARGET)
+    if args.export != "torch":
+        check_dtype_target(args.dtype, target)
     outputs: list[tuple[Path, bytes]] = []
     # Build everything first: a failure in any layer must leave no file behind.
     for layer in layers:
         if args.export == "torch":
-            data = layer.torch_program_bytes(seed=args.seed, weights=args.weights)
+            data = layer.torch_program_bytes(seed=args.seed, weights=args.weights,
+                                             dtype=args.dtype)
             outputs.append((out_dir / f"{layer.name}.pt2", data))
         else:
-            data = layer.onnx_bytes(target=target, seed=args.seed, weights=args.weights)
+            data = layer.onnx_bytes(target=target, seed=args.seed, weights=args.weights,
+                                    dtype=args.dtype)
             suffix = "" if args.export == "triton" else ".onnx"
             outputs.append((out_dir / f"{layer.name}{suffix}", data))
     for path, data in outputs:
@@ -256,7 +276,7 @@ def _verify(args: argparse.Namespace) -> int:
     for layer in layers:
         report = layer.verify(lengths=lengths, batches=args.batches, providers=args.providers,
                               targets=args.targets, seed=args.seed, weights=args.weights,
-                              progress=progress)
+                              dtype=args.dtype, progress=progress)
         if progress:
             print("\r\033[K", end="", file=sys.stderr)
         reports.append(report)
@@ -284,17 +304,18 @@ def _bench(args: argparse.Namespace) -> int:
     rows = []
     for layer in _layers(args.file, args.name):
         rows += bench_layer(layer, lengths=args.lengths, batch=args.batch, targets=args.targets,
-                            providers=args.providers, repeat=args.repeat, progress=progress)
+                            providers=args.providers, repeat=args.repeat, dtype=args.dtype,
+                            progress=progress)
     if progress:
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:
         print(to_json(rows))
     elif args.markdown:
-        print(f"Machine: {machine_summary()}\n")
+        print(f"Machine: {machine_summary()}; dtype {args.dtype}\n")
         print(f"Command: `attndsl bench {' '.join(sys.argv[2:])}`\n")
         print(render_table(rows, markdown=True))
     else:
-        print(f"# {machine_summary()}")
+        print(f"# {machine_summary()}; dtype {args.dtype}")
         print(render_table(rows))
     if args.plot:
         from .png import encode_png
@@ -337,8 +358,9 @@ def _explain(args: argparse.Namespace) -> int:
         if i:
             print()
         print(layer.graph().text(), end="")
-        choices = layer.plan(args.target)[1]
-        print(f"plan for target {args.target}:")
+        choices = layer.plan(args.target, args.dtype)[1]
+        print(f"plan for target {args.target}" + ("" if args.dtype == "float32" else
+                                                  f" ({args.dtype})") + ":")
         # the layers of a stack share one attention spec, so one choice: print it once
         label = f"layers.0-{len(choices) - 1}.self_attn" if len(choices) > 1 else None
         print("  " + choices[0].text(label).replace("\n", "\n  "))

@@ -1,5 +1,7 @@
 """`attndsl run`: run an exported model in ONNX Runtime with given or random inputs, whose
-names, dtypes and shapes are read from the model itself."""
+names, dtypes and shapes are read from the model itself. Float inputs are converted to the
+model's float type (float16 and bfloat16 included); the output is reported, and saved, as
+float32 (NumPy files cannot hold bfloat16)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ __all__ = ["random_inputs", "run_model"]
 
 def random_inputs(session, batch: int, length: int, memory_length: int,
                   seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs for every graph input: floats ~ N(0, 1); key_lengths = the memory length (no
-    padding); segment_ids = one document."""
+    """Inputs for every graph input: floats ~ N(0, 1) (float32, or float64 for a double input;
+    converted to the model's type when bound); key_lengths = the memory length (no padding);
+    segment_ids = one document."""
     rng = np.random.default_rng(seed)
     feed: dict[str, np.ndarray] = {}
     for inp in session.get_inputs():
@@ -39,8 +42,7 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
             else:
                 feed[inp.name] = np.zeros(dims, dtype=np.int64)
         else:
-            dtype = {"tensor(float16)": np.float16, "tensor(double)": np.float64}.get(
-                inp.type, np.float32)
+            dtype = np.float64 if inp.type == "tensor(double)" else np.float32
             feed[inp.name] = rng.standard_normal(dims).astype(dtype)
     return feed
 
@@ -75,23 +77,26 @@ def run_model(args: argparse.Namespace) -> int:
     else:
         memory = args.memory_length or args.length
         feed = random_inputs(session, args.batch, args.length, memory, args.seed)
+    bound = runtime.bind(session, feed)
     start = time.perf_counter()
-    outputs = session.run(None, feed)
+    bound()
     elapsed = (time.perf_counter() - start) * 1e3
+    value = bound.output()
     print(f"model    {path} on {session.get_providers()[0]}")
-    for name, value in feed.items():
-        print(f"input    {name:<12} {value.dtype!s:<8} {list(value.shape)}")
-    for meta, value in zip(session.get_outputs(), outputs, strict=True):
-        finite = np.isfinite(value).all()
-        print(f"output   {meta.name:<12} {value.dtype!s:<8} {list(value.shape)}  "
-              f"mean {value.mean():+.4f}  std {value.std():.4f}  "
-              f"min {value.min():+.4f}  max {value.max():+.4f}"
-              + ("" if finite else "  NON-FINITE VALUES"))
+    for meta in session.get_inputs():
+        kind = meta.type.removeprefix("tensor(").rstrip(")")
+        print(f"input    {meta.name:<12} {kind:<8} {list(feed[meta.name].shape)}")
+    meta = session.get_outputs()[0]
+    kind = meta.type.removeprefix("tensor(").rstrip(")")
+    finite = np.isfinite(value).all()
+    print(f"output   {meta.name:<12} {kind:<8} {list(value.shape)}  "
+          f"mean {value.mean():+.4f}  std {value.std():.4f}  "
+          f"min {value.min():+.4f}  max {value.max():+.4f}"
+          + ("" if finite else "  NON-FINITE VALUES"))
     print(f"latency  {elapsed:.2f} ms (first run, includes warm-up)")
     if args.output:
         buffer = io.BytesIO()
-        np.savez(buffer, **{m.name: v for m, v in zip(session.get_outputs(), outputs,
-                                                       strict=True)})
+        np.savez(buffer, **{meta.name: value})
         write_atomic(Path(args.output), buffer.getvalue())
-        print(f"wrote {args.output}")
+        print(f"wrote {args.output} ({meta.name} as float32)")
     return 0

@@ -294,15 +294,17 @@ class TransformerModule(nn.Module):
 
 
 
-def export_program(spec: Attention | Transformer, module: nn.Module) -> bytes:
+def export_program(spec: Attention | Transformer, module: nn.Module,
+                   dtype: str = "float32") -> bytes:
     """A serialized `torch.export` program with dynamic batch and lengths, loadable with
     `torch.export.load` and no attndsl installed."""
     import io
 
+    from ..dtypes import torch_dtype
     from .onnx import Positional, dynamic_shapes, example_inputs, input_names
 
     names = input_names(spec)
-    example = example_inputs(spec)
+    example = example_inputs(spec, dtype=torch_dtype(dtype))
     program = torch.export.export(Positional(module.eval(), names),
                                   tuple(example[n] for n in names),
                                   dynamic_shapes=dynamic_shapes(names))
