@@ -205,11 +205,12 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
 def _sdpa_core(self: AttentionModule, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                key_lengths: torch.Tensor | None, segment_ids: torch.Tensor | None) -> torch.Tensor:
     """The softmax core through F.scaled_dot_product_attention with a dense boolean mask
-    (is_causal for a plain causal mask): what a user would write in eager PyTorch."""
+    (no mask at all for a plain causal or unmasked layer): what a user would write in PyTorch."""
     s = self.spec
     L, S = q.shape[2], k.shape[2]
-    if s.mask == masks.Causal() and not isinstance(s.position, Alibi | RelativeBias):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=s.scale)
+    if _sdpa_needs_no_mask(s):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=s.mask == masks.Causal(),
+                                              scale=s.scale)
     qi = torch.arange(L, device=q.device).unsqueeze(1)
     ki = torch.arange(S, device=q.device).unsqueeze(0)
     mask = masks.evaluate(s.mask, qi, ki, L=L, S=S, key_lengths=key_lengths,
@@ -220,6 +221,12 @@ def _sdpa_core(self: AttentionModule, q: torch.Tensor, k: torch.Tensor, v: torch
     if bias is not None:
         mask = torch.where(mask, bias, torch.finfo(torch.float32).min).to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=s.scale)
+
+
+def _sdpa_needs_no_mask(s: Attention) -> bool:
+    """A plain causal or unmasked layer without biases: SDPA's flash kernel, no L x S mask."""
+    return s.mask in (masks.Causal(), masks.Full()) and not isinstance(s.position,
+                                                                     Alibi | RelativeBias)
 
 
 def _with_sdpa(module: torch.nn.Module) -> torch.nn.Module | None:
@@ -253,8 +260,7 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
     _return_freed_memory()
     module = layer.to_torch(seed=seed, dtype=dtype).to(device)
     sdpa = _with_sdpa(layer.to_torch(seed=seed, dtype=dtype).to(device))
-    sdpa_is_flash = attn.mask == masks.Causal() and not isinstance(attn.position,
-                                                                  Alibi | RelativeBias)
+    sdpa_is_flash = _sdpa_needs_no_mask(attn)
     models = {t: layer.onnx_bytes(target=t, seed=seed, dtype=dtype) for t in targets}
 
     def synced(run: Callable[[], object]) -> Callable[[], object]:

@@ -25,8 +25,8 @@ def _layer(body: str) -> attndsl.Layer:
 @pytest.mark.parametrize(("body", "target", "strategy", "reason"), [
     ("mask = causal", "ort-cpu", "gqa", "GroupQueryAttention"),
     ("kv_heads = 1\n softcap = 30.0\n mask = causal", "ort-cpu", "gqa", "softcap 30.0"),
-    ("mask = causal & window(left = 63, right = 0)", "ort-cuda", "gqa",
-     "local_window_size = 64"),
+    ("mask = causal & window(left = 63, right = 0)", "ort-cuda", "block_sparse",
+     "float16 or bfloat16 only"),
     ("mask = causal & window(left = 63, right = 0)", "ort-cpu", "block_sparse",
      "visits every earlier key"),
     ("mask = full", "ort-cpu", "mha", "flash"),
@@ -46,6 +46,27 @@ def _layer(body: str) -> attndsl.Layer:
 def test_choices_and_reasons(body: str, target: str, strategy: str, reason: str) -> None:
     [choice] = _layer(body).plan(target)[1]
     assert choice.strategy == strategy
+    assert reason in " ".join(choice.reasons)
+
+
+@pytest.mark.parametrize(("body", "dtype", "strategy", "reason"), [
+    # GroupQueryAttention's CUDA kernel: float16 and bfloat16 only
+    ("kv_heads = 2\n mask = causal", "float32", "mha", "unidirectional = 1"),
+    ("kv_heads = 2\n mask = causal", "float16", "gqa", "GroupQueryAttention"),
+    ("kv_heads = 2\n mask = causal", "bfloat16", "gqa", "GroupQueryAttention"),
+    ("mask = causal & window(left = 63, right = 0)", "float16", "gqa", "local_window_size = 64"),
+    ("mask = causal & window(left = 63, right = 0)", "bfloat16", "gqa",
+     "local_window_size = 64"),
+    # MultiHeadAttention's CUDA kernel: float32 and float16 only
+    ("mask = full", "float32", "mha", "flash"),
+    ("mask = padding", "float16", "mha", "key_padding_mask"),
+    ("mask = padding", "bfloat16", "dense", "no bfloat16"),
+    ("softcap = 30.0\n mask = causal", "float32", "dense", "no softcap"),
+])
+def test_cuda_choices_follow_the_kernels_types(body: str, dtype: str, strategy: str,
+                                               reason: str) -> None:
+    [choice] = _layer(body).plan("ort-cuda", dtype)[1]
+    assert choice.strategy == strategy, choice.text()
     assert reason in " ".join(choice.reasons)
 
 

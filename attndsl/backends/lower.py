@@ -8,7 +8,11 @@ in emission order, so the same IR gives the same bytes.
 Models are built for one dtype (float32, float16 or bfloat16): weights, inputs, outputs and
 activations use it; scores, biases, masks and softmax are float32 islands (q and k are widened
 before their product, which is then exact), as are RMS statistics, position tables and linear
-attention's sums. A float32 model has no Cast nodes for any of this."""
+attention's sums. A float32 model has no Cast nodes for any of this.
+
+ONNX Runtime's CUDA provider has no bfloat16 kernel for Pad, Where and Gelu (its CPU provider
+has almost none), so a bfloat16 model avoids them on bfloat16 values: a node without a CUDA
+kernel would be placed on the CPU and fail there."""
 
 from __future__ import annotations
 
@@ -392,7 +396,10 @@ def _activation(lw: _Lowering, node: Node) -> str:
         return b.op("Relu", x)
     if kind == "silu":
         return b.op("Mul", x, b.op("Sigmoid", x))
-    return b.op("Gelu", x, approximate="tanh" if kind == "gelu_tanh" else "none")
+    approximate = "tanh" if kind == "gelu_tanh" else "none"
+    if b.dtype == "bfloat16":  # no bfloat16 Gelu kernel on CUDA
+        return b.to_model(b.op("Gelu", b.to_float32(x), approximate=approximate))
+    return b.op("Gelu", x, approximate=approximate)
 
 
 @lower(Op.MUL)
@@ -598,6 +605,11 @@ def _block_sparse(lw: _Lowering, node: Node) -> str:
 
     def pad_to_blocks(x: str, length: Sym, blocks: Sym) -> str:
         extra = b.op("Unsqueeze", (blocks * n - length).name, b.i64(0))
+        if b.dtype == "bfloat16" and x == v:  # no bfloat16 Pad on CUDA: append zeros
+            shape = b.op("Concat", b.op("Shape", x, start=0, end=2), extra,
+                         b.op("Shape", x, start=3), axis=0)
+            zero = numpy_helper.from_array(np.zeros(1, numpy_dtype("bfloat16")), "zero")
+            return b.op("Concat", x, b.op("ConstantOfShape", shape, value=zero), axis=2)
         pads = b.op("Concat", b.i64(0, 0, 0, 0, 0, 0), extra, b.i64(0), axis=0)
         return b.op("Pad", x, pads)
 
@@ -691,7 +703,12 @@ def _global_rows(lw: _Lowering, node: Node, o: str, rows: list[int], q: str, k: 
         row = _OnnxNumpy.where(hit, Sym(b, b.const(j, "int64"), "int64", 0), row)
         is_global = is_global | hit
     picked = b.op("Gather", og, row.name, axis=2)  # (B, H, L, dv)
-    return b.op("Where", b.op("Unsqueeze", is_global.name, b.i64(1)), picked, o)
+    chosen = b.op("Unsqueeze", is_global.name, b.i64(1))  # (L, 1)
+    if b.dtype == "bfloat16":  # no bfloat16 Where on CUDA: an exact 0 / 1 blend instead
+        g = b.op("Cast", chosen, to=onnx_type(b.dtype))
+        return b.op("Add", b.op("Mul", picked, g),
+                    b.op("Mul", o, b.op("Sub", b.const(1.0, b.dtype), g)))
+    return b.op("Where", chosen, picked, o)
 
 
 def _qk_float32(lw: _Lowering, node: Node) -> tuple[str, str]:

@@ -1,0 +1,259 @@
+"""float16 and bfloat16 models: every example against the float64 reference (tolerance 2e-2),
+the dtype of everything a model stores and exchanges, the CUDA provider's kernel types, and
+bfloat16 graphs, which ONNX Runtime's CPU provider cannot run, checked numerically by running
+the same graph retyped to float16."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+import attndsl
+from attndsl.backends import reference, runtime
+from attndsl.bench import attention_kernels
+from attndsl.cli import main
+from attndsl.dtypes import round_to
+from attndsl.errors import UsageError
+from attndsl.verify import make_inputs, tolerance
+
+from .conftest import EXAMPLES
+
+LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
+IDS = [f"{p.stem}:{n}" for p, n in LAYERS]
+LENGTHS = (1, 7, 64, 300)
+
+
+def _float_types(model: onnx.ModelProto) -> set[int]:
+    """Element types of the graph's float inputs, its output and its initializers."""
+    g = model.graph
+    values = [v.type.tensor_type.elem_type for v in (*g.input, *g.output)]
+    return {t for t in values if t != TensorProto.INT64} | {t.data_type for t in g.initializer}
+
+
+@pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
+def test_float16_matches_the_reference(path, name) -> None:
+    layer = attndsl.load(path)[name]
+    report = layer.verify(dtype="float16", targets=("ort-cpu", "ort-cuda"), lengths=LENGTHS,
+                          batches=(1, 3), seed=2)
+    assert report.passed, report.text()
+    assert report.dtype == "float16"
+    assert {c.backend for c in report.comparisons} >= {"torch", "ort-cpu on cpu",
+                                                       "ort-cuda on cpu"}
+    for c in report.comparisons:
+        assert math.isnan(c.tolerance) or c.tolerance >= 2e-2
+    assert _float_types(onnx.load_from_string(
+        layer.onnx_bytes(target="ort-cpu", dtype="float16"))) == {TensorProto.FLOAT16}
+
+
+@pytest.mark.parametrize(("path", "name"), [
+    ("examples/llama_gqa.attn", "llama_attn"), ("examples/t5_relative.attn", "t5_encoder")])
+def test_float16_portable_export_matches_the_reference(path, name) -> None:
+    layer = attndsl.load(path)[name]
+    report = layer.verify(dtype="float16", targets=("portable",), lengths=(1, 7, 300),
+                          batches=(2,), seed=3)
+    assert report.passed, report.text()
+    model = onnx.load_from_string(layer.onnx_bytes(target="portable", dtype="float16"))
+    assert {v.type.tensor_type.elem_type for v in model.graph.output} == {TensorProto.FLOAT16}
+
+
+@pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
+def test_bfloat16_torch_module_matches_the_reference(path, name) -> None:
+    report = attndsl.load(path)[name].verify(dtype="bfloat16", targets=(), lengths=LENGTHS,
+                                             batches=(1, 3), seed=4)
+    assert report.passed, report.text()
+
+
+def _retyped(model: onnx.ModelProto, src: int, dst: int) -> onnx.ModelProto:
+    """The same graph with every `src` float type replaced by `dst` (values converted)."""
+    np_dst = helper.tensor_dtype_to_np_dtype(dst)
+
+    def convert(t: TensorProto) -> TensorProto:
+        if t.data_type != src:
+            return t
+        return numpy_helper.from_array(numpy_helper.to_array(t).astype(np_dst), t.name)
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    for v in (*g.input, *g.output, *g.value_info):
+        if v.type.tensor_type.elem_type == src:
+            v.type.tensor_type.elem_type = dst
+    for i, t in enumerate(g.initializer):
+        g.initializer[i].CopyFrom(convert(t))
+    for node in g.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                attr.t.CopyFrom(convert(attr.t))
+            elif attr.name == "to" and attr.i == src:
+                attr.i = dst
+    return out
+
+
+@pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
+def test_bfloat16_graph_computes_the_reference(path, name) -> None:
+    """The ort-cuda bfloat16 model stores and exchanges bfloat16 only; retyped to float16 (the
+    only difference) it runs on the CPU and matches the reference on its own weights."""
+    layer = attndsl.load(path)[name]
+    model = onnx.load_from_string(layer.onnx_bytes(target="ort-cuda", dtype="bfloat16"))
+    assert _float_types(model) == {TensorProto.BFLOAT16}
+    as_fp16 = _retyped(model, TensorProto.BFLOAT16, TensorProto.FLOAT16)
+    assert TensorProto.BFLOAT16 not in _float_types(as_fp16)
+    session = runtime.make_session(as_fp16.SerializeToString(), "cpu")
+    weights = {k: v.detach().double().numpy() for k, v in
+               layer.to_torch(dtype="bfloat16").state_dict().items()}
+    graph = layer.graph()
+    rng = np.random.default_rng(5)
+    for L in LENGTHS:
+        inputs = make_inputs(layer.spec, 2, L, rng)
+        inputs = {k: round_to(v, "bfloat16").astype(np.float32) if v.dtype.kind == "f" else v
+                  for k, v in inputs.items()}
+        if L > 64 and "learned" in layer.source.text:
+            continue
+        ref = reference.run(graph, inputs, weights)
+        got = runtime.run(session, inputs)
+        assert np.abs(got - ref).max() <= tolerance(ref, "float16"), (L, np.abs(got - ref).max())
+
+
+# ONNX Runtime CUDA kernels without bfloat16 (docs/OperatorKernels.md): a node of these on a
+# bfloat16 value would be placed on the CPU, which has none either.
+_NO_BF16_ON_CUDA = {"Pad", "Where", "Gelu", "Erf", "Sin", "Cos", "Neg", "Elu", "Exp", "Log",
+                    "ReduceMean", "ReduceMax", "Less", "Greater", "Equal", "LessOrEqual",
+                    "GreaterOrEqual", "Sqrt", "MultiHeadAttention"}
+_NOT_FLOAT = {"Shape", "Less", "Greater", "Equal", "LessOrEqual", "GreaterOrEqual", "Not",
+              "And", "Or"}
+
+
+def _bfloat16_consumers(model: onnx.ModelProto) -> set[str]:
+    """Op types with a bfloat16 operand, by forward type propagation (a value is bfloat16
+    when it is a bfloat16 input or initializer, a Cast to bfloat16, or the result of a
+    float-preserving op with a bfloat16 operand)."""
+    bf16 = {v.name for v in model.graph.input
+            if v.type.tensor_type.elem_type == TensorProto.BFLOAT16}
+    bf16 |= {t.name for t in model.graph.initializer if t.data_type == TensorProto.BFLOAT16}
+    ops = set()
+    for node in model.graph.node:
+        takes = any(i in bf16 for i in node.input)
+        if takes:
+            ops.add(node.op_type)
+        if node.op_type == "Cast":
+            makes = any(a.name == "to" and a.i == TensorProto.BFLOAT16 for a in node.attribute)
+        elif node.op_type == "ConstantOfShape" or node.op_type == "Constant":
+            makes = any(a.t.data_type == TensorProto.BFLOAT16 for a in node.attribute
+                        if a.type == onnx.AttributeProto.TENSOR)
+        else:
+            makes = takes and node.op_type not in _NOT_FLOAT
+        if makes:
+            bf16.update(node.output)
+    return ops
+
+
+@pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
+def test_cuda_models_use_only_ops_with_cuda_kernels_for_their_type(path, name) -> None:
+    layer = attndsl.load(path)[name]
+    bf16 = onnx.load_from_string(layer.onnx_bytes(target="ort-cuda", dtype="bfloat16"))
+    assert not _bfloat16_consumers(bf16) & _NO_BF16_ON_CUDA
+    fp32 = onnx.load_from_string(layer.onnx_bytes(target="ort-cuda"))
+    assert "GroupQueryAttention" not in {n.op_type for n in fp32.graph.node}
+
+
+def test_the_propagation_sees_a_bfloat16_where() -> None:
+    """The check above can fail: a Where on a bfloat16 value is found."""
+    nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.BFLOAT16),
+             helper.make_node("Greater", ["h", "h"], ["c"]),
+             helper.make_node("Where", ["c", "h", "h"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [2])],
+                          [helper.make_tensor_value_info("y", 16, [2])])
+    assert _bfloat16_consumers(helper.make_model(g)) == {"Greater", "Where"}
+
+
+def test_bfloat16_inputs_and_outputs_bind_on_the_cpu() -> None:
+    """I/O binding carries bfloat16 both ways (NumPy feeds cannot): y = 2x through float32."""
+    nodes = [helper.make_node("Cast", ["x"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["f", "f"], ["g"]),
+             helper.make_node("Cast", ["g"], ["y"], to=TensorProto.BFLOAT16)]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", 16, ["batch", "length", 3])],
+                          [helper.make_tensor_value_info("y", 16, ["batch", "length", 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    session = runtime.make_session(model.SerializeToString(), "cpu")
+    x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+    y = runtime.run(session, {"x": x})
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, 2 * x.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def test_bfloat16_is_refused_where_the_cpu_would_run_it(capsys) -> None:
+    layer = attndsl.load("examples/llama_gqa.attn")["llama_attn"]
+    with pytest.raises(UsageError, match="ort-cpu target cannot run bfloat16"):
+        layer.onnx_bytes(dtype="bfloat16")
+    with pytest.raises(UsageError, match="--providers cuda"):
+        layer.verify(dtype="bfloat16", targets=("ort-cuda",))
+    assert main(["compile", "examples/llama_gqa.attn", "--export", "onnx", "--dtype",
+                 "bfloat16", "-o", "/nonexistent/never"]) == 2
+    err = capsys.readouterr().err
+    assert "error: the ort-cpu target cannot run bfloat16" in err
+    assert "= help: use --target ort-cuda" in err
+    assert "Traceback" not in err
+
+
+def test_compile_float16_is_reproducible_and_records_its_dtype(tmp_path, capsys) -> None:
+    args = ["compile", "examples/mistral_local.attn", "--export", "onnx", "--dtype", "float16"]
+    assert main([*args, "-o", str(tmp_path / "a")]) == 0
+    assert main([*args, "-o", str(tmp_path / "b")]) == 0
+    a = (tmp_path / "a" / "mistral_local.onnx").read_bytes()
+    assert a == (tmp_path / "b" / "mistral_local.onnx").read_bytes()
+    model = onnx.load_from_string(a)
+    assert {p.key: p.value for p in model.metadata_props}["attndsl.dtype"] == "float16"
+    assert main(["run", str(tmp_path / "a" / "mistral_local.onnx"), "--length", "5"]) == 0
+    out = capsys.readouterr().out
+    d = attndsl.load("examples/mistral_local.attn")["mistral_local"].spec.d_model
+    assert f"input    x            float16  [1, 5, {d}]" in out
+    assert f"output   y            float16  [1, 5, {d}]" in out
+
+
+def test_explain_and_bench_take_the_dtype(capsys) -> None:
+    assert main(["explain", "examples/mistral_local.attn", "--target", "ort-cuda"]) == 0
+    fp32 = capsys.readouterr().out
+    assert main(["explain", "examples/mistral_local.attn", "--target", "ort-cuda", "--dtype",
+                 "float16"]) == 0
+    fp16 = capsys.readouterr().out
+    assert "plan for target ort-cuda:\n  attention: block_sparse" in fp32
+    assert "plan for target ort-cuda (float16):\n  attention: gqa" in fp16
+    assert main(["bench", "examples/mistral_local.attn", "--lengths", "33", "--repeat", "5",
+                 "--targets", "ort-cpu", "--dtype", "float16", "--json"]) == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["dtype"] for r in rows} == {"float16"}
+    assert {r["backend"] for r in rows} >= {"torch eager", "ort-cpu on cpu"}
+    assert all(r["latency_ms"] and r["latency_ms"] > 0 for r in rows)
+
+
+def test_torch_modules_hold_the_rounded_float32_weights() -> None:
+    layer = attndsl.load("examples/llama_gqa.attn")["llama_attn"]
+    fp32 = layer.to_torch(seed=7).state_dict()
+    for dtype, torch_dtype in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+        half = layer.to_torch(seed=7, dtype=dtype).state_dict()
+        for name, value in half.items():
+            assert value.dtype == torch_dtype
+            assert torch.equal(value, fp32[name].to(torch_dtype))
+
+
+def test_attention_kernel_lines_are_summarised() -> None:
+    """The two formats ORT has printed with ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO=1."""
+    log = ("\x1b[36mOperator=GroupQueryAttention Node=n12_GroupQueryAttention DataType=fp16 "
+           "SdpaKernel=FLASH_ATTENTION\x1b[0m\n"
+           "Operator=GroupQueryAttention Node=n40_GroupQueryAttention DataType=fp16 "
+           "SdpaKernel=FLASH_ATTENTION\n"
+           "AttentionKernelOptions: FLASH_ATTENTION=1 EFFICIENT_ATTENTION=1 MATH=1\n"
+           "Operator=MultiHeadAttention Node=n9 DataType=fp32 EFFICIENT_ATTENTION=1\n")
+    assert attention_kernels(log) == ("GroupQueryAttention fp16 FLASH_ATTENTION; "
+                                      "MultiHeadAttention fp32 EFFICIENT_ATTENTION")
+    assert attention_kernels("nothing here\n") == ""
