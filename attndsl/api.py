@@ -190,9 +190,8 @@ class Layer:
         for target in targets:
             data = self.onnx_bytes(target=target, seed=seed, weights=weights, dtype=dtype)
             for provider in providers:
-                session = runtime.make_session(data, provider)
-                runners.append((f"{target} on {provider}",
-                                lambda inputs, session=session: runtime.run(session, inputs)))
+                session = runtime.make_session(data, provider, profile=provider == "cuda")
+                runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
         state = {k: _numpy(v) for k, v in module.state_dict().items()}
         return verify(self.spec, module, state, runners, targets=tuple(targets), seed=seed,
                       lengths=lengths or DEFAULT_LENGTHS, batches=batches or DEFAULT_BATCHES,

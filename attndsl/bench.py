@@ -306,7 +306,8 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                     runs.append((name, _never, _never, True, False))
                     continue
                 try:
-                    fast = runtime.bind(runtime.make_session(data, provider), inputs)
+                    fast = runtime.bind(runtime.make_session(
+                        data, provider, profile=provider == "cuda"), inputs)
                     lean = runtime.bind(runtime.make_session(data, provider, arena=False),
                                         inputs)
                 except ExportError as exc:
@@ -327,6 +328,11 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                     progress(f"{layer.name} L={L}: warming up {name}")
                 with torch.inference_mode(), _stdout_of_native_code() as log:
                     run()
+                if isinstance(run, runtime.Bound) and runtime.device_of(run.session) == "cuda":
+                    wrong = runtime.off_device(runtime.placements(run.session),
+                                               runtime.PROVIDERS["cuda"])
+                    if wrong:
+                        raise ExportError(f"{', '.join(wrong)} ran on the CPU")
                 kernels = attention_kernels(log[0] if log else "")
                 if kernels:
                     notes[name] = f"kernel: {kernels}"

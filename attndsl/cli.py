@@ -267,6 +267,10 @@ def _verify(args: argparse.Namespace) -> int:
     from .verify import DEFAULT_LENGTHS
 
     layers = _layers(args.file, args.name)
+    if (args.save_inputs or args.save_outputs) and args.dtype == "bfloat16":
+        raise UsageError("--save-inputs/--save-outputs write NumPy arrays (Polygraphy's JSON "
+                         "format), which cannot hold bfloat16; save them with --dtype float16 "
+                         "or float32")
     if (args.save_inputs or args.save_outputs) and len(layers) > 1:
         raise UsageError(f"{args.file} has {len(layers)} layers; choose one with --name to "
                          "save inputs or outputs")
@@ -287,10 +291,15 @@ def _verify(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
     from .polygraphy_json import inputs_json, run_results_json
 
+    def in_dtype(arrays: dict) -> dict:  # as the model takes and gives them
+        return {k: v.astype(args.dtype) if v.dtype.kind == "f" else v for k, v in arrays.items()}
+
     if args.save_inputs:
-        write_atomic(Path(args.save_inputs), inputs_json(reports[0].feeds).encode())
+        feeds = [in_dtype(feed) for feed in reports[0].feeds]
+        write_atomic(Path(args.save_inputs), inputs_json(feeds).encode())
     if args.save_outputs:
-        write_atomic(Path(args.save_outputs), run_results_json(reports[0].outputs).encode())
+        outputs = {name: [in_dtype(o) for o in runs] for name, runs in reports[0].outputs.items()}
+        write_atomic(Path(args.save_outputs), run_results_json(outputs).encode())
     return 0 if all(r.passed for r in reports) else 1
 
 

@@ -71,17 +71,15 @@ def run_model(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if not path.is_file():
         raise UsageError(f"{path}: no such model file")
-    session = runtime.make_session(path, args.provider)
+    session = runtime.make_session(path, args.provider, profile=args.provider == "cuda")
     if args.inputs:
         feed = _load_npz(args.inputs, session)
     else:
         memory = args.memory_length or args.length
         feed = random_inputs(session, args.batch, args.length, memory, args.seed)
-    bound = runtime.bind(session, feed)
     start = time.perf_counter()
-    bound()
+    value = runtime.checked_runner(session)(feed)
     elapsed = (time.perf_counter() - start) * 1e3
-    value = bound.output()
     print(f"model    {path} on {session.get_providers()[0]}")
     for meta in session.get_inputs():
         kind = meta.type.removeprefix("tensor(").rstrip(")")

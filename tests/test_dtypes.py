@@ -257,3 +257,18 @@ def test_attention_kernel_lines_are_summarised() -> None:
     assert attention_kernels(log) == ("GroupQueryAttention fp16 FLASH_ATTENTION; "
                                       "MultiHeadAttention fp32 EFFICIENT_ATTENTION")
     assert attention_kernels("nothing here\n") == ""
+
+
+def test_placements_are_read_from_the_profile() -> None:
+    """Where each node ran, from ORT's profile: the check that refuses a CUDA result whose
+    heavy nodes ran on the CPU. Here every node is on the CPU, which a CUDA session refuses."""
+    layer = attndsl.load("examples/llama_gqa.attn")["llama_attn"]
+    session = runtime.make_session(layer.onnx_bytes(dtype="float16"), "cpu", profile=True)
+    runtime.run(session, make_inputs(layer.spec, 1, 9, np.random.default_rng(0)))
+    where = runtime.placements(session)
+    assert where["GroupQueryAttention"] == {"CPUExecutionProvider"}
+    assert {"MatMul", "FusedMatMul"} & set(where)
+    assert runtime.off_device(where, "CPUExecutionProvider") == []
+    off = runtime.off_device(where, "CUDAExecutionProvider")
+    assert "GroupQueryAttention" in off and "Softmax" not in where.keys() - set(off)
+    assert "Shape" not in off  # shape arithmetic may run on the CPU

@@ -126,6 +126,30 @@ def test_verify_saves_polygraphy_files(tmp_path: Path) -> None:
         np.testing.assert_allclose(runtime.run(session, arrays), want, atol=1e-4)
 
 
+def test_float16_polygraphy_files_hold_what_the_model_takes(tmp_path: Path) -> None:
+    """A float16 model is fed float16 and compared with float16 outputs; the inputs feed the
+    model as they are, through plain session.run (as Polygraphy does)."""
+    inputs, outputs = tmp_path / "inputs.json", tmp_path / "outputs.json"
+    assert main(["verify", "examples/mistral_local.attn", "--batches", "1", "--targets",
+                 "ort-cpu", "--dtype", "float16", "-q", "--save-inputs", str(inputs),
+                 "--save-outputs", str(outputs)]) == 0
+    feeds = [{k: decode_array(v) for k, v in f.items()} for f in json.loads(inputs.read_text())]
+    assert {f["x"].dtype for f in feeds} == {np.dtype(np.float16)}
+    runners = dict(json.loads(outputs.read_text())["lst"])
+    model = attndsl.load("examples/mistral_local.attn")["mistral_local"].onnx_bytes(
+        dtype="float16")
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for feed, result in zip(feeds, runners["ort-cpu on cpu"], strict=True):
+        want = decode_array(result["outputs"]["y"]["values"])
+        assert want.dtype == np.float16
+        np.testing.assert_array_equal(session.run(None, feed)[0], want)
+    assert main(["verify", "examples/mistral_local.attn", "--dtype", "bfloat16",
+                 "--save-inputs", str(tmp_path / "never.json")]) == 2
+    assert not (tmp_path / "never.json").exists()
+
+
 def test_run_onnx_example_needs_only_onnxruntime(tmp_path: Path) -> None:
     assert main(["compile", "examples/packed_documents.attn", "--export", "onnx", "-o",
                  str(tmp_path)]) == 0

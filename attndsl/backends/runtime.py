@@ -3,20 +3,27 @@ session whose first provider really is CUDA: ORT falls back to the CPU silently 
 
 Runs go through I/O binding with torch tensors as buffers: inputs are converted to the
 model's input types (float16 and bfloat16 included, which NumPy feeds cannot express) and
-placed on the session's device, so CUDA timings exclude host copies."""
+placed on the session's device, so CUDA timings exclude host copies.
+
+Even in a CUDA session ONNX Runtime places a node with no CUDA kernel for its type on the CPU,
+without a word. CUDA sessions are therefore profiled for their first run, and a result is
+refused if any of the nodes that do the work (matmuls, attention, softmax, norms) ran on the
+CPU (`checked_runner`)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import tempfile
 from collections.abc import Mapping
 
 import numpy as np
 
 from ..errors import ExportError, UsageError
 
-__all__ = ["PROVIDERS", "Bound", "available", "bind", "device_of", "make_session", "require",
-           "run"]
+__all__ = ["HEAVY_OPS", "PROVIDERS", "Bound", "available", "bind", "checked_runner",
+           "device_of", "make_session", "off_device", "placements", "require", "run"]
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -51,7 +58,7 @@ def require(provider: str) -> str:
 
 
 def make_session(model: bytes | str | os.PathLike[str], provider: str = "cpu",
-                 threads: int | None = None, arena: bool = True):
+                 threads: int | None = None, arena: bool = True, profile: bool = False):
     """An InferenceSession on `provider` (cpu | cuda), or ExportError (exit 3) if that provider
     cannot run here. arena=False returns freed CPU memory at once and grows the CUDA arena by
     exactly what is requested, so memory measurements see one run's real peak."""
@@ -63,6 +70,10 @@ def make_session(model: bytes | str | os.PathLike[str], provider: str = "cpu",
     options.enable_cpu_mem_arena = arena
     if threads:
         options.intra_op_num_threads = threads
+    if profile:  # read back by `placements`
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(tempfile.gettempdir(),
+                                                   f"attndsl-profile-{os.getpid()}")
     source = model if isinstance(model, bytes) else os.fspath(model)
     providers: list = [wanted] + (["CPUExecutionProvider"] if provider != "cpu" else [])
     if provider == "cuda" and not arena:
@@ -139,6 +150,58 @@ class Bound:
 
     def output(self) -> np.ndarray:
         return self.y.float().cpu().numpy()
+
+
+# the nodes that do a model's work: one of these on the CPU makes a "CUDA" result a CPU one
+HEAVY_OPS = frozenset({
+    "MatMul", "FusedMatMul", "Gemm", "GroupQueryAttention", "MultiHeadAttention", "Attention",
+    "Softmax", "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+    "SkipSimplifiedLayerNormalization", "RMSNormalization", "Gelu", "FastGelu", "BiasGelu"})
+
+
+def placements(session) -> dict[str, set[str]]:
+    """op type -> the providers that ran nodes of it, from a profiled session's runs so far
+    (ends its profiling)."""
+    path = session.end_profiling()
+    if not path:
+        raise ExportError("the session was not created with profile=True")
+    try:
+        with open(path) as f:
+            events = json.load(f)
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+    out: dict[str, set[str]] = {}
+    for event in events:
+        args = event.get("args", {}) if isinstance(event, dict) else {}
+        if event.get("cat") == "Node" and "provider" in args and "op_name" in args:
+            out.setdefault(args["op_name"], set()).add(args["provider"])
+    return out
+
+
+def off_device(where: Mapping[str, set[str]], provider: str) -> list[str]:
+    """The heavy op types that ran somewhere other than `provider` (an ORT provider name)."""
+    return sorted(op for op, providers in where.items()
+                  if op in HEAVY_OPS and providers - {provider})
+
+
+def checked_runner(session):
+    """inputs -> y. In a CUDA session (made with profile=True) the first call also checks that
+    every heavy node ran on CUDA, and refuses the result otherwise."""
+    state = {"checked": device_of(session) == "cpu"}
+
+    def run_checked(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        y = run(session, inputs)
+        if not state["checked"]:
+            state["checked"] = True
+            wrong = off_device(placements(session), PROVIDERS["cuda"])
+            if wrong:
+                raise ExportError(
+                    f"ONNX Runtime ran {', '.join(wrong)} on the CPU in a CUDA session (no "
+                    "CUDA kernel for the node's type?); refusing to report the result as "
+                    "`cuda`")
+        return y
+    return run_checked
 
 
 def bind(session, inputs: Mapping[str, np.ndarray]) -> Bound:
