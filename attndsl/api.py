@@ -20,8 +20,9 @@ __all__ = ["DEFAULT_OUTPUT_DIR", "DEFAULT_TARGET", "TARGETS", "Layer", "Program"
            "check_dtype_target", "load", "loads", "read_source"]
 
 DEFAULT_OUTPUT_DIR = Path("exported")
-# ort-cpu: ONNX Runtime's fused kernels and block-sparse execution; the graph also runs on the
-# CUDA provider. `portable` is the dense, standard-ops-only export.
+# ort-cpu: ONNX Runtime's fused kernels and block-sparse execution, planned for the CPU
+# provider (ort-cuda is planned for CUDA's kernels). `portable` is the dense, standard-ops-only
+# export.
 DEFAULT_TARGET = "ort-cpu"
 
 

@@ -340,14 +340,17 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                 times[name] = []
             except Exception as exc:  # a backend that cannot run this size is reported
                 notes[name] = f"failed: {str(exc).splitlines()[0][:80]}"
-        for i in range(repeat):
-            for name, run in live:
-                if progress:
-                    progress(f"{layer.name} L={L}: round {i + 1}/{repeat}, {name}")
-                start = time.perf_counter()
-                with torch.inference_mode():
-                    run()
-                times[name].append((time.perf_counter() - start) * 1e3)
+        # with CUDA, ORT prints its kernel choice at every run: keep that out of the table
+        quiet = _stdout_of_native_code() if device == "cuda" else contextlib.nullcontext()
+        with quiet:
+            for i in range(repeat):
+                for name, run in live:
+                    if progress:
+                        progress(f"{layer.name} L={L}: round {i + 1}/{repeat}, {name}")
+                    start = time.perf_counter()
+                    with torch.inference_mode():
+                        run()
+                    times[name].append((time.perf_counter() - start) * 1e3)
         for name, _, lean, _, is_torch in runs:
             if name not in times:
                 out.append(Measurement(layer.name, L, batch, name, None, None, None,

@@ -197,9 +197,10 @@ def checked_runner(session):
             wrong = off_device(placements(session), PROVIDERS["cuda"])
             if wrong:
                 raise ExportError(
-                    f"ONNX Runtime ran {', '.join(wrong)} on the CPU in a CUDA session (no "
-                    "CUDA kernel for the node's type?); refusing to report the result as "
-                    "`cuda`")
+                    f"ONNX Runtime ran {', '.join(wrong)} on the CPU in a CUDA session (it "
+                    "has no CUDA kernel for the node's type); refusing to report the result "
+                    "as `cuda`\n  = help: compile for --target ort-cuda, whose plan uses "
+                    "only ops with CUDA kernels for the dtype")
         return y
     return run_checked
 
