@@ -162,6 +162,21 @@ def test_cuda_models_use_only_ops_with_cuda_kernels_for_their_type(path, name) -
     assert "GroupQueryAttention" not in {n.op_type for n in fp32.graph.node}
 
 
+@pytest.mark.parametrize(("path", "name"), [
+    ("examples/bert_padding.attn", "tiny_bert"), ("examples/llama_gqa.attn", "llama_decoder")])
+def test_portable_bfloat16_uses_only_ops_with_cuda_kernels(path, name) -> None:
+    """torch.onnx.export of the bfloat16 module (gelu and RMS statistics in float32)."""
+    layer = attndsl.load(path)[name]
+    model = onnx.load_from_string(layer.onnx_bytes(target="portable", dtype="bfloat16"))
+    g = model.graph
+    assert {v.type.tensor_type.elem_type for v in (*g.input, *g.output)} - {
+        TensorProto.INT64} == {TensorProto.BFLOAT16}
+    weights = layer.spec.parameter_count()
+    assert sum(int(np.prod(t.dims)) for t in g.initializer
+               if t.data_type == TensorProto.BFLOAT16) == weights
+    assert not _bfloat16_consumers(model) & _NO_BF16_ON_CUDA
+
+
 def test_the_propagation_sees_a_bfloat16_where() -> None:
     """The check above can fail: a Where on a bfloat16 value is found."""
     nodes = [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.BFLOAT16),

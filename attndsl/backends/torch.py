@@ -246,12 +246,11 @@ class _Mlp(nn.Module):
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         h = self.fc1(x)
         if self.kind == "relu":
-            h = F.relu(h)
-        elif self.kind == "gelu":
-            h = F.gelu(h)
-        else:
-            h = F.gelu(h, approximate="tanh")
-        return self.fc2(h)
+            return self.fc2(F.relu(h))
+        approximate = "tanh" if self.kind == "gelu_tanh" else "none"
+        if h.dtype == torch.bfloat16:  # in float32: the CUDA provider has no bfloat16 Gelu
+            return self.fc2(F.gelu(h.float(), approximate=approximate).to(h.dtype))
+        return self.fc2(F.gelu(h, approximate=approximate))
 
 
 class _Block(nn.Module):
