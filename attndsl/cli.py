@@ -84,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra lengths, comma-separated (always: 1,7,64,300)")
     v.add_argument("--batches", type=_int_list, default=(1, 3), help="default 1,3")
     v.add_argument("--providers", type=_word_list, default=("cpu",), help="cpu,cuda")
-    v.add_argument("--targets", "--target", type=_targets, default=TARGETS,
-                   help="comma-separated, default all: " + ",".join(TARGETS))
+    v.add_argument("--targets", "--target", type=_targets, default=None,
+                   help="comma-separated, default all: " + ",".join(TARGETS) + " (on the CUDA "
+                        "provider: portable,ort-cuda)")
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--weights")
     v.add_argument("--dtype", default="float32", choices=DTYPES,

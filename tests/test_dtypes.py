@@ -247,6 +247,9 @@ def test_explain_and_bench_take_the_dtype(capsys) -> None:
 
     rows = json.loads(capsys.readouterr().out)
     assert {r["dtype"] for r in rows} == {"float16"}
+    if "CUDAExecutionProvider" not in runtime.available():
+        assert main(["bench", "examples/mistral_local.attn", "--providers", "cuda"]) == 3
+        assert "provider `cuda` is not available" in capsys.readouterr().err
     assert {r["backend"] for r in rows} >= {"torch eager", "ort-cpu on cpu"}
     assert all(r["latency_ms"] and r["latency_ms"] > 0 for r in rows)
 
@@ -287,3 +290,14 @@ def test_placements_are_read_from_the_profile() -> None:
     off = runtime.off_device(where, "CUDAExecutionProvider")
     assert "GroupQueryAttention" in off and "Softmax" not in where.keys() - set(off)
     assert "Shape" not in off  # shape arithmetic may run on the CPU
+
+
+def test_verify_runs_the_cpu_planned_target_on_cuda_only_when_asked() -> None:
+    from attndsl.api import verify_pairs
+
+    assert verify_pairs(None, ("cpu",)) == [("portable", "cpu"), ("ort-cpu", "cpu"),
+                                            ("ort-cuda", "cpu")]
+    assert verify_pairs(None, ("cpu", "cuda")) == [
+        ("portable", "cpu"), ("portable", "cuda"), ("ort-cpu", "cpu"), ("ort-cuda", "cpu"),
+        ("ort-cuda", "cuda")]
+    assert verify_pairs(("ort-cpu",), ("cuda",)) == [("ort-cpu", "cuda")]
