@@ -215,7 +215,7 @@ def verify_pairs(targets: tuple[str, ...] | None,
                  providers: tuple[str, ...]) -> list[tuple[str, str]]:
     """The (target, provider) runs of a verify: given targets on every provider; by default
     every target on the CPU, and all but the CPU-planned `ort-cpu` on CUDA."""
-    return [(t, p) for t in (targets or TARGETS) for p in providers
+    return [(t, p) for t in (TARGETS if targets is None else targets) for p in providers
             if targets is not None or (t, p) != ("ort-cpu", "cuda")]
 
 

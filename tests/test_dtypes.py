@@ -301,3 +301,4 @@ def test_verify_runs_the_cpu_planned_target_on_cuda_only_when_asked() -> None:
         ("portable", "cpu"), ("portable", "cuda"), ("ort-cpu", "cpu"), ("ort-cuda", "cpu"),
         ("ort-cuda", "cuda")]
     assert verify_pairs(("ort-cpu",), ("cuda",)) == [("ort-cpu", "cuda")]
+    assert verify_pairs((), ("cpu",)) == []  # torch against the reference only
