@@ -187,20 +187,21 @@ class Layer:
         _check_dtype(dtype)
         for provider in providers:  # fail before the slow export, not after
             runtime.require(provider)
-        pairs = verify_pairs(targets, providers)
-        targets = tuple(dict.fromkeys(t for t, _ in pairs))
-        for target in targets:
+        on: dict[str, tuple[str, ...]] = {}  # target -> its providers
+        for target, provider in verify_pairs(targets, providers):
+            on[target] = (*on.get(target, ()), provider)
+        for target, its_providers in on.items():
             _check_target(target)
-            check_dtype_target(dtype, target, tuple(p for t, p in pairs if t == target))
+            check_dtype_target(dtype, target, its_providers)
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
         runners = []
-        for target in targets:
+        for target, its_providers in on.items():
             data = self.onnx_bytes(target=target, seed=seed, weights=weights, dtype=dtype)
-            for provider in (p for t, p in pairs if t == target):
+            for provider in its_providers:
                 session = runtime.make_session(data, provider, profile=provider == "cuda")
                 runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
         state = {k: _numpy(v) for k, v in module.state_dict().items()}
-        return verify(self.spec, module, state, runners, targets=tuple(targets), seed=seed,
+        return verify(self.spec, module, state, runners, targets=tuple(on), seed=seed,
                       lengths=lengths or DEFAULT_LENGTHS, batches=batches or DEFAULT_BATCHES,
                       dtype=dtype, progress=progress)
 

@@ -290,34 +290,34 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
         too_big = dense_gb > 0.4 * _memory_gb(device)
         tensors = {k: torch.from_numpy(v).to(device, torch_dtype(dtype)) if v.dtype.kind == "f"
                    else torch.from_numpy(v).to(device) for k, v in inputs.items()}
-        # (name, timed run, run for the memory measurement, materialises L x S, is torch)
-        runs: list[tuple[str, Callable[[], object], Callable[[], object], bool, bool]] = [
+        # (name, timed run, run for the memory measurement, materialises L x S)
+        runs: list[tuple[str, Callable[[], object], Callable[[], object], bool]] = [
             ("torch eager", synced(lambda t=tensors: module(**t)),
-             synced(lambda t=tensors: module(**t)), True, True)]
+             synced(lambda t=tensors: module(**t)), True)]
         if sdpa is not None:
             runs.append(("torch sdpa (dense mask)", synced(lambda t=tensors: sdpa(**t)),
-                         synced(lambda t=tensors: sdpa(**t)), not sdpa_is_flash, True))
+                         synced(lambda t=tensors: sdpa(**t)), not sdpa_is_flash))
         notes: dict[str, str] = {}
         for target, data in models.items():
             for provider in providers:
                 name = f"{target} on {provider}"
                 if target == "portable" and too_big:
                     notes[name] = f"skipped: dense L x S needs ~{dense_gb:.0f} GB"
-                    runs.append((name, _never, _never, True, False))
+                    runs.append((name, _never, _never, True))
                     continue
                 try:
-                    fast = runtime.bind(runtime.make_session(
+                    fast = runtime.Bound(runtime.make_session(
                         data, provider, profile=provider == "cuda"), inputs)
-                    lean = runtime.bind(runtime.make_session(data, provider, arena=False),
-                                        inputs)
+                    lean = runtime.Bound(runtime.make_session(data, provider, arena=False),
+                                         inputs)
                 except ExportError as exc:
                     notes[name] = f"failed: {str(exc).splitlines()[0][:80]}"
-                    runs.append((name, _never, _never, False, False))
+                    runs.append((name, _never, _never, False))
                     continue
-                runs.append((name, fast, lean, target == "portable", False))
+                runs.append((name, fast, lean, target == "portable"))
         times: dict[str, list[float]] = {}
         live = []
-        for name, run, _, dense, _ in runs:
+        for name, run, _, dense in runs:
             if name in notes:
                 continue
             if dense and too_big:
@@ -328,11 +328,8 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                     progress(f"{layer.name} L={L}: warming up {name}")
                 with torch.inference_mode(), _stdout_of_native_code() as log:
                     run()
-                if isinstance(run, runtime.Bound) and runtime.device_of(run.session) == "cuda":
-                    wrong = runtime.off_device(runtime.placements(run.session),
-                                               runtime.PROVIDERS["cuda"])
-                    if wrong:
-                        raise ExportError(f"{', '.join(wrong)} ran on the CPU")
+                if isinstance(run, runtime.Bound):
+                    runtime.require_on_device(run.session)
                 kernels = attention_kernels(log[0] if log else "")
                 if kernels:
                     notes[name] = f"kernel: {kernels}"
@@ -351,13 +348,13 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                     with torch.inference_mode():
                         run()
                     times[name].append((time.perf_counter() - start) * 1e3)
-        for name, _, lean, _, is_torch in runs:
+        for name, _, lean, _ in runs:
             if name not in times:
                 out.append(Measurement(layer.name, L, batch, name, None, None, None,
                                        notes[name], dtype))
                 continue
             with torch.inference_mode():
-                mb = peak(lean, torch_run=is_torch)
+                mb = peak(lean, torch_run=not isinstance(lean, runtime.Bound))
             ms = statistics.median(times[name])
             out.append(Measurement(layer.name, L, batch, name, ms, mb, flops / ms / 1e6,
                                    notes.get(name, ""), dtype))

@@ -10,16 +10,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DTYPES", "numpy_dtype", "onnx_type", "round_to", "torch_dtype"]
+__all__ = ["DTYPES", "numpy_dtype", "round_to", "torch_dtype"]
 
 DTYPES = ("float32", "float16", "bfloat16")
-
-# TensorProto element types (FLOAT, FLOAT16, BFLOAT16), without importing onnx for them
-_ONNX = {"float32": 1, "float16": 10, "bfloat16": 16}
-
-
-def onnx_type(dtype: str) -> int:
-    return _ONNX[dtype]
 
 
 def numpy_dtype(dtype: str) -> Any:

@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .. import masks
-from ..dtypes import numpy_dtype, onnx_type
+from ..dtypes import numpy_dtype
 from ..ir import Graph, Node, Op
 from ..planner import cover
 from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
@@ -91,7 +91,7 @@ class Builder:
     def to_model(self, name: str) -> str:
         """A float32 value narrowed to the model dtype (no node in a float32 model)."""
         return name if self.dtype == "float32" else self.op("Cast", name,
-                                                              to=onnx_type(self.dtype))
+                                                              to=_ONNX_TYPE[self.dtype])
 
 
 class Sym:
@@ -249,13 +249,13 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     lw.siblings = _projection_groups(graph)
     for node in graph.nodes:
         if node.op is Op.INPUT:
-            elem = onnx_type(dtype) if node.out in ("x", "memory") else TensorProto.INT64
+            elem = _ONNX_TYPE[dtype] if node.out in ("x", "memory") else TensorProto.INT64
             inputs.append(helper.make_tensor_value_info(node.out, elem, dims[node.out]))
             lw.env[node.out] = node.out
             continue
         lw.env[node.out] = _LOWER[node.op](lw, node)
     b.nodes.append(helper.make_node("Identity", [lw.env[graph.output]], ["y"], name="output"))
-    output = helper.make_tensor_value_info("y", onnx_type(dtype),
+    output = helper.make_tensor_value_info("y", _ONNX_TYPE[dtype],
                                           ["batch", "length", attn.d_model])
     g = helper.make_graph(b.nodes, spec.name, inputs, [output], b.initializers)
     opsets = [helper.make_opsetid("", 23)] + [helper.make_opsetid(d, 1)
@@ -705,7 +705,7 @@ def _global_rows(lw: _Lowering, node: Node, o: str, rows: list[int], q: str, k: 
     picked = b.op("Gather", og, row.name, axis=2)  # (B, H, L, dv)
     chosen = b.op("Unsqueeze", is_global.name, b.i64(1))  # (L, 1)
     if b.dtype == "bfloat16":  # no bfloat16 Where on CUDA: an exact 0 / 1 blend instead
-        g = b.op("Cast", chosen, to=onnx_type(b.dtype))
+        g = b.op("Cast", chosen, to=_ONNX_TYPE[b.dtype])
         return b.op("Add", b.op("Mul", picked, g),
                     b.op("Mul", o, b.op("Sub", b.const(1.0, b.dtype), g)))
     return b.op("Where", chosen, picked, o)

@@ -22,8 +22,8 @@ import numpy as np
 
 from ..errors import ExportError, UsageError
 
-__all__ = ["HEAVY_OPS", "PROVIDERS", "Bound", "available", "bind", "checked_runner",
-           "device_of", "make_session", "off_device", "placements", "require", "run"]
+__all__ = ["HEAVY_OPS", "PROVIDERS", "Bound", "available", "checked_runner", "device_of",
+           "make_session", "off_device", "placements", "require", "require_on_device", "run"]
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -88,9 +88,12 @@ def make_session(model: bytes | str | os.PathLike[str], provider: str = "cpu",
     return session
 
 
+# ORT's type names -> torch dtype names -> ONNX element types
 _TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16",
           "tensor(bfloat16)": "bfloat16", "tensor(double)": "float64", "tensor(int64)": "int64",
           "tensor(int32)": "int32", "tensor(bool)": "bool"}
+_ELEMENT = {"float32": 1, "float16": 10, "bfloat16": 16, "float64": 11, "int64": 7,
+            "int32": 6, "bool": 9}
 
 
 def device_of(session) -> str:
@@ -127,15 +130,11 @@ class Bound:
         shape = [d if isinstance(d, int) else sizes.get(d) for d in out.shape]
         if None in shape or _TYPES.get(out.type) is None:
             raise ExportError(f"cannot size output `{out.name}` {out.shape} from the inputs")
-        self.output_name = out.name
         self.y = torch.empty(shape, dtype=getattr(torch, _TYPES[out.type]), device=device)
         self._bind(out.name, self.y, input_=False)
 
     def _bind(self, name: str, tensor, *, input_: bool) -> None:
-        from ..dtypes import onnx_type
-
-        kind = str(tensor.dtype).removeprefix("torch.")
-        elem = {"float64": 11, "int64": 7, "int32": 6, "bool": 9}.get(kind) or onnx_type(kind)
+        elem = _ELEMENT[str(tensor.dtype).removeprefix("torch.")]
         self.buffers[name] = tensor
         device = tensor.device.type
         bind = self.binding.bind_input if input_ else self.binding.bind_output
@@ -185,28 +184,32 @@ def off_device(where: Mapping[str, set[str]], provider: str) -> list[str]:
                   if op in HEAVY_OPS and providers - {provider})
 
 
+def require_on_device(session) -> None:
+    """For a CUDA session (made with profile=True) that has run: ExportError unless every heavy
+    node ran on CUDA. Nothing to check for a CPU session."""
+    if device_of(session) == "cpu":
+        return
+    wrong = off_device(placements(session), PROVIDERS["cuda"])
+    if wrong:
+        raise ExportError(
+            f"ONNX Runtime ran {', '.join(wrong)} on the CPU in a CUDA session (it has no CUDA "
+            "kernel for the node's type); refusing to report the result as `cuda`\n"
+            "  = help: compile for --target ort-cuda, whose plan uses only ops with CUDA "
+            "kernels for the dtype")
+
+
 def checked_runner(session):
-    """inputs -> y. In a CUDA session (made with profile=True) the first call also checks that
-    every heavy node ran on CUDA, and refuses the result otherwise."""
-    state = {"checked": device_of(session) == "cpu"}
+    """inputs -> y; the first call also checks where the nodes ran (`require_on_device`)."""
+    checked = False
 
     def run_checked(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        nonlocal checked
         y = run(session, inputs)
-        if not state["checked"]:
-            state["checked"] = True
-            wrong = off_device(placements(session), PROVIDERS["cuda"])
-            if wrong:
-                raise ExportError(
-                    f"ONNX Runtime ran {', '.join(wrong)} on the CPU in a CUDA session (it "
-                    "has no CUDA kernel for the node's type); refusing to report the result "
-                    "as `cuda`\n  = help: compile for --target ort-cuda, whose plan uses "
-                    "only ops with CUDA kernels for the dtype")
+        if not checked:
+            checked = True
+            require_on_device(session)
         return y
     return run_checked
-
-
-def bind(session, inputs: Mapping[str, np.ndarray]) -> Bound:
-    return Bound(session, inputs)
 
 
 def run(session, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
