@@ -233,10 +233,10 @@ def _compile(args: argparse.Namespace) -> int:
     if args.weights and len(layers) > 1:
         raise UsageError(f"{args.file} has {len(layers)} layers; name the one --weights is for "
                          "with --name")
-    out_dir = ensure_dir(Path(args.output))
     target = args.target or ("ort-cuda" if args.export == "triton" else DEFAULT_TARGET)
-    if args.export != "torch":
+    if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
+    out_dir = ensure_dir(Path(args.output))
     outputs: list[tuple[Path, bytes]] = []
     # Build everything first: a failure in any layer must leave no file behind.
     for layer in layers:
