@@ -11,8 +11,8 @@ from typing import Any
 from . import spec as s
 from .check import check
 from .errors import UsageError
-from .output import ensure_dir, write_atomic
-from .parser import decode, parse
+from .output import write_atomic
+from .parser import MAX_BYTES, decode, parse
 from .planner import TARGETS
 from .source import Source
 
@@ -30,7 +30,8 @@ def read_source(path: str | os.PathLike[str]) -> Source:
     """Read a spec file; unreadable files are a UsageError (one line, exit 2)."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        with p.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)  # enough to tell it is too large (/dev/zero, a disk)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -135,7 +136,9 @@ class Layer:
         graph, _ = self.plan(target, dtype)
         # float32 copies of the dtype-rounded weights: exact, and numpy has no bfloat16
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
-        return finalize(build_model(graph, self.spec, state, dtype), provenance)
+        model = build_model(graph, self.spec, state, dtype)
+        del module, state  # the weights now live in the model: hold them once, not twice
+        return finalize(model, provenance)
 
     def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):
         """(planned graph IR, [planner.Choice per attention]) for a target and dtype."""
@@ -151,7 +154,7 @@ class Layer:
                     dtype: str = "float32") -> Path:
         """Write `<directory>/<name>.onnx` atomically and return its path."""
         data = self.onnx_bytes(target=target, seed=seed, weights=weights, dtype=dtype)
-        path = ensure_dir(Path(directory)) / f"{self.name}.onnx"
+        path = Path(directory) / f"{self.name}.onnx"
         write_atomic(path, data)
         return path
 

@@ -30,11 +30,18 @@ from .spec import (
     Transformer,
 )
 
-__all__ = ["MAX_WEIGHT_BYTES", "check"]
+__all__ = ["MAX_MASK_DEPTH", "MAX_MASK_PRIMITIVES", "MAX_RANDOM_BLOCKS", "MAX_SCALE",
+           "MAX_WEIGHT_BYTES", "check"]
 
 MAX_WEIGHT_BYTES = 2 * 1024**3 - 64 * 1024**2  # one ONNX protobuf file, with room for the graph
+MAX_MASK_PRIMITIVES = 256  # after named masks are inlined
+MAX_MASK_DEPTH = 64
+MAX_RANDOM_BLOCKS = 64  # each draw is unrolled into the graph
+MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
 _MAX_INT = 1 << 62
 _MAX_LIST = 4096
+_FLOAT32_MAX = 3.4028234663852886e38
+_FLOAT32_TINY = 1.1754943508222875e-38  # smallest normal float32
 
 
 class _Invalid(Exception):
@@ -64,6 +71,8 @@ class _Checker:
         self.resolved_attn: dict[str, Attention | None] = {}
         self._evaluating: list[tuple[str, Span]] = []
         self._failed: set[str] = set()  # definitions already diagnosed: never report twice
+        self._mask_size: dict[int, tuple[int, int]] = {}  # id(mask) -> (primitives, depth)
+        self._keep: list[m.Mask] = []
 
     # -- plumbing ---------------------------------------------------------------------------
     def error(self, message: str, span: Span | None, hint: str | None = None,
@@ -178,6 +187,14 @@ class _Checker:
         value = self.integer(e, allow_negative=True)
         if value <= 0:
             raise self.error(f"{what} must be a positive integer, found {value}", e.span)
+        return value
+
+    def random_blocks(self, e: ast.Expr) -> int:
+        value = self.positive(e, "random blocks")
+        if value > MAX_RANDOM_BLOCKS:
+            raise self.error(f"random blocks must be at most {MAX_RANDOM_BLOCKS}, found "
+                             f"{value}", e.span, hint="each draw is a step of the exported "
+                             "graph; more draws than that approach dense attention anyway")
         return value
 
     def non_negative(self, e: ast.Expr, what: str) -> int:
@@ -295,12 +312,13 @@ class _Checker:
             case ast.Paren(inner=inner):
                 return self.mask(inner)
             case ast.Not(operand=x):
-                return m.Not(self.mask(x))
+                return self._bounded(m.Not(self.mask(x)), e.span)
             case ast.BinOp(op="&" | "|", left=a, right=b):
                 left, right = self._mask_or_none(a), self._mask_or_none(b)
                 if left is None or right is None:
                     raise _Invalid()
-                return m.And(left, right) if e.op == "&" else m.Or(left, right)
+                both = m.And(left, right) if e.op == "&" else m.Or(left, right)
+                return self._bounded(both, e.span)
             case ast.Name(id=name) if name in self.masks:
                 return self.mask_def(name, e.span)
             case ast.Name() | ast.Call():
@@ -316,6 +334,22 @@ class _Checker:
                 raise self.error(f"expected a mask expression, found {_describe(e)}", e.span,
                                  hint="masks are built from primitives such as `causal` and "
                                       "`window(n)` with `&`, `|`, `!`")
+
+    def _bounded(self, mask: m.And | m.Or | m.Not, span: Span) -> m.Mask:
+        """`mask`, if it stays within MAX_MASK_PRIMITIVES and MAX_MASK_DEPTH once named masks
+        are expanded: names can double a mask at each use, and every backend walks the whole
+        expanded tree."""
+        children = (mask.operand,) if isinstance(mask, m.Not) else (mask.left, mask.right)
+        sizes = [self._mask_size.get(id(c), (1, 1)) for c in children]
+        size, depth = sum(s for s, _ in sizes), 1 + max(d for _, d in sizes)
+        if size > MAX_MASK_PRIMITIVES or depth > MAX_MASK_DEPTH:
+            raise self.error(
+                f"this mask expands to {size} primitives nested {depth} deep once named masks "
+                f"are inlined; the limits are {MAX_MASK_PRIMITIVES} and {MAX_MASK_DEPTH}", span,
+                hint="simplify the mask: a repeated term adds nothing to `&` or `|`")
+        self._mask_size[id(mask)] = (size, depth)
+        self._keep.append(mask)  # ids stay unique while the checker runs
+        return mask
 
     def _mask_or_none(self, e: ast.Expr) -> m.Mask | None:
         try:
@@ -474,16 +508,21 @@ class _Checker:
         if isinstance(e, ast.Name) and e.id == "auto":
             return "auto"
         value = self._float_value(e, "scale", "`auto` or a number")
-        if not value > 0 or not math.isfinite(value):
-            raise self.error(f"scale must be a positive number, found {value}", e.span)
+        if not _FLOAT32_TINY <= value <= MAX_SCALE:
+            raise self.error(f"scale must be a number in [{_FLOAT32_TINY:.3g}, {MAX_SCALE:g}], "
+                             f"found {value:g}", e.span,
+                             hint="scores are computed in float32: a larger scale overflows "
+                                  "them, a smaller one is 0")
         return value
 
     def softcap_value(self, e: ast.Expr) -> float | str:
         if isinstance(e, ast.Name) and e.id == "none":
             return "none"
         value = self._float_value(e, "softcap", "`none` or a number")
-        if not value > 0 or not math.isfinite(value):
-            raise self.error(f"softcap must be a number > 0, found {value}", e.span)
+        if not _FLOAT32_TINY <= value <= _FLOAT32_MAX:
+            raise self.error(f"softcap must be a number > 0 that float32 can hold "
+                             f"([{_FLOAT32_TINY:.3g}, {_FLOAT32_MAX:.3g}]), found {value:g}",
+                             e.span, hint="softcap is applied to float32 scores")
         return value
 
     def _float_value(self, e: ast.Expr, key: str, expected: str) -> float:
@@ -510,8 +549,11 @@ class _Checker:
             return Learned(self.positive(args["max_len"], "max_len"))
         if name == "rope":
             theta = self.number(args["theta"]) if "theta" in args else 10000.0
-            if not theta > 0:
-                raise self.error(f"rope theta must be > 0, found {theta}", args["theta"].span)
+            if not 1.0 <= theta <= _FLOAT32_MAX:
+                raise self.error(f"rope theta must be in [1, {_FLOAT32_MAX:.3g}], found "
+                                 f"{theta:g}", args["theta"].span,
+                                 hint="frequencies theta^(-2i/dim) are float32; theta < 1 makes "
+                                      "them grow past what float32 angles can resolve")
             dim = self.positive(args["dim"], "rope dim") if "dim" in args else 0
             interleaved = (self.boolean(args["interleaved"], "interleaved")
                            if "interleaved" in args else False)
@@ -680,7 +722,7 @@ _MASK_PRIMITIVES: dict[str, Callable[[_Checker, dict[str, ast.Expr], ast.Expr], 
     "strided": lambda c, a, e: m.Strided(c.positive(a["n"], "stride")),
     "global": _global,
     "prefix": lambda c, a, e: m.Prefix(c.non_negative(a["n"], "prefix length")),
-    "random": lambda c, a, e: m.Random(c.positive(a["blocks"], "random blocks"),
+    "random": lambda c, a, e: m.Random(c.random_blocks(a["blocks"]),
                                        c.positive(a["block"], "random block size"),
                                        c.non_negative(a["seed"], "seed") if "seed" in a else 0),
 }

@@ -6,6 +6,7 @@ too deep for a readable spec, literals too large, and Lark's own parse errors.""
 from __future__ import annotations
 
 import functools
+import math
 from importlib import resources
 
 import lark
@@ -17,7 +18,7 @@ from .source import Source, Span
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "decode", "parse"]
 
 MAX_BYTES = 1 << 20  # a spec is a few hundred lines; anything near this is not a spec
-MAX_DEPTH = 64  # nesting of ( [ ! - that a person could still read
+MAX_DEPTH = 64  # nesting of ( [ ! - and operator chains that a person could still read
 _MAX_DIGITS = 30
 
 _TOKEN_NAMES = {
@@ -41,7 +42,7 @@ def decode(data: bytes, name: str) -> Source:
     if len(data) > MAX_BYTES:
         empty = Source(name, "")
         raise SpecError([Diagnostic(
-            f"file is {len(data):,} bytes; a spec may be at most {MAX_BYTES:,} bytes",
+            f"file is larger than {MAX_BYTES:,} bytes, the most a spec may be",
             empty.span(0, 0), hint="is this the right file? .attn specs are small text files")])
     try:
         text = data.decode("utf-8")
@@ -72,7 +73,13 @@ def parse(source: Source) -> ast.Module:
     for start, end in _comment_ranges(source.text):
         comments.append(ast.Comment(text=source.text[start:end], span=source.span(start, end)))
     builder = _Builder(source)
-    defs = tuple(builder.definition(child) for child in tree.children)
+    try:
+        defs = tuple(builder.definition(child) for child in tree.children)
+    except _TooDeep as exc:
+        raise SpecError([Diagnostic(
+            f"expression nested more than {MAX_DEPTH} levels deep (each operator of a chain "
+            "such as `a | b | c` is a level)", exc.span,
+            hint="split it into named `mask` or `let` definitions")]) from None
     if builder.diagnostics:
         raise SpecError(builder.diagnostics)
     return ast.Module(definitions=defs, comments=tuple(comments),
@@ -166,8 +173,16 @@ def _expected_hint(expected: set[str]) -> str | None:
     return "expected " + (names[0] if len(names) == 1 else "one of " + ", ".join(names))
 
 
+class _TooDeep(Exception):
+    def __init__(self, span: Span):
+        self.span = span
+
+
 class _Builder:
-    """Parse tree -> AST. Explicit, one method per rule, like lark's create_ast example."""
+    """Parse tree -> AST. Explicit, one method per rule, like lark's create_ast example.
+
+    Expressions deeper than MAX_DEPTH (a chain of 500 `|` is 500 deep: the grammar nests it)
+    are refused here, so no later stage (checker, fmt, masks, backends) ever recurses deeper."""
 
     def __init__(self, source: Source):
         self.source = source
@@ -195,10 +210,13 @@ class _Builder:
         return ast.Entry(key=str(key.children[0]), key_span=self.span(key), value=self.expr(value),
                          span=self.span(tree))
 
-    def expr(self, node: lark.Tree | lark.Token) -> ast.Expr:
+    def expr(self, node: lark.Tree | lark.Token, depth: int = 1) -> ast.Expr:
         span = self.span(node)
+        if depth > MAX_DEPTH:
+            raise _TooDeep(span)
         kind = node.data
         kids = node.children
+        deeper = depth + 1
         if kind == "int_lit":
             text = str(kids[0])
             if len(text) > _MAX_DIGITS:
@@ -209,34 +227,41 @@ class _Builder:
             return ast.Int(value=int(text), text=text, span=span)
         if kind == "float_lit":
             text = str(kids[0])
-            return ast.Float(value=float(text), text=text, span=span)
+            value = float(text)
+            if not math.isfinite(value):
+                self.diagnostics.append(Diagnostic(
+                    f"number {text} is too large to represent", span,
+                    hint="numbers must be finite; float32 holds at most about 3.4e38"))
+                value = 0.0
+            return ast.Float(value=value, text=text, span=span)
         if kind == "name":
             return ast.Name(id=str(kids[0]), span=span)
         if kind == "paren":
-            return ast.Paren(inner=self.expr(kids[0]), span=span)
+            return ast.Paren(inner=self.expr(kids[0], deeper), span=span)
         if kind == "not_op":
-            return ast.Not(operand=self.expr(kids[0]), span=span)
+            return ast.Not(operand=self.expr(kids[0], deeper), span=span)
         if kind == "neg_op":
-            return ast.Neg(operand=self.expr(kids[0]), span=span)
+            return ast.Neg(operand=self.expr(kids[0], deeper), span=span)
         if kind in _BINOPS:
-            return ast.BinOp(op=_BINOPS[kind], left=self.expr(kids[0]),
-                             right=self.expr(kids[1]), span=span)
+            return ast.BinOp(op=_BINOPS[kind], left=self.expr(kids[0], deeper),
+                             right=self.expr(kids[1], deeper), span=span)
         if kind == "list":
-            items = tuple(self.expr(k) for k in kids if k is not None)
+            items = tuple(self.expr(k, deeper) for k in kids if k is not None)
             return ast.List(items=items, span=span)
         if kind == "call":
             func = kids[0]
-            args = tuple(self.arg(a) for a in kids[1:] if a is not None)
+            args = tuple(self.arg(a, deeper) for a in kids[1:] if a is not None)
             return ast.Call(func=str(func), func_span=self.span(func), args=args, span=span)
         raise AssertionError(f"grammar rule {kind!r} has no AST builder")
 
-    def arg(self, tree: lark.Tree) -> ast.Arg:
+    def arg(self, tree: lark.Tree, depth: int) -> ast.Arg:
         span = self.span(tree)
         if tree.data == "kwarg":
             name, value = tree.children
-            return ast.Arg(name=str(name), name_span=self.span(name), value=self.expr(value),
-                           span=span)
-        return ast.Arg(name=None, name_span=None, value=self.expr(tree.children[0]), span=span)
+            return ast.Arg(name=str(name), name_span=self.span(name),
+                           value=self.expr(value, depth), span=span)
+        return ast.Arg(name=None, name_span=None, value=self.expr(tree.children[0], depth),
+                       span=span)
 
 
 _BINOPS = {"or_op": "|", "and_op": "&", "add_op": "+", "sub_op": "-", "mul_op": "*",
