@@ -152,8 +152,8 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
         case Random(blocks, block, seed):
             q_block = q // block
             k_block = k // block
-            # ceil(S / block), taken from k itself so it stays a tensor under torch.export
-            num_key_blocks = k.max() // block + 1
+            # ceil(S / block) from S itself: k may hold only some keys (block-sparse gathers)
+            num_key_blocks = (S + (block - 1)) // block
             seen = k_block < 0
             for j in range(blocks):
                 seen = seen | (random_key_block(seed, q_block, j, num_key_blocks) == k_block)

@@ -26,12 +26,15 @@ from dataclasses import dataclass, field, replace
 
 from . import masks as m
 from .ir import Graph, Node, Op
-from .spec import Alibi, Attention, LinearKernel, RelativeBias, Transformer
+from .spec import MAX_LENGTH, Alibi, Attention, LinearKernel, RelativeBias, Transformer
 
 __all__ = ["TARGETS", "Choice", "Cover", "cover", "plan"]
 
 TARGETS = ("portable", "ort-cpu", "ort-cuda")
 _BLOCK_SIZES = (64, 128, 256)
+# Block-sparse execution deduplicates the visited key blocks with (K x K) tables per query block
+# and gathers K * n keys per query: beyond this many blocks dense attention is no slower.
+MAX_KEY_BLOCKS = 64
 INF = math.inf
 
 
@@ -89,7 +92,20 @@ class Cover:
 
 
 def cover(mask: m.Mask, *, self_attention: bool) -> Cover:
-    """A cheap superset of `mask` (see Cover). Sound for every mask; tight for the usual ones."""
+    """A cheap superset of `mask` (see Cover). Sound for every mask; tight for the usual ones.
+
+    Positions never exceed MAX_LENGTH, so a band that reaches further is no band, and global
+    positions beyond it are dropped: the cover's size follows what can exist, not a parameter's
+    magnitude (`window(left = 10**7)` is unbounded, `prefix(10**18)` is MAX_LENGTH keys)."""
+    c = _fix(_cover(mask, self_attention))
+    band = (c.left, c.right) if max(c.left, c.right) < MAX_LENGTH else (INF, INF)
+    return replace(c, left=band[0], right=band[1], q_first=min(c.q_first, MAX_LENGTH),
+                   k_first=min(c.k_first, MAX_LENGTH),
+                   q_tokens=tuple(t for t in c.q_tokens if t < MAX_LENGTH),
+                   k_tokens=tuple(t for t in c.k_tokens if t < MAX_LENGTH))
+
+
+def _cover(mask: m.Mask, self_attention: bool) -> Cover:
     match mask:
         case m.Causal(align="top_left"):
             return Cover(INF, 0)
@@ -106,11 +122,10 @@ def cover(mask: m.Mask, *, self_attention: bool) -> Cover:
         case m.Random() as r:
             return Cover(-INF, -INF, randoms=(r,))
         case m.Or(a, b):
-            return _fix(cover(a, self_attention=self_attention).union(
-                cover(b, self_attention=self_attention)))
+            return _fix(_cover(a, self_attention).union(_cover(b, self_attention)))
         case m.And(a, b):
-            ca = cover(a, self_attention=self_attention)
-            cb = cover(b, self_attention=self_attention)
+            ca = _cover(a, self_attention)
+            cb = _cover(b, self_attention)
             both = _fix(Cover(min(ca.left, cb.left), min(ca.right, cb.right)).union(
                 replace(ca, left=-INF, right=-INF)).union(replace(cb, left=-INF, right=-INF)))
             return min((_fix(ca), _fix(cb), both), key=Cover.cost)
@@ -158,6 +173,8 @@ def choose(a: Attention, target: str, dtype: str = "float32",
                            + ("" if a.kind == "self" else " on self attention"))
     if a.value_dim != a.head_dim:
         why_not_gqa.append(f"value_dim ({a.value_dim}) differs from head_dim ({a.head_dim})")
+    if a.head_dim % 8:
+        why_not_gqa.append(f"its kernels need head_dim a multiple of 8 (found {a.head_dim})")
     if has_bias:
         why_not_gqa.append(f"{type(a.position).__name__} score biases would need an L x S "
                            "attention_bias input")
@@ -224,6 +241,11 @@ def choose(a: Attention, target: str, dtype: str = "float32",
         else:
             n = min(_BLOCK_SIZES, key=lambda b: (c.key_blocks(b) * b, -b))
         k = c.key_blocks(n)
+        if k > MAX_KEY_BLOCKS:
+            reasons.append(f"dense masked form: the cover ({c.describe()}) needs {k} key blocks "
+                           f"of {n} per query block, more than block-sparse execution serves "
+                           f"({MAX_KEY_BLOCKS})")
+            return "dense", {}, reasons
         reasons.append(f"block-sparse in standard ops: {c.describe()}; each block of {n} "
                        f"queries visits {k} key blocks ({k * n} keys), so memory grows with "
                        f"L x {k * n}, not L x S")
@@ -231,7 +253,7 @@ def choose(a: Attention, target: str, dtype: str = "float32",
             reasons.append("global query rows are computed densely against all keys (few rows)")
         return "block_sparse", {"block": n, "key_blocks": k}, reasons
     else:
-            reasons.append(f"dense masked form: `{m.render(mask)}` can reach every key (no "
+        reasons.append(f"dense masked form: `{m.render(mask)}` can reach every key (no "
                        "bounded band), so no sparse lowering applies")
     return "dense", {}, reasons
 
@@ -242,7 +264,9 @@ def _causal_window(mask: m.Mask) -> float | None:
         case m.Causal():
             return INF
         case m.And(m.Causal(), m.Window(left, _)) | m.And(m.Window(left, _), m.Causal()):
-            return left + 1
+            # no position is MAX_LENGTH keys back: a wider window is plain causal (and ORT's
+            # local_window_size is a 32-bit int)
+            return left + 1 if left + 1 < MAX_LENGTH else INF
     return None
 
 

@@ -9,9 +9,15 @@ from .masks import Mask, runtime_inputs
 from .source import Source
 
 __all__ = [
-    "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel", "Norm", "Position", "Program",
-    "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity", "Transformer", "input_names",
+    "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel", "Norm",
+    "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
+    "Transformer", "input_names",
 ]
+
+
+# The longest sequence (queries or keys) an exported model is built for: torch.export's
+# dynamic length bound, and the planner's horizon (a band wider than this is no band).
+MAX_LENGTH = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ class Builder:
     def __init__(self, dtype: str = "float32") -> None:
         self.dtype = dtype  # the model's float type
         self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
+        self.weights: list[tuple[str, np.ndarray]] = []  # stored into the model at the end
         self.count = 0
         self.consts: dict[tuple, str] = {}
         self.domains: set[str] = set()
@@ -80,9 +80,22 @@ class Builder:
         return self.const(list(values), "int64")
 
     def initializer(self, name: str, array: np.ndarray) -> str:
-        self.initializers.append(numpy_helper.from_array(
-            np.ascontiguousarray(np.asarray(array).astype(numpy_dtype(self.dtype))), name))
+        self.weights.append((name, array))
         return name
+
+    def store_weights(self, graph: onnx.GraphProto) -> None:
+        """Write the weights into the graph's initializers one by one, in the model dtype: no
+        list of copies and no copy of the graph, so compiling holds each weight about twice
+        (torch's and the model's) rather than once per protobuf step."""
+        np_type = numpy_dtype(self.dtype)
+        element = _ONNX_TYPE[self.dtype]
+        for name, array in self.weights:
+            tensor = graph.initializer.add()
+            tensor.name = name
+            tensor.data_type = element
+            tensor.dims.extend(array.shape)
+            tensor.raw_data = np.ascontiguousarray(array.astype(np_type, copy=False)).tobytes()
+        self.weights.clear()
 
     def to_float32(self, name: str) -> str:
         """A model-dtype value widened to float32 (no node in a float32 model)."""
@@ -257,11 +270,12 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     b.nodes.append(helper.make_node("Identity", [lw.env[graph.output]], ["y"], name="output"))
     output = helper.make_tensor_value_info("y", _ONNX_TYPE[dtype],
                                           ["batch", "length", attn.d_model])
-    g = helper.make_graph(b.nodes, spec.name, inputs, [output], b.initializers)
+    g = helper.make_graph(b.nodes, spec.name, inputs, [output])
     opsets = [helper.make_opsetid("", 23)] + [helper.make_opsetid(d, 1)
                                               for d in sorted(b.domains)]
     model = helper.make_model(g, opset_imports=opsets)
     model.ir_version = 10
+    b.store_weights(model.graph)
     return model
 
 
@@ -483,8 +497,10 @@ def _mha(lw: _Lowering, node: Node) -> str:
     if not node.attr("key_padding"):
         return b.op("MultiHeadAttention", q, k, v, **attrs)
     lengths = lw.env["key_lengths"]
+    # the kernel takes int32 lengths: clamp to [0, S] first, so 2^32 is S and not 0
+    clamped = _OnnxNumpy.minimum(_OnnxNumpy.maximum(Sym(b, lengths, "int64", 1), 0), lw.S)
     out = b.op("MultiHeadAttention", q, k, v, "",
-               b.op("Cast", lengths, to=TensorProto.INT32), **attrs)
+               b.op("Cast", clamped.name, to=TensorProto.INT32), **attrs)
     # a row with no visible key is zeros, whatever the kernel does with it
     any_key = b.op("Unsqueeze", b.op("Greater", lengths, b.const(0, "int64")), b.i64(1, 2))
     return b.op("Where", any_key, out, b.const(0.0, b.dtype))

@@ -1,5 +1,9 @@
 """The NumPy reference: a plain float64 interpreter of the graph IR, one small function per op.
-It is the definition of meaning; every other backend is tested against it. Clarity over speed."""
+It is the definition of meaning; every other backend is tested against it. Clarity over speed.
+
+It is a second, independent reading of docs/LANGUAGE.md: masks, the random draw, RoPE
+frequencies, ALiBi slopes and T5 buckets are written here again from the document, sharing no
+helper with the backends, so a mistake in the shared backend code cannot hide from it."""
 
 from __future__ import annotations
 
@@ -8,9 +12,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from .. import masks
+from .. import masks as m
 from ..ir import Graph, Node, Op
-from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
 
 __all__ = ["run"]
 
@@ -91,7 +94,9 @@ def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)  # (B, h, n, d)
     dim = node.attr("dim")
     n = x.shape[2]
-    angle = np.arange(n)[:, None] * np.array(rope_inv_freq(node.attr("theta"), dim))[None, :]
+    theta = node.attr("theta")
+    inv_freq = np.array([theta ** (-2.0 * i / dim) for i in range(dim // 2)])
+    angle = np.arange(n)[:, None] * inv_freq[None, :]
     cos, sin = np.cos(angle), np.sin(angle)  # (n, dim/2)
     out = x.copy()
     for i in range(dim // 2):
@@ -122,12 +127,41 @@ def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndar
     H, L, S = s.shape[1:]  # s: (B, H, L, S)
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
     if node.attr("kind" if node.op is Op.SCORE_BIAS else "bias") == "alibi":
-        slopes = np.array(alibi_slopes(H))
+        slopes = np.array(_alibi_slopes(H))
         return s - slopes[:, None, None] * np.abs(q - k)[None]
-    bucket = t5_bucket_float32(np, k - q, node.attr("buckets"), node.attr("max_distance"),
-                               node.attr("bidirectional"))  # (L, S)
+    bucket = _t5_bucket(k - q, node.attr("buckets"), node.attr("max_distance"),
+                        node.attr("bidirectional"))  # (L, S)
     table = w[node.attr("weight")]  # (buckets, H)
     return s + table[bucket].transpose(2, 0, 1)[None]
+
+
+def _alibi_slopes(heads: int) -> list[float]:
+    """For 2^n heads, 2^(-8(h+1)/2^n); otherwise the slopes of the largest power of two below,
+    then every other slope of the next power of two."""
+
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+    below = 1
+    while below * 2 <= heads:
+        below *= 2
+    if below == heads:
+        return geometric(heads)
+    return geometric(below) + geometric(2 * below)[0::2][: heads - below]
+
+
+def _t5_bucket(relative: np.ndarray, buckets: int, max_distance: int,
+               bidirectional: bool) -> np.ndarray:
+    """T5's relative_position_bucket(k - q), its logarithm in float32 as Hugging Face takes it."""
+    n = buckets // 2 if bidirectional else buckets
+    out = np.where(relative > 0, n, 0) if bidirectional else np.zeros_like(relative)
+    distance = np.abs(relative) if bidirectional else np.maximum(-relative, 0)
+    exact = n // 2
+    f32 = np.float32
+    ratio = np.maximum(distance, 1).astype(f32) / f32(exact)
+    log_part = np.log(ratio) / f32(math.log(max_distance / exact)) * f32(n - exact)
+    large = np.minimum(exact + log_part.astype(np.int64), n - 1)
+    return out + np.where(distance < exact, distance, large)
 
 
 @impl(Op.SOFTCAP)
@@ -146,10 +180,73 @@ def _visible(node: Node, env: Env) -> np.ndarray:
     x = env["x"]
     L = x.shape[1]
     S = env["memory"].shape[1] if "memory" in env else L
-    q, k = np.arange(L)[:, None], np.arange(S)[None, :]
-    return np.asarray(masks.evaluate(node.attr("expr"), q, k, L=L, S=S,
-                                     key_lengths=env.get("key_lengths"),
-                                     segment_ids=env.get("segment_ids")), dtype=bool)
+    B = x.shape[0]
+    seen = _mask_of(node.attr("expr"), B, L, S, env.get("key_lengths"), env.get("segment_ids"))
+    return np.broadcast_to(seen, (B, L, S))
+
+
+def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | None,
+             segment_ids: np.ndarray | None) -> np.ndarray:
+    """Visibility (B, L, S) of a mask expression, read from the language reference's table."""
+    q = np.arange(L)[None, :, None]  # (1, L, 1)
+    k = np.arange(S)[None, None, :]  # (1, 1, S)
+
+    def walk(e: m.Mask) -> np.ndarray:
+        match e:
+            case m.Full():
+                return np.ones((1, L, S), bool)
+            case m.Causal(align="top_left"):
+                return k <= q
+            case m.Causal():
+                return k <= q + (S - L)
+            case m.Window(a, c):
+                return (q - a <= k) & (k <= q + c)
+            case m.Dilated(a, c, d):
+                return (q - a <= k) & (k <= q + c) & ((q - k) % d == 0)
+            case m.Chunked(n):
+                return q // n == k // n
+            case m.Strided(n):
+                return (q - k) % n == 0
+            case m.Global(first, tokens):
+                special = np.zeros(max(L, S), bool)
+                special[: min(first, len(special))] = True
+                special[[t for t in tokens if t < len(special)]] = True
+                return special[:L][None, :, None] | special[:S][None, None, :]
+            case m.Prefix(n):
+                return np.broadcast_to(k < n, (1, L, S))
+            case m.Random(r, n, seed):
+                return _random_blocks(r, n, seed, L, S)[None]
+            case m.Padding():
+                return k < np.asarray(key_lengths)[:, None, None]
+            case m.Document():
+                ids = np.asarray(segment_ids)
+                return ids[:, :, None] == ids[:, None, :]
+            case m.And(a, c):
+                return walk(a) & walk(c)
+            case m.Or(a, c):
+                return walk(a) | walk(c)
+            case m.Not(a):
+                return ~walk(a)
+        raise AssertionError(f"unknown mask {e!r}")
+
+    return walk(mask)
+
+
+def _random_blocks(r: int, n: int, seed: int, L: int, S: int) -> np.ndarray:
+    """(L, S): key k visible from q when k's block is one of the r blocks drawn for q's block,
+    drawn with Python integers exactly as the language reference writes the hash."""
+    P, M = 2147483647, 48271
+    key_blocks = -(-S // n)
+    seen = np.zeros((L, S), bool)
+    for i in range(-(-L // n)):
+        for j in range(r):
+            h = ((seed % P) * M + i + 1) % P
+            h = (h * M + j + 1) % P
+            h = h * M % P
+            h = h * M % P
+            block = h % key_blocks
+            seen[i * n:(i + 1) * n, block * n:(block + 1) * n] = True
+    return seen
 
 
 @impl(Op.SOFTMAX)
@@ -158,9 +255,7 @@ def _softmax(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def _masked_softmax(s: np.ndarray, visible: np.ndarray) -> np.ndarray:
-    if visible.ndim == 3:
-        visible = visible[:, None]  # (B, 1, L, S)
-    visible = np.broadcast_to(visible, s.shape)
+    visible = np.broadcast_to(visible[:, None], s.shape)  # (B, 1, L, S) -> (B, H, L, S)
     masked = np.where(visible, s, -np.inf)
     top = masked.max(-1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)  # rows with no visible key

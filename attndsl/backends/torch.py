@@ -128,7 +128,10 @@ class AttentionModule(nn.Module):
         L, S = q.shape[2], k.shape[2]
         qi = torch.arange(L, device=q.device).unsqueeze(1)  # (L, 1)
         ki = torch.arange(S, device=q.device).unsqueeze(0)  # (1, S)
-        visible = masks.evaluate(s.mask, qi, ki, L=L, S=S, key_lengths=key_lengths,
+        # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower
+        # arithmetic between a tensor and a symbolic size such as `h % ceil(S / n)`
+        visible = masks.evaluate(s.mask, qi, ki, L=qi[-1, 0] + 1, S=ki[0, -1] + 1,
+                                 key_lengths=key_lengths,
                                  segment_ids=segment_ids)  # (L, S) or (B, L, S)
         if visible.dim() == 3:
             visible = visible.unsqueeze(1)  # (B, 1, L, S)
