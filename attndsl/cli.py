@@ -28,8 +28,9 @@ from .check import check
 from .dtypes import DTYPES
 from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
-from .output import ensure_dir, write_atomic
+from .output import Outputs, check_writable, ensure_dir, write_atomic
 from .parser import parse
+from .spec import MAX_LENGTH
 
 __all__ = ["main"]
 
@@ -74,20 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="weights, inputs and outputs (softmax is float32); bfloat16 needs "
                         "--target ort-cuda or portable")
-    k.add_argument("--seed", type=int, default=0, help="weights seed (default 0)")
-    k.add_argument("--weights", help=".safetensors or torch state dict with DESIGN §3 names")
+    k.add_argument("--seed", type=_SEED, default=0, help="weights seed (default 0)")
+    k.add_argument("--weights", help=".safetensors file or torch state dict, tensors named as in "
+                                      "docs/LANGUAGE.md (Weights)")
 
     v = sub.add_parser("verify", help="compare reference, torch and ONNX Runtime")
     v.add_argument("file")
     v.add_argument("--name", help="the layer to verify (default: every layer)")
-    v.add_argument("--lengths", type=_int_list, default=(),
+    v.add_argument("--lengths", type=_ints(1, MAX_VERIFY_LENGTH), default=(),
                    help="extra lengths, comma-separated (always: 1,7,64,300)")
-    v.add_argument("--batches", type=_int_list, default=(1, 3), help="default 1,3")
+    v.add_argument("--batches", type=_ints(1, 64), default=(1, 3), help="default 1,3")
     v.add_argument("--providers", type=_word_list, default=("cpu",), help="cpu,cuda")
     v.add_argument("--targets", "--target", type=_targets, default=None,
                    help="comma-separated, default all: " + ",".join(TARGETS) + " (on the CUDA "
                         "provider: portable,ort-cuda)")
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--seed", type=_SEED, default=0)
     v.add_argument("--weights")
     v.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="tolerance 1e-4 (float32) or 2e-2 (float16, bfloat16) x max(1, |ref|)")
@@ -101,12 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     bn = sub.add_parser("bench", help="latency, peak memory and FLOP/s per backend")
     bn.add_argument("file")
     bn.add_argument("--name")
-    bn.add_argument("--lengths", type=_int_list, default=(1024, 4096, 8192))
-    bn.add_argument("--batch", type=int, default=1)
+    bn.add_argument("--lengths", type=_ints(1, MAX_LENGTH), default=(1024, 4096, 8192))
+    bn.add_argument("--batch", type=_BATCH, default=1)
     bn.add_argument("--targets", "--target", type=_targets, default=("portable", DEFAULT_TARGET))
     bn.add_argument("--providers", type=_word_list, default=("cpu",))
     bn.add_argument("--dtype", default="float32", choices=DTYPES)
-    bn.add_argument("--repeat", type=int, default=5, help="timed runs after a warm-up (>= 5)")
+    bn.add_argument("--repeat", type=_count(5, 10_000), default=5,
+                    help="timed runs after a warm-up (>= 5: the median of fewer is noise)")
     bn.add_argument("--json", action="store_true")
     bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
     bn.add_argument("--plot", metavar="P.png", help="latency against length, log-log")
@@ -115,8 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     sh = sub.add_parser("show", help="draw a layer's mask (terminal grid, PNG)")
     sh.add_argument("file")
     sh.add_argument("--name")
-    sh.add_argument("--length", type=int, default=24, help="queries (rows), default 24")
-    sh.add_argument("--memory-length", type=int, default=None, help="keys for cross attention")
+    sh.add_argument("--length", type=_SHOW_LENGTH, default=24, help="queries (rows), default 24")
+    sh.add_argument("--memory-length", type=_SHOW_LENGTH, default=None,
+                    help="keys for cross attention")
     sh.add_argument("--png", help="also write a PNG: one panel per head where biases differ")
 
     e = sub.add_parser("explain", help="print the graph IR and the planner's choices")
@@ -130,23 +134,50 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("model")
     r.add_argument("--inputs", help=".npz with arrays named as the model's inputs")
     r.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
-    r.add_argument("--batch", type=int, default=1)
-    r.add_argument("--length", type=int, default=16)
-    r.add_argument("--memory-length", type=int, default=None, help="S (default: --length)")
-    r.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    r.add_argument("--batch", type=_BATCH, default=1)
+    r.add_argument("--length", type=_LENGTH, default=16)
+    r.add_argument("--memory-length", type=_LENGTH, default=None, help="S (default: --length)")
+    r.add_argument("--seed", type=_SEED, default=0, help="seed for random inputs")
     r.add_argument("--output", help="write the outputs to this .npz")
     return p
 
 
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}"
-                                         ) from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
+def _count(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: one integer in [lo, hi]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+def _ints(lo: int, hi: int) -> Callable[[str], tuple[int, ...]]:
+    """An argparse type: comma-separated integers, each in [lo, hi]."""
+    one = _count(lo, hi)
+
+    def parse(text: str) -> tuple[int, ...]:
+        values = tuple(one(t.strip()) for t in text.split(",") if t.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        return values
+
+    parse.__name__ = "integer list"
+    return parse
+
+
+# The reference that verify runs is dense float64: B x H x L x S of it must fit in memory.
+MAX_VERIFY_LENGTH = 2048
+_SEED = _count(0, 2**63 - 1)
+_BATCH = _count(1, 1 << 16)
+_LENGTH = _count(1, MAX_LENGTH)
+_SHOW_LENGTH = _count(1, 2048)  # one character (and at least one pixel) per key
 
 
 def _targets(text: str) -> tuple[str, ...]:
@@ -236,30 +267,34 @@ def _compile(args: argparse.Namespace) -> int:
     target = args.target or ("ort-cuda" if args.export == "triton" else DEFAULT_TARGET)
     if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
-    out_dir = ensure_dir(Path(args.output))
-    outputs: list[tuple[Path, bytes]] = []
-    # Build everything first: a failure in any layer must leave no file behind.
+    out_dir = Path(args.output)
+    if out_dir.exists() and not out_dir.is_dir():  # before the slow part
+        raise UsageError(f"{out_dir}: exists and is not a folder")
+    # Build everything first, then write it all at once: a failure anywhere leaves no file and
+    # no new folder behind, and keeps what an earlier compile wrote.
+    outputs = Outputs()
+    written: list[str] = []
     for layer in layers:
         if args.export == "torch":
             data = layer.torch_program_bytes(seed=args.seed, weights=args.weights,
                                              dtype=args.dtype)
-            outputs.append((out_dir / f"{layer.name}.pt2", data))
         else:
             data = layer.onnx_bytes(target=target, seed=args.seed, weights=args.weights,
                                     dtype=args.dtype)
-            suffix = "" if args.export == "triton" else ".onnx"
-            outputs.append((out_dir / f"{layer.name}{suffix}", data))
-    for path, data in outputs:
-        digest = hashlib.sha256(data).hexdigest()[:12]
+        what = f"({len(data) / 1e6:.1f} MB, sha256 {hashlib.sha256(data).hexdigest()[:12]}...)"
         if args.export == "triton":
-            from .triton import write_repository
+            from .triton import repository_files
 
-            write_repository(out_dir, path.name, data)
-            print(f"wrote {path}/config.pbtxt and {path}/1/model.onnx "
-                  f"({len(data) / 1e6:.1f} MB, sha256 {digest}...)")
+            path = out_dir / layer.name
+            outputs.tree(path, repository_files(layer.name, data))
+            written.append(f"wrote {path}/config.pbtxt and {path}/1/model.onnx {what}")
         else:
-            write_atomic(path, data)
-            print(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 {digest}...)")
+            path = out_dir / f"{layer.name}{'.pt2' if args.export == 'torch' else '.onnx'}"
+            outputs.file(path, data)
+            written.append(f"wrote {path} {what}")
+        del data
+    outputs.commit()
+    print("\n".join(written))
     return 0
 
 
@@ -275,6 +310,9 @@ def _verify(args: argparse.Namespace) -> int:
     if (args.save_inputs or args.save_outputs) and len(layers) > 1:
         raise UsageError(f"{args.file} has {len(layers)} layers; choose one with --name to "
                          "save inputs or outputs")
+    for path in (args.save_inputs, args.save_outputs):
+        if path:  # before the run, not after it
+            check_writable(Path(path))
     lengths = tuple(sorted(set(DEFAULT_LENGTHS) | set(args.lengths)))
     progress = _progress(args)
     reports = []
@@ -308,8 +346,6 @@ def _verify(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from .bench import bench_layer, machine_summary, plot_png, render_table, to_json
 
-    if args.repeat < 5:
-        raise UsageError("--repeat must be at least 5 (the median of fewer runs is noise)")
     progress = _progress(args)
     rows = []
     for layer in _layers(args.file, args.name):
@@ -344,8 +380,6 @@ def _show(args: argparse.Namespace) -> int:
     from .png import encode_png
     from .show import png_panels, terminal_grid
 
-    if args.length < 1 or (args.memory_length is not None and args.memory_length < 1):
-        raise UsageError("--length and --memory-length must be positive")
     layers = _layers(args.file, args.name)
     if args.png and len(layers) > 1:
         raise UsageError(f"{args.file} has {len(layers)} layers; choose one with --name for --png")
@@ -394,6 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`attndsl explain x.attn | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
     except Exception as exc:  # last resort: a bug in attndsl must still not dump a traceback
         if os.environ.get("ATTNDSL_TRACEBACK"):
             traceback.print_exc()

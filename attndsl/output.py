@@ -1,15 +1,23 @@
-"""Atomic output: write to a temporary file beside the target, then rename over it, so a failed
-or interrupted write never leaves a partial file and never replaces a good one."""
+"""Atomic output: every file attndsl writes appears whole or not at all, and the files of one
+command appear together or not at all (`Outputs`). A failed or interrupted write never leaves a
+partial file, never replaces a good one, and leaves no temporary file behind.
+
+Data is first written to an unnamed file in the target folder (Linux O_TMPFILE: a process
+killed with -9 at that point leaves nothing), which is then linked in under a temporary name and
+renamed over the target. Where O_TMPFILE is missing, a named temporary file is used instead; its
+name carries the writer's pid, so the next write removes what a killed writer left. Writing to
+a symbolic link writes the file it points to and keeps the link."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+import shutil
 from pathlib import Path
 
 from .errors import ExportError, UsageError
 
-__all__ = ["ensure_dir", "write_atomic"]
+__all__ = ["Outputs", "check_writable", "ensure_dir", "write_atomic"]
 
 
 def ensure_dir(path: Path) -> Path:
@@ -25,26 +33,202 @@ def ensure_dir(path: Path) -> Path:
     return path
 
 
+def check_writable(path: Path) -> None:
+    """UsageError unless `path` can be written as a file: not a folder, in a writable folder."""
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; expected a file name")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{parent}: no such folder")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{parent}: folder is not writable")
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` all at once or not at all."""
-    path = Path(path)
+    outputs = Outputs()
+    outputs.file(Path(path), data)
+    outputs.commit()
+
+
+def _target(path: Path) -> Path:
+    """Where a write to `path` lands: through a symbolic link, the file it points to."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.attndsl-{os.getpid()}.tmp")
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove temporaries that killed writers left beside `path` (named by their pid)."""
+    for stale in path.parent.glob(f".{path.name}.attndsl-*.tmp"):
+        pid = stale.name.rsplit("-", 1)[-1].removesuffix(".tmp")
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise UsageError(f"{path.parent}: cannot write here: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ExportError(f"{path}: write failed: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _File:
+    """One staged file: data written and synced, not yet visible under its name."""
+
+    def __init__(self, path: Path, data: bytes):
+        self.path = path
+        self.temp = _temp_name(path)
+        self.fd: int | None = None
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        _remove_stale(path)
+        try:
+            self.fd = os.open(path.parent, os.O_TMPFILE | os.O_WRONLY, 0o600)
+        except (AttributeError, OSError):  # no O_TMPFILE here: a named temporary
+            self.fd = None
+        try:
+            if self.fd is None:
+                fd = os.open(self.temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            else:
+                fd = self.fd
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+            if self.fd is None:
+                os.close(fd)
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit(self) -> None:
+        if self.fd is not None:
+            # linkat with AT_SYMLINK_FOLLOW (CPython uses it only given a dir fd): the unnamed
+            # file gets the temporary name, a moment before it is renamed over the target
+            folder = os.open(self.temp.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.link(f"/proc/self/fd/{self.fd}", self.temp.name, dst_dir_fd=folder,
+                        follow_symlinks=True)
+            finally:
+                os.close(folder)
+            os.close(self.fd)
+            self.fd = None
+        os.replace(self.temp, self.path)
+
+    def abort(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+        self.temp.unlink(missing_ok=True)
+
+
+class _Tree:
+    """One staged folder of files (a Triton model repository), renamed into place."""
+
+    def __init__(self, path: Path, files: dict[str, bytes]):
+        self.path = path
+        _remove_stale(path)
+        self.temp = _temp_name(path)
+        try:
+            for rel, data in files.items():
+                (self.temp / rel).parent.mkdir(parents=True, exist_ok=True)
+                (self.temp / rel).write_bytes(data)
+            os.chmod(self.temp, 0o755)
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit(self) -> None:
+        backup = self.path.with_name(f".{self.path.name}.attndsl-{os.getpid()}.old.tmp")
+        if self.path.exists():
+            os.replace(self.path, backup)
+        try:
+            os.replace(self.temp, self.path)
+        except OSError:
+            if backup.exists():
+                os.replace(backup, self.path)
+            raise
+        shutil.rmtree(backup, ignore_errors=True)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+class Outputs:
+    """The outputs of one command: staged one by one (`file`, `tree`), made visible together by
+    `commit`. Folders that must be created are created only at commit, and removed again if the
+    commit fails; until then nothing is visible."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Path, bytes | dict[str, bytes]]] = []
+
+    def file(self, path: Path, data: bytes) -> None:
+        self.items.append((path, data))
+
+    def tree(self, path: Path, files: dict[str, bytes]) -> None:
+        self.items.append((path, files))
+
+    def commit(self) -> None:
+        created = self._make_folders()
+        staged: list[_File | _Tree] = []
+        try:
+            for path, content in self.items:
+                target = _target(path)
+                if target.is_dir() and isinstance(content, bytes):
+                    raise UsageError(f"{path}: is a folder; cannot write a file there")
+                staged.append(_File(target, content) if isinstance(content, bytes)
+                              else _Tree(target, content))
+            for item in staged:
+                item.commit()
+        except OSError as exc:
+            for item in staged:
+                item.abort()
+            self._remove(created)
+            raise ExportError(f"write failed: {exc.strerror or exc}"
+                              + (f": {exc.filename}" if exc.filename else "")) from None
+        except BaseException:
+            for item in staged:
+                item.abort()
+            self._remove(created)
+            raise
+
+    def _make_folders(self) -> list[Path]:
+        """Create the missing parent folders; return them, outermost first."""
+        created: list[Path] = []
+        for path, _ in self.items:
+            missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+            for folder in reversed(missing):
+                if folder.exists():
+                    continue
+                try:
+                    folder.mkdir()
+                except OSError as exc:
+                    self._remove(created)
+                    raise UsageError(f"{folder}: cannot create output folder: "
+                                     f"{exc.strerror or exc}") from None
+                created.append(folder)
+        for path, _ in self.items:
+            parent = path.parent
+            if not parent.is_dir():
+                self._remove(created)
+                raise UsageError(f"{parent}: exists and is not a folder")
+            if not os.access(parent, os.W_OK):
+                self._remove(created)
+                raise UsageError(f"{parent}: output folder is not writable")
+        return created
+
+    @staticmethod
+    def _remove(created: list[Path]) -> None:
+        for folder in reversed(created):
+            with contextlib.suppress(OSError):
+                folder.rmdir()

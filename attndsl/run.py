@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import time
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from .errors import UsageError
 from .output import write_atomic
 
 __all__ = ["random_inputs", "run_model"]
+
+_MAX_INPUT_ELEMENTS = 1 << 28  # 1 GB of float32 per input
 
 
 def random_inputs(session, batch: int, length: int, memory_length: int,
@@ -35,6 +38,10 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
                 dims.append(batch)
             else:
                 dims.append(memory_length if inp.name == "memory" else length)
+        if math.prod(dims) > _MAX_INPUT_ELEMENTS:
+            raise UsageError(f"input `{inp.name}` would be {list(dims)}, "
+                             f"{math.prod(dims) * 4 / 1e9:.1f} GB of random values; reduce "
+                             "--batch or --length")
         if inp.type == "tensor(int64)":
             if inp.name == "key_lengths":
                 feed[inp.name] = np.full(dims, memory_length if _has(session, "memory")
@@ -64,7 +71,39 @@ def _load_npz(path: str, session) -> dict[str, np.ndarray]:
     if missing:
         raise UsageError(f"{path}: missing input(s) {', '.join(missing)}; the model takes "
                          f"{', '.join(wanted)}")
-    return {n: feed[n] for n in wanted}
+    feed = {n: feed[n] for n in wanted}
+    _check_feed(session, feed, path)
+    return feed
+
+
+def _check_feed(session, feed: dict[str, np.ndarray], path: str) -> None:
+    """UsageError unless every array fits its input: integer inputs hold integers (a float
+    would be truncated), ranks and fixed sizes agree, and each named axis (batch, length,
+    memory_length) has one size >= 1 across all inputs."""
+    sizes: dict[str, tuple[int, str]] = {}
+    for meta in session.get_inputs():
+        array = feed[meta.name]
+        integer = meta.type in ("tensor(int64)", "tensor(int32)")
+        if integer and array.dtype.kind not in "iu":
+            raise UsageError(f"{path}: input `{meta.name}` must hold integers, found "
+                             f"{array.dtype} (it would be truncated)")
+        if not integer and array.dtype.kind not in "fiu":
+            raise UsageError(f"{path}: input `{meta.name}` must hold numbers, found "
+                             f"{array.dtype}")
+        if array.ndim != len(meta.shape):
+            raise UsageError(f"{path}: input `{meta.name}` has shape {list(array.shape)}; the "
+                             f"model takes {len(meta.shape)} axes {meta.shape}")
+        for axis, (dim, size) in enumerate(zip(meta.shape, array.shape, strict=True)):
+            if isinstance(dim, int) and dim != size:
+                raise UsageError(f"{path}: input `{meta.name}` has {size} on axis {axis}; the "
+                                 f"model takes {dim}")
+            if isinstance(dim, str):
+                if size < 1:
+                    raise UsageError(f"{path}: input `{meta.name}` has an empty {dim} axis")
+                seen = sizes.setdefault(dim, (size, meta.name))
+                if seen[0] != size:
+                    raise UsageError(f"{path}: `{meta.name}` has {dim} {size} but "
+                                     f"`{seen[1]}` has {seen[0]}; they must agree")
 
 
 def run_model(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """`compile --export triton`: a Triton Inference Server model repository,
-`DIR/<name>/config.pbtxt` and `DIR/<name>/1/model.onnx`, written atomically (a folder is built
-beside the target, then renamed into place; a good earlier repository survives a failure).
+`DIR/<name>/config.pbtxt` and `DIR/<name>/1/model.onnx`, written atomically by `output.Outputs`
+(a folder is built beside the target, then renamed into place; a good earlier repository
+survives a failure).
 
 The config is derived from the ONNX graph itself: every input and output with its name, dtype
 and dims (the leading batch axis becomes Triton's batch dimension), the onnxruntime backend,
@@ -8,17 +9,9 @@ dynamic batching, and a GPU instance group using ONNX Runtime's CUDA execution p
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from pathlib import Path
-
 import onnx
 
-from .errors import ExportError
-from .output import ensure_dir
-
-__all__ = ["MAX_BATCH_SIZE", "config_pbtxt", "write_repository"]
+__all__ = ["MAX_BATCH_SIZE", "config_pbtxt", "repository_files"]
 
 MAX_BATCH_SIZE = 64
 _TYPES = {onnx.TensorProto.FLOAT: "TYPE_FP32", onnx.TensorProto.FLOAT16: "TYPE_FP16",
@@ -67,27 +60,7 @@ parameters {{ key: "arena_extend_strategy" value: {{ string_value: "1" }} }}
 """
 
 
-def write_repository(directory: Path, name: str, model_bytes: bytes) -> Path:
-    """Write DIR/<name>/{config.pbtxt, 1/model.onnx} all at once; return the model folder."""
-    root = ensure_dir(Path(directory))
-    final = root / name
+def repository_files(name: str, model_bytes: bytes) -> dict[str, bytes]:
+    """The files of one model's folder in a repository: config.pbtxt and 1/model.onnx."""
     model = onnx.load_from_string(model_bytes)
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
-    try:
-        (staging / "1").mkdir()
-        (staging / "1" / "model.onnx").write_bytes(model_bytes)
-        (staging / "config.pbtxt").write_text(config_pbtxt(name, model))
-        os.chmod(staging, 0o755)
-        backup = None
-        if final.exists():
-            backup = root / f".{name}.old"
-            shutil.rmtree(backup, ignore_errors=True)
-            os.replace(final, backup)
-        os.replace(staging, final)
-        if backup is not None:
-            shutil.rmtree(backup, ignore_errors=True)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise ExportError(f"{final}: cannot write the model repository: "
-                          f"{exc.strerror or exc}") from None
-    return final
+    return {"config.pbtxt": config_pbtxt(name, model).encode(), "1/model.onnx": model_bytes}

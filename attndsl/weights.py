@@ -1,10 +1,9 @@
 """Weights files (`--weights`): .safetensors or a torch state dict (.pt/.pth/.bin), checked
-against the names and shapes DESIGN §3 documents. Every problem is reported at once, naming the
-tensor and the expected shape (exit 2)."""
+against the names and shapes of docs/LANGUAGE.md (Weights). Every problem is reported at once,
+naming the tensor and the expected shape (exit 2)."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from pathlib import Path
 
@@ -25,6 +24,9 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _read(path: Path) -> dict[str, torch.Tensor]:
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; --weights takes one file (.safetensors or a "
+                         "torch state dict)")
     if not path.is_file():
         raise UsageError(f"{path}: no such weights file")
     try:
@@ -62,14 +64,40 @@ def load_into(module: nn.Module, path: str | Path) -> None:
         elif not tensors[name].is_floating_point():
             problems.append(Diagnostic(
                 f"{path}: tensor `{name}` is {tensors[name].dtype}, expected a float tensor"))
-    for name in tensors:
-        if name not in expected:
-            close = difflib.get_close_matches(name, list(expected), n=1)
+        elif not bool(torch.isfinite(tensors[name]).all()):
+            bad = int((~torch.isfinite(tensors[name])).sum())
             problems.append(Diagnostic(
-                f"{path}: unknown tensor `{name}` ({list(tensors[name].shape)})",
-                hint=f"did you mean `{close[0]}`?" if close else
-                "names follow the spec's layers; see docs/LANGUAGE.md, Weights"))
+                f"{path}: tensor `{name}` holds {bad} NaN or infinite value(s)",
+                hint="a model with them computes NaN everywhere; check how the file was made"))
+    unknown = [name for name in tensors if name not in expected]
+    missing = {name: tuple(want.shape) for name, want in expected.items()
+               if name not in tensors}
+    hints = _renames(unknown, missing, {n: tuple(tensors[n].shape) for n in unknown})
+    for name in unknown:
+        problems.append(Diagnostic(
+            f"{path}: unknown tensor `{name}` ({list(tensors[name].shape)})",
+            hint=f"did you mean `{hints[name]}`?" if name in hints else
+            "names follow the spec's layers; see docs/LANGUAGE.md, Weights"))
     if problems:
         raise SpecError(problems)
     with torch.no_grad():
         module.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
+
+
+def _renames(unknown: list[str], missing: dict[str, tuple[int, ...]],
+             shapes: dict[str, tuple[int, ...]]) -> dict[str, str]:
+    """unknown name -> the missing name it surely is, or nothing: a wrong hint is worse than
+    none (norms of one width, or q/k/v/o projections of one shape, all look alike).
+
+    A hint is given only when one name ends with the other at a `.` boundary (a checkpoint's
+    extra `model.` prefix, or a missing one), the shapes agree, and the pairing is one to one."""
+    candidates: dict[str, list[str]] = {}
+    for name in unknown:
+        candidates[name] = [want for want, shape in missing.items() if shape == shapes[name]
+                            and (name.endswith("." + want) or want.endswith("." + name))]
+    claimed: dict[str, int] = {}
+    for found in candidates.values():
+        for want in found:
+            claimed[want] = claimed.get(want, 0) + 1
+    return {name: found[0] for name, found in candidates.items()
+            if len(found) == 1 and claimed[found[0]] == 1}

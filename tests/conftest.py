@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.attn"))
@@ -24,3 +25,18 @@ def golden(path: Path, actual: str) -> None:
             raise AssertionError(f"missing golden {path}; run with ATTNDSL_UPDATE_GOLDEN=1")
         path.write_text(actual)
     assert actual == path.read_text(), f"output differs from golden {path.name}"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--deep", action="store_true",
+                     help="the long property runs: thousands of random specs and fuzz inputs")
+    parser.addoption("--deep-count", type=int, default=2000,
+                     help="random specs checked with --deep (default 2000)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Hypothesis tests: a fixed-seed slice by default (the same inputs on every run, so CI is
+    # reproducible); --deep explores afresh with many more inputs.
+    settings.register_profile("slice", derandomize=True, max_examples=150)
+    settings.register_profile("deep", max_examples=3000)
+    settings.load_profile("deep" if config.getoption("--deep") else "slice")

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import io
 import logging
+import os
 import warnings
 from dataclasses import dataclass
 
@@ -19,7 +20,8 @@ from torch import Tensor, nn
 
 from .. import __version__
 from ..errors import ExportError
-from ..spec import Attention, Transformer, input_names
+from ..spec import MAX_LENGTH, Attention, Transformer, input_names
+from .runtime import VERIFIED_ORT
 
 __all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
            "finalize", "input_names"]
@@ -42,11 +44,17 @@ class Provenance:
     dtype: str = "float32"
     weights_sha256: str | None = None
 
+    @property
+    def spec_file(self) -> str:
+        """The spec's file name alone: how its path was typed (`./x.attn`, a home folder) must
+        not change the bytes, nor leak into the model."""
+        return os.path.basename(self.source_name)
+
     def props(self) -> dict[str, str]:
         props = {
             "attndsl.version": __version__,
             "attndsl.layer": self.layer,
-            "attndsl.spec_file": self.source_name.rsplit("/", 1)[-1],
+            "attndsl.spec_file": self.spec_file,
             "attndsl.spec": self.source_text,
             "attndsl.spec_sha256": hashlib.sha256(self.source_text.encode()).hexdigest(),
             "attndsl.seed": str(self.seed),
@@ -55,6 +63,8 @@ class Provenance:
         }
         if self.weights_sha256:
             props["attndsl.weights_sha256"] = self.weights_sha256
+        if self.target != "portable":  # contrib kernels whose meaning is release-specific
+            props["attndsl.onnxruntime"] = " or ".join(VERIFIED_ORT)
         return props
 
 
@@ -98,8 +108,8 @@ class Positional(nn.Module):
 def dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ...]]:
     """Per input, its dynamic axes; nested once because `Positional.forward` takes *args."""
     B = torch.export.Dim("batch", min=1, max=1 << 16)
-    L = torch.export.Dim("length", min=1, max=1 << 20)
-    S = torch.export.Dim("memory_length", min=1, max=1 << 20)
+    L = torch.export.Dim("length", min=1, max=MAX_LENGTH)
+    S = torch.export.Dim("memory_length", min=1, max=MAX_LENGTH)
     table = {"x": {0: B, 1: L}, "memory": {0: B, 1: S}, "key_lengths": {0: B},
              "segment_ids": {0: B, 1: L}}
     return (tuple(table[n] for n in names),)
@@ -147,21 +157,50 @@ def finalize(model: onnx.ModelProto, provenance: Provenance) -> bytes:
             del node.metadata_props[:]
     model.producer_name = "attndsl"
     model.producer_version = __version__
-    model.doc_string = f"attndsl {provenance.layer} from {provenance.source_name}"
+    model.doc_string = f"attndsl {provenance.layer} from {provenance.spec_file}"
     model.ir_version = min(model.ir_version, MAX_IR_VERSION)
     del model.metadata_props[:]
     for key, value in sorted(provenance.props().items()):
         model.metadata_props.add(key=key, value=value)
-    data = model.SerializeToString(deterministic=True)
-    if len(data) > MAX_ONNX_BYTES:
-        raise ExportError(f"`{provenance.layer}` is {len(data):,} bytes as ONNX; one file is "
+    size = model.ByteSize()
+    if size > MAX_ONNX_BYTES:
+        raise ExportError(f"`{provenance.layer}` is {size:,} bytes as ONNX; one file is "
                           "limited to 2 GB")
     try:
-        onnx.checker.check_model(onnx.load_from_string(data), full_check=True)
-    except onnx.checker.ValidationError as exc:
+        onnx.checker.check_model(_skeleton(model), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise ExportError(f"exported model for `{provenance.layer}` fails onnx.checker: "
                           f"{str(exc).splitlines()[0]}") from None
-    return data
+    return model.SerializeToString(deterministic=True)
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with each initializer turned into a graph input of the same type and shape.
+
+    onnx.checker's full check (types and shapes through every node) then runs without copying
+    the weights several times over (serialized, parsed in C++, inferred, parsed back); the
+    weights' own data is consistent by construction (one raw_data of the declared shape)."""
+    skeleton = onnx.ModelProto()
+    _copy_fields(model, skeleton, skip="graph")
+    _copy_fields(model.graph, skeleton.graph, skip="initializer")
+    graph = model.graph
+    for tensor in graph.initializer:
+        skeleton.graph.input.append(onnx.helper.make_tensor_value_info(
+            tensor.name, tensor.data_type, list(tensor.dims)))
+    return skeleton
+
+
+def _copy_fields(source, target, *, skip: str) -> None:
+    """Copy every set field of a protobuf message but one."""
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        if field.is_repeated:
+            getattr(target, field.name).extend(value)
+        elif field.message_type:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
 
 
 def _graphs(graph: onnx.GraphProto):

@@ -1,0 +1,129 @@
+"""A generator of random valid specs over the whole language, for the property test.
+
+`random_spec(seed)` returns spec text: every mask primitive (self and cross), `& | !`
+combinations, every position encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm,
+linear kernels, every sparsity setting, out_proj, bias, memory_dim, and transformer stacks.
+Parameters are drawn small enough that masks meet the lengths the test runs (1 to ~150), so
+blocks, bands and global rows really cut through the shapes, and never at multiples of any
+block size by construction of those lengths (see test_random_specs)."""
+
+from __future__ import annotations
+
+import random
+
+MAX_TEST_LENGTH = 150  # the longest L or S the property test uses
+
+
+def _primitive(r: random.Random, cross: bool) -> str:
+    choices = ["full", "causal", "causal_br", "window", "window1", "dilated", "chunked",
+               "strided", "global_first", "global_tokens", "prefix", "random", "padding"]
+    if not cross:
+        choices.append("document")
+    kind = r.choice(choices)
+    if kind == "causal_br":
+        return "causal(align = bottom_right)"
+    if kind == "window":
+        return f"window(left = {r.randint(0, 40)}, right = {r.randint(0, 40)})"
+    if kind == "window1":
+        return f"window({r.randint(0, 30)})"
+    if kind == "dilated":
+        return (f"dilated(left = {r.randint(0, 40)}, right = {r.randint(0, 40)}, "
+                f"dilation = {r.randint(1, 5)})")
+    if kind == "chunked":
+        return f"chunked({r.randint(1, 40)})"
+    if kind == "strided":
+        return f"strided({r.randint(1, 7)})"
+    if kind == "global_first":
+        return f"global(first = {r.randint(1, 5)})"
+    if kind == "global_tokens":
+        tokens = sorted(r.sample(range(MAX_TEST_LENGTH + 10), r.randint(1, 4)))
+        return f"global(tokens = [{', '.join(map(str, tokens))}])"
+    if kind == "prefix":
+        return f"prefix({r.randint(0, 50)})"
+    if kind == "random":
+        return (f"random(blocks = {r.randint(1, 3)}, block = {r.randint(3, 40)}, "
+                f"seed = {r.randint(0, 10**6)})")
+    return kind
+
+
+def _mask(r: random.Random, cross: bool, depth: int = 0) -> str:
+    roll = r.random()
+    if depth >= 3 or roll < 0.4:
+        return _primitive(r, cross)
+    if roll < 0.5:
+        return f"!{_wrap(_mask(r, cross, depth + 1))}"
+    op = r.choice(["&", "|"])
+    return f"{_wrap(_mask(r, cross, depth + 1))} {op} {_wrap(_mask(r, cross, depth + 1))}"
+
+
+def _wrap(text: str) -> str:
+    return f"({text})" if " " in text and not text.startswith("(") else text
+
+
+def random_spec(seed: int) -> str:
+    r = random.Random(seed)
+    cross = r.random() < 0.25
+    stack = not cross and r.random() < 0.25
+    heads = r.choice([1, 2, 3, 4, 6, 8])
+    kv_heads = r.choice([d for d in range(1, heads + 1) if heads % d == 0])
+    head_dim = r.choice([4, 6, 8, 12, 16])
+    value_dim = head_dim if r.random() < 0.8 else r.choice([4, 8, 12])
+    out_proj = r.random() < 0.85
+    d_model = heads * value_dim if not out_proj else r.choice(
+        [heads * head_dim, 2 * r.randint(4, 24)])
+    linear = r.random() < 0.12
+    entries = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
+    if value_dim != head_dim or r.random() < 0.2:
+        entries["value_dim"] = value_dim
+    if not out_proj:
+        entries["out_proj"] = "false"
+    if cross:
+        entries["kind"] = "cross"
+        if r.random() < 0.5:
+            entries["memory_dim"] = r.choice([8, 20, 36])
+    entries["bias"] = r.choice(["true", "false"])
+    if r.random() < 0.3:
+        entries["qk_norm"] = r.choice(["rmsnorm", "layernorm"])
+    positions = ["none", "rope", "learned", "sinusoidal"]
+    if not linear:
+        positions += ["alibi", "relative_bias"]
+    position = r.choice(positions)
+    if position == "rope":
+        dim = r.choice([d for d in range(2, head_dim + 1, 2)])
+        entries["position"] = (f"rope(theta = {r.choice([10000, 500000, 1000000.0, 1.5])}, "
+                               f"dim = {dim}, interleaved = {r.choice(['true', 'false'])})")
+    elif position == "learned":
+        entries["position"] = f"learned({MAX_TEST_LENGTH + r.randint(0, 20)})"
+    elif position == "sinusoidal" and d_model % 2 == 0:
+        entries["position"] = "sinusoidal"
+    elif position == "relative_bias":
+        buckets = r.choice([4, 8, 16, 32])
+        bidirectional = r.choice(["true", "false"])
+        exact = (buckets // 2 if bidirectional == "true" else buckets) // 2
+        entries["position"] = (f"relative_bias(buckets = {buckets}, max_distance = "
+                               f"{exact + r.randint(1, 100)}, bidirectional = {bidirectional})")
+    elif position == "alibi":
+        entries["position"] = "alibi"
+    if linear:
+        entries["kernel"] = f"linear(feature = {r.choice(['elu', 'relu', 'softmax'])})"
+        entries["mask"] = r.choice(["full", "causal"])
+    elif r.random() < 0.3:  # the masks fused kernels serve (GroupQueryAttention, MHA)
+        entries["mask"] = r.choice(["causal", "full", "padding", "padding & full",
+                                    f"causal & window(left = {r.randint(0, 40)}, right = 0)"])
+    else:
+        entries["mask"] = _mask(r, cross)
+        if r.random() < 0.3:
+            entries["scale"] = f"{r.uniform(0.05, 1.5):.4f}"
+        if r.random() < 0.3:
+            entries["softcap"] = f"{r.uniform(0.5, 50):.3f}"
+        if r.random() < 0.1:
+            entries["dropout"] = "0.1"
+    entries["sparsity"] = r.choice(["auto", "auto", "dense", f"block({r.choice([5, 16, 32])})"])
+    body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
+    text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
+    if stack:
+        ffn = r.choice(["relu", "gelu", "gelu_tanh", "swiglu"])
+        norm = f"{r.choice(['layernorm', 'rmsnorm'])}({r.choice(['pre', 'post'])})"
+        text += (f"\ntransformer t {{\n    attention = a\n    layers = {r.randint(1, 2)}\n"
+                 f"    ffn = {ffn}({r.choice([8, 24])})\n    norm = {norm}\n}}\n")
+    return text

@@ -1,0 +1,362 @@
+"""One regression test per defect found by trying attndsl as a new user would (random specs,
+mutated files, hostile weights and command lines). Each failed before its fix."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import attndsl
+from attndsl.backends import reference, runtime
+from attndsl.cli import main
+from attndsl.errors import ExportError, SpecError
+from attndsl.output import write_atomic
+from attndsl.verify import tolerance
+
+from .conftest import ROOT
+
+
+def _spec(tmp_path: Path, body: str, name: str = "s.attn") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def _ort_matches_reference(text: str, feed: dict[str, np.ndarray],
+                           targets: tuple[str, ...] = ("ort-cpu", "ort-cuda")) -> None:
+    layer = attndsl.loads(text)["a"]
+    module = layer.to_torch()
+    state = {k: v.detach().double().numpy() for k, v in module.state_dict().items()}
+    want = reference.run(layer.graph(), feed, state)
+    for target in targets:
+        got = runtime.run(runtime.make_session(layer.onnx_bytes(target=target)), feed)
+        err = np.abs(got - want).max()
+        assert err <= tolerance(want), f"{target}: off by {err}"
+
+
+# 1. block-sparse cross attention with a random mask drew key blocks modulo the wrong count
+def test_cross_random_mask_block_sparse_with_few_query_blocks() -> None:
+    text = """attention a {
+        d_model = 32
+        heads = 2
+        kind = cross
+        mask = !global(first = 2) & random(blocks = 2, block = 17, seed = 682371) | prefix(24)
+    }"""
+    assert attndsl.loads(text)["a"].plan("ort-cpu")[1][0].strategy == "block_sparse"
+    rng = np.random.default_rng(1)
+    for L, S in ((16, 97), (23, 283), (64, 300)):
+        _ort_matches_reference(text, {
+            "x": rng.standard_normal((2, L, 32)).astype(np.float32),
+            "memory": rng.standard_normal((2, S, 32)).astype(np.float32)})
+
+
+# 2. values valid in float64 but not in float32 (goldens in tests/invalid cover the messages)
+@pytest.mark.parametrize("entry", ["softcap = 1e39", "scale = 1e39",
+                                   "position = rope(theta = 1e-300)", "dropout = 1e999"])
+def test_values_float32_cannot_hold_are_refused(entry: str) -> None:
+    with pytest.raises(SpecError):
+        attndsl.loads(f"attention a {{ d_model = 16 heads = 2 {entry} }}")
+
+
+# 3. NaN / inf in a weights file
+def test_non_finite_weights_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec(tmp_path, "attention a { d_model = 16 heads = 2 bias = false }")
+    tensors = {k: v.clone() for k, v in
+               attndsl.load(spec)["a"].to_torch().state_dict().items()}
+    tensors["k_proj.weight"][3, 4] = float("nan")
+    tensors["o_proj.weight"][0, 0] = float("inf")
+    save_file(tensors, str(tmp_path / "w.safetensors"))
+    assert main(["compile", str(spec), "--export", "onnx", "-o", str(tmp_path / "out"),
+                 "--weights", str(tmp_path / "w.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert "`k_proj.weight` holds 1 NaN or infinite" in err
+    assert "`o_proj.weight` holds 1 NaN or infinite" in err
+    assert not (tmp_path / "out").exists()
+
+
+# 4a. key lengths beyond 32 bits on the MultiHeadAttention path
+def test_key_lengths_beyond_32_bits() -> None:
+    text = "attention a { d_model = 32 heads = 2 mask = padding }"
+    assert attndsl.loads(text)["a"].plan("ort-cpu")[1][0].strategy == "mha"
+    # large inputs make the softmax peaked, so a row that wrongly sees no key (and the kernel's
+    # uniform fallback) differs clearly from one that sees all of them
+    x = 8 * np.random.default_rng(0).standard_normal((3, 9, 32)).astype(np.float32)
+    _ort_matches_reference(text, {"x": x, "key_lengths": np.array([2**32 + 3, 2**31 + 5, 4])})
+
+
+# 4b. run --inputs: float segment ids were truncated; a batch mismatch was accepted
+@pytest.mark.parametrize(("arrays", "message"), [
+    ({"segment_ids": np.zeros((2, 5), np.float32)}, "must hold integers"),
+    ({"segment_ids": np.zeros((3, 5), np.int64)}, "must agree"),
+    ({"segment_ids": np.zeros((2, 4), np.int64)}, "must agree"),
+    ({"x": np.zeros((2, 5, 7), np.float32)}, "the model takes 32"),
+    ({"x": np.zeros((2, 5), np.float32)}, "axes"),
+])
+def test_run_checks_given_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                 arrays: dict, message: str) -> None:
+    spec = _spec(tmp_path, "attention a { d_model = 32 heads = 2 mask = causal & document }")
+    assert main(["compile", str(spec), "--export", "onnx", "-o", str(tmp_path)]) == 0
+    feed = {"x": np.zeros((2, 5, 32), np.float32), "segment_ids": np.zeros((2, 5), np.int64)}
+    np.savez(tmp_path / "in.npz", **(feed | arrays))
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "a.onnx"), "--inputs", str(tmp_path / "in.npz")]) == 2
+    assert message in capsys.readouterr().err
+
+
+# 5. "did you mean" hints: right or absent
+def _hint_for(err: str, name: str) -> str | None:
+    block = err.split(f"unknown tensor `{name}`", 1)[1].split("error:", 1)[0]
+    return block.split("did you mean `", 1)[1].split("`", 1)[0] if "did you mean" in block \
+        else None
+
+
+def test_weight_hints_are_right_or_absent(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec(tmp_path, """attention a { d_model = 16 heads = 2 bias = false }
+        transformer t { attention = a layers = 2 ffn = swiglu(32) norm = rmsnorm(pre) }""")
+    module = attndsl.load(spec)["t"].to_torch(seed=3)
+    state = module.state_dict()
+    hf = {}  # a Hugging Face Llama checkpoint's names for the same tensors
+    for name, value in state.items():
+        name = name.replace("attn_norm", "input_layernorm").replace(
+            "ffn_norm", "post_attention_layernorm")
+        hf["model." + name] = value.clone()
+    save_file(hf, str(tmp_path / "w.safetensors"))
+    assert main(["compile", str(spec), "--name", "t", "--export", "onnx", "-o",
+                 str(tmp_path / "out"), "--weights", str(tmp_path / "w.safetensors")]) == 2
+    err = capsys.readouterr().err
+    renamed = {}
+    for name in hf:
+        hint = _hint_for(err, name)
+        if "layernorm" in name or name == "model.norm.weight":
+            assert hint is None or hint == name.removeprefix("model."), (name, hint)
+        else:
+            assert hint == name.removeprefix("model."), (name, hint)
+        renamed[hint or name] = hf[name]
+    # following every hint gives the right tensors wherever a hint was given
+    for name, value in renamed.items():
+        if name in state:
+            assert torch.equal(value, state[name])
+
+
+def test_projection_hints_of_one_shape_are_absent(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec(tmp_path, "attention a { d_model = 16 heads = 2 bias = false }")
+    t5 = {f"{p}.weight": torch.zeros(16, 16) for p in ("q", "k", "v", "o")}  # T5's names
+    save_file(t5, str(tmp_path / "w.safetensors"))
+    assert main(["compile", str(spec), "--export", "onnx", "-o", str(tmp_path / "out"),
+                 "--weights", str(tmp_path / "w.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean" not in err
+
+
+# 6. the ort-* plans rely on one onnxruntime release's kernels
+def test_other_onnxruntime_releases_are_refused() -> None:
+    runtime.check_ort_version("ort-cpu", "1.31.1")
+    runtime.check_ort_version("portable", "1.22.0")
+    with pytest.raises(ExportError, match=r"verified for onnxruntime 1\.31"):
+        runtime.check_ort_version("ort-cuda", "1.30.0")
+    model = onnx.load_from_string(
+        attndsl.loads("attention a { d_model = 16 heads = 2 }")["a"].onnx_bytes())
+    props = {p.key: p.value for p in model.metadata_props}
+    assert props["attndsl.onnxruntime"] == "1.31"
+
+
+# 7. bare prefix / global / random masks crashed the planner
+@pytest.mark.parametrize("mask", ["prefix(3)", "global(first = 2)", "!prefix(3)",
+                                  "random(blocks = 2, block = 4)", "!global(tokens = [1])",
+                                  "!random(blocks = 1, block = 5, seed = 9)"])
+def test_bare_global_masks_plan_and_match(mask: str) -> None:
+    text = f"attention a {{ d_model = 16 heads = 2 mask = {mask} }}"
+    x = np.random.default_rng(0).standard_normal((2, 11, 16)).astype(np.float32)
+    _ort_matches_reference(text, {"x": x})
+
+
+# 8. causal with head_dim not a multiple of 8 was planned onto GroupQueryAttention
+def test_gqa_is_planned_only_where_its_kernel_runs() -> None:
+    text = "attention a { d_model = 36 heads = 3 mask = causal }"
+    choice = attndsl.loads(text)["a"].plan("ort-cpu")[1][0]
+    assert choice.strategy != "gqa" and "multiple of 8" in choice.text()
+    x = np.random.default_rng(0).standard_normal((2, 10, 36)).astype(np.float32)
+    _ort_matches_reference(text, {"x": x})
+
+
+# 9. long flat chains raised RecursionError everywhere
+@pytest.mark.parametrize("body", [
+    "attention a { d_model = 8 heads = 1 mask = " + " | ".join(["causal"] * 500) + " }",
+    "attention a { d_model = 8 heads = 1 mask = " + " & ".join(["full"] * 500) + " }",
+    "let N = " + " + ".join(["1"] * 1000) + "\nattention a { d_model = N heads = 1 }",
+])
+def test_long_chains_are_diagnosed(tmp_path: Path, body: str,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SpecError, match="nested more than 64"):
+        attndsl.loads(body)
+    spec = _spec(tmp_path, body)
+    for argv in (["check", str(spec)], ["fmt", "--check", str(spec)], ["show", str(spec)],
+                 ["compile", str(spec), "--export", "onnx", "-o", str(tmp_path / "o")]):
+        assert main(argv) == 2, argv
+        assert "nested more than 64" in capsys.readouterr().err
+
+
+# 10. sizes that exhausted memory or hung: planning follows what can exist, not a parameter
+@pytest.mark.parametrize("mask", ["window(left = 10000000)", "prefix(1000000000000000000) | "
+                                  "window(1)", "chunked(100000000)",
+                                  "causal & window(left = 4611686018427387904, right = 0)",
+                                  "global(first = 1000000000000)"])
+def test_huge_mask_parameters_plan_quickly(mask: str) -> None:
+    layer = attndsl.loads(f"attention a {{ d_model = 16 heads = 2 mask = {mask} }}")["a"]
+    start = time.perf_counter()
+    data = layer.onnx_bytes()
+    assert time.perf_counter() - start < 20 and len(data) < 1_000_000
+    x = np.random.default_rng(0).standard_normal((2, 9, 16)).astype(np.float32)
+    _ort_matches_reference(f"attention a {{ d_model = 16 heads = 2 mask = {mask} }}", {"x": x})
+
+
+def test_huge_random_draws_and_show_lengths_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SpecError, match="at most 64"):
+        attndsl.loads("attention a { d_model = 8 heads = 1 "
+                      "mask = random(blocks = 100000000, block = 4) }")
+    spec = _spec(tmp_path, "attention a { d_model = 8 heads = 1 }")
+    assert main(["show", str(spec), "--length", "100000"]) == 2
+    assert "[1, 2048]" in capsys.readouterr().err
+
+
+# 11. numeric command-line arguments, pipes, folders
+@pytest.mark.parametrize("argv", [
+    ["run", "M", "--length", "0"], ["run", "M", "--length", "-5"],
+    ["run", "M", "--length", "1000000000"], ["run", "M", "--batch", "0"],
+    ["run", "M", "--length", "1048576", "--batch", "65536"],
+    ["compile", "S", "--export", "onnx", "--seed", str(2**70)],
+    ["verify", "S", "--lengths", "10000000"], ["verify", "S", "--batches", "0"],
+    ["bench", "S", "--repeat", "2"], ["bench", "S", "--lengths", "0"],
+    ["show", "S", "--memory-length", "0"],
+    ["compile", "S", "--export", "onnx", "--weights", "DIR"],
+    ["verify", "S", "--save-inputs", "DIR"], ["verify", "S", "--save-outputs", "DIR"],
+])
+def test_bad_numbers_and_paths_are_usage_errors(tmp_path: Path, argv: list[str],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec(tmp_path, "attention a { d_model = 8 heads = 1 }")
+    assert main(["compile", str(spec), "--export", "onnx", "-o", str(tmp_path)]) == 0
+    (tmp_path / "dir").mkdir()
+    table = {"M": str(tmp_path / "a.onnx"), "S": str(spec), "DIR": str(tmp_path / "dir")}
+    capsys.readouterr()
+    start = time.perf_counter()
+    assert main([table.get(a, a) for a in argv]) == 2
+    assert time.perf_counter() - start < 10  # refused up front, not after the run
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "internal error" not in err
+
+
+def test_a_closed_pipe_is_not_an_error() -> None:
+    proc = subprocess.run(f"{sys.executable} -m attndsl.cli explain examples/llama_gqa.attn "
+                          "| head -3", shell=True, cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert len(proc.stdout.splitlines()) == 3
+    assert "Error" not in proc.stderr and "internal error" not in proc.stderr
+
+
+# 12. reading without limit
+def test_check_reads_at_most_a_spec_size() -> None:
+    proc = subprocess.run([sys.executable, "-m", "attndsl.cli", "check", "/dev/zero"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "larger than 1,048,576 bytes" in proc.stderr
+
+
+# 13. compile held the weights about 7 times over
+def test_compile_peak_memory_is_about_twice_the_model(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "attention big { d_model = 2048 heads = 16 mask = causal }")
+    probe = ("import resource, sys\nfrom attndsl.cli import main\n"
+             "import attndsl, torch, onnx, onnxruntime\n"
+             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+             f"assert main(['compile', {str(spec)!r}, '--export', 'onnx', '-o', "
+             f"{str(tmp_path / 'out')!r}]) == 0\n"
+             "print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=300, check=True)
+    before, after = (int(v) * 1024 for v in proc.stdout.split()[-2:])
+    size = (tmp_path / "out" / "big.onnx").stat().st_size  # 67 MB of float32 weights
+    assert after - before < 3.5 * size, f"peak grew by {(after - before) / size:.1f}x the model"
+
+
+# 14. atomic outputs
+def test_a_failing_second_output_writes_nothing(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    (out / "llama_decoder.onnx").mkdir(parents=True)  # the second output cannot be written
+    assert main(["compile", "examples/llama_gqa.attn", "--export", "onnx", "-o", str(out)]) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["llama_decoder.onnx"]
+    fresh = tmp_path / "a" / "b"
+    assert main(["compile", "examples/llama_gqa.attn", "--export", "onnx", "-o", str(fresh),
+                 "--name", "nope"]) == 2
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_failing_compile_creates_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    real = attndsl.Layer.onnx_bytes
+
+    def failing(self, **kwargs):
+        if self.name == "llama_decoder":
+            raise ExportError("simulated exporter failure")
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(attndsl.Layer, "onnx_bytes", failing)
+    fresh = tmp_path / "new" / "folder"
+    assert main(["compile", "examples/llama_gqa.attn", "--export", "onnx", "-o", str(fresh)]) == 3
+    assert not (tmp_path / "new").exists()
+
+
+_KILLED_WRITE = """
+import os, signal, sys
+from pathlib import Path
+import attndsl.output as out
+if sys.argv[2] == "named":
+    del os.O_TMPFILE  # the fallback: a named temporary beside the target
+os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
+out.write_atomic(Path(sys.argv[1]), b"new" * 1000)
+"""
+
+
+@pytest.mark.parametrize("mode", ["unnamed", "named"])
+def test_kill_9_during_a_write_leaves_nothing_behind(tmp_path: Path, mode: str) -> None:
+    target = tmp_path / "m.onnx"
+    target.write_bytes(b"good")
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WRITE, str(target), mode], timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert target.read_bytes() == b"good"
+    if mode == "named":  # a killed writer's temporary is removed by the next write
+        write_atomic(target, b"next")
+        assert target.read_bytes() == b"next"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+# 15. fmt through a symbolic link
+def test_fmt_writes_through_a_symlink(tmp_path: Path) -> None:
+    real = _spec(tmp_path, "attention a {d_model=8 heads=1}\n", "real.attn")
+    link = tmp_path / "link.attn"
+    link.symlink_to(real)
+    assert main(["fmt", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "attention a {\n    d_model = 8\n    heads   = 1\n}\n"
+
+
+# 16. the bytes depended on how the spec path was typed
+def test_output_does_not_depend_on_the_spec_path(tmp_path: Path) -> None:
+    outputs = []
+    for i, spelling in enumerate(["examples/prefix_lm.attn", "./examples/prefix_lm.attn",
+                                  str(ROOT / "examples" / "prefix_lm.attn")]):
+        assert main(["compile", spelling, "--export", "onnx", "-o", str(tmp_path / str(i))]) == 0
+        outputs.append((tmp_path / str(i) / "prefix_lm.onnx").read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert str(ROOT).encode() not in outputs[2]
