@@ -35,6 +35,7 @@ _BLOCK_SIZES = (64, 128, 256)
 # Block-sparse execution deduplicates the visited key blocks with (K x K) tables per query block
 # and gathers K * n keys per query: beyond this many blocks dense attention is no slower.
 MAX_KEY_BLOCKS = 64
+MAX_BLOCK = 1024  # the largest query/key block it executes (a random mask's own block size)
 INF = math.inf
 
 
@@ -241,6 +242,11 @@ def choose(a: Attention, target: str, dtype: str = "float32",
         else:
             n = min(_BLOCK_SIZES, key=lambda b: (c.key_blocks(b) * b, -b))
         k = c.key_blocks(n)
+        if n > MAX_BLOCK:
+            reasons.append(f"dense masked form: blocks of {n} (the "
+                           f"{'random draw' if c.randoms else 'sparsity'}'s block size) exceed "
+                           f"the largest block block-sparse execution serves ({MAX_BLOCK})")
+            return "dense", {}, reasons
         if k > MAX_KEY_BLOCKS:
             reasons.append(f"dense masked form: the cover ({c.describe()}) needs {k} key blocks "
                            f"of {n} per query block, more than block-sparse execution serves "

@@ -14,7 +14,16 @@ import random
 MAX_TEST_LENGTH = 150  # the longest L or S the property test uses
 
 
+HUGE = (10**7, 2**40, 2**62)  # parameters far beyond any length: must mean what they say
+
+
 def _primitive(r: random.Random, cross: bool) -> str:
+    if r.random() < 0.05:
+        big = r.choice(HUGE)
+        return r.choice([f"window(left = {big}, right = {r.randint(0, 5)})", f"prefix({big})",
+                         f"chunked({big})", f"global(first = {big})", f"strided({big})",
+                         f"random(blocks = 2, block = {big}, seed = {big})",
+                         f"dilated(left = {big}, right = {big}, dilation = 3)"])
     choices = ["full", "causal", "causal_br", "window", "window1", "dilated", "chunked",
                "strided", "global_first", "global_tokens", "prefix", "random", "padding"]
     if not cross:

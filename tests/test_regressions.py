@@ -212,7 +212,9 @@ def test_long_chains_are_diagnosed(tmp_path: Path, body: str,
 @pytest.mark.parametrize("mask", ["window(left = 10000000)", "prefix(1000000000000000000) | "
                                   "window(1)", "chunked(100000000)",
                                   "causal & window(left = 4611686018427387904, right = 0)",
-                                  "global(first = 1000000000000)"])
+                                  "global(first = 1000000000000)",
+                                  "random(blocks = 3, block = 4611686018427387904, seed = 5)",
+                                  "window(3) sparsity = block(4611686018427387904)"])
 def test_huge_mask_parameters_plan_quickly(mask: str) -> None:
     layer = attndsl.loads(f"attention a {{ d_model = 16 heads = 2 mask = {mask} }}")["a"]
     start = time.perf_counter()
