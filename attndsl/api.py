@@ -13,17 +13,12 @@ from .check import check
 from .errors import UsageError
 from .output import write_atomic
 from .parser import MAX_BYTES, decode, parse
-from .planner import TARGETS
 from .source import Source
+from .targets import DEFAULT_TARGET, check_dtype_target, get, verify_pairs
 
-__all__ = ["DEFAULT_OUTPUT_DIR", "DEFAULT_TARGET", "TARGETS", "Layer", "Program",
-           "check_dtype_target", "load", "loads", "read_source"]
+__all__ = ["DEFAULT_OUTPUT_DIR", "Layer", "Program", "load", "loads", "read_source"]
 
 DEFAULT_OUTPUT_DIR = Path("exported")
-# ort-cpu: ONNX Runtime's fused kernels and block-sparse execution, planned for the CPU
-# provider (ort-cuda is planned for CUDA's kernels). `portable` is the dense, standard-ops-only
-# export.
-DEFAULT_TARGET = "ort-cpu"
 
 
 def read_source(path: str | os.PathLike[str]) -> Source:
@@ -102,8 +97,8 @@ class Layer:
     def to_torch(self, seed: int = 0, weights: str | os.PathLike[str] | None = None,
                  dtype: str = "float32"):
         """A trainable torch.nn.Module in eval mode: weights from `weights` (.safetensors or a
-        state dict, names per DESIGN §3) or drawn from `seed` (in float32, then rounded to
-        `dtype`, so every dtype holds the same weights up to rounding)."""
+        state dict, names per docs/LANGUAGE.md, Weights) or drawn from `seed` (in float32, then
+        rounded to `dtype`, so every dtype holds the same weights up to rounding)."""
         from .backends.torch import seeded_module
         from .dtypes import torch_dtype
         from .weights import load_into
@@ -122,13 +117,14 @@ class Layer:
         from .weights import file_sha256
 
         _check_target(target)
+        _check_dtype(dtype)
         check_dtype_target(dtype, target)
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
         provenance = Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype,
             weights_sha256=file_sha256(weights) if weights else None)
-        if target == "portable":
+        if not get(target).planned:  # the dense standard-ops export, by torch.onnx.export
             return export(self.spec, module, provenance, dtype=dtype)
         from .backends.lower import build_model
         from .backends.onnx import finalize
@@ -211,16 +207,7 @@ class Layer:
 
 
 def _check_target(target: str) -> None:
-    if target not in TARGETS:
-        raise UsageError(f"unknown target `{target}`: choose from {', '.join(TARGETS)}")
-
-
-def verify_pairs(targets: tuple[str, ...] | None,
-                 providers: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The (target, provider) runs of a verify: given targets on every provider; by default
-    every target on the CPU, and all but the CPU-planned `ort-cpu` on CUDA."""
-    return [(t, p) for t in (TARGETS if targets is None else targets) for p in providers
-            if targets is not None or (t, p) != ("ort-cpu", "cuda")]
+    get(target)
 
 
 def _check_dtype(dtype: str) -> None:
@@ -228,23 +215,6 @@ def _check_dtype(dtype: str) -> None:
 
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype `{dtype}`: choose from {', '.join(DTYPES)}")
-
-
-def check_dtype_target(dtype: str, target: str, providers: tuple[str, ...] = ()) -> None:
-    """bfloat16 runs only on CUDA: ONNX Runtime's CPU provider has no bfloat16 kernels for
-    MatMul, Add, Softmax and most other ops. Refuse up front rather than fail in ORT."""
-    _check_dtype(dtype)
-    if dtype != "bfloat16":
-        return
-    if target == "ort-cpu":
-        raise UsageError("the ort-cpu target cannot run bfloat16: ONNX Runtime's CPU provider "
-                         "has no bfloat16 kernels for MatMul, Add, Softmax and most other ops\n"
-                         "  = help: use --target ort-cuda (or portable), or --dtype float16")
-    if "cpu" in providers:
-        raise UsageError("bfloat16 models cannot run on ONNX Runtime's CPU provider (it has no "
-                         "bfloat16 kernels for MatMul, Add, Softmax and most other ops)\n"
-                         "  = help: verify bfloat16 with --providers cuda on a machine with an "
-                         "NVIDIA GPU, or use --dtype float16 here")
 
 
 def _numpy(value: Any):

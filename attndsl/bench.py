@@ -243,7 +243,7 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                 progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Measure every backend at every length. Timed runs are interleaved round-robin across
     backends, so a slow spell on a shared machine hits all of them alike."""
-    from .api import check_dtype_target
+    from .targets import check_dtype_target, get
 
     spec = layer.spec
     attn = spec.attention if isinstance(spec, Transformer) else spec
@@ -301,7 +301,7 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
         for target, data in models.items():
             for provider in providers:
                 name = f"{target} on {provider}"
-                if target == "portable" and too_big:
+                if not get(target).planned and too_big:
                     notes[name] = f"skipped: dense L x S needs ~{dense_gb:.0f} GB"
                     runs.append((name, _never, _never, True))
                     continue
@@ -314,7 +314,7 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
                     notes[name] = f"failed: {str(exc).splitlines()[0][:80]}"
                     runs.append((name, _never, _never, False))
                     continue
-                runs.append((name, fast, lean, target == "portable"))
+                runs.append((name, fast, lean, not get(target).planned))
         times: dict[str, list[float]] = {}
         live = []
         for name, run, _, dense in runs:

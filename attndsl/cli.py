@@ -15,15 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import __version__
-from .api import (
-    DEFAULT_OUTPUT_DIR,
-    DEFAULT_TARGET,
-    TARGETS,
-    Layer,
-    check_dtype_target,
-    load,
-    read_source,
-)
+from .api import DEFAULT_OUTPUT_DIR, Layer, load, read_source
 from .check import check
 from .dtypes import DTYPES
 from .errors import AttnError, SpecError, UsageError
@@ -31,6 +23,7 @@ from .fmt import format_module
 from .output import Outputs, check_writable, ensure_dir, write_atomic
 from .parser import parse
 from .spec import MAX_LENGTH
+from .targets import DEFAULT_TARGET, TARGETS, TRITON_TARGET, check_dtype_target
 
 __all__ = ["main"]
 
@@ -70,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT_DIR), metavar="DIR",
                    help="output folder (default: exported/)")
     k.add_argument("--target", default=None, choices=TARGETS,
-                   help=f"default {DEFAULT_TARGET} (ort-cuda for triton); portable = dense "
+                   help=f"default {DEFAULT_TARGET} ({TRITON_TARGET} for triton); portable = dense "
                         "standard ops only")
     k.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="weights, inputs and outputs (softmax is float32); bfloat16 needs "
@@ -105,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--name")
     bn.add_argument("--lengths", type=_ints(1, MAX_LENGTH), default=(1024, 4096, 8192))
     bn.add_argument("--batch", type=_BATCH, default=1)
-    bn.add_argument("--targets", "--target", type=_targets, default=("portable", DEFAULT_TARGET))
+    bn.add_argument("--targets", "--target", type=_targets, default=_BENCH_TARGETS)
     bn.add_argument("--providers", type=_word_list, default=("cpu",))
     bn.add_argument("--dtype", default="float32", choices=DTYPES)
     bn.add_argument("--repeat", type=_count(5, 10_000), default=5,
@@ -178,6 +171,8 @@ _SEED = _count(0, 2**63 - 1)
 _BATCH = _count(1, 1 << 16)
 _LENGTH = _count(1, MAX_LENGTH)
 _SHOW_LENGTH = _count(1, 2048)  # one character (and at least one pixel) per key
+# bench compares the dense baseline(s) with the default plan
+_BENCH_TARGETS = (*(n for n, t in TARGETS.items() if not t.planned), DEFAULT_TARGET)
 
 
 def _targets(text: str) -> tuple[str, ...]:
@@ -264,7 +259,7 @@ def _compile(args: argparse.Namespace) -> int:
     if args.weights and len(layers) > 1:
         raise UsageError(f"{args.file} has {len(layers)} layers; name the one --weights is for "
                          "with --name")
-    target = args.target or ("ort-cuda" if args.export == "triton" else DEFAULT_TARGET)
+    target = args.target or (TRITON_TARGET if args.export == "triton" else DEFAULT_TARGET)
     if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
     out_dir = Path(args.output)

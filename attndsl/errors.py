@@ -33,7 +33,8 @@ class Diagnostic:
 
 
 class AttnError(Exception):
-    """Base of every error attndsl raises on purpose; `exit_code` is the CLI's (DESIGN §5)."""
+    """Base of every error attndsl raises on purpose; `exit_code` is the CLI's (README,
+    Commands)."""
 
     exit_code = 3
 

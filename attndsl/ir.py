@@ -44,7 +44,6 @@ class Op(enum.Enum):
     ACTIVATION = "activation"
     MUL = "mul"
     ADD = "add"
-    OUTPUT = "output"
 
 
 @dataclass(frozen=True)
@@ -102,7 +101,8 @@ class _Builder:
 
 
 def build(spec: Attention | Transformer) -> Graph:
-    """The IR of one layer. Parameter names are DESIGN §3's state-dict names."""
+    """The IR of one layer. Parameter names are the state-dict names of docs/LANGUAGE.md
+    (Weights)."""
     b = _Builder()
     if isinstance(spec, Transformer):
         attn = spec.attention

@@ -1,5 +1,5 @@
-"""Mask expressions, resolved: small frozen nodes, one per primitive of DESIGN §2, and the one
-function that evaluates them on index arrays.
+"""Mask expressions, resolved: small frozen nodes, one per primitive of docs/LANGUAGE.md, and
+the one function that evaluates them on index arrays.
 
 `evaluate` uses only operators that NumPy arrays and torch tensors share (`<=`, `&`, `%`, ...),
 so the NumPy reference, the PyTorch module and (through torch.export) the ONNX graph all run the
@@ -179,7 +179,7 @@ def _eval(mask: Mask, q: Any, k: Any, L: Any, S: Any, key_lengths: Any, segment_
 
 
 def runtime_inputs(mask: Mask) -> tuple[str, ...]:
-    """The graph inputs a mask reads at run time, in the order DESIGN §3 lists them."""
+    """The graph inputs a mask reads at run time, in the order of the graph's inputs."""
     found = set()
 
     def walk(m: Mask) -> None:

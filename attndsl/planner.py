@@ -27,10 +27,16 @@ from dataclasses import dataclass, field, replace
 from . import masks as m
 from .ir import Graph, Node, Op
 from .spec import MAX_LENGTH, Alibi, Attention, LinearKernel, RelativeBias, Transformer
+from .targets import (
+    GQA_HEAD_DIM_MULTIPLE,
+    get,
+    has_kernel,
+    kernel_dtypes,
+    kernel_skips_outside_window,
+)
 
-__all__ = ["TARGETS", "Choice", "Cover", "cover", "plan"]
+__all__ = ["Choice", "Cover", "cover", "plan"]
 
-TARGETS = ("portable", "ort-cpu", "ort-cuda")
 _BLOCK_SIZES = (64, 128, 256)
 # Block-sparse execution deduplicates the visited key blocks with (K x K) tables per query block
 # and gathers K * n keys per query: beyond this many blocks dense attention is no slower.
@@ -158,7 +164,7 @@ def choose(a: Attention, target: str, dtype: str = "float32",
            ) -> tuple[str, dict[str, object], list[str]]:
     """(strategy, params, reasons) for one attention on an ort-* target."""
     reasons: list[str] = []
-    cuda = target == "ort-cuda"
+    provider = get(target).provider
     if isinstance(a.kernel, LinearKernel):
         return "linear", {}, ["linear kernel: O(L) prefix sums in standard ops; no softmax "
                               "kernel applies"]
@@ -174,16 +180,19 @@ def choose(a: Attention, target: str, dtype: str = "float32",
                            + ("" if a.kind == "self" else " on self attention"))
     if a.value_dim != a.head_dim:
         why_not_gqa.append(f"value_dim ({a.value_dim}) differs from head_dim ({a.head_dim})")
-    if a.head_dim % 8:
-        why_not_gqa.append(f"its kernels need head_dim a multiple of 8 (found {a.head_dim})")
+    if a.head_dim % GQA_HEAD_DIM_MULTIPLE:
+        why_not_gqa.append(f"its kernels need head_dim a multiple of {GQA_HEAD_DIM_MULTIPLE} "
+                           f"(found {a.head_dim})")
     if has_bias:
         why_not_gqa.append(f"{type(a.position).__name__} score biases would need an L x S "
                            "attention_bias input")
     windowed = causal_window is not None and causal_window != INF
-    if not why_not_gqa and cuda and dtype == "float32":
-        why_not_gqa.append("its CUDA kernel takes float16 or bfloat16 only (compile with "
-                           "--dtype float16 for it)")
-    elif not why_not_gqa and windowed and target == "ort-cpu" and a.sparsity.mode != "dense":
+    gqa_kernel = has_kernel("GroupQueryAttention", dtype, provider)
+    if not why_not_gqa and not gqa_kernel:
+        why_not_gqa.append(f"its {provider.upper()} kernel takes "
+                           f"{' or '.join(kernel_dtypes('GroupQueryAttention', provider))} only "
+                           "(compile with --dtype float16 for it)")
+    elif not why_not_gqa and windowed and not kernel_skips_outside_window(provider):
         why_not_gqa.append("on the CPU its kernel still visits every earlier key outside "
                            "local_window_size (about 4x slower than block-sparse at L = 8192, "
                            "BENCHMARKS.md); ort-cuda uses it")
@@ -202,7 +211,7 @@ def choose(a: Attention, target: str, dtype: str = "float32",
     # 2. MultiHeadAttention: flash kernel for unmasked / key-padded attention (and plain causal
     # on CUDA in float32, through its `unidirectional` attribute)
     mask_kind = _padding_only(mask)
-    causal = (cuda and dtype == "float32" and causal_window == INF and a.kind == "self"
+    causal = (not gqa_kernel and causal_window == INF and a.kind == "self"
               and mask_kind is None)
     why_not_mha = []
     if mask_kind is None and not causal:
@@ -213,8 +222,9 @@ def choose(a: Attention, target: str, dtype: str = "float32",
         why_not_mha.append("score biases would need an L x S attention_bias input")
     if a.value_dim != a.head_dim:
         why_not_mha.append("value_dim differs from head_dim")
-    if cuda and dtype == "bfloat16":
-        why_not_mha.append("its CUDA kernel has no bfloat16 (float32 and float16 only)")
+    if not has_kernel("MultiHeadAttention", dtype, provider):
+        why_not_mha.append(f"its {provider.upper()} kernel has no {dtype} ("
+                           f"{' and '.join(kernel_dtypes('MultiHeadAttention', provider))} only)")
     if not why_not_mha and a.sparsity.mode != "block":
         if causal:
             reasons.append("MultiHeadAttention with unidirectional = 1: ORT's fused causal "
@@ -301,7 +311,7 @@ def plan(graph: Graph, spec: Attention | Transformer, target: str,
     attn = spec.attention if isinstance(spec, Transformer) else spec
     prefixes = ([f"layers.{i}.self_attn." for i in range(spec.layers)]
                 if isinstance(spec, Transformer) else [""])
-    if target == "portable":
+    if not get(target).planned:
         return graph, [Choice(p, "dense", ("portable: standard ONNX ops only, exported by "
                                            "torch.onnx.export; no planning",)) for p in prefixes]
     strategy, params, reasons = choose(attn, target, dtype)

@@ -1,6 +1,7 @@
-"""Position-encoding formulas shared by backends as plain functions of an array module (numpy or
-torch): sinusoidal tables, RoPE angles, ALiBi slopes, T5 relative buckets. Each is the exact
-definition DESIGN §3 names; see docs/LANGUAGE.md for the formulas."""
+"""Position-encoding formulas shared by the fast backends (torch, the ONNX lowering, show):
+RoPE inverse frequencies, ALiBi slopes and T5 relative buckets (the latter a plain function of
+an array module, numpy or torch). Each is the definition docs/LANGUAGE.md gives; the NumPy
+reference has its own reading. Sinusoidal tables are built by each backend."""
 
 from __future__ import annotations
 

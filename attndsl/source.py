@@ -52,10 +52,6 @@ class Span:
         line, col = self.source.line_col(self.start)
         return f"{self.source.name}:{line}:{col}"
 
-    def to(self, other: Span) -> Span:
-        """The span covering self through other."""
-        return Span(self.source, min(self.start, other.start), max(self.end, other.end))
-
     def snippet(self) -> list[str]:
         """The source line with a caret run under the span (first line only if it spans more)."""
         line, col = self.source.line_col(self.start)

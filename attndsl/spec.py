@@ -167,7 +167,7 @@ Layer = Attention | Transformer
 
 
 def input_names(spec: Layer) -> tuple[str, ...]:
-    """Graph inputs in DESIGN §3's order: x, memory (cross), key_lengths, segment_ids."""
+    """Graph inputs, in this order: x, memory (cross), key_lengths, segment_ids."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
     return ("x", *(["memory"] if attn.kind == "cross" else []), *attn.runtime_inputs)
 

@@ -1,7 +1,7 @@
 """Equivalence: random inputs at several shapes through the NumPy reference, the torch module
 and ONNX Runtime; a Polygraphy-style report of max abs / rel error per backend and shape.
 
-Tolerance (DESIGN §5), float32: max |a - ref| <= 1e-4 * max(1, max |ref|); float16 and
+Tolerance (README, Commands), float32: max |a - ref| <= 1e-4 * max(1, max |ref|); float16 and
 bfloat16: 2e-2 * max(1, max |ref|). For half-precision models the inputs are drawn in float32
 and rounded to the dtype, and the float64 reference runs on the rounded weights and inputs, so
 the error measured is the computation's, not the rounding of what it was given."""

@@ -295,7 +295,7 @@ def test_placements_are_read_from_the_profile() -> None:
 
 
 def test_verify_runs_the_cpu_planned_target_on_cuda_only_when_asked() -> None:
-    from attndsl.api import verify_pairs
+    from attndsl.targets import verify_pairs
 
     assert verify_pairs(None, ("cpu",)) == [("portable", "cpu"), ("ort-cpu", "cpu"),
                                             ("ort-cuda", "cpu")]

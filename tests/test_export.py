@@ -104,7 +104,7 @@ def test_unwritable_output_folder_is_a_usage_error(tmp_path: Path,
 
 
 def _hf_weights(layer: attndsl.Layer, seed: int) -> dict[str, torch.Tensor]:
-    """Tensors under DESIGN §3's names, made without attndsl's module."""
+    """Tensors under docs/LANGUAGE.md's names, made without attndsl's module."""
     g = torch.Generator().manual_seed(seed)
     s = layer.spec
     shapes = {"q_proj.weight": (s.heads * s.head_dim, s.d_model),

@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 import attndsl
+from attndsl import targets
 from attndsl.backends import reference, runtime
 from attndsl.cli import main
 from attndsl.errors import ExportError, SpecError
@@ -162,10 +163,10 @@ def test_projection_hints_of_one_shape_are_absent(tmp_path: Path,
 
 # 6. the ort-* plans rely on one onnxruntime release's kernels
 def test_other_onnxruntime_releases_are_refused() -> None:
-    runtime.check_ort_version("ort-cpu", "1.31.1")
-    runtime.check_ort_version("portable", "1.22.0")
+    targets.check_ort_version("ort-cpu", "1.31.1")
+    targets.check_ort_version("portable", "1.22.0")
     with pytest.raises(ExportError, match=r"verified for onnxruntime 1\.31"):
-        runtime.check_ort_version("ort-cuda", "1.30.0")
+        targets.check_ort_version("ort-cuda", "1.30.0")
     model = onnx.load_from_string(
         attndsl.loads("attention a { d_model = 16 heads = 2 }")["a"].onnx_bytes())
     props = {p.key: p.value for p in model.metadata_props}

@@ -1,4 +1,4 @@
-"""The reference against independent, loop-by-loop formulations of DESIGN §2-3: masks, ALiBi
+"""The reference against independent, loop-by-loop formulations of docs/LANGUAGE.md: masks, ALiBi
 slopes, T5 buckets, RoPE (both layouts), GQA head mapping, linear attention, empty rows."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from attndsl.positions import alibi_slopes, t5_bucket_float32
 
 
 def _brute(mask: m.Mask, L: int, S: int, key_lengths=None, segment_ids=None) -> np.ndarray:
-    """DESIGN §2's table, one (b, q, k) at a time."""
+    """docs/LANGUAGE.md's mask table, one (b, q, k) at a time."""
     B = 1 if key_lengths is None and segment_ids is None else len(
         key_lengths if key_lengths is not None else segment_ids)
 

@@ -1,9 +1,10 @@
 """Planned graph IR -> ONNX, built node by node (the `ort-cpu` and `ort-cuda` targets).
 
-Every IR op has one lowering function (`@lower(Op.X)`). Masks and T5 buckets are not written a
-second time: `Sym` is a symbolic tensor whose operators emit ONNX nodes, so `masks.evaluate` and
-`positions.t5_bucket_float32` run unchanged and build the graph. Node names come from a counter
-in emission order, so the same IR gives the same bytes.
+Every IR op left after planning has one lowering function (`@lower(Op.X)`); the
+attention-core ops the planner fuses into `attention` have none. Masks and T5 buckets are not
+written a second time: `Sym` is a symbolic tensor whose operators emit ONNX nodes, so
+`masks.evaluate` and `positions.t5_bucket_float32` run unchanged and build the graph. Node
+names come from a counter in emission order, so the same IR gives the same bytes.
 
 Models are built for one dtype (float32, float16 or bfloat16): weights, inputs, outputs and
 activations use it; scores, biases, masks and softmax are float32 islands (q and k are widened
@@ -30,6 +31,7 @@ from ..ir import Graph, Node, Op
 from ..planner import cover
 from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
 from ..spec import Attention, Transformer
+from ..targets import lacks_bfloat16_cuda_kernel
 
 __all__ = ["build_model"]
 
@@ -411,7 +413,7 @@ def _activation(lw: _Lowering, node: Node) -> str:
     if kind == "silu":
         return b.op("Mul", x, b.op("Sigmoid", x))
     approximate = "tanh" if kind == "gelu_tanh" else "none"
-    if b.dtype == "bfloat16":  # no bfloat16 Gelu kernel on CUDA
+    if lacks_bfloat16_cuda_kernel("Gelu", b.dtype):
         return b.to_model(b.op("Gelu", b.to_float32(x), approximate=approximate))
     return b.op("Gelu", x, approximate=approximate)
 
@@ -621,7 +623,7 @@ def _block_sparse(lw: _Lowering, node: Node) -> str:
 
     def pad_to_blocks(x: str, length: Sym, blocks: Sym) -> str:
         extra = b.op("Unsqueeze", (blocks * n - length).name, b.i64(0))
-        if b.dtype == "bfloat16" and x == v:  # no bfloat16 Pad on CUDA: append zeros
+        if lacks_bfloat16_cuda_kernel("Pad", b.dtype) and x == v:  # append zeros instead
             shape = b.op("Concat", b.op("Shape", x, start=0, end=2), extra,
                          b.op("Shape", x, start=3), axis=0)
             zero = numpy_helper.from_array(np.zeros(1, numpy_dtype("bfloat16")), "zero")
@@ -720,7 +722,7 @@ def _global_rows(lw: _Lowering, node: Node, o: str, rows: list[int], q: str, k: 
         is_global = is_global | hit
     picked = b.op("Gather", og, row.name, axis=2)  # (B, H, L, dv)
     chosen = b.op("Unsqueeze", is_global.name, b.i64(1))  # (L, 1)
-    if b.dtype == "bfloat16":  # no bfloat16 Where on CUDA: an exact 0 / 1 blend instead
+    if lacks_bfloat16_cuda_kernel("Where", b.dtype):  # an exact 0 / 1 blend instead
         g = b.op("Cast", chosen, to=_ONNX_TYPE[b.dtype])
         return b.op("Add", b.op("Mul", picked, g),
                     b.op("Mul", o, b.op("Sub", b.const(1.0, b.dtype), g)))

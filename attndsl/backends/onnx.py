@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from .. import __version__
 from ..errors import ExportError
 from ..spec import MAX_LENGTH, Attention, Transformer, input_names
-from .runtime import VERIFIED_ORT
+from ..targets import VERIFIED_ORT, get
 
 __all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
            "finalize", "input_names"]
@@ -63,7 +63,7 @@ class Provenance:
         }
         if self.weights_sha256:
             props["attndsl.weights_sha256"] = self.weights_sha256
-        if self.target != "portable":  # contrib kernels whose meaning is release-specific
+        if get(self.target).planned:  # contrib kernels whose meaning is release-specific
             props["attndsl.onnxruntime"] = " or ".join(VERIFIED_ORT)
         return props
 

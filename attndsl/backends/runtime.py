@@ -21,36 +21,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import ExportError, UsageError
+from ..targets import HEAVY_OPS, check_ort_version
 
-__all__ = ["HEAVY_OPS", "PROVIDERS", "VERIFIED_ORT", "Bound", "available", "check_ort_version",
-           "checked_runner", "device_of",
-           "make_session", "off_device", "placements", "require", "require_on_device", "run"]
+__all__ = ["PROVIDERS", "Bound", "available", "checked_runner", "device_of", "make_session",
+           "off_device", "placements", "require", "require_on_device", "run"]
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
-# The ONNX Runtime releases whose contrib kernels the ort-* plans were verified against, as
-# "major.minor". GroupQueryAttention's local_window_size counts exactly w keys in 1.31; other
-# releases' CPU kernels count w + 1, which would silently widen every window by one key.
-VERIFIED_ORT = ("1.31",)
-
-
-def check_ort_version(target: str, version: str | None = None) -> None:
-    """ExportError unless this onnxruntime runs `target`'s models as planned: the ort-* targets
-    use contrib kernels whose meaning changes between releases; portable uses standard ops."""
-    if target not in ("ort-cpu", "ort-cuda"):
-        return
-    if version is None:
-        import onnxruntime as ort
-
-        version = ort.__version__
-    if ".".join(version.split(".")[:2]) not in VERIFIED_ORT:
-        raise ExportError(
-            f"the {target} target's models are verified for onnxruntime "
-            f"{' or '.join(VERIFIED_ORT)}, and this is onnxruntime {version}: its contrib "
-            "kernels (GroupQueryAttention's window) may mean something else\n"
-            f"  = help: install onnxruntime {VERIFIED_ORT[-1]}.x (pip install -c "
-            "constraints.txt), or compile with --target portable (standard ops only)")
-
-
 def available() -> list[str]:
     import onnxruntime as ort
 
@@ -175,13 +151,6 @@ class Bound:
 
     def output(self) -> np.ndarray:
         return self.y.float().cpu().numpy()
-
-
-# the nodes that do a model's work: one of these on the CPU makes a "CUDA" result a CPU one
-HEAVY_OPS = frozenset({
-    "MatMul", "FusedMatMul", "Gemm", "GroupQueryAttention", "MultiHeadAttention", "Attention",
-    "Softmax", "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
-    "SkipSimplifiedLayerNormalization", "RMSNormalization", "Gelu", "FastGelu", "BiasGelu"})
 
 
 def placements(session) -> dict[str, set[str]]:

@@ -1,4 +1,4 @@
-"""Resolved spec -> a trainable `torch.nn.Module` whose parameter names follow DESIGN §3
+"""Resolved spec -> a trainable `torch.nn.Module` whose parameter names follow docs/LANGUAGE.md
 (Hugging Face layout), so HF-style state dicts load with `load_state_dict`.
 
 The forward pass is written for `torch.export` as well as eager use: every size is read from the

@@ -1,0 +1,146 @@
+"""Targets, and everything attndsl knows about ONNX Runtime, in one place: what each target
+means, which fused kernel exists for which dtype on which provider, which ops lack a bfloat16
+CUDA kernel, and which ONNX Runtime release the plans were verified against. Every other
+module asks here; none compares target names or restates a kernel fact.
+
+The facts come from ONNX Runtime 1.31's ContribOperators.md, OperatorKernels.md and kernel
+sources, and from measurements on this project's machines (BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ExportError, UsageError
+
+__all__ = [
+    "DEFAULT_TARGET", "GQA_HEAD_DIM_MULTIPLE", "HEAVY_OPS", "TARGETS", "TRITON_TARGET",
+    "VERIFIED_ORT", "Target", "check_dtype_target", "check_ort_version", "get", "has_kernel",
+    "kernel_dtypes", "kernel_skips_outside_window", "lacks_bfloat16_cuda_kernel", "verify_pairs",
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    planned: bool  # the planner chooses fused kernels and sparse execution (else: dense export)
+    provider: str | None  # the ORT provider its plan is tuned for; None: any runtime
+    verified_on: tuple[str, ...]  # providers `verify` runs it on by default
+    summary: str
+
+
+_ALL = (
+    Target("portable", planned=False, provider=None, verified_on=("cpu", "cuda"),
+           summary="standard ONNX ops only, masks in the dense L x S form; runs on any ONNX "
+                   "runtime; made by torch.onnx.export"),
+    Target("ort-cpu", planned=True, provider="cpu", verified_on=("cpu",),
+           summary="ONNX Runtime's fused kernels where they are faster on the CPU, "
+                   "block-sparse execution elsewhere; lowered by attndsl"),
+    Target("ort-cuda", planned=True, provider="cuda", verified_on=("cpu", "cuda"),
+           summary="the same for the CUDA provider: only ops with CUDA kernels for the dtype; "
+                   "lowered by attndsl"),
+)
+TARGETS: dict[str, Target] = {t.name: t for t in _ALL}
+DEFAULT_TARGET = "ort-cpu"
+TRITON_TARGET = "ort-cuda"  # Triton serves models on GPUs
+
+
+def get(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise UsageError(f"unknown target `{name}`: choose from {', '.join(TARGETS)}") from None
+
+
+def verify_pairs(targets: tuple[str, ...] | None,
+                 providers: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The (target, provider) runs of a verify: given targets on every provider; by default
+    each target on the providers it is verified on (ort-cpu's float32 GroupQueryAttention has
+    no CUDA kernel, so it is not run on CUDA)."""
+    names = tuple(TARGETS) if targets is None else targets
+    return [(t, p) for t in names for p in providers
+            if targets is not None or p in get(t).verified_on]
+
+
+# -- ONNX Runtime releases ------------------------------------------------------------------
+
+# The releases whose contrib kernels the planned targets were verified against, "major.minor".
+# GroupQueryAttention's local_window_size counts exactly w keys in 1.31; other releases' CPU
+# kernels count w + 1, which would silently widen every window by one key.
+VERIFIED_ORT = ("1.31",)
+
+
+def check_ort_version(target: str, version: str | None = None) -> None:
+    """ExportError unless this onnxruntime runs `target`'s models as planned: planned targets
+    use contrib kernels whose meaning changes between releases; portable uses standard ops."""
+    if not get(target).planned:
+        return
+    if version is None:
+        import onnxruntime as ort
+
+        version = ort.__version__
+    if ".".join(version.split(".")[:2]) not in VERIFIED_ORT:
+        raise ExportError(
+            f"the {target} target's models are verified for onnxruntime "
+            f"{' or '.join(VERIFIED_ORT)}, and this is onnxruntime {version}: its contrib "
+            "kernels (GroupQueryAttention's window) may mean something else\n"
+            f"  = help: install onnxruntime {VERIFIED_ORT[-1]}.x (pip install -c "
+            "constraints.txt), or compile with --target portable (standard ops only)")
+
+
+# -- kernels --------------------------------------------------------------------------------
+
+# (op, provider) -> the dtypes its kernel takes, where that is not every dtype. A node without
+# a kernel for its type is placed on the CPU silently, so the planner never emits one.
+_KERNEL_DTYPES = {
+    ("GroupQueryAttention", "cuda"): ("float16", "bfloat16"),
+    ("MultiHeadAttention", "cuda"): ("float32", "float16"),
+}
+GQA_HEAD_DIM_MULTIPLE = 8  # GroupQueryAttention refuses other head sizes at run time
+# ops with no bfloat16 CUDA kernel: bfloat16 models (CUDA only) avoid them on bfloat16 values
+_NO_BFLOAT16_CUDA = frozenset({"Pad", "Where", "Gelu", "Erf", "Sin", "Cos"})
+# providers whose windowed GroupQueryAttention skips keys outside local_window_size (the CPU
+# kernel visits every earlier key: ~4x slower than block-sparse at L = 8192, BENCHMARKS.md)
+_WINDOW_SKIPPING = frozenset({"cuda"})
+
+
+def kernel_dtypes(op: str, provider: str) -> tuple[str, ...] | None:
+    """The dtypes `op`'s kernel on `provider` takes, or None for every dtype."""
+    return _KERNEL_DTYPES.get((op, provider))
+
+
+def has_kernel(op: str, dtype: str, provider: str | None) -> bool:
+    """Whether `op` has a kernel for `dtype` on `provider` (None: assume the least)."""
+    providers = ("cpu", "cuda") if provider is None else (provider,)
+    return all(dtype in _KERNEL_DTYPES.get((op, p), (dtype,)) for p in providers)
+
+
+def kernel_skips_outside_window(provider: str | None) -> bool:
+    return provider in _WINDOW_SKIPPING
+
+
+def lacks_bfloat16_cuda_kernel(op: str, dtype: str) -> bool:
+    """True where a `dtype` model must not use `op` on its own values."""
+    return dtype == "bfloat16" and op in _NO_BFLOAT16_CUDA
+
+
+def check_dtype_target(dtype: str, target: str, providers: tuple[str, ...] = ()) -> None:
+    """bfloat16 runs only on CUDA: ONNX Runtime's CPU provider has no bfloat16 kernels for
+    MatMul, Add, Softmax and most other ops. Refuse up front rather than fail in ORT."""
+    if dtype != "bfloat16":
+        return
+    if get(target).provider == "cpu":
+        raise UsageError(f"the {target} target cannot run bfloat16: ONNX Runtime's CPU provider "
+                         "has no bfloat16 kernels for MatMul, Add, Softmax and most other ops\n"
+                         "  = help: use --target ort-cuda (or portable), or --dtype float16")
+    if "cpu" in providers:
+        raise UsageError("bfloat16 models cannot run on ONNX Runtime's CPU provider (it has no "
+                         "bfloat16 kernels for MatMul, Add, Softmax and most other ops)\n"
+                         "  = help: verify bfloat16 with --providers cuda on a machine with an "
+                         "NVIDIA GPU, or use --dtype float16 here")
+
+
+# the nodes that do a model's work: one of these on the CPU makes a "CUDA" result a CPU one
+HEAVY_OPS = frozenset({
+    "MatMul", "FusedMatMul", "Gemm", "GroupQueryAttention", "MultiHeadAttention", "Attention",
+    "Softmax", "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
+    "SkipSimplifiedLayerNormalization", "RMSNormalization", "Gelu", "FastGelu", "BiasGelu"})
