@@ -140,7 +140,7 @@ def test_examples_cover_the_language() -> None:
                         ops.add(node.op)
                     elif isinstance(node, ast.Not):
                         ops.add("!")
-    from attndsl.check import _ATTENTION_KEYS, _TRANSFORMER_KEYS
+    from attndsl.check.layers import _ATTENTION_KEYS, _TRANSFORMER_KEYS
 
     assert keys == set(_ATTENTION_KEYS)
     assert tr_keys == set(_TRANSFORMER_KEYS)

@@ -1,0 +1,95 @@
+"""What every softmax strategy shares: float32 scores with their biases and softcap, the masked
+softmax with empty rows set to zero, and the runtime mask inputs as symbolic tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import masks
+from ...ir import Node
+from ...positions import alibi_slopes, t5_bucket_float32
+from .builder import LOWEST, Lowering, OnnxNumpy, Sym, arg, static_last
+
+__all__ = ["masked_attend", "qk_float32", "runtime_masks", "scores", "with_head_axes"]
+
+
+def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
+            rank: int) -> str:
+    """scale * q.k (+ bias) (softcap), float32. q: (B, Hkv, g, ..., n, d), k: (B, Hkv, 1, ...,
+    m, d), both float32 (see `qk_float32`) of `rank` axes. Biases come from the positions
+    q_pos (..., n, 1), k_pos (..., 1, m)."""
+    b = lw.b
+    # scale q (n x d) rather than the scores (n x m): one pass over the smaller tensor
+    q = b.op("Mul", q, b.const(node.attr("scale"), "float32"))
+    if rank == 5:
+        # (B, Hkv, g, n, d) @ (B, Hkv, d, m): merge g into the rows so ORT sees a 4-D matmul
+        # with a transposed operand, which it fuses (no strided copy of all the keys)
+        g = node.attr("heads") // node.attr("kv_heads")
+        rows = b.op("Reshape", q, b.i64(0, 0, -1, static_last(lw, node, 0)))
+        k4 = b.op("Squeeze", k, b.i64(2))
+        s4 = b.op("MatMul", rows, b.op("Transpose", k4, perm=[0, 1, 3, 2]))  # (B, Hkv, g*n, m)
+        s = b.op("Reshape", s4, b.op("Concat", b.i64(0, 0, g, -1),
+                                     b.op("Shape", s4, start=3), axis=0))
+    else:
+        perm = list(range(rank))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        s = b.op("MatMul", q, b.op("Transpose", k, perm=perm))
+    bias_kind = node.attr("bias")
+    if bias_kind:
+        heads, kv = node.attr("heads"), node.attr("kv_heads")
+        if bias_kind == "alibi":
+            dist = OnnxNumpy.abs(q_pos - k_pos).astype("float32")  # (..., n, m)
+            slopes = np.array(alibi_slopes(heads), dtype=np.float32).reshape(
+                (kv, heads // kv) + (1,) * dist.ndim)
+            bias = b.op("Mul", b.const(-slopes, "float32"), dist.name)
+        else:
+            bucket = t5_bucket_float32(OnnxNumpy, k_pos - q_pos, node.attr("buckets"),
+                                       node.attr("max_distance"), node.attr("bidirectional"))
+            table = b.to_float32(b.op("Gather", lw.w(node.attr("weight")), bucket.name,
+                                      axis=0))  # (..., H)
+            nd = bucket.ndim
+            moved = b.op("Transpose", table, perm=[nd, *range(nd)])  # (H, ...)
+            bias = b.op("Reshape", moved, b.op("Concat", b.i64(kv, heads // kv),
+                                               b.op("Shape", moved, start=1), axis=0))
+        s = b.op("Add", s, bias)  # broadcasts over B
+    cap = node.attr("softcap")
+    if cap:
+        c = b.const(cap, "float32")
+        s = b.op("Mul", b.op("Tanh", b.op("Div", s, c)), c)
+    return s
+
+
+def masked_attend(lw: Lowering, s: str, visible: Sym, v: str) -> str:
+    """softmax over the last axis where visible, then @ v; rows with no visible key -> 0 (the
+    factor is applied to the n x dv output, not to the n x m probabilities)."""
+    b = lw.b
+    # an additive 0 / lowest mask is built once at the mask's own (head-free) size; adding it
+    # broadcasts faster than a Where over the scores
+    additive = b.op("Where", visible.name, b.const(0.0, "float32"), b.const(LOWEST, "float32"))
+    p = b.to_model(b.op("Softmax", b.op("Add", s, additive), axis=-1))
+    any_key = b.op("ReduceMax", visible.astype("float32").name, b.i64(-1), keepdims=1)
+    return b.op("Mul", b.op("MatMul", p, v), b.to_model(any_key))
+
+
+def with_head_axes(visible: Sym, expr: masks.Mask) -> Sym:
+    """A batched visibility (B, ...) -> (B, 1, 1, ...), to broadcast against (B, Hkv, g, ...)
+    scores; an unbatched one already broadcasts from the right."""
+    if not masks.runtime_inputs(expr):
+        return visible
+    b = visible.b
+    return Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", visible.ndim + 2)
+
+
+def runtime_masks(lw: Lowering) -> dict[str, Sym]:
+    out = {}
+    if "key_lengths" in lw.env:
+        out["key_lengths"] = Sym(lw.b, lw.env["key_lengths"], "int64", 1)
+    if "segment_ids" in lw.env:
+        out["segment_ids"] = Sym(lw.b, lw.env["segment_ids"], "int64", 2)
+    return out
+
+
+def qk_float32(lw: Lowering, node: Node) -> tuple[str, str]:
+    """q and k of an attention node, widened to float32 once, before any blocking or gather:
+    scores are float32 (products of half-precision values are exact in it)."""
+    return lw.b.to_float32(arg(lw, node, 0)), lw.b.to_float32(arg(lw, node, 1))

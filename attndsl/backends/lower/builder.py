@@ -1,0 +1,264 @@
+"""The ONNX builder of the lowering: `Builder` collects nodes, constants and weights; `Sym` is
+a symbolic tensor with NumPy-like operators (so `masks.evaluate` and the T5 buckets build
+graph nodes unchanged); `Lowering` holds one model's state; `lower(Op.X)` registers a lowering."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ...dtypes import numpy_dtype
+from ...ir import Node, Op
+
+__all__ = ["LOWER", "LOWEST", "ONNX_TYPE", "Builder", "Lowering", "OnnxNumpy", "Sym", "arg",
+           "bsh", "lower", "repeat", "static_last", "width"]
+
+ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
+              "bfloat16": TensorProto.BFLOAT16, "int64": TensorProto.INT64,
+              "bool": TensorProto.BOOL, "int32": TensorProto.INT32}
+LOWEST = float(np.finfo(np.float32).min)
+
+
+class Builder:
+    """Collects nodes and initializers; constants are deduplicated."""
+
+    def __init__(self, dtype: str = "float32") -> None:
+        self.dtype = dtype  # the model's float type
+        self.nodes: list[onnx.NodeProto] = []
+        self.weights: list[tuple[str, np.ndarray]] = []  # stored into the model at the end
+        self.count = 0
+        self.consts: dict[tuple, str] = {}
+        self.domains: set[str] = set()
+
+    def op(self, op_type: str, *inputs: str, outputs: int = 1, domain: str = "",
+           **attrs: Any) -> Any:
+        self.count += 1
+        names = [f"{op_type.lower()}_{self.count}" + (f"_{i}" if outputs > 1 else "")
+                 for i in range(outputs)]
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        self.nodes.append(helper.make_node(op_type, list(inputs), names,
+                                           name=f"n{self.count}_{op_type}", domain=domain,
+                                           **attrs))
+        if domain:
+            self.domains.add(domain)
+        return names[0] if outputs == 1 else names
+
+    def const(self, value: Any, dtype: str) -> str:
+        np_type = {"int64": np.int64, "bool": np.bool_, "int32": np.int32}.get(dtype)
+        array = np.asarray(value, dtype=np_type or numpy_dtype(dtype))
+        key = (dtype, array.shape, array.tobytes())
+        if key not in self.consts:
+            self.count += 1
+            name = f"const_{self.count}"
+            self.nodes.append(helper.make_node(
+                "Constant", [], [name], name=f"n{self.count}_Constant",
+                value=numpy_helper.from_array(array, name)))
+            self.consts[key] = name
+        return self.consts[key]
+
+    def i64(self, *values: int) -> str:
+        return self.const(list(values), "int64")
+
+    def initializer(self, name: str, array: np.ndarray) -> str:
+        self.weights.append((name, array))
+        return name
+
+    def store_weights(self, graph: onnx.GraphProto) -> None:
+        """Write the weights into the graph's initializers one by one, in the model dtype: no
+        list of copies and no copy of the graph, so compiling holds each weight about twice
+        (torch's and the model's) rather than once per protobuf step."""
+        np_type = numpy_dtype(self.dtype)
+        element = ONNX_TYPE[self.dtype]
+        for name, array in self.weights:
+            tensor = graph.initializer.add()
+            tensor.name = name
+            tensor.data_type = element
+            tensor.dims.extend(array.shape)
+            tensor.raw_data = np.ascontiguousarray(array.astype(np_type, copy=False)).tobytes()
+        self.weights.clear()
+
+    def to_float32(self, name: str) -> str:
+        """A model-dtype value widened to float32 (no node in a float32 model)."""
+        return name if self.dtype == "float32" else self.op("Cast", name, to=TensorProto.FLOAT)
+
+    def to_model(self, name: str) -> str:
+        """A float32 value narrowed to the model dtype (no node in a float32 model)."""
+        return name if self.dtype == "float32" else self.op("Cast", name,
+                                                              to=ONNX_TYPE[self.dtype])
+
+
+class Sym:
+    """A symbolic ONNX tensor with NumPy-like operators (enough for masks and T5 buckets).
+    Floor division and modulo assume what masks guarantee: non-negative dividends for `//`."""
+
+    __array_priority__ = 1000  # NumPy scalars defer to our reflected operators
+
+    def __init__(self, b: Builder, name: str, dtype: str, ndim: int):
+        self.b, self.name, self.dtype, self.ndim = b, name, dtype, ndim
+
+    def _lift(self, other: Any) -> Sym:
+        if isinstance(other, Sym):
+            return other
+        if isinstance(other, bool | np.bool_):
+            return Sym(self.b, self.b.const(other, "bool"), "bool", 0)
+        dtype = "float32" if self.dtype == "float32" or isinstance(other, float) else "int64"
+        return Sym(self.b, self.b.const(other, dtype), dtype, 0)
+
+    def _binary(self, op: str, other: Any, *, reverse: bool = False, out: str | None = None,
+                **attrs: Any) -> Sym:
+        o = self._lift(other)
+        a, c = (o, self) if reverse else (self, o)
+        name = self.b.op(op, a.name, c.name, **attrs)
+        return Sym(self.b, name, out or a.dtype, max(a.ndim, c.ndim))
+
+    def __add__(self, o: Any) -> Sym: return self._binary("Add", o)
+    def __radd__(self, o: Any) -> Sym: return self._binary("Add", o, reverse=True)
+    def __sub__(self, o: Any) -> Sym: return self._binary("Sub", o)
+    def __rsub__(self, o: Any) -> Sym: return self._binary("Sub", o, reverse=True)
+    def __mul__(self, o: Any) -> Sym: return self._binary("Mul", o)
+    def __rmul__(self, o: Any) -> Sym: return self._binary("Mul", o, reverse=True)
+    def __truediv__(self, o: Any) -> Sym: return self._binary("Div", o)
+    def __floordiv__(self, o: Any) -> Sym: return self._binary("Div", o)
+    def __mod__(self, o: Any) -> Sym: return self._binary("Mod", o, fmod=0)
+    def __le__(self, o: Any) -> Sym: return self._binary("LessOrEqual", o, out="bool")
+    def __lt__(self, o: Any) -> Sym: return self._binary("Less", o, out="bool")
+    def __ge__(self, o: Any) -> Sym: return self._binary("GreaterOrEqual", o, out="bool")
+    def __gt__(self, o: Any) -> Sym: return self._binary("Greater", o, out="bool")
+    def __eq__(self, o: Any) -> Sym: return self._binary("Equal", o, out="bool")  # type: ignore[override]
+    def __and__(self, o: Any) -> Sym: return self._binary("And", o)
+    def __or__(self, o: Any) -> Sym: return self._binary("Or", o)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __invert__(self) -> Sym:
+        return Sym(self.b, self.b.op("Not", self.name), "bool", self.ndim)
+
+    def __neg__(self) -> Sym:
+        return Sym(self.b, self.b.op("Neg", self.name), self.dtype, self.ndim)
+
+    def __getitem__(self, index: Any) -> Sym:
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) == 2 and index[0] == slice(None) and isinstance(index[1], Sym):
+            name = self.b.op("Gather", self.name, index[1].name, axis=1)
+            return Sym(self.b, name, self.dtype, self.ndim - 1 + index[1].ndim)
+        axes = [i for i, item in enumerate(index) if item is None]
+        if any(item not in (None, slice(None)) for item in index):
+            raise NotImplementedError(f"index {index!r}")
+        name = self.b.op("Unsqueeze", self.name, self.b.i64(*axes))
+        return Sym(self.b, name, self.dtype, self.ndim + len(axes))
+
+    def max(self) -> Sym:
+        return Sym(self.b, self.b.op("ReduceMax", self.name, keepdims=0), self.dtype, 0)
+
+    def astype(self, dtype: str) -> Sym:
+        return Sym(self.b, self.b.op("Cast", self.name, to=ONNX_TYPE[dtype]), dtype, self.ndim)
+
+
+class OnnxNumpy:
+    """The slice of NumPy's namespace that `positions.t5_bucket_float32` uses."""
+
+    __name__ = "onnx"
+    int64 = "int64"
+    float32 = "float32"
+
+    @staticmethod
+    def abs(x: Sym) -> Sym:
+        return Sym(x.b, x.b.op("Abs", x.name), x.dtype, x.ndim)
+
+    @staticmethod
+    def log(x: Sym) -> Sym:
+        return Sym(x.b, x.b.op("Log", x.name), x.dtype, x.ndim)
+
+    @staticmethod
+    def minimum(x: Sym, y: Any) -> Sym:
+        return x._binary("Min", y)
+
+    @staticmethod
+    def maximum(x: Sym, y: Any) -> Sym:
+        return x._binary("Max", y)
+
+    @staticmethod
+    def where(c: Sym, x: Sym, y: Sym) -> Sym:
+        return Sym(c.b, c.b.op("Where", c.name, x.name, y.name), x.dtype, max(x.ndim, y.ndim))
+
+
+class Lowering:
+    def __init__(self, b: Builder, weights: Mapping[str, np.ndarray]):
+        self.b = b
+        self.weights = weights
+        self.env: dict[str, str] = {}
+        self.used: set[str] = set()
+        self.graph_shapes: dict[str, str] = {}
+        self.siblings: dict[str, list[Node]] = {}
+        self.fused: dict[str, str] = {}
+
+    def w(self, name: str) -> str:
+        if name not in self.used:
+            self.used.add(name)
+            self.b.initializer(name, self.weights[name])
+        return name
+
+    def dim(self, tensor: str, axis: int) -> Sym:
+        """A dimension of a tensor as an int64 scalar."""
+        shape = self.b.op("Shape", tensor, start=axis, end=axis + 1)
+        return Sym(self.b, self.b.op("Squeeze", shape, self.b.i64(0)), "int64", 0)
+
+    def arange(self, n: Sym, dtype: str = "int64") -> Sym:
+        zero, one = (self.b.const(0, dtype), self.b.const(1, dtype))
+        end = n if dtype == "int64" else n.astype(dtype)
+        return Sym(self.b, self.b.op("Range", zero, end.name, one), dtype, 1)
+
+    @property
+    def L(self) -> Sym:
+        return self.dim(self.env["x"], 1)
+
+    @property
+    def S(self) -> Sym:
+        return self.dim(self.env["memory"], 1) if "memory" in self.env else self.L
+
+
+LOWER: dict[Op, Callable[[Lowering, Node], str]] = {}
+
+
+def lower(op: Op) -> Callable:
+    def register(fn: Callable) -> Callable:
+        LOWER[op] = fn
+        return fn
+    return register
+
+
+def arg(lw: Lowering, node: Node, i: int = 0) -> str:
+    return lw.env[node.args[i]]
+
+
+def bsh(lw: Lowering, x: str) -> str:
+    """(B, h, n, d) -> (B, n, h * d)."""
+    b = lw.b
+    return b.op("Reshape", b.op("Transpose", x, perm=[0, 2, 1, 3]), b.i64(0, 0, -1))
+
+
+def static_last(lw: Lowering, node: Node, i: int) -> int:
+    """Head width of argument i ([B, h, n, d])."""
+    return width(lw.graph_shapes[node.args[i]])
+
+
+def width(shape: str) -> int:
+    """The last (always static) axis of an IR shape text such as `[B, L, 512]`."""
+    return int(shape.rsplit(",", 1)[1].strip(" ]"))
+
+
+def repeat(lw: Lowering, x: str, groups: int) -> str:
+    """(B, Hkv, S, d) -> (B, Hkv * groups, S, d): head h reads kv head h // groups."""
+    b = lw.b
+    if groups == 1:
+        return x
+    x5 = b.op("Unsqueeze", x, b.i64(2))  # (B, Hkv, 1, S, d)
+    shape = b.op("Shape", x5)
+    target = b.op("Mul", shape, b.i64(1, 1, groups, 1, 1))
+    d = b.op("Shape", x, start=3, end=4)
+    flat = b.op("Concat", b.i64(0, -1), b.op("Shape", x, start=2, end=3), d, axis=0)
+    return b.op("Reshape", b.op("Expand", x5, target), flat)

@@ -1,0 +1,31 @@
+"""Strategy `dense`: the masked L x S form in standard ops."""
+
+from __future__ import annotations
+
+from ... import masks
+from ...ir import Node
+from .attend import masked_attend, qk_float32, runtime_masks, scores, with_head_axes
+from .builder import Lowering, Sym, arg, bsh
+
+__all__ = ["dense"]
+
+
+def dense(lw: Lowering, node: Node) -> str:
+    """The masked L x S form, with kv heads broadcast (never copied) over their query groups."""
+    b = lw.b
+    heads, kv = node.attr("heads"), node.attr("kv_heads")
+    g = heads // kv
+    q, k = qk_float32(lw, node)
+    q = b.op("Reshape", q, b.op("Concat", b.i64(0, kv, g), b.op("Shape", q, start=2),
+                                axis=0))  # (B, Hkv, g, L, d)
+    k = b.op("Unsqueeze", k, b.i64(2))  # (B, Hkv, 1, S, d)
+    v = b.op("Unsqueeze", arg(lw, node, 2), b.i64(2))
+    L, S = lw.L, lw.S
+    q_pos = Sym(b, b.op("Unsqueeze", lw.arange(L).name, b.i64(1)), "int64", 2)  # (L, 1)
+    k_pos = Sym(b, b.op("Unsqueeze", lw.arange(S).name, b.i64(0)), "int64", 2)  # (1, S)
+    s = scores(lw, node, q, k, q_pos, k_pos, 5)
+    visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=L, S=S, **runtime_masks(lw))
+    visible = with_head_axes(visible, node.attr("expr"))
+    o = masked_attend(lw, s, visible, v)  # (B, Hkv, g, L, dv)
+    o = b.op("Reshape", o, b.op("Concat", b.i64(0, heads), b.op("Shape", o, start=3), axis=0))
+    return bsh(lw, o)

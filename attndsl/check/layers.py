@@ -1,0 +1,366 @@
+"""Attention and transformer definitions: their keys, defaults and the checks between keys."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .. import ast
+from .. import masks as m
+from ..source import Span
+from ..spec import (
+    Alibi,
+    Attention,
+    Ffn,
+    Learned,
+    LinearKernel,
+    Norm,
+    Position,
+    RelativeBias,
+    Rope,
+    Sinusoidal,
+    Softmax,
+    Sparsity,
+    Transformer,
+)
+from .masks import Masks
+from .values import FLOAT32_MAX, FLOAT32_TINY, Invalid, Param, describe
+
+__all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "Layers"]
+
+MAX_WEIGHT_BYTES = 2 * 1024**3 - 64 * 1024**2  # one ONNX protobuf file, with room for the graph
+MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
+
+
+class Layers(Masks):
+    attentions: dict[str, ast.AttentionDef]
+    resolved_attn: dict[str, Attention | None]
+
+    # -- attention ----------------------------------------------------------------------------
+    def entries(self, d: ast.AttentionDef | ast.TransformerDef,
+                keys: tuple[str, ...]) -> dict[str, ast.Entry]:
+        out: dict[str, ast.Entry] = {}
+        what = "attention" if isinstance(d, ast.AttentionDef) else "transformer"
+        for entry in d.entries:
+            if entry.key not in keys:
+                self.error(f"unknown key `{entry.key}` in {what} `{d.name}`", entry.key_span,
+                           hint=self._suggest(entry.key, keys, f"keys: {', '.join(keys)}"))
+            elif entry.key in out:
+                self.error(f"key `{entry.key}` is set twice", entry.key_span,
+                           notes=(("first set here", out[entry.key].key_span),))
+            else:
+                out[entry.key] = entry
+        return out
+
+    def attention(self, d: ast.AttentionDef) -> Attention | None:
+        if d.name in self.resolved_attn:
+            return self.resolved_attn[d.name]
+        self.resolved_attn[d.name] = None
+        e = self.entries(d, _ATTENTION_KEYS)
+        failed = False
+
+        def get(key: str, parse: Callable[[ast.Expr], Any], default: Any = None) -> Any:
+            nonlocal failed
+            if key not in e:
+                return default
+            try:
+                return parse(e[key].value)
+            except Invalid:
+                failed = True
+                return None
+
+        for key in ("d_model", "heads"):
+            if key not in e:
+                self.error(f"attention `{d.name}` is missing `{key}`", d.name_span,
+                           hint=f"add `{key} = ...` to the block")
+                failed = True
+        d_model = get("d_model", lambda x: self.positive(x, "d_model"))
+        heads = get("heads", lambda x: self.positive(x, "heads"))
+        kv_heads = get("kv_heads", lambda x: self.positive(x, "kv_heads"), heads)
+        head_dim = get("head_dim", lambda x: self.positive(x, "head_dim"))
+        value_dim = get("value_dim", lambda x: self.positive(x, "value_dim"))
+        kind = get("kind", lambda x: self.word(x, ("self", "cross"), "kind"), "self")
+        memory_dim = get("memory_dim", lambda x: self.positive(x, "memory_dim"))
+        bias = get("bias", lambda x: self.boolean(x, "bias"), True)
+        out_proj = get("out_proj", lambda x: self.boolean(x, "out_proj"), True)
+        scale = get("scale", self.scale_value, "auto")
+        softcap = get("softcap", self.softcap_value, "none")
+        qk_norm = get("qk_norm", lambda x: self.word(x, ("none", "rmsnorm", "layernorm"),
+                                                     "qk_norm"), "none")
+        position = get("position", self.position_value, None)
+        kernel = get("kernel", self.kernel_value, Softmax())
+        mask = get("mask", self.mask, m.Full())
+        sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
+        dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
+        if d_model is None or heads is None:
+            return None
+
+        def at(key: str) -> Span:
+            return e[key].value.span if key in e else d.name_span
+
+        if kv_heads is not None and heads % kv_heads:
+            self.error(f"heads ({heads}) must be divisible by kv_heads ({kv_heads})",
+                       at("kv_heads"), hint="kv_heads can be one of "
+                       + ", ".join(str(i) for i in _divisors(heads)[:12]))
+            failed = True
+        if head_dim is None:
+            if d_model % heads:
+                self.error(f"d_model ({d_model}) must be divisible by heads ({heads}) when "
+                           f"head_dim is not given", at("heads"),
+                           hint="set `head_dim` explicitly or change `heads`")
+                return None
+            head_dim = d_model // heads
+        value_dim = head_dim if value_dim is None else value_dim
+        if kind == "self" and "memory_dim" in e:
+            self.error("memory_dim applies only to cross attention", e["memory_dim"].key_span,
+                       hint="remove it, or set `kind = cross`")
+            failed = True
+        memory_dim = memory_dim if memory_dim is not None else d_model
+        if out_proj is False and heads * value_dim != d_model:
+            self.error(f"without out_proj the merged heads ({heads} x {value_dim} = "
+                       f"{heads * value_dim}) must equal d_model ({d_model})", at("out_proj"))
+            failed = True
+        scale_value = 1.0 / math.sqrt(head_dim) if scale == "auto" else scale
+        if isinstance(position, Rope):
+            rope_dim = position.dim if position.dim else head_dim
+            if rope_dim % 2 or rope_dim > head_dim:
+                span = _arg_span(e["position"].value, "dim") or at("position")
+                self.error(f"rotary dim ({rope_dim}) must be even and at most head_dim "
+                           f"({head_dim})", span,
+                           hint="RoPE rotates pairs of features" if rope_dim % 2 else None)
+                failed = True
+            position = Rope(position.theta, rope_dim, position.interleaved)
+        if isinstance(position, Sinusoidal) and d_model % 2:
+            self.error(f"sinusoidal encodings need an even d_model, found {d_model}",
+                       at("position"))
+            failed = True
+        if kind == "cross" and mask is not None and "segment_ids" in m.runtime_inputs(mask):
+            self.error("the `document` mask needs self attention: queries and keys must come "
+                       "from one sequence", at("mask"), hint="remove `document` or use kind = self")
+            failed = True
+        if isinstance(kernel, LinearKernel) and mask is not None:
+            failed |= self.check_linear(e, mask, position, dropout, at)
+        if failed:
+            return None
+        attn = Attention(
+            name=d.name, d_model=d_model, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+            value_dim=value_dim, kind=kind, memory_dim=memory_dim, bias=bias, out_proj=out_proj,
+            scale=scale_value, softcap=None if softcap == "none" else softcap,
+            qk_norm=None if qk_norm == "none" else qk_norm, position=position, kernel=kernel,
+            mask=mask, sparsity=sparsity, dropout=dropout)
+        self.check_size(attn.parameter_count(), d.name, d.name_span)
+        self.resolved_attn[d.name] = attn
+        return attn
+
+    def check_linear(self, e: dict[str, ast.Entry], mask: m.Mask, position: Position,
+                     dropout: float | None, at: Callable[[str], Span]) -> bool:
+        failed = False
+        if mask not in (m.Full(), m.Causal("top_left")):
+            self.error("a linear kernel supports only the masks `full` and `causal`", at("mask"),
+                       hint="use `kernel = softmax` for other masks")
+            failed = True
+        if isinstance(position, (Alibi, RelativeBias)):
+            self.error("score biases (alibi, relative_bias) need a softmax kernel: a linear "
+                       "kernel never forms scores", at("position"))
+            failed = True
+        for key in ("softcap", "scale"):
+            if key in e and not (isinstance(e[key].value, ast.Name)
+                                 and e[key].value.id in ("none", "auto")):
+                self.error(f"`{key}` has no effect with a linear kernel", e[key].key_span,
+                           hint=f"remove `{key}` or use `kernel = softmax`")
+                failed = True
+        if dropout:
+            self.error("attention dropout needs a softmax kernel (there are no attention "
+                       "weights to drop)", e["dropout"].key_span)
+            failed = True
+        return failed
+
+    def check_size(self, params: int, name: str, span: Span) -> None:
+        size = params * 4
+        if size > MAX_WEIGHT_BYTES:
+            raise self.error(f"`{name}` would have {params:,} weights ({_bytes(size)} in "
+                             f"float32); attndsl caps a layer at {_bytes(MAX_WEIGHT_BYTES)} "
+                             "so it exports as one ONNX file", span,
+                             hint="reduce d_model, heads, head_dim, ffn or layers")
+
+    def scale_value(self, e: ast.Expr) -> float | str:
+        if isinstance(e, ast.Name) and e.id == "auto":
+            return "auto"
+        value = self._float_value(e, "scale", "`auto` or a number")
+        if not FLOAT32_TINY <= value <= MAX_SCALE:
+            raise self.error(f"scale must be a number in [{FLOAT32_TINY:.3g}, {MAX_SCALE:g}], "
+                             f"found {value:g}", e.span,
+                             hint="scores are computed in float32: a larger scale overflows "
+                                  "them, a smaller one is 0")
+        return value
+
+    def softcap_value(self, e: ast.Expr) -> float | str:
+        if isinstance(e, ast.Name) and e.id == "none":
+            return "none"
+        value = self._float_value(e, "softcap", "`none` or a number")
+        if not FLOAT32_TINY <= value <= FLOAT32_MAX:
+            raise self.error(f"softcap must be a number > 0 that float32 can hold "
+                             f"([{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}]), found {value:g}",
+                             e.span, hint="softcap is applied to float32 scores")
+        return value
+
+    def _float_value(self, e: ast.Expr, key: str, expected: str) -> float:
+        if isinstance(e, ast.Name) and e.id not in self.lets:
+            raise self.error(f"{key} must be {expected}, found `{e.id}`", e.span)
+        return self.number(e)
+
+    def probability(self, e: ast.Expr, what: str) -> float:
+        value = self.number(e)
+        if not 0.0 <= value < 1.0:
+            raise self.error(f"{what} must be in [0, 1), found {value}", e.span)
+        return value
+
+    def position_value(self, e: ast.Expr) -> Position:
+        name, _ = self.callee(e, _POSITIONS, "position encoding")
+        args = self.bind(e, name, _POSITIONS[name])
+        if name == "none":
+            return None
+        if name == "sinusoidal":
+            return Sinusoidal()
+        if name == "alibi":
+            return Alibi()
+        if name == "learned":
+            return Learned(self.positive(args["max_len"], "max_len"))
+        if name == "rope":
+            theta = self.number(args["theta"]) if "theta" in args else 10000.0
+            if not 1.0 <= theta <= FLOAT32_MAX:
+                raise self.error(f"rope theta must be in [1, {FLOAT32_MAX:.3g}], found "
+                                 f"{theta:g}", args["theta"].span,
+                                 hint="frequencies theta^(-2i/dim) are float32; theta < 1 makes "
+                                      "them grow past what float32 angles can resolve")
+            dim = self.positive(args["dim"], "rope dim") if "dim" in args else 0
+            interleaved = (self.boolean(args["interleaved"], "interleaved")
+                           if "interleaved" in args else False)
+            return Rope(theta, dim, interleaved)
+        buckets = self.positive(args["buckets"], "buckets") if "buckets" in args else 32
+        max_distance = (self.positive(args["max_distance"], "max_distance")
+                        if "max_distance" in args else 128)
+        bidirectional = (self.boolean(args["bidirectional"], "bidirectional")
+                         if "bidirectional" in args else True)
+        exact = (buckets // 2 if bidirectional else buckets) // 2
+        if exact < 1:
+            raise self.error(f"relative_bias needs at least {4 if bidirectional else 2} buckets,"
+                             f" found {buckets}", args.get("buckets", e).span)
+        if max_distance <= exact:
+            raise self.error(f"max_distance ({max_distance}) must exceed the exact-bucket range"
+                             f" ({exact})", args.get("max_distance", e).span)
+        return RelativeBias(buckets, max_distance, bidirectional)
+
+    def kernel_value(self, e: ast.Expr) -> Softmax | LinearKernel:
+        name, _ = self.callee(e, _KERNELS, "kernel")
+        args = self.bind(e, name, _KERNELS[name])
+        if name == "softmax":
+            return Softmax()
+        feature = (self.word(args["feature"], ("elu", "relu", "softmax"), "feature")
+                   if "feature" in args else "elu")
+        return LinearKernel(feature)
+
+    def sparsity_value(self, e: ast.Expr) -> Sparsity:
+        name, _ = self.callee(e, _SPARSITY, "sparsity")
+        args = self.bind(e, name, _SPARSITY[name])
+        if name == "block":
+            return Sparsity("block", self.positive(args["n"], "block size"))
+        return Sparsity(name)
+
+    # -- transformer --------------------------------------------------------------------------
+    def transformer(self, d: ast.TransformerDef) -> Transformer | None:
+        e = self.entries(d, _TRANSFORMER_KEYS)
+        failed = False
+        for key in ("attention", "layers", "ffn", "norm"):
+            if key not in e:
+                self.error(f"transformer `{d.name}` is missing `{key}`", d.name_span,
+                           hint=f"add `{key} = ...` to the block")
+                failed = True
+        attn = layers = ffn = norm = None
+        dropout = 0.0
+        try:
+            if "attention" in e:
+                attn = self.transformer_attention(e["attention"].value)
+        except Invalid:
+            failed = True
+        for key in ("layers", "ffn", "norm", "dropout"):
+            if key not in e:
+                continue
+            try:
+                value = e[key].value
+                if key == "layers":
+                    layers = self.positive(value, "layers")
+                elif key == "ffn":
+                    name, _ = self.callee(value, _FFNS, "ffn")
+                    args = self.bind(value, name, (Param("hidden", True),))
+                    ffn = Ffn(name, self.positive(args["hidden"], "ffn width"))
+                else:
+                    if key == "norm":
+                        name, _ = self.callee(value, _NORMS, "norm")
+                        args = self.bind(value, name, (Param("placement", True),))
+                        norm = Norm(name, self.word(args["placement"], ("pre", "post"),
+                                                    "norm placement"))
+                    else:
+                        dropout = self.probability(value, "dropout")
+            except Invalid:
+                failed = True
+        if failed or attn is None:
+            return None
+        tr = Transformer(name=d.name, attention=attn, layers=layers, ffn=ffn, norm=norm,
+                         dropout=dropout)
+        self.check_size(tr.parameter_count(), d.name, d.name_span)
+        return tr
+
+    def transformer_attention(self, e: ast.Expr) -> Attention | None:
+        if not isinstance(e, ast.Name):
+            raise self.error(f"expected the name of an attention, found {describe(e)}", e.span)
+        if e.id not in self.attentions:
+            raise self.error(f"no attention named `{e.id}` in this file", e.span,
+                             hint=self._suggest(e.id, self.attentions, "define it with "
+                                                f"`attention {e.id} {{ ... }}`"))
+        attn = self.attention(self.attentions[e.id])
+        if attn is None:
+            raise Invalid()
+        if attn.kind != "self":
+            raise self.error(f"transformer stacks need self attention; `{e.id}` is cross "
+                             "attention", e.span)
+        return attn
+
+
+# -- tables ---------------------------------------------------------------------------------
+
+_ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
+                   "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
+                   "mask", "sparsity", "dropout")
+_TRANSFORMER_KEYS = ("attention", "layers", "ffn", "norm", "dropout")
+_POSITIONS = {
+    "none": (), "sinusoidal": (), "alibi": (),
+    "learned": (Param("max_len", True),),
+    "rope": (Param("theta"), Param("dim"), Param("interleaved")),
+    "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),
+}
+_KERNELS = {"softmax": (), "linear": (Param("feature"),)}
+_SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
+_FFNS = {"relu": (), "gelu": (), "gelu_tanh": (), "swiglu": ()}
+_NORMS = {"layernorm": (), "rmsnorm": ()}
+
+
+def _divisors(n: int) -> list[int]:
+    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
+    return sorted(set(small + [n // i for i in small]))
+
+
+def _arg_span(e: ast.Expr, name: str) -> Span | None:
+    if isinstance(e, ast.Call):
+        for arg in e.args:
+            if arg.name == name:
+                return arg.value.span
+    return None
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"

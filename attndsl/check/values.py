@@ -1,0 +1,219 @@
+"""The checker's base: diagnostics, `let` integers, numbers, words and call arguments. The
+mask and layer checks build on it (`masks.py`, `layers.py`)."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from .. import ast
+from ..errors import Diagnostic
+from ..source import Span
+
+__all__ = ["FLOAT32_MAX", "FLOAT32_TINY", "Invalid", "Param", "Values", "describe", "one_of"]
+
+_MAX_INT = 1 << 62
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.1754943508222875e-38  # smallest normal float32
+
+
+class Invalid(Exception):
+    """Raised inside the checker after a diagnostic was recorded; the key is skipped."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    required: bool = False
+
+
+class Values:
+    """Diagnostics and plain values. State lives in `Checker.__init__`."""
+
+    diags: list[Diagnostic]
+    lets: dict[str, ast.LetDef]
+    let_values: dict[str, int]
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def error(self, message: str, span: Span | None, hint: str | None = None,
+              notes: tuple[tuple[str, Span], ...] = ()) -> Invalid:
+        self.diags.append(Diagnostic(message, span, hint, notes))
+        return Invalid()
+
+    # -- integers and constants ---------------------------------------------------------------
+    def let_value(self, name: str, use: Span) -> int:
+        if name in self.let_values:
+            return self.let_values[name]
+        if name in self._failed:
+            raise Invalid()
+        d = self.lets[name]
+        if any(n == name for n, _ in self._evaluating):
+            cycle = [n for n, _ in self._evaluating] + [name]
+            start = cycle.index(name)
+            self._failed.update(cycle)
+            raise self.error(f"`let` constants refer to each other in a cycle: "
+                             f"{' -> '.join(cycle[start:])}", d.name_span,
+                             hint="a constant must not depend on itself")
+        self._evaluating.append((name, use))
+        try:
+            value = self.integer(d.value, allow_negative=True)
+        except Invalid:
+            self._failed.add(name)
+            raise
+        finally:
+            self._evaluating.pop()
+        self.let_values[name] = value
+        return value
+
+    def integer(self, e: ast.Expr, allow_negative: bool = False) -> int:
+        value = self._int_expr(e)
+        if not allow_negative and value < 0:
+            raise self.error(f"expected a non-negative integer, found {value}", e.span)
+        return value
+
+    def _int_expr(self, e: ast.Expr) -> int:
+        match e:
+            case ast.Int(value=v):
+                value = v
+            case ast.Paren(inner=inner):
+                value = self._int_expr(inner)
+            case ast.Neg(operand=x):
+                value = -self._int_expr(x)
+            case ast.Name(id=name):
+                if name in self.lets:
+                    value = self.let_value(name, e.span)
+                else:
+                    raise self.error(f"unknown constant `{name}`", e.span,
+                                     hint=self._suggest(name, self.lets, "define it with `let"
+                                                        f" {name} = ...`"))
+            case ast.BinOp(op=op, left=a, right=b) if op in "+-*//":
+                x, y = self._int_expr(a), self._int_expr(b)
+                if op == "//" and y == 0:
+                    raise self.error("integer division by zero", b.span)
+                value = {"+": x + y, "-": x - y, "*": x * y}.get(op)
+                if op == "//":
+                    value = x // y
+            case ast.Float():
+                raise self.error("expected an integer, found a float", e.span)
+            case _:
+                raise self.error(f"expected an integer, found {describe(e)}", e.span)
+        if abs(value) > _MAX_INT:
+            raise self.error(f"integer is too large (limit is 2**62 = {_MAX_INT})", e.span)
+        return value
+
+    def positive(self, e: ast.Expr, what: str) -> int:
+        value = self.integer(e, allow_negative=True)
+        if value <= 0:
+            raise self.error(f"{what} must be a positive integer, found {value}", e.span)
+        return value
+
+    def non_negative(self, e: ast.Expr, what: str) -> int:
+        value = self.integer(e, allow_negative=True)
+        if value < 0:
+            raise self.error(f"{what} must be >= 0, found {value}", e.span)
+        return value
+
+    def number(self, e: ast.Expr) -> float:
+        match e:
+            case ast.Float(value=v):
+                return v
+            case ast.Neg(operand=x):
+                return -self.number(x)
+            case ast.Paren(inner=x):
+                return self.number(x)
+            case _:
+                return float(self.integer(e, allow_negative=True))
+
+    def word(self, e: ast.Expr, choices: tuple[str, ...], what: str) -> str:
+        if isinstance(e, ast.Name) and e.id in choices:
+            return e.id
+        found = f"`{e.id}`" if isinstance(e, ast.Name) else describe(e)
+        hint = None
+        if isinstance(e, ast.Name):
+            hint = self._suggest(e.id, choices, None)
+        raise self.error(f"{what} must be one of {one_of(choices)}; found {found}", e.span,
+                         hint=hint)
+
+    def boolean(self, e: ast.Expr, what: str) -> bool:
+        return self.word(e, ("true", "false"), what) == "true"
+
+    def _suggest(self, name: str, candidates: Any, fallback: str | None) -> str | None:
+        close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+        return f"did you mean `{close[0]}`?" if close else fallback
+
+    # -- calls --------------------------------------------------------------------------------
+    def bind(self, e: ast.Expr, name: str, params: tuple[Param, ...]) -> dict[str, ast.Expr]:
+        """Arguments of a call (or a bare name, meaning all defaults) by parameter name."""
+        if isinstance(e, ast.Name):
+            missing = [p.name for p in params if p.required]
+            if missing:
+                raise self.error(f"`{name}` needs arguments: {', '.join(missing)}", e.span,
+                                 hint=f"write `{name}({', '.join(p + ' = ...' for p in missing)})`")
+            return {}
+        assert isinstance(e, ast.Call)
+        if not params and e.args:
+            raise self.error(f"`{name}` takes no arguments", e.args[0].span,
+                             hint=f"write `{name}`")
+        bound: dict[str, ast.Expr] = {}
+        names = [p.name for p in params]
+        positional = True
+        for i, arg in enumerate(e.args):
+            if arg.name is None:
+                if not positional:
+                    raise self.error("positional argument after a keyword argument", arg.span)
+                if i >= len(params):
+                    raise self.error(f"`{name}` takes at most {len(params)} argument"
+                                     f"{'s' if len(params) != 1 else ''}", arg.span,
+                                     hint=f"parameters: {', '.join(names)}")
+                bound[params[i].name] = arg.value
+                continue
+            positional = False
+            if arg.name not in names:
+                raise self.error(f"`{name}` has no parameter `{arg.name}`", arg.name_span,
+                                 hint=self._suggest(arg.name, names,
+                                                    f"parameters: {', '.join(names)}"))
+            if arg.name in bound:
+                raise self.error(f"argument `{arg.name}` given twice", arg.name_span)
+            bound[arg.name] = arg.value
+        missing = [p.name for p in params if p.required and p.name not in bound]
+        if missing:
+            raise self.error(f"`{name}` is missing argument{'s' if len(missing) > 1 else ''} "
+                             f"{', '.join(f'`{x}`' for x in missing)}", e.span)
+        return bound
+
+    def callee(self, e: ast.Expr, table: dict[str, Any], what: str) -> tuple[str, Span]:
+        if isinstance(e, ast.Call):
+            name, span = e.func, e.func_span
+        elif isinstance(e, ast.Name):
+            name, span = e.id, e.span
+        else:
+            raise self.error(f"expected {what}, found {describe(e)}", e.span,
+                             hint=f"one of {one_of(tuple(table))}")
+        if name not in table:
+            raise self.error(f"unknown {what} `{name}`", span,
+                             hint=self._suggest(name, table, f"one of {one_of(tuple(table))}"))
+        return name, span
+
+
+def describe(e: ast.Expr) -> str:
+    match e:
+        case ast.Int():
+            return f"the integer {e.text}"
+        case ast.Float():
+            return f"the number {e.text}"
+        case ast.Name():
+            return f"`{e.id}`"
+        case ast.Call():
+            return f"a call to `{e.func}`"
+        case ast.List():
+            return "a list"
+        case ast.BinOp(op="&" | "|") | ast.Not():
+            return "a mask expression"
+        case ast.Paren():
+            return describe(e.inner)
+    return "an arithmetic expression"
+
+
+def one_of(choices: tuple[str, ...]) -> str:
+    return ", ".join(f"`{c}`" for c in choices)
