@@ -1,0 +1,166 @@
+"""The command line's grammar: every subcommand, its options and their types (numbers are
+range-checked here, so a bad value is a usage error, exit 2, before any work)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from . import __version__
+from .api import DEFAULT_OUTPUT_DIR
+from .dtypes import DTYPES
+from .errors import UsageError
+from .spec import MAX_LENGTH
+from .targets import DEFAULT_TARGET, TARGETS, TRITON_TARGET
+
+__all__ = ["MAX_VERIFY_LENGTH", "build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="attndsl", description="Declarative attention layers for ONNX Runtime.")
+    p.add_argument("--version", action="version", version=f"attndsl {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("check", help="check spec files; print diagnostics")
+    c.add_argument("files", nargs="+")
+
+    f = sub.add_parser("fmt", help="format spec files canonically (in place)")
+    f.add_argument("files", nargs="+")
+    f.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted")
+    f.add_argument("--diff", action="store_true", help="print a diff instead of writing")
+    k = sub.add_parser("compile", help="export layers to ONNX or a torch.export program")
+    k.add_argument("file")
+    k.add_argument("--name", help="the layer to compile (default: every layer in the file)")
+    k.add_argument("--export", required=True, choices=("onnx", "torch", "triton"),
+                   help="triton: a model repository DIR/<layer>/{config.pbtxt,1/model.onnx}")
+    k.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT_DIR), metavar="DIR",
+                   help="output folder (default: exported/)")
+    k.add_argument("--target", default=None, choices=TARGETS,
+                   help=f"default {DEFAULT_TARGET} ({TRITON_TARGET} for triton); portable = dense "
+                        "standard ops only")
+    k.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="weights, inputs and outputs (softmax is float32); bfloat16 needs "
+                        "--target ort-cuda or portable")
+    k.add_argument("--seed", type=_SEED, default=0, help="weights seed (default 0)")
+    k.add_argument("--weights", help=".safetensors file or torch state dict, tensors named as in "
+                                      "docs/LANGUAGE.md (Weights)")
+
+    v = sub.add_parser("verify", help="compare reference, torch and ONNX Runtime")
+    v.add_argument("file")
+    v.add_argument("--name", help="the layer to verify (default: every layer)")
+    v.add_argument("--lengths", type=_ints(1, MAX_VERIFY_LENGTH), default=(),
+                   help="extra lengths, comma-separated (always: 1,7,64,300)")
+    v.add_argument("--batches", type=_ints(1, 64), default=(1, 3), help="default 1,3")
+    v.add_argument("--providers", type=_word_list, default=("cpu",), help="cpu,cuda")
+    v.add_argument("--targets", "--target", type=_targets, default=None,
+                   help="comma-separated, default all: " + ",".join(TARGETS) + " (on the CUDA "
+                        "provider: portable,ort-cuda)")
+    v.add_argument("--seed", type=_SEED, default=0)
+    v.add_argument("--weights")
+    v.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="tolerance 1e-4 (float32) or 2e-2 (float16, bfloat16) x max(1, |ref|)")
+    v.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    v.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    v.add_argument("--save-inputs", metavar="P.json",
+                   help="the random inputs, in Polygraphy's JSON format (one per shape)")
+    v.add_argument("--save-outputs", metavar="P.json",
+                   help="every backend's outputs as Polygraphy RunResults")
+
+    bn = sub.add_parser("bench", help="latency, peak memory and FLOP/s per backend")
+    bn.add_argument("file")
+    bn.add_argument("--name")
+    bn.add_argument("--lengths", type=_ints(1, MAX_LENGTH), default=(1024, 4096, 8192))
+    bn.add_argument("--batch", type=_BATCH, default=1)
+    bn.add_argument("--targets", "--target", type=_targets, default=_BENCH_TARGETS)
+    bn.add_argument("--providers", type=_word_list, default=("cpu",))
+    bn.add_argument("--dtype", default="float32", choices=DTYPES)
+    bn.add_argument("--repeat", type=_count(5, 10_000), default=5,
+                    help="timed runs after a warm-up (>= 5: the median of fewer is noise)")
+    bn.add_argument("--json", action="store_true")
+    bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
+    bn.add_argument("--plot", metavar="P.png", help="latency against length, log-log")
+    bn.add_argument("-q", "--quiet", action="store_true")
+
+    sh = sub.add_parser("show", help="draw a layer's mask (terminal grid, PNG)")
+    sh.add_argument("file")
+    sh.add_argument("--name")
+    sh.add_argument("--length", type=_SHOW_LENGTH, default=24, help="queries (rows), default 24")
+    sh.add_argument("--memory-length", type=_SHOW_LENGTH, default=None,
+                    help="keys for cross attention")
+    sh.add_argument("--png", help="also write a PNG: one panel per head where biases differ")
+
+    e = sub.add_parser("explain", help="print the graph IR and the planner's choices")
+    e.add_argument("file")
+    e.add_argument("--name")
+    e.add_argument("--target", default=DEFAULT_TARGET, choices=TARGETS)
+    e.add_argument("--dtype", default="float32", choices=DTYPES,
+                   help="the plan depends on it on ort-cuda")
+
+    r = sub.add_parser("run", help="run an exported .onnx model in ONNX Runtime")
+    r.add_argument("model")
+    r.add_argument("--inputs", help=".npz with arrays named as the model's inputs")
+    r.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
+    r.add_argument("--batch", type=_BATCH, default=1)
+    r.add_argument("--length", type=_LENGTH, default=16)
+    r.add_argument("--memory-length", type=_LENGTH, default=None, help="S (default: --length)")
+    r.add_argument("--seed", type=_SEED, default=0, help="seed for random inputs")
+    r.add_argument("--output", help="write the outputs to this .npz")
+    return p
+
+
+def _count(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: one integer in [lo, hi]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{lo}, {hi}], got {text}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+def _ints(lo: int, hi: int) -> Callable[[str], tuple[int, ...]]:
+    """An argparse type: comma-separated integers, each in [lo, hi]."""
+    one = _count(lo, hi)
+
+    def parse(text: str) -> tuple[int, ...]:
+        values = tuple(one(t.strip()) for t in text.split(",") if t.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+        return values
+
+    parse.__name__ = "integer list"
+    return parse
+
+
+# The reference that verify runs is dense float64: B x H x L x S of it must fit in memory.
+MAX_VERIFY_LENGTH = 2048
+_SEED = _count(0, 2**63 - 1)
+_BATCH = _count(1, 1 << 16)
+_LENGTH = _count(1, MAX_LENGTH)
+_SHOW_LENGTH = _count(1, 2048)  # one character (and at least one pixel) per key
+# bench compares the dense baseline(s) with the default plan
+_BENCH_TARGETS = (*(n for n, t in TARGETS.items() if not t.planned), DEFAULT_TARGET)
+
+
+def _targets(text: str) -> tuple[str, ...]:
+    targets = _word_list(text)
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown or not targets:
+        raise argparse.ArgumentTypeError(f"unknown target {', '.join(unknown) or text!r}: "
+                                         f"choose from {', '.join(TARGETS)}")
+    return targets
+
+
+def _word_list(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())

@@ -1,0 +1,123 @@
+"""How `attndsl bench` reports: the machine line, the table (text or Markdown, with speed
+against torch SDPA), JSON, and the latency-against-length plot."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import platform
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import __version__
+from .bench import Measurement
+
+__all__ = ["PLOT_SIZE", "machine_summary", "plot_png", "render_table", "to_json"]
+
+
+def machine_summary() -> str:
+    import onnxruntime as ort
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = ""
+    if torch.cuda.is_available():
+        gpu = f"; GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda}"
+        with contextlib.suppress(Exception):
+            import subprocess
+
+            driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                                     "--format=csv,noheader"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip().splitlines()[0]
+            gpu += f", driver {driver}"
+        gpu += ")"
+    return (f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, "
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
+            f"onnxruntime {ort.__version__}, numpy {np.__version__}, attndsl {__version__}")
+
+
+def render_table(rows: list[Measurement], *, markdown: bool = False) -> str:
+    base = {(r.layer, r.length): r.latency_ms for r in rows
+            if r.backend == "torch sdpa (dense mask)" and r.latency_ms}
+    head = ["layer", "L", "backend", "latency ms", "vs sdpa", "peak MB", "GFLOP/s", "note"]
+    body = []
+    for r in rows:
+        ref = base.get((r.layer, r.length))
+        speed = f"{ref / r.latency_ms:.2f}x" if ref and r.latency_ms else "-"
+        body.append([r.layer, str(r.length), r.backend,
+                     f"{r.latency_ms:.1f}" if r.latency_ms is not None else "-", speed,
+                     f"{r.peak_mb:.0f}" if r.peak_mb is not None else "-",
+                     f"{r.gflops:.1f}" if r.gflops is not None else "-", r.note])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        return "\n".join(lines)
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    lines += [fmt.format(*row).rstrip() for row in body]
+    return "\n".join(lines)
+
+
+def to_json(rows: list[Measurement]) -> str:
+    return json.dumps([asdict(r) for r in rows], indent=2)
+
+
+PLOT_SIZE = (640, 400)
+_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
+            (140, 86, 75), (227, 119, 194), (127, 127, 127)]
+
+
+def plot_png(rows: list[Measurement]) -> tuple[np.ndarray, list[tuple[str, tuple[int, ...]]]]:
+    """Latency against length on log-log axes, one coloured line per (layer, backend); grid
+    lines at each measured length and at every power of ten milliseconds. Returns the RGB image
+    and the legend (label, colour), which the caller prints: the picture carries no text."""
+    width, height = PLOT_SIZE
+    margin = 30
+    image = np.full((height, width, 3), 255, np.uint8)
+    points = [r for r in rows if r.latency_ms]
+    series: dict[str, list[Measurement]] = {}
+    for r in points:
+        series.setdefault(f"{r.layer}: {r.backend}", []).append(r)
+    if not points:
+        return image, []
+    xs = sorted({np.log2(r.length) for r in points})
+    ys = [np.log10(r.latency_ms) for r in points]
+    x0, x1 = xs[0], max(xs[-1], xs[0] + 1)
+    y0, y1 = np.floor(min(ys)), np.ceil(max(ys) + 1e-9)
+
+    def px(x: float, y: float) -> tuple[int, int]:
+        return (int(margin + (x - x0) / (x1 - x0) * (width - 2 * margin)),
+                int(height - margin - (y - y0) / (y1 - y0) * (height - 2 * margin)))
+
+    for x in xs:
+        image[margin:height - margin, px(x, y0)[0]] = 220
+    for y in np.arange(y0, y1 + 1):
+        image[px(x0, y)[1], margin:width - margin] = 220
+    image[height - margin, margin:width - margin] = 0
+    image[margin:height - margin, margin] = 0
+    legend = []
+    for i, (label, runs) in enumerate(series.items()):
+        colour = _COLOURS[i % len(_COLOURS)]
+        legend.append((label, colour))
+        coords = [px(np.log2(r.length), np.log10(r.latency_ms))
+                  for r in sorted(runs, key=lambda r: r.length)]
+        for (ax, ay), (bx, by) in itertools.pairwise(coords):
+            steps = max(abs(bx - ax), abs(by - ay), 1)
+            for t in np.linspace(0, 1, steps + 1):
+                cx, cy = round(ax + t * (bx - ax)), round(ay + t * (by - ay))
+                image[cy - 1:cy + 2, cx - 1:cx + 2] = colour
+        for cx, cy in coords:
+            image[cy - 3:cy + 4, cx - 3:cx + 4] = colour
+    return image, legend
