@@ -142,7 +142,7 @@ class Layer:
 
         _check_target(target)
         _check_dtype(dtype)
-        return plan(self.graph(), self.spec, target, dtype)
+        return plan(self.graph(), target, dtype)
 
     def export_onnx(self, directory: str | os.PathLike[str] = DEFAULT_OUTPUT_DIR, *,
                     target: str = DEFAULT_TARGET, seed: int = 0,

@@ -198,7 +198,7 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str) -> str:
                         cap=s.softcap)
         runtime = tuple(s.runtime_inputs)
         mk = b.emit(Op.MASK, f"{p}mask", runtime, f"bool[{'B, ' if runtime else ''}L, {n}]",
-                    expr=s.mask)
+                    expr=s.mask, sparsity=s.sparsity)
         pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, mk), f"[B, {s.heads}, L, {n}]",
                     dropout=s.dropout)
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)

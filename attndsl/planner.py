@@ -1,6 +1,6 @@
 """The planner: per target, how each attention runs, and why.
 
-A pass over the graph IR (`plan(graph, spec, target) -> (graph, choices)`): for the `ort-cpu`
+A pass over the graph IR (`plan(graph, target) -> (graph, choices)`): for the `ort-cpu`
 and `ort-cuda` targets it replaces each softmax attention core (repeat_kv .. merge_heads) by one
 `attention` node whose `strategy` names the execution:
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from . import masks as m
 from .ir import Graph, Node, Op
-from .spec import MAX_LENGTH, Alibi, Attention, LinearKernel, RelativeBias, Transformer
+from .spec import MAX_LENGTH, Sparsity
 from .targets import (
     GQA_HEAD_DIM_MULTIPLE,
     get,
@@ -35,7 +35,7 @@ from .targets import (
     kernel_skips_outside_window,
 )
 
-__all__ = ["Choice", "Cover", "cover", "plan"]
+__all__ = ["Choice", "Core", "Cover", "cores", "cover", "plan"]
 
 _BLOCK_SIZES = (64, 128, 256)
 # Block-sparse execution deduplicates the visited key blocks with (K x K) tables per query block
@@ -160,17 +160,73 @@ class Choice:
                           *(f"    - {r}" for r in self.reasons)])
 
 
-def choose(a: Attention, target: str, dtype: str = "float32",
+@dataclass(frozen=True)
+class Core:
+    """One attention of a graph, as the planner reads it from the graph's nodes."""
+
+    prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
+    linear: bool  # a linear kernel (no softmax core to replace)
+    kind: str  # self | cross
+    heads: int
+    kv_heads: int
+    head_dim: int
+    value_dim: int
+    scale: float | None
+    softcap: float | None
+    bias: tuple[tuple[str, object], ...]  # the score bias node's attributes, or ()
+    mask: m.Mask
+    sparsity: Sparsity
+    prepared: bool  # qk_norm or RoPE run before the core
+
+    @property
+    def groups(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def bias_kind(self) -> str | None:
+        return dict(self.bias).get("kind")
+
+
+def cores(graph: Graph) -> list[Core]:
+    """Every attention of the graph, in order (one per `merge_heads`)."""
+    by_name = {n.out: n for n in graph.nodes}
+    found = []
+    for node in graph.nodes:
+        if node.op is not Op.MERGE_HEADS:
+            continue
+        p = node.out.removesuffix("merged")
+
+        def get_node(suffix: str, p: str = p) -> Node | None:
+            return by_name.get(f"{p}{suffix}")
+
+        q, k, v = get_node("q_heads"), get_node("k_heads"), get_node("v_heads")
+        mask, scores = get_node("mask"), get_node("scores")
+        linear = get_node("attn").op is Op.LINEAR_ATTENTION
+        bias, cap = get_node("biased"), get_node("capped")
+        found.append(Core(
+            prefix=p, linear=linear,
+            kind="cross" if get_node("k").args[0] == "memory" else "self",
+            heads=q.attr("heads"), kv_heads=k.attr("heads"), head_dim=q.attr("dim"),
+            value_dim=v.attr("dim"), scale=scores.attr("scale") if scores else None,
+            softcap=cap.attr("cap") if cap else None,
+            bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
+            mask=mask.attr("expr") if mask else m.Full(),
+            sparsity=mask.attr("sparsity") if mask else Sparsity("auto"),
+            prepared=bool(get_node("q_normed") or get_node("q_rope"))))
+    return found
+
+
+def choose(a: Core, target: str, dtype: str = "float32",
            ) -> tuple[str, dict[str, object], list[str]]:
-    """(strategy, params, reasons) for one attention on an ort-* target."""
+    """(strategy, params, reasons) for one attention on a planned target."""
     reasons: list[str] = []
     provider = get(target).provider
-    if isinstance(a.kernel, LinearKernel):
+    if a.linear:
         return "linear", {}, ["linear kernel: O(L) prefix sums in standard ops; no softmax "
                               "kernel applies"]
     mask = a.mask
     causal_window = _causal_window(mask) if a.kind == "self" else None
-    has_bias = isinstance(a.position, Alibi | RelativeBias)
+    has_bias = a.bias_kind is not None
     if a.sparsity.mode == "dense":
         return "dense", {}, ["sparsity = dense asks for the dense masked form"]
     # 1. GroupQueryAttention: ORT's fused causal kernel
@@ -184,7 +240,7 @@ def choose(a: Attention, target: str, dtype: str = "float32",
         why_not_gqa.append(f"its kernels need head_dim a multiple of {GQA_HEAD_DIM_MULTIPLE} "
                            f"(found {a.head_dim})")
     if has_bias:
-        why_not_gqa.append(f"{type(a.position).__name__} score biases would need an L x S "
+        why_not_gqa.append(f"{_BIAS_NAMES[a.bias_kind]} score biases would need an L x S "
                            "attention_bias input")
     windowed = causal_window is not None and causal_window != INF
     gqa_kernel = has_kernel("GroupQueryAttention", dtype, provider)
@@ -202,7 +258,7 @@ def choose(a: Attention, target: str, dtype: str = "float32",
                        + (f" with local_window_size = {window}" if window > 0 else "")
                        + (f", {a.groups} query heads per kv head" if a.groups > 1 else "")
                        + (f", softcap {a.softcap}" if a.softcap else ""))
-        if a.qk_norm or a.position is not None:
+        if a.prepared:
             reasons.append("qk_norm / RoPE are applied in standard ops before the kernel "
                            "(do_rotary is not used: it needs cos/sin caches of a maximum length)")
         return "gqa", {"local_window_size": window}, reasons
@@ -305,27 +361,31 @@ _CORE = (Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.SOFTCAP, Op.MASK, Op.SOFTMAX
          Op.MERGE_HEADS)
 
 
-def plan(graph: Graph, spec: Attention | Transformer, target: str,
-         dtype: str = "float32") -> tuple[Graph, list[Choice]]:
-    """The planned graph and one Choice per attention. `portable` returns the graph as is."""
-    attn = spec.attention if isinstance(spec, Transformer) else spec
-    prefixes = ([f"layers.{i}.self_attn." for i in range(spec.layers)]
-                if isinstance(spec, Transformer) else [""])
+def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list[Choice]]:
+    """The planned graph and one Choice per attention, read from the graph alone.
+
+    Requires: a graph from `ir.build` (named values `<prefix>q_heads` .. `<prefix>merged`).
+    Ensures: on a planned target, each softmax core (repeat_kv .. merge_heads) is one
+    `attention` node carrying its strategy, parameters and mask cover; other nodes unchanged.
+    A target that is not planned (portable) gets the graph as it is."""
+    found = cores(graph)
     if not get(target).planned:
-        return graph, [Choice(p, "dense", ("portable: standard ONNX ops only, exported by "
-                                           "torch.onnx.export; no planning",)) for p in prefixes]
-    strategy, params, reasons = choose(attn, target, dtype)
-    choices = [Choice(p, strategy, tuple(reasons), tuple(params.items())) for p in prefixes]
-    if strategy == "linear":
-        return graph, choices
+        return graph, [Choice(c.prefix, "dense", ("portable: standard ONNX ops only, exported by "
+                                                  "torch.onnx.export; no planning",))
+                       for c in found]
+    choices = []
     nodes = list(graph.nodes)
-    for prefix in prefixes:
-        nodes = _fuse(nodes, prefix, attn, strategy, params)
+    for core in found:
+        strategy, params, reasons = choose(core, target, dtype)
+        choices.append(Choice(core.prefix, strategy, tuple(reasons), tuple(params.items())))
+        if strategy != "linear":
+            nodes = _fuse(nodes, core, strategy, params)
     return replace(graph, nodes=tuple(nodes)), choices
 
 
-def _fuse(nodes: list[Node], p: str, a: Attention, strategy: str,
-          params: dict[str, object]) -> list[Node]:
+def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) -> list[Node]:
+    p = a.prefix
+
     def named(suffix: str) -> Node | None:
         return next((n for n in nodes if n.out == f"{p}{suffix}"), None)
 
@@ -334,19 +394,15 @@ def _fuse(nodes: list[Node], p: str, a: Attention, strategy: str,
     q = scores.args[0]
     k = k_rep.args[0] if k_rep else scores.args[1]
     v = v_rep.args[0] if v_rep else attend.args[1]
-    bias: dict[str, object] = {"bias": None}
-    if isinstance(a.position, Alibi):
-        bias = {"bias": "alibi"}
-    elif isinstance(a.position, RelativeBias):
-        bias = {"bias": "relative_bias", "buckets": a.position.buckets,
-                "max_distance": a.position.max_distance,
-                "bidirectional": a.position.bidirectional,
-                "weight": f"{p}relative_attention_bias.weight"}
+    bias = dict(a.bias)
+    bias = {"bias": bias.pop("kind", None), **bias}
+    cover_ = ({"cover": cover(a.mask, self_attention=a.kind == "self")}
+              if strategy == "block_sparse" else {})
     merged = named("merged")
-    fused = Node(Op.ATTENTION, merged.out, (q, k, v, *a.runtime_inputs), tuple({
+    fused = Node(Op.ATTENTION, merged.out, (q, k, v, *m.runtime_inputs(a.mask)), tuple({
         "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
-        "softcap": a.softcap, **bias, "expr": a.mask, "kind": a.kind, **params}.items()),
-        merged.shape)
+        "softcap": a.softcap, **bias, "expr": a.mask, "kind": a.kind, **params,
+        **cover_}.items()), merged.shape)
     core = {n.out for n in nodes if n.op in _CORE and n.out.startswith(p)
             and n.out[len(p):].count(".") == 0}
     out = []
@@ -356,3 +412,6 @@ def _fuse(nodes: list[Node], p: str, a: Attention, strategy: str,
         elif n.out not in core:
             out.append(n)
     return out
+
+
+_BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}

@@ -67,6 +67,9 @@ class Sparsity:
     mode: str  # dense | block | auto
     block: int | None = None
 
+    def __str__(self) -> str:
+        return f"block({self.block})" if self.mode == "block" else self.mode
+
 
 @dataclass(frozen=True)
 class Attention:

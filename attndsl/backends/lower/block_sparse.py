@@ -11,7 +11,6 @@ from onnx import numpy_helper
 from ... import masks
 from ...dtypes import numpy_dtype
 from ...ir import Node
-from ...planner import cover
 from ...targets import lacks_bfloat16_cuda_kernel
 from .attend import masked_attend, qk_float32, runtime_masks, scores, with_head_axes
 from .builder import ONNX_TYPE, Lowering, OnnxNumpy, Sym, arg, bsh, static_last
@@ -27,7 +26,7 @@ def block_sparse(lw: Lowering, node: Node) -> str:
     expr = node.attr("expr")
     heads, kv, n = node.attr("heads"), node.attr("kv_heads"), node.attr("block")
     g = heads // kv
-    c = cover(expr, self_attention=node.attr("kind") == "self")
+    c = node.attr("cover")  # the planner's, which it sized the key blocks by
     q, k = qk_float32(lw, node)
     v = arg(lw, node, 2)
     d = static_last(lw, node, 0)
