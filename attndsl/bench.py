@@ -23,20 +23,19 @@ import re
 import statistics
 import tempfile
 import time
-import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from . import masks
 from .backends import runtime
-from .backends.torch import AttentionModule
+from .backends.torch import GraphModule
 from .dtypes import torch_dtype
 from .errors import ExportError
+from .planner import cores, fuse_cores
 from .spec import Alibi, Attention, LinearKernel, RelativeBias, Transformer
 from .verify import make_inputs
 
@@ -172,40 +171,22 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
     return total
 
 
-def _sdpa_core(self: AttentionModule, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               key_lengths: torch.Tensor | None, segment_ids: torch.Tensor | None) -> torch.Tensor:
-    """The softmax core through F.scaled_dot_product_attention with a dense boolean mask
-    (no mask at all for a plain causal or unmasked layer): what a user would write in PyTorch."""
-    s = self.spec
-    L, S = q.shape[2], k.shape[2]
-    if _sdpa_needs_no_mask(s):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=s.mask == masks.Causal(),
-                                              scale=s.scale)
-    qi = torch.arange(L, device=q.device).unsqueeze(1)
-    ki = torch.arange(S, device=q.device).unsqueeze(0)
-    mask = masks.evaluate(s.mask, qi, ki, L=L, S=S, key_lengths=key_lengths,
-                          segment_ids=segment_ids)
-    if mask.dim() == 3:
-        mask = mask.unsqueeze(1)
-    bias = self.score_bias(qi, ki)
-    if bias is not None:
-        mask = torch.where(mask, bias, torch.finfo(torch.float32).min).to(q.dtype)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=s.scale)
-
-
 def _sdpa_needs_no_mask(s: Attention) -> bool:
     """A plain causal or unmasked layer without biases: SDPA's flash kernel, no L x S mask."""
     return s.mask in (masks.Causal(), masks.Full()) and not isinstance(s.position,
                                                                      Alibi | RelativeBias)
 
 
-def _with_sdpa(module: torch.nn.Module) -> torch.nn.Module | None:
-    for sub in module.modules():
-        if isinstance(sub, AttentionModule):
-            if sub.spec.softcap is not None or isinstance(sub.spec.kernel, LinearKernel):
-                return None
-            sub.softmax_attention = types.MethodType(_sdpa_core, sub)
-    return module
+def _with_sdpa(module: GraphModule) -> GraphModule | None:
+    """The same layer with each softmax core run by F.scaled_dot_product_attention (a dense
+    boolean mask, none for plain causal or unmasked attention): what a user would write in
+    PyTorch. None where SDPA cannot express the layer (softcap, linear kernels)."""
+    if any(c.linear or c.softcap for c in cores(module.graph)):
+        return None
+    param = next(module.parameters())
+    sdpa = GraphModule(fuse_cores(module.graph, "sdpa")).to(param.device, param.dtype)
+    sdpa.load_state_dict(module.state_dict())
+    return sdpa.eval()
 
 
 def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[str, ...],

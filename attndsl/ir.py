@@ -21,7 +21,7 @@ from .spec import (
     input_names,
 )
 
-__all__ = ["Graph", "Node", "Op", "build"]
+__all__ = ["Graph", "Node", "Op", "Weight", "build"]
 
 
 class Op(enum.Enum):
@@ -43,7 +43,7 @@ class Op(enum.Enum):
     ATTENTION = "attention"  # planned core: q, k, v (+ runtime inputs) -> (B, L, H*dv)
     ACTIVATION = "activation"
     MUL = "mul"
-    ADD = "add"
+    ADD = "add"  # a + b (a residual: dropout on b in training)
 
 
 @dataclass(frozen=True)
@@ -73,12 +73,24 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Weight:
+    """A tensor of the layer: its state-dict name, shape, and how a seeded module draws it."""
+
+    name: str
+    shape: tuple[int, ...]
+    init: str  # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight, norm_bias
+    fan_in: int = 0  # of a linear weight or bias
+
+
+@dataclass(frozen=True)
 class Graph:
     name: str
     kind: str  # attention | transformer
     summary: str
     nodes: tuple[Node, ...]
     output: str
+    # every tensor the nodes read, in the order a seeded module draws them (nn.Module order)
+    weights: tuple[Weight, ...] = ()
 
     def text(self) -> str:
         lines = [f"{self.kind} {self.name}: {self.summary}"]
@@ -116,12 +128,69 @@ def build(spec: Attention | Transformer) -> Graph:
                        eps=spec.norm.eps, module="norm", bias=spec.norm.kind == "layernorm")
         summary = (f"{spec.layers} x {spec.norm.kind}({spec.norm.placement}) blocks of "
                    f"attention {attn.name} and {spec.ffn.kind}({spec.ffn.hidden})")
-        return Graph(spec.name, "transformer", summary, tuple(b.nodes), h)
+        return Graph(spec.name, "transformer", summary, tuple(b.nodes), h, _weights(spec))
     for name in input_names(spec):
         b.emit(Op.INPUT, name, (), _type_of(name, spec))
     x = _absolute(b, spec, "x", "")
     out = _attention(b, spec, "", x, "memory" if spec.kind == "cross" else x)
-    return Graph(spec.name, "attention", _summary(spec), tuple(b.nodes), out)
+    return Graph(spec.name, "attention", _summary(spec), tuple(b.nodes), out, _weights(spec))
+
+
+def _weights(spec: Attention | Transformer) -> tuple[Weight, ...]:
+    """The layer's tensors, in the order its torch module has always drawn them from a seed:
+    per attention q, k, v, o projections (weight, then bias), q/k norms, the T5 table; a stack
+    draws its learned positions first, then per block the attention, its two norms and the
+    MLP, then the final norm. Names are the nodes' weight names."""
+    out: list[Weight] = []
+
+    def linear(name: str, rows: int, cols: int, bias: bool) -> None:
+        out.append(Weight(f"{name}.weight", (rows, cols), "linear", cols))
+        if bias:
+            out.append(Weight(f"{name}.bias", (rows,), "linear_bias", cols))
+
+    def norm(name: str, width: int, bias: bool) -> None:
+        out.append(Weight(f"{name}.weight", (width,), "norm_weight"))
+        if bias:
+            out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
+
+    def attention(s: Attention, p: str, absolute: bool) -> None:
+        linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, s.bias)
+        linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, s.bias)
+        linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, s.bias)
+        if s.out_proj:
+            linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, s.bias)
+        if s.qk_norm:
+            norm(f"{p}q_norm", s.head_dim, False)
+            norm(f"{p}k_norm", s.head_dim, False)
+        if isinstance(s.position, RelativeBias):
+            out.append(Weight(f"{p}relative_attention_bias.weight",
+                              (s.position.buckets, s.heads), "embedding"))
+        if absolute and isinstance(s.position, Learned):
+            out.append(Weight(f"{p}position_embeddings.weight", (s.position.max_len, s.d_model),
+                              "embedding"))
+
+    if isinstance(spec, Attention):
+        attention(spec, "", True)
+        return tuple(out)
+    a, d, ffn = spec.attention, spec.d_model, spec.ffn
+    if isinstance(a.position, Learned):
+        out.append(Weight("position_embeddings.weight", (a.position.max_len, d), "embedding"))
+    layernorm = spec.norm.kind == "layernorm"
+    for i in range(spec.layers):
+        p = f"layers.{i}."
+        attention(a, f"{p}self_attn.", False)
+        norm(f"{p}attn_norm", d, layernorm)
+        norm(f"{p}ffn_norm", d, layernorm)
+        if ffn.kind == "swiglu":
+            linear(f"{p}mlp.gate_proj", ffn.hidden, d, False)
+            linear(f"{p}mlp.up_proj", ffn.hidden, d, False)
+            linear(f"{p}mlp.down_proj", d, ffn.hidden, False)
+        else:
+            linear(f"{p}mlp.fc1", ffn.hidden, d, True)
+            linear(f"{p}mlp.fc2", d, ffn.hidden, True)
+    if spec.norm.placement == "pre":
+        norm("norm", d, layernorm)
+    return tuple(out)
 
 
 def _summary(s: Attention) -> str:
@@ -212,6 +281,7 @@ def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
     p = f"layers.{i}."
     d = f"[B, L, {t.d_model}]"
     kind, eps = t.norm.kind, t.norm.eps
+    drop = t.dropout or None  # residual dropout on the sublayer's output, training only
 
     def norm(out: str, arg: str, which: str) -> str:
         return b.emit(Op.NORM, f"{p}{out}", (arg,), d, kind=kind, eps=eps, module=f"{p}{which}",
@@ -222,13 +292,13 @@ def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
 
     if t.norm.placement == "pre":
         a = attn(norm("attn_in", h, "attn_norm"))
-        h = b.emit(Op.ADD, f"{p}resid1", (h, a), d)
+        h = b.emit(Op.ADD, f"{p}resid1", (h, a), d, dropout=drop)
         f = _mlp(b, t, p, norm("ffn_in", h, "ffn_norm"))
-        return b.emit(Op.ADD, f"{p}resid2", (h, f), d)
+        return b.emit(Op.ADD, f"{p}resid2", (h, f), d, dropout=drop)
     a = attn(h)
-    h = norm("h", b.emit(Op.ADD, f"{p}resid1", (h, a), d), "attn_norm")
+    h = norm("h", b.emit(Op.ADD, f"{p}resid1", (h, a), d, dropout=drop), "attn_norm")
     f = _mlp(b, t, p, h)
-    return norm("y", b.emit(Op.ADD, f"{p}resid2", (h, f), d), "ffn_norm")
+    return norm("y", b.emit(Op.ADD, f"{p}resid2", (h, f), d, dropout=drop), "ffn_norm")
 
 
 def _mlp(b: _Builder, t: Transformer, p: str, x: str) -> str:

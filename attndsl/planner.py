@@ -35,7 +35,7 @@ from .targets import (
     kernel_skips_outside_window,
 )
 
-__all__ = ["Choice", "Core", "Cover", "cores", "cover", "plan"]
+__all__ = ["Choice", "Core", "Cover", "cores", "cover", "fuse_cores", "plan"]
 
 _BLOCK_SIZES = (64, 128, 256)
 # Block-sparse execution deduplicates the visited key blocks with (K x K) tables per query block
@@ -381,6 +381,16 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
         if strategy != "linear":
             nodes = _fuse(nodes, core, strategy, params)
     return replace(graph, nodes=tuple(nodes)), choices
+
+
+def fuse_cores(graph: Graph, strategy: str) -> Graph:
+    """The graph with every softmax core fused into one `attention` node of `strategy`, no
+    choice made: bench's PyTorch SDPA baseline runs such a graph (strategy `sdpa`)."""
+    nodes = list(graph.nodes)
+    for core in cores(graph):
+        if not core.linear:
+            nodes = _fuse(nodes, core, strategy, {})
+    return replace(graph, nodes=tuple(nodes))
 
 
 def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) -> list[Node]:

@@ -1,180 +1,133 @@
-"""Resolved spec -> a trainable `torch.nn.Module` whose parameter names follow docs/LANGUAGE.md
-(Hugging Face layout), so HF-style state dicts load with `load_state_dict`.
+"""Graph IR -> a trainable `torch.nn.Module` that runs the graph: one small function per op
+(`@impl(Op.X)`), parameters named, shaped and drawn as the graph's weight table says (Hugging
+Face layout), so HF-style state dicts load with `load_state_dict`. The `portable` export traces
+this module, so `to_torch`, the portable export and the direct ONNX lowering all start from the
+same IR.
 
 The forward pass is written for `torch.export` as well as eager use: every size is read from the
 inputs, masks and position tables are computed from `arange` (never stored), and no Python
-branch depends on a tensor's values."""
+branch depends on a tensor's values. Scores, biases and softmax are float32 whatever the model
+dtype (q and k are widened before their product, which is then exact)."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
+from ..ir import Graph, Node, Op, build
 from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
-from ..spec import (
-    Alibi,
-    Attention,
-    Ffn,
-    Learned,
-    LinearKernel,
-    RelativeBias,
-    Rope,
-    Sinusoidal,
-    Transformer,
-)
+from ..spec import Attention, Transformer
 
-__all__ = ["AttentionModule", "TransformerModule", "build_module", "seeded_module"]
+__all__ = ["GraphModule", "build_module", "export_program", "seeded_module"]
+
+Env = dict[str, Tensor]
+_IMPL: dict[Op, Callable[[GraphModule, Node, Env], Tensor]] = {}
 
 
-def build_module(spec: Attention | Transformer) -> nn.Module:
+def impl(op: Op) -> Callable:
+    def register(fn: Callable) -> Callable:
+        _IMPL[op] = fn
+        return fn
+    return register
+
+
+class GraphModule(nn.Module):
+    """Runs `graph`: forward(x, [memory], [key_lengths], [segment_ids]) -> y. Its parameters are
+    the graph's weights, under their state-dict names (`layers.0.self_attn.q_proj.weight`)."""
+
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+        for w in graph.weights:
+            *path, leaf = w.name.split(".")
+            owner: nn.Module = self
+            for part in path:
+                if not hasattr(owner, part):
+                    owner.add_module(part, nn.Module())
+                owner = getattr(owner, part)
+            owner.register_parameter(leaf, nn.Parameter(torch.empty(w.shape)))
+        self._params = dict(self.named_parameters())
+
+    def weight(self, name: str) -> Tensor:
+        return self._params[name]
+
+    def forward(self, x: Tensor, memory: Tensor | None = None,
+                key_lengths: Tensor | None = None, segment_ids: Tensor | None = None) -> Tensor:
+        given = {"x": x, "memory": memory, "key_lengths": key_lengths,
+                 "segment_ids": segment_ids}
+        env: Env = {}
+        for node in self.graph.nodes:
+            if node.op is Op.INPUT:
+                env[node.out] = given[node.out]
+            else:
+                env[node.out] = _IMPL[node.op](self, node, env)
+        return env[self.graph.output]
+
+    def _apply(self, fn, recurse=True):  # .to(dtype) etc. replace parameters: look them up anew
+        out = super()._apply(fn, recurse)
+        self._params = dict(self.named_parameters())
+        return out
+
+
+def build_module(spec: Attention | Transformer) -> GraphModule:
     """A module for a resolved attention or transformer (weights uninitialised: see
     `seeded_module`)."""
-    if isinstance(spec, Transformer):
-        return TransformerModule(spec)
-    return AttentionModule(spec)
+    return GraphModule(build(spec))
 
 
-def seeded_module(spec: Attention | Transformer, seed: int) -> nn.Module:
-    """The module with weights drawn from `seed` alone (the global RNG is left untouched).
-
-    Norm weights and biases are drawn around their usual values (1 and 0) rather than set to
-    them, so verification exercises every tensor."""
-    with torch.random.fork_rng(devices=[]):
+def seeded_module(spec: Attention | Transformer, seed: int) -> GraphModule:
+    """The module with weights drawn from `seed` alone (the global RNG is left untouched), in
+    the graph's weight order: linear layers as nn.Linear draws them, embeddings N(0, 1); then
+    norm weights around 1 and norm biases around 0 (drawn rather than set, so verification
+    exercises every tensor)."""
+    module = build_module(spec)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
-        module = build_module(spec)
-        with torch.no_grad():
-            for mod in module.modules():
-                if isinstance(mod, RMSNorm | nn.LayerNorm):
-                    mod.weight.copy_(1.0 + 0.1 * torch.randn_like(mod.weight))
-                    if getattr(mod, "bias", None) is not None:
-                        mod.bias.copy_(0.1 * torch.randn_like(mod.bias))
+        params = dict(module.named_parameters())
+        for w in module.graph.weights:
+            p = params[w.name]
+            if w.init == "linear":
+                nn.init.kaiming_uniform_(p, a=math.sqrt(5))
+            elif w.init == "linear_bias":
+                nn.init.uniform_(p, -1 / math.sqrt(w.fan_in), 1 / math.sqrt(w.fan_in))
+            elif w.init == "embedding":
+                nn.init.normal_(p)
+            else:
+                p.fill_(1.0 if w.init == "norm_weight" else 0.0)
+        for w in module.graph.weights:
+            if w.init == "norm_weight":
+                params[w.name].copy_(1.0 + 0.1 * torch.randn(w.shape))
+            elif w.init == "norm_bias":
+                params[w.name].copy_(0.1 * torch.randn(w.shape))
     return module.eval()
 
 
-class RMSNorm(nn.Module):
-    """x * rsqrt(mean(x^2) + eps) * weight (no bias)."""
-
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: Tensor) -> Tensor:
-        # statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return h.to(x.dtype) * self.weight
+def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
+    return env[node.args[i]]
 
 
-def _norm(kind: str, dim: int, *, bias: bool) -> nn.Module:
-    if kind == "rmsnorm":
-        return RMSNorm(dim, 1e-6)
-    return nn.LayerNorm(dim, eps=1e-5, bias=bias)
+def _lengths(env: Env) -> tuple[Tensor, Tensor]:
+    """Query and key positions, (L, 1) and (1, S), from the graph's inputs."""
+    x = env["x"]
+    S = env["memory"].shape[1] if env.get("memory") is not None else x.shape[1]
+    qi = torch.arange(x.shape[1], device=x.device).unsqueeze(1)
+    ki = torch.arange(S, device=x.device).unsqueeze(0)
+    return qi, ki
 
 
-class AttentionModule(nn.Module):
-    """One attention layer: forward(x, [memory], [key_lengths], [segment_ids]) -> y."""
-
-    def __init__(self, spec: Attention, *, absolute_positions: bool = True):
-        super().__init__()
-        self.spec = spec
-        s = spec
-        self.q_proj = nn.Linear(s.d_model, s.heads * s.head_dim, bias=s.bias)
-        self.k_proj = nn.Linear(s.memory_dim, s.kv_heads * s.head_dim, bias=s.bias)
-        self.v_proj = nn.Linear(s.memory_dim, s.kv_heads * s.value_dim, bias=s.bias)
-        if s.out_proj:
-            self.o_proj = nn.Linear(s.heads * s.value_dim, s.d_model, bias=s.bias)
-        if s.qk_norm:
-            self.q_norm = _norm(s.qk_norm, s.head_dim, bias=False)
-            self.k_norm = _norm(s.qk_norm, s.head_dim, bias=False)
-        if isinstance(s.position, RelativeBias):
-            self.relative_attention_bias = nn.Embedding(s.position.buckets, s.heads)
-        # In a transformer stack absolute encodings are added once, at the stack's input.
-        self.absolute = absolute_positions
-        if absolute_positions and isinstance(s.position, Learned):
-            self.position_embeddings = nn.Embedding(s.position.max_len, s.d_model)
-
-    def forward(self, x: Tensor, memory: Tensor | None = None, key_lengths: Tensor | None = None,
-                segment_ids: Tensor | None = None) -> Tensor:
-        s = self.spec
-        if self.absolute:
-            x = add_absolute_position(self, s, x)
-        kv_in = memory if s.kind == "cross" else x
-        q = self.q_proj(x).unflatten(-1, (s.heads, s.head_dim)).transpose(1, 2)  # (B, H, L, d)
-        k = self.k_proj(kv_in).unflatten(-1, (s.kv_heads, s.head_dim))
-        k = k.transpose(1, 2)  # (B, Hkv, S, d)
-        v = self.v_proj(kv_in).unflatten(-1, (s.kv_heads, s.value_dim))
-        v = v.transpose(1, 2)  # (B, Hkv, S, dv)
-        if s.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        if isinstance(s.position, Rope):
-            q = apply_rope(q, s.position)
-            k = apply_rope(k, s.position)
-        if s.groups > 1:
-            k = k.repeat_interleave(s.groups, dim=1)  # (B, H, S, d): head h reads kv h // groups
-            v = v.repeat_interleave(s.groups, dim=1)
-        if isinstance(s.kernel, LinearKernel):
-            out = linear_attention(q, k, v, s.kernel.feature, causal=s.mask == masks.Causal())
-        else:
-            out = self.softmax_attention(q, k, v, key_lengths, segment_ids)
-        out = out.transpose(1, 2).flatten(2)  # (B, L, H * dv)
-        return self.o_proj(out) if s.out_proj else out
-
-    def softmax_attention(self, q: Tensor, k: Tensor, v: Tensor, key_lengths: Tensor | None,
-                          segment_ids: Tensor | None) -> Tensor:
-        s = self.spec
-        L, S = q.shape[2], k.shape[2]
-        qi = torch.arange(L, device=q.device).unsqueeze(1)  # (L, 1)
-        ki = torch.arange(S, device=q.device).unsqueeze(0)  # (1, S)
-        # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower
-        # arithmetic between a tensor and a symbolic size such as `h % ceil(S / n)`
-        visible = masks.evaluate(s.mask, qi, ki, L=qi[-1, 0] + 1, S=ki[0, -1] + 1,
-                                 key_lengths=key_lengths,
-                                 segment_ids=segment_ids)  # (L, S) or (B, L, S)
-        if visible.dim() == 3:
-            visible = visible.unsqueeze(1)  # (B, 1, L, S)
-        bias = self.score_bias(qi, ki)  # (H, L, S) or None
-        # scores and softmax in float32 whatever the model dtype (as fused kernels do); the
-        # products of half-precision q and k are exact in float32
-        scores = torch.matmul(q.float() * s.scale, k.float().transpose(-1, -2))  # (B, H, L, S)
-        if bias is not None:
-            scores = scores + bias
-        if s.softcap is not None:
-            scores = s.softcap * torch.tanh(scores / s.softcap)
-        lowest = torch.finfo(scores.dtype).min
-        scores = scores.masked_fill(~visible, lowest)
-        probs = torch.softmax(scores, dim=-1)
-        # A row with no visible key would be uniform over masked keys: make it zeros instead.
-        probs = probs * visible.any(dim=-1, keepdim=True).to(probs.dtype)
-        if self.training and s.dropout:
-            probs = F.dropout(probs, p=s.dropout)
-        return torch.matmul(probs.to(v.dtype), v)  # (B, H, L, dv)
-
-    def score_bias(self, qi: Tensor, ki: Tensor) -> Tensor | None:
-        """The float32 score bias of ALiBi or T5 relative positions, (H, L, S), or None."""
-        s = self.spec
-        if isinstance(s.position, Alibi):
-            slopes = torch.tensor(alibi_slopes(s.heads), dtype=torch.float32, device=qi.device)
-            distance = (qi - ki).abs().float()  # (L, S)
-            return -slopes[:, None, None] * distance  # (H, L, S)
-        if isinstance(s.position, RelativeBias):
-            p = s.position
-            bucket = t5_bucket_float32(torch, ki - qi, p.buckets, p.max_distance,
-                                       p.bidirectional)  # (L, S)
-            return self.relative_attention_bias(bucket).permute(2, 0, 1).float()  # (H, L, S)
-        return None
-
-
-def add_absolute_position(owner: nn.Module, spec: Attention, x: Tensor) -> Tensor:
+@impl(Op.ADD_POSITION)
+def _add_position(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env)
     L = x.shape[1]
-    if isinstance(spec.position, Sinusoidal):
-        return x + sinusoidal_table(L, spec.d_model, x.dtype, x.device)
-    if isinstance(spec.position, Learned):
-        positions = torch.arange(L, device=x.device)
-        return x + owner.position_embeddings(positions).to(x.dtype)  # (L, d_model)
-    return x
+    if node.attr("kind") == "learned":
+        table = m.weight(node.attr("weight"))
+        return x + F.embedding(torch.arange(L, device=x.device), table).to(x.dtype)
+    return x + sinusoidal_table(L, x.shape[2], x.dtype, x.device)
 
 
 def sinusoidal_table(L: int, d: int, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -185,22 +138,151 @@ def sinusoidal_table(L: int, d: int, dtype: torch.dtype, device: torch.device) -
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1).to(dtype)  # (L, d)
 
 
-def apply_rope(x: Tensor, rope: Rope) -> Tensor:
-    """Rotate the first rope.dim features of each head by position (0..len-1)."""
-    n = x.shape[2]
-    pos = torch.arange(n, device=x.device, dtype=torch.float32).unsqueeze(1)  # (n, 1)
-    inv = torch.tensor(rope_inv_freq(rope.theta, rope.dim), device=x.device)
+@impl(Op.LINEAR)
+def _linear(m: GraphModule, node: Node, env: Env) -> Tensor:
+    bias = node.attr("bias")
+    return F.linear(_arg(node, env), m.weight(node.attr("weight")),
+                    m.weight(bias) if bias else None)
+
+
+@impl(Op.SPLIT_HEADS)
+def _split_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
+    heads, dim = node.attr("heads"), node.attr("dim")
+    return _arg(node, env).unflatten(-1, (heads, dim)).transpose(1, 2)  # (B, h, n, d)
+
+
+@impl(Op.MERGE_HEADS)
+def _merge_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
+    return _arg(node, env).transpose(1, 2).flatten(2)  # (B, L, H * dv)
+
+
+@impl(Op.NORM)
+def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env)
+    module, eps = node.attr("module"), node.attr("eps")
+    weight = m.weight(f"{module}.weight")
+    if node.attr("kind") == "layernorm":
+        bias = m.weight(f"{module}.bias") if node.attr("bias") else None
+        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+    # statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return h.to(x.dtype) * weight
+
+
+@impl(Op.ROPE)
+def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
+    """Rotate the first `dim` features of each head by position (0..n-1)."""
+    x = _arg(node, env)
+    dim = node.attr("dim")
+    pos = torch.arange(x.shape[2], device=x.device, dtype=torch.float32).unsqueeze(1)  # (n, 1)
+    inv = torch.tensor(rope_inv_freq(node.attr("theta"), dim), device=x.device)
     angle = pos * inv  # (n, dim/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-    rot, rest = x[..., : rope.dim], x[..., rope.dim:]
-    if rope.interleaved:
+    rot, rest = x[..., :dim], x[..., dim:]
+    if node.attr("interleaved"):
         even, odd = rot[..., 0::2], rot[..., 1::2]
         rot = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
     else:
-        half = rope.dim // 2
+        half = dim // 2
         x1, x2 = rot[..., :half], rot[..., half:]
         rot = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
     return torch.cat([rot, rest], dim=-1)
+
+
+@impl(Op.REPEAT_KV)
+def _repeat_kv(m: GraphModule, node: Node, env: Env) -> Tensor:
+    # (B, Hkv, S, d) -> (B, H, S, d): head h reads kv head h // groups
+    return _arg(node, env).repeat_interleave(node.attr("groups"), dim=1)
+
+
+@impl(Op.SCORES)
+def _scores(m: GraphModule, node: Node, env: Env) -> Tensor:
+    q, k = _arg(node, env, 0), _arg(node, env, 1)
+    # float32 whatever the model dtype (as fused kernels do): half-precision products are exact
+    return torch.matmul(q.float() * node.attr("scale"), k.float().transpose(-1, -2))
+
+
+@impl(Op.SCORE_BIAS)
+def _score_bias(m: GraphModule, node: Node, env: Env) -> Tensor:
+    qi, ki = _lengths(env)
+    return _arg(node, env) + score_bias(m, dict(node.attrs), node.attr("kind"), qi, ki,
+                                        _arg(node, env).shape[1])
+
+
+def score_bias(m: GraphModule, attrs: dict, kind: str, qi: Tensor, ki: Tensor,
+               heads: int) -> Tensor:
+    """The float32 score bias of ALiBi or T5 relative positions, (H, L, S)."""
+    if kind == "alibi":
+        slopes = torch.tensor(alibi_slopes(heads), dtype=torch.float32, device=qi.device)
+        return -slopes[:, None, None] * (qi - ki).abs().float()
+    bucket = t5_bucket_float32(torch, ki - qi, attrs["buckets"], attrs["max_distance"],
+                               attrs["bidirectional"])  # (L, S)
+    return F.embedding(bucket, m.weight(attrs["weight"])).permute(2, 0, 1).float()
+
+
+@impl(Op.SOFTCAP)
+def _softcap(m: GraphModule, node: Node, env: Env) -> Tensor:
+    c = node.attr("cap")
+    return c * torch.tanh(_arg(node, env) / c)
+
+
+@impl(Op.MASK)
+def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
+    return visible(node.attr("expr"), env)
+
+
+def visible(expr: masks.Mask, env: Env) -> Tensor:
+    """(L, S), or (B, L, S) with runtime inputs."""
+    qi, ki = _lengths(env)
+    # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower arithmetic
+    # between a tensor and a symbolic size such as `h % ceil(S / n)`
+    return masks.evaluate(expr, qi, ki, L=qi[-1, 0] + 1, S=ki[0, -1] + 1,
+                          key_lengths=env.get("key_lengths"), segment_ids=env.get("segment_ids"))
+
+
+@impl(Op.SOFTMAX)
+def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
+    scores, seen = _arg(node, env, 0), _arg(node, env, 1)
+    if seen.dim() == 3:
+        seen = seen.unsqueeze(1)  # (B, 1, L, S)
+    probs = torch.softmax(scores.masked_fill(~seen, torch.finfo(scores.dtype).min), dim=-1)
+    # a row with no visible key would be uniform over masked keys: make it zeros instead
+    probs = probs * seen.any(dim=-1, keepdim=True).to(probs.dtype)
+    if m.training and node.attr("dropout"):
+        probs = F.dropout(probs, p=node.attr("dropout"))
+    return probs
+
+
+@impl(Op.ATTEND)
+def _attend(m: GraphModule, node: Node, env: Env) -> Tensor:
+    v = _arg(node, env, 1)
+    return torch.matmul(_arg(node, env, 0).to(v.dtype), v)  # (B, H, L, dv)
+
+
+@impl(Op.ATTENTION)
+def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
+    """A fused core through F.scaled_dot_product_attention with a dense boolean mask (no mask
+    for plain causal or unmasked attention without biases): what a user would write in PyTorch,
+    and the baseline `attndsl bench` measures against."""
+    q, k, v = (_arg(node, env, i) for i in range(3))
+    groups = node.attr("heads") // node.attr("kv_heads")
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    expr, bias = node.attr("expr"), node.attr("bias")
+    if bias is None and expr in (masks.Causal(), masks.Full()):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=expr == masks.Causal(),
+                                             scale=node.attr("scale"))
+    else:
+        seen = visible(expr, env)
+        if seen.dim() == 3:
+            seen = seen.unsqueeze(1)
+        mask = seen
+        if bias is not None:
+            qi, ki = _lengths(env)
+            table = score_bias(m, dict(node.attrs), bias, qi, ki, node.attr("heads"))
+            mask = torch.where(seen, table, torch.finfo(torch.float32).min).to(q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=node.attr("scale"))
+    return out.transpose(1, 2).flatten(2)
 
 
 def feature_map(x: Tensor, feature: str) -> Tensor:
@@ -211,13 +293,16 @@ def feature_map(x: Tensor, feature: str) -> Tensor:
     return torch.softmax(x, dim=-1)
 
 
-def linear_attention(q: Tensor, k: Tensor, v: Tensor, feature: str, *, causal: bool) -> Tensor:
+@impl(Op.LINEAR_ATTENTION)
+def _linear_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6); causal sums k <= q.
     Computed in float32 (the sums over keys overflow float16 at long lengths)."""
+    q, k, v = (_arg(node, env, i) for i in range(3))
     dtype = v.dtype
     q, k, v = q.float(), k.float(), v.float()
+    feature = node.attr("feature")
     fq, fk = feature_map(q, feature), feature_map(k, feature)  # (B, H, L, d), (B, H, S, d)
-    if causal:
+    if node.attr("causal"):
         L, S = q.shape[2], k.shape[2]
         weights = torch.matmul(fq, fk.transpose(-1, -2))  # (B, H, L, S)
         keep = torch.arange(S, device=q.device)[None, :] <= torch.arange(
@@ -232,68 +317,32 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, feature: str, *, causal: b
     return (num / den.clamp_min(1e-6)).to(dtype)
 
 
-class _Mlp(nn.Module):
-    def __init__(self, d: int, ffn: Ffn):
-        super().__init__()
-        self.kind = ffn.kind
-        if ffn.kind == "swiglu":
-            self.gate_proj = nn.Linear(d, ffn.hidden, bias=False)
-            self.up_proj = nn.Linear(d, ffn.hidden, bias=False)
-            self.down_proj = nn.Linear(ffn.hidden, d, bias=False)
-        else:
-            self.fc1 = nn.Linear(d, ffn.hidden)
-            self.fc2 = nn.Linear(ffn.hidden, d)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.kind == "swiglu":
-            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        h = self.fc1(x)
-        if self.kind == "relu":
-            return self.fc2(F.relu(h))
-        approximate = "tanh" if self.kind == "gelu_tanh" else "none"
-        if h.dtype == torch.bfloat16:  # in float32: the CUDA provider has no bfloat16 Gelu
-            return self.fc2(F.gelu(h.float(), approximate=approximate).to(h.dtype))
-        return self.fc2(F.gelu(h, approximate=approximate))
+@impl(Op.ACTIVATION)
+def _activation(m: GraphModule, node: Node, env: Env) -> Tensor:
+    h = _arg(node, env)
+    kind = node.attr("kind")
+    if kind == "relu":
+        return F.relu(h)
+    if kind == "silu":
+        return F.silu(h)
+    approximate = "tanh" if kind == "gelu_tanh" else "none"
+    if h.dtype == torch.bfloat16:  # in float32: the CUDA provider has no bfloat16 Gelu
+        return F.gelu(h.float(), approximate=approximate).to(h.dtype)
+    return F.gelu(h, approximate=approximate)
 
 
-class _Block(nn.Module):
-    def __init__(self, spec: Transformer):
-        super().__init__()
-        self.pre = spec.norm.placement == "pre"
-        self.self_attn = AttentionModule(spec.attention, absolute_positions=False)
-        self.attn_norm = _norm(spec.norm.kind, spec.d_model, bias=True)
-        self.ffn_norm = _norm(spec.norm.kind, spec.d_model, bias=True)
-        self.mlp = _Mlp(spec.d_model, spec.ffn)
-        self.dropout = nn.Dropout(spec.dropout)
-
-    def forward(self, x: Tensor, key_lengths: Tensor | None, segment_ids: Tensor | None) -> Tensor:
-        if self.pre:
-            h = x + self.dropout(self.self_attn(self.attn_norm(x), None, key_lengths, segment_ids))
-            return h + self.dropout(self.mlp(self.ffn_norm(h)))
-        h = self.attn_norm(x + self.dropout(self.self_attn(x, None, key_lengths, segment_ids)))
-        return self.ffn_norm(h + self.dropout(self.mlp(h)))
+@impl(Op.MUL)
+def _mul(m: GraphModule, node: Node, env: Env) -> Tensor:
+    return _arg(node, env, 0) * _arg(node, env, 1)
 
 
-class TransformerModule(nn.Module):
-    """A stack: forward(x, [key_lengths], [segment_ids]) -> y. Pre-norm stacks end with `norm`."""
-
-    def __init__(self, spec: Transformer):
-        super().__init__()
-        self.spec = spec
-        if isinstance(spec.attention.position, Learned):
-            self.position_embeddings = nn.Embedding(spec.attention.position.max_len,
-                                                    spec.d_model)
-        self.layers = nn.ModuleList(_Block(spec) for _ in range(spec.layers))
-        if spec.norm.placement == "pre":
-            self.norm = _norm(spec.norm.kind, spec.d_model, bias=True)
-
-    def forward(self, x: Tensor, key_lengths: Tensor | None = None,
-                segment_ids: Tensor | None = None) -> Tensor:
-        x = add_absolute_position(self, self.spec.attention, x)
-        for layer in self.layers:
-            x = layer(x, key_lengths, segment_ids)
-        return self.norm(x) if self.spec.norm.placement == "pre" else x
-
+@impl(Op.ADD)
+def _add(m: GraphModule, node: Node, env: Env) -> Tensor:
+    drop = dict(node.attrs).get("dropout")
+    branch = _arg(node, env, 1)
+    if m.training and drop:
+        branch = F.dropout(branch, p=drop)
+    return _arg(node, env, 0) + branch
 
 
 def export_program(spec: Attention | Transformer, module: nn.Module,
