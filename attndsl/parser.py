@@ -210,49 +210,61 @@ class _Builder:
         return ast.Entry(key=str(key.children[0]), key_span=self.span(key), value=self.expr(value),
                          span=self.span(tree))
 
-    def expr(self, node: lark.Tree | lark.Token, depth: int = 1) -> ast.Expr:
+    def expr(self, node: lark.Tree, depth: int = 1) -> ast.Expr:
+        """The AST of an expression rule: `_<rule>(kids, span, depth)`, one method per rule."""
         span = self.span(node)
         if depth > MAX_DEPTH:
             raise _TooDeep(span)
-        kind = node.data
-        kids = node.children
-        deeper = depth + 1
-        if kind == "int_lit":
-            text = str(kids[0])
-            if len(text) > _MAX_DIGITS:
-                self.diagnostics.append(Diagnostic(
-                    f"integer literal has {len(text)} digits; at most {_MAX_DIGITS} are allowed",
-                    span))
-                return ast.Int(value=0, text="0", span=span)
-            return ast.Int(value=int(text), text=text, span=span)
-        if kind == "float_lit":
-            text = str(kids[0])
-            value = float(text)
-            if not math.isfinite(value):
-                self.diagnostics.append(Diagnostic(
-                    f"number {text} is too large to represent", span,
-                    hint="numbers must be finite; float32 holds at most about 3.4e38"))
-                value = 0.0
-            return ast.Float(value=value, text=text, span=span)
-        if kind == "name":
-            return ast.Name(id=str(kids[0]), span=span)
-        if kind == "paren":
-            return ast.Paren(inner=self.expr(kids[0], deeper), span=span)
-        if kind == "not_op":
-            return ast.Not(operand=self.expr(kids[0], deeper), span=span)
-        if kind == "neg_op":
-            return ast.Neg(operand=self.expr(kids[0], deeper), span=span)
-        if kind in _BINOPS:
-            return ast.BinOp(op=_BINOPS[kind], left=self.expr(kids[0], deeper),
-                             right=self.expr(kids[1], deeper), span=span)
-        if kind == "list":
-            items = tuple(self.expr(k, deeper) for k in kids if k is not None)
-            return ast.List(items=items, span=span)
-        if kind == "call":
-            func = kids[0]
-            args = tuple(self.arg(a, deeper) for a in kids[1:] if a is not None)
-            return ast.Call(func=str(func), func_span=self.span(func), args=args, span=span)
-        raise AssertionError(f"grammar rule {kind!r} has no AST builder")
+        rule = "_binop" if node.data in _BINOPS else f"_{node.data}"
+        build = getattr(self, rule, None)
+        if build is None:
+            raise AssertionError(f"grammar rule {node.data!r} has no AST builder")
+        return build(node, span, depth + 1)
+
+    def _int_lit(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        text = str(node.children[0])
+        if len(text) > _MAX_DIGITS:
+            self.diagnostics.append(Diagnostic(
+                f"integer literal has {len(text)} digits; at most {_MAX_DIGITS} are allowed",
+                span))
+            return ast.Int(value=0, text="0", span=span)
+        return ast.Int(value=int(text), text=text, span=span)
+
+    def _float_lit(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        text = str(node.children[0])
+        value = float(text)
+        if not math.isfinite(value):
+            self.diagnostics.append(Diagnostic(
+                f"number {text} is too large to represent", span,
+                hint="numbers must be finite; float32 holds at most about 3.4e38"))
+            value = 0.0
+        return ast.Float(value=value, text=text, span=span)
+
+    def _name(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        return ast.Name(id=str(node.children[0]), span=span)
+
+    def _paren(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        return ast.Paren(inner=self.expr(node.children[0], deeper), span=span)
+
+    def _not_op(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        return ast.Not(operand=self.expr(node.children[0], deeper), span=span)
+
+    def _neg_op(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        return ast.Neg(operand=self.expr(node.children[0], deeper), span=span)
+
+    def _binop(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        left, right = node.children
+        return ast.BinOp(op=_BINOPS[node.data], left=self.expr(left, deeper),
+                         right=self.expr(right, deeper), span=span)
+
+    def _list(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        items = tuple(self.expr(k, deeper) for k in node.children if k is not None)
+        return ast.List(items=items, span=span)
+
+    def _call(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        func, *args = node.children
+        return ast.Call(func=str(func), func_span=self.span(func), span=span,
+                        args=tuple(self.arg(a, deeper) for a in args if a is not None))
 
     def arg(self, tree: lark.Tree, depth: int) -> ast.Arg:
         span = self.span(tree)
