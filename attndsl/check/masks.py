@@ -24,26 +24,7 @@ class Masks(Values):
 
     # -- masks --------------------------------------------------------------------------------
     def mask_def(self, name: str, use: Span) -> m.Mask:
-        if name in self.mask_values:
-            return self.mask_values[name]
-        if name in self._failed:
-            raise Invalid()
-        d = self.masks[name]
-        if any(n == name for n, _ in self._evaluating):
-            cycle = [n for n, _ in self._evaluating] + [name]
-            self._failed.update(cycle)
-            raise self.error(f"masks refer to each other in a cycle: "
-                             f"{' -> '.join(cycle[cycle.index(name):])}", d.name_span)
-        self._evaluating.append((name, use))
-        try:
-            value = self.mask(d.value)
-        except Invalid:
-            self._failed.add(name)
-            raise
-        finally:
-            self._evaluating.pop()
-        self.mask_values[name] = value
-        return value
+        return self.resolve(name, use, self.mask_values, self.masks, self.mask, "masks")
 
     def mask(self, e: ast.Expr) -> m.Mask:
         match e:

@@ -4,6 +4,7 @@ mask and layer checks build on it (`masks.py`, `layers.py`)."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,8 @@ class Values:
     diags: list[Diagnostic]
     lets: dict[str, ast.LetDef]
     let_values: dict[str, int]
+    _evaluating: list[tuple[str, Span]]
+    _failed: set[str]
 
     # -- plumbing ---------------------------------------------------------------------------
     def error(self, message: str, span: Span | None, hint: str | None = None,
@@ -43,27 +46,33 @@ class Values:
 
     # -- integers and constants ---------------------------------------------------------------
     def let_value(self, name: str, use: Span) -> int:
-        if name in self.let_values:
-            return self.let_values[name]
+        return self.resolve(name, use, self.let_values, self.lets,
+                            lambda e: self.integer(e, allow_negative=True), "`let` constants",
+                            "a constant must not depend on itself")
+
+    def resolve(self, name: str, use: Span, done: dict[str, Any], defs: dict[str, Any],
+                evaluate: Callable[[ast.Expr], Any], what: str, hint: str | None = None) -> Any:
+        """The value of definition `name` (a `let` or a `mask`), evaluated once; a cycle of
+        definitions is one diagnostic, and a failed definition is never reported twice."""
+        if name in done:
+            return done[name]
         if name in self._failed:
             raise Invalid()
-        d = self.lets[name]
+        d = defs[name]
         if any(n == name for n, _ in self._evaluating):
             cycle = [n for n, _ in self._evaluating] + [name]
-            start = cycle.index(name)
             self._failed.update(cycle)
-            raise self.error(f"`let` constants refer to each other in a cycle: "
-                             f"{' -> '.join(cycle[start:])}", d.name_span,
-                             hint="a constant must not depend on itself")
+            raise self.error(f"{what} refer to each other in a cycle: "
+                             f"{' -> '.join(cycle[cycle.index(name):])}", d.name_span, hint=hint)
         self._evaluating.append((name, use))
         try:
-            value = self.integer(d.value, allow_negative=True)
+            value = evaluate(d.value)
         except Invalid:
             self._failed.add(name)
             raise
         finally:
             self._evaluating.pop()
-        self.let_values[name] = value
+        done[name] = value
         return value
 
     def integer(self, e: ast.Expr, allow_negative: bool = False) -> int:
