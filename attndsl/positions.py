@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["alibi_slopes", "rope_inv_freq", "t5_bucket_float32"]
+__all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_float32"]
 
 
 def alibi_slopes(heads: int) -> list[float]:
@@ -22,6 +22,11 @@ def alibi_slopes(heads: int) -> list[float]:
         return power_of_two(heads)
     closest = 2 ** math.floor(math.log2(heads))
     return power_of_two(closest) + power_of_two(2 * closest)[0::2][: heads - closest]
+
+
+def sinusoidal_inv_freq(d: int) -> list[float]:
+    """10000 ** (-2i / d) for i in 0 .. d/2 - 1: PE[p, 2i] = sin(p * f_i), PE[p, 2i+1] = cos."""
+    return rope_inv_freq(10000.0, d)
 
 
 def rope_inv_freq(theta: float, dim: int) -> list[float]:

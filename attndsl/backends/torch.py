@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..ir import Graph, Node, Op, build
-from ..positions import alibi_slopes, rope_inv_freq, t5_bucket_float32
+from ..positions import alibi_slopes, rope_inv_freq, sinusoidal_inv_freq, t5_bucket_float32
 from ..spec import Attention, Transformer
 
 __all__ = ["GraphModule", "build_module", "export_program", "seeded_module"]
@@ -133,7 +133,7 @@ def _add_position(m: GraphModule, node: Node, env: Env) -> Tensor:
 def sinusoidal_table(L: int, d: int, dtype: torch.dtype, device: torch.device) -> Tensor:
     """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d))."""
     pos = torch.arange(L, device=device, dtype=torch.float32).unsqueeze(1)  # (L, 1)
-    inv = torch.tensor([10000.0 ** (-(2 * i) / d) for i in range(d // 2)], device=device)
+    inv = torch.tensor(sinusoidal_inv_freq(d), device=device)
     angle = pos * inv  # (L, d/2)
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1).to(dtype)  # (L, d)
 

@@ -4,7 +4,7 @@ to its strategy's module."""
 from __future__ import annotations
 
 from ...ir import Graph, Node, Op
-from ...positions import rope_inv_freq
+from ...positions import rope_inv_freq, sinusoidal_inv_freq
 from ...targets import lacks_bfloat16_cuda_kernel
 from .block_sparse import block_sparse
 from .builder import Lowering, Sym, arg, lower, repeat, width
@@ -23,7 +23,7 @@ def _add_position(lw: Lowering, node: Node) -> str:
         return b.op("Add", x, table)
     d = width(node.shape)
     pos = b.op("Unsqueeze", lw.arange(lw.L, "float32").name, b.i64(1))  # (L, 1)
-    inv = b.const([10000.0 ** (-(2 * i) / d) for i in range(d // 2)], "float32")
+    inv = b.const(sinusoidal_inv_freq(d), "float32")
     angle = b.op("Unsqueeze", b.op("Mul", pos, inv), b.i64(2))  # (L, d/2, 1)
     table = b.op("Concat", b.op("Sin", angle), b.op("Cos", angle), axis=2)
     table = b.to_model(b.op("Reshape", table, b.i64(0, d)))  # (L, d): sin, cos interleaved
