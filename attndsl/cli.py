@@ -19,7 +19,7 @@ from .arguments import build_parser
 from .check import check
 from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
-from .output import Outputs, check_writable, ensure_dir, write_atomic
+from .output import Outputs, check_writable, write_atomic
 from .parser import parse
 from .targets import DEFAULT_TARGET, TRITON_TARGET, check_dtype_target
 
@@ -233,7 +233,6 @@ def _show(args: argparse.Namespace) -> int:
         print(terminal_grid(layer.spec, args.length, args.memory_length))
     if args.png:
         path = Path(args.png)
-        ensure_dir(path.parent if str(path.parent) else Path("."))
         write_atomic(path, encode_png(png_panels(layers[0].spec, args.length,
                                                  args.memory_length)))
         print(f"wrote {path}")

@@ -17,20 +17,7 @@ from pathlib import Path
 
 from .errors import ExportError, UsageError
 
-__all__ = ["Outputs", "check_writable", "ensure_dir", "write_atomic"]
-
-
-def ensure_dir(path: Path) -> Path:
-    """Create an output folder (and parents); a clear UsageError if that is impossible."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{path}: exists and is not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot create output folder: {exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK):
-        raise UsageError(f"{path}: output folder is not writable")
-    return path
+__all__ = ["Outputs", "check_writable", "write_atomic"]
 
 
 def check_writable(path: Path) -> None:
@@ -190,16 +177,13 @@ class Outputs:
                               else _Tree(target, content))
             for item in staged:
                 item.commit()
-        except OSError as exc:
+        except BaseException as exc:
             for item in staged:
                 item.abort()
             self._remove(created)
-            raise ExportError(f"write failed: {exc.strerror or exc}"
-                              + (f": {exc.filename}" if exc.filename else "")) from None
-        except BaseException:
-            for item in staged:
-                item.abort()
-            self._remove(created)
+            if isinstance(exc, OSError):
+                raise ExportError(f"write failed: {exc.strerror or exc}"
+                                  + (f": {exc.filename}" if exc.filename else "")) from None
             raise
 
     def _make_folders(self) -> list[Path]:

@@ -21,6 +21,7 @@ a CUDA kernel for its type would silently run on the CPU, so `ort-cuda` never em
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -98,6 +99,7 @@ class Cover:
         return ", ".join(parts)
 
 
+@functools.cache  # asked by choose and again when fusing the node that carries it
 def cover(mask: m.Mask, *, self_attention: bool) -> Cover:
     """A cheap superset of `mask` (see Cover). Sound for every mask; tight for the usual ones.
 

@@ -10,6 +10,7 @@ block size by construction of those lengths (see test_random_specs)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 MAX_TEST_LENGTH = 150  # the longest L or S the property test uses
 
@@ -24,35 +25,32 @@ def _primitive(r: random.Random, cross: bool) -> str:
                          f"chunked({big})", f"global(first = {big})", f"strided({big})",
                          f"random(blocks = 2, block = {big}, seed = {big})",
                          f"dilated(left = {big}, right = {big}, dilation = 3)"])
-    choices = ["full", "causal", "causal_br", "window", "window1", "dilated", "chunked",
-               "strided", "global_first", "global_tokens", "prefix", "random", "padding"]
-    if not cross:
-        choices.append("document")
-    kind = r.choice(choices)
-    if kind == "causal_br":
-        return "causal(align = bottom_right)"
-    if kind == "window":
-        return f"window(left = {r.randint(0, 40)}, right = {r.randint(0, 40)})"
-    if kind == "window1":
-        return f"window({r.randint(0, 30)})"
-    if kind == "dilated":
-        return (f"dilated(left = {r.randint(0, 40)}, right = {r.randint(0, 40)}, "
-                f"dilation = {r.randint(1, 5)})")
-    if kind == "chunked":
-        return f"chunked({r.randint(1, 40)})"
-    if kind == "strided":
-        return f"strided({r.randint(1, 7)})"
-    if kind == "global_first":
-        return f"global(first = {r.randint(1, 5)})"
-    if kind == "global_tokens":
-        tokens = sorted(r.sample(range(MAX_TEST_LENGTH + 10), r.randint(1, 4)))
-        return f"global(tokens = [{', '.join(map(str, tokens))}])"
-    if kind == "prefix":
-        return f"prefix({r.randint(0, 50)})"
-    if kind == "random":
-        return (f"random(blocks = {r.randint(1, 3)}, block = {r.randint(3, 40)}, "
-                f"seed = {r.randint(0, 10**6)})")
-    return kind
+    kinds = dict(_PRIMITIVES)
+    if cross:
+        del kinds["document"]  # self attention only
+    return r.choice(list(kinds.values()))(r)
+
+
+# each primitive with parameters drawn small enough to cut through the test's lengths
+_PRIMITIVES: dict[str, Callable[[random.Random], str]] = {
+    "full": lambda r: "full",
+    "causal": lambda r: "causal",
+    "causal_br": lambda r: "causal(align = bottom_right)",
+    "window": lambda r: f"window(left = {r.randint(0, 40)}, right = {r.randint(0, 40)})",
+    "window1": lambda r: f"window({r.randint(0, 30)})",
+    "dilated": lambda r: (f"dilated(left = {r.randint(0, 40)}, right = {r.randint(0, 40)}, "
+                          f"dilation = {r.randint(1, 5)})"),
+    "chunked": lambda r: f"chunked({r.randint(1, 40)})",
+    "strided": lambda r: f"strided({r.randint(1, 7)})",
+    "global_first": lambda r: f"global(first = {r.randint(1, 5)})",
+    "global_tokens": lambda r: "global(tokens = [{}])".format(", ".join(
+        map(str, sorted(r.sample(range(MAX_TEST_LENGTH + 10), r.randint(1, 4)))))),
+    "prefix": lambda r: f"prefix({r.randint(0, 50)})",
+    "random": lambda r: (f"random(blocks = {r.randint(1, 3)}, block = {r.randint(3, 40)}, "
+                         f"seed = {r.randint(0, 10**6)})"),
+    "padding": lambda r: "padding",
+    "document": lambda r: "document",
+}
 
 
 def _mask(r: random.Random, cross: bool, depth: int = 0) -> str:

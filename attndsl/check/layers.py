@@ -185,24 +185,25 @@ class Layers(Masks):
                              hint="reduce d_model, heads, head_dim, ffn or layers")
 
     def scale_value(self, e: ast.Expr) -> float | str:
-        if isinstance(e, ast.Name) and e.id == "auto":
-            return "auto"
-        value = self._float_value(e, "scale", "`auto` or a number")
-        if not FLOAT32_TINY <= value <= MAX_SCALE:
-            raise self.error(f"scale must be a number in [{FLOAT32_TINY:.3g}, {MAX_SCALE:g}], "
-                             f"found {value:g}", e.span,
-                             hint="scores are computed in float32: a larger scale overflows "
-                                  "them, a smaller one is 0")
-        return value
+        return self._word_or_number(
+            e, "scale", "auto", FLOAT32_TINY, MAX_SCALE,
+            f"scale must be a number in [{FLOAT32_TINY:.3g}, {MAX_SCALE:g}], found {{:g}}",
+            "scores are computed in float32: a larger scale overflows them, a smaller one is 0")
 
     def softcap_value(self, e: ast.Expr) -> float | str:
-        if isinstance(e, ast.Name) and e.id == "none":
-            return "none"
-        value = self._float_value(e, "softcap", "`none` or a number")
-        if not FLOAT32_TINY <= value <= FLOAT32_MAX:
-            raise self.error(f"softcap must be a number > 0 that float32 can hold "
-                             f"([{FLOAT32_TINY:.3g}, {FLOAT32_MAX:.3g}]), found {value:g}",
-                             e.span, hint="softcap is applied to float32 scores")
+        return self._word_or_number(
+            e, "softcap", "none", FLOAT32_TINY, FLOAT32_MAX,
+            f"softcap must be a number > 0 that float32 can hold ([{FLOAT32_TINY:.3g}, "
+            f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
+
+    def _word_or_number(self, e: ast.Expr, key: str, word: str, lo: float, hi: float,
+                        message: str, hint: str) -> float | str:
+        """`word`, or a number in [lo, hi] (`message` formats the number found)."""
+        if isinstance(e, ast.Name) and e.id == word:
+            return word
+        value = self._float_value(e, key, f"`{word}` or a number")
+        if not lo <= value <= hi:
+            raise self.error(message.format(value), e.span, hint=hint)
         return value
 
     def _float_value(self, e: ast.Expr, key: str, expected: str) -> float:
