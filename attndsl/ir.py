@@ -5,6 +5,7 @@ ever materialised at a concrete length."""
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,15 +129,20 @@ def build(spec: Attention | Transformer) -> Graph:
                        eps=spec.norm.eps, module="norm", bias=spec.norm.kind == "layernorm")
         summary = (f"{spec.layers} x {spec.norm.kind}({spec.norm.placement}) blocks of "
                    f"attention {attn.name} and {spec.ffn.kind}({spec.ffn.hidden})")
-        return Graph(spec.name, "transformer", summary, tuple(b.nodes), h, _weights(spec))
+        return Graph(spec.name, "transformer", summary, tuple(b.nodes), h, weight_table(spec))
     for name in input_names(spec):
         b.emit(Op.INPUT, name, (), _type_of(name, spec))
     x = _absolute(b, spec, "x", "")
     out = _attention(b, spec, "", x, "memory" if spec.kind == "cross" else x)
-    return Graph(spec.name, "attention", _summary(spec), tuple(b.nodes), out, _weights(spec))
+    return Graph(spec.name, "attention", _summary(spec), tuple(b.nodes), out, weight_table(spec))
 
 
-def _weights(spec: Attention | Transformer) -> tuple[Weight, ...]:
+def parameter_count(spec: Attention | Transformer) -> int:
+    """How many numbers the layer's weights hold."""
+    return sum(math.prod(w.shape) for w in weight_table(spec))
+
+
+def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     """The layer's tensors, in the order its torch module has always drawn them from a seed:
     per attention q, k, v, o projections (weight, then bias), q/k norms, the T5 table; a stack
     draws its learned positions first, then per block the attention, its two norms and the

@@ -101,23 +101,6 @@ class Attention:
     def runtime_inputs(self) -> tuple[str, ...]:
         return runtime_inputs(self.mask)
 
-    def parameter_count(self) -> int:
-        d_in = self.memory_dim
-        n = self.d_model * self.heads * self.head_dim
-        n += d_in * self.kv_heads * (self.head_dim + self.value_dim)
-        if self.out_proj:
-            n += self.heads * self.value_dim * self.d_model
-        if self.bias:
-            n += self.heads * self.head_dim + self.kv_heads * (self.head_dim + self.value_dim)
-            n += self.d_model if self.out_proj else 0
-        if self.qk_norm:
-            n += 2 * self.head_dim
-        if isinstance(self.position, RelativeBias):
-            n += self.position.buckets * self.heads
-        if isinstance(self.position, Learned):
-            n += self.position.max_len * self.d_model
-        return n
-
 
 @dataclass(frozen=True)
 class Ffn:
@@ -151,19 +134,6 @@ class Transformer:
     @property
     def runtime_inputs(self) -> tuple[str, ...]:
         return self.attention.runtime_inputs
-
-    def parameter_count(self) -> int:
-        d = self.d_model
-        attn = self.attention.parameter_count()
-        if isinstance(self.attention.position, Learned):
-            attn -= self.attention.position.max_len * d  # stored once, at the top
-        ffn = 3 * d * self.ffn.hidden if self.ffn.kind == "swiglu" else (
-            2 * d * self.ffn.hidden + self.ffn.hidden + d)
-        norm = d * (2 if self.norm.kind == "layernorm" else 1)
-        top = (norm if self.norm.placement == "pre" else 0) + (
-            self.attention.position.max_len * d
-            if isinstance(self.attention.position, Learned) else 0)
-        return self.layers * (attn + ffn + 2 * norm) + top
 
 
 Layer = Attention | Transformer

@@ -20,6 +20,7 @@ from attndsl.bench import attention_kernels
 from attndsl.cli import main
 from attndsl.dtypes import round_to
 from attndsl.errors import UsageError
+from attndsl.ir import parameter_count
 from attndsl.verify import make_inputs, tolerance
 
 from .conftest import EXAMPLES
@@ -171,7 +172,7 @@ def test_portable_bfloat16_uses_only_ops_with_cuda_kernels(path, name) -> None:
     g = model.graph
     assert {v.type.tensor_type.elem_type for v in (*g.input, *g.output)} - {
         TensorProto.INT64} == {TensorProto.BFLOAT16}
-    weights = layer.spec.parameter_count()
+    weights = parameter_count(layer.spec)
     assert sum(int(np.prod(t.dims)) for t in g.initializer
                if t.data_type == TensorProto.BFLOAT16) == weights
     assert not _bfloat16_consumers(model) & _NO_BF16_ON_CUDA

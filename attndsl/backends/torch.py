@@ -20,10 +20,11 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..ir import Graph, Node, Op, build
-from ..positions import alibi_slopes, rope_inv_freq, sinusoidal_inv_freq, t5_bucket_float32
+from ..positions import alibi_slopes, t5_bucket_float32
 from ..spec import Attention, Transformer
+from . import formulas
 
-__all__ = ["GraphModule", "build_module", "export_program", "seeded_module"]
+__all__ = ["GraphModule", "TorchArrays", "build_module", "export_program", "seeded_module"]
 
 Env = dict[str, Tensor]
 _IMPL: dict[Op, Callable[[GraphModule, Node, Env], Tensor]] = {}
@@ -107,6 +108,75 @@ def seeded_module(spec: Attention | Transformer, seed: int) -> GraphModule:
     return module.eval()
 
 
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+           "int64": torch.int64, "bool": torch.bool}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+class TorchArrays:
+    """The array namespace of `backends.formulas` over eager torch tensors on `device`."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def asarray(self, values, dtype: str) -> Tensor:
+        return torch.tensor(values, dtype=_DTYPES[dtype], device=self.device)
+
+    @staticmethod
+    def astype(x: Tensor, dtype: str) -> Tensor:
+        return x.to(_DTYPES[dtype])
+
+    @staticmethod
+    def dtype(x: Tensor) -> str:
+        return _NAMES[x.dtype]
+
+    abs, log, cos, sin, tanh = (staticmethod(f) for f in (torch.abs, torch.log, torch.cos,
+                                                          torch.sin, torch.tanh))
+    sqrt, sigmoid, relu = (staticmethod(f) for f in (torch.sqrt, torch.sigmoid, torch.relu))
+    where, minimum, maximum, matmul = (staticmethod(f) for f in (
+        torch.where, torch.minimum, torch.maximum, torch.matmul))
+
+    @staticmethod
+    def elu(x: Tensor, alpha: float) -> Tensor:
+        return F.elu(x, alpha)
+
+    @staticmethod
+    def gelu(x: Tensor, approximate: str) -> Tensor:
+        return F.gelu(x, approximate=approximate)
+
+    @staticmethod
+    def softmax(x: Tensor, axis: int) -> Tensor:
+        return torch.softmax(x, dim=axis)
+
+    @staticmethod
+    def swap_last(x: Tensor) -> Tensor:
+        return x.transpose(-1, -2)
+
+    @staticmethod
+    def concat(xs: list[Tensor], axis: int) -> Tensor:
+        return torch.cat(xs, dim=axis)
+
+    @staticmethod
+    def interleave(x: Tensor, y: Tensor) -> Tensor:
+        return torch.stack([x, y], dim=-1).flatten(-2)
+
+    @staticmethod
+    def mean(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
+        return x.mean(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def sum(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
+        return x.sum(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def amax(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
+        return x.amax(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def layer_norm(x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Tensor:
+        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
 def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
     return env[node.args[i]]
 
@@ -123,19 +193,12 @@ def _lengths(env: Env) -> tuple[Tensor, Tensor]:
 @impl(Op.ADD_POSITION)
 def _add_position(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
-    L = x.shape[1]
+    positions = torch.arange(x.shape[1], device=x.device)
     if node.attr("kind") == "learned":
-        table = m.weight(node.attr("weight"))
-        return x + F.embedding(torch.arange(L, device=x.device), table).to(x.dtype)
-    return x + sinusoidal_table(L, x.shape[2], x.dtype, x.device)
-
-
-def sinusoidal_table(L: int, d: int, dtype: torch.dtype, device: torch.device) -> Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d))."""
-    pos = torch.arange(L, device=device, dtype=torch.float32).unsqueeze(1)  # (L, 1)
-    inv = torch.tensor(sinusoidal_inv_freq(d), device=device)
-    angle = pos * inv  # (L, d/2)
-    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1).to(dtype)  # (L, d)
+        return x + F.embedding(positions, m.weight(node.attr("weight"))).to(x.dtype)
+    table = formulas.sinusoidal_table(TorchArrays(x.device), positions.float()[:, None],
+                                      x.shape[2])
+    return x + table.to(x.dtype)
 
 
 @impl(Op.LINEAR)
@@ -159,35 +222,18 @@ def _merge_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
 @impl(Op.NORM)
 def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
-    module, eps = node.attr("module"), node.attr("eps")
-    weight = m.weight(f"{module}.weight")
-    if node.attr("kind") == "layernorm":
-        bias = m.weight(f"{module}.bias") if node.attr("bias") else None
-        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
-    # statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return h.to(x.dtype) * weight
+    module = node.attr("module")
+    bias = m.weight(f"{module}.bias") if node.attr("bias") else None
+    return formulas.norm(TorchArrays(x.device), x, node.attr("kind"),
+                         m.weight(f"{module}.weight"), bias, node.attr("eps"))
 
 
 @impl(Op.ROPE)
 def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
-    """Rotate the first `dim` features of each head by position (0..n-1)."""
     x = _arg(node, env)
-    dim = node.attr("dim")
-    pos = torch.arange(x.shape[2], device=x.device, dtype=torch.float32).unsqueeze(1)  # (n, 1)
-    inv = torch.tensor(rope_inv_freq(node.attr("theta"), dim), device=x.device)
-    angle = pos * inv  # (n, dim/2)
-    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-    rot, rest = x[..., :dim], x[..., dim:]
-    if node.attr("interleaved"):
-        even, odd = rot[..., 0::2], rot[..., 1::2]
-        rot = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
-    else:
-        half = dim // 2
-        x1, x2 = rot[..., :half], rot[..., half:]
-        rot = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
-    return torch.cat([rot, rest], dim=-1)
+    pos = torch.arange(x.shape[2], device=x.device, dtype=torch.float32)[:, None]
+    return formulas.rope(TorchArrays(x.device), x, pos, node.attr("theta"), node.attr("dim"),
+                         node.attr("interleaved"))
 
 
 @impl(Op.REPEAT_KV)
@@ -215,7 +261,7 @@ def score_bias(m: GraphModule, attrs: dict, kind: str, qi: Tensor, ki: Tensor,
     """The float32 score bias of ALiBi or T5 relative positions, (H, L, S)."""
     if kind == "alibi":
         slopes = torch.tensor(alibi_slopes(heads), dtype=torch.float32, device=qi.device)
-        return -slopes[:, None, None] * (qi - ki).abs().float()
+        return formulas.alibi_bias(TorchArrays(qi.device), slopes[:, None, None], qi, ki)
     bucket = t5_bucket_float32(torch, ki - qi, attrs["buckets"], attrs["max_distance"],
                                attrs["bidirectional"])  # (L, S)
     return F.embedding(bucket, m.weight(attrs["weight"])).permute(2, 0, 1).float()
@@ -223,8 +269,8 @@ def score_bias(m: GraphModule, attrs: dict, kind: str, qi: Tensor, ki: Tensor,
 
 @impl(Op.SOFTCAP)
 def _softcap(m: GraphModule, node: Node, env: Env) -> Tensor:
-    c = node.attr("cap")
-    return c * torch.tanh(_arg(node, env) / c)
+    s = _arg(node, env)
+    return formulas.softcap(TorchArrays(s.device), s, node.attr("cap"))
 
 
 @impl(Op.MASK)
@@ -246,9 +292,8 @@ def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
     scores, seen = _arg(node, env, 0), _arg(node, env, 1)
     if seen.dim() == 3:
         seen = seen.unsqueeze(1)  # (B, 1, L, S)
-    probs = torch.softmax(scores.masked_fill(~seen, torch.finfo(scores.dtype).min), dim=-1)
-    # a row with no visible key would be uniform over masked keys: make it zeros instead
-    probs = probs * seen.any(dim=-1, keepdim=True).to(probs.dtype)
+    probs, any_key = formulas.masked_softmax(TorchArrays(scores.device), scores, seen)
+    probs = probs * any_key
     if m.training and node.attr("dropout"):
         probs = F.dropout(probs, p=node.attr("dropout"))
     return probs
@@ -285,50 +330,20 @@ def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     return out.transpose(1, 2).flatten(2)
 
 
-def feature_map(x: Tensor, feature: str) -> Tensor:
-    if feature == "elu":
-        return F.elu(x) + 1.0
-    if feature == "relu":
-        return F.relu(x)
-    return torch.softmax(x, dim=-1)
-
-
 @impl(Op.LINEAR_ATTENTION)
 def _linear_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
-    """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6); causal sums k <= q.
-    Computed in float32 (the sums over keys overflow float16 at long lengths)."""
     q, k, v = (_arg(node, env, i) for i in range(3))
-    dtype = v.dtype
-    q, k, v = q.float(), k.float(), v.float()
-    feature = node.attr("feature")
-    fq, fk = feature_map(q, feature), feature_map(k, feature)  # (B, H, L, d), (B, H, S, d)
+    keep = None
     if node.attr("causal"):
-        L, S = q.shape[2], k.shape[2]
-        weights = torch.matmul(fq, fk.transpose(-1, -2))  # (B, H, L, S)
-        keep = torch.arange(S, device=q.device)[None, :] <= torch.arange(
-            L, device=q.device)[:, None]
-        weights = weights * keep.to(weights.dtype)
-        num = torch.matmul(weights, v)  # (B, H, L, dv)
-        den = weights.sum(-1, keepdim=True)  # (B, H, L, 1)
-    else:
-        kv = torch.matmul(fk.transpose(-1, -2), v)  # (B, H, d, dv)
-        num = torch.matmul(fq, kv)  # (B, H, L, dv)
-        den = (fq * fk.sum(2, keepdim=True)).sum(-1, keepdim=True)  # (B, H, L, 1)
-    return (num / den.clamp_min(1e-6)).to(dtype)
+        qi, ki = _lengths(env)
+        keep = (ki <= qi).float()
+    return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"), keep)
 
 
 @impl(Op.ACTIVATION)
 def _activation(m: GraphModule, node: Node, env: Env) -> Tensor:
     h = _arg(node, env)
-    kind = node.attr("kind")
-    if kind == "relu":
-        return F.relu(h)
-    if kind == "silu":
-        return F.silu(h)
-    approximate = "tanh" if kind == "gelu_tanh" else "none"
-    if h.dtype == torch.bfloat16:  # in float32: the CUDA provider has no bfloat16 Gelu
-        return F.gelu(h.float(), approximate=approximate).to(h.dtype)
-    return F.gelu(h, approximate=approximate)
+    return formulas.activation(TorchArrays(h.device), h, node.attr("kind"))
 
 
 @impl(Op.MUL)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import ast
 from .. import masks as m
+from ..ir import parameter_count
 from ..source import Span
 from ..spec import (
     Alibi,
@@ -149,7 +150,7 @@ class Layers(Masks):
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=None if qk_norm == "none" else qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout)
-        self.check_size(attn.parameter_count(), d.name, d.name_span)
+        self.check_size(parameter_count(attn), d.name, d.name_span)
         self.resolved_attn[d.name] = attn
         return attn
 
@@ -310,7 +311,7 @@ class Layers(Masks):
             return None
         tr = Transformer(name=d.name, attention=attn, layers=layers, ffn=ffn, norm=norm,
                          dropout=dropout)
-        self.check_size(tr.parameter_count(), d.name, d.name_span)
+        self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 
     def transformer_attention(self, e: ast.Expr) -> Attention | None:

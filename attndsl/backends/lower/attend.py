@@ -8,7 +8,8 @@ import numpy as np
 from ... import masks
 from ...ir import Node
 from ...positions import alibi_slopes, t5_bucket_float32
-from .builder import LOWEST, Lowering, OnnxNumpy, Sym, arg, static_last
+from .. import formulas
+from .builder import Lowering, Sym, arg, static_last
 
 __all__ = ["masked_attend", "qk_float32", "runtime_masks", "scores", "with_head_axes"]
 
@@ -35,40 +36,40 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
         perm[-1], perm[-2] = perm[-2], perm[-1]
         s = b.op("MatMul", q, b.op("Transpose", k, perm=perm))
     bias_kind = node.attr("bias")
+    xp = lw.xp
+    s = Sym(b, s, "float32", rank)
     if bias_kind:
         heads, kv = node.attr("heads"), node.attr("kv_heads")
+        nd = max(q_pos.ndim, k_pos.ndim)
         if bias_kind == "alibi":
-            dist = OnnxNumpy.abs(q_pos - k_pos).astype("float32")  # (..., n, m)
             slopes = np.array(alibi_slopes(heads), dtype=np.float32).reshape(
-                (kv, heads // kv) + (1,) * dist.ndim)
-            bias = b.op("Mul", b.const(-slopes, "float32"), dist.name)
+                (kv, heads // kv) + (1,) * nd)
+            bias = formulas.alibi_bias(xp, xp.asarray(slopes, "float32"), q_pos, k_pos)
         else:
-            bucket = t5_bucket_float32(OnnxNumpy, k_pos - q_pos, node.attr("buckets"),
+            bucket = t5_bucket_float32(xp, k_pos - q_pos, node.attr("buckets"),
                                        node.attr("max_distance"), node.attr("bidirectional"))
             table = b.to_float32(b.op("Gather", lw.w(node.attr("weight")), bucket.name,
                                       axis=0))  # (..., H)
             nd = bucket.ndim
             moved = b.op("Transpose", table, perm=[nd, *range(nd)])  # (H, ...)
-            bias = b.op("Reshape", moved, b.op("Concat", b.i64(kv, heads // kv),
-                                               b.op("Shape", moved, start=1), axis=0))
-        s = b.op("Add", s, bias)  # broadcasts over B
+            bias = Sym(b, b.op("Reshape", moved, b.op("Concat", b.i64(kv, heads // kv),
+                                                      b.op("Shape", moved, start=1), axis=0)),
+                       "float32", nd + 2)
+        s = s + bias  # broadcasts over B
     cap = node.attr("softcap")
     if cap:
-        c = b.const(cap, "float32")
-        s = b.op("Mul", b.op("Tanh", b.op("Div", s, c)), c)
-    return s
+        s = formulas.softcap(xp, s, cap)
+    return s.name
 
 
 def masked_attend(lw: Lowering, s: str, visible: Sym, v: str) -> str:
     """softmax over the last axis where visible, then @ v; rows with no visible key -> 0 (the
-    factor is applied to the n x dv output, not to the n x m probabilities)."""
+    factor is applied to the n x dv output, not to the n x m probabilities). The additive
+    0 / lowest mask is built at the mask's own (head-free) size: adding it broadcasts faster
+    than a Where over the scores."""
     b = lw.b
-    # an additive 0 / lowest mask is built once at the mask's own (head-free) size; adding it
-    # broadcasts faster than a Where over the scores
-    additive = b.op("Where", visible.name, b.const(0.0, "float32"), b.const(LOWEST, "float32"))
-    p = b.to_model(b.op("Softmax", b.op("Add", s, additive), axis=-1))
-    any_key = b.op("ReduceMax", visible.astype("float32").name, b.i64(-1), keepdims=1)
-    return b.op("Mul", b.op("MatMul", p, v), b.to_model(any_key))
+    probs, any_key = formulas.masked_softmax(lw.xp, Sym(b, s, "float32", visible.ndim), visible)
+    return b.op("Mul", b.op("MatMul", b.to_model(probs.name), v), b.to_model(any_key.name))
 
 
 def with_head_axes(visible: Sym, expr: masks.Mask) -> Sym:

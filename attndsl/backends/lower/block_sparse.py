@@ -13,7 +13,7 @@ from ...dtypes import numpy_dtype
 from ...ir import Node
 from ...targets import lacks_bfloat16_cuda_kernel
 from .attend import masked_attend, qk_float32, runtime_masks, scores, with_head_axes
-from .builder import ONNX_TYPE, Lowering, OnnxNumpy, Sym, arg, bsh, static_last
+from .builder import ONNX_TYPE, Lowering, OnnxArrays, Sym, arg, bsh, static_last
 
 __all__ = ["block_sparse"]
 
@@ -75,7 +75,7 @@ def block_sparse(lw: Lowering, node: Node) -> str:
     dup = Sym(b, b.op("ReduceMax", prior.astype("int64").name, b.i64(2), keepdims=0),
               "int64", 2) > 0
     slot_ok = in_range & ~dup  # (nq, K): each visited block once
-    idx = OnnxNumpy.minimum(OnnxNumpy.maximum(raw, 0), nk - 1)
+    idx = OnnxArrays.minimum(OnnxArrays.maximum(raw, 0), nk - 1)
 
     kg = b.op("Reshape", b.op("Gather", kb, idx.name, axis=2),
               b.i64(0, 0, 1, -1, K * n, d))  # (B, Hkv, 1, nq, K*n, d)
@@ -88,8 +88,8 @@ def block_sparse(lw: Lowering, node: Node) -> str:
     ok = Sym(b, b.op("Reshape", b.op("Expand", b.op("Unsqueeze", slot_ok.name, b.i64(2)),
                                           b.i64(1, 1, n)), b.i64(0, 1, K * n)), "bool", 3)
     # clamped positions keep gathers of runtime inputs in range; out-of-range pairs are masked
-    q_c = OnnxNumpy.minimum(q_pos, L - 1)
-    k_c = OnnxNumpy.minimum(k_pos, S - 1)
+    q_c = OnnxArrays.minimum(q_pos, L - 1)
+    k_c = OnnxArrays.minimum(k_pos, S - 1)
     s = scores(lw, node, qb, kg, q_c, k_c, 6)  # (B, Hkv, g, nq, n, K*n)
     visible = masks.evaluate(expr, q_c, k_c, L=L, S=S, **runtime_masks(lw))
     visible = visible & ok & (k_pos < S) & (q_pos < L)
@@ -109,7 +109,7 @@ def _global_rows(lw: Lowering, node: Node, o: str, rows: list[int], q: str, k: s
     heads, kv = node.attr("heads"), node.attr("kv_heads")
     g = heads // kv
     expr = node.attr("expr")
-    at = OnnxNumpy.minimum(Sym(b, b.const(rows, "int64"), "int64", 1), L - 1)  # (G,)
+    at = OnnxArrays.minimum(Sym(b, b.const(rows, "int64"), "int64", 1), L - 1)  # (G,)
     qg = b.op("Gather", q, at.name, axis=2)  # (B, H, G, d)
     qg = b.op("Reshape", qg, b.op("Concat", b.i64(0, kv, g), b.op("Shape", qg, start=2),
                                   axis=0))  # (B, Hkv, g, G, d)
@@ -127,11 +127,11 @@ def _global_rows(lw: Lowering, node: Node, o: str, rows: list[int], q: str, k: s
     while first < len(rows) and rows[first] == first:
         first += 1
     pos = lw.arange(L)
-    row = OnnxNumpy.minimum(pos, max(first - 1, 0))  # row j of og for position j < first
+    row = OnnxArrays.minimum(pos, max(first - 1, 0))  # row j of og for position j < first
     is_global = pos < first
     for j, t in enumerate(rows[first:], start=first):
         hit = pos == t
-        row = OnnxNumpy.where(hit, Sym(b, b.const(j, "int64"), "int64", 0), row)
+        row = OnnxArrays.where(hit, Sym(b, b.const(j, "int64"), "int64", 0), row)
         is_global = is_global | hit
     picked = b.op("Gather", og, row.name, axis=2)  # (B, H, L, dv)
     chosen = b.op("Unsqueeze", is_global.name, b.i64(1))  # (L, 1)

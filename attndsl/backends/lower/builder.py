@@ -14,13 +14,13 @@ from onnx import TensorProto, helper, numpy_helper
 from ...dtypes import numpy_dtype
 from ...ir import Node, Op
 
-__all__ = ["LOWER", "LOWEST", "ONNX_TYPE", "Builder", "Lowering", "OnnxNumpy", "Sym", "arg",
+__all__ = ["LOWER", "ONNX_TYPE", "Builder", "Lowering", "OnnxArrays", "Sym", "arg",
            "bsh", "lower", "repeat", "static_last", "width"]
 
 ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
               "bfloat16": TensorProto.BFLOAT16, "int64": TensorProto.INT64,
               "bool": TensorProto.BOOL, "int32": TensorProto.INT32}
-LOWEST = float(np.finfo(np.float32).min)
+FLOATS = ("float32", "float16", "bfloat16")
 
 
 class Builder:
@@ -105,7 +105,10 @@ class Sym:
             return other
         if isinstance(other, bool | np.bool_):
             return Sym(self.b, self.b.const(other, "bool"), "bool", 0)
-        dtype = "float32" if self.dtype == "float32" or isinstance(other, float) else "int64"
+        if self.dtype in FLOATS:  # a scalar takes the type of the tensor it meets
+            dtype = self.dtype
+        else:
+            dtype = "float32" if isinstance(other, float) else "int64"
         return Sym(self.b, self.b.const(other, dtype), dtype, 0)
 
     def _binary(self, op: str, other: Any, *, reverse: bool = False, out: str | None = None,
@@ -142,6 +145,15 @@ class Sym:
 
     def __getitem__(self, index: Any) -> Sym:
         index = index if isinstance(index, tuple) else (index,)
+        if len(index) == 2 and index[0] is Ellipsis and isinstance(index[1], slice):
+            s = index[1]  # x[..., a:b:c]: a slice of the last axis
+            b = self.b
+            name = b.op("Slice", self.name, b.i64(s.start or 0),
+                        b.i64(2**62 if s.stop is None else s.stop), b.i64(-1), b.i64(s.step or 1))
+            return Sym(b, name, self.dtype, self.ndim)
+        if index == (Ellipsis, None):
+            name = self.b.op("Unsqueeze", self.name, self.b.i64(-1))
+            return Sym(self.b, name, self.dtype, self.ndim + 1)
         if len(index) == 2 and index[0] == slice(None) and isinstance(index[1], Sym):
             name = self.b.op("Gather", self.name, index[1].name, axis=1)
             return Sym(self.b, name, self.dtype, self.ndim - 1 + index[1].ndim)
@@ -158,20 +170,46 @@ class Sym:
         return Sym(self.b, self.b.op("Cast", self.name, to=ONNX_TYPE[dtype]), dtype, self.ndim)
 
 
-class OnnxNumpy:
-    """The slice of NumPy's namespace that `positions.t5_bucket_float32` uses."""
+class OnnxArrays:
+    """The array namespace of `backends.formulas` (and of `positions.t5_bucket_float32`) over
+    `Sym`s: each function emits the ONNX nodes of its NumPy namesake."""
 
     __name__ = "onnx"
     int64 = "int64"
     float32 = "float32"
 
-    @staticmethod
-    def abs(x: Sym) -> Sym:
-        return Sym(x.b, x.b.op("Abs", x.name), x.dtype, x.ndim)
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+
+    def _unary(self, op: str, x: Sym, **attrs: Any) -> Sym:
+        return Sym(self.b, self.b.op(op, x.name, **attrs), x.dtype, x.ndim)
+
+    def asarray(self, values: Any, dtype: str) -> Sym:
+        return Sym(self.b, self.b.const(values, dtype), dtype, np.ndim(values))
 
     @staticmethod
-    def log(x: Sym) -> Sym:
-        return Sym(x.b, x.b.op("Log", x.name), x.dtype, x.ndim)
+    def astype(x: Sym, dtype: str) -> Sym:
+        return x if x.dtype == dtype else x.astype(dtype)
+
+    @staticmethod
+    def dtype(x: Sym) -> str:
+        return x.dtype
+
+    def abs(self, x: Sym) -> Sym: return self._unary("Abs", x)
+    def log(self, x: Sym) -> Sym: return self._unary("Log", x)
+    def cos(self, x: Sym) -> Sym: return self._unary("Cos", x)
+    def sin(self, x: Sym) -> Sym: return self._unary("Sin", x)
+    def tanh(self, x: Sym) -> Sym: return self._unary("Tanh", x)
+    def sqrt(self, x: Sym) -> Sym: return self._unary("Sqrt", x)
+    def sigmoid(self, x: Sym) -> Sym: return self._unary("Sigmoid", x)
+    def relu(self, x: Sym) -> Sym: return self._unary("Relu", x)
+    def elu(self, x: Sym, alpha: float) -> Sym: return self._unary("Elu", x, alpha=alpha)
+
+    def gelu(self, x: Sym, approximate: str) -> Sym:
+        return self._unary("Gelu", x, approximate=approximate)
+
+    def softmax(self, x: Sym, axis: int) -> Sym:
+        return self._unary("Softmax", x, axis=axis)
 
     @staticmethod
     def minimum(x: Sym, y: Any) -> Sym:
@@ -183,12 +221,49 @@ class OnnxNumpy:
 
     @staticmethod
     def where(c: Sym, x: Sym, y: Sym) -> Sym:
-        return Sym(c.b, c.b.op("Where", c.name, x.name, y.name), x.dtype, max(x.ndim, y.ndim))
+        return Sym(c.b, c.b.op("Where", c.name, x.name, y.name), x.dtype,
+                   max(c.ndim, x.ndim, y.ndim))
+
+    def matmul(self, x: Sym, y: Sym) -> Sym:
+        return Sym(self.b, self.b.op("MatMul", x.name, y.name), x.dtype, max(x.ndim, y.ndim))
+
+    def swap_last(self, x: Sym) -> Sym:
+        perm = list(range(x.ndim))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        return self._unary("Transpose", x, perm=perm)
+
+    def concat(self, xs: list[Sym], axis: int) -> Sym:
+        return Sym(self.b, self.b.op("Concat", *(x.name for x in xs), axis=axis), xs[0].dtype,
+                   xs[0].ndim)
+
+    def interleave(self, x: Sym, y: Sym) -> Sym:
+        pair = self.concat([x[..., None], y[..., None]], axis=-1)  # (..., n, 2)
+        shape = self.b.i64(*([0] * (x.ndim - 1)), -1)
+        return Sym(self.b, self.b.op("Reshape", pair.name, shape), x.dtype, x.ndim)
+
+    def _reduce(self, op: str, x: Sym, axis: int, keepdims: bool) -> Sym:
+        name = self.b.op(op, x.name, self.b.i64(axis), keepdims=int(keepdims))
+        return Sym(self.b, name, x.dtype, x.ndim if keepdims else x.ndim - 1)
+
+    def mean(self, x: Sym, axis: int, keepdims: bool = False) -> Sym:
+        return self._reduce("ReduceMean", x, axis, keepdims)
+
+    def sum(self, x: Sym, axis: int, keepdims: bool = False) -> Sym:
+        return self._reduce("ReduceSum", x, axis, keepdims)
+
+    def amax(self, x: Sym, axis: int, keepdims: bool = False) -> Sym:
+        return self._reduce("ReduceMax", x, axis, keepdims)
+
+    def layer_norm(self, x: Sym, weight: Sym, bias: Sym | None, eps: float) -> Sym:
+        inputs = [x.name, weight.name] + ([bias.name] if bias is not None else [])
+        return Sym(self.b, self.b.op("LayerNormalization", *inputs, axis=-1, epsilon=eps),
+                   x.dtype, x.ndim)
 
 
 class Lowering:
     def __init__(self, b: Builder, weights: Mapping[str, np.ndarray]):
         self.b = b
+        self.xp = OnnxArrays(b)
         self.weights = weights
         self.env: dict[str, str] = {}
         self.used: set[str] = set()
@@ -201,6 +276,18 @@ class Lowering:
             self.used.add(name)
             self.b.initializer(name, self.weights[name])
         return name
+
+    def sym(self, node: Node, i: int = 0) -> Sym:
+        """Argument i of a node as a model-dtype `Sym` (its rank from the IR shape)."""
+        name = node.args[i]
+        return Sym(self.b, self.env[name], self.b.dtype, self.graph_shapes[name].count(",") + 1)
+
+    def weight(self, name: str, ndim: int = 1) -> Sym:
+        return Sym(self.b, self.w(name), self.b.dtype, ndim)
+
+    def positions(self, n: Sym) -> Sym:
+        """0 .. n-1 as a float32 column (n, 1)."""
+        return self.arange(n, "float32")[:, None]
 
     def dim(self, tensor: str, axis: int) -> Sym:
         """A dimension of a tensor as an int64 scalar."""

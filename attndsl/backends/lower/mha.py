@@ -6,7 +6,7 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from ...ir import Node
-from .builder import Lowering, OnnxNumpy, Sym, arg, bsh, repeat
+from .builder import Lowering, OnnxArrays, Sym, arg, bsh, repeat
 
 __all__ = ["mha"]
 
@@ -24,7 +24,7 @@ def mha(lw: Lowering, node: Node) -> str:
         return b.op("MultiHeadAttention", q, k, v, **attrs)
     lengths = lw.env["key_lengths"]
     # the kernel takes int32 lengths: clamp to [0, S] first, so 2^32 is S and not 0
-    clamped = OnnxNumpy.minimum(OnnxNumpy.maximum(Sym(b, lengths, "int64", 1), 0), lw.S)
+    clamped = OnnxArrays.minimum(OnnxArrays.maximum(Sym(b, lengths, "int64", 1), 0), lw.S)
     out = b.op("MultiHeadAttention", q, k, v, "",
                b.op("Cast", clamped.name, to=TensorProto.INT32), **attrs)
     # a row with no visible key is zeros, whatever the kernel does with it

@@ -1,0 +1,129 @@
+"""Each op's arithmetic, written once over an array namespace `xp`, for the torch backend
+(`backends.torch.TorchArrays`, eager tensors) and the ONNX lowering (`lower.builder.OnnxArrays`,
+symbolic tensors whose operators emit nodes). A new meaning (a norm variant, a RoPE scaling,
+an ALiBi schedule) is written here, and both backends have it. The NumPy reference keeps its
+own, deliberately independent reading of docs/LANGUAGE.md: it is what these are tested against.
+
+What an `xp` provides, beyond the arithmetic and comparison operators of its arrays and
+`x[..., a:b:c]` slices of the last axis:
+    asarray(values, dtype)     a constant (dtype: "float32", "int64", ...)
+    astype(x, dtype), dtype(x) casts by dtype name (a no-op when already that type)
+    cos sin tanh sqrt sigmoid relu elu(x, alpha) gelu(x, approximate) abs log exp
+    where(c, a, b) minimum(a, b) maximum(a, b)
+    concat(xs, axis) interleave(a, b)   (a0 b0 a1 b1 ... on the last axis)
+    mean / sum / amax(x, axis, keepdims) matmul(a, b) swap_last(x) softmax(x, axis)
+    layer_norm(x, weight, bias, eps)
+
+Dtype rule (docs/LANGUAGE.md, "Numerics"): scores, biases, softmax, RMS statistics, position
+tables and linear attention's sums are float32 whatever the model dtype."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..positions import rope_inv_freq, sinusoidal_inv_freq
+from ..targets import lacks_bfloat16_cuda_kernel
+
+__all__ = ["LOWEST", "activation", "alibi_bias", "linear_attention", "masked_softmax", "norm",
+           "rope", "sinusoidal_table", "softcap"]
+
+Array = Any
+LOWEST = float(np.finfo(np.float32).min)
+
+
+def sinusoidal_table(xp, pos: Array, d: int) -> Array:
+    """PE[p, 2i] = sin(p * 10000^(-2i/d)), PE[p, 2i+1] = cos(...); pos: float32 (L, 1) ->
+    float32 (L, d)."""
+    angle = pos * xp.asarray(sinusoidal_inv_freq(d), "float32")  # (L, d/2)
+    return xp.interleave(xp.sin(angle), xp.cos(angle))
+
+
+def rope(xp, x: Array, pos: Array, theta: float, dim: int, interleaved: bool) -> Array:
+    """Rotate the first `dim` features of x (..., n, d) by angle pos * theta^(-2i/dim), pos a
+    float32 (n, 1) column: pairs (x_i, x_{i+dim/2}) (half-split) or (x_2i, x_2i+1)
+    (interleaved). The angle is float32, its cos and sin in the model dtype."""
+    angle = pos * xp.asarray(rope_inv_freq(theta, dim), "float32")  # (n, dim/2)
+    cos, sin = (xp.astype(f(angle), xp.dtype(x)) for f in (xp.cos, xp.sin))
+    rest = x[..., dim:]
+    if interleaved:
+        even, odd = x[..., 0:dim:2], x[..., 1:dim:2]
+        rot = xp.interleave(even * cos - odd * sin, even * sin + odd * cos)
+    else:
+        half = dim // 2
+        x1, x2 = x[..., :half], x[..., half:dim]
+        rot = xp.concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return xp.concat([rot, rest], axis=-1)
+
+
+def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float) -> Array:
+    """LayerNorm: (x - mean) / sqrt(var + eps) * w + b. RMSNorm: x / sqrt(mean(x^2) + eps) * w,
+    its statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does."""
+    if kind == "layernorm":
+        return xp.layer_norm(x, weight, bias, eps)
+    h = xp.astype(x, "float32")
+    h = h / xp.sqrt(xp.mean(h * h, axis=-1, keepdims=True) + eps)
+    return xp.astype(h, xp.dtype(x)) * weight
+
+
+def activation(xp, h: Array, kind: str) -> Array:
+    """relu, silu (x * sigmoid(x)), gelu (erf) or gelu_tanh; GELU of bfloat16 values is
+    computed in float32 (ONNX Runtime's CUDA provider has no bfloat16 Gelu kernel)."""
+    if kind == "relu":
+        return xp.relu(h)
+    if kind == "silu":
+        return h * xp.sigmoid(h)
+    approximate = "tanh" if kind == "gelu_tanh" else "none"
+    dtype = xp.dtype(h)
+    if lacks_bfloat16_cuda_kernel("Gelu", dtype):
+        return xp.astype(xp.gelu(xp.astype(h, "float32"), approximate), dtype)
+    return xp.gelu(h, approximate)
+
+
+def alibi_bias(xp, slopes: Array, q_pos: Array, k_pos: Array) -> Array:
+    """-slope_h * |i - j| (float32); slopes shaped to broadcast against the distances."""
+    return -slopes * xp.astype(xp.abs(q_pos - k_pos), "float32")
+
+
+def softcap(xp, s: Array, cap: float) -> Array:
+    """cap * tanh(s / cap)."""
+    return xp.tanh(s / cap) * cap
+
+
+def masked_softmax(xp, s: Array, visible: Array) -> tuple[Array, Array]:
+    """Softmax of float32 scores over the keys where `visible`, and each row's factor: 1 if it
+    sees a key, else 0 (a row with no visible key gives zeros, not a uniform average). The
+    factor is returned apart so a caller can apply it to the smaller of probabilities and
+    output."""
+    additive = xp.where(visible, xp.asarray(0.0, "float32"), xp.asarray(LOWEST, "float32"))
+    probs = xp.softmax(s + additive, axis=-1)
+    any_key = xp.amax(xp.astype(visible, "float32"), axis=-1, keepdims=True)
+    return probs, any_key
+
+
+def feature_map(xp, x: Array, feature: str) -> Array:
+    """phi: elu(x) + 1, relu(x) or softmax over the features."""
+    if feature == "elu":
+        return xp.elu(x, 1.0) + 1.0
+    if feature == "relu":
+        return xp.relu(x)
+    return xp.softmax(x, axis=-1)
+
+
+def linear_attention(xp, q: Array, k: Array, v: Array, feature: str,
+                     keep: Array | None) -> Array:
+    """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6), in float32 (the sums
+    over keys overflow float16 at long lengths); causal (`keep`: float32 (L, S), 1 where k <= q)
+    sums only k <= q. Returns the model dtype."""
+    dtype = xp.dtype(v)
+    q, k, v = (xp.astype(t, "float32") for t in (q, k, v))
+    fq, fk = feature_map(xp, q, feature), feature_map(xp, k, feature)
+    if keep is not None:
+        weights = xp.matmul(fq, xp.swap_last(fk)) * keep  # (B, H, L, S)
+        num = xp.matmul(weights, v)
+        den = xp.sum(weights, axis=-1, keepdims=True)
+    else:
+        num = xp.matmul(fq, xp.matmul(xp.swap_last(fk), v))  # phi(q) (phi(k)^T v)
+        den = xp.sum(fq * xp.sum(fk, axis=-2, keepdims=True), axis=-1, keepdims=True)
+    return xp.astype(num / xp.maximum(den, xp.asarray(1e-6, "float32")), dtype)
