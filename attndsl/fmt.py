@@ -10,7 +10,7 @@ from . import ast
 
 __all__ = ["format_expr", "format_module"]
 
-_LEVEL = {"|": 1, "&": 2, "+": 4, "-": 4, "*": 5, "//": 5}
+_LEVEL = {"|": 1, "&": 2, "+": 4, "-": 4, "*": 5, "//": 5, "/": 5, "**": 7}
 _INDENT = "    "
 
 
@@ -28,7 +28,7 @@ def _level(e: ast.Expr) -> int:
             return 6
         case ast.Paren(inner=inner):
             return _level(inner)
-    return 7
+    return 8
 
 
 def _expr(e: ast.Expr, parent: int) -> str:
@@ -50,6 +50,9 @@ def _expr(e: ast.Expr, parent: int) -> str:
             out = "-" + _expr(x, 6)
             if out.startswith("--"):
                 out = "-(" + out[1:] + ")"
+        case ast.BinOp(op="**", left=a, right=b):
+            # right-associative, and its right operand may be a signed power: 2 ** -3 ** 2
+            out = f"{_expr(a, 8)} ** {_expr(b, 6)}"
         case ast.BinOp(op=op, left=a, right=b):
             level = _LEVEL[op]
             # Left-associative: a right operand at the same level keeps its parentheses.

@@ -143,8 +143,6 @@ def _parse_diagnostic(source: Source, exc: lark.exceptions.UnexpectedInput) -> D
         ch = source.text[pos]
         what = f"unexpected character {ch!r}"
         expected = set(exc.allowed or ())
-        if ch == "/":
-            return Diagnostic(what, span, hint="integer division is `//`; there is no `/`")
         if ch in "\"'":
             return Diagnostic(what, span, hint="the language has no strings; write names bare")
     else:  # UnexpectedEOF
@@ -277,4 +275,4 @@ class _Builder:
 
 
 _BINOPS = {"or_op": "|", "and_op": "&", "add_op": "+", "sub_op": "-", "mul_op": "*",
-           "floordiv_op": "//"}
+           "floordiv_op": "//", "div_op": "/", "pow_op": "**"}

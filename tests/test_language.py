@@ -96,6 +96,30 @@ def test_let_arithmetic_and_order_independence() -> None:
     assert spec.d_model == 64 and spec.mask == attndsl.masks.Window(8, 0)
 
 
+def test_numbers_with_division_powers_and_sqrt() -> None:
+    """Python's rules: `**` binds tighter than unary minus and is right-associative; `/` and
+    `sqrt` give numbers, and integers stay exact under `**` with a non-negative exponent."""
+    program = attndsl.loads("""
+        let QUERY_PRE_ATTN = 144
+        let EPS = 10 ** -5
+        let HALF = 2 ** 61 // 2 ** 60
+        attention a {
+            d_model = 64
+            heads = 4
+            scale = QUERY_PRE_ATTN ** -0.5
+            softcap = 100 / 3 + sqrt(2) * -2 ** 2 - 2 ** 3 ** 2 / 1024
+            mask = window(HALF * 2)
+        }
+    """)
+    spec = program["a"].spec
+    assert spec.scale == 144 ** -0.5 == 1 / 12
+    assert spec.softcap == pytest.approx(100 / 3 + 2 ** 0.5 * -(2 ** 2) - 2 ** (3 ** 2) / 1024)
+    assert spec.mask == attndsl.masks.Window(4, 4)
+    src = "let A = (-2) ** 2 ** -1 / 3\nlet B = -(2 ** 3) ** 2\nlet C = sqrt(A) ** B\n"
+    out = format_module(parse(attndsl.parser.decode(src.encode(), "m")))
+    assert out == "let A = (-2) ** 2 ** -1 / 3\nlet B = -(2 ** 3) ** 2\nlet C = sqrt(A) ** B\n"
+
+
 def _walk(e: ast.Expr):
     yield e
     match e:

@@ -31,7 +31,7 @@ class _Checker(Layers):
         self.lets: dict[str, ast.LetDef] = {}
         self.masks: dict[str, ast.MaskDef] = {}
         self.attentions: dict[str, ast.AttentionDef] = {}
-        self.let_values: dict[str, int] = {}
+        self.let_values: dict[str, int | float] = {}
         self.mask_values: dict[str, m.Mask] = {}
         self.resolved_attn: dict[str, Attention | None] = {}
         self._evaluating: list[tuple[str, Span]] = []

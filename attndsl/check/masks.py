@@ -43,7 +43,7 @@ class Masks(Values):
             case ast.Name() | ast.Call():
                 fname = e.id if isinstance(e, ast.Name) else e.func
                 if fname in self.lets and isinstance(e, ast.Name):
-                    raise self.error(f"`{fname}` is an integer constant, not a mask", e.span)
+                    raise self.error(f"`{fname}` is a `let` constant, not a mask", e.span)
                 name, _ = self.callee(e, MASK_PRIMITIVES | dict.fromkeys(self.masks), "mask")
                 if name in self.masks:
                     raise self.error(f"mask `{name}` takes no arguments", e.span,

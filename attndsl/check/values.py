@@ -1,9 +1,10 @@
-"""The checker's base: diagnostics, `let` integers, numbers, words and call arguments. The
+"""The checker's base: diagnostics, `let` constants, arithmetic, words and call arguments. The
 mask and layer checks build on it (`masks.py`, `layers.py`)."""
 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,11 +45,10 @@ class Values:
         self.diags.append(Diagnostic(message, span, hint, notes))
         return Invalid()
 
-    # -- integers and constants ---------------------------------------------------------------
-    def let_value(self, name: str, use: Span) -> int:
-        return self.resolve(name, use, self.let_values, self.lets,
-                            lambda e: self.integer(e, allow_negative=True), "`let` constants",
-                            "a constant must not depend on itself")
+    # -- constants and arithmetic ---------------------------------------------------------------
+    def let_value(self, name: str, use: Span) -> int | float:
+        return self.resolve(name, use, self.let_values, self.lets, self.arithmetic,
+                            "`let` constants", "a constant must not depend on itself")
 
     def resolve(self, name: str, use: Span, done: dict[str, Any], defs: dict[str, Any],
                 evaluate: Callable[[ast.Expr], Any], what: str, hint: str | None = None) -> Any:
@@ -76,40 +76,81 @@ class Values:
         return value
 
     def integer(self, e: ast.Expr, allow_negative: bool = False) -> int:
-        value = self._int_expr(e)
+        value = self.arithmetic(e, "an integer")
+        if isinstance(value, float):
+            raise self.error(f"expected an integer, found {_number_text(e, value)}", e.span,
+                             hint="`/`, `**` with a negative exponent, `sqrt` and literals "
+                                  "with a `.` or an exponent give numbers; `//` divides "
+                                  "integers")
         if not allow_negative and value < 0:
             raise self.error(f"expected a non-negative integer, found {value}", e.span)
         return value
 
-    def _int_expr(self, e: ast.Expr) -> int:
+    def number(self, e: ast.Expr) -> float:
+        return float(self.arithmetic(e))
+
+    def arithmetic(self, e: ast.Expr, expected: str = "a number") -> int | float:
+        """An integer or a number: integers stay exact under + - * // and ** with a
+        non-negative integer exponent; `/`, `sqrt` and any float operand give a float."""
         match e:
             case ast.Int(value=v):
+                value: int | float = v
+            case ast.Float(value=v):
                 value = v
             case ast.Paren(inner=inner):
-                value = self._int_expr(inner)
+                value = self.arithmetic(inner)
             case ast.Neg(operand=x):
-                value = -self._int_expr(x)
+                value = -self.arithmetic(x)
             case ast.Name(id=name):
-                if name in self.lets:
-                    value = self.let_value(name, e.span)
-                else:
+                if name not in self.lets:
                     raise self.error(f"unknown constant `{name}`", e.span,
                                      hint=self._suggest(name, self.lets, "define it with `let"
                                                         f" {name} = ...`"))
-            case ast.BinOp(op=op, left=a, right=b) if op in "+-*//":
-                x, y = self._int_expr(a), self._int_expr(b)
-                if op == "//" and y == 0:
-                    raise self.error("integer division by zero", b.span)
-                value = {"+": x + y, "-": x - y, "*": x * y}.get(op)
-                if op == "//":
-                    value = x // y
-            case ast.Float():
-                raise self.error("expected an integer, found a float", e.span)
+                value = self.let_value(name, e.span)
+            case ast.Call(func="sqrt", args=args):
+                if len(args) != 1 or args[0].name is not None:
+                    raise self.error("`sqrt` takes one positional argument", e.span,
+                                     hint="write `sqrt(x)`")
+                x = self.arithmetic(args[0].value)
+                if x < 0:
+                    raise self.error(f"`sqrt` of a negative number ({x:g})", e.span)
+                value = math.sqrt(x)
+            case ast.BinOp(op=op, left=a, right=b) if op in _ARITHMETIC:
+                value = self._binary(op, self.arithmetic(a), self.arithmetic(b), e, b)
             case _:
-                raise self.error(f"expected an integer, found {describe(e)}", e.span)
-        if abs(value) > _MAX_INT:
+                raise self.error(f"expected {expected}, found {describe(e)}", e.span)
+        if isinstance(value, int) and abs(value) > _MAX_INT:
             raise self.error(f"integer is too large (limit is 2**62 = {_MAX_INT})", e.span)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error("this number is too large to represent", e.span,
+                             hint="numbers must be finite; float32 holds at most about 3.4e38")
         return value
+
+    def _binary(self, op: str, x: int | float, y: int | float, e: ast.Expr,
+                right: ast.Expr) -> int | float:
+        if op in ("/", "//") and y == 0:
+            kind = "integer division" if op == "//" else "division"
+            raise self.error(f"{kind} by zero", right.span)
+        if op == "//" and (isinstance(x, float) or isinstance(y, float)):
+            raise self.error("`//` divides integers", e.span, hint="use `/` for numbers")
+        if op != "**":
+            return {"+": x + y, "-": x - y, "*": x * y, "/": x / y if op == "/" else 0,
+                    "//": x // y if op == "//" else 0}[op]
+        if x == 0 and y < 0:
+            raise self.error("0 to a negative power", e.span)
+        if x < 0 and isinstance(y, float) and not y.is_integer():
+            raise self.error(f"a negative number ({x:g}) to a fractional power is not a real "
+                             "number", e.span)
+        if isinstance(x, int) and isinstance(y, int) and y >= 0:
+            if abs(x) > 1 and y > 62:
+                raise self.error(f"integer is too large (limit is 2**62 = {_MAX_INT})", e.span)
+            return x**y
+        try:
+            return float(x) ** float(y)
+        except OverflowError:
+            raise self.error("this number is too large to represent", e.span,
+                             hint="numbers must be finite; float32 holds at most about "
+                                  "3.4e38") from None
 
     def positive(self, e: ast.Expr, what: str) -> int:
         value = self.integer(e, allow_negative=True)
@@ -122,17 +163,6 @@ class Values:
         if value < 0:
             raise self.error(f"{what} must be >= 0, found {value}", e.span)
         return value
-
-    def number(self, e: ast.Expr) -> float:
-        match e:
-            case ast.Float(value=v):
-                return v
-            case ast.Neg(operand=x):
-                return -self.number(x)
-            case ast.Paren(inner=x):
-                return self.number(x)
-            case _:
-                return float(self.integer(e, allow_negative=True))
 
     def word(self, e: ast.Expr, choices: tuple[str, ...], what: str) -> str:
         if isinstance(e, ast.Name) and e.id in choices:
@@ -203,6 +233,13 @@ class Values:
             raise self.error(f"unknown {what} `{name}`", span,
                              hint=self._suggest(name, table, f"one of {one_of(tuple(table))}"))
         return name, span
+
+
+_ARITHMETIC = ("+", "-", "*", "/", "//", "**")
+
+
+def _number_text(e: ast.Expr, value: float) -> str:
+    return f"the number {e.text}" if isinstance(e, ast.Float) else f"the number {value:g}"
 
 
 def describe(e: ast.Expr) -> str:
