@@ -15,6 +15,7 @@ from .spec import (
     Attention,
     Learned,
     LinearKernel,
+    Norm,
     RelativeBias,
     Rope,
     Sinusoidal,
@@ -79,7 +80,9 @@ class Weight:
 
     name: str
     shape: tuple[int, ...]
-    init: str  # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight, norm_bias
+    # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
+    # norm_bias and norm_offset (a unit-offset norm's weight: around 0)
+    init: str
     fan_in: int = 0  # of a linear weight or bias
 
 
@@ -124,11 +127,11 @@ def build(spec: Attention | Transformer) -> Graph:
         h = _absolute(b, attn, "x", "")
         for i in range(spec.layers):
             h = _block(b, spec, i, h)
-        if spec.norm.placement == "pre":
-            h = b.emit(Op.NORM, "out", (h,), f"[B, L, {spec.d_model}]", kind=spec.norm.kind,
-                       eps=spec.norm.eps, module="norm", bias=spec.norm.kind == "layernorm")
-        summary = (f"{spec.layers} x {spec.norm.kind}({spec.norm.placement}) blocks of "
-                   f"attention {attn.name} and {spec.ffn.kind}({spec.ffn.hidden})")
+        if spec.placement != "post":
+            h = _norm(b, "out", h, f"[B, L, {spec.d_model}]", spec.norm, "norm")
+        names = ", ".join(a.name for a in spec.attentions)
+        summary = (f"{spec.layers} x {spec.norm.kind}({spec.placement}) {spec.residual} blocks "
+                   f"of attention {names} and {spec.ffn.kind}({spec.ffn.hidden})")
         return Graph(spec.name, "transformer", summary, tuple(b.nodes), h, weight_table(spec))
     for name in input_names(spec):
         b.emit(Op.INPUT, name, (), _type_of(name, spec))
@@ -154,21 +157,22 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if bias:
             out.append(Weight(f"{name}.bias", (rows,), "linear_bias", cols))
 
-    def norm(name: str, width: int, bias: bool) -> None:
-        out.append(Weight(f"{name}.weight", (width,), "norm_weight"))
+    def norm(name: str, width: int, kind: Norm, bias: bool) -> None:
+        init = "norm_offset" if kind.unit_offset else "norm_weight"
+        out.append(Weight(f"{name}.weight", (width,), init))
         if bias:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
 
-    def attention(s: Attention, p: str, absolute: bool) -> None:
-        linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, s.bias)
-        linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, s.bias)
-        linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, s.bias)
+    def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
+        linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, "q" in s.bias)
+        linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
+        linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:
-            linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, s.bias)
+            linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
         if s.qk_norm:
-            norm(f"{p}q_norm", s.head_dim, False)
-            norm(f"{p}k_norm", s.head_dim, False)
-        if isinstance(s.position, RelativeBias):
+            norm(f"{p}q_norm", s.head_dim, s.qk_norm, False)
+            norm(f"{p}k_norm", s.head_dim, s.qk_norm, False)
+        if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))
         if absolute and isinstance(s.position, Learned):
@@ -181,22 +185,33 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     a, d, ffn = spec.attention, spec.d_model, spec.ffn
     if isinstance(a.position, Learned):
         out.append(Weight("position_embeddings.weight", (a.position.max_len, d), "embedding"))
+    if spec.shared_relative_bias:
+        out.append(Weight("relative_attention_bias.weight", (a.position.buckets, a.heads),
+                          "embedding"))
     layernorm = spec.norm.kind == "layernorm"
     for i in range(spec.layers):
         p = f"layers.{i}."
-        attention(a, f"{p}self_attn.", False)
-        norm(f"{p}attn_norm", d, layernorm)
-        norm(f"{p}ffn_norm", d, layernorm)
-        if ffn.kind == "swiglu":
-            linear(f"{p}mlp.gate_proj", ffn.hidden, d, False)
-            linear(f"{p}mlp.up_proj", ffn.hidden, d, False)
-            linear(f"{p}mlp.down_proj", d, ffn.hidden, False)
+        attention(spec.layer_attention(i), f"{p}self_attn.", False,
+                  table=not spec.shared_relative_bias)
+        for which in _block_norms(spec):
+            norm(f"{p}{which}", d, spec.norm, layernorm)
+        if ffn.gated:
+            linear(f"{p}mlp.gate_proj", ffn.hidden, d, ffn.bias)
+            linear(f"{p}mlp.up_proj", ffn.hidden, d, ffn.bias)
+            linear(f"{p}mlp.down_proj", d, ffn.hidden, ffn.bias)
         else:
-            linear(f"{p}mlp.fc1", ffn.hidden, d, True)
-            linear(f"{p}mlp.fc2", d, ffn.hidden, True)
-    if spec.norm.placement == "pre":
-        norm("norm", d, layernorm)
+            linear(f"{p}mlp.fc1", ffn.hidden, d, ffn.bias)
+            linear(f"{p}mlp.fc2", d, ffn.hidden, ffn.bias)
+    if spec.placement != "post":
+        norm("norm", d, spec.norm, layernorm)
     return tuple(out)
+
+
+def _block_norms(t: Transformer) -> tuple[str, ...]:
+    """A block's norms, in weight-table order."""
+    if t.placement == "sandwich":
+        return ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")
+    return ("attn_norm",) if t.shared_norm else ("attn_norm", "ffn_norm")
 
 
 def _summary(s: Attention) -> str:
@@ -218,14 +233,16 @@ def _absolute(b: _Builder, s: Attention, x: str, prefix: str) -> str:
     return x
 
 
-def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str) -> str:
+def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
+               table: str | None = None) -> str:
+    """One attention; `table` names a relative-bias table shared with other layers."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
 
     def linear(out: str, arg: str, proj: str, width: int, length: str) -> str:
         return b.emit(Op.LINEAR, f"{p}{out}", (arg,), f"[B, {length}, {width}]",
                       weight=f"{prefix}{proj}.weight",
-                      bias=f"{prefix}{proj}.bias" if s.bias else None)
+                      bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
 
     q = linear("q", x, "q_proj", s.heads * s.head_dim, "L")
     k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
@@ -237,17 +254,16 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str) -> str:
     v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), f"[B, {s.kv_heads}, {n}, {s.value_dim}]",
                heads=s.kv_heads, dim=s.value_dim)
     if s.qk_norm:
-        eps = 1e-6 if s.qk_norm == "rmsnorm" else 1e-5
-        q = b.emit(Op.NORM, f"{p}q_normed", (q,), f"[B, {s.heads}, L, {s.head_dim}]",
-                   kind=s.qk_norm, eps=eps, module=f"{prefix}q_norm", bias=False)
-        k = b.emit(Op.NORM, f"{p}k_normed", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
-                   kind=s.qk_norm, eps=eps, module=f"{prefix}k_norm", bias=False)
+        q = _norm(b, f"{p}q_normed", q, f"[B, {s.heads}, L, {s.head_dim}]", s.qk_norm,
+                  f"{prefix}q_norm", bias=False)
+        k = _norm(b, f"{p}k_normed", k, f"[B, {s.kv_heads}, {n}, {s.head_dim}]", s.qk_norm,
+                  f"{prefix}k_norm", bias=False)
     if isinstance(s.position, Rope):
         r = s.position
         q = b.emit(Op.ROPE, f"{p}q_rope", (q,), f"[B, {s.heads}, L, {s.head_dim}]",
-                   theta=r.theta, dim=r.dim, interleaved=r.interleaved)
+                   theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
         k = b.emit(Op.ROPE, f"{p}k_rope", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
-                   theta=r.theta, dim=r.dim, interleaved=r.interleaved)
+                   theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
     if s.groups > 1:
         k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), f"[B, {s.heads}, {n}, {s.head_dim}]",
                    groups=s.groups)
@@ -260,14 +276,16 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str) -> str:
     else:
         sc = b.emit(Op.SCORES, f"{p}scores", (q, k), f"[B, {s.heads}, L, {n}]", scale=s.scale)
         if isinstance(s.position, Alibi):
+            a = s.position  # slopes x factor: `scaled` multiplies them by the score scale
             sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), f"[B, {s.heads}, L, {n}]",
-                        kind="alibi")
+                        kind="alibi", slopes=a.slopes, max_bias=a.max_bias,
+                        factor=s.scale if a.scaled else 1.0)
         elif isinstance(s.position, RelativeBias):
             r = s.position
             sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), f"[B, {s.heads}, L, {n}]",
                         kind="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
                         bidirectional=r.bidirectional,
-                        weight=f"{prefix}relative_attention_bias.weight")
+                        weight=table or f"{prefix}relative_attention_bias.weight")
         if s.softcap is not None:
             sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), f"[B, {s.heads}, L, {n}]",
                         cap=s.softcap)
@@ -286,17 +304,29 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str) -> str:
 def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
     p = f"layers.{i}."
     d = f"[B, L, {t.d_model}]"
-    kind, eps = t.norm.kind, t.norm.eps
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
 
     def norm(out: str, arg: str, which: str) -> str:
-        return b.emit(Op.NORM, f"{p}{out}", (arg,), d, kind=kind, eps=eps, module=f"{p}{which}",
-                      bias=kind == "layernorm")
+        return _norm(b, f"{p}{out}", arg, d, t.norm, f"{p}{which}")
 
     def attn(arg: str) -> str:
-        return _attention(b, t.attention, f"{p}self_attn.", arg, arg)
+        table = "relative_attention_bias.weight" if t.shared_relative_bias else None
+        return _attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table)
 
-    if t.norm.placement == "pre":
+    def add(out: str, x: str, branch: str) -> str:
+        return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)
+
+    if t.residual == "parallel":  # x + attn(norm1(x)) + ffn(norm2(x)), norm2 = norm1 if shared
+        n1 = norm("attn_in", h, "attn_norm")
+        a = attn(n1)
+        f = _mlp(b, t, p, n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
+        return add("resid2", add("resid1", h, a), f)
+    if t.placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
+        a = norm("attn_out", attn(norm("attn_in", h, "attn_norm")), "post_attn_norm")
+        h = add("resid1", h, a)
+        f = norm("ffn_out", _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
+        return add("resid2", h, f)
+    if t.placement == "pre":
         a = attn(norm("attn_in", h, "attn_norm"))
         h = b.emit(Op.ADD, f"{p}resid1", (h, a), d, dropout=drop)
         f = _mlp(b, t, p, norm("ffn_in", h, "ffn_norm"))
@@ -310,16 +340,26 @@ def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
 def _mlp(b: _Builder, t: Transformer, p: str, x: str) -> str:
     hidden = f"[B, L, {t.ffn.hidden}]"
     d = f"[B, L, {t.d_model}]"
-    if t.ffn.kind == "swiglu":
-        g = b.emit(Op.LINEAR, f"{p}gate", (x,), hidden, weight=f"{p}mlp.gate_proj.weight",
-                   bias=None)
-        u = b.emit(Op.LINEAR, f"{p}up", (x,), hidden, weight=f"{p}mlp.up_proj.weight", bias=None)
-        g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind="silu")
+    ffn = t.ffn
+
+    def linear(out: str, arg: str, proj: str, shape: str) -> str:
+        return b.emit(Op.LINEAR, f"{p}{out}", (arg,), shape, weight=f"{p}mlp.{proj}.weight",
+                      bias=f"{p}mlp.{proj}.bias" if ffn.bias else None)
+
+    if ffn.gated:  # down(act(gate(x)) * up(x))
+        g = linear("gate", x, "gate_proj", hidden)
+        u = linear("up", x, "up_proj", hidden)
+        g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind=ffn.activation)
         m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
-        return b.emit(Op.LINEAR, f"{p}mlp_out", (m,), d, weight=f"{p}mlp.down_proj.weight",
-                      bias=None)
-    h = b.emit(Op.LINEAR, f"{p}fc1", (x,), hidden, weight=f"{p}mlp.fc1.weight",
-               bias=f"{p}mlp.fc1.bias")
-    h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=t.ffn.kind)
-    return b.emit(Op.LINEAR, f"{p}mlp_out", (h,), d, weight=f"{p}mlp.fc2.weight",
-                  bias=f"{p}mlp.fc2.bias")
+        return linear("mlp_out", m, "down_proj", d)
+    h = linear("fc1", x, "fc1", hidden)
+    h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=ffn.activation)
+    return linear("mlp_out", h, "fc2", d)
+
+
+def _norm(b: _Builder, out: str, arg: str, shape: str, norm: Norm, module: str,
+          bias: bool | None = None) -> str:
+    """A norm node; LayerNorm has a bias unless `bias` says otherwise (q/k norms)."""
+    return b.emit(Op.NORM, out, (arg,), shape, kind=norm.kind, eps=norm.eps,
+                  unit_offset=norm.unit_offset, module=module,
+                  bias=norm.kind == "layernorm" if bias is None else bias)

@@ -31,6 +31,7 @@ class Causal:
 class Window:
     left: int
     right: int
+    align: str = "top_left"  # or bottom_right: query q sits at position q + (S - L)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Random:
 
 @dataclass(frozen=True)
 class Padding:
-    pass
+    side: str = "right"  # right: keys 0 .. n-1 are real; left: keys S-n .. S-1
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,9 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
             return k <= q
         case Causal():
             return k <= q + (S - L)
-        case Window(left, right):
-            return (k >= q - left) & (k <= q + right)
+        case Window(left, right, align):
+            at = q if align == "top_left" else q + (S - L)
+            return (k >= at - left) & (k <= at + right)
         case Dilated(left, right, dilation):
             return (k >= q - left) & (k <= q + right) & ((q - k) % dilation == 0)
         case Chunked(n):
@@ -158,8 +160,10 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
             for j in range(blocks):
                 seen = seen | (random_key_block(seed, q_block, j, num_key_blocks) == k_block)
             return seen
-        case Padding():
+        case Padding(side):
             batch = (slice(None),) + (None,) * k.ndim  # (B, 1, ..., 1) against positions
+            if side == "left":
+                return (k >= S - key_lengths[batch]) & (q >= 0)
             return (k < key_lengths[batch]) & (q >= 0)
         case Document():
             return segment_ids[:, q] == segment_ids[:, k]  # gathers: (B, *q.shape), (B, *k.shape)
@@ -209,8 +213,9 @@ def render(mask: Mask, parent: int = 0) -> str:
             text = "full"
         case Causal(align):
             text = "causal" if align == "top_left" else "causal(align = bottom_right)"
-        case Window(left, right):
-            text = f"window(left = {left}, right = {right})"
+        case Window(left, right, align):
+            text = f"window(left = {left}, right = {right}" + (
+                ")" if align == "top_left" else ", align = bottom_right)")
         case Dilated(left, right, dilation):
             text = f"dilated(left = {left}, right = {right}, dilation = {dilation})"
         case Chunked(n):
@@ -225,8 +230,8 @@ def render(mask: Mask, parent: int = 0) -> str:
             text = f"prefix({n})"
         case Random(blocks, block, seed):
             text = f"random(blocks = {blocks}, block = {block}, seed = {seed})"
-        case Padding():
-            text = "padding"
+        case Padding(side):
+            text = "padding" if side == "right" else "padding(side = left)"
         case Document():
             text = "document"
         case And(a, b):

@@ -120,7 +120,9 @@ def _cover(mask: m.Mask, self_attention: bool) -> Cover:
             return Cover(INF, 0)
         case m.Causal():
             return Cover(INF, 0) if self_attention else Cover()
-        case m.Window(left, right) | m.Dilated(left, right, _):
+        case m.Window(left, right, align):
+            return Cover(left, right) if self_attention or align == "top_left" else Cover()
+        case m.Dilated(left, right, _):
             return Cover(left, right)
         case m.Chunked(n):
             return Cover(n - 1, n - 1)
@@ -349,7 +351,7 @@ def _padding_only(mask: m.Mask) -> str | None:
     match mask:
         case m.Full():
             return ""
-        case m.Padding():
+        case m.Padding(side="right"):  # MultiHeadAttention's key lengths pad on the right
             return "padding"
         case m.And(a, b):
             x, y = _padding_only(a), _padding_only(b)

@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_float32"]
+from .spec import LinearScaling, Llama3Scaling, LongRopeScaling, RopeScaling, YarnScaling
+
+__all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_float32",
+           "yarn_ramp"]
 
 
-def alibi_slopes(heads: int) -> list[float]:
-    """Press et al.'s slopes: a geometric sequence for 2**n heads; otherwise the slopes of the
-    nearest lower power of two, then every other slope of the next power of two."""
+def alibi_slopes(heads: int, schedule: str = "press", max_bias: float = 8.0) -> list[float]:
+    """`geometric`: 2^(-max_bias (h + 1) / H) for every H. `press` (Press et al., BLOOM): the
+    same for 2**n heads; otherwise the slopes of the nearest lower power of two, then every
+    other slope of the next power of two."""
 
-    def power_of_two(n: int) -> list[float]:
-        start = 2.0 ** (-(2.0 ** -(math.log2(n) - 3)))
-        return [start ** (i + 1) for i in range(n)]
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-max_bias * (i + 1) / n) for i in range(n)]
 
-    if math.log2(heads).is_integer():
-        return power_of_two(heads)
+    if schedule == "geometric" or math.log2(heads).is_integer():
+        return geometric(heads)
     closest = 2 ** math.floor(math.log2(heads))
-    return power_of_two(closest) + power_of_two(2 * closest)[0::2][: heads - closest]
+    return geometric(closest) + geometric(2 * closest)[0::2][: heads - closest]
 
 
 def sinusoidal_inv_freq(d: int) -> list[float]:
@@ -29,9 +32,53 @@ def sinusoidal_inv_freq(d: int) -> list[float]:
     return rope_inv_freq(10000.0, d)
 
 
-def rope_inv_freq(theta: float, dim: int) -> list[float]:
-    """theta ** (-2i / dim) for i in 0 .. dim/2 - 1."""
-    return [theta ** (-(2 * i) / dim) for i in range(dim // 2)]
+def rope_inv_freq(theta: float, dim: int, scaling: RopeScaling | None = None) -> list[float]:
+    """theta ** (-2i / dim) for i in 0 .. dim/2 - 1, adjusted by a scaling that does not
+    depend on the length (linear, llama3, yarn; longrope's short factors), in double
+    precision, as docs/LANGUAGE.md states them."""
+    base = [theta ** (-(2 * i) / dim) for i in range(dim // 2)]
+    match scaling:
+        case LinearScaling(factor=factor):
+            return [f / factor for f in base]
+        case Llama3Scaling(factor=factor, low_freq_factor=low, high_freq_factor=high,
+                           original_max_position=orig):
+            out = []
+            for f in base:
+                wavelen = 2 * math.pi / f
+                if wavelen < orig / high:  # high frequencies: kept
+                    out.append(f)
+                elif wavelen > orig / low:  # low frequencies: interpolated
+                    out.append(f / factor)
+                else:
+                    smooth = (orig / wavelen - low) / (high - low)
+                    out.append((1 - smooth) * f / factor + smooth * f)
+            return out
+        case YarnScaling():
+            low, high = yarn_ramp(scaling, theta, dim)
+            out = []
+            for i, f in enumerate(base):
+                ramp = min(max((i - low) / (high - low), 0.0), 1.0)  # 0: original, 1: f / factor
+                out.append(f / scaling.factor * ramp + f * (1 - ramp))
+            return out
+        case LongRopeScaling(short_factor=short):
+            return [f / s for f, s in zip(base, short, strict=True)]
+    return base
+
+
+def yarn_ramp(s: YarnScaling, theta: float, dim: int) -> tuple[float, float]:
+    """The pair indices where YaRN's ramp starts and ends: the dims that turn beta_fast and
+    beta_slow times over original_max_position positions, floored/ceiled if `truncate`,
+    clamped to [0, dim - 1], and never equal (the end moves by 0.001)."""
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * math.log(s.original_max_position / (rotations * 2 * math.pi))
+                / (2 * math.log(theta)))
+
+    low, high = correction_dim(s.beta_fast), correction_dim(s.beta_slow)
+    if s.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    return low, high + 0.001 if low == high else high
 
 
 def t5_bucket_float32(xp, relative_position, buckets: int, max_distance: int,

@@ -78,7 +78,10 @@ def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> n
     grid = mask_grid(attn, L, S)
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
     if isinstance(attn.position, Alibi):
-        biases = [-s * np.abs(q - k) for s in alibi_slopes(attn.heads)]
+        a = attn.position
+        gain = attn.scale if a.scaled else 1.0
+        biases = [-s * gain * np.abs(q - k)
+                  for s in alibi_slopes(attn.heads, a.slopes, a.max_bias)]
     elif isinstance(attn.position, RelativeBias):
         p = attn.position
         bucket = t5_bucket_float32(np, k - q, p.buckets, p.max_distance, p.bidirectional)

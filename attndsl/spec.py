@@ -31,15 +31,99 @@ class Learned:
 
 
 @dataclass(frozen=True)
+class LinearScaling:
+    """Position interpolation: frequencies / factor."""
+
+    factor: float
+
+    def __str__(self) -> str:
+        return f"linear(factor = {self.factor:g})"
+
+
+@dataclass(frozen=True)
+class DynamicScaling:
+    """Dynamic NTK: theta grows with the sequence length beyond original_max_position."""
+
+    factor: float
+    original_max_position: int
+
+    def __str__(self) -> str:
+        return f"dynamic(factor = {self.factor:g}, original_max_position = " \
+               f"{self.original_max_position})"
+
+
+@dataclass(frozen=True)
+class Llama3Scaling:
+    """Llama 3.1: low frequencies / factor, high ones kept, a smooth ramp between."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position: int
+
+    def __str__(self) -> str:
+        return (f"llama3(factor = {self.factor:g}, low_freq_factor = {self.low_freq_factor:g}, "
+                f"high_freq_factor = {self.high_freq_factor:g}, original_max_position = "
+                f"{self.original_max_position})")
+
+
+@dataclass(frozen=True)
+class YarnScaling:
+    """YaRN: a ramp between interpolated and original frequencies over the dims whose
+    rotation count at original_max_position lies between beta_slow and beta_fast, and cos/sin
+    scaled by attention_factor (resolved by the checker)."""
+
+    factor: float
+    original_max_position: int
+    beta_fast: float
+    beta_slow: float
+    truncate: bool
+    attention_factor: float
+
+    def __str__(self) -> str:
+        return (f"yarn(factor = {self.factor:g}, original_max_position = "
+                f"{self.original_max_position}, beta_fast = {self.beta_fast:g}, beta_slow = "
+                f"{self.beta_slow:g}, truncate = {str(self.truncate).lower()}, "
+                f"attention_factor = {self.attention_factor!r})")
+
+
+@dataclass(frozen=True)
+class LongRopeScaling:
+    """LongRoPE (Phi-3): per-frequency divisors, `long_factor` when the sequence is longer
+    than original_max_position, else `short_factor`; cos/sin scaled by attention_factor."""
+
+    short_factor: tuple[float, ...]
+    long_factor: tuple[float, ...]
+    original_max_position: int
+    attention_factor: float
+
+    def __str__(self) -> str:
+        return (f"longrope(short_factor = [{', '.join(f'{v!r}' for v in self.short_factor)}], "
+                f"long_factor = [{', '.join(f'{v!r}' for v in self.long_factor)}], "
+                f"original_max_position = {self.original_max_position}, attention_factor = "
+                f"{self.attention_factor!r})")
+
+
+RopeScaling = LinearScaling | DynamicScaling | Llama3Scaling | YarnScaling | LongRopeScaling
+
+
+@dataclass(frozen=True)
 class Rope:
     theta: float
     dim: int  # rotated features: the first `dim` of each head (even, <= head_dim)
     interleaved: bool  # GPT-J pairs (2i, 2i+1) instead of rotate-half halves
+    scaling: RopeScaling | None = None
 
 
 @dataclass(frozen=True)
 class Alibi:
-    pass
+    """-slope_h * |q - k| added to the scores; slopes by Press et al.'s schedule or the plain
+    geometric one, from 2^(-max_bias / H); `scaled` adds the bias before the score scale
+    (Falcon) instead of after it (BLOOM, MPT)."""
+
+    slopes: str = "press"  # press | geometric
+    max_bias: float = 8.0
+    scaled: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,11 +165,11 @@ class Attention:
     value_dim: int
     kind: str  # self | cross
     memory_dim: int  # width of keys/values' input: d_model for self attention
-    bias: bool
+    bias: tuple[str, ...]  # the projections with a bias, of q, k, v, o
     out_proj: bool
     scale: float
     softcap: float | None
-    qk_norm: str | None  # rmsnorm | layernorm
+    qk_norm: Norm | None  # per head, on q and k (no bias)
     position: Position
     kernel: Softmax | LinearKernel
     mask: Mask
@@ -104,28 +188,59 @@ class Attention:
 
 @dataclass(frozen=True)
 class Ffn:
-    kind: str  # relu | gelu | gelu_tanh | swiglu
+    kind: str  # relu | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu (gated)
     hidden: int
+    bias: bool
+
+    @property
+    def gated(self) -> bool:
+        return self.kind in GATED
+
+    @property
+    def activation(self) -> str:
+        return GATED.get(self.kind, self.kind)
+
+
+GATED = {"swiglu": "silu", "geglu": "gelu_tanh"}  # gated FFN -> its gate's activation
 
 
 @dataclass(frozen=True)
 class Norm:
-    kind: str  # layernorm | rmsnorm
-    placement: str  # pre | post
+    """LayerNorm (weight and bias) or RMSNorm (weight; `unit_offset`: scaled by 1 + weight,
+    as Gemma's), with its epsilon."""
 
-    @property
-    def eps(self) -> float:
-        return 1e-5 if self.kind == "layernorm" else 1e-6
+    kind: str  # layernorm | rmsnorm
+    eps: float
+    unit_offset: bool = False
+
+    @staticmethod
+    def default_eps(kind: str) -> float:
+        return 1e-5 if kind == "layernorm" else 1e-6
 
 
 @dataclass(frozen=True)
 class Transformer:
+    """A stack of `layers` blocks; block i uses attentions[i % len(attentions)] (a layer
+    pattern, such as Gemma's sliding and global layers)."""
+
     name: str
-    attention: Attention
+    attentions: tuple[Attention, ...]
     layers: int
     ffn: Ffn
     norm: Norm
+    placement: str  # pre | post | sandwich
+    residual: str  # sequential | parallel
+    shared_norm: bool  # parallel residual with one norm for both branches (GPT-J)
+    shared_relative_bias: bool  # one T5 table for every layer (T5)
     dropout: float
+
+    @property
+    def attention(self) -> Attention:
+        """The first layer's attention: the stack's width, kind and absolute positions."""
+        return self.attentions[0]
+
+    def layer_attention(self, i: int) -> Attention:
+        return self.attentions[i % len(self.attentions)]
 
     @property
     def d_model(self) -> int:
@@ -133,7 +248,8 @@ class Transformer:
 
     @property
     def runtime_inputs(self) -> tuple[str, ...]:
-        return self.attention.runtime_inputs
+        names = {n for a in self.attentions for n in a.runtime_inputs}
+        return tuple(n for n in ("key_lengths", "segment_ids") if n in names)
 
 
 Layer = Attention | Transformer
@@ -142,7 +258,7 @@ Layer = Attention | Transformer
 def input_names(spec: Layer) -> tuple[str, ...]:
     """Graph inputs, in this order: x, memory (cross), key_lengths, segment_ids."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    return ("x", *(["memory"] if attn.kind == "cross" else []), *attn.runtime_inputs)
+    return ("x", *(["memory"] if attn.kind == "cross" else []), *spec.runtime_inputs)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ _PRIMITIVES: dict[str, Callable[[random.Random], str]] = {
     "causal_br": lambda r: "causal(align = bottom_right)",
     "window": lambda r: f"window(left = {r.randint(0, 40)}, right = {r.randint(0, 40)})",
     "window1": lambda r: f"window({r.randint(0, 30)})",
+    "window_br": lambda r: (f"window(left = {r.randint(0, 40)}, right = {r.randint(0, 3)}, "
+                            "align = bottom_right)"),
     "dilated": lambda r: (f"dilated(left = {r.randint(0, 40)}, right = {r.randint(0, 40)}, "
                           f"dilation = {r.randint(1, 5)})"),
     "chunked": lambda r: f"chunked({r.randint(1, 40)})",
@@ -49,6 +51,7 @@ _PRIMITIVES: dict[str, Callable[[random.Random], str]] = {
     "random": lambda r: (f"random(blocks = {r.randint(1, 3)}, block = {r.randint(3, 40)}, "
                          f"seed = {r.randint(0, 10**6)})"),
     "padding": lambda r: "padding",
+    "padding_left": lambda r: "padding(side = left)",
     "document": lambda r: "document",
 }
 
@@ -65,6 +68,29 @@ def _mask(r: random.Random, cross: bool, depth: int = 0) -> str:
 
 def _wrap(text: str) -> str:
     return f"({text})" if " " in text and not text.startswith("(") else text
+
+
+def _rope_scaling(r: random.Random, dim: int) -> str:
+    """A RoPE scaling whose length-dependent forms switch within the tested lengths."""
+    orig = r.choice([4, 16, 40])
+    pairs = dim // 2
+    choice = r.choice(["", "", "linear", "dynamic", "llama3", "yarn", "longrope"])
+    if choice == "linear":
+        return f", scaling = linear({r.choice([0.5, 2, 8.0])})"
+    if choice == "dynamic" and dim > 2:
+        return f", scaling = dynamic(factor = {r.choice([2, 4.5])}, original_max_position = {orig})"
+    if choice == "llama3":
+        return (f", scaling = llama3(factor = 8, low_freq_factor = 1, high_freq_factor = 4, "
+                f"original_max_position = {orig})")
+    if choice == "yarn":
+        return (f", scaling = yarn(factor = {r.choice([2, 16])}, original_max_position = {orig}, "
+                f"beta_fast = {r.choice([32, 4])}, truncate = {r.choice(['true', 'false'])})")
+    if choice == "longrope":
+        short = ", ".join(f"{r.uniform(1, 3):.3f}" for _ in range(pairs))
+        long = ", ".join(f"{r.uniform(1, 40):.3f}" for _ in range(pairs))
+        return (f", scaling = longrope(short_factor = [{short}], long_factor = [{long}], "
+                f"original_max_position = {orig}, factor = {r.choice([4, 32])})")
+    return ""
 
 
 def random_spec(seed: int) -> str:
@@ -88,9 +114,11 @@ def random_spec(seed: int) -> str:
         entries["kind"] = "cross"
         if r.random() < 0.5:
             entries["memory_dim"] = r.choice([8, 20, 36])
-    entries["bias"] = r.choice(["true", "false"])
+    entries["bias"] = r.choice(["true", "false", "[q, k, v]", "[k]"]
+                               + (["[v, o]", "[o, q]"] if out_proj else []))
     if r.random() < 0.3:
-        entries["qk_norm"] = r.choice(["rmsnorm", "layernorm"])
+        entries["qk_norm"] = r.choice(["rmsnorm", "layernorm", "layernorm(eps = 1e-12)",
+                                       "rmsnorm(eps = 0.25 ** 2, unit_offset = true)"])
     positions = ["none", "rope", "learned", "sinusoidal"]
     if not linear:
         positions += ["alibi", "relative_bias"]
@@ -98,7 +126,8 @@ def random_spec(seed: int) -> str:
     if position == "rope":
         dim = r.choice([d for d in range(2, head_dim + 1, 2)])
         entries["position"] = (f"rope(theta = {r.choice([10000, 500000, 1000000.0, 1.5])}, "
-                               f"dim = {dim}, interleaved = {r.choice(['true', 'false'])})")
+                               f"dim = {dim}, interleaved = {r.choice(['true', 'false'])}"
+                               f"{_rope_scaling(r, dim)})")
     elif position == "learned":
         entries["position"] = f"learned({MAX_TEST_LENGTH + r.randint(0, 20)})"
     elif position == "sinusoidal" and d_model % 2 == 0:
@@ -110,12 +139,14 @@ def random_spec(seed: int) -> str:
         entries["position"] = (f"relative_bias(buckets = {buckets}, max_distance = "
                                f"{exact + r.randint(1, 100)}, bidirectional = {bidirectional})")
     elif position == "alibi":
-        entries["position"] = "alibi"
+        entries["position"] = r.choice(["alibi", "alibi(slopes = geometric)",
+                                        "alibi(scaled = true, max_bias = 4)"])
     if linear:
         entries["kernel"] = f"linear(feature = {r.choice(['elu', 'relu', 'softmax'])})"
         entries["mask"] = r.choice(["full", "causal"])
     elif r.random() < 0.3:  # the masks fused kernels serve (GroupQueryAttention, MHA)
         entries["mask"] = r.choice(["causal", "full", "padding", "padding & full",
+                                    "causal & padding(side = left)",
                                     f"causal & window(left = {r.randint(0, 40)}, right = 0)"])
     else:
         entries["mask"] = _mask(r, cross)
@@ -129,8 +160,25 @@ def random_spec(seed: int) -> str:
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
-        ffn = r.choice(["relu", "gelu", "gelu_tanh", "swiglu"])
-        norm = f"{r.choice(['layernorm', 'rmsnorm'])}({r.choice(['pre', 'post'])})"
-        text += (f"\ntransformer t {{\n    attention = a\n    layers = {r.randint(1, 2)}\n"
-                 f"    ffn = {ffn}({r.choice([8, 24])})\n    norm = {norm}\n}}\n")
+        ffn = f"{r.choice(['relu', 'gelu', 'gelu_tanh', 'swiglu', 'geglu'])}({r.choice([8, 24])}"
+        ffn += r.choice(["", ", bias = true", ", bias = false"]) + ")"
+        kind = r.choice(["layernorm", "rmsnorm"])
+        placement = r.choice(["pre", "post", "sandwich"])
+        norm = f"{kind}({placement}"
+        norm += r.choice(["", ", eps = 1e-12", ", eps = 10 ** -2"])
+        if kind == "rmsnorm" and r.random() < 0.4:
+            norm += ", unit_offset = true"
+        pattern = "a"
+        if r.random() < 0.4:  # a layer pattern: a second attention, another mask
+            other = dict(entries, mask=_mask(r, cross) if not linear else entries["mask"])
+            text += "attention b {\n" + "\n".join(f"    {k} = {v}"
+                                                   for k, v in other.items()) + "\n}\n"
+            pattern = r.choice(["[a, b]", "[b, a, a]"])
+        extra = ""
+        if placement == "pre" and r.random() < 0.4:
+            extra += "\n    residual = " + r.choice(["parallel", "parallel(shared_norm = true)"])
+        if "relative_bias" in entries.get("position", "") and r.random() < 0.5:
+            extra += "\n    relative_bias = shared"
+        text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
+                 f"{r.randint(1, 3)}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

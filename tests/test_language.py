@@ -74,7 +74,7 @@ def test_defaults_are_resolved() -> None:
     assert (spec.kv_heads, spec.head_dim, spec.value_dim, spec.memory_dim) == (4, 16, 16, 64)
     assert spec.scale == pytest.approx(0.25)
     assert (spec.kind, spec.bias, spec.out_proj, spec.softcap, spec.qk_norm) == (
-        "self", True, True, None, None)
+        "self", ("q", "k", "v", "o"), True, None, None)
     assert spec.mask == attndsl.masks.Full()
     assert spec.sparsity.mode == "auto" and spec.dropout == 0.0
     rope = attndsl.loads("attention a {\n d_model = 64\n heads = 4\n position = rope\n}")[
@@ -144,6 +144,7 @@ def test_examples_cover_the_language() -> None:
     ops: set[str] = set()
     kinds: set[type] = set()
     words: set[str] = set()
+    all_calls: list[ast.Call] = []
     for path in EXAMPLES:
         for d in parse(read_source(path)).definitions:
             kinds.add(type(d))
@@ -157,6 +158,7 @@ def test_examples_cover_the_language() -> None:
                 for node in _walk(e):
                     if isinstance(node, ast.Call):
                         calls.add(node.func)
+                        all_calls.append(node)
                         words |= {a.value.id for a in node.args if isinstance(a.value, ast.Name)}
                     elif isinstance(node, ast.Name):
                         names.add(node.id)
@@ -164,7 +166,8 @@ def test_examples_cover_the_language() -> None:
                         ops.add(node.op)
                     elif isinstance(node, ast.Not):
                         ops.add("!")
-    from attndsl.check.layers import _ATTENTION_KEYS, _TRANSFORMER_KEYS
+    from attndsl.check.layers import _ATTENTION_KEYS
+    from attndsl.check.stacks import _KEYS as _TRANSFORMER_KEYS
 
     assert keys == set(_ATTENTION_KEYS)
     assert tr_keys == set(_TRANSFORMER_KEYS)
@@ -172,8 +175,9 @@ def test_examples_cover_the_language() -> None:
     assert {"sinusoidal", "learned", "rope", "alibi", "relative_bias"} <= used
     assert {"full", "causal", "window", "dilated", "chunked", "strided", "global", "prefix",
             "random", "padding", "document"} <= used
-    assert {"&", "|", "!", "-"} <= ops
-    assert {"relu", "gelu", "gelu_tanh", "swiglu", "layernorm", "rmsnorm"} <= calls
+    assert {"&", "|", "!", "-", "*", "**"} <= ops
+    assert {"relu", "gelu", "gelu_tanh", "swiglu", "geglu", "layernorm", "rmsnorm"} <= calls
+    assert {"eps", "unit_offset"} <= {a.name for e in all_calls for a in e.args}
     assert {"pre", "post", "bottom_right", "elu", "relu", "softmax"} <= words | names
     assert {"linear", "block"} <= calls and {"dense", "auto"} <= names
     assert kinds == {ast.LetDef, ast.MaskDef, ast.AttentionDef, ast.TransformerDef}

@@ -67,6 +67,9 @@ positions = st.sampled_from(["none", "sinusoidal", "learned(64)", "rope",
                              "relative_bias(buckets = 16, max_distance = 64)"])
 
 
+QK_NORMS = ["none", "rmsnorm", "layernorm(eps = 1e-5)", "rmsnorm(unit_offset = true)"]
+
+
 @st.composite
 def valid_specs(draw: st.DrawFn) -> str:
     heads = draw(st.sampled_from([1, 2, 4, 6, 8]))
@@ -74,9 +77,9 @@ def valid_specs(draw: st.DrawFn) -> str:
     head_dim = draw(st.sampled_from([4, 8, 16]))
     lines = [f"d_model = {heads * head_dim}", f"heads = {heads}", f"kv_heads = {kv}",
              f"position = {draw(positions)}", f"mask = {draw(mask_expr)}",
-             f"bias = {draw(st.sampled_from(['true', 'false']))}",
+             f"bias = {draw(st.sampled_from(['true', 'false', '[q, k, v]', '[o]']))}",
              f"softcap = {draw(st.sampled_from(['none', '30.0', '50']))}",
-             f"qk_norm = {draw(st.sampled_from(['none', 'rmsnorm', 'layernorm']))}",
+             f"qk_norm = {draw(st.sampled_from(QK_NORMS))}",
              f"sparsity = {draw(st.sampled_from(['auto', 'dense', 'block(16)']))}"]
     lines = draw(st.permutations(lines))
     ws = draw(st.sampled_from(["\n", " ", "\n\n  ", "  # note\n"]))
@@ -84,9 +87,11 @@ def valid_specs(draw: st.DrawFn) -> str:
     stack = ""
     if draw(st.booleans()):
         stack = (f"\ntransformer t {{ attention = a layers = {draw(st.integers(1, 3))} "
-                 f"ffn = {draw(st.sampled_from(['relu', 'gelu', 'gelu_tanh', 'swiglu']))}(32) "
+                 f"ffn = {draw(st.sampled_from(['relu', 'gelu', 'gelu_tanh', 'swiglu', 'geglu']))}"
+                 f"(32{draw(st.sampled_from(['', ', bias = false', ', bias = true']))}) "
                  f"norm = {draw(st.sampled_from(['layernorm', 'rmsnorm']))}"
-                 f"({draw(st.sampled_from(['pre', 'post']))}) }}\n")
+                 f"({draw(st.sampled_from(['pre', 'post']))}"
+                 f"{draw(st.sampled_from(['', ', eps = 1e-6', ', eps = 2 ** -20']))}) }}\n")
     return f"# generated\nattention a {{{ws}{body}{ws}}}\n{stack}"
 
 

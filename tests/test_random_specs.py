@@ -26,13 +26,13 @@ def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[
     feed = {"x": rng.standard_normal((batch, L, attn.d_model)).astype(np.float32)}
     if attn.kind == "cross":
         feed["memory"] = rng.standard_normal((batch, S, attn.memory_dim)).astype(np.float32)
-    if "key_lengths" in attn.runtime_inputs:
+    if "key_lengths" in spec.runtime_inputs:
         lengths = rng.integers(0, S + 1, size=batch)
         lengths[0], lengths[-1] = S, 0  # a full row and rows with no visible key
         if batch > 2:
             lengths[1] = S + 2**32  # beyond 32 bits: still every key
         feed["key_lengths"] = lengths.astype(np.int64)
-    if "segment_ids" in attn.runtime_inputs:
+    if "segment_ids" in spec.runtime_inputs:
         feed["segment_ids"] = np.sort(rng.integers(0, 3, size=(batch, L)), axis=1).astype(
             np.int64)
     return feed

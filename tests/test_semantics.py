@@ -213,7 +213,7 @@ def test_rope_matches_complex_rotation(interleaved: bool) -> None:
     graph = attndsl.loads(spec)["a"].graph()
     rope = next(n for n in graph.nodes if n.op.value == "rope")
     x = np.random.default_rng(1).standard_normal((1, 2, 9, 16))
-    got = reference._IMPL[rope.op](rope, {rope.args[0]: x}, {})
+    got = reference._IMPL[rope.op](rope, {rope.args[0]: x, "x": np.zeros((1, 9, 32))}, {})
     inv = 100.0 ** (-np.arange(0, 12, 2) / 12)  # (6,)
     z = x[..., 0:12:2] + 1j * x[..., 1:12:2] if interleaved else x[..., :6] + 1j * x[..., 6:12]
     z = z * np.exp(1j * np.arange(9)[:, None] * inv[None, :])

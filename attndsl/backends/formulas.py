@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from ..positions import rope_inv_freq, sinusoidal_inv_freq
+from ..spec import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
 __all__ = ["LOWEST", "activation", "alibi_bias", "linear_attention", "masked_softmax", "norm",
-           "rope", "sinusoidal_table", "softcap"]
+           "rope", "rope_frequencies", "sinusoidal_table", "softcap"]
 
 Array = Any
 LOWEST = float(np.finfo(np.float32).min)
@@ -40,12 +41,37 @@ def sinusoidal_table(xp, pos: Array, d: int) -> Array:
     return xp.interleave(xp.sin(angle), xp.cos(angle))
 
 
-def rope(xp, x: Array, pos: Array, theta: float, dim: int, interleaved: bool) -> Array:
-    """Rotate the first `dim` features of x (..., n, d) by angle pos * theta^(-2i/dim), pos a
-    float32 (n, 1) column: pairs (x_i, x_{i+dim/2}) (half-split) or (x_2i, x_2i+1)
-    (interleaved). The angle is float32, its cos and sin in the model dtype."""
-    angle = pos * xp.asarray(rope_inv_freq(theta, dim), "float32")  # (n, dim/2)
-    cos, sin = (xp.astype(f(angle), xp.dtype(x)) for f in (xp.cos, xp.sin))
+def rope_frequencies(xp, theta: float, dim: int, scaling: RopeScaling | None,
+                     keys: Array) -> Array:
+    """The float32 inverse frequencies (dim/2,) for a sequence of `keys` positions (an int64
+    scalar): constants unless the scaling depends on the length. Dynamic NTK: theta' = theta *
+    (factor * max(keys, orig) / orig - (factor - 1)) ** (dim / (dim - 2)); longrope: the long
+    factors when keys > orig."""
+    if isinstance(scaling, DynamicScaling):
+        orig, factor = scaling.original_max_position, scaling.factor
+        seen = xp.astype(xp.maximum(keys, orig), "float32")
+        grown = (seen * (factor / orig) - (factor - 1.0)) ** (dim / (dim - 2))
+        exponents = xp.asarray([-(2 * i) / dim for i in range(dim // 2)], "float32")
+        return (grown * theta) ** exponents
+    static = xp.asarray(rope_inv_freq(theta, dim, scaling), "float32")
+    if isinstance(scaling, LongRopeScaling):
+        long = [f / t for f, t in zip(rope_inv_freq(theta, dim), scaling.long_factor,
+                                      strict=True)]
+        return xp.where(keys > scaling.original_max_position, xp.asarray(long, "float32"),
+                        static)
+    return static
+
+
+def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interleaved: bool,
+         scaling: RopeScaling | None = None) -> Array:
+    """Rotate the first `dim` features of x (..., n, d) by angle pos * inv_freq (see
+    `rope_frequencies`), pos a float32 (n, 1) column: pairs (x_i, x_{i+dim/2}) (half-split) or
+    (x_2i, x_2i+1) (interleaved). The angle is float32; cos and sin, times the scaling's
+    attention factor (YaRN, longrope), are narrowed to the model dtype."""
+    angle = pos * rope_frequencies(xp, theta, dim, scaling, keys)  # (n, dim/2)
+    gain = getattr(scaling, "attention_factor", 1.0)
+    cos, sin = (xp.astype(f(angle) * gain if gain != 1.0 else f(angle), xp.dtype(x))
+                for f in (xp.cos, xp.sin))
     rest = x[..., dim:]
     if interleaved:
         even, odd = x[..., 0:dim:2], x[..., 1:dim:2]
@@ -57,13 +83,18 @@ def rope(xp, x: Array, pos: Array, theta: float, dim: int, interleaved: bool) ->
     return xp.concat([rot, rest], axis=-1)
 
 
-def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float) -> Array:
+def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
+         unit_offset: bool = False) -> Array:
     """LayerNorm: (x - mean) / sqrt(var + eps) * w + b. RMSNorm: x / sqrt(mean(x^2) + eps) * w,
-    its statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does."""
+    its statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does:
+    Llama's narrows to the model dtype before the weight; the unit-offset form (Gemma's)
+    multiplies by 1 + w in float32 and then narrows."""
     if kind == "layernorm":
         return xp.layer_norm(x, weight, bias, eps)
     h = xp.astype(x, "float32")
     h = h / xp.sqrt(xp.mean(h * h, axis=-1, keepdims=True) + eps)
+    if unit_offset:
+        return xp.astype(h * (xp.astype(weight, "float32") + 1.0), xp.dtype(x))
     return xp.astype(h, xp.dtype(x)) * weight
 
 

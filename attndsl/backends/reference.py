@@ -83,7 +83,8 @@ def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)
     module, eps = node.attr("module"), node.attr("eps")
     if node.attr("kind") == "rmsnorm":
-        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w[f"{module}.weight"]
+        gain = w[f"{module}.weight"] + (1.0 if node.attr("unit_offset") else 0.0)
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * gain
     centered = x - x.mean(-1, keepdims=True)
     y = centered / np.sqrt((centered**2).mean(-1, keepdims=True) + eps) * w[f"{module}.weight"]
     return y + w[f"{module}.bias"] if node.attr("bias") else y
@@ -94,10 +95,10 @@ def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)  # (B, h, n, d)
     dim = node.attr("dim")
     n = x.shape[2]
-    theta = node.attr("theta")
-    inv_freq = np.array([theta ** (-2.0 * i / dim) for i in range(dim // 2)])
+    S = env["memory"].shape[1] if "memory" in env else env["x"].shape[1]
+    inv_freq, gain = _rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)
     angle = np.arange(n)[:, None] * inv_freq[None, :]
-    cos, sin = np.cos(angle), np.sin(angle)  # (n, dim/2)
+    cos, sin = gain * np.cos(angle), gain * np.sin(angle)  # (n, dim/2)
     out = x.copy()
     for i in range(dim // 2):
         # pair i is (2i, 2i+1) in the GPT-J layout, (i, i + dim/2) in rotate-half
@@ -105,6 +106,47 @@ def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
         out[..., a] = x[..., a] * cos[:, i] - x[..., b] * sin[:, i]
         out[..., b] = x[..., b] * cos[:, i] + x[..., a] * sin[:, i]
     return out
+
+
+def _rope_frequencies(theta: float, dim: int, scaling: object, S: int) -> tuple[np.ndarray,
+                                                                               float]:
+    """docs/LANGUAGE.md, "RoPE scaling": the inverse frequencies for S keys, and the factor on
+    cos and sin."""
+    i = np.arange(dim // 2)
+    inv = theta ** (-2.0 * i / dim)
+    kind = type(scaling).__name__
+    if kind == "LinearScaling":
+        return inv / scaling.factor, 1.0
+    if kind == "DynamicScaling":
+        f, orig = scaling.factor, scaling.original_max_position
+        if orig < S:
+            inv = (theta * (f * S / orig - (f - 1)) ** (dim / (dim - 2))) ** (-2.0 * i / dim)
+        return inv, 1.0
+    if kind == "Llama3Scaling":
+        f, orig = scaling.factor, scaling.original_max_position
+        low, high = scaling.low_freq_factor, scaling.high_freq_factor
+        wavelen = 2 * np.pi / inv
+        smooth = (orig / wavelen - low) / (high - low)
+        mid = (1 - smooth) * inv / f + smooth * inv
+        return np.where(wavelen < orig / high, inv,
+                        np.where(wavelen > orig / low, inv / f, mid)), 1.0
+    if kind == "YarnScaling":
+        def turns_dim(rotations: float) -> float:
+            return dim * np.log(scaling.original_max_position / (rotations * 2 * np.pi)) / (
+                2 * np.log(theta))
+        lo, hi = turns_dim(scaling.beta_fast), turns_dim(scaling.beta_slow)
+        if scaling.truncate:
+            lo, hi = np.floor(lo), np.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, dim - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = np.clip((i - lo) / (hi - lo), 0, 1)
+        return inv / scaling.factor * ramp + inv * (1 - ramp), scaling.attention_factor
+    if kind == "LongRopeScaling":
+        long = scaling.original_max_position < S
+        factors = np.array(scaling.long_factor if long else scaling.short_factor)
+        return inv / factors, scaling.attention_factor
+    return inv, 1.0
 
 
 @impl(Op.REPEAT_KV)
@@ -127,7 +169,8 @@ def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndar
     H, L, S = s.shape[1:]  # s: (B, H, L, S)
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
     if node.attr("kind" if node.op is Op.SCORE_BIAS else "bias") == "alibi":
-        slopes = np.array(_alibi_slopes(H))
+        slopes = np.array(_alibi_slopes(H, node.attr("slopes"), node.attr("max_bias")))
+        slopes = slopes * node.attr("factor")
         return s - slopes[:, None, None] * np.abs(q - k)[None]
     bucket = _t5_bucket(k - q, node.attr("buckets"), node.attr("max_distance"),
                         node.attr("bidirectional"))  # (L, S)
@@ -135,13 +178,15 @@ def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndar
     return s + table[bucket].transpose(2, 0, 1)[None]
 
 
-def _alibi_slopes(heads: int) -> list[float]:
-    """For 2^n heads, 2^(-8(h+1)/2^n); otherwise the slopes of the largest power of two below,
-    then every other slope of the next power of two."""
+def _alibi_slopes(heads: int, schedule: str, max_bias: float) -> list[float]:
+    """geometric: 2^(-max_bias (h+1) / H). press: the same for 2^n heads; otherwise the slopes
+    of the largest power of two below, then every other slope of the next power of two."""
 
     def geometric(n: int) -> list[float]:
-        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+        return [2.0 ** (-max_bias * (h + 1) / n) for h in range(n)]
 
+    if schedule == "geometric":
+        return geometric(heads)
     below = 1
     while below * 2 <= heads:
         below *= 2
@@ -199,8 +244,9 @@ def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | Non
                 return k <= q
             case m.Causal():
                 return k <= q + (S - L)
-            case m.Window(a, c):
-                return (q - a <= k) & (k <= q + c)
+            case m.Window(a, c, align):
+                shift = S - L if align == "bottom_right" else 0
+                return (q + shift - a <= k) & (k <= q + shift + c)
             case m.Dilated(a, c, d):
                 return (q - a <= k) & (k <= q + c) & ((q - k) % d == 0)
             case m.Chunked(n):
@@ -216,8 +262,9 @@ def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | Non
                 return np.broadcast_to(k < n, (1, L, S))
             case m.Random(r, n, seed):
                 return _random_blocks(r, n, seed, L, S)[None]
-            case m.Padding():
-                return k < np.asarray(key_lengths)[:, None, None]
+            case m.Padding(side):
+                n = np.asarray(key_lengths)[:, None, None]
+                return k >= S - n if side == "left" else k < n
             case m.Document():
                 ids = np.asarray(segment_ids)
                 return ids[:, :, None] == ids[:, None, :]

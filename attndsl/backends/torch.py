@@ -103,7 +103,7 @@ def seeded_module(spec: Attention | Transformer, seed: int) -> GraphModule:
         for w in module.graph.weights:
             if w.init == "norm_weight":
                 params[w.name].copy_(1.0 + 0.1 * torch.randn(w.shape))
-            elif w.init == "norm_bias":
+            elif w.init in ("norm_bias", "norm_offset"):
                 params[w.name].copy_(0.1 * torch.randn(w.shape))
     return module.eval()
 
@@ -133,8 +133,12 @@ class TorchArrays:
     abs, log, cos, sin, tanh = (staticmethod(f) for f in (torch.abs, torch.log, torch.cos,
                                                           torch.sin, torch.tanh))
     sqrt, sigmoid, relu = (staticmethod(f) for f in (torch.sqrt, torch.sigmoid, torch.relu))
-    where, minimum, maximum, matmul = (staticmethod(f) for f in (
-        torch.where, torch.minimum, torch.maximum, torch.matmul))
+    where, minimum, matmul = (staticmethod(f) for f in (torch.where, torch.minimum,
+                                                         torch.matmul))
+
+    @staticmethod
+    def maximum(x: Tensor, y: Tensor | float) -> Tensor:
+        return torch.maximum(x, torch.as_tensor(y, dtype=x.dtype, device=x.device))
 
     @staticmethod
     def elu(x: Tensor, alpha: float) -> Tensor:
@@ -225,15 +229,17 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
     module = node.attr("module")
     bias = m.weight(f"{module}.bias") if node.attr("bias") else None
     return formulas.norm(TorchArrays(x.device), x, node.attr("kind"),
-                         m.weight(f"{module}.weight"), bias, node.attr("eps"))
+                         m.weight(f"{module}.weight"), bias, node.attr("eps"),
+                         node.attr("unit_offset"))
 
 
 @impl(Op.ROPE)
 def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
     pos = torch.arange(x.shape[2], device=x.device, dtype=torch.float32)[:, None]
-    return formulas.rope(TorchArrays(x.device), x, pos, node.attr("theta"), node.attr("dim"),
-                         node.attr("interleaved"))
+    keys = _lengths(env)[1][0, -1] + 1  # as a 0-d tensor (see `visible`)
+    return formulas.rope(TorchArrays(x.device), x, pos, keys, node.attr("theta"),
+                         node.attr("dim"), node.attr("interleaved"), node.attr("scaling"))
 
 
 @impl(Op.REPEAT_KV)
@@ -260,7 +266,9 @@ def score_bias(m: GraphModule, attrs: dict, kind: str, qi: Tensor, ki: Tensor,
                heads: int) -> Tensor:
     """The float32 score bias of ALiBi or T5 relative positions, (H, L, S)."""
     if kind == "alibi":
-        slopes = torch.tensor(alibi_slopes(heads), dtype=torch.float32, device=qi.device)
+        slopes = [v * attrs["factor"] for v in alibi_slopes(heads, attrs["slopes"],
+                                                              attrs["max_bias"])]
+        slopes = torch.tensor(slopes, dtype=torch.float32, device=qi.device)
         return formulas.alibi_bias(TorchArrays(qi.device), slopes[:, None, None], qi, ki)
     bucket = t5_bucket_float32(torch, ki - qi, attrs["buckets"], attrs["max_distance"],
                                attrs["bidirectional"])  # (L, S)

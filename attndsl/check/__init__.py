@@ -1,8 +1,9 @@
 """AST -> resolved spec (`Program`), with every default filled in. All errors in a file are
 collected and raised together as one SpecError, in source order.
 
-The checks live in three layers of one class: `values.py` (diagnostics, integers, numbers,
-calls), `masks.py` (mask expressions) and `layers.py` (attention and transformer keys)."""
+The checks live in four layers of one class: `values.py` (diagnostics, constants, arithmetic,
+calls), `masks.py` (mask expressions), `layers.py` (attention keys, norms) and `stacks.py`
+(transformer keys)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from .. import masks as m
 from ..errors import Diagnostic, SpecError
 from ..source import Span
 from ..spec import Attention, Program, Transformer
-from .layers import MAX_SCALE, MAX_WEIGHT_BYTES, Layers
+from .layers import MAX_SCALE, MAX_WEIGHT_BYTES
 from .masks import MASK_PRIMITIVES, MAX_MASK_DEPTH, MAX_MASK_PRIMITIVES, MAX_RANDOM_BLOCKS
+from .stacks import Stacks
 from .values import Invalid
 
 __all__ = ["MAX_MASK_DEPTH", "MAX_MASK_PRIMITIVES", "MAX_RANDOM_BLOCKS", "MAX_SCALE",
@@ -24,7 +26,7 @@ def check(module: ast.Module) -> Program:
     return _Checker(module).run()
 
 
-class _Checker(Layers):
+class _Checker(Stacks):
     def __init__(self, module: ast.Module):
         self.module = module
         self.diags: list[Diagnostic] = []

@@ -1,4 +1,4 @@
-"""Attention and transformer definitions: their keys, defaults and the checks between keys."""
+"""Attention definitions: their keys, defaults and the checks between keys; norms."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from ..source import Span
 from ..spec import (
     Alibi,
     Attention,
-    Ffn,
-    Learned,
     LinearKernel,
     Norm,
     Position,
@@ -23,18 +21,17 @@ from ..spec import (
     Sinusoidal,
     Softmax,
     Sparsity,
-    Transformer,
 )
-from .masks import Masks
+from .positions import Positions, check_rope_dim
 from .values import FLOAT32_MAX, FLOAT32_TINY, Invalid, Param, describe
 
-__all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "Layers"]
+__all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "PLACEMENTS", "PROJECTIONS", "Layers"]
 
 MAX_WEIGHT_BYTES = 2 * 1024**3 - 64 * 1024**2  # one ONNX protobuf file, with room for the graph
 MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
 
 
-class Layers(Masks):
+class Layers(Positions):
     attentions: dict[str, ast.AttentionDef]
     resolved_attn: dict[str, Attention | None]
 
@@ -83,12 +80,11 @@ class Layers(Masks):
         value_dim = get("value_dim", lambda x: self.positive(x, "value_dim"))
         kind = get("kind", lambda x: self.word(x, ("self", "cross"), "kind"), "self")
         memory_dim = get("memory_dim", lambda x: self.positive(x, "memory_dim"))
-        bias = get("bias", lambda x: self.boolean(x, "bias"), True)
+        bias = get("bias", self.bias_value, PROJECTIONS)
         out_proj = get("out_proj", lambda x: self.boolean(x, "out_proj"), True)
         scale = get("scale", self.scale_value, "auto")
         softcap = get("softcap", self.softcap_value, "none")
-        qk_norm = get("qk_norm", lambda x: self.word(x, ("none", "rmsnorm", "layernorm"),
-                                                     "qk_norm"), "none")
+        qk_norm = get("qk_norm", self.qk_norm_value, None)
         position = get("position", self.position_value, None)
         kernel = get("kernel", self.kernel_value, Softmax())
         mask = get("mask", self.mask, m.Full())
@@ -118,6 +114,12 @@ class Layers(Masks):
                        hint="remove it, or set `kind = cross`")
             failed = True
         memory_dim = memory_dim if memory_dim is not None else d_model
+        if bias is not None and "o" in bias and out_proj is False:
+            if "bias" in e and isinstance(e["bias"].value, ast.List):
+                self.error("`o` has no bias without out_proj", at("bias"),
+                           hint="remove `o` from the list, or set `out_proj = true`")
+                failed = True
+            bias = tuple(p for p in bias if p != "o")
         if out_proj is False and heads * value_dim != d_model:
             self.error(f"without out_proj the merged heads ({heads} x {value_dim} = "
                        f"{heads * value_dim}) must equal d_model ({d_model})", at("out_proj"))
@@ -131,7 +133,11 @@ class Layers(Masks):
                            f"({head_dim})", span,
                            hint="RoPE rotates pairs of features" if rope_dim % 2 else None)
                 failed = True
-            position = Rope(position.theta, rope_dim, position.interleaved)
+            position = Rope(position.theta, rope_dim, position.interleaved, position.scaling)
+            problem = check_rope_dim(position)
+            if problem and rope_dim % 2 == 0 and rope_dim <= head_dim:
+                self.error(problem, _arg_span(e["position"].value, "scaling") or at("position"))
+                failed = True
         if isinstance(position, Sinusoidal) and d_model % 2:
             self.error(f"sinusoidal encodings need an even d_model, found {d_model}",
                        at("position"))
@@ -148,7 +154,7 @@ class Layers(Masks):
             name=d.name, d_model=d_model, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             value_dim=value_dim, kind=kind, memory_dim=memory_dim, bias=bias, out_proj=out_proj,
             scale=scale_value, softcap=None if softcap == "none" else softcap,
-            qk_norm=None if qk_norm == "none" else qk_norm, position=position, kernel=kernel,
+            qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout)
         self.check_size(parameter_count(attn), d.name, d.name_span)
         self.resolved_attn[d.name] = attn
@@ -176,6 +182,49 @@ class Layers(Masks):
                        "weights to drop)", e["dropout"].key_span)
             failed = True
         return failed
+
+    def bias_value(self, e: ast.Expr) -> tuple[str, ...]:
+        """`true` (every projection), `false`, or a list of projections: `[q, k, v]`."""
+        if not isinstance(e, ast.List):
+            if not (isinstance(e, ast.Name) and e.id in ("true", "false")):
+                found = f"`{e.id}`" if isinstance(e, ast.Name) else describe(e)
+                raise self.error(f"bias must be `true`, `false` or a list of projections; found "
+                                 f"{found}", e.span, hint="for example `bias = [q, k, v]`")
+            return PROJECTIONS if e.id == "true" else ()
+        chosen: list[str] = []
+        for item in e.items:
+            name = self.word(item, PROJECTIONS, "a biased projection")
+            if name in chosen:
+                raise self.error(f"`{name}` is listed twice", item.span)
+            chosen.append(name)
+        return tuple(p for p in PROJECTIONS if p in chosen)
+
+    def qk_norm_value(self, e: ast.Expr) -> Norm | None:
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        return self.norm_value(e, placement=False)[0]
+
+    def norm_value(self, e: ast.Expr, placement: bool) -> tuple[Norm, str | None]:
+        """`layernorm(eps = 1e-5)` or `rmsnorm(eps = 1e-6, unit_offset = false)`, with a
+        leading `placement` argument for stacks."""
+        name, _ = self.callee(e, _NORMS, "norm")
+        params = _NORMS[name]
+        if placement:
+            params = (Param("placement", True), *params)
+        args = self.bind(e, name, params)
+        where = None
+        if placement:
+            where = self.word(args["placement"], PLACEMENTS, "norm placement")
+        eps = Norm.default_eps(name)
+        if "eps" in args:
+            eps = self.number(args["eps"])
+            if not FLOAT32_TINY <= eps <= 1.0:
+                raise self.error(f"norm eps must be in [{FLOAT32_TINY:.3g}, 1], found {eps:g}",
+                                 args["eps"].span, hint="typical values are 1e-5, 1e-6, 1e-12")
+        unit_offset = False
+        if "unit_offset" in args:
+            unit_offset = self.boolean(args["unit_offset"], "unit_offset")
+        return Norm(name, eps, unit_offset), where
 
     def check_size(self, params: int, name: str, span: Span) -> None:
         size = params * 4
@@ -218,42 +267,6 @@ class Layers(Masks):
             raise self.error(f"{what} must be in [0, 1), found {value}", e.span)
         return value
 
-    def position_value(self, e: ast.Expr) -> Position:
-        name, _ = self.callee(e, _POSITIONS, "position encoding")
-        args = self.bind(e, name, _POSITIONS[name])
-        if name == "none":
-            return None
-        if name == "sinusoidal":
-            return Sinusoidal()
-        if name == "alibi":
-            return Alibi()
-        if name == "learned":
-            return Learned(self.positive(args["max_len"], "max_len"))
-        if name == "rope":
-            theta = self.number(args["theta"]) if "theta" in args else 10000.0
-            if not 1.0 <= theta <= FLOAT32_MAX:
-                raise self.error(f"rope theta must be in [1, {FLOAT32_MAX:.3g}], found "
-                                 f"{theta:g}", args["theta"].span,
-                                 hint="frequencies theta^(-2i/dim) are float32; theta < 1 makes "
-                                      "them grow past what float32 angles can resolve")
-            dim = self.positive(args["dim"], "rope dim") if "dim" in args else 0
-            interleaved = (self.boolean(args["interleaved"], "interleaved")
-                           if "interleaved" in args else False)
-            return Rope(theta, dim, interleaved)
-        buckets = self.positive(args["buckets"], "buckets") if "buckets" in args else 32
-        max_distance = (self.positive(args["max_distance"], "max_distance")
-                        if "max_distance" in args else 128)
-        bidirectional = (self.boolean(args["bidirectional"], "bidirectional")
-                         if "bidirectional" in args else True)
-        exact = (buckets // 2 if bidirectional else buckets) // 2
-        if exact < 1:
-            raise self.error(f"relative_bias needs at least {4 if bidirectional else 2} buckets,"
-                             f" found {buckets}", args.get("buckets", e).span)
-        if max_distance <= exact:
-            raise self.error(f"max_distance ({max_distance}) must exceed the exact-bucket range"
-                             f" ({exact})", args.get("max_distance", e).span)
-        return RelativeBias(buckets, max_distance, bidirectional)
-
     def kernel_value(self, e: ast.Expr) -> Softmax | LinearKernel:
         name, _ = self.callee(e, _KERNELS, "kernel")
         args = self.bind(e, name, _KERNELS[name])
@@ -270,82 +283,17 @@ class Layers(Masks):
             return Sparsity("block", self.positive(args["n"], "block size"))
         return Sparsity(name)
 
-    # -- transformer --------------------------------------------------------------------------
-    def transformer(self, d: ast.TransformerDef) -> Transformer | None:
-        e = self.entries(d, _TRANSFORMER_KEYS)
-        failed = False
-        for key in ("attention", "layers", "ffn", "norm"):
-            if key not in e:
-                self.error(f"transformer `{d.name}` is missing `{key}`", d.name_span,
-                           hint=f"add `{key} = ...` to the block")
-                failed = True
-        attn = layers = ffn = norm = None
-        dropout = 0.0
-        try:
-            if "attention" in e:
-                attn = self.transformer_attention(e["attention"].value)
-        except Invalid:
-            failed = True
-        for key in ("layers", "ffn", "norm", "dropout"):
-            if key not in e:
-                continue
-            try:
-                value = e[key].value
-                if key == "layers":
-                    layers = self.positive(value, "layers")
-                elif key == "ffn":
-                    name, _ = self.callee(value, _FFNS, "ffn")
-                    args = self.bind(value, name, (Param("hidden", True),))
-                    ffn = Ffn(name, self.positive(args["hidden"], "ffn width"))
-                else:
-                    if key == "norm":
-                        name, _ = self.callee(value, _NORMS, "norm")
-                        args = self.bind(value, name, (Param("placement", True),))
-                        norm = Norm(name, self.word(args["placement"], ("pre", "post"),
-                                                    "norm placement"))
-                    else:
-                        dropout = self.probability(value, "dropout")
-            except Invalid:
-                failed = True
-        if failed or attn is None:
-            return None
-        tr = Transformer(name=d.name, attention=attn, layers=layers, ffn=ffn, norm=norm,
-                         dropout=dropout)
-        self.check_size(parameter_count(tr), d.name, d.name_span)
-        return tr
-
-    def transformer_attention(self, e: ast.Expr) -> Attention | None:
-        if not isinstance(e, ast.Name):
-            raise self.error(f"expected the name of an attention, found {describe(e)}", e.span)
-        if e.id not in self.attentions:
-            raise self.error(f"no attention named `{e.id}` in this file", e.span,
-                             hint=self._suggest(e.id, self.attentions, "define it with "
-                                                f"`attention {e.id} {{ ... }}`"))
-        attn = self.attention(self.attentions[e.id])
-        if attn is None:
-            raise Invalid()
-        if attn.kind != "self":
-            raise self.error(f"transformer stacks need self attention; `{e.id}` is cross "
-                             "attention", e.span)
-        return attn
-
 
 # -- tables ---------------------------------------------------------------------------------
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
                    "mask", "sparsity", "dropout")
-_TRANSFORMER_KEYS = ("attention", "layers", "ffn", "norm", "dropout")
-_POSITIONS = {
-    "none": (), "sinusoidal": (), "alibi": (),
-    "learned": (Param("max_len", True),),
-    "rope": (Param("theta"), Param("dim"), Param("interleaved")),
-    "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),
-}
 _KERNELS = {"softmax": (), "linear": (Param("feature"),)}
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
-_FFNS = {"relu": (), "gelu": (), "gelu_tanh": (), "swiglu": ()}
-_NORMS = {"layernorm": (), "rmsnorm": ()}
+_NORMS = {"layernorm": (Param("eps"),), "rmsnorm": (Param("eps"), Param("unit_offset"))}
+PROJECTIONS = ("q", "k", "v", "o")
+PLACEMENTS = ("pre", "post", "sandwich")
 
 
 def _divisors(n: int) -> list[int]:

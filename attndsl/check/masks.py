@@ -86,9 +86,9 @@ class Masks(Values):
 
 
 _MASK_PARAMS: dict[str, tuple[Param, ...]] = {
-    "full": (), "padding": (), "document": (),
+    "full": (), "padding": (Param("side"),), "document": (),
     "causal": (Param("align"),),
-    "window": (Param("left", True), Param("right")),
+    "window": (Param("left", True), Param("right"), Param("align")),
     "dilated": (Param("left", True), Param("right"), Param("dilation", True)),
     "chunked": (Param("n", True),),
     "strided": (Param("n", True),),
@@ -101,7 +101,7 @@ _MASK_PARAMS: dict[str, tuple[Param, ...]] = {
 def _window(c: Masks, a: dict[str, ast.Expr], e: ast.Expr) -> m.Mask:
     left = c.non_negative(a["left"], "window left")
     right = c.non_negative(a["right"], "window right") if "right" in a else left
-    return m.Window(left, right)
+    return m.Window(left, right, _align(c, a))
 
 
 def _dilated(c: Masks, a: dict[str, ast.Expr], e: ast.Expr) -> m.Mask:
@@ -126,14 +126,22 @@ def _global(c: Masks, a: dict[str, ast.Expr], e: ast.Expr) -> m.Mask:
 
 
 def _causal(c: Masks, a: dict[str, ast.Expr], e: ast.Expr) -> m.Mask:
-    align = c.word(a["align"], ("top_left", "bottom_right"), "align") if "align" in a else (
+    return m.Causal(_align(c, a))
+
+
+def _align(c: Masks, a: dict[str, ast.Expr]) -> str:
+    return c.word(a["align"], ("top_left", "bottom_right"), "align") if "align" in a else (
         "top_left")
-    return m.Causal(align)
+
+
+def _padding(c: Masks, a: dict[str, ast.Expr], e: ast.Expr) -> m.Mask:
+    return m.Padding(c.word(a["side"], ("right", "left"), "padding side") if "side" in a
+                     else "right")
 
 
 MASK_PRIMITIVES: dict[str, Callable[[Masks, dict[str, ast.Expr], ast.Expr], m.Mask]] = {
     "full": lambda c, a, e: m.Full(),
-    "padding": lambda c, a, e: m.Padding(),
+    "padding": _padding,
     "document": lambda c, a, e: m.Document(),
     "causal": _causal,
     "window": _window,

@@ -122,6 +122,7 @@ class Sym:
     def __radd__(self, o: Any) -> Sym: return self._binary("Add", o, reverse=True)
     def __sub__(self, o: Any) -> Sym: return self._binary("Sub", o)
     def __rsub__(self, o: Any) -> Sym: return self._binary("Sub", o, reverse=True)
+    def __pow__(self, o: Any) -> Sym: return self._binary("Pow", o)
     def __mul__(self, o: Any) -> Sym: return self._binary("Mul", o)
     def __rmul__(self, o: Any) -> Sym: return self._binary("Mul", o, reverse=True)
     def __truediv__(self, o: Any) -> Sym: return self._binary("Div", o)

@@ -73,14 +73,14 @@ def _norm(lw: Lowering, node: Node) -> str:
     module = node.attr("module")
     bias = lw.weight(f"{module}.bias") if node.attr("bias") else None
     return formulas.norm(lw.xp, lw.sym(node), node.attr("kind"), lw.weight(f"{module}.weight"),
-                         bias, node.attr("eps")).name
+                         bias, node.attr("eps"), node.attr("unit_offset")).name
 
 
 @lower(Op.ROPE)
 def _rope(lw: Lowering, node: Node) -> str:
     x = lw.sym(node)
-    return formulas.rope(lw.xp, x, lw.positions(lw.dim(x.name, 2)), node.attr("theta"),
-                         node.attr("dim"), node.attr("interleaved")).name
+    return formulas.rope(lw.xp, x, lw.positions(lw.dim(x.name, 2)), lw.S, node.attr("theta"),
+                         node.attr("dim"), node.attr("interleaved"), node.attr("scaling")).name
 
 
 @lower(Op.REPEAT_KV)

@@ -1,0 +1,192 @@
+"""Position encodings: `position = ...` and RoPE's scalings, with their parameter checks."""
+
+from __future__ import annotations
+
+import math
+
+from .. import ast
+from ..spec import (
+    Alibi,
+    DynamicScaling,
+    Learned,
+    LinearScaling,
+    Llama3Scaling,
+    LongRopeScaling,
+    Position,
+    RelativeBias,
+    Rope,
+    RopeScaling,
+    Sinusoidal,
+    YarnScaling,
+)
+from .masks import Masks
+from .values import FLOAT32_MAX, Param
+
+__all__ = ["Positions", "check_rope_dim"]
+
+MAX_FACTOR = 1e6
+
+
+class Positions(Masks):
+    def position_value(self, e: ast.Expr) -> Position:
+        name, _ = self.callee(e, _POSITIONS, "position encoding")
+        args = self.bind(e, name, _POSITIONS[name])
+        if name == "none":
+            return None
+        if name == "sinusoidal":
+            return Sinusoidal()
+        if name == "alibi":
+            slopes = self.word(args["slopes"], ("press", "geometric"),
+                               "alibi slopes") if "slopes" in args else "press"
+            max_bias = 8.0
+            if "max_bias" in args:
+                max_bias = self.number(args["max_bias"])
+                if not 0 < max_bias <= 1024:
+                    raise self.error(f"max_bias must be in (0, 1024], found {max_bias:g}",
+                                     args["max_bias"].span, hint="ALiBi papers use 8")
+            scaled = self.boolean(args["scaled"], "scaled") if "scaled" in args else False
+            return Alibi(slopes, max_bias, scaled)
+        if name == "learned":
+            return Learned(self.positive(args["max_len"], "max_len"))
+        if name == "rope":
+            return self.rope_value(args)
+        buckets = self.positive(args["buckets"], "buckets") if "buckets" in args else 32
+        max_distance = (self.positive(args["max_distance"], "max_distance")
+                        if "max_distance" in args else 128)
+        bidirectional = (self.boolean(args["bidirectional"], "bidirectional")
+                         if "bidirectional" in args else True)
+        exact = (buckets // 2 if bidirectional else buckets) // 2
+        if exact < 1:
+            raise self.error(f"relative_bias needs at least {4 if bidirectional else 2} buckets,"
+                             f" found {buckets}", args.get("buckets", e).span)
+        if max_distance <= exact:
+            raise self.error(f"max_distance ({max_distance}) must exceed the exact-bucket range"
+                             f" ({exact})", args.get("max_distance", e).span)
+        return RelativeBias(buckets, max_distance, bidirectional)
+
+    def rope_value(self, args: dict[str, ast.Expr]) -> Rope:
+        theta = self.number(args["theta"]) if "theta" in args else 10000.0
+        if not 1.0 <= theta <= FLOAT32_MAX:
+            raise self.error(f"rope theta must be in [1, {FLOAT32_MAX:.3g}], found "
+                             f"{theta:g}", args["theta"].span,
+                             hint="frequencies theta^(-2i/dim) are float32; theta < 1 makes "
+                                  "them grow past what float32 angles can resolve")
+        dim = self.positive(args["dim"], "rope dim") if "dim" in args else 0
+        interleaved = (self.boolean(args["interleaved"], "interleaved")
+                       if "interleaved" in args else False)
+        scaling = None
+        if "scaling" in args and not (isinstance(args["scaling"], ast.Name)
+                                      and args["scaling"].id == "none"):
+            scaling = self.scaling_value(args["scaling"])
+        return Rope(theta, dim, interleaved, scaling)
+
+    def scaling_value(self, e: ast.Expr) -> RopeScaling:
+        name, _ = self.callee(e, _SCALINGS, "RoPE scaling")
+        args = self.bind(e, name, _SCALINGS[name])
+
+        def factor(key: str = "factor") -> float:
+            value = self.number(args[key])
+            if not 0 < value <= MAX_FACTOR:
+                raise self.error(f"{key} must be in (0, {MAX_FACTOR:g}], found {value:g}",
+                                 args[key].span)
+            return value
+
+        def original() -> int:
+            return self.positive(args["original_max_position"], "original_max_position")
+
+        if name == "linear":
+            return LinearScaling(factor())
+        if name == "dynamic":
+            return DynamicScaling(factor(), original())
+        if name == "llama3":
+            low, high = factor("low_freq_factor"), factor("high_freq_factor")
+            if low >= high:
+                raise self.error(f"low_freq_factor ({low:g}) must be below high_freq_factor "
+                                 f"({high:g})", args["low_freq_factor"].span,
+                                 hint="Llama 3.1 uses low_freq_factor = 1, high_freq_factor = 4")
+            return Llama3Scaling(factor(), low, high, original())
+        if name == "yarn":
+            f = factor()
+            beta_fast = self.number(args["beta_fast"]) if "beta_fast" in args else 32.0
+            beta_slow = self.number(args["beta_slow"]) if "beta_slow" in args else 1.0
+            for key, beta in (("beta_fast", beta_fast), ("beta_slow", beta_slow)):
+                if not 0 < beta <= MAX_FACTOR:
+                    raise self.error(f"{key} must be in (0, {MAX_FACTOR:g}], found {beta:g}",
+                                     args[key].span)
+            truncate = self.boolean(args["truncate"], "truncate") if "truncate" in args else True
+            mscale = self.number(args["mscale"]) if "mscale" in args else 0.0
+            mscale_all = self.number(args["mscale_all_dim"]) if "mscale_all_dim" in args else 0.0
+            if "attention_factor" in args and not _is_auto(args["attention_factor"]):
+                attention = factor("attention_factor")
+            elif mscale and mscale_all:
+                attention = _yarn_mscale(f, mscale) / _yarn_mscale(f, mscale_all)
+            else:
+                attention = _yarn_mscale(f, 1.0)
+            return YarnScaling(f, original(), beta_fast, beta_slow, truncate, attention)
+        short, long = self.factor_list(args["short_factor"]), self.factor_list(args["long_factor"])
+        orig = original()
+        if "attention_factor" in args and not _is_auto(args["attention_factor"]):
+            attention = factor("attention_factor")
+        elif "factor" in args:
+            f = factor()
+            attention = 1.0 if f <= 1 else math.sqrt(1 + math.log(f) / math.log(orig))
+        else:
+            raise self.error("longrope needs `factor` (or `attention_factor`)", e.span,
+                             hint="factor = max_position_embeddings / "
+                                  "original_max_position_embeddings (Phi-3: 131072 / 4096)")
+        return LongRopeScaling(short, long, orig, attention)
+
+    def factor_list(self, e: ast.Expr) -> tuple[float, ...]:
+        if not isinstance(e, ast.List) or not e.items:
+            raise self.error("expected a list of numbers, one per rotated pair", e.span,
+                             hint="write `[1.0, 1.02, ...]` with rope dim / 2 entries")
+        values = []
+        for item in e.items:
+            value = self.number(item)
+            if not 0 < value <= MAX_FACTOR:
+                raise self.error(f"a frequency factor must be in (0, {MAX_FACTOR:g}], found "
+                                 f"{value:g}", item.span)
+            values.append(value)
+        return tuple(values)
+
+
+def check_rope_dim(rope: Rope) -> str | None:
+    """What is wrong with a resolved RoPE's scaling for its rotary dim, if anything."""
+    s = rope.scaling
+    if isinstance(s, LongRopeScaling):
+        for name, values in (("short_factor", s.short_factor), ("long_factor", s.long_factor)):
+            if len(values) != rope.dim // 2:
+                return (f"longrope {name} has {len(values)} entries; rope dim {rope.dim} needs "
+                        f"{rope.dim // 2} (one per rotated pair)")
+    if isinstance(s, DynamicScaling) and rope.dim <= 2:
+        return "dynamic scaling needs a rope dim above 2 (its exponent is dim / (dim - 2))"
+    return None
+
+
+def _yarn_mscale(factor: float, mscale: float) -> float:
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _is_auto(e: ast.Expr) -> bool:
+    return isinstance(e, ast.Name) and e.id == "auto"
+
+
+_POSITIONS = {
+    "none": (), "sinusoidal": (),
+    "alibi": (Param("slopes"), Param("max_bias"), Param("scaled")),
+    "learned": (Param("max_len", True),),
+    "rope": (Param("theta"), Param("dim"), Param("interleaved"), Param("scaling")),
+    "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),
+}
+_SCALINGS = {
+    "linear": (Param("factor", True),),
+    "dynamic": (Param("factor", True), Param("original_max_position", True)),
+    "llama3": (Param("factor", True), Param("low_freq_factor", True),
+               Param("high_freq_factor", True), Param("original_max_position", True)),
+    "yarn": (Param("factor", True), Param("original_max_position", True), Param("beta_fast"),
+             Param("beta_slow"), Param("mscale"), Param("mscale_all_dim"),
+             Param("attention_factor"), Param("truncate")),
+    "longrope": (Param("short_factor", True), Param("long_factor", True),
+                 Param("original_max_position", True), Param("factor"),
+                 Param("attention_factor")),
+}

@@ -1,0 +1,135 @@
+"""Transformer definitions: the stack's keys (attention, layers, ffn, norm, dropout)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .. import ast
+from ..ir import parameter_count
+from ..spec import GATED, Attention, Ffn, Learned, RelativeBias, Sinusoidal, Transformer
+from .layers import Layers
+from .values import Invalid, Param, describe
+
+__all__ = ["Stacks"]
+
+_KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout")
+_FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
+
+
+class Stacks(Layers):
+    def transformer(self, d: ast.TransformerDef) -> Transformer | None:
+        e = self.entries(d, _KEYS)
+        failed = False
+
+        def get(key: str, parse: Callable[[ast.Expr], Any], default: Any = None) -> Any:
+            nonlocal failed
+            if key not in e:
+                return default
+            try:
+                return parse(e[key].value)
+            except Invalid:
+                failed = True
+                return None
+
+        for key in ("attention", "layers", "ffn", "norm"):
+            if key not in e:
+                self.error(f"transformer `{d.name}` is missing `{key}`", d.name_span,
+                           hint=f"add `{key} = ...` to the block")
+                failed = True
+        attns = get("attention", self.layer_pattern)
+        layers = get("layers", lambda x: self.positive(x, "layers"))
+        ffn = get("ffn", self.ffn_value)
+        norm, placement = get("norm", lambda x: self.norm_value(x, placement=True)) or (None,
+                                                                                     None)
+        residual, shared_norm = get("residual", self.residual_value, ("sequential", False)) or (
+            None, None)
+        shared_table = get("relative_bias", lambda x: self.word(
+            x, ("per_layer", "shared"), "relative_bias") == "shared", False)
+        dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
+        if failed or attns is None:
+            return None
+        if residual == "parallel" and placement != "pre":
+            raise self.error(f"a parallel residual needs `norm = {norm.kind}(pre, ...)`; found "
+                             f"`{placement}`", e["norm"].value.span,
+                             hint="parallel blocks normalise the input once, before both "
+                                  "branches")
+        if shared_table:
+            self.check_shared_table(attns, e["relative_bias"].value)
+        tr = Transformer(name=d.name, attentions=attns, layers=layers, ffn=ffn, norm=norm,
+                         placement=placement, residual=residual, shared_norm=shared_norm,
+                         shared_relative_bias=shared_table, dropout=dropout)
+        self.check_size(parameter_count(tr), d.name, d.name_span)
+        return tr
+
+    def ffn_value(self, e: ast.Expr) -> Ffn:
+        """`relu(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`, `geglu(n)`
+        (none by default); `bias = true | false` overrides."""
+        name, _ = self.callee(e, dict.fromkeys(_FFNS), "ffn")
+        args = self.bind(e, name, (Param("hidden", True), Param("bias")))
+        hidden = self.positive(args["hidden"], "ffn width")
+        bias = self.boolean(args["bias"], "bias") if "bias" in args else name not in GATED
+        return Ffn(name, hidden, bias)
+
+    def layer_pattern(self, e: ast.Expr) -> tuple[Attention, ...]:
+        """`a` (every layer) or `[a, b, ...]` (layer i uses item i % n): attentions of one
+        width and of the same absolute position encoding (added once, at the stack's input)."""
+        items = e.items if isinstance(e, ast.List) else [e]
+        if not items:
+            raise self.error("the layer pattern is empty", e.span,
+                             hint="name at least one attention: `[local, global]`")
+        attns = []
+        for item in items:
+            attn = self.transformer_attention(item)
+            if attns and attn.d_model != attns[0].d_model:
+                raise self.error(f"every attention of a stack has one d_model: `{attn.name}` has "
+                                 f"{attn.d_model}, `{attns[0].name}` {attns[0].d_model}",
+                                 item.span)
+            if attns and _absolute(attn) != _absolute(attns[0]):
+                raise self.error(f"`{attn.name}` and `{attns[0].name}` add different absolute "
+                                 "positions; a stack adds them once, at its input", item.span,
+                                 hint="give every attention of the pattern the same `sinusoidal`"
+                                      " or `learned` position, or none")
+            attns.append(attn)
+        return tuple(attns)
+
+    def residual_value(self, e: ast.Expr) -> tuple[str, bool]:
+        """`sequential`, `parallel` (two norms) or `parallel(shared_norm = true)` (one)."""
+        name, _ = self.callee(e, dict.fromkeys(("sequential", "parallel")), "residual")
+        if name == "sequential":
+            self.bind(e, name, ())
+            return name, False
+        args = self.bind(e, name, (Param("shared_norm"),))
+        shared = self.boolean(args["shared_norm"], "shared_norm") if "shared_norm" in args \
+            else False
+        return name, shared
+
+    def check_shared_table(self, attns: tuple[Attention, ...], at: ast.Expr) -> None:
+        first = attns[0].position
+        for attn in attns:
+            if not isinstance(attn.position, RelativeBias):
+                raise self.error(f"`relative_bias = shared` needs relative_bias positions; "
+                                 f"`{attn.name}` has none", at.span)
+            if attn.position != first or attn.heads != attns[0].heads:
+                raise self.error("a shared relative-bias table needs one bucket scheme and one "
+                                 f"head count; `{attn.name}` differs from `{attns[0].name}`",
+                                 at.span)
+
+    def transformer_attention(self, e: ast.Expr) -> Attention | None:
+        if not isinstance(e, ast.Name):
+            raise self.error(f"expected the name of an attention, found {describe(e)}", e.span)
+        if e.id not in self.attentions:
+            raise self.error(f"no attention named `{e.id}` in this file", e.span,
+                             hint=self._suggest(e.id, self.attentions, "define it with "
+                                                f"`attention {e.id} {{ ... }}`"))
+        attn = self.attention(self.attentions[e.id])
+        if attn is None:
+            raise Invalid()
+        if attn.kind != "self":
+            raise self.error(f"transformer stacks need self attention; `{e.id}` is cross "
+                             "attention", e.span)
+        return attn
+
+
+def _absolute(attn: Attention) -> object:
+    return attn.position if isinstance(attn.position, Sinusoidal | Learned) else None

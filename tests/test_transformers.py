@@ -1,0 +1,115 @@
+"""Against Hugging Face transformers itself (a test-only dependency): tiny modules built from
+config classes (nothing downloads), weights re-drawn so outputs are O(1), and attndsl's ONNX
+export on ONNX Runtime's CPU provider compared with what the HF module returns, within
+1e-4 x max(1, max |ref|)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from safetensors.torch import save_file
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+
+import attndsl
+
+D_MODEL, HEADS, KV_HEADS, HEAD_DIM = 64, 4, 2, 16
+ORIGINAL = 16  # original_max_position_embeddings: lengths 5 and 40 fall on either side
+
+# (name, HF rope_parameters beyond rope_theta, max_position_embeddings, attndsl scaling)
+SCALINGS = [
+    ("default", {"rope_type": "default"}, 64, "none"),
+    ("linear", {"rope_type": "linear", "factor": 2.5}, 64, "linear(factor = 2.5)"),
+    ("dynamic", {"rope_type": "dynamic", "factor": 3.0}, ORIGINAL,
+     f"dynamic(factor = 3, original_max_position = {ORIGINAL})"),
+    ("llama3", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": ORIGINAL}, 128,
+     f"llama3(factor = 8, low_freq_factor = 1, high_freq_factor = 4, "
+     f"original_max_position = {ORIGINAL})"),
+    ("yarn", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": ORIGINAL,
+              "beta_fast": 8.0, "beta_slow": 0.5}, 64,
+     f"yarn(factor = 4, original_max_position = {ORIGINAL}, beta_fast = 8, beta_slow = 0.5)"),
+    ("yarn_mscale", {"rope_type": "yarn", "factor": 4.0, "mscale": 0.707,
+                     "mscale_all_dim": 1.0, "original_max_position_embeddings": ORIGINAL}, 64,
+     f"yarn(factor = 4, original_max_position = {ORIGINAL}, mscale = 0.707, "
+     f"mscale_all_dim = 1)"),
+    ("longrope", {"rope_type": "longrope", "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0,
+                                                            4.0],
+                  "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0],
+                  "original_max_position_embeddings": ORIGINAL}, 128,
+     f"longrope(short_factor = [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0, 4.0], "
+     f"long_factor = [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0], "
+     f"original_max_position = {ORIGINAL}, factor = 128 / {ORIGINAL})"),
+]
+
+
+def redraw(module: torch.nn.Module, seed: int) -> None:
+    """Weights N(0, 1 / fan_in) * 2: outputs O(1) and attention far from uniform (HF's default
+    init hides errors under the tolerance)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            fan_in = p.shape[-1] if p.dim() > 1 else 1
+            p.copy_(torch.randn(p.shape, generator=g) * 2 / math.sqrt(fan_in))
+
+
+def run_onnx(model: bytes, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+def close(ours: np.ndarray, ref: np.ndarray) -> None:
+    err = float(np.abs(ours - ref).max())
+    assert err <= 1e-4 * max(1.0, float(np.abs(ref).max())), err
+
+
+@pytest.mark.parametrize(("name", "params", "max_pos", "scaling"), SCALINGS,
+                         ids=[s[0] for s in SCALINGS])
+def test_rope_scaling_matches_llama_attention(tmp_path, name, params, max_pos, scaling) -> None:
+    theta = 50000.0
+    config = LlamaConfig(hidden_size=D_MODEL, num_attention_heads=HEADS,
+                         num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+                         max_position_embeddings=max_pos, attention_bias=False,
+                         rope_parameters={"rope_theta": theta, **params})
+    config._attn_implementation = "eager"
+    attn = LlamaAttention(config, layer_idx=0).eval()
+    redraw(attn, 1)
+    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
+              str(tmp_path / "w.safetensors"))
+    layer = attndsl.loads(f"""
+        attention a {{
+            d_model = {D_MODEL}
+            heads = {HEADS}
+            kv_heads = {KV_HEADS}
+            head_dim = {HEAD_DIM}
+            bias = false
+            position = rope(theta = {theta}, scaling = {scaling})
+            mask = causal
+        }}""")["a"]
+    model = layer.onnx_bytes(target="ort-cpu", weights=tmp_path / "w.safetensors")
+    for L in (5, 40):
+        x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+        rotary = LlamaRotaryEmbedding(config)  # fresh: dynamic scaling keeps state per call
+        cos, sin = rotary(x, torch.arange(L)[None])
+        causal = torch.full((L, L), float("-inf")).triu(1)[None, None]
+        with torch.no_grad():
+            ref = attn(x, (cos, sin), causal)[0].numpy()
+        close(run_onnx(model, x.numpy()), ref)
+
+
+@pytest.mark.parametrize("heads", [1, 2, 3, 5, 6, 8, 12, 16, 20])
+def test_alibi_press_slopes_match_bloom(heads: int) -> None:
+    """BLOOM's build_alibi_tensor is slope_h * k for key position k (a row constant away from
+    -slope_h * |q - k| under causal masking, where softmax cannot tell them apart)."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    from attndsl.positions import alibi_slopes
+
+    S = 7
+    table = build_alibi_tensor(torch.ones(1, S), heads, torch.float32)  # (H, 1, S)
+    ours = torch.tensor(alibi_slopes(heads))[:, None] * torch.arange(S)[None, :]
+    assert torch.allclose(table[:, 0, :], ours.float(), rtol=1e-6, atol=0)
