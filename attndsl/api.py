@@ -106,7 +106,7 @@ class Layer:
         _check_dtype(dtype)
         module = seeded_module(self.spec, seed)
         if weights is not None:
-            load_into(module, weights)
+            load_into(module, weights, self.spec)
         return module.to(torch_dtype(dtype))
 
     def onnx_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,

@@ -48,7 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "--target ort-cuda or portable")
     k.add_argument("--seed", type=_SEED, default=0, help="weights seed (default 0)")
     k.add_argument("--weights", help=".safetensors file or torch state dict, tensors named as in "
-                                      "docs/LANGUAGE.md (Weights)")
+                                      "docs/LANGUAGE.md (Weights); or a Hugging Face checkpoint "
+                                      "folder (docs/CHECKPOINTS.md)")
+
+    im = sub.add_parser("import", help="write the spec of a Hugging Face model's config.json")
+    im.add_argument("source", help="a checkpoint folder or its config.json")
+    im.add_argument("-o", "--output", metavar="FILE", help="the .attn file (default: stdout)")
+    im.add_argument("--padding", default="auto", choices=("auto", "none", "left", "right"),
+                    help="key padding mask (runtime input key_lengths); auto: right for "
+                         "encoders (bert, t5), none for decoders")
 
     v = sub.add_parser("verify", help="compare reference, torch and ONNX Runtime")
     v.add_argument("file")

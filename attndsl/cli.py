@@ -20,7 +20,7 @@ from .check import check
 from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
 from .output import Outputs, check_writable, write_atomic
-from .parser import parse
+from .parser import decode, parse
 from .targets import DEFAULT_TARGET, TRITON_TARGET, check_dtype_target
 
 __all__ = ["main"]
@@ -99,6 +99,22 @@ def _fmt(args: argparse.Namespace) -> int:
             write_atomic(Path(path), formatted.encode("utf-8"))
             print(f"{path}: formatted")
     return status
+
+
+@command("import")
+def _import(args: argparse.Namespace) -> int:
+    from .hf_import import import_config
+
+    text = import_config(Path(args.source), args.padding)
+    name = args.output or "<import>"
+    text = format_module(parse(decode(text.encode(), name)))
+    check(parse(decode(text.encode(), name)))  # the spec must check; a failure is a bug here
+    if args.output:
+        write_atomic(Path(args.output), text.encode())
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 @command("compile")

@@ -10,23 +10,41 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .checkpoints import gather, open_checkpoint
 from .errors import Diagnostic, SpecError, UsageError
+from .spec import Layer
 
 __all__ = ["file_sha256", "load_into"]
 
 
 def file_sha256(path: str | Path) -> str:
+    """Of a file; of a folder, over its files' names and contents in name order."""
+    path = Path(path)
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            h.update(str(file.relative_to(path)).encode() + b"\0")
+        with open(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
 
 
+def _check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    problems = []
+    for name, t in tensors.items():
+        if not t.is_floating_point():
+            problems.append(Diagnostic(f"{path}: tensor for `{name}` is {t.dtype}, expected a "
+                                       "float tensor"))
+        elif not bool(torch.isfinite(t).all()):
+            problems.append(Diagnostic(f"{path}: tensor for `{name}` holds NaN or infinite "
+                                       "values"))
+    if problems:
+        raise SpecError(problems)
+
+
 def _read(path: Path) -> dict[str, torch.Tensor]:
-    if path.is_dir():
-        raise UsageError(f"{path}: is a folder; --weights takes one file (.safetensors or a "
-                         "torch state dict)")
     if not path.is_file():
         raise UsageError(f"{path}: no such weights file")
     try:
@@ -47,11 +65,27 @@ def _read(path: Path) -> dict[str, torch.Tensor]:
     return obj
 
 
-def load_into(module: nn.Module, path: str | Path) -> None:
-    """Load `path` into `module`, strictly: no missing, unknown or misshapen tensors."""
+def load_into(module: nn.Module, path: str | Path, spec: Layer | None = None,
+              layer: int = 0) -> None:
+    """Load `path` into `module`, strictly: no missing, unknown or misshapen tensors. A Hugging
+    Face checkpoint (a folder with config.json, or a file beside one) is read through its
+    family's name table (`checkpoints`), for the layers `spec` describes."""
     path = Path(path)
-    tensors = _read(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such weights file or folder")
     expected = module.state_dict()
+    ckpt = open_checkpoint(path) if spec is not None else None
+    if ckpt is not None:
+        wanted = {k: tuple(v.shape) for k, v in expected.items()}
+        tensors = gather(ckpt, spec, wanted, layer)
+        _check_values(path, tensors)
+        with torch.no_grad():
+            module.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
+        return
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder without config.json; --weights takes one file "
+                         "(.safetensors or a torch state dict) or a Hugging Face checkpoint")
+    tensors = _read(path)
     problems: list[Diagnostic] = []
     for name, want in expected.items():
         if name not in tensors:

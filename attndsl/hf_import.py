@@ -1,0 +1,367 @@
+"""`attndsl import`: a Hugging Face config.json -> a formatted, commented .attn spec of the
+model's transformer stack (its layers and final norm; embeddings and heads stay outside), which
+`compile --weights CHECKPOINT_DIR` fills with the checkpoint's tensors. Plain JSON reading: no
+network and no transformers needed. A field the language cannot express is an error naming
+it; each family's fields are in docs/CHECKPOINTS.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import Diagnostic, SpecError, UsageError
+
+__all__ = ["FAMILIES", "import_config", "read_config"]
+
+
+class _Spec:
+    """Attentions (name -> entries), a layer pattern and stack entries, rendered as text."""
+
+    def __init__(self, cfg: dict, name: str):
+        self.cfg, self.name = cfg, name
+        self.attentions: dict[str, dict[str, str]] = {}
+        self.comments: dict[str, str] = {}
+        self.pattern: list[str] = []
+        self.stack: dict[str, str] = {}
+        self.problems: list[str] = []
+
+    def get(self, *keys: str, default: Any = None) -> Any:
+        for key in keys:
+            if self.cfg.get(key) is not None:
+                return self.cfg[key]
+        return default
+
+    def need(self, *keys: str) -> Any:
+        value = self.get(*keys)
+        if value is None:
+            self.problems.append(f"`{keys[0]}` is missing")
+            return 0
+        return value
+
+    def refuse(self, key: str, why: str) -> None:
+        self.problems.append(f"`{key}` = {json.dumps(self.cfg.get(key))}: {why}")
+
+    def text(self, source: str) -> str:
+        model_type = self.cfg.get("model_type")
+        lines = [f"# Imported by `attndsl import` from {source} (model_type {model_type}).",
+                 "# The stack is the model's transformer layers and final norm; embeddings and "
+                 "heads stay", "# outside. Compile with `--weights` on the checkpoint folder.",
+                 ""]
+        for name, entries in self.attentions.items():
+            if name in self.comments:
+                lines.append(f"# {self.comments[name]}")
+            lines.append(f"attention {name} {{")
+            lines += [f"    {k} = {v}" for k, v in entries.items()]
+            lines += ["}", ""]
+        unique = list(dict.fromkeys(self.pattern))
+        pattern = unique[0] if len(unique) == 1 else "[" + ", ".join(self.pattern) + "]"
+        lines.append(f"transformer {self.name} {{")
+        lines += [f"    {k} = {v}" for k, v in {"attention": pattern, **self.stack}.items()]
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def _num(value: float) -> str:
+    """A number as the language reads it back exactly (repr round-trips a double)."""
+    if isinstance(value, bool):
+        raise TypeError(value)
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def _rope(s: _Spec, params: dict | None, head_dim: int, interleaved: bool = False,
+          dim: int | None = None) -> str:
+    """rope(...) from rope_parameters (transformers 5) or rope_theta + rope_scaling."""
+    cfg = s.cfg
+    if params is None:
+        params = dict(cfg.get("rope_scaling") or {})
+        params.setdefault("rope_theta", cfg.get("rope_theta", 10000.0))
+        if "type" in params and "rope_type" not in params:
+            params["rope_type"] = params["type"]
+        if cfg.get("partial_rotary_factor") is not None:
+            params.setdefault("partial_rotary_factor", cfg["partial_rotary_factor"])
+    theta = params.get("rope_theta", 10000.0)
+    if dim is None:
+        dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
+    args = [f"theta = {_num(theta)}"]
+    if dim != head_dim:
+        args.append(f"dim = {dim}")
+    if interleaved:
+        args.append("interleaved = true")
+    kind = params.get("rope_type", "default")
+    orig = params.get("original_max_position_embeddings",
+                      cfg.get("original_max_position_embeddings"))
+    factor = params.get("factor")
+    if kind == "linear":
+        args.append(f"scaling = linear({_num(factor)})")
+    elif kind == "dynamic":
+        args.append(f"scaling = dynamic(factor = {_num(factor)}, original_max_position = "
+                    f"{cfg.get('max_position_embeddings')})")
+    elif kind == "llama3":
+        args.append(f"scaling = llama3(factor = {_num(factor)}, low_freq_factor = "
+                    f"{_num(params['low_freq_factor'])}, high_freq_factor = "
+                    f"{_num(params['high_freq_factor'])}, original_max_position = {orig})")
+    elif kind == "yarn":
+        if factor is None:
+            factor = cfg["max_position_embeddings"] / orig
+        extra = "".join(f", {key} = {_num(params[key])}" for key in (
+            "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor")
+            if params.get(key) is not None)
+        if params.get("truncate") is False:
+            extra += ", truncate = false"
+        args.append(f"scaling = yarn(factor = {_num(factor)}, original_max_position = {orig}"
+                    f"{extra})")
+    elif kind == "longrope":
+        short = ", ".join(_num(v) for v in params["short_factor"])
+        long = ", ".join(_num(v) for v in params["long_factor"])
+        tail = (f"attention_factor = {_num(params['attention_factor'])}"
+                if params.get("attention_factor") is not None else
+                f"factor = {_num(factor)}" if factor is not None else
+                f"factor = {cfg['max_position_embeddings']} / {orig}")
+        args.append(f"scaling = longrope(short_factor = [{short}], long_factor = [{long}], "
+                    f"original_max_position = {orig}, {tail})")
+    elif kind != "default":
+        s.problems.append(f"`rope_type` = \"{kind}\": no such RoPE scaling in attndsl "
+                          "(linear, dynamic, llama3, yarn, longrope)")
+    return f"rope({', '.join(args)})"
+
+
+def _act(s: _Spec, key: str, value: str, gated: bool = False) -> str:
+    table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+             "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
+    act = table.get(value)
+    if act is None or (gated and act not in ("silu", "gelu_tanh")):
+        s.refuse(key, "no such activation in attndsl" + (" for a gated MLP (silu, "
+                                                          "gelu_tanh)" if gated else ""))
+        return "silu" if gated else "gelu"
+    return act
+
+
+def _mask(causal: bool, padding: str | None, window: int | None = None) -> str:
+    parts = ["causal"] if causal else []
+    if window is not None:
+        parts.append(f"window(left = {window - 1}, right = 0)")
+    if padding is not None:
+        parts.append("padding" if padding == "right" else "padding(side = left)")
+    return " & ".join(parts) or "full"
+
+
+def _llama_like(s: _Spec, padding: str | None) -> None:
+    """llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3: pre-norm decoders with SwiGLU or
+    GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping."""
+    cfg, t = s.cfg, s.cfg.get("model_type")
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    kv = s.get("num_key_value_heads", default=heads)
+    head_dim = s.get("head_dim", default=d // max(heads, 1))
+    eps = s.get("rms_norm_eps", default=1e-6)
+    gemma = t.startswith("gemma")
+    bias = "false"
+    if t == "qwen2":
+        bias = "[q, k, v]"
+    elif cfg.get("attention_bias"):
+        bias = "true"
+    base = {"d_model": str(d), "heads": str(heads), "kv_heads": str(kv),
+            "head_dim": str(head_dim), "bias": bias}
+    if gemma:
+        base["scale"] = f"{_num(s.need('query_pre_attn_scalar'))} ** -0.5"
+        if cfg.get("attn_logit_softcapping"):
+            base["softcap"] = _num(cfg["attn_logit_softcapping"])
+    norm_args = f"eps = {_num(eps)}" + (", unit_offset = true" if gemma else "")
+    if t in ("qwen3", "gemma3", "gemma3_text"):
+        base["qk_norm"] = f"rmsnorm({norm_args})"
+    layers = s.need("num_hidden_layers")
+    types = cfg.get("layer_types")
+    if not types and t == "gemma2":  # before layer_types: even layers slide
+        types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    elif not types and t.startswith("gemma3"):
+        every = cfg.get("sliding_window_pattern", 6)
+        types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
+                 for i in range(layers)]
+    types = types or ["full_attention"] * layers
+    window = s.get("sliding_window")
+    if t == "mistral" or t == "phi3":
+        types = ["sliding_attention" if window else "full_attention"] * layers
+    elif t in ("qwen2", "qwen3") and not cfg.get("use_sliding_window"):
+        types = ["full_attention"] * layers
+    rope_params = cfg.get("rope_parameters")
+    for kind in dict.fromkeys(types):
+        params = rope_params
+        if isinstance(rope_params, dict) and kind in rope_params:  # per layer type (Gemma 3)
+            params = rope_params[kind]
+        elif gemma and kind == "sliding_attention" and cfg.get("rope_local_base_freq"):
+            params = {"rope_theta": cfg["rope_local_base_freq"]}
+        if params is not None and "rope_theta" not in params:
+            params = None
+        entries = dict(base, position=_rope(s, params, head_dim))
+        slide = kind == "sliding_attention"
+        if slide and not window:
+            s.refuse("sliding_window", "sliding layers need a window size")
+        entries["mask"] = _mask(True, padding, window if slide else None)
+        name = f"{t}_attn" if len(set(types)) == 1 else f"{t}_{'local' if slide else 'global'}"
+        s.attentions[name] = entries
+        if slide:
+            s.comments[name] = (f"sliding_window = {window}: each query sees itself and the "
+                                f"{window - 1} keys before it")
+    names = list(s.attentions)
+    kinds = list(dict.fromkeys(types))
+    s.pattern = [names[kinds.index(k)] for k in _period(types)]
+    hidden = s.need("intermediate_size")
+    act = _act(s, "hidden_activation" if "hidden_activation" in cfg else "hidden_act",
+               s.get("hidden_activation", "hidden_act", default="silu"), gated=True)
+    ffn = f"{'swiglu' if act == 'silu' else 'geglu'}({hidden}"
+    ffn += ", bias = true)" if cfg.get("mlp_bias") else ")"
+    s.stack = {"layers": str(layers), "ffn": ffn,
+               "norm": f"rmsnorm({'sandwich' if gemma else 'pre'}, {norm_args})"}
+
+
+def _period(types: list[str]) -> list[str]:
+    """The shortest prefix that repeats into `types` (cut at the end)."""
+    for n in range(1, len(types) + 1):
+        if all(types[i] == types[i % n] for i in range(len(types))):
+            return types[:n]
+    return types
+
+
+def _neox_like(s: _Spec, padding: str | None) -> None:
+    """gpt_neox, gptj, falcon, bloom: LayerNorm decoders with GELU MLPs, often parallel."""
+    cfg, t = s.cfg, s.cfg["model_type"]
+    d = s.need("hidden_size", "n_embd")
+    heads = s.need("num_attention_heads", "n_head")
+    head_dim = d // max(heads, 1)
+    eps = s.get("layer_norm_eps", "layer_norm_epsilon", default=1e-5)
+    layers = s.need("num_hidden_layers", "n_layer")
+    entries = {"d_model": str(d), "heads": str(heads)}
+    residual = None
+    hidden = 4 * d
+    ffn_bias = True
+    if t == "gpt_neox":
+        entries["bias"] = "true" if cfg.get("attention_bias", True) else "false"
+        entries["position"] = _rope(s, cfg.get("rope_parameters"), head_dim,
+                                    dim=None if cfg.get("rope_parameters") else
+                                    int(head_dim * cfg.get("rotary_pct", 1.0)))
+        residual = "parallel" if cfg.get("use_parallel_residual", True) else None
+        hidden = s.need("intermediate_size")
+        act = _act(s, "hidden_act", cfg.get("hidden_act", "gelu"))
+    elif t == "gptj":
+        entries["bias"] = "false"
+        rotary = cfg.get("rotary_dim") or head_dim
+        entries["position"] = _rope(s, {"rope_theta": 10000.0}, head_dim, interleaved=True,
+                                    dim=rotary)
+        residual = "parallel(shared_norm = true)"
+        hidden = cfg.get("n_inner") or 4 * d
+        act = _act(s, "activation_function", cfg.get("activation_function", "gelu_new"))
+    elif t == "bloom":
+        entries["bias"] = "true"
+        entries["position"] = "alibi"
+        if cfg.get("apply_residual_connection_post_layernorm"):
+            s.refuse("apply_residual_connection_post_layernorm",
+                     "the residual from the normed input has no attndsl form")
+        act = "gelu_tanh"  # bloom_gelu_forward: the tanh approximation
+    else:  # falcon
+        bias = "true" if cfg.get("bias") else "false"
+        entries["bias"] = bias
+        if cfg.get("new_decoder_architecture"):
+            entries["kv_heads"] = str(s.need("num_kv_heads"))
+        elif cfg.get("multi_query", True):
+            entries["kv_heads"] = "1"
+        if cfg.get("alibi"):
+            entries["position"] = "alibi(scaled = true)"
+        else:
+            entries["position"] = _rope(s, cfg.get("rope_parameters"), head_dim)
+        if cfg.get("parallel_attn", True) or cfg.get("new_decoder_architecture"):
+            two = cfg.get("new_decoder_architecture") and cfg.get(
+                "num_ln_in_parallel_attn") in (None, 2)
+            residual = "parallel" if two else "parallel(shared_norm = true)"
+        hidden = cfg.get("ffn_hidden_size") or 4 * d
+        ffn_bias = bool(cfg.get("bias"))
+        act = _act(s, "activation", cfg.get("activation", "gelu"))
+    entries["mask"] = _mask(True, padding)
+    s.attentions[f"{t}_attn"] = entries
+    s.pattern = [f"{t}_attn"]
+    s.stack = {"layers": str(layers),
+               "ffn": f"{act}({hidden}" + (")" if ffn_bias else ", bias = false)"),
+               "norm": f"layernorm(pre, eps = {_num(eps)})"}
+    if residual:
+        s.stack["residual"] = residual
+
+
+def _bert(s: _Spec, padding: str | None) -> None:
+    cfg = s.cfg
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    if cfg.get("position_embedding_type", "absolute") != "absolute":
+        s.refuse("position_embedding_type", "relative_key positions have no attndsl form")
+    s.attentions["bert_attn"] = {"d_model": str(d), "heads": str(heads), "bias": "true",
+                                 "mask": _mask(False, padding)}
+    s.comments["bert_attn"] = ("positions and token types are added by the embeddings, "
+                               "outside the stack")
+    s.pattern = ["bert_attn"]
+    act = _act(s, "hidden_act", cfg.get("hidden_act", "gelu"))
+    s.stack = {"layers": str(s.need("num_hidden_layers")),
+               "ffn": f"{act}({s.need('intermediate_size')})",
+               "norm": f"layernorm(post, eps = {_num(cfg.get('layer_norm_eps', 1e-12))})"}
+
+
+def _t5(s: _Spec, padding: str | None) -> None:
+    cfg = s.cfg
+    proj = cfg.get("feed_forward_proj", "relu")
+    ffn = {"relu": "relu", "gated-gelu": "geglu", "gated-silu": "swiglu"}.get(proj)
+    if ffn is None:
+        s.refuse("feed_forward_proj", "attndsl has relu, gated-gelu and gated-silu")
+        ffn = "relu"
+    s.attentions["t5_attn"] = {
+        "d_model": str(s.need("d_model")), "heads": str(s.need("num_heads")),
+        "head_dim": str(s.need("d_kv")), "bias": "false", "scale": "1",
+        "position": (f"relative_bias(buckets = {cfg.get('relative_attention_num_buckets', 32)}"
+                     f", max_distance = {cfg.get('relative_attention_max_distance', 128)})"),
+        "mask": _mask(False, padding)}
+    s.comments["t5_attn"] = "the encoder's self attention (T5 does not scale q.k)"
+    s.pattern = ["t5_attn"]
+    s.stack = {"layers": str(s.need("num_layers")),
+               "ffn": f"{ffn}({s.need('d_ff')}" + (", bias = false)" if ffn == "relu" else ")"),
+               "norm": f"rmsnorm(pre, eps = {_num(cfg.get('layer_norm_epsilon', 1e-6))})",
+               "relative_bias": "shared"}
+
+
+FAMILIES = {
+    "llama": _llama_like, "mistral": _llama_like, "qwen2": _llama_like, "qwen3": _llama_like,
+    "gemma2": _llama_like, "gemma3": _llama_like, "gemma3_text": _llama_like,
+    "phi3": _llama_like, "gpt_neox": _neox_like, "gptj": _neox_like, "falcon": _neox_like,
+    "bloom": _neox_like, "bert": _bert, "t5": _t5,
+}
+_ENCODERS = ("bert", "t5")
+
+
+def read_config(path: Path) -> tuple[dict, Path]:
+    file = path / "config.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UsageError(f"{path}: no config.json")
+    try:
+        cfg = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{file}: not a readable config.json ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise UsageError(f"{file}: not a config.json object")
+    if cfg.get("model_type") == "gemma3" and isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], "model_type": "gemma3"}  # the multimodal wrapper
+    return cfg, file
+
+
+def import_config(path: Path, padding: str = "auto") -> str:
+    """The spec text for a config.json (or the folder holding one). `padding`: `auto` (right
+    padding for encoders, none for decoders), `none`, `left` or `right`."""
+    cfg, file = read_config(path)
+    model_type = cfg.get("model_type")
+    if model_type not in FAMILIES:
+        raise SpecError([Diagnostic(
+            f"{file}: model_type `{model_type}` is not one attndsl imports",
+            hint=f"supported: {', '.join(sorted(set(FAMILIES)))}")])
+    if padding == "auto":
+        padding = "right" if model_type in _ENCODERS else "none"
+    s = _Spec(cfg, model_type.replace("_text", ""))
+    FAMILIES[model_type](s, None if padding == "none" else padding)
+    if s.problems:
+        raise SpecError([Diagnostic(f"{file}: {p}", hint="attndsl cannot express this field; "
+                                    "see docs/CHECKPOINTS.md") for p in s.problems])
+    return s.text(file.name)

@@ -1,0 +1,281 @@
+"""Every family `attndsl import` reads, against transformers itself: a tiny random model built
+from its config class (nothing downloads) and saved with `save_pretrained`; `attndsl import`,
+then the stack and its first attention compiled with `--weights` on the saved folder and run
+in ONNX Runtime (CPU), compared with what the HF model computes inside the whole model (hooks
+on layer 0 and the model's output), at two shapes, one with padding, within
+1e-4 x max(1, max |ref|). Weights are re-drawn so activations are O(1) and attention is far
+from uniform."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+import transformers as tf
+
+import attndsl
+from attndsl.cli import main
+
+SMALL = {"vocab_size": 61}
+
+# family -> (config, padding side, the path of layer 0, of its attention, of its output linear)
+CASES = {
+    "llama": (lambda: tf.LlamaConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, rms_norm_eps=1e-5, attention_bias=True, mlp_bias=True,
+        max_position_embeddings=128, rope_parameters={
+            "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "mistral": (lambda: tf.MistralConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=16, sliding_window=5, rms_norm_eps=1e-5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "qwen2": (lambda: tf.Qwen2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, rope_parameters={"rope_type": "yarn", "rope_theta": 1e6,
+                                                "factor": 4.0,
+                                                "original_max_position_embeddings": 8},
+        max_position_embeddings=32, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "qwen3": (lambda: tf.Qwen3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "gemma2": (lambda: tf.Gemma2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
+        attn_logit_softcapping=5.0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "gemma3": (lambda: tf.Gemma3TextConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=4, query_pre_attn_scalar=16,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 8.0,
+                                            "rope_theta": 1e6}}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "phi3": (lambda: tf.Phi3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+        original_max_position_embeddings=8, rope_parameters={
+            "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+            "short_factor": [1.0, 1.2, 1.5, 2.0], "long_factor": [1.0, 2.0, 4.0, 8.0],
+            "original_max_position_embeddings": 8}, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "gpt_neox": (lambda: tf.GPTNeoXConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        **SMALL),
+        "left", "layers.0", "layers.0.attention", "layers.0.attention.dense"),
+    "gptj": (lambda: tf.GPTJConfig(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_inner=96,
+                                   n_positions=64, **SMALL),
+             "left", "h.0", "h.0.attn", "h.0.attn.out_proj"),
+    "falcon": (lambda: tf.FalconConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
+        new_decoder_architecture=True, bias=False, ffn_hidden_size=96, **SMALL),
+        "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
+    "falcon_mqa": (lambda: tf.FalconConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, multi_query=True,
+        parallel_attn=True, bias=True, ffn_hidden_size=96, **SMALL),
+        "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
+    "bloom": (lambda: tf.BloomConfig(hidden_size=72, n_layer=2, n_head=6, **SMALL),
+              "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
+    "bert": (lambda: tf.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=96, max_position_embeddings=64, **SMALL),
+             "right", "encoder.layer.0", "encoder.layer.0.attention.self",
+             "encoder.layer.0.attention.output.dense"),
+    "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
+                               relative_attention_num_buckets=8,
+                               relative_attention_max_distance=20,
+                               feed_forward_proj="gated-gelu", **SMALL),
+           "right", "encoder.block.0", "encoder.block.0.layer.0.SelfAttention",
+           "encoder.block.0.layer.0.SelfAttention.o"),
+}
+
+
+def _model(config) -> torch.nn.Module:
+    if isinstance(config, tf.T5Config):
+        return tf.T5EncoderModel(config)
+    return tf.AutoModel.from_config(config, attn_implementation="eager")
+
+
+def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
+    """Linear weights N(0, 4 / fan_in), embeddings N(0, 1), norm weights around 1 (around 0
+    for Gemma's 1 + w), biases around 0."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            if p.dim() > 1:
+                embedding = any(k in name for k in ("embed", "wte", "word_embeddings",
+                                                    "relative_attention_bias"))
+                p.copy_(noise if embedding else noise * 2 / math.sqrt(p.shape[-1]))
+            elif name.endswith("weight"):  # a norm
+                p.copy_(0.1 * noise + (0.0 if unit_offset else 1.0))
+            else:
+                p.copy_(0.1 * noise)
+
+
+def _module(model: torch.nn.Module, path: str) -> torch.nn.Module:
+    return model.get_submodule(path)
+
+
+def _first(args: tuple, kwargs: dict) -> torch.Tensor:
+    return kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+
+
+def run_hf(model, path_layer: str, path_attn: str, path_out: str, ids, mask):
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(key: str, value: torch.Tensor) -> None:
+        seen.setdefault(key, value)
+
+    hooks = [
+        _module(model, path_layer).register_forward_pre_hook(
+            lambda m, a, k: keep("x", _first(a, k)), with_kwargs=True),
+        _module(model, path_attn).register_forward_pre_hook(
+            lambda m, a, k: keep("attn_in", _first(a, k)), with_kwargs=True),
+        _module(model, path_out).register_forward_hook(
+            lambda m, a, out: keep("attn_out", out)),
+    ]
+    try:
+        with torch.no_grad():
+            seen["y"] = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    finally:
+        for h in hooks:
+            h.remove()
+    return {k: v.detach().float().numpy() for k, v in seen.items()}
+
+
+def _ort(model: bytes, feed: dict) -> np.ndarray:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    return session.run(None, {k: v for k, v in feed.items() if k in names})[0]
+
+
+def _close(ours: np.ndarray, ref: np.ndarray, rows: np.ndarray, what: str) -> None:
+    ours, ref = ours[rows], ref[rows]
+    err = float(np.abs(ours - ref).max())
+    bound = 1e-4 * max(1.0, float(np.abs(ref).max()))
+    assert err <= bound, f"{what}: max error {err:.3g} > {bound:.3g}"
+
+
+@pytest.mark.parametrize("family", list(CASES))
+def test_import_and_checkpoint_match_transformers(tmp_path: Path, family: str) -> None:
+    make, side, path_layer, path_attn, path_out = CASES[family]
+    config = make()
+    model = _model(config).eval()
+    redraw(model, 7, unit_offset=family.startswith("gemma"))
+    folder = tmp_path / family
+    model.save_pretrained(folder)
+    spec = tmp_path / f"{family}.attn"
+    assert main(["import", str(folder), "-o", str(spec), "--padding", side]) == 0
+    program = attndsl.load(spec)
+    stack = next(n for n in program if hasattr(program[n].spec, "layers"))
+    first_attention = program[stack].spec.attention.name
+    stack_onnx = program[stack].onnx_bytes(target="ort-cpu", weights=folder)
+    attn_onnx = program[first_attention].onnx_bytes(target="ort-cpu", weights=folder)
+    rng = np.random.default_rng(3)
+    for B, L in ((1, 7), (3, 12)):
+        ids = torch.tensor(rng.integers(1, SMALL["vocab_size"], size=(B, L)))
+        lengths = np.full(B, L)
+        if B > 1:
+            lengths[1:] = rng.integers(2, L, size=B - 1)
+        mask = torch.ones(B, L, dtype=torch.long)
+        for b, n in enumerate(lengths):
+            if side == "left":
+                mask[b, : L - n] = 0
+            else:
+                mask[b, n:] = 0
+        ref = run_hf(model, path_layer, path_attn, path_out, ids, mask)
+        rows = mask.bool().numpy()  # compare the real positions (padded queries are free)
+        feed = {"key_lengths": lengths.astype(np.int64)}
+        ours = _ort(stack_onnx, {"x": ref["x"], **feed})
+        _close(ours, ref["y"], rows, f"{family} stack B={B} L={L}")
+        ours = _ort(attn_onnx, {"x": ref["attn_in"], **feed})
+        _close(ours, ref["attn_out"], rows, f"{family} attention B={B} L={L}")
+
+
+@pytest.mark.parametrize("family", list(CASES))
+def test_renamed_tensors_get_the_right_hint_or_none(tmp_path: Path, family: str) -> None:
+    """Rename each tensor of the checkpoint in turn: a tensor the spec reads is reported
+    missing, and a hint, when there is one, names exactly the renamed tensor and its right
+    name (following it restores the checkpoint, which the test above shows is correct); a
+    tensor the spec does not read changes nothing."""
+    from attndsl.checkpoints import Checkpoint, gather, open_checkpoint
+    from attndsl.errors import SpecError
+
+    make, side, *_ = CASES[family]
+    folder = tmp_path / family
+    _model(make()).save_pretrained(folder)
+    spec = tmp_path / "spec.attn"
+    assert main(["import", str(folder), "-o", str(spec), "--padding", side]) == 0
+    program = attndsl.load(spec)
+    layer = program[next(n for n in program if hasattr(program[n].spec, "layers"))]
+    wanted = {k: tuple(v.shape) for k, v in layer.to_torch().state_dict().items()}
+    ckpt = open_checkpoint(folder)
+    tensors = {name: ckpt.tensor(name) for name in ckpt.files}
+    baseline = gather(ckpt, layer.spec, wanted)
+    hinted = 0
+    for name in tensors:
+        moved = {(f"{name}_renamed" if k == name else k): v for k, v in tensors.items()}
+        memory = Path("in-memory")
+        fake = Checkpoint(folder, ckpt.config, dict.fromkeys(moved, memory), {memory: moved})
+        try:
+            got = gather(fake, layer.spec, wanted)
+        except SpecError as exc:
+            text = "\n".join(d.message for d in exc.diagnostics)
+            assert "missing" in text, text
+            hints = [d.hint for d in exc.diagnostics if d.hint and "is unused" in d.hint]
+            for hint in hints:
+                assert f"`{name}_renamed`" in hint and f"name it `{name}`" in hint, hint
+            hinted += bool(hints)
+        else:  # not a tensor of the described layers
+            assert got.keys() == baseline.keys()
+            assert all(torch.equal(got[k], baseline[k]) for k in got)
+    assert hinted > 0
+
+
+def test_checkpoint_name_tables_are_documented() -> None:
+    """docs/CHECKPOINTS.md lists every mapping of every family's table, as the loader has it."""
+    from attndsl.checkpoints import FAMILIES
+
+    doc = (Path(__file__).parent.parent / "docs" / "CHECKPOINTS.md").read_text()
+    for family in FAMILIES.values():
+        for ours, theirs in family.names.items():
+            name = theirs[0] if isinstance(theirs, tuple) else theirs
+            assert f"| `{ours}` | `{name}`" in doc, (ours, name)
+        for ours, theirs in family.top.items():
+            assert f"| `{ours}` (top) | `{theirs}` |" in doc, (ours, theirs)
+
+
+def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
+    import json
+
+    cases = {
+        "unknown": ({"model_type": "mamba"}, "model_type `mamba` is not one attndsl imports"),
+        "residual": ({**tf.BloomConfig(hidden_size=64, n_head=4).to_dict(),
+                      "apply_residual_connection_post_layernorm": True},
+                     "`apply_residual_connection_post_layernorm` = true"),
+        "rope": ({**tf.LlamaConfig(hidden_size=64, num_attention_heads=4).to_dict(),
+                  "rope_parameters": {"rope_type": "proportional", "rope_theta": 1e4}},
+                 "`rope_type` = \"proportional\""),
+        "act": ({**tf.LlamaConfig(hidden_size=64, num_attention_heads=4).to_dict(),
+                 "hidden_act": "relu2"}, "`hidden_act` = \"relu2\""),
+    }
+    for name, (config, message) in cases.items():
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(config))
+        out = tmp_path / f"{name}.attn"
+        assert main(["import", str(path.parent), "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+        assert not out.exists()
+    assert main(["import", str(tmp_path / "nowhere")]) == 2
+    assert "no config.json" in capsys.readouterr().err
