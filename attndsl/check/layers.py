@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from .. import ast
 from .. import masks as m
@@ -23,7 +22,7 @@ from ..spec import (
     Sparsity,
 )
 from .positions import Positions, check_rope_dim
-from .values import FLOAT32_MAX, FLOAT32_TINY, Invalid, Param, describe
+from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Param, describe
 
 __all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "PLACEMENTS", "PROJECTIONS", "Layers"]
 
@@ -56,23 +55,8 @@ class Layers(Positions):
             return self.resolved_attn[d.name]
         self.resolved_attn[d.name] = None
         e = self.entries(d, _ATTENTION_KEYS)
-        failed = False
-
-        def get(key: str, parse: Callable[[ast.Expr], Any], default: Any = None) -> Any:
-            nonlocal failed
-            if key not in e:
-                return default
-            try:
-                return parse(e[key].value)
-            except Invalid:
-                failed = True
-                return None
-
-        for key in ("d_model", "heads"):
-            if key not in e:
-                self.error(f"attention `{d.name}` is missing `{key}`", d.name_span,
-                           hint=f"add `{key} = ...` to the block")
-                failed = True
+        get = Entries(self, e, "attention", d)
+        get.require("d_model", "heads")
         d_model = get("d_model", lambda x: self.positive(x, "d_model"))
         heads = get("heads", lambda x: self.positive(x, "heads"))
         kv_heads = get("kv_heads", lambda x: self.positive(x, "kv_heads"), heads)
@@ -90,6 +74,7 @@ class Layers(Positions):
         mask = get("mask", self.mask, m.Full())
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
+        failed = get.failed
         if d_model is None or heads is None:
             return None
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from .. import ast
 from ..ir import parameter_count
 from ..spec import GATED, Attention, Ffn, Learned, RelativeBias, Sinusoidal, Transformer
 from .layers import Layers
-from .values import Invalid, Param, describe
+from .values import Entries, Invalid, Param, describe
 
 __all__ = ["Stacks"]
 
@@ -20,23 +17,8 @@ _FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 class Stacks(Layers):
     def transformer(self, d: ast.TransformerDef) -> Transformer | None:
         e = self.entries(d, _KEYS)
-        failed = False
-
-        def get(key: str, parse: Callable[[ast.Expr], Any], default: Any = None) -> Any:
-            nonlocal failed
-            if key not in e:
-                return default
-            try:
-                return parse(e[key].value)
-            except Invalid:
-                failed = True
-                return None
-
-        for key in ("attention", "layers", "ffn", "norm"):
-            if key not in e:
-                self.error(f"transformer `{d.name}` is missing `{key}`", d.name_span,
-                           hint=f"add `{key} = ...` to the block")
-                failed = True
+        get = Entries(self, e, "transformer", d)
+        get.require("attention", "layers", "ffn", "norm")
         attns = get("attention", self.layer_pattern)
         layers = get("layers", lambda x: self.positive(x, "layers"))
         ffn = get("ffn", self.ffn_value)
@@ -47,7 +29,7 @@ class Stacks(Layers):
         shared_table = get("relative_bias", lambda x: self.word(
             x, ("per_layer", "shared"), "relative_bias") == "shared", False)
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
-        if failed or attns is None:
+        if get.failed or attns is None:
             return None
         if residual == "parallel" and placement != "pre":
             raise self.error(f"a parallel residual needs `norm = {norm.kind}(pre, ...)`; found "

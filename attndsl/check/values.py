@@ -13,7 +13,8 @@ from .. import ast
 from ..errors import Diagnostic
 from ..source import Span
 
-__all__ = ["FLOAT32_MAX", "FLOAT32_TINY", "Invalid", "Param", "Values", "describe", "one_of"]
+__all__ = ["FLOAT32_MAX", "FLOAT32_TINY", "Entries", "Invalid", "Param", "Values", "describe",
+           "one_of"]
 
 _MAX_INT = 1 << 62
 FLOAT32_MAX = 3.4028234663852886e38
@@ -28,6 +29,33 @@ class Invalid(Exception):
 class Param:
     name: str
     required: bool = False
+
+
+class Entries:
+    """A definition's `key = value` entries, parsed key by key: a key whose value fails reads
+    as None and sets `failed` (its diagnostic is recorded), so every key of a block is
+    checked and all problems are reported at once."""
+
+    def __init__(self, checker: Values, entries: dict[str, ast.Entry], what: str,
+                 d: ast.AttentionDef | ast.TransformerDef):
+        self.checker, self.entries, self.failed = checker, entries, False
+        self.what, self.d = what, d
+
+    def require(self, *keys: str) -> None:
+        for key in keys:
+            if key not in self.entries:
+                self.checker.error(f"{self.what} `{self.d.name}` is missing `{key}`",
+                                   self.d.name_span, hint=f"add `{key} = ...` to the block")
+                self.failed = True
+
+    def __call__(self, key: str, parse: Callable[[ast.Expr], Any], default: Any = None) -> Any:
+        if key not in self.entries:
+            return default
+        try:
+            return parse(self.entries[key].value)
+        except Invalid:
+            self.failed = True
+            return None
 
 
 class Values:
