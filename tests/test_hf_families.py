@@ -83,6 +83,10 @@ CASES = {
         hidden_size=64, num_hidden_layers=2, num_attention_heads=4, multi_query=True,
         parallel_attn=True, bias=True, ffn_hidden_size=96, **SMALL),
         "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
+    "falcon_rw": (lambda: tf.FalconConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, alibi=True,
+        multi_query=False, parallel_attn=False, bias=True, ffn_hidden_size=96, **SMALL),
+        "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
     "bloom": (lambda: tf.BloomConfig(hidden_size=72, n_layer=2, n_head=6, **SMALL),
               "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
     "bert": (lambda: tf.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -101,7 +105,10 @@ CASES = {
 def _model(config) -> torch.nn.Module:
     if isinstance(config, tf.T5Config):
         return tf.T5EncoderModel(config)
-    return tf.AutoModel.from_config(config, attn_implementation="eager")
+    # Falcon's eager path adds ALiBi twice (once to the scores, once inside the mask it built
+    # from ALiBi); its SDPA path adds it once, as Falcon-RW was trained
+    sdpa = isinstance(config, tf.FalconConfig) and config.alibi
+    return tf.AutoModel.from_config(config, attn_implementation="sdpa" if sdpa else "eager")
 
 
 def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
