@@ -286,3 +286,30 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
         assert not out.exists()
     assert main(["import", str(tmp_path / "nowhere")]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["shards", "bin", "file"])
+def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
+    """A sharded index, pytorch_model.bin and a model.safetensors named directly all load the
+    same tensors as the single-file folder."""
+    make, side, *_ = CASES["qwen2"]
+    model = _model(make()).eval()
+    redraw(model, 5, unit_offset=False)
+    plain, other = tmp_path / "plain", tmp_path / how
+    model.save_pretrained(plain)
+    if how == "shards":
+        model.save_pretrained(other, max_shard_size="40KB")
+        assert (other / "model.safetensors.index.json").is_file()
+    elif how == "bin":  # as older transformers saved them (5.x writes safetensors only)
+        other.mkdir()
+        (other / "config.json").write_text((plain / "config.json").read_text())
+        torch.save(model.state_dict(), other / "pytorch_model.bin")
+    else:
+        other = plain / "model.safetensors"
+    spec = tmp_path / "spec.attn"
+    assert main(["import", str(plain), "-o", str(spec), "--padding", side]) == 0
+    layer = attndsl.load(spec)["qwen2"]
+    want = layer.to_torch(weights=plain).state_dict()
+    got = layer.to_torch(weights=other).state_dict()
+    assert want.keys() == got.keys()
+    assert all(torch.equal(want[k], got[k]) for k in want)
