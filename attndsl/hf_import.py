@@ -77,9 +77,12 @@ def _rope(s: _Spec, params: dict | None, head_dim: int, interleaved: bool = Fals
     cfg = s.cfg
     if params is None:
         params = dict(cfg.get("rope_scaling") or {})
-        params.setdefault("rope_theta", cfg.get("rope_theta", 10000.0))
+        params.setdefault("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base",
+                                                                       10000.0)))
         if "type" in params and "rope_type" not in params:
             params["rope_type"] = params["type"]
+        if params.get("rope_type") == "su":  # Phi-3's first name for longrope
+            params["rope_type"] = "longrope"
         if cfg.get("partial_rotary_factor") is not None:
             params.setdefault("partial_rotary_factor", cfg["partial_rotary_factor"])
     theta = params.get("rope_theta", 10000.0)

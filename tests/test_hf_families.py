@@ -313,3 +313,40 @@ def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
     got = layer.to_torch(weights=other).state_dict()
     assert want.keys() == got.keys()
     assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
+    """Checkpoints saved before transformers 5: rope_theta + rope_scaling ("type", Phi-3's
+    "su"), GPT-NeoX's rotary_pct and rotary_emb_base."""
+    import json
+
+    from attndsl.hf_import import import_config
+    from attndsl.spec import Llama3Scaling, LongRopeScaling
+
+    common = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "intermediate_size": 96}
+    cases = {
+        "gpt_neox": {"rotary_pct": 0.25, "rotary_emb_base": 20000},
+        "phi3": {"rope_theta": 10000.0, "max_position_embeddings": 131072,
+                 "original_max_position_embeddings": 4096,
+                 "rope_scaling": {"type": "su", "short_factor": [1.0] * 8,
+                                  "long_factor": [2.0] * 8}},
+        "llama": {"rope_theta": 500000.0, "num_key_value_heads": 2,
+                  "rope_scaling": {"type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                   "high_freq_factor": 4.0,
+                                   "original_max_position_embeddings": 8192}},
+    }
+    positions = {}
+    for model_type, extra in cases.items():
+        folder = tmp_path / model_type
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"model_type": model_type, **common,
+                                                        **extra}))
+        program = attndsl.loads(import_config(folder))
+        positions[model_type] = program[model_type].spec.attention.position
+    assert (positions["gpt_neox"].theta, positions["gpt_neox"].dim) == (20000, 4)
+    longrope = positions["phi3"].scaling
+    assert isinstance(longrope, LongRopeScaling) and longrope.long_factor == (2.0,) * 8
+    assert longrope.attention_factor == pytest.approx(math.sqrt(1 + math.log(32) /
+                                                                math.log(4096)))
+    assert positions["llama"].scaling == Llama3Scaling(32.0, 1.0, 4.0, 8192)
