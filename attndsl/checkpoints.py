@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -207,17 +207,19 @@ def family_of(cfg: dict) -> Family:
 
 @dataclass
 class Checkpoint:
-    """A checkpoint's tensors by name (read lazily, file by file) and its config."""
+    """A checkpoint's tensors by name and its config. Files are opened once and tensors read
+    one by one (safetensors) or memory-mapped (.bin): embeddings, heads and unpicked layers
+    are never loaded."""
 
     root: Path
     config: dict
     files: dict[str, Path]  # tensor name -> file holding it
-    _cache: dict[Path, dict[str, torch.Tensor]] = field(default_factory=dict)
+    _cache: dict[Path, Mapping[str, torch.Tensor]] = field(default_factory=dict)
 
     def tensor(self, name: str) -> torch.Tensor:
         path = self.files[name]
         if path not in self._cache:
-            self._cache[path] = _read_file(path)
+            self._cache[path] = _open_file(path)
         return self._cache[path][name]
 
     def shape(self, name: str) -> tuple[int, ...]:
@@ -253,18 +255,40 @@ def open_checkpoint(path: Path) -> Checkpoint | None:
         except (OSError, ValueError, KeyError) as exc:
             raise UsageError(f"{path}: not a sharded checkpoint index ({exc})") from None
         files = {name: folder / shard for name, shard in weight_map.items()}
-    else:
-        files = dict.fromkeys(_read_file(path), path)
-    return Checkpoint(folder, config, files)
+        return Checkpoint(folder, config, files)
+    tensors = _open_file(path)
+    return Checkpoint(folder, config, dict.fromkeys(tensors, path), {path: tensors})
 
 
-def _read_file(path: Path) -> dict[str, torch.Tensor]:
+class _SafetensorsFile(Mapping[str, torch.Tensor]):
+    """A .safetensors file's tensors, each read when asked for."""
+
+    def __init__(self, path: Path):
+        from safetensors import safe_open
+
+        self._file = safe_open(str(path), framework="pt")
+        self._names = list(self._file.keys())
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._file.get_tensor(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _open_file(path: Path) -> Mapping[str, torch.Tensor]:
     try:
         if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return dict(load_file(str(path)))
-        return dict(torch.load(str(path), map_location="cpu", weights_only=True))
+            return _SafetensorsFile(path)
+        try:  # zip-format .bin (torch >= 1.6): mapped, read on use
+            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # the legacy format cannot be mapped
+            return torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:
         raise SpecError([Diagnostic(f"{path}: cannot read weights: "
                                     f"{str(exc).splitlines()[0]}")]) from None
@@ -298,13 +322,13 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
             continue
         out[ours] = t
     prefixes = tuple(fam.layer.format(i=i) for i in picked_layers)
-    table = {v[0] if isinstance(v, tuple) else v for k, v in fam.names.items()
+    table = {_name(v) for k, v in fam.names.items()
              if isinstance(spec, Transformer) or k.startswith("self_attn.")}
     domain = {p + t for p in prefixes for t in table}
     if isinstance(spec, Transformer):
         domain |= set(fam.top.values())
     unused = sorted(k for k in domain if k in keys and k not in used)
-    every = {v[0] if isinstance(v, tuple) else v for v in fam.names.values()}
+    every = {_name(v) for v in fam.names.values()}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
 
     def stray(k: str, layer_prefix: str | None) -> bool:
@@ -336,6 +360,11 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     if problems:
         raise SpecError(problems)
     return out
+
+
+def _name(source: str | tuple[str, Split]) -> str:
+    """The checkpoint name of a table entry (a fused entry names the tensor it splits)."""
+    return source[0] if isinstance(source, tuple) else source
 
 
 def _fits(found: tuple[int, ...], shape: tuple[int, ...], fused: bool) -> bool:

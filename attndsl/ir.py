@@ -148,8 +148,9 @@ def parameter_count(spec: Attention | Transformer) -> int:
 def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     """The layer's tensors, in the order its torch module has always drawn them from a seed:
     per attention q, k, v, o projections (weight, then bias), q/k norms, the T5 table; a stack
-    draws its learned positions first, then per block the attention, its two norms and the
-    MLP, then the final norm. Names are the nodes' weight names."""
+    draws its learned positions and shared T5 table first, then per block the attention, its
+    norms (`_block_norms`) and the MLP, then the final norm. Names are the nodes' weight
+    names."""
     out: list[Weight] = []
 
     def linear(name: str, rows: int, cols: int, bias: bool) -> None:
@@ -327,14 +328,10 @@ def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
         f = norm("ffn_out", _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
         return add("resid2", h, f)
     if t.placement == "pre":
-        a = attn(norm("attn_in", h, "attn_norm"))
-        h = b.emit(Op.ADD, f"{p}resid1", (h, a), d, dropout=drop)
-        f = _mlp(b, t, p, norm("ffn_in", h, "ffn_norm"))
-        return b.emit(Op.ADD, f"{p}resid2", (h, f), d, dropout=drop)
-    a = attn(h)
-    h = norm("h", b.emit(Op.ADD, f"{p}resid1", (h, a), d, dropout=drop), "attn_norm")
-    f = _mlp(b, t, p, h)
-    return norm("y", b.emit(Op.ADD, f"{p}resid2", (h, f), d, dropout=drop), "ffn_norm")
+        h = add("resid1", h, attn(norm("attn_in", h, "attn_norm")))
+        return add("resid2", h, _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")))
+    h = norm("h", add("resid1", h, attn(h)), "attn_norm")
+    return norm("y", add("resid2", h, _mlp(b, t, p, h)), "ffn_norm")
 
 
 def _mlp(b: _Builder, t: Transformer, p: str, x: str) -> str:

@@ -9,17 +9,18 @@ import math
 
 from .spec import LinearScaling, Llama3Scaling, LongRopeScaling, RopeScaling, YarnScaling
 
-__all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_float32",
-           "yarn_ramp"]
+__all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_float32"]
 
 
-def alibi_slopes(heads: int, schedule: str = "press", max_bias: float = 8.0) -> list[float]:
+def alibi_slopes(heads: int, schedule: str = "press", max_bias: float = 8.0,
+                 factor: float = 1.0) -> list[float]:
     """`geometric`: 2^(-max_bias (h + 1) / H) for every H. `press` (Press et al., BLOOM): the
     same for 2**n heads; otherwise the slopes of the nearest lower power of two, then every
-    other slope of the next power of two."""
+    other slope of the next power of two. Each times `factor` (the score scale of a `scaled`
+    ALiBi, which adds its bias before scaling)."""
 
     def geometric(n: int) -> list[float]:
-        return [2.0 ** (-max_bias * (i + 1) / n) for i in range(n)]
+        return [factor * 2.0 ** (-max_bias * (i + 1) / n) for i in range(n)]
 
     if schedule == "geometric" or math.log2(heads).is_integer():
         return geometric(heads)
@@ -54,7 +55,7 @@ def rope_inv_freq(theta: float, dim: int, scaling: RopeScaling | None = None) ->
                     out.append((1 - smooth) * f / factor + smooth * f)
             return out
         case YarnScaling():
-            low, high = yarn_ramp(scaling, theta, dim)
+            low, high = _yarn_ramp(scaling, theta, dim)
             out = []
             for i, f in enumerate(base):
                 ramp = min(max((i - low) / (high - low), 0.0), 1.0)  # 0: original, 1: f / factor
@@ -65,7 +66,7 @@ def rope_inv_freq(theta: float, dim: int, scaling: RopeScaling | None = None) ->
     return base
 
 
-def yarn_ramp(s: YarnScaling, theta: float, dim: int) -> tuple[float, float]:
+def _yarn_ramp(s: YarnScaling, theta: float, dim: int) -> tuple[float, float]:
     """The pair indices where YaRN's ramp starts and ends: the dims that turn beta_fast and
     beta_slow times over original_max_position positions, floored/ceiled if `truncate`,
     clamped to [0, dim - 1], and never equal (the end moves by 0.001)."""

@@ -79,9 +79,8 @@ def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> n
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
     if isinstance(attn.position, Alibi):
         a = attn.position
-        gain = attn.scale if a.scaled else 1.0
-        biases = [-s * gain * np.abs(q - k)
-                  for s in alibi_slopes(attn.heads, a.slopes, a.max_bias)]
+        slopes = alibi_slopes(attn.heads, a.slopes, a.max_bias, attn.scale if a.scaled else 1.0)
+        biases = [-s * np.abs(q - k) for s in slopes]
     elif isinstance(attn.position, RelativeBias):
         p = attn.position
         bucket = t5_bucket_float32(np, k - q, p.buckets, p.max_distance, p.bidirectional)

@@ -143,14 +143,16 @@ def feature_map(xp, x: Array, feature: str) -> Array:
 
 
 def linear_attention(xp, q: Array, k: Array, v: Array, feature: str,
-                     keep: Array | None) -> Array:
+                     causal: tuple[Array, Array] | None) -> Array:
     """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6), in float32 (the sums
-    over keys overflow float16 at long lengths); causal (`keep`: float32 (L, S), 1 where k <= q)
-    sums only k <= q. Returns the model dtype."""
+    over keys overflow float16 at long lengths); causal (`causal`: the int64 query and key
+    positions, (L, 1) and (1, S)) sums only k <= q. Returns the model dtype."""
     dtype = xp.dtype(v)
     q, k, v = (xp.astype(t, "float32") for t in (q, k, v))
     fq, fk = feature_map(xp, q, feature), feature_map(xp, k, feature)
-    if keep is not None:
+    if causal is not None:
+        q_pos, k_pos = causal
+        keep = xp.astype(k_pos <= q_pos, "float32")  # (L, S)
         weights = xp.matmul(fq, xp.swap_last(fk)) * keep  # (B, H, L, S)
         num = xp.matmul(weights, v)
         den = xp.sum(weights, axis=-1, keepdims=True)

@@ -266,9 +266,9 @@ def score_bias(m: GraphModule, attrs: dict, kind: str, qi: Tensor, ki: Tensor,
                heads: int) -> Tensor:
     """The float32 score bias of ALiBi or T5 relative positions, (H, L, S)."""
     if kind == "alibi":
-        slopes = [v * attrs["factor"] for v in alibi_slopes(heads, attrs["slopes"],
-                                                              attrs["max_bias"])]
-        slopes = torch.tensor(slopes, dtype=torch.float32, device=qi.device)
+        slopes = torch.tensor(alibi_slopes(heads, attrs["slopes"], attrs["max_bias"],
+                                           attrs["factor"]), dtype=torch.float32,
+                              device=qi.device)
         return formulas.alibi_bias(TorchArrays(qi.device), slopes[:, None, None], qi, ki)
     bucket = t5_bucket_float32(torch, ki - qi, attrs["buckets"], attrs["max_distance"],
                                attrs["bidirectional"])  # (L, S)
@@ -341,11 +341,9 @@ def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
 @impl(Op.LINEAR_ATTENTION)
 def _linear_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     q, k, v = (_arg(node, env, i) for i in range(3))
-    keep = None
-    if node.attr("causal"):
-        qi, ki = _lengths(env)
-        keep = (ki <= qi).float()
-    return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"), keep)
+    causal = _lengths(env) if node.attr("causal") else None
+    return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
+                                     causal)
 
 
 @impl(Op.ACTIVATION)

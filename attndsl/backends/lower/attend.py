@@ -42,8 +42,8 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
         heads, kv = node.attr("heads"), node.attr("kv_heads")
         nd = max(q_pos.ndim, k_pos.ndim)
         if bias_kind == "alibi":
-            slopes = np.array(alibi_slopes(heads, node.attr("slopes"), node.attr("max_bias")))
-            slopes = (slopes * node.attr("factor")).astype(np.float32).reshape(
+            slopes = np.array(alibi_slopes(heads, node.attr("slopes"), node.attr("max_bias"),
+                                           node.attr("factor")), dtype=np.float32).reshape(
                 (kv, heads // kv) + (1,) * nd)
             bias = formulas.alibi_bias(xp, xp.asarray(slopes, "float32"), q_pos, k_pos)
         else:

@@ -105,13 +105,9 @@ def _add(lw: Lowering, node: Node) -> str:
 
 @lower(Op.LINEAR_ATTENTION)
 def _linear_attention(lw: Lowering, node: Node) -> str:
-    keep = None
-    if node.attr("causal"):
-        qi = lw.arange(lw.L)[:, None]
-        ki = lw.arange(lw.S)[None, :]
-        keep = (ki <= qi).astype("float32")
+    causal = (lw.arange(lw.L)[:, None], lw.arange(lw.S)[None, :]) if node.attr("causal") else None
     q, k, v = (lw.sym(node, i) for i in range(3))
-    return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), keep).name
+    return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), causal).name
 
 
 @lower(Op.ATTENTION)
