@@ -229,6 +229,8 @@ class Checkpoint:
 def open_checkpoint(path: Path) -> Checkpoint | None:
     """A Hugging Face checkpoint at `path` (its folder, its model.safetensors or its index),
     or None when `path` is a plain attndsl weights file (no config.json beside it)."""
+    if path.name == "config.json":  # the checkpoint's config names its folder
+        path = path.parent
     folder = path if path.is_dir() else path.parent
     config_file = folder / "config.json"
     if not config_file.is_file():

@@ -288,10 +288,10 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
     assert "no config.json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("how", ["shards", "bin", "file"])
+@pytest.mark.parametrize("how", ["shards", "bin", "file", "config"])
 def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
-    """A sharded index, pytorch_model.bin and a model.safetensors named directly all load the
-    same tensors as the single-file folder."""
+    """A sharded index, pytorch_model.bin, a model.safetensors named directly and the
+    folder's config.json all load the same tensors as the single-file folder."""
     make, side, *_ = CASES["qwen2"]
     model = _model(make()).eval()
     redraw(model, 5, unit_offset=False)
@@ -305,7 +305,7 @@ def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
         (other / "config.json").write_text((plain / "config.json").read_text())
         torch.save(model.state_dict(), other / "pytorch_model.bin")
     else:
-        other = plain / "model.safetensors"
+        other = plain / ("model.safetensors" if how == "file" else "config.json")
     spec = tmp_path / "spec.attn"
     assert main(["import", str(plain), "-o", str(spec), "--padding", side]) == 0
     layer = attndsl.load(spec)["qwen2"]
