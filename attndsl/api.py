@@ -136,6 +136,35 @@ class Layer:
         del module, state  # the weights now live in the model: hold them once, not twice
         return finalize(model, provenance)
 
+    def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
+                      weights: str | os.PathLike[str] | None = None,
+                      dtype: str = "float32") -> bytes:
+        """The decoding model (docs/LANGUAGE.md, Decoding): new tokens, attention_mask,
+        position_ids and past_key_values.{i}.key/.value in; logits (or y) and
+        present.{i}.key/.value out. Every target lowers it with standard ops: the cache grows
+        by the new tokens each call."""
+        from .backends.lower import build_model
+        from .backends.onnx import Provenance, finalize
+        from .decoding import check_decodable
+        from .ir import build
+        from .planner import plan
+        from .weights import file_sha256
+
+        _check_target(target)
+        _check_dtype(dtype)
+        check_dtype_target(dtype, target)
+        check_decodable(self.spec)
+        module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
+        graph, _ = plan(build(self.spec, decode=True), target, dtype)
+        state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
+        model = build_model(graph, self.spec, state, dtype)
+        del module, state
+        provenance = Provenance(
+            source_name=self.source.name, source_text=self.source.text, layer=self.name,
+            seed=seed, target=target, dtype=dtype,
+            weights_sha256=file_sha256(weights) if weights else None, form="decode")
+        return finalize(model, provenance)
+
     def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):
         """(planned graph IR, [planner.Choice per attention]) for a target and dtype."""
         from .planner import plan

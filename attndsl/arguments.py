@@ -36,8 +36,18 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("compile", help="export layers to ONNX or a torch.export program")
     k.add_argument("file")
     k.add_argument("--name", help="the layer to compile (default: every layer in the file)")
-    k.add_argument("--export", required=True, choices=("onnx", "torch", "triton"),
-                   help="triton: a model repository DIR/<layer>/{config.pbtxt,1/model.onnx}")
+    k.add_argument("--export", required=True, choices=("onnx", "torch", "triton", "genai"),
+                   help="triton: a model repository DIR/<layer>/{config.pbtxt,1/model.onnx}; "
+                        "genai: an onnxruntime-genai folder DIR/<layer>/{genai_config.json,"
+                        "model.onnx} (a decoding language model)")
+    k.add_argument("--decode", action="store_true",
+                   help="with --export onnx: the decoding form (KV caches in and out, "
+                        "docs/LANGUAGE.md, Decoding)")
+    k.add_argument("--context-length", type=_LENGTH, default=None,
+                   help="genai: the longest sequence (default: the checkpoint's "
+                        "max_position_embeddings, else 4096)")
+    k.add_argument("--eos", type=_ints(0, 1 << 24), default=None,
+                   help="genai: end-of-sequence token ids (default: the checkpoint's, else 0)")
     k.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT_DIR), metavar="DIR",
                    help="output folder (default: exported/)")
     k.add_argument("--target", default=None, choices=TARGETS,
@@ -57,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--padding", default="auto", choices=("auto", "none", "left", "right"),
                     help="key padding mask (runtime input key_lengths); auto: right for "
                          "encoders (bert, t5), none for decoders")
+    im.add_argument("--head", default="auto", choices=("auto", "lm", "none"),
+                    help="lm: token embedding and LM head too (a language model that "
+                         "generates); none: the stack alone; auto: lm where attndsl can")
 
     v = sub.add_parser("verify", help="compare reference, torch and ONNX Runtime")
     v.add_argument("file")
@@ -108,6 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--target", default=DEFAULT_TARGET, choices=TARGETS)
     e.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="the plan depends on it on ort-cuda")
+
+    g = sub.add_parser("generate", help="greedy decoding with ONNX Runtime from token ids")
+    g.add_argument("model", help="a decoding .onnx (compile --decode) or a genai folder")
+    g.add_argument("--prompt-ids", type=_ints(0, 1 << 24), action="append", required=True,
+                   help="comma-separated token ids; repeat for a batch (left-padded)")
+    g.add_argument("--max-new", type=_count(1, MAX_LENGTH), default=32,
+                   help="new tokens per prompt (default 32)")
+    g.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
+    g.add_argument("--eos", type=_ints(0, 1 << 24), default=None,
+                   help="stop tokens (default: the genai folder's eos_token_id; none for a file)")
+    g.add_argument("--json", action="store_true", help="tokens and timings as JSON")
+    g.add_argument("-q", "--quiet", action="store_true")
 
     r = sub.add_parser("run", help="run an exported .onnx model in ONNX Runtime")
     r.add_argument("model")

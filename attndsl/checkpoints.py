@@ -6,7 +6,8 @@ checkpoint's layer 0 (`layer` chooses another).
 
 Strict where it matters: every tensor the spec needs must be there with its shape, and every
 tensor of a picked layer must be used (a checkpoint bias the spec leaves out would otherwise be
-dropped silently). Other layers, embeddings and heads are not read."""
+dropped silently). Other layers are not read, nor embeddings and heads but for a language
+model (a spec with `vocab`)."""
 
 from __future__ import annotations
 
@@ -93,15 +94,18 @@ _ATTN = {k: v for p in "qkvo" for k, v in _linear(f"self_attn.{p}_proj",
 _ATTN |= _same("self_attn.q_norm.weight", "self_attn.k_norm.weight")
 _GATED = {k: v for p in ("gate", "up", "down")
           for k, v in _linear(f"mlp.{p}_proj", f"mlp.{p}_proj").items()}
+# a language model's token embedding and head, outside the task model's base prefix
+LM_NAMES = ("embed_tokens.weight", "lm_head.weight")
+_LM = dict(zip(LM_NAMES, LM_NAMES, strict=True))
 _LLAMA = Family("layers.{i}.", {**_ATTN, **_GATED, "attn_norm.weight": "input_layernorm.weight",
                                 "ffn_norm.weight": "post_attention_layernorm.weight"},
-                {"norm.weight": "norm.weight"}, ("model.",))
+                {"norm.weight": "norm.weight", **_LM}, ("model.",))
 _GEMMA = Family("layers.{i}.", {**_ATTN, **_GATED,
                                 "attn_norm.weight": "input_layernorm.weight",
                                 "post_attn_norm.weight": "post_attention_layernorm.weight",
                                 "ffn_norm.weight": "pre_feedforward_layernorm.weight",
                                 "post_ffn_norm.weight": "post_feedforward_layernorm.weight"},
-                {"norm.weight": "norm.weight"},
+                {"norm.weight": "norm.weight", **_LM},
                 ("model.language_model.", "language_model.model.", "model."))
 
 
@@ -130,7 +134,7 @@ _PHI3 = Family("layers.{i}.", {
     "mlp.down_proj.weight": "mlp.down_proj.weight",
     "attn_norm.weight": "input_layernorm.weight",
     "ffn_norm.weight": "post_attention_layernorm.weight"},
-    {"norm.weight": "norm.weight"}, ("model.",))
+    {"norm.weight": "norm.weight", **_LM}, ("model.",))
 
 
 def _norms(pairs: dict[str, str]) -> dict[str, str]:
@@ -327,15 +331,15 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     table = {_name(v) for k, v in fam.names.items()
              if isinstance(spec, Transformer) or k.startswith("self_attn.")}
     domain = {p + t for p in prefixes for t in table}
-    if isinstance(spec, Transformer):
-        domain |= set(fam.top.values())
+    if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
+        domain |= {v for k, v in fam.top.items() if spec.vocab is not None or k not in LM_NAMES}
     unused = sorted(k for k in domain if k in keys and k not in used)
     every = {_name(v) for v in fam.names.values()}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
 
     def stray(k: str, layer_prefix: str | None) -> bool:
         """An unused name the table does not know, in the same layer (or outside layers)."""
-        if k in used or k in fam.top.values():
+        if k in used or k in fam.top.values() or k in LM_NAMES:
             return False
         if layer_prefix is None:
             return layer_re.match(k) is None

@@ -21,6 +21,7 @@ from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
 from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
+from .spec import is_lm
 from .targets import DEFAULT_TARGET, TRITON_TARGET, check_dtype_target
 
 __all__ = ["main"]
@@ -105,7 +106,7 @@ def _fmt(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from .hf_import import import_config
 
-    text = import_config(Path(args.source), args.padding)
+    text = import_config(Path(args.source), args.padding, args.head)
     name = args.output or "<import>"
     text = format_module(parse(decode(text.encode(), name)))
     check(parse(decode(text.encode(), name)))  # the spec must check; a failure is a bug here
@@ -120,9 +121,16 @@ def _import(args: argparse.Namespace) -> int:
 @command("compile")
 def _compile(args: argparse.Namespace) -> int:
     layers = _layers(args.file, args.name)
+    if args.export == "genai" and args.name is None:  # the file's language models
+        layers = [la for la in layers if is_lm(la.spec)]
+        if not layers:
+            raise UsageError(f"{args.file} has no language model (a transformer with `vocab "
+                             "= N`) for onnxruntime-genai")
     if args.weights and len(layers) > 1:
         raise UsageError(f"{args.file} has {len(layers)} layers; name the one --weights is for "
                          "with --name")
+    if args.decode and args.export != "onnx":
+        raise UsageError("--decode goes with --export onnx (--export genai always decodes)")
     target = args.target or (TRITON_TARGET if args.export == "triton" else DEFAULT_TARGET)
     if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
@@ -137,11 +145,21 @@ def _compile(args: argparse.Namespace) -> int:
         if args.export == "torch":
             data = layer.torch_program_bytes(seed=args.seed, weights=args.weights,
                                              dtype=args.dtype)
+        elif args.export == "genai" or args.decode:
+            data = layer.decoder_bytes(target=target, seed=args.seed, weights=args.weights,
+                                       dtype=args.dtype)
         else:
             data = layer.onnx_bytes(target=target, seed=args.seed, weights=args.weights,
                                     dtype=args.dtype)
         what = f"({len(data) / 1e6:.1f} MB, sha256 {hashlib.sha256(data).hexdigest()[:12]}...)"
-        if args.export == "triton":
+        if args.export == "genai":
+            from .decoding import genai_files
+
+            path = out_dir / layer.name
+            outputs.tree(path, genai_files(layer.spec, data, weights=args.weights,
+                                           context_length=args.context_length, eos=args.eos))
+            written.append(f"wrote {path}/genai_config.json and {path}/model.onnx {what}")
+        elif args.export == "triton":
             from .triton import repository_files
 
             path = out_dir / layer.name
@@ -267,6 +285,38 @@ def _explain(args: argparse.Namespace) -> int:
         # the layers of a stack share one attention spec, so one choice: print it once
         label = f"layers.0-{len(choices) - 1}.self_attn" if len(choices) > 1 else None
         print("  " + choices[0].text(label).replace("\n", "\n  "))
+    return 0
+
+
+@command("generate")
+def _generate(args: argparse.Namespace) -> int:
+    from .backends import runtime
+    from .decoding import generate, load_decoder
+
+    model, config = load_decoder(Path(args.model))
+    eos = args.eos
+    if eos is None:
+        found = config.get("model", {}).get("eos_token_id", [])
+        eos = tuple(found) if isinstance(found, list) else (found,)
+    runtime.require(args.provider)
+    session = runtime.make_session(model.read_bytes(), args.provider)
+    show = None
+    if not args.json and not args.quiet and sys.stderr.isatty():
+        def show(done: int, total: int) -> None:
+            print(f"\r\033[Ktoken {done}/{total}", end="", file=sys.stderr, flush=True)
+    result = generate(session, args.prompt_ids, args.max_new, eos=eos, progress=show)
+    if show:
+        print("\r\033[K", end="", file=sys.stderr)
+    rate = 1000.0 / result.ms_per_token if result.step_s else float("nan")
+    if args.json:
+        print(json.dumps({"tokens": result.tokens, "first_token_ms": 1000 * result.first_token_s,
+                          "ms_per_token": result.ms_per_token, "tokens_per_s": rate}, indent=2))
+        return 0
+    for tokens in result.tokens:
+        print(",".join(map(str, tokens)))
+    print(f"first token {1000 * result.first_token_s:.1f} ms; then {result.ms_per_token:.2f} "
+          f"ms/token ({rate:.1f} tokens/s, batch {len(result.tokens)}) on {args.provider}",
+          file=sys.stderr)
     return 0
 
 

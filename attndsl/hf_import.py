@@ -44,10 +44,13 @@ class _Spec:
 
     def text(self, source: str) -> str:
         model_type = self.cfg.get("model_type")
+        lm = "vocab" in self.stack
         lines = [f"# Imported by `attndsl import` from {source} (model_type {model_type}).",
-                 "# The stack is the model's transformer layers and final norm; embeddings and "
-                 "heads stay", "# outside. Compile with `--weights` on the checkpoint folder.",
-                 ""]
+                 "# The stack is the model's token embedding, transformer layers, final norm "
+                 "and LM head:" if lm else "# The stack is the model's transformer layers and "
+                 "final norm; embeddings and heads stay", "# a language model. Compile with "
+                 "`--weights` on the checkpoint folder." if lm else "# outside. Compile with "
+                 "`--weights` on the checkpoint folder.", ""]
         for name, entries in self.attentions.items():
             if name in self.comments:
                 lines.append(f"# {self.comments[name]}")
@@ -334,6 +337,21 @@ FAMILIES = {
     "bloom": _neox_like, "bert": _bert, "t5": _t5,
 }
 _ENCODERS = ("bert", "t5")
+_LM_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_text", "phi3")
+
+
+def _lm_head(s: _Spec) -> None:
+    """vocab, tied embeddings, Gemma's embedding scale sqrt(hidden_size) and final logit
+    softcap: the keys that make the stack a language model."""
+    cfg = s.cfg
+    s.stack["vocab"] = str(s.need("vocab_size"))
+    gemma = cfg["model_type"].startswith("gemma")
+    if cfg.get("tie_word_embeddings", gemma):
+        s.stack["tie_embeddings"] = "true"
+    if gemma:
+        s.stack["embedding_scale"] = f"sqrt({s.need('hidden_size')})"
+    if cfg.get("final_logit_softcapping"):
+        s.stack["logit_softcap"] = _num(cfg["final_logit_softcapping"])
 
 
 def read_config(path: Path) -> tuple[dict, Path]:
@@ -351,9 +369,12 @@ def read_config(path: Path) -> tuple[dict, Path]:
     return cfg, file
 
 
-def import_config(path: Path, padding: str = "auto") -> str:
+def import_config(path: Path, padding: str = "auto", head: str = "auto") -> str:
     """The spec text for a config.json (or the folder holding one). `padding`: `auto` (right
-    padding for encoders, none for decoders), `none`, `left` or `right`."""
+    padding for encoders, none for decoders), `none`, `left` or `right`. `head`: `lm` (token
+    embedding and LM head: a language model), `none` (the stack of hidden states) or `auto`
+    (lm for the families whose embedding and head attndsl expresses, _LM_FAMILIES, when the
+    config gives vocab_size)."""
     cfg, file = read_config(path)
     model_type = cfg.get("model_type")
     if model_type not in FAMILIES:
@@ -364,6 +385,14 @@ def import_config(path: Path, padding: str = "auto") -> str:
         padding = "right" if model_type in _ENCODERS else "none"
     s = _Spec(cfg, model_type.replace("_text", ""))
     FAMILIES[model_type](s, None if padding == "none" else padding)
+    if head == "lm" and model_type not in _LM_FAMILIES:
+        raise SpecError([Diagnostic(
+            f"{file}: attndsl imports the embedding and LM head of "
+            f"{', '.join(sorted(_LM_FAMILIES))}, not of `{model_type}`",
+            hint="import the stack alone with --head none")])
+    if head == "lm" or (head == "auto" and model_type in _LM_FAMILIES
+                        and cfg.get("vocab_size") is not None):
+        _lm_head(s)
     if s.problems:
         raise SpecError([Diagnostic(f"{file}: {p}", hint="attndsl cannot express this field; "
                                     "see docs/CHECKPOINTS.md") for p in s.problems])

@@ -13,6 +13,7 @@ from . import masks
 from .spec import (
     Alibi,
     Attention,
+    Layer,
     Learned,
     LinearKernel,
     Norm,
@@ -21,9 +22,12 @@ from .spec import (
     Sinusoidal,
     Transformer,
     input_names,
+    is_lm,
+    output_name,
 )
 
-__all__ = ["Graph", "Node", "Op", "Weight", "build"]
+__all__ = ["Graph", "Node", "Op", "Weight", "build", "cache_names", "decode_inputs",
+           "parameter_count", "weight_table"]
 
 
 class Op(enum.Enum):
@@ -46,6 +50,8 @@ class Op(enum.Enum):
     ACTIVATION = "activation"
     MUL = "mul"
     ADD = "add"  # a + b (a residual: dropout on b in training)
+    EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
+    CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
 
 
 @dataclass(frozen=True)
@@ -95,11 +101,23 @@ class Graph:
     output: str
     # every tensor the nodes read, in the order a seeded module draws them (nn.Module order)
     weights: tuple[Weight, ...] = ()
+    output_name: str = "y"  # logits for a language model
+    # a decoding graph's cache outputs (present.{i}.key, .value), values of the same names
+    presents: tuple[str, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(n.out for n in self.nodes if n.op is Op.INPUT)
+
+    @property
+    def decoding(self) -> bool:
+        return bool(self.presents)
 
     def text(self) -> str:
         lines = [f"{self.kind} {self.name}: {self.summary}"]
         lines += [f"  {n.text()}" for n in self.nodes]
-        lines.append(f"  output y = %{self.output}")
+        lines.append(f"  output {self.output_name} = %{self.output}")
+        lines += [f"  output {p} = %{p}" for p in self.presents]
         return "\n".join(lines) + "\n"
 
 
@@ -116,28 +134,52 @@ class _Builder:
         return out
 
 
-def build(spec: Attention | Transformer) -> Graph:
+def build(spec: Layer, decode: bool = False) -> Graph:
     """The IR of one layer. Parameter names are the state-dict names of docs/LANGUAGE.md
-    (Weights)."""
+    (Weights). `decode`: the decoding form (docs/LANGUAGE.md, Decoding): the new tokens, an
+    attention_mask over cache and new tokens, their position_ids and each layer's past keys
+    and values in; the output and each layer's present keys and values out."""
     b = _Builder()
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    for name in decode_inputs(spec) if decode else input_names(spec):
+        b.emit(Op.INPUT, name, (), _type_of(name, attn, spec))
+    x = "x"
+    if is_lm(spec):
+        x = b.emit(Op.EMBED, "x", ("input_ids",), f"[B, L, {spec.d_model}]",
+                   weight="embed_tokens.weight", scale=spec.embedding_scale)
+    pos = ("position_ids",) if decode else ()
+    h = _absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
-        attn = spec.attention
-        for name in input_names(spec):
-            b.emit(Op.INPUT, name, (), _type_of(name, attn))
-        h = _absolute(b, attn, "x", "")
         for i in range(spec.layers):
-            h = _block(b, spec, i, h)
+            h = _block(b, spec, i, h, pos)
         if spec.placement != "post":
             h = _norm(b, "out", h, f"[B, L, {spec.d_model}]", spec.norm, "norm")
+        if is_lm(spec):
+            h = _lm_head(b, spec, h)
         names = ", ".join(a.name for a in spec.attentions)
         summary = (f"{spec.layers} x {spec.norm.kind}({spec.placement}) {spec.residual} blocks "
                    f"of attention {names} and {spec.ffn.kind}({spec.ffn.hidden})")
-        return Graph(spec.name, "transformer", summary, tuple(b.nodes), h, weight_table(spec))
-    for name in input_names(spec):
-        b.emit(Op.INPUT, name, (), _type_of(name, spec))
-    x = _absolute(b, spec, "x", "")
-    out = _attention(b, spec, "", x, "memory" if spec.kind == "cross" else x)
-    return Graph(spec.name, "attention", _summary(spec), tuple(b.nodes), out, weight_table(spec))
+        kind = "transformer"
+    else:
+        h = _attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
+                       cache=0 if decode else None, pos=pos)
+        summary, kind = _summary(spec), "attention"
+    return Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
+                 output_name(spec), cache_names(spec) if decode else ())
+
+
+def cache_names(spec: Layer) -> tuple[str, ...]:
+    """present.{i}.key, present.{i}.value per self-attention layer i."""
+    n = spec.layers if isinstance(spec, Transformer) else 1
+    return tuple(f"present.{i}.{kv}" for i in range(n) for kv in ("key", "value"))
+
+
+def decode_inputs(spec: Layer) -> tuple[str, ...]:
+    """A decoding graph's inputs: input_ids (or x), attention_mask, position_ids, then
+    past_key_values.{i}.key, .value per layer (onnxruntime-genai's names)."""
+    first = "input_ids" if is_lm(spec) else "x"
+    past = tuple(n.replace("present", "past_key_values") for n in cache_names(spec))
+    return (first, "attention_mask", "position_ids", *past)
 
 
 def parameter_count(spec: Attention | Transformer) -> int:
@@ -184,6 +226,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         attention(spec, "", True)
         return tuple(out)
     a, d, ffn = spec.attention, spec.d_model, spec.ffn
+    if spec.vocab is not None:
+        out.append(Weight("embed_tokens.weight", (spec.vocab, d), "embedding"))
     if isinstance(a.position, Learned):
         out.append(Weight("position_embeddings.weight", (a.position.max_len, d), "embedding"))
     if spec.shared_relative_bias:
@@ -205,6 +249,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             linear(f"{p}mlp.fc2", d, ffn.hidden, ffn.bias)
     if spec.placement != "post":
         norm("norm", d, spec.norm, layernorm)
+    if spec.vocab is not None and not spec.tied:
+        linear("lm_head", spec.vocab, d, False)
     return tuple(out)
 
 
@@ -220,23 +266,47 @@ def _summary(s: Attention) -> str:
             f"head_dim={s.head_dim}, value_dim={s.value_dim}")
 
 
-def _type_of(name: str, s: Attention) -> str:
+def _type_of(name: str, s: Attention, spec: Layer) -> str:
+    if name.startswith("past_key_values."):
+        i = int(name.split(".")[1])
+        a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
+        width = a.head_dim if name.endswith(".key") else a.value_dim
+        return f"float[B, {a.kv_heads}, P, {width}]"
     return {"x": f"float[B, L, {s.d_model}]", "memory": f"float[B, S, {s.memory_dim}]",
-            "key_lengths": "int64[B]", "segment_ids": "int64[B, L]"}[name]
+            "key_lengths": "int64[B]", "segment_ids": "int64[B, L]",
+            "input_ids": "int64[B, L]", "attention_mask": "int64[B, P + L]",
+            "position_ids": "int64[B, L]"}[name]
 
 
-def _absolute(b: _Builder, s: Attention, x: str, prefix: str) -> str:
+def _absolute(b: _Builder, s: Attention, x: str, prefix: str, pos: tuple[str, ...]) -> str:
+    """x plus the sinusoidal or learned table at each token's position (0 .. L-1, or
+    position_ids when decoding)."""
     if isinstance(s.position, Sinusoidal):
-        return b.emit(Op.ADD_POSITION, "x_pos", (x,), f"[B, L, {s.d_model}]", kind="sinusoidal")
+        return b.emit(Op.ADD_POSITION, "x_pos", (x, *pos), f"[B, L, {s.d_model}]",
+                      kind="sinusoidal")
     if isinstance(s.position, Learned):
-        return b.emit(Op.ADD_POSITION, "x_pos", (x,), f"[B, L, {s.d_model}]", kind="learned",
-                      weight=f"{prefix}position_embeddings.weight", max_len=s.position.max_len)
+        return b.emit(Op.ADD_POSITION, "x_pos", (x, *pos), f"[B, L, {s.d_model}]",
+                      kind="learned", weight=f"{prefix}position_embeddings.weight",
+                      max_len=s.position.max_len)
     return x
 
 
+def _lm_head(b: _Builder, t: Transformer, h: str) -> str:
+    """logits = h @ W^T (W: lm_head, or embed_tokens when tied), then the final softcap."""
+    shape = f"[B, L, {t.vocab}]"
+    weight = "embed_tokens.weight" if t.tied else "lm_head.weight"
+    if t.logit_softcap is None:
+        return b.emit(Op.LINEAR, "logits", (h,), shape, weight=weight, bias=None)
+    raw = b.emit(Op.LINEAR, "lm_logits", (h,), shape, weight=weight, bias=None)
+    return b.emit(Op.SOFTCAP, "logits", (raw,), shape, cap=t.logit_softcap)
+
+
 def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
-               table: str | None = None) -> str:
-    """One attention; `table` names a relative-bias table shared with other layers."""
+               table: str | None = None, cache: int | None = None,
+               pos: tuple[str, ...] = ()) -> str:
+    """One attention; `table` names a relative-bias table shared with other layers; `cache`:
+    the layer's index when decoding (keys and values appended to past_key_values.{i}), with
+    `pos` the position_ids input its RoPE reads."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
 
@@ -261,10 +331,16 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
                   f"{prefix}k_norm", bias=False)
     if isinstance(s.position, Rope):
         r = s.position
-        q = b.emit(Op.ROPE, f"{p}q_rope", (q,), f"[B, {s.heads}, L, {s.head_dim}]",
+        q = b.emit(Op.ROPE, f"{p}q_rope", (q, *pos), f"[B, {s.heads}, L, {s.head_dim}]",
                    theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
-        k = b.emit(Op.ROPE, f"{p}k_rope", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
+        k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
                    theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+    if cache is not None:  # keys are cached rotated: a step rotates only its own
+        n = "P + L"
+        k = b.emit(Op.CACHE, f"present.{cache}.key", (f"past_key_values.{cache}.key", k),
+                   f"[B, {s.kv_heads}, {n}, {s.head_dim}]")
+        v = b.emit(Op.CACHE, f"present.{cache}.value", (f"past_key_values.{cache}.value", v),
+                   f"[B, {s.kv_heads}, {n}, {s.value_dim}]")
     if s.groups > 1:
         k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), f"[B, {s.heads}, {n}, {s.head_dim}]",
                    groups=s.groups)
@@ -290,9 +366,10 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
         if s.softcap is not None:
             sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), f"[B, {s.heads}, L, {n}]",
                         cap=s.softcap)
-        runtime = tuple(s.runtime_inputs)
+        runtime = ("attention_mask",) if cache is not None else tuple(s.runtime_inputs)
+        expr = s.mask if cache is None else masks.real_keys(s.mask)
         mk = b.emit(Op.MASK, f"{p}mask", runtime, f"bool[{'B, ' if runtime else ''}L, {n}]",
-                    expr=s.mask, sparsity=s.sparsity)
+                    expr=expr, sparsity=s.sparsity)
         pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, mk), f"[B, {s.heads}, L, {n}]",
                     dropout=s.dropout)
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
@@ -302,7 +379,7 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
     return o
 
 
-def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
+def _block(b: _Builder, t: Transformer, i: int, h: str, pos: tuple[str, ...]) -> str:
     p = f"layers.{i}."
     d = f"[B, L, {t.d_model}]"
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -312,7 +389,8 @@ def _block(b: _Builder, t: Transformer, i: int, h: str) -> str:
 
     def attn(arg: str) -> str:
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
-        return _attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table)
+        return _attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
+                          cache=i if pos else None, pos=pos)
 
     def add(out: str, x: str, branch: str) -> str:
         return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)

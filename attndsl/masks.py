@@ -13,7 +13,7 @@ from typing import Any
 __all__ = [
     "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Dilated", "Document", "Full",
     "Global", "Mask", "Not", "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate",
-    "random_key_block", "render", "runtime_inputs",
+    "lookahead", "random_key_block", "real_keys", "render", "runtime_inputs",
 ]
 
 
@@ -180,6 +180,68 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
 
 def _eval(mask: Mask, q: Any, k: Any, L: Any, S: Any, key_lengths: Any, segment_ids: Any) -> Any:
     return evaluate(mask, q, k, L=L, S=S, key_lengths=key_lengths, segment_ids=segment_ids)
+
+
+def lookahead(mask: Mask) -> tuple[int, int] | None:
+    """A (query, key) pair with key > query that `mask` shows, or None: a mask without one can
+    decode token by token against a cache (a query never needs a key that comes after it).
+
+    Checked on one sequence (L = S, every key real, one document) at queries 0 .. N-1 and keys
+    q + d, for offsets d of 1 .. 64 and around every parameter p of the mask (p - 1, p, p + 1,
+    2p, 2p + 1), N = 2 * max(p) + 64: every primitive's first key after its query lies at one
+    of these offsets (a window's right edge, the next chunk or stride, a prefix or global
+    token)."""
+    import numpy as np
+
+    params = sorted(_parameters(mask)) or [1]
+    offsets = set(range(1, 65))
+    for p in params:
+        offsets |= {p - 1, p, p + 1, 2 * p, 2 * p + 1}
+    d = np.array(sorted(o for o in offsets if o >= 1), dtype=np.int64)
+    n = min(2 * params[-1] + 64, 1 << 16)
+    size = n + int(d[-1])
+    q = np.arange(n, dtype=np.int64)[:, None]
+    k = q + d[None, :]
+    seen = evaluate(mask, q, k, L=size, S=size, key_lengths=np.array([size]),
+                    segment_ids=np.zeros((1, size), dtype=np.int64))
+    seen = np.broadcast_to(seen, (1, *k.shape))[0] if seen.ndim == 3 else seen
+    hits = np.argwhere(seen & (k < size))
+    if not len(hits):
+        return None
+    i, j = hits[0]
+    return int(q[i, 0]), int(k[i, j])
+
+
+def real_keys(mask: Mask) -> Mask:
+    """The mask of a decoding graph: `padding` becomes `full`, for there the attention_mask
+    input says which keys are real (and is applied to every mask)."""
+    match mask:
+        case Padding():
+            return Full()
+        case And(a, b):
+            return And(real_keys(a), real_keys(b))
+        case Or(a, b):
+            return Or(real_keys(a), real_keys(b))
+        case Not(a):
+            return Not(real_keys(a))
+    return mask
+
+
+def _parameters(mask: Mask) -> set[int]:
+    match mask:
+        case Window(left, right, _) | Dilated(left, right, _):
+            return {left, right, *([mask.dilation] if isinstance(mask, Dilated) else [])}
+        case Chunked(n) | Strided(n) | Prefix(n):
+            return {n}
+        case Global(first, tokens):
+            return {first, *tokens}
+        case Random(blocks, block, _):
+            return {block, blocks * block}
+        case And(a, b) | Or(a, b):
+            return _parameters(a) | _parameters(b)
+        case Not(a):
+            return _parameters(a)
+    return set()
 
 
 def runtime_inputs(mask: Mask) -> tuple[str, ...]:

@@ -371,16 +371,23 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
     Requires: a graph from `ir.build` (named values `<prefix>q_heads` .. `<prefix>merged`).
     Ensures: on a planned target, each softmax core (repeat_kv .. merge_heads) is one
     `attention` node carrying its strategy, parameters and mask cover; other nodes unchanged.
-    A target that is not planned (portable) gets the graph as it is."""
+    A target that is not planned (portable) gets the graph as it is, unless it decodes: every
+    target lowers a decoding graph's cores to the dense masked form over cache and new keys
+    (standard ops only)."""
     found = cores(graph)
-    if not get(target).planned:
+    if not get(target).planned and not graph.decoding:
         return graph, [Choice(c.prefix, "dense", ("portable: standard ONNX ops only, exported by "
                                                   "torch.onnx.export; no planning",))
                        for c in found]
     choices = []
     nodes = list(graph.nodes)
     for core in found:
-        strategy, params, reasons = choose(core, target, dtype)
+        if graph.decoding and not core.linear:
+            strategy, params, reasons = "dense", {}, [
+                "decoding: the masked form over the cache and the new keys (L new queries "
+                "against P + L keys)"]
+        else:
+            strategy, params, reasons = choose(core, target, dtype)
         choices.append(Choice(core.prefix, strategy, tuple(reasons), tuple(params.items())))
         if strategy != "linear":
             nodes = _fuse(nodes, core, strategy, params)
@@ -413,7 +420,9 @@ def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) 
     cover_ = ({"cover": cover(a.mask, self_attention=a.kind == "self")}
               if strategy == "block_sparse" else {})
     merged = named("merged")
-    fused = Node(Op.ATTENTION, merged.out, (q, k, v, *m.runtime_inputs(a.mask)), tuple({
+    mask_node = named("mask")  # its args: the runtime inputs (attention_mask when decoding)
+    runtime = mask_node.args if mask_node else ()
+    fused = Node(Op.ATTENTION, merged.out, (q, k, v, *runtime), tuple({
         "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
         "softcap": a.softcap, **bias, "expr": a.mask, "kind": a.kind, **params,
         **cover_}.items()), merged.shape)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .masks import Mask, runtime_inputs
-from .source import Source
+from .source import Source, Span
 
 __all__ = [
     "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel", "Norm",
     "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
-    "Transformer", "input_names",
+    "Transformer", "input_names", "is_lm", "output_name",
 ]
 
 
@@ -175,6 +175,8 @@ class Attention:
     mask: Mask
     sparsity: Sparsity
     dropout: float
+    # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
+    spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def groups(self) -> int:
@@ -184,6 +186,9 @@ class Attention:
     @property
     def runtime_inputs(self) -> tuple[str, ...]:
         return runtime_inputs(self.mask)
+
+    def span(self, key: str) -> Span | None:
+        return dict(self.spans).get(key)
 
 
 @dataclass(frozen=True)
@@ -233,6 +238,12 @@ class Transformer:
     shared_norm: bool  # parallel residual with one norm for both branches (GPT-J)
     shared_relative_bias: bool  # one T5 table for every layer (T5)
     dropout: float
+    # a language model: token ids in (embed_tokens, times embedding_scale), logits out
+    # (lm_head, or embed_tokens itself when tied; cap * tanh(logits / cap) with logit_softcap)
+    vocab: int | None = None
+    tied: bool = False
+    embedding_scale: float = 1.0
+    logit_softcap: float | None = None
 
     @property
     def attention(self) -> Attention:
@@ -256,9 +267,20 @@ Layer = Attention | Transformer
 
 
 def input_names(spec: Layer) -> tuple[str, ...]:
-    """Graph inputs, in this order: x, memory (cross), key_lengths, segment_ids."""
+    """Graph inputs, in this order: x (input_ids for a language model), memory (cross),
+    key_lengths, segment_ids."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    return ("x", *(["memory"] if attn.kind == "cross" else []), *spec.runtime_inputs)
+    first = "input_ids" if is_lm(spec) else "x"
+    return (first, *(["memory"] if attn.kind == "cross" else []), *spec.runtime_inputs)
+
+
+def output_name(spec: Layer) -> str:
+    """The graph's output: logits of a language model, else y."""
+    return "logits" if is_lm(spec) else "y"
+
+
+def is_lm(spec: Layer) -> bool:
+    return isinstance(spec, Transformer) and spec.vocab is not None
 
 
 @dataclass(frozen=True)

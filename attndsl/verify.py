@@ -19,7 +19,7 @@ import torch
 from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
-from .spec import Attention, Learned, Transformer, input_names
+from .spec import Attention, Learned, Transformer, input_names, output_name
 
 __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "make_inputs", "memory_length",
            "tolerance", "verify"]
@@ -105,6 +105,8 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
     for name in input_names(spec):
         if name == "x":
             out[name] = rng.standard_normal((batch, length, attn.d_model)).astype(np.float32)
+        elif name == "input_ids":
+            out[name] = rng.integers(0, spec.vocab, size=(batch, length)).astype(np.int64)
         elif name == "memory":
             out[name] = rng.standard_normal((batch, S, attn.memory_dim)).astype(np.float32)
         elif name == "key_lengths":
@@ -172,7 +174,7 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
             report.comparisons.append(Comparison(batch, length, S, name,
                                                  *_compare(ref, outputs[name], dtype)))
         for name, y in outputs.items():
-            report.outputs.setdefault(name, []).append({"y": y})
+            report.outputs.setdefault(name, []).append({output_name(spec): y})
     return report
 
 

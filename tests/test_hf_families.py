@@ -181,7 +181,7 @@ def test_import_and_checkpoint_match_transformers(tmp_path: Path, family: str) -
     folder = tmp_path / family
     model.save_pretrained(folder)
     spec = tmp_path / f"{family}.attn"
-    assert main(["import", str(folder), "-o", str(spec), "--padding", side]) == 0
+    assert main(["import", str(folder), "-o", str(spec), "--padding", side, "--head", "none"]) == 0
     program = attndsl.load(spec)
     stack = next(n for n in program if hasattr(program[n].spec, "layers"))
     first_attention = program[stack].spec.attention.name
@@ -221,7 +221,7 @@ def test_renamed_tensors_get_the_right_hint_or_none(tmp_path: Path, family: str)
     folder = tmp_path / family
     _model(make()).save_pretrained(folder)
     spec = tmp_path / "spec.attn"
-    assert main(["import", str(folder), "-o", str(spec), "--padding", side]) == 0
+    assert main(["import", str(folder), "-o", str(spec), "--padding", side, "--head", "none"]) == 0
     program = attndsl.load(spec)
     layer = program[next(n for n in program if hasattr(program[n].spec, "layers"))]
     wanted = {k: tuple(v.shape) for k, v in layer.to_torch().state_dict().items()}
@@ -307,7 +307,7 @@ def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
     else:
         other = plain / ("model.safetensors" if how == "file" else "config.json")
     spec = tmp_path / "spec.attn"
-    assert main(["import", str(plain), "-o", str(spec), "--padding", side]) == 0
+    assert main(["import", str(plain), "-o", str(spec), "--padding", side, "--head", "none"]) == 0
     layer = attndsl.load(spec)["qwen2"]
     want = layer.to_torch(weights=plain).state_dict()
     got = layer.to_torch(weights=other).state_dict()

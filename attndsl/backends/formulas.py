@@ -143,16 +143,19 @@ def feature_map(xp, x: Array, feature: str) -> Array:
 
 
 def linear_attention(xp, q: Array, k: Array, v: Array, feature: str,
-                     causal: tuple[Array, Array] | None) -> Array:
+                     causal: tuple[Array, Array] | None, real: Array | None = None) -> Array:
     """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6), in float32 (the sums
     over keys overflow float16 at long lengths); causal (`causal`: the int64 query and key
-    positions, (L, 1) and (1, S)) sums only k <= q. Returns the model dtype."""
+    positions, (L, 1) and (1, S)) sums only k <= q, and only over keys where `real` (B, S), a
+    decoding model's attention_mask, is non-zero. Returns the model dtype."""
     dtype = xp.dtype(v)
     q, k, v = (xp.astype(t, "float32") for t in (q, k, v))
     fq, fk = feature_map(xp, q, feature), feature_map(xp, k, feature)
     if causal is not None:
         q_pos, k_pos = causal
         keep = xp.astype(k_pos <= q_pos, "float32")  # (L, S)
+        if real is not None:  # (B, S) -> (B, 1, 1, S)
+            keep = keep * xp.astype(real, "float32")[:, None, None, :]
         weights = xp.matmul(fq, xp.swap_last(fk)) * keep  # (B, H, L, S)
         num = xp.matmul(weights, v)
         den = xp.sum(weights, axis=-1, keepdims=True)

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from .. import __version__
 from ..errors import ExportError
-from ..spec import MAX_LENGTH, Attention, Transformer, input_names
+from ..spec import MAX_LENGTH, Attention, Transformer, input_names, output_name
 from ..targets import VERIFIED_ORT, get
 
 __all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
@@ -43,6 +43,7 @@ class Provenance:
     target: str
     dtype: str = "float32"
     weights_sha256: str | None = None
+    form: str = "forward"  # or decode: the decoding form (KV caches in and out)
 
     @property
     def spec_file(self) -> str:
@@ -63,6 +64,8 @@ class Provenance:
         }
         if self.weights_sha256:
             props["attndsl.weights_sha256"] = self.weights_sha256
+        if self.form != "forward":
+            props["attndsl.form"] = self.form
         if get(self.target).planned:  # contrib kernels whose meaning is release-specific
             props["attndsl.onnxruntime"] = " or ".join(VERIFIED_ORT)
         return props
@@ -84,6 +87,8 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
     for name in input_names(spec):
         if name == "x":
             out[name] = torch.randn(B, L, attn.d_model, generator=g, dtype=dtype)
+        elif name == "input_ids":
+            out[name] = torch.randint(0, spec.vocab, (B, L), generator=g)
         elif name == "memory":
             out[name] = torch.randn(B, S, attn.memory_dim, generator=g, dtype=dtype)
         elif name == "key_lengths":
@@ -110,7 +115,8 @@ def dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ...
     B = torch.export.Dim("batch", min=1, max=1 << 16)
     L = torch.export.Dim("length", min=1, max=MAX_LENGTH)
     S = torch.export.Dim("memory_length", min=1, max=MAX_LENGTH)
-    table = {"x": {0: B, 1: L}, "memory": {0: B, 1: S}, "key_lengths": {0: B},
+    table = {"x": {0: B, 1: L}, "input_ids": {0: B, 1: L}, "memory": {0: B, 1: S},
+             "key_lengths": {0: B},
              "segment_ids": {0: B, 1: L}}
     return (tuple(table[n] for n in names),)
 
@@ -129,7 +135,7 @@ def export(spec: Attention | Transformer, module: nn.Module, provenance: Provena
         with _quiet(log), torch.no_grad():
             program = torch.onnx.export(
                 wrapper, args, dynamo=True, opset_version=OPSET, external_data=False,
-                input_names=list(names), output_names=["y"],
+                input_names=list(names), output_names=[output_name(spec)],
                 dynamic_shapes=dynamic_shapes(names), verbose=False, report=False)
     except Exception as exc:
         detail = log.getvalue().strip().splitlines()[-5:]

@@ -46,6 +46,12 @@ def _arg(node: Node, env: Env, i: int = 0) -> np.ndarray:
     return env[node.args[i]]
 
 
+@impl(Op.EMBED)
+def _embed(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Row t of the token embedding table for token id t, times embedding_scale."""
+    return w[node.attr("weight")][_arg(node, env)] * node.attr("scale")
+
+
 @impl(Op.ADD_POSITION)
 def _add_position(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)

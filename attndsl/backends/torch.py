@@ -52,41 +52,41 @@ class GraphModule(nn.Module):
                     owner.add_module(part, nn.Module())
                 owner = getattr(owner, part)
             owner.register_parameter(leaf, nn.Parameter(torch.empty(w.shape)))
-        self._params = dict(self.named_parameters())
 
     def weight(self, name: str) -> Tensor:
-        return self._params[name]
+        return self.get_parameter(name)  # as a parameter: torch.export keeps one copy
 
-    def forward(self, x: Tensor, memory: Tensor | None = None,
-                key_lengths: Tensor | None = None, segment_ids: Tensor | None = None) -> Tensor:
-        given = {"x": x, "memory": memory, "key_lengths": key_lengths,
-                 "segment_ids": segment_ids}
+    def forward(self, *args: Tensor, **kwargs: Tensor) -> Tensor | tuple[Tensor, ...]:
+        """The graph's inputs by position or name (x or input_ids, memory, key_lengths,
+        segment_ids; a decoding graph's attention_mask, position_ids, past_key_values.{i}.*)
+        -> its output, or (output, present.0.key, present.0.value, ...) when decoding."""
+        names = self.graph.inputs
+        given = dict(zip(names, args, strict=False))
+        given.update(kwargs)
         env: Env = {}
         for node in self.graph.nodes:
             if node.op is Op.INPUT:
                 env[node.out] = given[node.out]
             else:
                 env[node.out] = _IMPL[node.op](self, node, env)
+        if self.graph.presents:
+            return (env[self.graph.output], *(env[p] for p in self.graph.presents))
         return env[self.graph.output]
 
-    def _apply(self, fn, recurse=True):  # .to(dtype) etc. replace parameters: look them up anew
-        out = super()._apply(fn, recurse)
-        self._params = dict(self.named_parameters())
-        return out
 
-
-def build_module(spec: Attention | Transformer) -> GraphModule:
+def build_module(spec: Attention | Transformer, decode: bool = False) -> GraphModule:
     """A module for a resolved attention or transformer (weights uninitialised: see
-    `seeded_module`)."""
-    return GraphModule(build(spec))
+    `seeded_module`); `decode`: its decoding form (ir.build)."""
+    return GraphModule(build(spec, decode))
 
 
-def seeded_module(spec: Attention | Transformer, seed: int) -> GraphModule:
+def seeded_module(spec: Attention | Transformer, seed: int,
+                  decode: bool = False) -> GraphModule:
     """The module with weights drawn from `seed` alone (the global RNG is left untouched), in
     the graph's weight order: linear layers as nn.Linear draws them, embeddings N(0, 1); then
     norm weights around 1 and norm biases around 0 (drawn rather than set, so verification
     exercises every tensor)."""
-    module = build_module(spec)
+    module = build_module(spec, decode)
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
         params = dict(module.named_parameters())
@@ -186,21 +186,48 @@ def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
 
 
 def _lengths(env: Env) -> tuple[Tensor, Tensor]:
-    """Query and key positions, (L, 1) and (1, S), from the graph's inputs."""
+    """Query and key indices, (L, 1) and (1, S), from the graph's inputs. When decoding, the L
+    new queries come after the P cached keys: queries P .. P+L-1 of keys 0 .. P+L-1."""
     x = env["x"]
-    S = env["memory"].shape[1] if env.get("memory") is not None else x.shape[1]
-    qi = torch.arange(x.shape[1], device=x.device).unsqueeze(1)
+    L = x.shape[1]
+    if "attention_mask" in env:
+        S = env["attention_mask"].shape[1]
+        qi = torch.arange(S - L, S, device=x.device).unsqueeze(1)
+        return qi, torch.arange(S, device=x.device).unsqueeze(0)
+    S = env["memory"].shape[1] if env.get("memory") is not None else L
+    qi = torch.arange(L, device=x.device).unsqueeze(1)
     ki = torch.arange(S, device=x.device).unsqueeze(0)
     return qi, ki
+
+
+def _positions(node: Node, env: Env, n: int, device: torch.device) -> Tensor:
+    """Token positions: 0 .. n-1, or the node's position_ids argument (B, n) when decoding."""
+    if len(node.args) > 1:
+        return env[node.args[1]]
+    return torch.arange(n, device=device)
+
+
+@impl(Op.EMBED)
+def _embed(m: GraphModule, node: Node, env: Env) -> Tensor:
+    table = m.weight(node.attr("weight"))
+    x = F.embedding(_arg(node, env), table)
+    scale = node.attr("scale")  # in the model dtype, as Gemma's normalizer
+    return x if scale == 1.0 else x * torch.tensor(scale, dtype=x.dtype, device=x.device)
+
+
+@impl(Op.CACHE)
+def _cache(m: GraphModule, node: Node, env: Env) -> Tensor:
+    new = _arg(node, env, 1)
+    return torch.cat([_arg(node, env, 0).to(new.dtype), new], dim=2)
 
 
 @impl(Op.ADD_POSITION)
 def _add_position(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
-    positions = torch.arange(x.shape[1], device=x.device)
+    positions = _positions(node, env, x.shape[1], x.device)
     if node.attr("kind") == "learned":
         return x + F.embedding(positions, m.weight(node.attr("weight"))).to(x.dtype)
-    table = formulas.sinusoidal_table(TorchArrays(x.device), positions.float()[:, None],
+    table = formulas.sinusoidal_table(TorchArrays(x.device), positions.float()[..., None],
                                       x.shape[2])
     return x + table.to(x.dtype)
 
@@ -236,7 +263,9 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
 @impl(Op.ROPE)
 def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
-    pos = torch.arange(x.shape[2], device=x.device, dtype=torch.float32)[:, None]
+    pos = _positions(node, env, x.shape[2], x.device).float()[..., None]  # (n, 1) | (B, n, 1)
+    if pos.dim() == 3:
+        pos = pos.unsqueeze(1)  # (B, 1, n, 1): one row of positions per sequence
     keys = _lengths(env)[1][0, -1] + 1  # as a 0-d tensor (see `visible`)
     return formulas.rope(TorchArrays(x.device), x, pos, keys, node.attr("theta"),
                          node.attr("dim"), node.attr("interleaved"), node.attr("scaling"))
@@ -287,11 +316,19 @@ def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 
 def visible(expr: masks.Mask, env: Env) -> Tensor:
-    """(L, S), or (B, L, S) with runtime inputs."""
+    """(L, S), or (B, L, S) with runtime inputs. When decoding, keys where attention_mask is 0
+    (padding) are hidden too."""
     qi, ki = _lengths(env)
     # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower arithmetic
     # between a tensor and a symbolic size such as `h % ceil(S / n)`
-    return masks.evaluate(expr, qi, ki, L=qi[-1, 0] + 1, S=ki[0, -1] + 1,
+    S = ki[0, -1] + 1
+    if "attention_mask" in env:  # masks read token positions (the decoding graph's has no
+        real = env["attention_mask"] != 0  # `padding` left: attention_mask says it)
+        k_pos = real.long().cumsum(-1) - 1  # (B, S): real tokens before each slot
+        q_pos = k_pos[:, k_pos.shape[1] - env["x"].shape[1]:]
+        seen = masks.evaluate(expr, q_pos[:, :, None], k_pos[:, None, :], L=S, S=S)
+        return seen & real[:, None, :]
+    return masks.evaluate(expr, qi, ki, L=qi[-1, 0] + 1, S=S,
                           key_lengths=env.get("key_lengths"), segment_ids=env.get("segment_ids"))
 
 
@@ -342,8 +379,9 @@ def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
 def _linear_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     q, k, v = (_arg(node, env, i) for i in range(3))
     causal = _lengths(env) if node.attr("causal") else None
+    real = env["attention_mask"] != 0 if "attention_mask" in env else None
     return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
-                                     causal)
+                                     causal, real)
 
 
 @impl(Op.ACTIVATION)

@@ -140,7 +140,8 @@ class Layers(Positions):
             value_dim=value_dim, kind=kind, memory_dim=memory_dim, bias=bias, out_proj=out_proj,
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=qk_norm, position=position, kernel=kernel,
-            mask=mask, sparsity=sparsity, dropout=dropout)
+            mask=mask, sparsity=sparsity, dropout=dropout,
+            spans=(("kind", at("kind")), ("mask", at("mask"))))
         self.check_size(parameter_count(attn), d.name, d.name_span)
         self.resolved_attn[d.name] = attn
         return attn
@@ -299,3 +300,4 @@ def _bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} bytes"
+

@@ -6,11 +6,14 @@ from .. import ast
 from ..ir import parameter_count
 from ..spec import GATED, Attention, Ffn, Learned, RelativeBias, Sinusoidal, Transformer
 from .layers import Layers
-from .values import Entries, Invalid, Param, describe
+from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 
 __all__ = ["Stacks"]
 
-_KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout")
+_KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
+         "tie_embeddings", "embedding_scale", "logit_softcap")
+_LM_KEYS = ("tie_embeddings", "embedding_scale", "logit_softcap")  # need `vocab'
+MAX_VOCAB = 1 << 24
 _FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 
 
@@ -29,8 +32,21 @@ class Stacks(Layers):
         shared_table = get("relative_bias", lambda x: self.word(
             x, ("per_layer", "shared"), "relative_bias") == "shared", False)
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
+        vocab = get("vocab", lambda x: self.positive(x, "vocab"))
+        tied = get("tie_embeddings", lambda x: self.boolean(x, "tie_embeddings"), False)
+        scale = get("embedding_scale", self.embedding_scale_value, 1.0)
+        logit_cap = get("logit_softcap", self.softcap_value, "none")
         if get.failed or attns is None:
             return None
+        if vocab is not None and vocab > MAX_VOCAB:
+            raise self.error(f"vocab must be at most 2**24 = {MAX_VOCAB}, found {vocab}",
+                             e["vocab"].value.span)
+        for key in _LM_KEYS:
+            if key in e and vocab is None:
+                raise self.error(f"`{key}` needs `vocab`: only a language model has token "
+                                 "embeddings and logits", e[key].key_span,
+                                 hint="add `vocab = N` (the number of tokens), or remove "
+                                      f"`{key}`")
         if residual == "parallel" and placement != "pre":
             raise self.error(f"a parallel residual needs `norm = {norm.kind}(pre, ...)`; found "
                              f"`{placement}`", e["norm"].value.span,
@@ -40,9 +56,18 @@ class Stacks(Layers):
             self.check_shared_table(attns, e["relative_bias"].value)
         tr = Transformer(name=d.name, attentions=attns, layers=layers, ffn=ffn, norm=norm,
                          placement=placement, residual=residual, shared_norm=shared_norm,
-                         shared_relative_bias=shared_table, dropout=dropout)
+                         shared_relative_bias=shared_table, dropout=dropout, vocab=vocab,
+                         tied=tied, embedding_scale=scale,
+                         logit_softcap=None if logit_cap == "none" else logit_cap)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
+
+    def embedding_scale_value(self, e: ast.Expr) -> float:
+        value = self._float_value(e, "embedding_scale", "a number")
+        if not FLOAT32_TINY <= value <= FLOAT32_MAX:
+            raise self.error(f"embedding_scale must be a number > 0 that float32 can hold, "
+                             f"found {value:g}", e.span, hint="Gemma's is `sqrt(d_model)`")
+        return value
 
     def ffn_value(self, e: ast.Expr) -> Ffn:
         """`relu(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`, `geglu(n)`

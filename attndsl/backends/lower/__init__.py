@@ -41,23 +41,40 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     inputs = []
     dims = {"x": ["batch", "length", attn.d_model],
             "memory": ["batch", "memory_length", attn.memory_dim],
-            "key_lengths": ["batch"], "segment_ids": ["batch", "length"]}
-    lw.graph_shapes = {n.out: n.shape for n in graph.nodes}
+            "key_lengths": ["batch"], "segment_ids": ["batch", "length"],
+            "input_ids": ["batch", "length"], "position_ids": ["batch", "length"],
+            "attention_mask": ["batch", "total_length"]}
+    shapes = {n.out: n.shape for n in graph.nodes}
+    lw.graph_shapes = shapes
     lw.siblings = ops.projection_groups(graph)
     for node in graph.nodes:
         if node.op is Op.INPUT:
-            elem = ONNX_TYPE[dtype] if node.out in ("x", "memory") else TensorProto.INT64
-            inputs.append(helper.make_tensor_value_info(node.out, elem, dims[node.out]))
-            lw.env[node.out] = node.out
+            name = node.out
+            is_float = name in ("x", "memory") or name.startswith("past_key_values.")
+            elem = ONNX_TYPE[dtype] if is_float else TensorProto.INT64
+            shape = dims.get(name) or _cache_dims(shapes[name], "past_length")
+            inputs.append(helper.make_tensor_value_info(name, elem, shape))
+            lw.env[name] = name
             continue
         lw.env[node.out] = LOWER[node.op](lw, node)
-    b.nodes.append(helper.make_node("Identity", [lw.env[graph.output]], ["y"], name="output"))
-    output = helper.make_tensor_value_info("y", ONNX_TYPE[dtype],
-                                          ["batch", "length", attn.d_model])
-    g = helper.make_graph(b.nodes, spec.name, inputs, [output])
+    width = attn.d_model if graph.output_name == "y" else spec.vocab
+    outputs = [(graph.output_name, graph.output, ["batch", "length", width])]
+    outputs += [(p, p, _cache_dims(shapes[p], "total_length")) for p in graph.presents]
+    value_infos = []
+    for name, value, shape in outputs:
+        b.nodes.append(helper.make_node("Identity", [lw.env[value]], [name],
+                                        name=f"output_{name}"))
+        value_infos.append(helper.make_tensor_value_info(name, ONNX_TYPE[dtype], shape))
+    g = helper.make_graph(b.nodes, spec.name, inputs, value_infos)
     opsets = [helper.make_opsetid("", 23)] + [helper.make_opsetid(d, 1)
                                               for d in sorted(b.domains)]
     model = helper.make_model(g, opset_imports=opsets)
     model.ir_version = 10
     b.store_weights(model.graph)
     return model
+
+
+def _cache_dims(shape: str, length: str) -> list:
+    """[batch, kv_heads, <length>, head_dim] from an IR cache shape `[B, 4, P, 64]`."""
+    parts = [p.strip() for p in shape.strip("float[]").split(",")]
+    return ["batch", int(parts[1]), length, int(parts[3])]

@@ -290,6 +290,30 @@ class Lowering:
         """0 .. n-1 as a float32 column (n, 1)."""
         return self.arange(n, "float32")[:, None]
 
+    def token_positions(self, node: Node, n: Sym) -> Sym:
+        """The float32 positions of a node's tokens: (n, 1) from 0, or from its position_ids
+        argument when decoding, (B, n, 1)."""
+        if len(node.args) < 2:
+            return self.positions(n)
+        ids = Sym(self.b, self.env[node.args[1]], "int64", 2)
+        return ids.astype("float32")[..., None]
+
+    @property
+    def decoding(self) -> bool:
+        return "attention_mask" in self.env
+
+    def indices(self) -> tuple[Sym, Sym]:
+        """Query and key indices, int64 (L, 1) and (1, S). When decoding, the L new queries
+        come after the P = S - L cached keys."""
+        b = self.b
+        L, S = self.L, self.S
+        q = self.arange(L)
+        if self.decoding:
+            q = q + (S - L)
+        k = self.arange(S)
+        return (Sym(b, b.op("Unsqueeze", q.name, b.i64(1)), "int64", 2),
+                Sym(b, b.op("Unsqueeze", k.name, b.i64(0)), "int64", 2))
+
     def dim(self, tensor: str, axis: int) -> Sym:
         """A dimension of a tensor as an int64 scalar."""
         shape = self.b.op("Shape", tensor, start=axis, end=axis + 1)
@@ -306,6 +330,10 @@ class Lowering:
 
     @property
     def S(self) -> Sym:
+        """The number of keys: memory's length, the cache's and the new tokens' when decoding
+        (attention_mask's length), else L."""
+        if self.decoding:
+            return self.dim(self.env["attention_mask"], 1)
         return self.dim(self.env["memory"], 1) if "memory" in self.env else self.L
 
 

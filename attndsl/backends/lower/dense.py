@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from onnx import TensorProto
+
 from ... import masks
 from ...ir import Node
 from .attend import masked_attend, qk_float32, runtime_masks, scores, with_head_axes
@@ -20,12 +22,22 @@ def dense(lw: Lowering, node: Node) -> str:
                                 axis=0))  # (B, Hkv, g, L, d)
     k = b.op("Unsqueeze", k, b.i64(2))  # (B, Hkv, 1, S, d)
     v = b.op("Unsqueeze", arg(lw, node, 2), b.i64(2))
-    L, S = lw.L, lw.S
-    q_pos = Sym(b, b.op("Unsqueeze", lw.arange(L).name, b.i64(1)), "int64", 2)  # (L, 1)
-    k_pos = Sym(b, b.op("Unsqueeze", lw.arange(S).name, b.i64(0)), "int64", 2)  # (1, S)
+    q_pos, k_pos = lw.indices()  # (L, 1), (1, S)
     s = scores(lw, node, q, k, q_pos, k_pos, 5)
-    visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=L, S=S, **runtime_masks(lw))
-    visible = with_head_axes(visible, node.attr("expr"))
+    if lw.decoding:  # masks read token positions: real tokens before each slot
+        S = lw.S
+        mask = lw.env["attention_mask"]
+        real = Sym(b, b.op("Cast", mask, to=TensorProto.BOOL), "bool", 2)
+        k_tok = Sym(b, b.op("CumSum", mask, b.i64(1)), "int64", 2) - 1  # (B, S)
+        q_tok = Sym(b, b.op("Slice", k_tok.name, b.op("Unsqueeze", (S - lw.L).name, b.i64(0)),
+                            b.i64(2**62), b.i64(1)), "int64", 2)  # (B, L): the new tokens
+        visible = masks.evaluate(node.attr("expr"), q_tok[..., None], k_tok[:, None], L=S,
+                                 S=S) & real[:, None]
+        visible = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)
+    else:
+        visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=lw.L, S=lw.S,
+                                 **runtime_masks(lw))
+        visible = with_head_axes(visible, node.attr("expr"))
     o = masked_attend(lw, s, visible, v)  # (B, Hkv, g, L, dv)
     o = b.op("Reshape", o, b.op("Concat", b.i64(0, heads), b.op("Shape", o, start=3), axis=0))
     return bsh(lw, o)

@@ -3,10 +3,12 @@ to its strategy's module."""
 
 from __future__ import annotations
 
+from onnx import TensorProto
+
 from ...ir import Graph, Node, Op
 from .. import formulas
 from .block_sparse import block_sparse
-from .builder import Lowering, arg, lower, repeat, width
+from .builder import Lowering, Sym, arg, lower, repeat, width
 from .dense import dense
 from .gqa import gqa
 from .mha import mha
@@ -18,10 +20,31 @@ __all__ = ["STRATEGIES", "projection_groups"]
 def _add_position(lw: Lowering, node: Node) -> str:
     b, x = lw.b, arg(lw, node)
     if node.attr("kind") == "learned":
-        table = b.op("Gather", lw.w(node.attr("weight")), lw.arange(lw.L).name, axis=0)
-        return b.op("Add", x, table)
-    table = formulas.sinusoidal_table(lw.xp, lw.positions(lw.L), width(node.shape))
+        ids = arg(lw, node, 1) if len(node.args) > 1 else lw.arange(lw.L).name
+        return b.op("Add", x, b.op("Gather", lw.w(node.attr("weight")), ids, axis=0))
+    pos = lw.token_positions(node, lw.L)
+    table = formulas.sinusoidal_table(lw.xp, pos, width(node.shape))
     return b.op("Add", x, b.to_model(table.name))
+
+
+@lower(Op.EMBED)
+def _embed(lw: Lowering, node: Node) -> str:
+    b = lw.b
+    x = b.op("Gather", lw.w(node.attr("weight")), arg(lw, node), axis=0)
+    scale = node.attr("scale")  # in the model dtype, as Gemma's normalizer
+    return x if scale == 1.0 else b.op("Mul", x, b.const(scale, b.dtype))
+
+
+@lower(Op.CACHE)
+def _cache(lw: Lowering, node: Node) -> str:
+    """past (B, Hkv, P, d) then the new (B, Hkv, L, d) along the sequence axis."""
+    return lw.b.op("Concat", arg(lw, node, 0), arg(lw, node, 1), axis=2)
+
+
+@lower(Op.SOFTCAP)
+def _softcap(lw: Lowering, node: Node) -> str:
+    """The final logit softcap (a score softcap is part of its attention core)."""
+    return formulas.softcap(lw.xp, lw.sym(node), node.attr("cap")).name
 
 
 @lower(Op.LINEAR)
@@ -79,7 +102,10 @@ def _norm(lw: Lowering, node: Node) -> str:
 @lower(Op.ROPE)
 def _rope(lw: Lowering, node: Node) -> str:
     x = lw.sym(node)
-    return formulas.rope(lw.xp, x, lw.positions(lw.dim(x.name, 2)), lw.S, node.attr("theta"),
+    pos = lw.token_positions(node, lw.dim(x.name, 2))
+    if pos.ndim == 3:  # (B, n, 1) -> (B, 1, n, 1): one row of positions per sequence
+        pos = pos[:, None]
+    return formulas.rope(lw.xp, x, pos, lw.S, node.attr("theta"),
                          node.attr("dim"), node.attr("interleaved"), node.attr("scaling")).name
 
 
@@ -105,9 +131,12 @@ def _add(lw: Lowering, node: Node) -> str:
 
 @lower(Op.LINEAR_ATTENTION)
 def _linear_attention(lw: Lowering, node: Node) -> str:
-    causal = (lw.arange(lw.L)[:, None], lw.arange(lw.S)[None, :]) if node.attr("causal") else None
+    causal = lw.indices() if node.attr("causal") else None
     q, k, v = (lw.sym(node, i) for i in range(3))
-    return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), causal).name
+    real = None
+    if lw.decoding:
+        real = Sym(lw.b, lw.b.op("Cast", lw.env["attention_mask"], to=TensorProto.BOOL), "bool", 2)
+    return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), causal, real).name
 
 
 @lower(Op.ATTENTION)

@@ -1,0 +1,237 @@
+"""`attndsl bench --decode HF_FOLDER`: generation speed, side by side in one run: attndsl's
+decoding model (imported from the checkpoint, run by `decoding.generate` in ONNX Runtime),
+and, where installed, onnxruntime-genai running the model its own builder makes from the same
+checkpoint, and transformers' `generate`. Per prompt length: the first-token latency (prefill)
+and the median ms per later token, against the memory-bandwidth floor: the bytes a token step
+must read (every weight once, but one embedding row, and the KV cache) over the bandwidth this
+machine measures with the same thread count."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DecodeRow", "bench_decode", "measure_bandwidth", "render_decode"]
+
+
+@dataclass
+class DecodeRow:
+    backend: str
+    prompt: int
+    new: int
+    first_token_ms: float
+    ms_per_token: float
+    floor_ms: float  # bytes read per token step / measured bandwidth
+    note: str = ""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1000.0 / self.ms_per_token if self.ms_per_token else math.nan
+
+
+def measure_bandwidth(threads: int, mib: int = 512, repeat: int = 5) -> float:
+    """Read bandwidth in bytes/s: `threads` threads each summing its share of a float32 array
+    larger than the caches (NumPy releases the GIL while it sums); the best of `repeat`."""
+    data = np.ones(mib * 1024 * 1024 // 4, dtype=np.float32)
+    parts = np.array_split(data, threads)
+    best = math.inf
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(repeat):
+            start = time.perf_counter()
+            list(pool.map(np.sum, parts))
+            best = min(best, time.perf_counter() - start)
+    return data.nbytes / best
+
+
+def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int = 64,
+                 threads: int = 2, baselines: Sequence[str] = ("genai", "transformers"),
+                 progress: Callable[[str], None] | None = None) -> tuple[list[DecodeRow], dict]:
+    """Rows for every prompt length and backend, and the machine facts the table states."""
+    from .hf_import import read_config
+
+    cfg, _ = read_config(source)
+    layers, kv = cfg["num_hidden_layers"], cfg.get("num_key_value_heads",
+                                                   cfg["num_attention_heads"])
+    head = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    window = cfg.get("sliding_window")
+    weights = _weight_bytes(source, cfg)
+    bandwidth = measure_bandwidth(threads)
+
+    def floor(prompt: int) -> float:
+        """ms: weights plus the average cache read over the generated tokens."""
+        keys = prompt + (new - 1) / 2
+        if window:
+            keys = min(keys, window)
+        cache = 2 * layers * kv * head * 4 * keys
+        return 1000.0 * (weights + cache) / bandwidth
+
+    runners: list[tuple[str, Callable[[list[int], int], tuple[float, list[float]]]]] = []
+    with tempfile.TemporaryDirectory(prefix="attndsl-bench-") as tmp:
+        runners.append(("attndsl (ort-cpu)", _attndsl(source, Path(tmp), threads)))
+        notes = {}
+        if "genai" in baselines:
+            made = _genai_builder(source, Path(tmp), threads)
+            if isinstance(made, str):
+                notes["onnxruntime-genai builder"] = made
+            else:
+                runners.append(("onnxruntime-genai builder", made))
+        if "transformers" in baselines:
+            made = _transformers(source, threads)
+            if isinstance(made, str):
+                notes["transformers generate"] = made
+            else:
+                runners.append(("transformers generate", made))
+        rows = []
+        rng = np.random.default_rng(0)
+        vocab = cfg["vocab_size"]
+        for prompt in prompts:
+            ids = [int(t) for t in rng.integers(3, vocab, size=prompt)]
+            for name, run in runners:
+                if progress:
+                    progress(f"decode bench: prompt {prompt}, {name}")
+                first, steps = run(ids, new)
+                rows.append(DecodeRow(name, prompt, new, 1000 * first,
+                                      1000 * float(np.median(steps)), floor(prompt)))
+        for name, why in notes.items():
+            rows.append(DecodeRow(name, 0, new, math.nan, math.nan, math.nan, why))
+    facts = {"threads": threads, "bandwidth_gb_s": bandwidth / 1e9,
+             "weights_mb": weights / 1e6, "layers": layers, "kv_heads": kv, "head_dim": head,
+             "window": window}
+    return rows, facts
+
+
+def _weight_bytes(source: Path, cfg: dict) -> int:
+    """float32 bytes a token step reads: every parameter but the embedding table (one row)."""
+    from .checkpoints import open_checkpoint
+
+    ckpt = open_checkpoint(source)
+    total = sum(4 * math.prod(ckpt.shape(n)) for n in ckpt.files)
+    embed = 4 * cfg["vocab_size"] * cfg["hidden_size"]
+    tied = cfg.get("tie_word_embeddings", False)
+    return total - (0 if tied else embed) + 4 * cfg["hidden_size"]
+
+
+def _attndsl(source: Path, tmp: Path, threads: int):
+    from .api import loads
+    from .backends.runtime import make_session
+    from .decoding import generate
+    from .hf_import import import_config
+
+    program = loads(import_config(source), "imported.attn")
+    layer = next(program[n] for n in program if getattr(program[n].spec, "vocab", None))
+    session = make_session(layer.decoder_bytes(target="ort-cpu", weights=source), "cpu",
+                           threads=threads)
+
+    def run(ids: list[int], new: int) -> tuple[float, list[float]]:
+        g = generate(session, [ids], new)
+        return g.first_token_s, g.step_s
+
+    generate(session, [[3, 4, 5]], 3)  # warm-up
+    return run
+
+
+def _genai_builder(source: Path, tmp: Path, threads: int):
+    """onnxruntime-genai's own model of the checkpoint (fp32, CPU), or why there is none."""
+    try:
+        import onnxruntime_genai as og
+    except ImportError:
+        return "not installed (pip install onnxruntime-genai)"
+    if not (source / "tokenizer.json").is_file():  # the builder saves a tokenizer
+        return "the builder needs tokenizer.json in the checkpoint folder " \
+               "(benchmarks/make_llama.py writes one)"
+    out = tmp / "genai_builder"
+    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o",
+           str(out), "-p", "fp32", "-e", "cpu"]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return f"its builder failed: {done.stderr.strip().splitlines()[-1:]}"
+    config_file = out / "genai_config.json"
+    config = json.loads(config_file.read_text())
+    options = config["model"]["decoder"]["session_options"]
+    options["intra_op_num_threads"] = threads
+    options["inter_op_num_threads"] = 1
+    config_file.write_text(json.dumps(config, indent=4))
+    model = og.Model(str(out))
+
+    def run(ids: list[int], new: int) -> tuple[float, list[float]]:
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=len(ids) + new, min_length=len(ids) + new,
+                                  do_sample=False)
+        gen = og.Generator(model, params)
+        start = time.perf_counter()
+        gen.append_tokens([ids])  # the prompt's forward pass: logits of the first new token
+        gen.generate_next_token()
+        first = time.perf_counter() - start
+        steps = []
+        while not gen.is_done():
+            start = time.perf_counter()
+            gen.generate_next_token()
+            steps.append(time.perf_counter() - start)
+        return first, steps
+
+    run([3, 4, 5], 3)  # warm-up
+    return run
+
+
+def _transformers(source: Path, threads: int):
+    try:
+        import torch
+        import transformers as tf
+    except ImportError:
+        return "not installed"
+    torch.set_num_threads(threads)
+    model = tf.AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32).eval()
+
+    def generate(ids: list[int], new: int) -> float:
+        x = torch.tensor([ids])
+        start = time.perf_counter()
+        with torch.no_grad():
+            model.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=False,
+                           max_new_tokens=new, min_new_tokens=new, pad_token_id=0)
+        return time.perf_counter() - start
+
+    def run(ids: list[int], new: int) -> tuple[float, list[float]]:
+        first = generate(ids, 1)
+        total = generate(ids, new)
+        return first, [(total - first) / (new - 1)]
+
+    generate([3, 4, 5], 2)  # warm-up
+    return run
+
+
+def render_decode(rows: list[DecodeRow], facts: dict, markdown: bool = False) -> str:
+    base = {r.prompt: r for r in rows if r.backend == "onnxruntime-genai builder"}
+    head = ["prompt", "backend", "first token ms", "ms/token", "tokens/s", "floor ms/token",
+            "x floor", "ms/token vs genai", "first token vs genai"]
+    lines = []
+    for r in rows:
+        if r.note:
+            lines.append([str(r.prompt or "-"), r.backend, "-", "-", "-", "-", "-", "-", r.note])
+            continue
+        b = base.get(r.prompt)
+        lines.append([str(r.prompt), r.backend, f"{r.first_token_ms:.1f}",
+                      f"{r.ms_per_token:.2f}", f"{r.tokens_per_s:.1f}", f"{r.floor_ms:.2f}",
+                      f"{r.ms_per_token / r.floor_ms:.2f}x",
+                      f"{r.ms_per_token / b.ms_per_token:.2f}x" if b else "-",
+                      f"{r.first_token_ms / b.first_token_ms:.2f}x" if b else "-"])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(line) + " |" for line in lines]
+    else:
+        widths = [max(len(x) for x in col) for col in zip(head, *lines, strict=True)]
+        out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+        out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
+                for line in lines]
+    summary = (f"{facts['threads']} threads; read bandwidth {facts['bandwidth_gb_s']:.1f} GB/s "
+               f"(measured); {facts['weights_mb']:.0f} MB of weights read per token; float32")
+    return summary + "\n\n" + "\n".join(out)

@@ -1,0 +1,279 @@
+"""Decoding: what a decoding export needs of a spec, the onnxruntime-genai model folder
+(`--export genai`), and greedy generation with ONNX Runtime alone (`attndsl generate`).
+
+A decoding model (docs/LANGUAGE.md, Decoding) takes the new tokens (input_ids, or x for a
+stack without a vocabulary), an int64 attention_mask over cache and new tokens (0: padding),
+position_ids of the new tokens and each layer's past keys and values; it returns the logits
+(or y) and each layer's present keys and values: the past with the new ones appended."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import Diagnostic, SpecError, UsageError
+from .masks import And, Not, Or, Random, lookahead, runtime_inputs
+from .spec import Attention, Layer, Transformer, is_lm
+
+__all__ = [
+    "GENAI_CONFIG",
+    "Generation",
+    "check_decodable",
+    "genai_config",
+    "genai_files",
+    "generate",
+    "left_padded",
+    "load_decoder",
+    "positions_of",
+]
+
+GENAI_CONFIG = "genai_config.json"
+MODEL_FILE = "model.onnx"
+
+
+def check_decodable(spec: Layer) -> None:
+    """SpecError, located at the attentions' definitions, unless every attention of `spec` can
+    decode against a cache: self attention, no segment ids, and a mask where no query sees a
+    later key (`masks.lookahead`)."""
+    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
+    problems = [p for p in (_blocker(a) for a in dict.fromkeys(attns)) if p is not None]
+    if problems:
+        raise SpecError(problems)
+
+
+def _blocker(a: Attention) -> Diagnostic | None:
+    if a.kind == "cross":
+        return Diagnostic(f"`{a.name}` is cross attention: decoding exports cache self "
+                          "attention only", a.span("kind"),
+                          hint="export the decoder's self-attention stack, or this layer "
+                               "without --decode")
+    if "segment_ids" in runtime_inputs(a.mask):
+        return Diagnostic(f"`{a.name}`'s mask reads segment ids (`document`), which a decoding "
+                          "model does not take", a.span("mask"),
+                          hint="decoding models take attention_mask; pack documents apart")
+    if has_random(a.mask):
+        return Diagnostic(f"`{a.name}`'s mask draws `random` key blocks, whose count depends "
+                          "on the whole sequence's length: a cache cannot know it",
+                          a.span("mask"), hint="decode with a mask without `random`")
+    found = lookahead(a.mask)
+    if found is None:
+        return None
+    q, k = found
+    return Diagnostic(f"`{a.name}` cannot decode: its mask lets query {q} see key {k}, which "
+                      "comes after it (a cache holds only earlier keys)", a.span("mask"),
+                      hint="decoding needs a mask where no query sees a later key: "
+                           "`causal & ...`")
+
+
+def positions_of(mask: np.ndarray) -> np.ndarray:
+    """position_ids of every slot from an attention mask (B, S): the count of real tokens
+    before it (left padding shifts nothing), 1 at padding, as Hugging Face's generate."""
+    pos = np.cumsum(mask, axis=-1) - 1
+    return np.where(mask == 0, 1, pos).astype(np.int64)
+
+
+def left_padded(prompts: Sequence[Sequence[int]], pad: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(input_ids, attention_mask), both int64 (B, longest prompt), prompts aligned right."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise UsageError("every prompt needs at least one token id")
+    n = max(len(p) for p in prompts)
+    ids = np.full((len(prompts), n), pad, dtype=np.int64)
+    mask = np.zeros((len(prompts), n), dtype=np.int64)
+    for i, p in enumerate(prompts):
+        ids[i, n - len(p):] = p
+        mask[i, n - len(p):] = 1
+    return ids, mask
+
+
+@dataclass
+class Generation:
+    """Greedy tokens per prompt (the new ones only, stopped after eos), and timings."""
+
+    tokens: list[list[int]]
+    first_token_s: float  # prefill: the prompt in, the first new token out
+    step_s: list[float] = field(default_factory=list)  # each later token
+
+    @property
+    def ms_per_token(self) -> float:
+        return 1000.0 * float(np.mean(self.step_s)) if self.step_s else float("nan")
+
+
+def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
+             eos: Sequence[int] = (), pad: int = 0,
+             progress: Callable[[int, int], None] | None = None) -> Generation:
+    """Greedy decoding with one ONNX Runtime session of a decoding model: the prompts
+    (left-padded into one batch) in one call, then one token per call against the cache. A
+    sequence stops at an eos token (included); the batch stops when all have, or after
+    `max_new` tokens."""
+    if max_new < 1:
+        raise UsageError(f"--max-new must be at least 1, found {max_new}")
+    names = [i.name for i in session.get_inputs()]
+    past_names = [n for n in names if n.startswith("past_key_values.")]
+    outputs = [o.name for o in session.get_outputs()]
+    first = outputs[0]
+    if "input_ids" not in names or first != "logits":
+        raise UsageError("generate needs a decoding language model (input_ids in, logits "
+                         "out): compile a stack with `vocab` using --export genai or --decode")
+    ids, mask = left_padded(prompts, pad)
+    B = ids.shape[0]
+    dtype = _ort_float(session.get_inputs()[names.index(past_names[0])].type)
+    shapes = {i.name: i.shape for i in session.get_inputs()}
+    past = {n: np.zeros((B, shapes[n][1], 0, shapes[n][3]), dtype=dtype) for n in past_names}
+    done = np.zeros(B, dtype=bool)
+    out: list[list[int]] = [[] for _ in range(B)]
+    step_s: list[float] = []
+    first_s = 0.0
+    tokens = ids
+    for step in range(max_new):
+        feed = {"input_ids": tokens, "attention_mask": mask,
+                "position_ids": positions_of(mask)[:, -tokens.shape[1]:], **past}
+        start = time.perf_counter()
+        result = session.run(None, feed)
+        elapsed = time.perf_counter() - start
+        if step == 0:
+            first_s = elapsed
+        else:
+            step_s.append(elapsed)
+        nxt = result[0][:, -1, :].argmax(-1).astype(np.int64)
+        for b in range(B):
+            if not done[b]:
+                out[b].append(int(nxt[b]))
+                done[b] = int(nxt[b]) in eos
+        if progress is not None:
+            progress(step + 1, max_new)
+        if done.all():
+            break
+        past = dict(zip([n.replace("present.", "past_key_values.") for n in outputs[1:]],
+                        result[1:], strict=True))
+        tokens = nxt[:, None]
+        mask = np.concatenate([mask, np.ones((B, 1), dtype=np.int64)], axis=1)
+    return Generation(out, first_s, step_s)
+
+
+def _ort_float(type_name: str):
+    return {"tensor(float)": np.float32, "tensor(float16)": np.float16}.get(type_name,
+                                                                          np.float32)
+
+
+def load_decoder(path: Path) -> tuple[Path, dict]:
+    """(the model file, the genai config or {}) of a decoding .onnx or a genai folder."""
+    if path.is_dir():
+        config_file = path / GENAI_CONFIG
+        if not config_file.is_file():
+            raise UsageError(f"{path}: no {GENAI_CONFIG}; give a folder written by "
+                             "`attndsl compile --export genai` or a decoding .onnx file")
+        try:
+            config = json.loads(config_file.read_text())
+            model = path / config["model"]["decoder"]["filename"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{config_file}: not a readable genai config ({exc})") from None
+        if not model.is_file():
+            raise UsageError(f"{model}: no such file (named by {config_file})")
+        return model, config
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file or folder")
+    return path, {}
+
+
+def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (),
+                 bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE) -> dict:
+    """onnxruntime-genai's genai_config.json for the decoding model of `spec` (checked against
+    onnxruntime-genai 0.18): a growing cache (past_present_share_buffer false), so sliding
+    windows live in the model's masks and the runtime keeps every key: no sliding_window
+    section, which would make the runtime trim a cache the model still indexes."""
+    if not is_lm(spec):
+        raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
+                         "models (add `vocab = N` to the transformer)")
+    heads = {a.head_dim for a in spec.attentions} | {a.value_dim for a in spec.attentions}
+    kv = {a.kv_heads for a in spec.attentions}
+    q = {a.heads for a in spec.attentions}
+    if len(heads) > 1 or len(kv) > 1 or len(q) > 1:
+        raise UsageError(f"`{spec.name}`: onnxruntime-genai needs one head size and head count "
+                         "in every layer")
+    eos_ids = list(eos) or [0]
+    return {
+        "model": {
+            "bos_token_id": bos if bos is not None else eos_ids[0],
+            "context_length": context_length,
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+                "filename": filename,
+                "head_size": heads.pop(),
+                "hidden_size": spec.d_model,
+                "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask",
+                           "position_ids": "position_ids",
+                           "past_key_names": "past_key_values.%d.key",
+                           "past_value_names": "past_key_values.%d.value"},
+                "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
+                            "present_value_names": "present.%d.value"},
+                "num_attention_heads": q.pop(),
+                "num_hidden_layers": spec.layers,
+                "num_key_value_heads": kv.pop(),
+            },
+            "eos_token_id": eos_ids if len(eos_ids) > 1 else eos_ids[0],
+            "pad_token_id": pad,
+            "type": "decoder",
+            "vocab_size": spec.vocab,
+        },
+        "search": {
+            "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
+            "length_penalty": 1.0, "max_length": context_length, "min_length": 0,
+            "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
+            "past_present_share_buffer": False, "repetition_penalty": 1.0,
+            "temperature": 1.0, "top_k": 1, "top_p": 1.0,
+        },
+    }
+
+
+def genai_files(spec: Layer, model: bytes, *, weights: str | None = None,
+                context_length: int | None = None,
+                eos: Sequence[int] | None = None) -> dict[str, bytes]:
+    """The files of an onnxruntime-genai folder: genai_config.json and model.onnx. Token ids
+    and the context length come from the arguments, else from the Hugging Face checkpoint
+    `weights` names (its config.json: eos_token_id, bos_token_id, pad_token_id,
+    max_position_embeddings), else eos 0 and 4096."""
+    if not isinstance(spec, Transformer):
+        raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
+                         "models (a transformer with `vocab = N`)")
+    hf = _hf_config(weights)
+    found = hf.get("eos_token_id")
+    hf_eos = found if isinstance(found, list) else [] if found is None else [found]
+    config = genai_config(
+        spec, context_length=context_length or hf.get("max_position_embeddings") or 4096,
+        eos=list(eos) if eos is not None else hf_eos, bos=hf.get("bos_token_id"),
+        pad=hf.get("pad_token_id") or 0)
+    text = json.dumps(config, indent=4, sort_keys=True) + "\n"
+    return {GENAI_CONFIG: text.encode(), MODEL_FILE: model}
+
+
+def _hf_config(weights: str | None) -> dict:
+    """A Hugging Face checkpoint's config.json (text_config for Gemma 3), or {}."""
+    if weights is None:
+        return {}
+    path = Path(weights)
+    folder = path if path.is_dir() else path.parent
+    try:
+        cfg = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(cfg, dict):
+        return {}
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k.endswith("token_id")}}
+    return cfg
+
+
+def has_random(mask) -> bool:
+    match mask:
+        case Random():
+            return True
+        case And(a, b) | Or(a, b):
+            return has_random(a) or has_random(b)
+        case Not(a):
+            return has_random(a)
+    return False

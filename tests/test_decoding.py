@@ -1,0 +1,162 @@
+"""Decoding (docs/LANGUAGE.md, Decoding): for every layer of every example that can decode, a
+prefill then one-token steps, and a chunked prefill, give what the NumPy reference computes
+in one forward pass over the whole sequence, in torch and in every target's ONNX model; with
+a left-padded batch, each row as the reference computes that row alone, without its padding.
+Layers that cannot decode are refused at their mask."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import attndsl
+from attndsl.backends import reference
+from attndsl.decoding import check_decodable, has_random, left_padded, positions_of
+from attndsl.errors import SpecError
+from attndsl.ir import build
+from attndsl.masks import lookahead
+from attndsl.spec import Transformer, is_lm
+
+from .conftest import EXAMPLES
+
+LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
+TARGETS = ("portable", "ort-cpu", "ort-cuda")
+
+
+def _decodable(layer) -> bool:
+    try:
+        check_decodable(layer.spec)
+    except SpecError:
+        return False
+    return True
+
+
+def _attentions(spec):
+    return spec.attentions if isinstance(spec, Transformer) else (spec,)
+
+
+@pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
+def test_decoding_is_refused_exactly_where_a_query_could_see_a_later_key(path, name) -> None:
+    layer = attndsl.load(path)[name]
+    blocked = [a for a in _attentions(layer.spec) if a.kind == "cross" or has_random(a.mask)
+               or "segment_ids" in a.runtime_inputs or lookahead(a.mask) is not None]
+    if not blocked:
+        check_decodable(layer.spec)
+        return
+    with pytest.raises(SpecError) as err:
+        layer.decoder_bytes(target="portable")
+    assert f"`{blocked[0].name}`" in str(err.value) and "-->" in str(err.value)
+    if lookahead(blocked[0].mask) is not None:  # the pair it names is visible in one pass
+        q, k = lookahead(blocked[0].mask)
+        assert k > q
+
+
+def _sequences(layer, rng, lengths):
+    """One unpadded input per row (token ids, or hidden states)."""
+    spec = layer.spec
+    if is_lm(spec):
+        return [rng.integers(0, spec.vocab, size=n).astype(np.int64) for n in lengths]
+    d = spec.d_model
+    return [rng.standard_normal((n, d)).astype(np.float32) for n in lengths]
+
+
+def _padded(rows, total):
+    """Rows aligned right in one batch; padding slots hold token 0 or zeros."""
+    first = rows[0]
+    batch = np.zeros((len(rows), total, *first.shape[1:]), dtype=first.dtype)
+    for i, r in enumerate(rows):
+        batch[i, total - len(r):] = r
+    return batch
+
+
+class _Torch:
+    def __init__(self, layer, seed):
+        from attndsl.backends.torch import seeded_module
+
+        self.m = seeded_module(layer.spec, seed, decode=True)
+
+    def __call__(self, feed):
+        with torch.no_grad():
+            out = self.m(**{k: torch.from_numpy(v) for k, v in feed.items()})
+        return [o.numpy() for o in out]
+
+
+class _Onnx:
+    def __init__(self, layer, seed, target):
+        self.s = ort.InferenceSession(layer.decoder_bytes(target=target, seed=seed),
+                                      providers=["CPUExecutionProvider"])
+
+    def __call__(self, feed):
+        return self.s.run(None, feed)
+
+
+def _decode(run, spec, batch, mask, chunks):
+    """Feed `batch` (B, S, ...) in chunks of the given sizes against a growing cache; the
+    outputs of every chunk, concatenated along the sequence."""
+    first = "input_ids" if is_lm(spec) else "x"
+    graph = build(spec, decode=True)
+    past = {}
+    for name in graph.inputs:
+        if name.startswith("past_key_values."):
+            shape = graph.nodes[graph.inputs.index(name)].shape  # float[B, h, P, d]
+            h, d = (int(p) for p in shape.strip("float[]").split(",")[1::2])
+            past[name] = np.zeros((batch.shape[0], h, 0, d), dtype=np.float32)
+    positions = positions_of(mask)
+    outs, start = [], 0
+    for n in chunks:
+        end = start + n
+        result = run({first: batch[:, start:end], "attention_mask": mask[:, :end],
+                      "position_ids": positions[:, start:end], **past})
+        outs.append(result[0])
+        past = {k.replace("present.", "past_key_values."): v
+                for k, v in zip(graph.presents, result[1:], strict=True)}
+        start = end
+    return np.concatenate(outs, axis=1)
+
+
+@pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
+def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
+    layer = attndsl.load(path)[name]
+    if not _decodable(layer):
+        pytest.skip("cannot decode (see the refusal test)")
+    spec = layer.spec
+    rng = np.random.default_rng(5)
+    # past every example's window (gemma_local's 128 keys); left padding 0, 91 and 130 slots
+    lengths = [131, 40, 1]
+    S = max(lengths)
+    rows = _sequences(layer, rng, lengths)
+    batch = _padded(rows, S)
+    _, mask = left_padded([[1] * n for n in lengths])
+    weights = {k: v.detach().double().numpy() for k, v in layer.to_torch(seed=2).state_dict()
+               .items()}
+    graph = build(spec)
+    first = "input_ids" if is_lm(spec) else "x"
+    expected = [reference.run(graph, {first: r[None]}, weights)[0] for r in rows]
+    runners = {"torch": _Torch(layer, 2)} | {t: _Onnx(layer, 2, t) for t in TARGETS}
+    schedules = {"prefill 1, then 64 and 66": [1, 64, 66],
+                 "prefill 100 + steps": [100] + [1] * (S - 100),
+                 "chunks of 37": [37, 37, 37, S - 111]}
+    for backend, run in runners.items():
+        for label, chunks in schedules.items():
+            got = _decode(run, spec, batch, mask, chunks)
+            for i, (row, want) in enumerate(zip(lengths, expected, strict=True)):
+                mine = got[i, S - row:]
+                err = float(np.abs(mine - want).max())
+                bound = 1e-4 * max(1.0, float(np.abs(want).max()))
+                assert err <= bound, f"{backend}, {label}, row {i}: {err:.3g} > {bound:.3g}"
+
+
+def test_a_decoding_model_is_reproducible_and_named_for_onnxruntime_genai() -> None:
+    layer = attndsl.load(EXAMPLES[0].parent / "llama_lm.attn")["llama_lm"]
+    a = layer.decoder_bytes(target="ort-cpu", seed=3)
+    assert a == layer.decoder_bytes(target="ort-cpu", seed=3)
+    s = ort.InferenceSession(a, providers=["CPUExecutionProvider"])
+    assert [i.name for i in s.get_inputs()] == [
+        "input_ids", "attention_mask", "position_ids", "past_key_values.0.key",
+        "past_key_values.0.value", "past_key_values.1.key", "past_key_values.1.value"]
+    assert [o.name for o in s.get_outputs()] == [
+        "logits", "present.0.key", "present.0.value", "present.1.key", "present.1.value"]
+    assert s.get_inputs()[3].shape == ["batch", 2, "past_length", 32]
+    assert s.get_outputs()[0].shape == ["batch", "length", 1000]
