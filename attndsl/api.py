@@ -132,7 +132,7 @@ class Layer:
         graph, _ = self.plan(target, dtype)
         # float32 copies of the dtype-rounded weights: exact, and numpy has no bfloat16
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
-        model = build_model(graph, self.spec, state, dtype)
+        model = build_model(graph, self.spec, state, dtype, fused_norms=True)
         del module, state  # the weights now live in the model: hold them once, not twice
         return finalize(model, provenance)
 
@@ -141,8 +141,10 @@ class Layer:
                       dtype: str = "float32") -> bytes:
         """The decoding model (docs/LANGUAGE.md, Decoding): new tokens, attention_mask,
         position_ids and past_key_values.{i}.key/.value in; logits (or y) and
-        present.{i}.key/.value out. Every target lowers it with standard ops: the cache grows
-        by the new tokens each call."""
+        present.{i}.key/.value out. On ort-cpu and ort-cuda, when every attention can,
+        GroupQueryAttention writes one max_length buffer per layer in place (metadata
+        `attndsl.kv_cache` = in_place); otherwise (and on portable) the cache grows by the new
+        tokens each call, in standard ops (`growing`)."""
         from .backends.lower import build_model
         from .backends.onnx import Provenance, finalize
         from .decoding import check_decodable
@@ -155,14 +157,16 @@ class Layer:
         check_dtype_target(dtype, target)
         check_decodable(self.spec)
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
-        graph, _ = plan(build(self.spec, decode=True), target, dtype)
+        graph, choices = plan(build(self.spec, decode=True), target, dtype)
+        in_place = any(c.strategy == "gqa_cache" for c in choices)
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
-        model = build_model(graph, self.spec, state, dtype)
+        model = build_model(graph, self.spec, state, dtype, fused_norms=get(target).planned)
         del module, state
         provenance = Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype,
-            weights_sha256=file_sha256(weights) if weights else None, form="decode")
+            weights_sha256=file_sha256(weights) if weights else None, form="decode",
+            kv_cache="in_place" if in_place else "growing")
         return finalize(model, provenance)
 
     def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):

@@ -92,16 +92,29 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--save-outputs", metavar="P.json",
                    help="every backend's outputs as Polygraphy RunResults")
 
-    bn = sub.add_parser("bench", help="latency, peak memory and FLOP/s per backend")
-    bn.add_argument("file")
+    bn = sub.add_parser("bench", help="latency, peak memory and FLOP/s per backend; "
+                                      "generation speed with --decode")
+    bn.add_argument("file", help="a spec; with --decode, a Hugging Face checkpoint folder")
+    bn.add_argument("--decode", action="store_true",
+                    help="generation: first-token latency and ms/token of attndsl's decoding "
+                         "model against onnxruntime-genai's builder and transformers")
+    bn.add_argument("--prompts", type=_ints(1, MAX_LENGTH), default=(128, 2048),
+                    help="--decode: prompt lengths (default 128,2048)")
+    bn.add_argument("--new", type=_count(2, 4096), default=64,
+                    help="--decode: new tokens per generation (default 64)")
+    bn.add_argument("--threads", type=_count(1, 256), default=2,
+                    help="--decode: intra-op threads of every backend (default 2)")
+    bn.add_argument("--baselines", type=_word_list, default=("genai", "transformers"),
+                    help="--decode: genai,transformers (those installed run)")
     bn.add_argument("--name")
     bn.add_argument("--lengths", type=_ints(1, MAX_LENGTH), default=(1024, 4096, 8192))
     bn.add_argument("--batch", type=_BATCH, default=1)
     bn.add_argument("--targets", "--target", type=_targets, default=_BENCH_TARGETS)
     bn.add_argument("--providers", type=_word_list, default=("cpu",))
     bn.add_argument("--dtype", default="float32", choices=DTYPES)
-    bn.add_argument("--repeat", type=_count(5, 10_000), default=5,
-                    help="timed runs after a warm-up (>= 5: the median of fewer is noise)")
+    bn.add_argument("--repeat", type=_count(1, 10_000), default=None,
+                    help="timed runs after a warm-up (default 5, at least 5; --decode: "
+                         "generations per backend, default 3)")
     bn.add_argument("--json", action="store_true")
     bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
     bn.add_argument("--plot", metavar="P.png", help="latency against length, log-log")

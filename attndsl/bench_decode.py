@@ -15,7 +15,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,24 +38,42 @@ class DecodeRow:
         return 1000.0 / self.ms_per_token if self.ms_per_token else math.nan
 
 
-def measure_bandwidth(threads: int, mib: int = 512, repeat: int = 5) -> float:
-    """Read bandwidth in bytes/s: `threads` threads each summing its share of a float32 array
-    larger than the caches (NumPy releases the GIL while it sums); the best of `repeat`."""
-    data = np.ones(mib * 1024 * 1024 // 4, dtype=np.float32)
-    parts = np.array_split(data, threads)
+def measure_bandwidth(threads: int, mib: int = 512, repeat: int = 7) -> float:
+    """Read bandwidth in bytes/s as a decoding step meets it: ONNX Runtime, with `threads`
+    threads, multiplying one row by a float32 matrix larger than the caches (a GEMV reads
+    every weight once); the best of `repeat` runs."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    k = 4096
+    n = mib * 1024 * 1024 // (4 * k)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "gemv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [k, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    w = np.random.default_rng(0).standard_normal((k, n), dtype=np.float32)
+    x = np.ones((1, k), dtype=np.float32)
     best = math.inf
-    with ThreadPoolExecutor(threads) as pool:
-        for _ in range(repeat):
-            start = time.perf_counter()
-            list(pool.map(np.sum, parts))
-            best = min(best, time.perf_counter() - start)
-    return data.nbytes / best
+    for _ in range(repeat):
+        start = time.perf_counter()
+        session.run(None, {"x": x, "w": w})
+        best = min(best, time.perf_counter() - start)
+    return w.nbytes / best
 
 
 def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int = 64,
-                 threads: int = 2, baselines: Sequence[str] = ("genai", "transformers"),
+                 threads: int = 2, repeat: int = 3,
+                 baselines: Sequence[str] = ("genai", "transformers"),
                  progress: Callable[[str], None] | None = None) -> tuple[list[DecodeRow], dict]:
-    """Rows for every prompt length and backend, and the machine facts the table states."""
+    """Rows for every prompt length and backend (medians of `repeat` generations, run
+    round-robin), and the machine facts the table states."""
     from .hf_import import read_config
 
     cfg, _ = read_config(source)
@@ -96,12 +113,18 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
         vocab = cfg["vocab_size"]
         for prompt in prompts:
             ids = [int(t) for t in rng.integers(3, vocab, size=prompt)]
-            for name, run in runners:
-                if progress:
-                    progress(f"decode bench: prompt {prompt}, {name}")
-                first, steps = run(ids, new)
-                rows.append(DecodeRow(name, prompt, new, 1000 * first,
-                                      1000 * float(np.median(steps)), floor(prompt)))
+            firsts: dict[str, list[float]] = {name: [] for name, _ in runners}
+            steps: dict[str, list[float]] = {name: [] for name, _ in runners}
+            for r in range(repeat):  # round-robin: a slow spell hits every backend alike
+                for name, run in runners:
+                    if progress:
+                        progress(f"decode bench: prompt {prompt}, run {r + 1}/{repeat}, {name}")
+                    first, times = run(ids, new)
+                    firsts[name].append(first)
+                    steps[name].append(float(np.median(times)))
+            for name, _ in runners:
+                rows.append(DecodeRow(name, prompt, new, 1000 * float(np.median(firsts[name])),
+                                      1000 * float(np.median(steps[name])), floor(prompt)))
         for name, why in notes.items():
             rows.append(DecodeRow(name, 0, new, math.nan, math.nan, math.nan, why))
     facts = {"threads": threads, "bandwidth_gb_s": bandwidth / 1e9,

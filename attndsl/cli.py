@@ -225,10 +225,16 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench_report import machine_summary, plot_png, render_table, to_json
 
     progress = _progress(args)
+    if args.decode:
+        return _bench_decode(args, progress)
+    repeat = 5 if args.repeat is None else args.repeat
+    if repeat < 5:
+        raise UsageError(f"--repeat must be at least 5 (the median of fewer runs is noise), "
+                         f"found {repeat}")
     rows = []
     for layer in _layers(args.file, args.name):
         rows += bench_layer(layer, lengths=args.lengths, batch=args.batch, targets=args.targets,
-                            providers=args.providers, repeat=args.repeat, dtype=args.dtype,
+                            providers=args.providers, repeat=repeat, dtype=args.dtype,
                             progress=progress)
     if progress:
         print("\r\033[K", end="", file=sys.stderr)
@@ -250,6 +256,33 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"wrote {args.plot}: latency (log) against length (log); colours:", file=out)
         for label, (r, g, b) in legend:
             print(f"  #{r:02x}{g:02x}{b:02x}  {label}", file=out)
+    return 0
+
+
+def _bench_decode(args: argparse.Namespace, progress: Callable[[str], None] | None) -> int:
+    from .bench_decode import bench_decode, render_decode
+    from .bench_report import machine_summary
+
+    source = Path(args.file)
+    if not (source / "config.json").is_file():
+        raise UsageError(f"{source}: bench --decode takes a Hugging Face checkpoint folder "
+                         "(config.json and weights); benchmarks/make_llama.py writes one")
+    unknown = [b for b in args.baselines if b not in ("genai", "transformers")]
+    if unknown:
+        raise UsageError(f"unknown baseline {', '.join(unknown)}: choose from genai, "
+                         "transformers")
+    rows, facts = bench_decode(source, prompts=args.prompts, new=args.new,
+                               threads=args.threads, repeat=args.repeat or 3,
+                               baselines=args.baselines, progress=progress)
+    if progress:
+        print("\r\033[K", end="", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"facts": facts, "rows": [r.__dict__ for r in rows]}, indent=2))
+        return 0
+    if args.markdown:
+        print(f"Machine: {machine_summary()}\n")
+        print(f"Command: `attndsl bench {' '.join(sys.argv[2:])}`\n")
+    print(render_decode(rows, facts, markdown=args.markdown))
     return 0
 
 

@@ -106,53 +106,119 @@ class Generation:
 def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
              eos: Sequence[int] = (), pad: int = 0,
              progress: Callable[[int, int], None] | None = None) -> Generation:
-    """Greedy decoding with one ONNX Runtime session of a decoding model: the prompts
-    (left-padded into one batch) in one call, then one token per call against the cache. A
-    sequence stops at an eos token (included); the batch stops when all have, or after
-    `max_new` tokens."""
+    """Greedy decoding with one ONNX Runtime session of a decoding model: the prompts in one
+    call, then one token per call against the cache. A sequence stops at an eos token
+    (included); the batch stops when all have, or after `max_new` tokens.
+
+    A growing-cache model takes the prompts left-padded and returns each present as the next
+    past. An in-place model (metadata attndsl.kv_cache = in_place) takes them right-padded and
+    one [B, kv_heads, longest prompt + max_new, head_dim] buffer per cache, bound as both past
+    and present (I/O binding), so nothing is copied."""
     if max_new < 1:
         raise UsageError(f"--max-new must be at least 1, found {max_new}")
     names = [i.name for i in session.get_inputs()]
-    past_names = [n for n in names if n.startswith("past_key_values.")]
     outputs = [o.name for o in session.get_outputs()]
-    first = outputs[0]
-    if "input_ids" not in names or first != "logits":
+    if "input_ids" not in names or outputs[0] != "logits":
         raise UsageError("generate needs a decoding language model (input_ids in, logits "
                          "out): compile a stack with `vocab` using --export genai or --decode")
-    ids, mask = left_padded(prompts, pad)
-    B = ids.shape[0]
-    dtype = _ort_float(session.get_inputs()[names.index(past_names[0])].type)
-    shapes = {i.name: i.shape for i in session.get_inputs()}
-    past = {n: np.zeros((B, shapes[n][1], 0, shapes[n][3]), dtype=dtype) for n in past_names}
+    meta = session.get_modelmeta().custom_metadata_map
+    if meta.get("attndsl.kv_cache") == "in_place":
+        step = _InPlace(session, prompts, max_new, pad)
+    else:
+        step = _Growing(session, prompts, pad)
+    B = len(prompts)
     done = np.zeros(B, dtype=bool)
     out: list[list[int]] = [[] for _ in range(B)]
-    step_s: list[float] = []
-    first_s = 0.0
-    tokens = ids
-    for step in range(max_new):
-        feed = {"input_ids": tokens, "attention_mask": mask,
-                "position_ids": positions_of(mask)[:, -tokens.shape[1]:], **past}
+    times: list[float] = []
+    for i in range(max_new):
         start = time.perf_counter()
-        result = session.run(None, feed)
-        elapsed = time.perf_counter() - start
-        if step == 0:
-            first_s = elapsed
-        else:
-            step_s.append(elapsed)
-        nxt = result[0][:, -1, :].argmax(-1).astype(np.int64)
+        nxt = step.next_tokens()
+        times.append(time.perf_counter() - start)
         for b in range(B):
             if not done[b]:
                 out[b].append(int(nxt[b]))
                 done[b] = int(nxt[b]) in eos
         if progress is not None:
-            progress(step + 1, max_new)
-        if done.all():
+            progress(i + 1, max_new)
+        if done.all() or i + 1 == max_new:
             break
-        past = dict(zip([n.replace("present.", "past_key_values.") for n in outputs[1:]],
-                        result[1:], strict=True))
-        tokens = nxt[:, None]
-        mask = np.concatenate([mask, np.ones((B, 1), dtype=np.int64)], axis=1)
-    return Generation(out, first_s, step_s)
+        step.append(nxt)
+    return Generation(out, times[0], times[1:])
+
+
+class _Growing:
+    """Left-padded prompts; each call's presents are the next call's pasts."""
+
+    def __init__(self, session, prompts: Sequence[Sequence[int]], pad: int):
+        self.session = session
+        self.ids, self.mask = left_padded(prompts, pad)
+        inputs = {i.name: i for i in session.get_inputs()}
+        self.past = {n: np.zeros((len(prompts), i.shape[1], 0, i.shape[3]),
+                                 dtype=_ort_float(i.type))
+                     for n, i in inputs.items() if n.startswith("past_key_values.")}
+        self.presents = [o.name for o in session.get_outputs()][1:]
+
+    def next_tokens(self) -> np.ndarray:
+        n = self.ids.shape[1]
+        result = self.session.run(None, {
+            "input_ids": self.ids, "attention_mask": self.mask,
+            "position_ids": positions_of(self.mask)[:, -n:], **self.past})
+        self.past = {p.replace("present.", "past_key_values."): v
+                     for p, v in zip(self.presents, result[1:], strict=True)}
+        return result[0][:, -1, :].argmax(-1).astype(np.int64)
+
+    def append(self, tokens: np.ndarray) -> None:
+        self.ids = tokens[:, None]
+        self.mask = np.concatenate([self.mask, np.ones((len(tokens), 1), np.int64)], axis=1)
+
+
+class _InPlace:
+    """Right-padded prompts (row b's real tokens first); one buffer per cache, bound as both
+    past and present, written by the model at each row's length."""
+
+    def __init__(self, session, prompts: Sequence[Sequence[int]], max_new: int, pad: int):
+        import onnxruntime as ort
+
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise UsageError("every prompt needs at least one token id")
+        self.session = session
+        self.lengths = np.array([len(p) for p in prompts], dtype=np.int64)
+        B, n = len(prompts), int(self.lengths.max())
+        self.ids = np.full((B, n), pad, dtype=np.int64)
+        self.mask = np.zeros((B, n), dtype=np.int64)
+        for b, p in enumerate(prompts):
+            self.ids[b, : len(p)] = p
+            self.mask[b, : len(p)] = 1
+        self.positions = np.broadcast_to(np.arange(n, dtype=np.int64), (B, n)).copy()
+        self.last = self.lengths - 1  # where each row's next-token logits are
+        self.io = session.io_binding()
+        self.io.bind_output("logits")  # first: get_outputs() lists outputs as bound
+        for i in session.get_inputs():
+            if i.name.startswith("past_key_values."):
+                buffer = ort.OrtValue.ortvalue_from_numpy(np.zeros(
+                    (B, i.shape[1], n + max_new, i.shape[3]), dtype=_ort_float(i.type)))
+                self.io.bind_ortvalue_input(i.name, buffer)
+                self.io.bind_ortvalue_output(i.name.replace("past_key_values.", "present."),
+                                             buffer)
+
+    def next_tokens(self) -> np.ndarray:
+        for name in ("input_ids", "attention_mask", "positions"):
+            value = getattr(self, "ids" if name == "input_ids" else
+                            "mask" if name == "attention_mask" else name)
+            self.io.bind_cpu_input("position_ids" if name == "positions" else name,
+                                   np.ascontiguousarray(value))
+        self.io.bind_output("logits")  # anew: its shape changes after the prompt
+        self.session.run_with_iobinding(self.io)
+        logits = self.io.get_outputs()[0].numpy()
+        rows = np.arange(len(self.last))
+        return logits[rows, self.last, :].argmax(-1).astype(np.int64)
+
+    def append(self, tokens: np.ndarray) -> None:
+        self.ids = tokens[:, None]
+        self.positions = self.lengths[:, None].copy()
+        self.lengths = self.lengths + 1
+        self.last = np.zeros_like(self.lengths)
+        self.mask = np.concatenate([self.mask, np.ones((len(tokens), 1), np.int64)], axis=1)
 
 
 def _ort_float(type_name: str):
@@ -180,12 +246,23 @@ def load_decoder(path: Path) -> tuple[Path, dict]:
     return path, {}
 
 
+def kv_cache(model: bytes) -> str:
+    """A decoding model's cache layout (metadata attndsl.kv_cache): in_place or growing."""
+    import onnx
+
+    props = {p.key: p.value for p in onnx.load_from_string(model).metadata_props}
+    return props.get("attndsl.kv_cache", "growing")
+
+
 def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (),
-                 bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE) -> dict:
+                 bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE,
+                 in_place: bool = False) -> dict:
     """onnxruntime-genai's genai_config.json for the decoding model of `spec` (checked against
-    onnxruntime-genai 0.18): a growing cache (past_present_share_buffer false), so sliding
-    windows live in the model's masks and the runtime keeps every key: no sliding_window
-    section, which would make the runtime trim a cache the model still indexes."""
+    onnxruntime-genai 0.18). `in_place`: the runtime binds one max_length buffer per cache as
+    both past and present (past_present_share_buffer true); else the cache grows. Either way
+    sliding windows live in the model (GroupQueryAttention's local_window_size, or its masks)
+    and the runtime keeps every key: no sliding_window section, which would make the runtime
+    trim a cache the model still indexes."""
     if not is_lm(spec):
         raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
                          "models (add `vocab = N` to the transformer)")
@@ -224,7 +301,7 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
             "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
             "length_penalty": 1.0, "max_length": context_length, "min_length": 0,
             "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
-            "past_present_share_buffer": False, "repetition_penalty": 1.0,
+            "past_present_share_buffer": in_place, "repetition_penalty": 1.0,
             "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }
@@ -246,7 +323,7 @@ def genai_files(spec: Layer, model: bytes, *, weights: str | None = None,
     config = genai_config(
         spec, context_length=context_length or hf.get("max_position_embeddings") or 4096,
         eos=list(eos) if eos is not None else hf_eos, bos=hf.get("bos_token_id"),
-        pad=hf.get("pad_token_id") or 0)
+        pad=hf.get("pad_token_id") or 0, in_place=kv_cache(model) == "in_place")
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
     return {GENAI_CONFIG: text.encode(), MODEL_FILE: model}
 

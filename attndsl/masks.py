@@ -219,7 +219,8 @@ def real_keys(mask: Mask) -> Mask:
         case Padding():
             return Full()
         case And(a, b):
-            return And(real_keys(a), real_keys(b))
+            a, b = real_keys(a), real_keys(b)
+            return a if b == Full() else b if a == Full() else And(a, b)
         case Or(a, b):
             return Or(real_keys(a), real_keys(b))
         case Not(a):

@@ -36,7 +36,8 @@ from .targets import (
     kernel_skips_outside_window,
 )
 
-__all__ = ["Choice", "Core", "Cover", "cores", "cover", "fuse_cores", "plan"]
+__all__ = ["Choice", "Core", "Cover", "cores", "cover", "fuse_cores", "in_place_obstacle",
+           "plan"]
 
 _BLOCK_SIZES = (64, 128, 256)
 # Block-sparse execution deduplicates the visited key blocks with (K x K) tables per query block
@@ -379,19 +380,92 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
         return graph, [Choice(c.prefix, "dense", ("portable: standard ONNX ops only, exported by "
                                                   "torch.onnx.export; no planning",))
                        for c in found]
+    if graph.decoding:
+        return _plan_decoding(graph, found, target, dtype)
     choices = []
     nodes = list(graph.nodes)
     for core in found:
-        if graph.decoding and not core.linear:
-            strategy, params, reasons = "dense", {}, [
-                "decoding: the masked form over the cache and the new keys (L new queries "
-                "against P + L keys)"]
-        else:
-            strategy, params, reasons = choose(core, target, dtype)
+        strategy, params, reasons = choose(core, target, dtype)
         choices.append(Choice(core.prefix, strategy, tuple(reasons), tuple(params.items())))
         if strategy != "linear":
             nodes = _fuse(nodes, core, strategy, params)
     return replace(graph, nodes=tuple(nodes)), choices
+
+
+def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | None:
+    """Why attention `a` cannot decode with GroupQueryAttention writing one cache buffer in
+    place, or None when it can."""
+    provider = get(target).provider
+    if not get(target).planned:
+        return "the portable target uses standard ops only"
+    if a.linear:
+        return "a linear kernel has no fused cache kernel"
+    if _causal_window(a.mask) is None:
+        return f"its mask `{m.render(a.mask)}` is not `causal` or `causal & window(left = " \
+               "w - 1, right = 0)`"
+    if a.bias_kind is not None:
+        return f"{_BIAS_NAMES[a.bias_kind]} score biases have no place in the kernel"
+    if a.value_dim != a.head_dim:
+        return f"value_dim ({a.value_dim}) differs from head_dim ({a.head_dim})"
+    if a.head_dim % GQA_HEAD_DIM_MULTIPLE:
+        return f"head_dim {a.head_dim} is not a multiple of {GQA_HEAD_DIM_MULTIPLE}"
+    if not has_kernel("GroupQueryAttention", dtype, provider):
+        return f"GroupQueryAttention's {provider.upper()} kernel takes " \
+               f"{' or '.join(kernel_dtypes('GroupQueryAttention', provider))} only"
+    if a.sparsity.mode == "dense":
+        return "sparsity = dense asks for the dense masked form"
+    return None
+
+
+def _plan_decoding(graph: Graph, found: list[Core], target: str,
+                   dtype: str) -> tuple[Graph, list[Choice]]:
+    """A decoding graph: every attention in place (`gqa_cache`: GroupQueryAttention reads and
+    writes a [B, kv_heads, max_length, head_dim] buffer bound as both past and present) when
+    every one can, else every one `dense` against a growing cache (standard ops: past and new
+    keys concatenated). One model has one cache layout, as onnxruntime-genai runs it."""
+    obstacles = [(c, in_place_obstacle(c, target, dtype)) for c in found]
+    blocked = next(((c, why) for c, why in obstacles if why), None)
+    nodes = list(graph.nodes)
+    choices = []
+    for core in found:
+        if blocked is None:
+            window = _causal_window(core.mask)
+            params = {"local_window_size": window if window != INF else -1}
+            reasons = ["decoding in place: GroupQueryAttention appends the new keys and "
+                       "values to one max_length buffer (past = present) and attends causally"
+                       + (f" within {window} keys" if window != INF else "")]
+            nodes = _fuse(nodes, core, "gqa_cache", params)
+            choices.append(Choice(core.prefix, "gqa_cache", tuple(reasons),
+                                  tuple(params.items())))
+            continue
+        layer, why = blocked
+        reasons = ["decoding against a growing cache: past and new keys concatenated, the "
+                   "masked form over them (standard ops)",
+                   f"not in place: {layer.prefix.rstrip('.') or 'the attention'}: {why}"]
+        strategy = "linear" if core.linear else "dense"
+        choices.append(Choice(core.prefix, strategy, tuple(reasons)))
+        if not core.linear:
+            nodes = _fuse(nodes, core, "dense", {})
+    if blocked is None:
+        nodes = _cache_into_kernel(nodes)
+    return replace(graph, nodes=tuple(nodes)), choices
+
+
+def _cache_into_kernel(nodes: list[Node]) -> list[Node]:
+    """gqa_cache attention nodes take (q, new k, new v, past k, past v, attention_mask) and
+    write present.{i}.* themselves: their `cache` nodes go."""
+    caches = {n.out: n for n in nodes if n.op is Op.CACHE}
+    out = []
+    for n in nodes:
+        if n.op is Op.CACHE:
+            continue
+        if n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache":
+            q, k, v, *rest = n.args
+            ck, cv = caches[k], caches[v]
+            n = replace(n, args=(q, ck.args[1], cv.args[1], ck.args[0], cv.args[0], *rest),
+                        attrs=(*n.attrs, ("presents", (ck.out, cv.out))))
+        out.append(n)
+    return out
 
 
 def fuse_cores(graph: Graph, strategy: str) -> Graph:

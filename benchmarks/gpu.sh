@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of issue 6, for the GPU machine (see ../shared/gpu/README.md): onnxruntime-gpu
-# staged into /tmp/ortsite first. Run from the repository root:
+# The GPU checks of issue 6, for a GPU machine: onnxruntime-gpu 1.31 (and lark) installed into
+# /tmp/ortsite first (pip install --target /tmp/ortsite), next to the machine's CUDA torch. Run from the repository root:
 #   bash benchmarks/gpu.sh verify      # every example, float32 / float16 / bfloat16, on CUDA
 #   bash benchmarks/gpu.sh bench       # benchmarks/gpu.attn against torch SDPA, float16
 # Results go to $OUT (or ./gpu-results) for BENCHMARKS.md.

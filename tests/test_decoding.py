@@ -7,6 +7,7 @@ Layers that cannot decode are refused at their mask."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 import torch
@@ -17,6 +18,7 @@ from attndsl.decoding import check_decodable, has_random, left_padded, positions
 from attndsl.errors import SpecError
 from attndsl.ir import build
 from attndsl.masks import lookahead
+from attndsl.planner import cores, in_place_obstacle
 from attndsl.spec import Transformer, is_lm
 
 from .conftest import EXAMPLES
@@ -87,6 +89,8 @@ class _Onnx:
     def __init__(self, layer, seed, target):
         self.s = ort.InferenceSession(layer.decoder_bytes(target=target, seed=seed),
                                       providers=["CPUExecutionProvider"])
+        meta = self.s.get_modelmeta().custom_metadata_map
+        self.in_place = meta["attndsl.kv_cache"] == "in_place"
 
     def __call__(self, feed):
         return self.s.run(None, feed)
@@ -140,12 +144,78 @@ def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
                  "chunks of 37": [37, 37, 37, S - 111]}
     for backend, run in runners.items():
         for label, chunks in schedules.items():
-            got = _decode(run, spec, batch, mask, chunks)
-            for i, (row, want) in enumerate(zip(lengths, expected, strict=True)):
-                mine = got[i, S - row:]
+            if getattr(run, "in_place", False):
+                rows_out = _decode_in_place(run, spec, rows, chunks)
+            else:
+                got = _decode(run, spec, batch, mask, chunks)
+                rows_out = [got[i, S - n:] for i, n in enumerate(lengths)]
+            for i, (mine, want) in enumerate(zip(rows_out, expected, strict=True)):
                 err = float(np.abs(mine - want).max())
                 bound = 1e-4 * max(1.0, float(np.abs(want).max()))
                 assert err <= bound, f"{backend}, {label}, row {i}: {err:.3g} > {bound:.3g}"
+    in_place = [t for t in TARGETS if runners[t].in_place]
+    if all(in_place_obstacle(c, "ort-cpu") is None for c in cores(build(spec, decode=True))):
+        assert "ort-cpu" in in_place
+
+
+def _decode_in_place(run, spec, rows, chunks):
+    """An in-place model (GroupQueryAttention writing max_length buffers): the batch's prompts
+    (each row's first `chunks[0]` tokens) right-padded in one call, then one token per row per
+    call, rows that are done fed padding; row 0 alone is also fed in the chunks given (chunked
+    prefill). Each row's outputs at its real tokens, in order."""
+    first = "input_ids" if is_lm(spec) else "x"
+    graph = build(spec, decode=True)
+    total = max(len(r) for r in rows)
+    shapes = {n.out: n.shape for n in graph.nodes}
+
+    def buffers(batch):
+        out = {}
+        for name in graph.inputs:
+            if name.startswith("past_key_values."):
+                h, d = (int(p) for p in shapes[name].strip("float[]").split(",")[1::2])
+                out[name] = np.zeros((batch, h, total, d), dtype=np.float32)
+        return out
+
+    def call(feed, past):
+        result = run({**feed, **past})
+        return result[0], {k.replace("present.", "past_key_values."): v
+                           for k, v in zip(graph.presents, result[1:], strict=True)}
+
+    # the batch: right-padded prompts, then steps
+    prompt = [min(len(r), chunks[0]) for r in rows]
+    n = max(prompt)
+    x = np.stack([np.concatenate([r[:p], np.zeros((n - p, *r.shape[1:]), r.dtype)])
+                  for r, p in zip(rows, prompt, strict=True)])
+    mask = (np.arange(n)[None] < np.array(prompt)[:, None]).astype(np.int64)
+    positions = np.broadcast_to(np.arange(n), mask.shape).astype(np.int64)
+    y, past = call({first: x, "attention_mask": mask, "position_ids": positions},
+                   buffers(len(rows)))
+    outs = [[y[b, :p]] for b, p in enumerate(prompt)]
+    done = np.array(prompt)
+    while (done < [len(r) for r in rows]).any():
+        x = np.stack([r[d: d + 1] if d < len(r) else np.zeros_like(r[:1])
+                      for r, d in zip(rows, done, strict=True)])
+        mask = np.concatenate([mask, np.ones((len(rows), 1), np.int64)], axis=1)
+        y, past = call({first: x, "attention_mask": mask, "position_ids": done[:, None]},
+                       past)
+        for b, r in enumerate(rows):
+            if done[b] < len(r):
+                outs[b].append(y[b])
+        done = done + 1
+    got = [np.concatenate(o) for o in outs]
+    # row 0 alone, in chunks
+    past, start, pieces = buffers(1), 0, []
+    for c in chunks:
+        end = start + c
+        y, past = call({first: rows[0][None, start:end],
+                        "attention_mask": np.ones((1, end), np.int64),
+                        "position_ids": np.arange(start, end)[None]}, past)
+        pieces.append(y[0])
+        start = end
+    chunked = np.concatenate(pieces)
+    want0 = got[0]
+    assert np.abs(chunked - want0).max() <= 1e-4 * max(1.0, float(np.abs(want0).max()))
+    return got
 
 
 def test_a_decoding_model_is_reproducible_and_named_for_onnxruntime_genai() -> None:
@@ -158,5 +228,15 @@ def test_a_decoding_model_is_reproducible_and_named_for_onnxruntime_genai() -> N
         "past_key_values.0.value", "past_key_values.1.key", "past_key_values.1.value"]
     assert [o.name for o in s.get_outputs()] == [
         "logits", "present.0.key", "present.0.value", "present.1.key", "present.1.value"]
-    assert s.get_inputs()[3].shape == ["batch", 2, "past_length", 32]
+    assert s.get_inputs()[3].shape == ["batch", 2, "max_length", 32]  # in place on ort-cpu
+    assert s.get_outputs()[1].shape == ["batch", 2, "max_length", 32]
     assert s.get_outputs()[0].shape == ["batch", "length", 1000]
+    assert s.get_modelmeta().custom_metadata_map["attndsl.kv_cache"] == "in_place"
+    nodes = onnx.load_from_string(a).graph.node
+    readers = {n.op_type for n in nodes for i in n.input if i.startswith("past_key_values.")}
+    assert readers == {"GroupQueryAttention"}  # nothing copies the cache
+    growing = ort.InferenceSession(layer.decoder_bytes(target="portable", seed=3),
+                                   providers=["CPUExecutionProvider"])
+    assert growing.get_inputs()[3].shape == ["batch", 2, "past_length", 32]
+    assert growing.get_outputs()[1].shape == ["batch", 2, "total_length", 32]
+    assert growing.get_modelmeta().custom_metadata_map["attndsl.kv_cache"] == "growing"

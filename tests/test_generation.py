@@ -2,7 +2,8 @@
 downloads), saved with `save_pretrained`, brought in with `attndsl import` (token embedding and
 LM head included) and `compile --export genai --weights`, then decoded greedily three ways:
 `attndsl generate` (ONNX Runtime alone), onnxruntime-genai loading the folder as it is, and
-transformers' own `generate(do_sample=False)`. The tokens must be identical. Mistral's window
+transformers' own `generate(do_sample=False)`, for the in-place cache (ort-cpu) and the
+growing one (portable). The tokens must be identical. Mistral's window
 (6) is passed well before the 19th token; Gemma 2 alternates windows and soft-caps both the
 scores and the logits. The logits of one forward pass match the model's within 1e-4."""
 
@@ -41,12 +42,16 @@ CONFIGS = {
                                       final_logit_softcapping=30.0, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
+# ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
+# portable: standard ops and a growing cache (left-padded batches)
+TARGETS = ("ort-cpu", "portable")
 NEW = 12
 
 
-@pytest.fixture(scope="module", params=list(CONFIGS))
+@pytest.fixture(scope="module", params=[(f, t) for f in CONFIGS for t in TARGETS],
+                ids=[f"{f}-{t}" for f in CONFIGS for t in TARGETS])
 def exported(request, tmp_path_factory):
-    family = request.param
+    family, target = request.param
     root = tmp_path_factory.mktemp(family)
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
@@ -59,8 +64,12 @@ def exported(request, tmp_path_factory):
     spec = root / f"{family}.attn"
     assert main(["import", str(folder), "-o", str(spec)]) == 0
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
-                 "-o", str(root / "out")]) == 0
-    return family, model, folder, spec, root / "out" / family
+                 "-o", str(root / "out"), "--target", target]) == 0
+    return family, model, folder, spec, root / "out" / family, target
+
+
+def family_target(exported) -> str:
+    return exported[5]
 
 
 def _transformers_tokens(model) -> list[list[int]]:
@@ -74,7 +83,7 @@ def _transformers_tokens(model) -> list[list[int]]:
 
 
 def test_attndsl_generate_gives_the_tokens_of_transformers(exported, capsys) -> None:
-    _, model, _, _, folder = exported
+    _, model, _, _, folder, _ = exported
     want = _transformers_tokens(model)
     assert len({t for row in want for t in row}) >= 4, "a degenerate model proves little"
     argv = ["generate", str(folder), "--max-new", str(NEW), "--eos", "96", "--json"]
@@ -88,12 +97,13 @@ def test_attndsl_generate_gives_the_tokens_of_transformers(exported, capsys) -> 
 
 def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
     og = pytest.importorskip("onnxruntime_genai")
-    family, model, _, _, folder = exported
+    family, model, _, _, folder, _ = exported
     want = _transformers_tokens(model)
     config = json.loads((Path(folder) / "genai_config.json").read_text())
     assert sorted(p.name for p in Path(folder).iterdir()) == ["genai_config.json",
                                                                "model.onnx"]
-    assert config["search"]["past_present_share_buffer"] is False
+    in_place = config["search"]["past_present_share_buffer"]
+    assert in_place is (family_target(exported) == "ort-cpu")
     m = og.Model(str(folder))
     for prompt, expected in zip(PROMPTS, want, strict=True):
         params = og.GeneratorParams(m)
@@ -111,7 +121,7 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
 
 
 def test_the_language_model_gives_the_logits_of_transformers(exported) -> None:
-    family, model, folder, spec, _ = exported
+    family, model, folder, spec, _, _ = exported
     program = attndsl.load(spec)
     name = next(n for n in program if getattr(program[n].spec, "vocab", None))
     data = program[name].onnx_bytes(target="ort-cpu", weights=folder)
@@ -122,3 +132,33 @@ def test_the_language_model_gives_the_logits_of_transformers(exported) -> None:
         want = model(input_ids=torch.from_numpy(ids)).logits.numpy()
     err = float(np.abs(got - want).max())
     assert err <= 1e-4 * max(1.0, float(np.abs(want).max())), (family, err)
+
+
+def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys) -> None:
+    """`bench --decode` on a checkpoint folder from benchmarks/make_llama.py: attndsl's model,
+    onnxruntime-genai's builder model and transformers, each timed (no speed is asserted:
+    BENCHMARKS.md records the measured table)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    folder = tmp_path / "llama"
+    subprocess.run([sys.executable, str(root / "benchmarks" / "make_llama.py"), str(folder),
+                    "--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                    "--intermediate", "96", "--vocab", "97", "--context", "256"],
+                   check=True, capture_output=True)
+    capsys.readouterr()
+    assert main(["bench", str(folder), "--decode", "--prompts", "5,9", "--new", "3",
+                 "--repeat", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    backends = {r["backend"] for r in report["rows"]}
+    assert {"attndsl (ort-cpu)", "transformers generate"} <= backends
+    timed = [r for r in report["rows"] if not r["note"]]
+    assert {r["prompt"] for r in timed} == {5, 9}
+    assert all(r["first_token_ms"] > 0 and r["ms_per_token"] > 0 for r in timed)
+    assert report["facts"]["bandwidth_gb_s"] > 0
+    assert main(["bench", str(folder), "--decode", "--prompts", "5", "--new", "3",
+                 "--repeat", "1", "--baselines", "transformers"]) == 0
+    table = capsys.readouterr().out
+    assert "first token ms" in table and "attndsl (ort-cpu)" in table
+    assert main(["bench", str(tmp_path), "--decode"]) == 2  # no checkpoint there

@@ -62,17 +62,23 @@ def rope_frequencies(xp, theta: float, dim: int, scaling: RopeScaling | None,
     return static
 
 
-def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interleaved: bool,
-         scaling: RopeScaling | None = None) -> Array:
-    """Rotate the first `dim` features of x (..., n, d) by angle pos * inv_freq (see
-    `rope_frequencies`), pos a float32 (n, 1) column: pairs (x_i, x_{i+dim/2}) (half-split) or
-    (x_2i, x_2i+1) (interleaved). The angle is float32; cos and sin, times the scaling's
-    attention factor (YaRN, longrope), are narrowed to the model dtype."""
+def rope_tables(xp, pos: Array, keys: Array, theta: float, dim: int,
+                scaling: RopeScaling | None, dtype: str) -> tuple[Array, Array]:
+    """cos and sin of the angles pos * inv_freq (see `rope_frequencies`), pos a float32 (n, 1)
+    column (or (B, 1, n, 1)): float32 angles, times the scaling's attention factor (YaRN,
+    longrope), narrowed to `dtype`. Every rotation at these positions shares them."""
     angle = pos * rope_frequencies(xp, theta, dim, scaling, keys)  # (n, dim/2)
     gain = getattr(scaling, "attention_factor", 1.0)
-    cos, sin = (xp.astype(f(angle) * gain if gain != 1.0 else f(angle), xp.dtype(x))
-                for f in (xp.cos, xp.sin))
-    rest = x[..., dim:]
+    return tuple(xp.astype(f(angle) * gain if gain != 1.0 else f(angle), dtype)
+                 for f in (xp.cos, xp.sin))
+
+
+def rotate(xp, x: Array, cos: Array, sin: Array, dim: int, interleaved: bool,
+           width: int | None = None) -> Array:
+    """Rotate the first `dim` features of x (..., n, d) by the angles of `rope_tables`: pairs
+    (x_i, x_{i+dim/2}) (half-split) or (x_2i, x_2i+1) (interleaved). `width`: d when known
+    (d = dim rotates everything: no pass-through slice)."""
+    rest = None if width == dim else x[..., dim:]
     if interleaved:
         even, odd = x[..., 0:dim:2], x[..., 1:dim:2]
         rot = xp.interleave(even * cos - odd * sin, even * sin + odd * cos)
@@ -80,7 +86,14 @@ def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interlea
         half = dim // 2
         x1, x2 = x[..., :half], x[..., half:dim]
         rot = xp.concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-    return xp.concat([rot, rest], axis=-1)
+    return rot if width == dim else xp.concat([rot, rest], axis=-1)
+
+
+def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interleaved: bool,
+         scaling: RopeScaling | None = None) -> Array:
+    """RoPE: `rotate` x by `rope_tables` at positions pos."""
+    cos, sin = rope_tables(xp, pos, keys, theta, dim, scaling, xp.dtype(x))
+    return rotate(xp, x, cos, sin, dim, interleaved)
 
 
 def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,

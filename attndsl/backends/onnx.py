@@ -44,6 +44,7 @@ class Provenance:
     dtype: str = "float32"
     weights_sha256: str | None = None
     form: str = "forward"  # or decode: the decoding form (KV caches in and out)
+    kv_cache: str | None = None  # a decoding model's: in_place or growing
 
     @property
     def spec_file(self) -> str:
@@ -66,6 +67,8 @@ class Provenance:
             props["attndsl.weights_sha256"] = self.weights_sha256
         if self.form != "forward":
             props["attndsl.form"] = self.form
+        if self.kv_cache:
+            props["attndsl.kv_cache"] = self.kv_cache
         if get(self.target).planned:  # contrib kernels whose meaning is release-specific
             props["attndsl.onnxruntime"] = " or ".join(VERIFIED_ORT)
         return props

@@ -32,11 +32,16 @@ __all__ = ["build_model"]
 
 
 def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[str, np.ndarray],
-                dtype: str = "float32") -> onnx.ModelProto:
+                dtype: str = "float32", fused_norms: bool = False) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
-    the type of the float inputs and of the output too."""
+    the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
+    Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
+    planned targets; else in standard ops."""
     b = Builder(dtype)
     lw = Lowering(b, weights)
+    if fused_norms and dtype == "float32":
+        lw.skip_norms = ops.skip_norms(graph)
+        lw.contrib_norms = True
     attn = spec.attention if isinstance(spec, Transformer) else spec
     inputs = []
     dims = {"x": ["batch", "length", attn.d_model],
@@ -47,24 +52,40 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     shapes = {n.out: n.shape for n in graph.nodes}
     lw.graph_shapes = shapes
     lw.siblings = ops.projection_groups(graph)
+    lw.nodes = {n.out: n for n in graph.nodes}
+    in_place = any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache"
+                   for n in graph.nodes)
+    past_length, present_length = ("max_length",) * 2 if in_place else ("past_length",
+                                                                        "total_length")
     for node in graph.nodes:
         if node.op is Op.INPUT:
             name = node.out
             is_float = name in ("x", "memory") or name.startswith("past_key_values.")
             elem = ONNX_TYPE[dtype] if is_float else TensorProto.INT64
-            shape = dims.get(name) or _cache_dims(shapes[name], "past_length")
+            shape = dims.get(name) or _cache_dims(shapes[name], past_length)
             inputs.append(helper.make_tensor_value_info(name, elem, shape))
             lw.env[name] = name
+            lw.graph_inputs.add(name)
             continue
         lw.env[node.out] = LOWER[node.op](lw, node)
     width = attn.d_model if graph.output_name == "y" else spec.vocab
     outputs = [(graph.output_name, graph.output, ["batch", "length", width])]
-    outputs += [(p, p, _cache_dims(shapes[p], "total_length")) for p in graph.presents]
+    outputs += [(p, p, _cache_dims(shapes[p.replace("present.", "past_key_values.")],
+                                   present_length)) for p in graph.presents]
     value_infos = []
+    renamed: dict[str, str] = {}
     for name, value, shape in outputs:
-        b.nodes.append(helper.make_node("Identity", [lw.env[value]], [name],
-                                        name=f"output_{name}"))
+        produced = lw.env[value]
+        if produced in renamed or produced in lw.graph_inputs:  # needs a copy of its own
+            b.nodes.append(helper.make_node("Identity", [produced], [name],
+                                            name=f"output_{name}"))
+        else:  # the node that computes it writes the output itself (no copy of the cache)
+            renamed[produced] = name
         value_infos.append(helper.make_tensor_value_info(name, ONNX_TYPE[dtype], shape))
+    for n in b.nodes:
+        n.input[:] = [renamed.get(i, i) for i in n.input]
+        n.output[:] = [renamed.get(o, o) for o in n.output]
+    b.nodes[:] = _live(b.nodes, {name for name, _, _ in outputs})
     g = helper.make_graph(b.nodes, spec.name, inputs, value_infos)
     opsets = [helper.make_opsetid("", 23)] + [helper.make_opsetid(d, 1)
                                               for d in sorted(b.domains)]
@@ -78,3 +99,15 @@ def _cache_dims(shape: str, length: str) -> list:
     """[batch, kv_heads, <length>, head_dim] from an IR cache shape `[B, 4, P, 64]`."""
     parts = [p.strip() for p in shape.strip("float[]").split(",")]
     return ["batch", int(parts[1]), length, int(parts[3])]
+
+
+def _live(nodes: list, outputs: set[str]) -> list:
+    """The nodes the outputs depend on, in order: a kernel that reads packed projections
+    leaves their split and rotation unused."""
+    needed = set(outputs)
+    keep = []
+    for n in reversed(nodes):
+        if any(o in needed for o in n.output):
+            keep.append(n)
+            needed.update(n.input)
+    return keep[::-1]

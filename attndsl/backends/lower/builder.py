@@ -271,6 +271,14 @@ class Lowering:
         self.graph_shapes: dict[str, str] = {}
         self.siblings: dict[str, list[Node]] = {}
         self.fused: dict[str, str] = {}
+        # values computed once per model and shared by every layer (RoPE tables, decoding
+        # masks), by what they depend on
+        self.memo: dict[tuple, Any] = {}
+        self.graph_inputs: set[str] = set()
+        self.packed: dict[tuple[str, ...], str] = {}  # projections of one GEMM -> its output
+        self.nodes: dict[str, Node] = {}  # the graph's IR nodes by output
+        self.contrib_norms = False  # norms as ORT's contrib kernels (float32, planned targets)
+        self.skip_norms: dict[str, Node] = {}  # residual add -> the norm of its sum
 
     def w(self, name: str) -> str:
         if name not in self.used:

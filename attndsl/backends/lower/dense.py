@@ -9,7 +9,7 @@ from ...ir import Node
 from .attend import masked_attend, qk_float32, runtime_masks, scores, with_head_axes
 from .builder import Lowering, Sym, arg, bsh
 
-__all__ = ["dense"]
+__all__ = ["decoding_visibility", "dense"]
 
 
 def dense(lw: Lowering, node: Node) -> str:
@@ -24,16 +24,8 @@ def dense(lw: Lowering, node: Node) -> str:
     v = b.op("Unsqueeze", arg(lw, node, 2), b.i64(2))
     q_pos, k_pos = lw.indices()  # (L, 1), (1, S)
     s = scores(lw, node, q, k, q_pos, k_pos, 5)
-    if lw.decoding:  # masks read token positions: real tokens before each slot
-        S = lw.S
-        mask = lw.env["attention_mask"]
-        real = Sym(b, b.op("Cast", mask, to=TensorProto.BOOL), "bool", 2)
-        k_tok = Sym(b, b.op("CumSum", mask, b.i64(1)), "int64", 2) - 1  # (B, S)
-        q_tok = Sym(b, b.op("Slice", k_tok.name, b.op("Unsqueeze", (S - lw.L).name, b.i64(0)),
-                            b.i64(2**62), b.i64(1)), "int64", 2)  # (B, L): the new tokens
-        visible = masks.evaluate(node.attr("expr"), q_tok[..., None], k_tok[:, None], L=S,
-                                 S=S) & real[:, None]
-        visible = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)
+    if lw.decoding:
+        visible = decoding_visibility(lw, node.attr("expr"))
     else:
         visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=lw.L, S=lw.S,
                                  **runtime_masks(lw))
@@ -41,3 +33,21 @@ def dense(lw: Lowering, node: Node) -> str:
     o = masked_attend(lw, s, visible, v)  # (B, Hkv, g, L, dv)
     o = b.op("Reshape", o, b.op("Concat", b.i64(0, heads), b.op("Shape", o, start=3), axis=0))
     return bsh(lw, o)
+
+
+def decoding_visibility(lw: Lowering, expr: masks.Mask) -> Sym:
+    """(B, 1, 1, L, S): the mask at token positions (real tokens before each slot), real keys
+    only; once per model for each mask expression."""
+    key = ("visible", expr)
+    if key not in lw.memo:
+        b = lw.b
+        S = lw.S
+        mask = lw.env["attention_mask"]
+        real = Sym(b, b.op("Cast", mask, to=TensorProto.BOOL), "bool", 2)
+        k_tok = Sym(b, b.op("CumSum", mask, b.i64(1)), "int64", 2) - 1  # (B, S)
+        q_tok = Sym(b, b.op("Slice", k_tok.name, b.op("Unsqueeze", (S - lw.L).name, b.i64(0)),
+                            b.i64(2**62), b.i64(1)), "int64", 2)  # (B, L): the new tokens
+        visible = masks.evaluate(expr, q_tok[..., None], k_tok[:, None], L=S, S=S) & \
+            real[:, None]
+        lw.memo[key] = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)
+    return lw.memo[key]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
-from ...ir import Node
+from ...ir import Node, Op
+from .. import formulas
 from .builder import Lowering, arg, bsh
 
-__all__ = ["gqa"]
+__all__ = ["gqa", "gqa_cache"]
 
 
 def gqa(lw: Lowering, node: Node) -> str:
@@ -24,3 +25,75 @@ def gqa(lw: Lowering, node: Node) -> str:
                softcap=float(node.attr("softcap") or 0.0),
                local_window_size=int(node.attr("local_window_size")))
     return out[0]
+
+
+def gqa_cache(lw: Lowering, node: Node) -> str:
+    """Decoding in place: GroupQueryAttention appends the new keys and values to the past
+    buffers [B, kv_heads, max_length, head_dim] (bound as the presents too) at each row's
+    length and attends to the first seqlens_k + 1 slots. Row b's tokens fill slots
+    0 .. sum(attention_mask[b]) - 1: its real tokens come first (right padding)."""
+    b = lw.b
+    past_k, past_v = arg(lw, node, 3), arg(lw, node, 4)
+    packed = _packed_projections(lw, node)
+    rotary = {}
+    if packed is not None:  # q, k, v as one GEMM's output, RoPE in the kernel
+        qkv, rope = packed
+        q, k, v = qkv, "", ""
+        if rope is not None:
+            cos, sin = _rotary_tables(lw, rope)
+            rotary = {"do_rotary": 1, "rotary_interleaved": int(rope.attr("interleaved"))}
+    else:
+        q, k, v = (bsh(lw, arg(lw, node, i)) for i in range(3))
+    if "cache_lengths" not in lw.memo:
+        mask = lw.env["attention_mask"]
+        real = b.op("ReduceSum", mask, b.i64(1), keepdims=0)
+        seqlens = b.op("Cast", b.op("Sub", real, b.i64(1)), to=TensorProto.INT32)
+        total = b.op("Cast", b.op("Squeeze", b.op("Shape", mask, start=1, end=2), b.i64(0)),
+                     to=TensorProto.INT32)
+        lw.memo["cache_lengths"] = (seqlens, total)
+    seqlens, total = lw.memo["cache_lengths"]
+    tables = [cos, sin] if rotary else []
+    out = b.op("GroupQueryAttention", q, k, v, past_k, past_v, seqlens, total, *tables,
+               outputs=3, domain="com.microsoft", num_heads=node.attr("heads"),
+               kv_num_heads=node.attr("kv_heads"), scale=float(node.attr("scale")),
+               softcap=float(node.attr("softcap") or 0.0),
+               local_window_size=int(node.attr("local_window_size")), **rotary)
+    present_k, present_v = node.attr("presents")
+    lw.env[present_k], lw.env[present_v] = out[1], out[2]
+    return out[0]
+
+
+def _packed_projections(lw: Lowering, node: Node):
+    """(the packed q|k|v GEMM output, the q RoPE node or None) when the kernel can take them
+    as they come: q, k, v projected by one GEMM, split into heads and (both or neither)
+    rotated, nothing else between. In the kernel, rotary positions are cache slots, which are
+    the tokens' positions in an in-place cache (each row's real tokens come first)."""
+    chains = []
+    for i in range(3):
+        n = lw.nodes.get(node.args[i])
+        rope = None
+        if n is not None and n.op is Op.ROPE:
+            rope, n = n, lw.nodes.get(n.args[0])
+        if n is None or n.op is not Op.SPLIT_HEADS:
+            return None
+        chains.append((lw.nodes.get(n.args[0]), rope))
+    (q, q_rope), (k, k_rope), (v, v_rope) = chains
+    packed = lw.packed.get(tuple(x.out for x in (q, k, v)))
+    if packed is None or v_rope is not None or (q_rope is None) != (k_rope is None):
+        return None
+    if q_rope is not None and (q_rope.attrs != k_rope.attrs or q_rope.args[1:] != k_rope.args[1:]
+                               or q_rope.attr("dim") % 2):
+        return None
+    return packed, q_rope
+
+
+def _rotary_tables(lw: Lowering, rope: Node) -> tuple[str, str]:
+    """cos and sin [S, dim / 2] at positions 0 .. S-1 (S = attention_mask's length), the
+    kernel's cos_cache and sin_cache, once per model for each RoPE."""
+    theta, dim, scaling = rope.attr("theta"), rope.attr("dim"), rope.attr("scaling")
+    key = ("rotary_cache", theta, dim, scaling)
+    if key not in lw.memo:
+        cos, sin = formulas.rope_tables(lw.xp, lw.positions(lw.S), lw.S, theta, dim, scaling,
+                                        lw.b.dtype)
+        lw.memo[key] = (cos.name, sin.name)
+    return lw.memo[key]

@@ -10,7 +10,7 @@ from .. import formulas
 from .block_sparse import block_sparse
 from .builder import Lowering, Sym, arg, lower, repeat, width
 from .dense import dense
-from .gqa import gqa
+from .gqa import gqa, gqa_cache
 from .mha import mha
 
 __all__ = ["STRATEGIES", "projection_groups"]
@@ -66,6 +66,7 @@ def _linear(lw: Lowering, node: Node) -> str:
     parts = b.op("Split", y, b.i64(*widths), axis=-1, outputs=len(group))
     for n, part in zip(group, parts, strict=True):
         lw.fused[n.out] = part
+    lw.packed[tuple(n.out for n in group)] = y  # a kernel may read the packed projections
     return lw.fused[node.out]
 
 
@@ -93,20 +94,68 @@ def _merge_heads(lw: Lowering, node: Node) -> str:
 
 @lower(Op.NORM)
 def _norm(lw: Lowering, node: Node) -> str:
+    if node.out in lw.fused:  # computed with the residual add before it
+        return lw.fused[node.out]
     module = node.attr("module")
     bias = lw.weight(f"{module}.bias") if node.attr("bias") else None
+    if lw.contrib_norms:
+        return _contrib_norm(lw, node, [arg(lw, node)], outputs=1)
     return formulas.norm(lw.xp, lw.sym(node), node.attr("kind"), lw.weight(f"{module}.weight"),
                          bias, node.attr("eps"), node.attr("unit_offset")).name
 
 
+def _contrib_norm(lw: Lowering, node: Node, inputs: list[str], outputs: int):
+    """A float32 norm as one kernel: RMSNormalization or SkipSimplifiedLayerNormalization for
+    RMSNorm (x / sqrt(mean(x^2) + eps) * w, the gain 1 + w for unit offset, folded at session
+    start), LayerNormalization or SkipLayerNormalization for LayerNorm. With two inputs it adds
+    them first and returns (norm, sum)."""
+    b = lw.b
+    module = node.attr("module")
+    gain = lw.w(f"{module}.weight")
+    if node.attr("unit_offset"):
+        gain = b.op("Add", gain, b.const(1.0, "float32"))
+    rms = node.attr("kind") == "rmsnorm"
+    skip = len(inputs) == 2
+    extra = [] if rms else [lw.w(f"{module}.bias") if node.attr("bias") else ""]
+    if skip:
+        op = "SkipSimplifiedLayerNormalization" if rms else "SkipLayerNormalization"
+        out = b.op(op, *inputs, gain, *extra, outputs=4, domain="com.microsoft",
+                   epsilon=float(node.attr("eps")))
+        return out[0], out[3]
+    if rms:  # the standard op (opset 23)
+        return b.op("RMSNormalization", inputs[0], gain, axis=-1,
+                    epsilon=float(node.attr("eps")))
+    return b.op("LayerNormalization", inputs[0], gain, *[e for e in extra if e], axis=-1,
+                epsilon=float(node.attr("eps")))
+
+
+def skip_norms(graph: Graph) -> dict[str, Node]:
+    """Residual adds whose sum is normed (pre-norm blocks, the final norm, post-norm blocks)
+    -> that norm: one kernel computes both. Not for q/k norms (no add before them)."""
+    adds = {n.out: n for n in graph.nodes if n.op is Op.ADD}
+    out = {}
+    for n in graph.nodes:
+        if n.op is Op.NORM and n.args[0] in adds and n.args[0] not in out:
+            out[n.args[0]] = n
+    return out
+
+
 @lower(Op.ROPE)
 def _rope(lw: Lowering, node: Node) -> str:
+    """RoPE with cos and sin computed once per model for each (positions, frequencies): q and
+    k of every layer at the same positions share them."""
     x = lw.sym(node)
-    pos = lw.token_positions(node, lw.dim(x.name, 2))
-    if pos.ndim == 3:  # (B, n, 1) -> (B, 1, n, 1): one row of positions per sequence
-        pos = pos[:, None]
-    return formulas.rope(lw.xp, x, pos, lw.S, node.attr("theta"),
-                         node.attr("dim"), node.attr("interleaved"), node.attr("scaling")).name
+    side = node.shape.split(",")[2].strip()  # L (queries, self-attention keys) or S (memory)
+    theta, dim, scaling = node.attr("theta"), node.attr("dim"), node.attr("scaling")
+    key = ("rope", side, node.args[1:], theta, dim, scaling)
+    if key not in lw.memo:
+        pos = lw.token_positions(node, lw.dim(x.name, 2))
+        if pos.ndim == 3:  # (B, n, 1) -> (B, 1, n, 1): one row of positions per sequence
+            pos = pos[:, None]
+        lw.memo[key] = formulas.rope_tables(lw.xp, pos, lw.S, theta, dim, scaling, lw.b.dtype)
+    cos, sin = lw.memo[key]
+    return formulas.rotate(lw.xp, x, cos, sin, dim, node.attr("interleaved"),
+                           width(node.shape)).name
 
 
 @lower(Op.REPEAT_KV)
@@ -126,6 +175,11 @@ def _mul(lw: Lowering, node: Node) -> str:
 
 @lower(Op.ADD)
 def _add(lw: Lowering, node: Node) -> str:
+    norm = lw.skip_norms.get(node.out)
+    if norm is not None:
+        normed, total = _contrib_norm(lw, norm, [arg(lw, node, 0), arg(lw, node, 1)], 4)
+        lw.fused[norm.out] = normed
+        return total
     return lw.b.op("Add", arg(lw, node, 0), arg(lw, node, 1))
 
 
@@ -144,4 +198,5 @@ def _attention(lw: Lowering, node: Node) -> str:
     return STRATEGIES[node.attr("strategy")](lw, node)
 
 
-STRATEGIES = {"gqa": gqa, "mha": mha, "dense": dense, "block_sparse": block_sparse}
+STRATEGIES = {"gqa": gqa, "gqa_cache": gqa_cache, "mha": mha, "dense": dense,
+              "block_sparse": block_sparse}
