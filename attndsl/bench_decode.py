@@ -215,20 +215,28 @@ def _transformers(source: Path, threads: int):
     torch.set_num_threads(threads)
     model = tf.AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32).eval()
 
-    def generate(ids: list[int], new: int) -> float:
+    class Clock(tf.LogitsProcessor):
+        """Called once per new token, as its logits are ready: the token's time stamp."""
+
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+
+        def __call__(self, input_ids, scores):
+            self.stamps.append(time.perf_counter())
+            return scores
+
+    def run(ids: list[int], new: int) -> tuple[float, list[float]]:
         x = torch.tensor([ids])
+        clock = Clock()
         start = time.perf_counter()
         with torch.no_grad():
             model.generate(input_ids=x, attention_mask=torch.ones_like(x), do_sample=False,
-                           max_new_tokens=new, min_new_tokens=new, pad_token_id=0)
-        return time.perf_counter() - start
+                           max_new_tokens=new, min_new_tokens=new, pad_token_id=0,
+                           logits_processor=tf.LogitsProcessorList([clock]))
+        stamps = [start, *clock.stamps]
+        return stamps[1] - stamps[0], list(np.diff(stamps[1:]))
 
-    def run(ids: list[int], new: int) -> tuple[float, list[float]]:
-        first = generate(ids, 1)
-        total = generate(ids, new)
-        return first, [(total - first) / (new - 1)]
-
-    generate([3, 4, 5], 2)  # warm-up
+    run([3, 4, 5], 2)  # warm-up
     return run
 
 

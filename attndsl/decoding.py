@@ -190,6 +190,9 @@ class _InPlace:
             self.ids[b, : len(p)] = p
             self.mask[b, : len(p)] = 1
         self.positions = np.broadcast_to(np.arange(n, dtype=np.int64), (B, n)).copy()
+        self.full_mask = np.concatenate([self.mask, np.ones((B, max_new), np.int64)], axis=1)
+        self.step_logits = None
+        self.logits_type = _ort_float(session.get_outputs()[0].type)
         self.last = self.lengths - 1  # where each row's next-token logits are
         self.io = session.io_binding()
         self.io.bind_output("logits")  # first: get_outputs() lists outputs as bound
@@ -202,23 +205,32 @@ class _InPlace:
                                              buffer)
 
     def next_tokens(self) -> np.ndarray:
-        for name in ("input_ids", "attention_mask", "positions"):
-            value = getattr(self, "ids" if name == "input_ids" else
-                            "mask" if name == "attention_mask" else name)
-            self.io.bind_cpu_input("position_ids" if name == "positions" else name,
-                                   np.ascontiguousarray(value))
-        self.io.bind_output("logits")  # anew: its shape changes after the prompt
+        self.io.bind_cpu_input("input_ids", self.ids)
+        self.io.bind_cpu_input("attention_mask", np.ascontiguousarray(self.mask))
+        self.io.bind_cpu_input("position_ids", self.positions)
+        if self.step_logits is None:  # the prompt's: all of its positions
+            self.io.bind_output("logits")
         self.session.run_with_iobinding(self.io)
-        logits = self.io.get_outputs()[0].numpy()
+        if self.step_logits is None:
+            logits = self.io.get_outputs()[0].numpy()
+        else:
+            logits = self.step_logits.numpy()
         rows = np.arange(len(self.last))
         return logits[rows, self.last, :].argmax(-1).astype(np.int64)
 
     def append(self, tokens: np.ndarray) -> None:
-        self.ids = tokens[:, None]
+        import onnxruntime as ort
+
+        if self.step_logits is None:  # one token per row from now on: one output buffer
+            vocab = self.io.get_outputs()[0].shape()[-1]
+            self.step_logits = ort.OrtValue.ortvalue_from_shape_and_type(
+                [len(tokens), 1, vocab], self.logits_type)
+            self.io.bind_ortvalue_output("logits", self.step_logits)
+        self.ids = np.ascontiguousarray(tokens[:, None])
         self.positions = self.lengths[:, None].copy()
         self.lengths = self.lengths + 1
         self.last = np.zeros_like(self.lengths)
-        self.mask = np.concatenate([self.mask, np.ones((len(tokens), 1), np.int64)], axis=1)
+        self.mask = self.full_mask[:, : self.mask.shape[1] + 1]
 
 
 def _ort_float(type_name: str):
