@@ -138,13 +138,15 @@ class Layer:
 
     def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
                       weights: str | os.PathLike[str] | None = None,
-                      dtype: str = "float32") -> bytes:
+                      dtype: str = "float32", bounded: bool = False) -> bytes:
         """The decoding model (docs/LANGUAGE.md, Decoding): new tokens, attention_mask,
         position_ids and past_key_values.{i}.key/.value in; logits (or y) and
         present.{i}.key/.value out. On ort-cpu and ort-cuda, when every attention can,
         GroupQueryAttention writes one max_length buffer per layer in place (metadata
         `attndsl.kv_cache` = in_place); otherwise (and on portable) the cache grows by the new
-        tokens each call, in standard ops (`growing`)."""
+        tokens each call, in standard ops (`growing`). `bounded`: layers whose mask reaches
+        back a bounded number of keys (windows, chunks) keep only those: their cache stops
+        growing (`bounded`, the growing layout otherwise)."""
         from .backends.lower import build_model
         from .backends.onnx import Provenance, finalize
         from .decoding import check_decodable
@@ -157,8 +159,10 @@ class Layer:
         check_dtype_target(dtype, target)
         check_decodable(self.spec)
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
-        graph, choices = plan(build(self.spec, decode=True), target, dtype)
+        graph, choices = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
         in_place = any(c.strategy == "gqa_cache" for c in choices)
+        kv_cache = "in_place" if in_place else "bounded" if any(
+            n.op.value == "tail" for n in graph.nodes) else "growing"
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
         model = build_model(graph, self.spec, state, dtype, fused_norms=get(target).planned)
         del module, state
@@ -166,7 +170,7 @@ class Layer:
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype,
             weights_sha256=file_sha256(weights) if weights else None, form="decode",
-            kv_cache="in_place" if in_place else "growing")
+            kv_cache=kv_cache)
         return finalize(model, provenance)
 
     def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):

@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--decode", action="store_true",
                    help="with --export onnx: the decoding form (KV caches in and out, "
                         "docs/LANGUAGE.md, Decoding)")
+    k.add_argument("--bounded-cache", action="store_true",
+                   help="with --decode: a window's (or chunk's) layer keeps only the keys later "
+                        "queries can see, so its cache stops growing (standard ops)")
     k.add_argument("--context-length", type=_LENGTH, default=None,
                    help="genai: the longest sequence (default: the checkpoint's "
                         "max_position_embeddings, else 4096)")

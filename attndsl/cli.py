@@ -131,6 +131,10 @@ def _compile(args: argparse.Namespace) -> int:
                          "with --name")
     if args.decode and args.export != "onnx":
         raise UsageError("--decode goes with --export onnx (--export genai always decodes)")
+    if args.bounded_cache and not args.decode:
+        raise UsageError("--bounded-cache goes with --export onnx --decode: onnxruntime-genai "
+                         "allocates every present at the full length, so a genai folder keeps "
+                         "full caches")
     target = args.target or (TRITON_TARGET if args.export == "triton" else DEFAULT_TARGET)
     if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
@@ -147,7 +151,7 @@ def _compile(args: argparse.Namespace) -> int:
                                              dtype=args.dtype)
         elif args.export == "genai" or args.decode:
             data = layer.decoder_bytes(target=target, seed=args.seed, weights=args.weights,
-                                       dtype=args.dtype)
+                                       dtype=args.dtype, bounded=args.bounded_cache)
         else:
             data = layer.onnx_bytes(target=target, seed=args.seed, weights=args.weights,
                                     dtype=args.dtype)

@@ -52,6 +52,7 @@ class Op(enum.Enum):
     ADD = "add"  # a + b (a residual: dropout on b in training)
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
+    TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
 
 
 @dataclass(frozen=True)
@@ -134,11 +135,13 @@ class _Builder:
         return out
 
 
-def build(spec: Layer, decode: bool = False) -> Graph:
+def build(spec: Layer, decode: bool = False, bounded: bool = False) -> Graph:
     """The IR of one layer. Parameter names are the state-dict names of docs/LANGUAGE.md
     (Weights). `decode`: the decoding form (docs/LANGUAGE.md, Decoding): the new tokens, an
     attention_mask over cache and new tokens, their position_ids and each layer's past keys
-    and values in; the output and each layer's present keys and values out."""
+    and values in; the output and each layer's present keys and values out. `bounded`: a
+    layer whose mask reaches back a bounded number of keys (a window, a chunk) keeps only
+    those in its present."""
     b = _Builder()
     attn = spec.attention if isinstance(spec, Transformer) else spec
     for name in decode_inputs(spec) if decode else input_names(spec):
@@ -151,7 +154,7 @@ def build(spec: Layer, decode: bool = False) -> Graph:
     h = _absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
         for i in range(spec.layers):
-            h = _block(b, spec, i, h, pos)
+            h = _block(b, spec, i, h, pos, bounded)
         if spec.placement != "post":
             h = _norm(b, "out", h, f"[B, L, {spec.d_model}]", spec.norm, "norm")
         if is_lm(spec):
@@ -162,7 +165,7 @@ def build(spec: Layer, decode: bool = False) -> Graph:
         kind = "transformer"
     else:
         h = _attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
-                       cache=0 if decode else None, pos=pos)
+                       cache=0 if decode else None, pos=pos, bounded=bounded)
         summary, kind = _summary(spec), "attention"
     return Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
                  output_name(spec), cache_names(spec) if decode else ())
@@ -303,7 +306,7 @@ def _lm_head(b: _Builder, t: Transformer, h: str) -> str:
 
 def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
                table: str | None = None, cache: int | None = None,
-               pos: tuple[str, ...] = ()) -> str:
+               pos: tuple[str, ...] = (), bounded: bool = False) -> str:
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
     `pos` the position_ids input its RoPE reads."""
@@ -337,10 +340,21 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
                    theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
     if cache is not None:  # keys are cached rotated: a step rotates only its own
         n = "P + L"
-        k = b.emit(Op.CACHE, f"present.{cache}.key", (f"past_key_values.{cache}.key", k),
-                   f"[B, {s.kv_heads}, {n}, {s.head_dim}]")
-        v = b.emit(Op.CACHE, f"present.{cache}.value", (f"past_key_values.{cache}.value", v),
-                   f"[B, {s.kv_heads}, {n}, {s.value_dim}]")
+        keep = masks.reach_back(s.mask) if bounded else None
+        cached = []
+        for name, t, width in (("key", k, s.head_dim), ("value", v, s.value_dim)):
+            shape = f"[B, {s.kv_heads}, {n}, {width}]"
+            present = f"present.{cache}.{name}"
+            past = f"past_key_values.{cache}.{name}"
+            if keep is None:
+                cached.append(b.emit(Op.CACHE, present, (past, t), shape))
+                continue
+            full = b.emit(Op.CACHE, f"{p}{name}_cache", (past, t), shape)
+            b.emit(Op.TAIL, present, (full,), f"[B, {s.kv_heads}, <= {keep}, {width}]",
+                   keep=keep)
+            cached.append(full)
+        k, v = cached
+    keys = k  # the keys the scores read, before any repeat over query groups
     if s.groups > 1:
         k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), f"[B, {s.heads}, {n}, {s.head_dim}]",
                    groups=s.groups)
@@ -366,7 +380,8 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
         if s.softcap is not None:
             sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), f"[B, {s.heads}, L, {n}]",
                         cap=s.softcap)
-        runtime = ("attention_mask",) if cache is not None else tuple(s.runtime_inputs)
+        # decoding: the mask reads the keys' count too (a bounded cache holds the last ones)
+        runtime = ("attention_mask", keys) if cache is not None else tuple(s.runtime_inputs)
         expr = s.mask if cache is None else masks.real_keys(s.mask)
         mk = b.emit(Op.MASK, f"{p}mask", runtime, f"bool[{'B, ' if runtime else ''}L, {n}]",
                     expr=expr, sparsity=s.sparsity)
@@ -379,7 +394,8 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
     return o
 
 
-def _block(b: _Builder, t: Transformer, i: int, h: str, pos: tuple[str, ...]) -> str:
+def _block(b: _Builder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
+           bounded: bool = False) -> str:
     p = f"layers.{i}."
     d = f"[B, L, {t.d_model}]"
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -390,7 +406,7 @@ def _block(b: _Builder, t: Transformer, i: int, h: str, pos: tuple[str, ...]) ->
     def attn(arg: str) -> str:
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
         return _attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
-                          cache=i if pos else None, pos=pos)
+                          cache=i if pos else None, pos=pos, bounded=bounded)
 
     def add(out: str, x: str, branch: str) -> str:
         return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)

@@ -13,7 +13,7 @@ from typing import Any
 __all__ = [
     "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Dilated", "Document", "Full",
     "Global", "Mask", "Not", "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate",
-    "lookahead", "random_key_block", "real_keys", "render", "runtime_inputs",
+    "lookahead", "random_key_block", "reach_back", "real_keys", "render", "runtime_inputs",
 ]
 
 
@@ -226,6 +226,24 @@ def real_keys(mask: Mask) -> Mask:
         case Not(a):
             return Not(real_keys(a))
     return mask
+
+
+def reach_back(mask: Mask) -> int | None:
+    """How many keys before its own a query can see at most, or None when unbounded: a
+    window's left, a chunk's n - 1; `&` takes the nearer bound, `|` the farther. A decoding
+    cache keeps only that many keys (the later queries cannot see the rest)."""
+    match mask:
+        case Window(left, _, _) | Dilated(left, _, _):
+            return left
+        case Chunked(n):
+            return n - 1
+        case And(a, b):
+            ra, rb = reach_back(a), reach_back(b)
+            return rb if ra is None else ra if rb is None else min(ra, rb)
+        case Or(a, b):
+            ra, rb = reach_back(a), reach_back(b)
+            return None if ra is None or rb is None else max(ra, rb)
+    return None
 
 
 def _parameters(mask: Mask) -> set[int]:

@@ -425,6 +425,10 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
     keys concatenated). One model has one cache layout, as onnxruntime-genai runs it."""
     obstacles = [(c, in_place_obstacle(c, target, dtype)) for c in found]
     blocked = next(((c, why) for c, why in obstacles if why), None)
+    tail = next((n for n in graph.nodes if n.op is Op.TAIL), None)
+    if blocked is None and tail is not None:
+        blocked = (next(c for c in found if tail.out.startswith("present.")),
+                   "a bounded cache (a window's last keys) grows and slides in standard ops")
     nodes = list(graph.nodes)
     choices = []
     for core in found:
@@ -460,9 +464,9 @@ def _cache_into_kernel(nodes: list[Node]) -> list[Node]:
         if n.op is Op.CACHE:
             continue
         if n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache":
-            q, k, v, *rest = n.args
+            q, k, v, mask, *_ = n.args  # the keys' count is the kernel's own business
             ck, cv = caches[k], caches[v]
-            n = replace(n, args=(q, ck.args[1], cv.args[1], ck.args[0], cv.args[0], *rest),
+            n = replace(n, args=(q, ck.args[1], cv.args[1], ck.args[0], cv.args[0], mask),
                         attrs=(*n.attrs, ("presents", (ck.out, cv.out))))
         out.append(n)
     return out

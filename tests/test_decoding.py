@@ -17,7 +17,7 @@ from attndsl.backends import reference
 from attndsl.decoding import check_decodable, has_random, left_padded, positions_of
 from attndsl.errors import SpecError
 from attndsl.ir import build
-from attndsl.masks import lookahead
+from attndsl.masks import lookahead, reach_back
 from attndsl.planner import cores, in_place_obstacle
 from attndsl.spec import Transformer, is_lm
 
@@ -74,10 +74,10 @@ def _padded(rows, total):
 
 
 class _Torch:
-    def __init__(self, layer, seed):
+    def __init__(self, layer, seed, bounded=False):
         from attndsl.backends.torch import seeded_module
 
-        self.m = seeded_module(layer.spec, seed, decode=True)
+        self.m = seeded_module(layer.spec, seed, decode=True, bounded=bounded)
 
     def __call__(self, feed):
         with torch.no_grad():
@@ -86,8 +86,9 @@ class _Torch:
 
 
 class _Onnx:
-    def __init__(self, layer, seed, target):
-        self.s = ort.InferenceSession(layer.decoder_bytes(target=target, seed=seed),
+    def __init__(self, layer, seed, target, bounded=False):
+        self.s = ort.InferenceSession(layer.decoder_bytes(target=target, seed=seed,
+                                                          bounded=bounded),
                                       providers=["CPUExecutionProvider"])
         meta = self.s.get_modelmeta().custom_metadata_map
         self.in_place = meta["attndsl.kv_cache"] == "in_place"
@@ -139,6 +140,10 @@ def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
     first = "input_ids" if is_lm(spec) else "x"
     expected = [reference.run(graph, {first: r[None]}, weights)[0] for r in rows]
     runners = {"torch": _Torch(layer, 2)} | {t: _Onnx(layer, 2, t) for t in TARGETS}
+    if any(reach_back(a.mask) is not None for a in _attentions(spec)):  # windows, chunks
+        runners |= {"torch bounded": _Torch(layer, 2, bounded=True),
+                    "portable bounded": _Onnx(layer, 2, "portable", bounded=True),
+                    "ort-cpu bounded": _Onnx(layer, 2, "ort-cpu", bounded=True)}
     schedules = {"prefill 1, then 64 and 66": [1, 64, 66],
                  "prefill 100 + steps": [100] + [1] * (S - 100),
                  "chunks of 37": [37, 37, 37, S - 111]}
@@ -154,6 +159,7 @@ def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
                 bound = 1e-4 * max(1.0, float(np.abs(want).max()))
                 assert err <= bound, f"{backend}, {label}, row {i}: {err:.3g} > {bound:.3g}"
     in_place = [t for t in TARGETS if runners[t].in_place]
+    assert not any(getattr(r, "in_place", False) for n, r in runners.items() if "bounded" in n)
     if all(in_place_obstacle(c, "ort-cpu") is None for c in cores(build(spec, decode=True))):
         assert "ort-cpu" in in_place
 
@@ -240,3 +246,32 @@ def test_a_decoding_model_is_reproducible_and_named_for_onnxruntime_genai() -> N
     assert growing.get_inputs()[3].shape == ["batch", 2, "past_length", 32]
     assert growing.get_outputs()[1].shape == ["batch", 2, "total_length", 32]
     assert growing.get_modelmeta().custom_metadata_map["attndsl.kv_cache"] == "growing"
+
+
+def test_a_bounded_cache_stops_growing_at_the_window() -> None:
+    """mistral_local (window 64: each query sees 63 earlier keys): with a bounded cache the
+    present holds the last 63 keys whatever the prompt, so a 400-token prompt and 50 steps
+    need the cache memory of a 64-token prompt; without, it grows with every token."""
+    layer = attndsl.load(EXAMPLES[0].parent / "mistral_local.attn")["mistral_local"]
+    rng = np.random.default_rng(0)
+
+    def cache_bytes(bounded: bool, prompt: int, steps: int) -> list[int]:
+        s = ort.InferenceSession(layer.decoder_bytes(target="ort-cpu", bounded=bounded),
+                                 providers=["CPUExecutionProvider"])
+        past = {n: np.zeros((1, 2, 0, 32), np.float32)
+                for n in ("past_key_values.0.key", "past_key_values.0.value")}
+        sizes, n, T = [], 0, prompt
+        for _ in range(steps + 1):
+            n += T
+            out = s.run(None, {"x": rng.standard_normal((1, T, 256)).astype(np.float32),
+                               "attention_mask": np.ones((1, n), np.int64),
+                               "position_ids": np.arange(n - T, n)[None], **past})
+            past = dict(zip(past, out[1:], strict=True))
+            sizes.append(sum(v.nbytes for v in past.values()))
+            T = 1
+        return sizes
+
+    small = cache_bytes(True, 64, 0)[0]
+    long = cache_bytes(True, 400, 50)
+    assert max(long) == small == 2 * 63 * 2 * 32 * 4
+    assert cache_bytes(False, 400, 1)[-1] == 2 * 401 * 2 * 32 * 4

@@ -74,19 +74,20 @@ class GraphModule(nn.Module):
         return env[self.graph.output]
 
 
-def build_module(spec: Attention | Transformer, decode: bool = False) -> GraphModule:
+def build_module(spec: Attention | Transformer, decode: bool = False,
+                 bounded: bool = False) -> GraphModule:
     """A module for a resolved attention or transformer (weights uninitialised: see
-    `seeded_module`); `decode`: its decoding form (ir.build)."""
-    return GraphModule(build(spec, decode))
+    `seeded_module`); `decode`, `bounded`: its decoding form (ir.build)."""
+    return GraphModule(build(spec, decode, bounded))
 
 
-def seeded_module(spec: Attention | Transformer, seed: int,
-                  decode: bool = False) -> GraphModule:
+def seeded_module(spec: Attention | Transformer, seed: int, decode: bool = False,
+                  bounded: bool = False) -> GraphModule:
     """The module with weights drawn from `seed` alone (the global RNG is left untouched), in
     the graph's weight order: linear layers as nn.Linear draws them, embeddings N(0, 1); then
     norm weights around 1 and norm biases around 0 (drawn rather than set, so verification
     exercises every tensor)."""
-    module = build_module(spec, decode)
+    module = build_module(spec, decode, bounded)
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
         params = dict(module.named_parameters())
@@ -185,15 +186,17 @@ def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
     return env[node.args[i]]
 
 
-def _lengths(env: Env) -> tuple[Tensor, Tensor]:
+def _lengths(env: Env, keys: int | None = None) -> tuple[Tensor, Tensor]:
     """Query and key indices, (L, 1) and (1, S), from the graph's inputs. When decoding, the L
-    new queries come after the P cached keys: queries P .. P+L-1 of keys 0 .. P+L-1."""
+    new queries come after the P cached keys: queries P .. P+L-1 of keys 0 .. P+L-1, or of
+    the last `keys` of them (a bounded cache)."""
     x = env["x"]
     L = x.shape[1]
     if "attention_mask" in env:
         S = env["attention_mask"].shape[1]
         qi = torch.arange(S - L, S, device=x.device).unsqueeze(1)
-        return qi, torch.arange(S, device=x.device).unsqueeze(0)
+        first = S if keys is None else keys
+        return qi, torch.arange(S - first, S, device=x.device).unsqueeze(0)
     S = env["memory"].shape[1] if env.get("memory") is not None else L
     qi = torch.arange(L, device=x.device).unsqueeze(1)
     ki = torch.arange(S, device=x.device).unsqueeze(0)
@@ -213,6 +216,11 @@ def _embed(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = F.embedding(_arg(node, env), table)
     scale = node.attr("scale")  # in the model dtype, as Gemma's normalizer
     return x if scale == 1.0 else x * torch.tensor(scale, dtype=x.dtype, device=x.device)
+
+
+@impl(Op.TAIL)
+def _tail(m: GraphModule, node: Node, env: Env) -> Tensor:
+    return _arg(node, env)[:, :, -node.attr("keep"):]
 
 
 @impl(Op.CACHE)
@@ -286,7 +294,7 @@ def _scores(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.SCORE_BIAS)
 def _score_bias(m: GraphModule, node: Node, env: Env) -> Tensor:
-    qi, ki = _lengths(env)
+    qi, ki = _lengths(env, _arg(node, env).shape[-1])
     return _arg(node, env) + score_bias(m, dict(node.attrs), node.attr("kind"), qi, ki,
                                         _arg(node, env).shape[1])
 
@@ -312,12 +320,13 @@ def _softcap(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.MASK)
 def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
-    return visible(node.attr("expr"), env)
+    keys = env[node.args[1]].shape[2] if "attention_mask" in node.args else None
+    return visible(node.attr("expr"), env, keys)
 
 
-def visible(expr: masks.Mask, env: Env) -> Tensor:
+def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
     """(L, S), or (B, L, S) with runtime inputs. When decoding, keys where attention_mask is 0
-    (padding) are hidden too."""
+    (padding) are hidden too, and `keys` are the last ones (a bounded cache holds those)."""
     qi, ki = _lengths(env)
     # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower arithmetic
     # between a tensor and a symbolic size such as `h % ceil(S / n)`
@@ -326,6 +335,8 @@ def visible(expr: masks.Mask, env: Env) -> Tensor:
         real = env["attention_mask"] != 0  # `padding` left: attention_mask says it)
         k_pos = real.long().cumsum(-1) - 1  # (B, S): real tokens before each slot
         q_pos = k_pos[:, k_pos.shape[1] - env["x"].shape[1]:]
+        if keys is not None:
+            k_pos, real = k_pos[:, -keys:], real[:, -keys:]
         seen = masks.evaluate(expr, q_pos[:, :, None], k_pos[:, None, :], L=S, S=S)
         return seen & real[:, None, :]
     return masks.evaluate(expr, qi, ki, L=qi[-1, 0] + 1, S=S,

@@ -310,15 +310,16 @@ class Lowering:
     def decoding(self) -> bool:
         return "attention_mask" in self.env
 
-    def indices(self) -> tuple[Sym, Sym]:
+    def indices(self, keys: Sym | None = None) -> tuple[Sym, Sym]:
         """Query and key indices, int64 (L, 1) and (1, S). When decoding, the L new queries
-        come after the P = S - L cached keys."""
+        come after the P = S - L cached keys, and `keys` (a count) are the last ones (a
+        bounded cache holds those)."""
         b = self.b
         L, S = self.L, self.S
         q = self.arange(L)
         if self.decoding:
             q = q + (S - L)
-        k = self.arange(S)
+        k = self.arange(S) if keys is None else self.arange(keys) + (S - keys)
         return (Sym(b, b.op("Unsqueeze", q.name, b.i64(1)), "int64", 2),
                 Sym(b, b.op("Unsqueeze", k.name, b.i64(0)), "int64", 2))
 

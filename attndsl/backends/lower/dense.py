@@ -22,10 +22,11 @@ def dense(lw: Lowering, node: Node) -> str:
                                 axis=0))  # (B, Hkv, g, L, d)
     k = b.op("Unsqueeze", k, b.i64(2))  # (B, Hkv, 1, S, d)
     v = b.op("Unsqueeze", arg(lw, node, 2), b.i64(2))
-    q_pos, k_pos = lw.indices()  # (L, 1), (1, S)
+    keys = lw.dim(arg(lw, node, 1), 2) if lw.decoding else None  # a bounded cache: fewer
+    q_pos, k_pos = lw.indices(keys)  # (L, 1), (1, S)
     s = scores(lw, node, q, k, q_pos, k_pos, 5)
     if lw.decoding:
-        visible = decoding_visibility(lw, node.attr("expr"))
+        visible = decoding_visibility(lw, node.attr("expr"), keys)
     else:
         visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=lw.L, S=lw.S,
                                  **runtime_masks(lw))
@@ -35,18 +36,24 @@ def dense(lw: Lowering, node: Node) -> str:
     return bsh(lw, o)
 
 
-def decoding_visibility(lw: Lowering, expr: masks.Mask) -> Sym:
-    """(B, 1, 1, L, S): the mask at token positions (real tokens before each slot), real keys
-    only; once per model for each mask expression."""
+def decoding_visibility(lw: Lowering, expr: masks.Mask, keys: Sym) -> Sym:
+    """(B, 1, 1, L, K): the mask at token positions (real tokens before each slot), real keys
+    only, for the last K = `keys` slots (the cache's); once per model for each mask expression
+    (the expression fixes how many keys its cache keeps)."""
     key = ("visible", expr)
     if key not in lw.memo:
         b = lw.b
         S = lw.S
         mask = lw.env["attention_mask"]
-        real = Sym(b, b.op("Cast", mask, to=TensorProto.BOOL), "bool", 2)
-        k_tok = Sym(b, b.op("CumSum", mask, b.i64(1)), "int64", 2) - 1  # (B, S)
-        q_tok = Sym(b, b.op("Slice", k_tok.name, b.op("Unsqueeze", (S - lw.L).name, b.i64(0)),
-                            b.i64(2**62), b.i64(1)), "int64", 2)  # (B, L): the new tokens
+
+        def last(x: Sym, n: Sym) -> Sym:  # the last n columns of (B, S)
+            start = b.op("Unsqueeze", (S - n).name, b.i64(0))
+            return Sym(b, b.op("Slice", x.name, start, b.i64(2**62), b.i64(1)), x.dtype, 2)
+
+        tokens = Sym(b, b.op("CumSum", mask, b.i64(1)), "int64", 2) - 1  # (B, S)
+        q_tok = last(tokens, lw.L)  # (B, L): the new tokens
+        k_tok = last(tokens, keys)
+        real = last(Sym(b, b.op("Cast", mask, to=TensorProto.BOOL), "bool", 2), keys)
         visible = masks.evaluate(expr, q_tok[..., None], k_tok[:, None], L=S, S=S) & \
             real[:, None]
         lw.memo[key] = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)

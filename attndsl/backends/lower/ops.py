@@ -41,6 +41,13 @@ def _cache(lw: Lowering, node: Node) -> str:
     return lw.b.op("Concat", arg(lw, node, 0), arg(lw, node, 1), axis=2)
 
 
+@lower(Op.TAIL)
+def _tail(lw: Lowering, node: Node) -> str:
+    """The last `keep` slots of a cache (all of them while it is shorter)."""
+    b = lw.b
+    return b.op("Slice", arg(lw, node), b.i64(-node.attr("keep")), b.i64(2**62), b.i64(2))
+
+
 @lower(Op.SOFTCAP)
 def _softcap(lw: Lowering, node: Node) -> str:
     """The final logit softcap (a score softcap is part of its attention core)."""
