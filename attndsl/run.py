@@ -26,9 +26,13 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
                   seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs for every graph input: floats ~ N(0, 1) (float32, or float64 for a double input;
     converted to the model's type when bound); key_lengths = the memory length (no padding);
-    segment_ids = one document."""
+    segment_ids = one document. A decoding model gets a prompt of `length` tokens: an empty
+    cache (or in-place buffers of that length), an all-ones attention_mask, positions
+    0 .. length-1."""
     rng = np.random.default_rng(seed)
     feed: dict[str, np.ndarray] = {}
+    in_place = session.get_modelmeta().custom_metadata_map.get("attndsl.kv_cache") == \
+        "in_place"
     for inp in session.get_inputs():
         dims = []
         for i, dim in enumerate(inp.shape):
@@ -36,8 +40,19 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
                 dims.append(dim)
             elif i == 0:
                 dims.append(batch)
+            elif inp.name.startswith("past_key_values."):  # a prompt: an empty cache (in
+                dims.append(length if in_place else 0)  # place: a buffer of its length)
             else:
                 dims.append(memory_length if inp.name == "memory" else length)
+        if inp.name == "attention_mask":  # a decoding model's prompt: every token real
+            feed[inp.name] = np.ones(dims, dtype=np.int64)
+            continue
+        if inp.name == "position_ids":
+            feed[inp.name] = np.broadcast_to(np.arange(length, dtype=np.int64), dims).copy()
+            continue
+        if inp.name.startswith("past_key_values."):
+            feed[inp.name] = np.zeros(dims, dtype=np.float32)
+            continue
         if math.prod(dims) > _MAX_INPUT_ELEMENTS:
             raise UsageError(f"input `{inp.name}` would be {list(dims)}, "
                              f"{math.prod(dims) * 4 / 1e9:.1f} GB of random values; reduce "

@@ -6,6 +6,8 @@ Layers that cannot decode are refused at their mask."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -275,3 +277,27 @@ def test_a_bounded_cache_stops_growing_at_the_window() -> None:
     long = cache_bytes(True, 400, 50)
     assert max(long) == small == 2 * 63 * 2 * 32 * 4
     assert cache_bytes(False, 400, 1)[-1] == 2 * 401 * 2 * 32 * 4
+
+
+@pytest.mark.parametrize("target", ["ort-cpu", "portable"])
+def test_run_and_generate_take_decoding_models(tmp_path, target, capsys) -> None:
+    """`attndsl run` feeds a decoding model a consistent prompt (empty cache or in-place
+    buffers, all-ones mask, positions); `generate` decodes it; a model without logits is
+    refused with a message."""
+    from attndsl.cli import main
+
+    out = tmp_path / "out"
+    assert main(["compile", str(EXAMPLES[0].parent / "llama_lm.attn"), "--export", "onnx",
+                 "--decode", "--target", target, "-o", str(out)]) == 0
+    assert main(["run", str(out / "llama_lm.onnx"), "--batch", "2", "--length", "5"]) == 0
+    assert "logits" in capsys.readouterr().out
+    assert main(["generate", str(out / "llama_lm.onnx"), "--prompt-ids", "1,2,3",
+                 "--prompt-ids", "4", "--max-new", "3", "--json"]) == 0
+    tokens = json.loads(capsys.readouterr().out)["tokens"]
+    assert [len(t) for t in tokens] == [3, 3]
+    assert main(["compile", str(EXAMPLES[0].parent / "mistral_local.attn"), "--export",
+                 "onnx", "--decode", "--target", target, "-o", str(out)]) == 0
+    assert main(["run", str(out / "mistral_local.onnx")]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(out / "mistral_local.onnx"), "--prompt-ids", "1"]) == 2
+    assert "decoding language model" in capsys.readouterr().err
