@@ -159,10 +159,7 @@ class Layer:
         check_dtype_target(dtype, target)
         check_decodable(self.spec)
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
-        graph, choices = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
-        in_place = any(c.strategy == "gqa_cache" for c in choices)
-        kv_cache = "in_place" if in_place else "bounded" if any(
-            n.op.value == "tail" for n in graph.nodes) else "growing"
+        graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
         model = build_model(graph, self.spec, state, dtype, fused_norms=get(target).planned)
         del module, state
@@ -170,8 +167,17 @@ class Layer:
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype,
             weights_sha256=file_sha256(weights) if weights else None, form="decode",
-            kv_cache=kv_cache)
+            kv_cache=_layout(graph))
         return finalize(model, provenance)
+
+    def decoder_layout(self, *, target: str = DEFAULT_TARGET, dtype: str = "float32",
+                       bounded: bool = False) -> str:
+        """The cache layout of `decoder_bytes` with these options (in_place, bounded or
+        growing), from the plan alone: no weights are drawn or read."""
+        from .ir import build
+        from .planner import plan
+
+        return _layout(plan(build(self.spec, decode=True, bounded=bounded), target, dtype)[0])
 
     def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):
         """(planned graph IR, [planner.Choice per attention]) for a target and dtype."""
@@ -241,6 +247,16 @@ class Layer:
                       lengths=lengths or DEFAULT_LENGTHS, batches=batches or DEFAULT_BATCHES,
                       dtype=dtype, progress=progress)
 
+
+
+def _layout(graph) -> str:
+    """A planned decoding graph's cache layout: in_place when its attentions write the cache
+    themselves, bounded when some present is a cache's tail, else growing."""
+    from .ir import Op
+
+    if any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache" for n in graph.nodes):
+        return "in_place"
+    return "bounded" if any(n.op is Op.TAIL for n in graph.nodes) else "growing"
 
 
 def _check_target(target: str) -> None:

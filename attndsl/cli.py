@@ -160,7 +160,9 @@ def _compile(args: argparse.Namespace) -> int:
             from .decoding import genai_files
 
             path = out_dir / layer.name
-            outputs.tree(path, genai_files(layer.spec, data, weights=args.weights,
+            in_place = layer.decoder_layout(target=target, dtype=args.dtype) == "in_place"
+            outputs.tree(path, genai_files(layer.spec, data, in_place=in_place,
+                                           weights=args.weights,
                                            context_length=args.context_length, eos=args.eos))
             written.append(f"wrote {path}/genai_config.json and {path}/model.onnx {what}")
         elif args.export == "triton":

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import Diagnostic, SpecError, UsageError
-from .masks import And, Not, Or, Random, lookahead, runtime_inputs
+from .masks import Random, lookahead, primitives, runtime_inputs
 from .spec import Attention, Layer, Transformer, is_lm
 
 __all__ = [
@@ -27,8 +27,8 @@ __all__ = [
     "genai_config",
     "genai_files",
     "generate",
-    "left_padded",
     "load_decoder",
+    "padded",
     "positions_of",
 ]
 
@@ -56,7 +56,7 @@ def _blocker(a: Attention) -> Diagnostic | None:
         return Diagnostic(f"`{a.name}`'s mask reads segment ids (`document`), which a decoding "
                           "model does not take", a.span("mask"),
                           hint="decoding models take attention_mask; pack documents apart")
-    if has_random(a.mask):
+    if any(isinstance(m, Random) for m in primitives(a.mask)):
         return Diagnostic(f"`{a.name}`'s mask draws `random` key blocks, whose count depends "
                           "on the whole sequence's length: a cache cannot know it",
                           a.span("mask"), hint="decode with a mask without `random`")
@@ -77,16 +77,19 @@ def positions_of(mask: np.ndarray) -> np.ndarray:
     return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
-def left_padded(prompts: Sequence[Sequence[int]], pad: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(input_ids, attention_mask), both int64 (B, longest prompt), prompts aligned right."""
+def padded(prompts: Sequence[Sequence[int]], pad: int = 0,
+           side: str = "left") -> tuple[np.ndarray, np.ndarray]:
+    """(input_ids, attention_mask), both int64 (B, longest prompt): prompts aligned right
+    (`left` padding, a growing cache's) or left (`right`, an in-place cache's)."""
     if not prompts or any(len(p) == 0 for p in prompts):
         raise UsageError("every prompt needs at least one token id")
     n = max(len(p) for p in prompts)
     ids = np.full((len(prompts), n), pad, dtype=np.int64)
     mask = np.zeros((len(prompts), n), dtype=np.int64)
     for i, p in enumerate(prompts):
-        ids[i, n - len(p):] = p
-        mask[i, n - len(p):] = 1
+        at = slice(n - len(p), n) if side == "left" else slice(0, len(p))
+        ids[i, at] = p
+        mask[i, at] = 1
     return ids, mask
 
 
@@ -151,7 +154,7 @@ class _Growing:
 
     def __init__(self, session, prompts: Sequence[Sequence[int]], pad: int):
         self.session = session
-        self.ids, self.mask = left_padded(prompts, pad)
+        self.ids, self.mask = padded(prompts, pad)
         inputs = {i.name: i for i in session.get_inputs()}
         self.past = {n: np.zeros((len(prompts), i.shape[1], 0, i.shape[3]),
                                  dtype=_ort_float(i.type))
@@ -179,16 +182,10 @@ class _InPlace:
     def __init__(self, session, prompts: Sequence[Sequence[int]], max_new: int, pad: int):
         import onnxruntime as ort
 
-        if not prompts or any(len(p) == 0 for p in prompts):
-            raise UsageError("every prompt needs at least one token id")
         self.session = session
-        self.lengths = np.array([len(p) for p in prompts], dtype=np.int64)
-        B, n = len(prompts), int(self.lengths.max())
-        self.ids = np.full((B, n), pad, dtype=np.int64)
-        self.mask = np.zeros((B, n), dtype=np.int64)
-        for b, p in enumerate(prompts):
-            self.ids[b, : len(p)] = p
-            self.mask[b, : len(p)] = 1
+        self.ids, self.mask = padded(prompts, pad, side="right")
+        self.lengths = self.mask.sum(-1)
+        B, n = self.ids.shape
         self.positions = np.broadcast_to(np.arange(n, dtype=np.int64), (B, n)).copy()
         self.full_mask = np.concatenate([self.mask, np.ones((B, max_new), np.int64)], axis=1)
         self.step_logits = None
@@ -258,14 +255,6 @@ def load_decoder(path: Path) -> tuple[Path, dict]:
     return path, {}
 
 
-def kv_cache(model: bytes) -> str:
-    """A decoding model's cache layout (metadata attndsl.kv_cache): in_place or growing."""
-    import onnx
-
-    props = {p.key: p.value for p in onnx.load_from_string(model).metadata_props}
-    return props.get("attndsl.kv_cache", "growing")
-
-
 def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (),
                  bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE,
                  in_place: bool = False) -> dict:
@@ -319,10 +308,11 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
     }
 
 
-def genai_files(spec: Layer, model: bytes, *, weights: str | None = None,
+def genai_files(spec: Layer, model: bytes, *, in_place: bool, weights: str | None = None,
                 context_length: int | None = None,
                 eos: Sequence[int] | None = None) -> dict[str, bytes]:
-    """The files of an onnxruntime-genai folder: genai_config.json and model.onnx. Token ids
+    """The files of an onnxruntime-genai folder: genai_config.json and model.onnx (`in_place`:
+    its cache layout, `Layer.decoder_layout`). Token ids
     and the context length come from the arguments, else from the Hugging Face checkpoint
     `weights` names (its config.json: eos_token_id, bos_token_id, pad_token_id,
     max_position_embeddings), else eos 0 and 4096."""
@@ -335,7 +325,7 @@ def genai_files(spec: Layer, model: bytes, *, weights: str | None = None,
     config = genai_config(
         spec, context_length=context_length or hf.get("max_position_embeddings") or 4096,
         eos=list(eos) if eos is not None else hf_eos, bos=hf.get("bos_token_id"),
-        pad=hf.get("pad_token_id") or 0, in_place=kv_cache(model) == "in_place")
+        pad=hf.get("pad_token_id") or 0, in_place=in_place)
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
     return {GENAI_CONFIG: text.encode(), MODEL_FILE: model}
 
@@ -356,13 +346,3 @@ def _hf_config(weights: str | None) -> dict:
         cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k.endswith("token_id")}}
     return cfg
 
-
-def has_random(mask) -> bool:
-    match mask:
-        case Random():
-            return True
-        case And(a, b) | Or(a, b):
-            return has_random(a) or has_random(b)
-        case Not(a):
-            return has_random(a)
-    return False

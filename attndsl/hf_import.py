@@ -44,13 +44,14 @@ class _Spec:
 
     def text(self, source: str) -> str:
         model_type = self.cfg.get("model_type")
-        lm = "vocab" in self.stack
+        if "vocab" in self.stack:
+            what = ["# The stack is the model's token embedding, transformer layers, final norm "
+                    "and LM head:", "# a language model."]
+        else:
+            what = ["# The stack is the model's transformer layers and final norm; embeddings "
+                    "and heads stay", "# outside."]
         lines = [f"# Imported by `attndsl import` from {source} (model_type {model_type}).",
-                 "# The stack is the model's token embedding, transformer layers, final norm "
-                 "and LM head:" if lm else "# The stack is the model's transformer layers and "
-                 "final norm; embeddings and heads stay", "# a language model. Compile with "
-                 "`--weights` on the checkpoint folder." if lm else "# outside. Compile with "
-                 "`--weights` on the checkpoint folder.", ""]
+                 what[0], f"{what[1]} Compile with `--weights` on the checkpoint folder.", ""]
         for name, entries in self.attentions.items():
             if name in self.comments:
                 lines.append(f"# {self.comments[name]}")

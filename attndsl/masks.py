@@ -7,13 +7,15 @@ same definition, computed from index ranges at run time: nothing of size L x S i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Dilated", "Document", "Full",
     "Global", "Mask", "Not", "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate",
-    "lookahead", "random_key_block", "reach_back", "real_keys", "render", "runtime_inputs",
+    "lookahead", "primitives", "random_key_block", "reach_back", "real_keys", "render",
+    "runtime_inputs",
 ]
 
 
@@ -247,40 +249,39 @@ def reach_back(mask: Mask) -> int | None:
 
 
 def _parameters(mask: Mask) -> set[int]:
+    out: set[int] = set()
+    for m in primitives(mask):
+        match m:
+            case Window(left, right, _):
+                out |= {left, right}
+            case Dilated(left, right, dilation):
+                out |= {left, right, dilation}
+            case Chunked(n) | Strided(n) | Prefix(n):
+                out.add(n)
+            case Global(first, tokens):
+                out |= {first, *tokens}
+            case Random(blocks, block, _):
+                out |= {block, blocks * block}
+    return out
+
+
+def primitives(mask: Mask) -> Iterator[Mask]:
+    """The primitives of a mask expression (its leaves), left to right."""
     match mask:
-        case Window(left, right, _) | Dilated(left, right, _):
-            return {left, right, *([mask.dilation] if isinstance(mask, Dilated) else [])}
-        case Chunked(n) | Strided(n) | Prefix(n):
-            return {n}
-        case Global(first, tokens):
-            return {first, *tokens}
-        case Random(blocks, block, _):
-            return {block, blocks * block}
         case And(a, b) | Or(a, b):
-            return _parameters(a) | _parameters(b)
+            yield from primitives(a)
+            yield from primitives(b)
         case Not(a):
-            return _parameters(a)
-    return set()
+            yield from primitives(a)
+        case _:
+            yield mask
 
 
 def runtime_inputs(mask: Mask) -> tuple[str, ...]:
     """The graph inputs a mask reads at run time, in the order of the graph's inputs."""
-    found = set()
-
-    def walk(m: Mask) -> None:
-        match m:
-            case Padding():
-                found.add("key_lengths")
-            case Document():
-                found.add("segment_ids")
-            case And(a, b) | Or(a, b):
-                walk(a)
-                walk(b)
-            case Not(a):
-                walk(a)
-
-    walk(mask)
-    return tuple(n for n in ("key_lengths", "segment_ids") if n in found)
+    found = {type(m) for m in primitives(mask)}
+    return tuple(n for n, t in (("key_lengths", Padding), ("segment_ids", Document))
+                 if t in found)
 
 
 _PRECEDENCE = {Or: 1, And: 2, Not: 3}

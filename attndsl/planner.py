@@ -427,8 +427,9 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
     blocked = next(((c, why) for c, why in obstacles if why), None)
     tail = next((n for n in graph.nodes if n.op is Op.TAIL), None)
     if blocked is None and tail is not None:
-        blocked = (next(c for c in found if tail.out.startswith("present.")),
-                   "a bounded cache (a window's last keys) grows and slides in standard ops")
+        layer = int(tail.out.split(".")[1])  # present.{i}.key: the i-th attention's
+        blocked = (found[layer], "a bounded cache (a window's last keys) grows and slides in "
+                                 "standard ops")
     nodes = list(graph.nodes)
     choices = []
     for core in found:

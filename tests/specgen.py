@@ -179,6 +179,14 @@ def random_spec(seed: int) -> str:
             extra += "\n    residual = " + r.choice(["parallel", "parallel(shared_norm = true)"])
         if "relative_bias" in entries.get("position", "") and r.random() < 0.5:
             extra += "\n    relative_bias = shared"
+        if r.random() < 0.4:  # a language model: token ids in, logits out
+            extra += f"\n    vocab = {r.choice([5, 37])}"
+            if r.random() < 0.5:
+                extra += "\n    tie_embeddings = true"
+            if r.random() < 0.5:
+                extra += "\n    embedding_scale = " + r.choice(["sqrt(16)", "0.5"])
+            if r.random() < 0.5:
+                extra += "\n    logit_softcap = " + r.choice(["30.0", "2.5"])
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{r.randint(1, 3)}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

@@ -16,10 +16,10 @@ import torch
 
 import attndsl
 from attndsl.backends import reference
-from attndsl.decoding import check_decodable, has_random, left_padded, positions_of
+from attndsl.decoding import check_decodable, padded, positions_of
 from attndsl.errors import SpecError
 from attndsl.ir import build
-from attndsl.masks import lookahead, reach_back
+from attndsl.masks import Random, lookahead, primitives, reach_back
 from attndsl.planner import cores, in_place_obstacle
 from attndsl.spec import Transformer, is_lm
 
@@ -44,7 +44,8 @@ def _attentions(spec):
 @pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
 def test_decoding_is_refused_exactly_where_a_query_could_see_a_later_key(path, name) -> None:
     layer = attndsl.load(path)[name]
-    blocked = [a for a in _attentions(layer.spec) if a.kind == "cross" or has_random(a.mask)
+    blocked = [a for a in _attentions(layer.spec) if a.kind == "cross"
+               or any(isinstance(m, Random) for m in primitives(a.mask))
                or "segment_ids" in a.runtime_inputs or lookahead(a.mask) is not None]
     if not blocked:
         check_decodable(layer.spec)
@@ -135,7 +136,7 @@ def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
     S = max(lengths)
     rows = _sequences(layer, rng, lengths)
     batch = _padded(rows, S)
-    _, mask = left_padded([[1] * n for n in lengths])
+    _, mask = padded([[1] * n for n in lengths])
     weights = {k: v.detach().double().numpy() for k, v in layer.to_torch(seed=2).state_dict()
                .items()}
     graph = build(spec)

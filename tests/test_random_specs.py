@@ -23,7 +23,10 @@ PORTABLE_EVERY = 8  # torch.onnx.export takes seconds: the portable target on ev
 def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     attn = spec.attention if hasattr(spec, "layers") else spec
     S = S if attn.kind == "cross" else L
-    feed = {"x": rng.standard_normal((batch, L, attn.d_model)).astype(np.float32)}
+    if getattr(spec, "vocab", None):  # a language model: token ids
+        feed = {"input_ids": rng.integers(0, spec.vocab, size=(batch, L)).astype(np.int64)}
+    else:
+        feed = {"x": rng.standard_normal((batch, L, attn.d_model)).astype(np.float32)}
     if attn.kind == "cross":
         feed["memory"] = rng.standard_normal((batch, S, attn.memory_dim)).astype(np.float32)
     if "key_lengths" in spec.runtime_inputs:

@@ -103,15 +103,15 @@ def _merge_heads(lw: Lowering, node: Node) -> str:
 def _norm(lw: Lowering, node: Node) -> str:
     if node.out in lw.fused:  # computed with the residual add before it
         return lw.fused[node.out]
+    if lw.contrib_norms:
+        return _contrib_norm(lw, node, [arg(lw, node)])
     module = node.attr("module")
     bias = lw.weight(f"{module}.bias") if node.attr("bias") else None
-    if lw.contrib_norms:
-        return _contrib_norm(lw, node, [arg(lw, node)], outputs=1)
     return formulas.norm(lw.xp, lw.sym(node), node.attr("kind"), lw.weight(f"{module}.weight"),
                          bias, node.attr("eps"), node.attr("unit_offset")).name
 
 
-def _contrib_norm(lw: Lowering, node: Node, inputs: list[str], outputs: int):
+def _contrib_norm(lw: Lowering, node: Node, inputs: list[str]):
     """A float32 norm as one kernel: RMSNormalization or SkipSimplifiedLayerNormalization for
     RMSNorm (x / sqrt(mean(x^2) + eps) * w, the gain 1 + w for unit offset, folded at session
     start), LayerNormalization or SkipLayerNormalization for LayerNorm. With two inputs it adds
@@ -184,7 +184,7 @@ def _mul(lw: Lowering, node: Node) -> str:
 def _add(lw: Lowering, node: Node) -> str:
     norm = lw.skip_norms.get(node.out)
     if norm is not None:
-        normed, total = _contrib_norm(lw, norm, [arg(lw, node, 0), arg(lw, node, 1)], 4)
+        normed, total = _contrib_norm(lw, norm, [arg(lw, node, 0), arg(lw, node, 1)])
         lw.fused[norm.out] = normed
         return total
     return lw.b.op("Add", arg(lw, node, 0), arg(lw, node, 1))
