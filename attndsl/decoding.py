@@ -17,8 +17,17 @@ from pathlib import Path
 import numpy as np
 
 from .errors import Diagnostic, SpecError, UsageError
-from .masks import Random, lookahead, primitives, runtime_inputs
-from .spec import Attention, Layer, Transformer, is_lm
+from .masks import (
+    Full,
+    Padding,
+    Prefix,
+    Random,
+    lookahead,
+    primitives,
+    render,
+    runtime_inputs,
+)
+from .spec import Alibi, Attention, Layer, LinearKernel, RelativeBias, Rope, Transformer, is_lm
 
 __all__ = [
     "GENAI_CONFIG",
@@ -38,8 +47,9 @@ MODEL_FILE = "model.onnx"
 
 def check_decodable(spec: Layer) -> None:
     """SpecError, located at the attentions' definitions, unless every attention of `spec` can
-    decode against a cache: self attention, no segment ids, and a mask where no query sees a
-    later key (`masks.lookahead`)."""
+    decode against a cache: self attention without segment ids or `random`, with a mask where
+    no query sees a later key (`masks.lookahead`); cross attention with a mask of the key's
+    index alone and no positions between queries and memory rows."""
     attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
     problems = [p for p in (_blocker(a) for a in dict.fromkeys(attns)) if p is not None]
     if problems:
@@ -48,10 +58,7 @@ def check_decodable(spec: Layer) -> None:
 
 def _blocker(a: Attention) -> Diagnostic | None:
     if a.kind == "cross":
-        return Diagnostic(f"`{a.name}` is cross attention: decoding exports cache self "
-                          "attention only", a.span("kind"),
-                          hint="export the decoder's self-attention stack, or this layer "
-                               "without --decode")
+        return _cross_blocker(a)
     if "segment_ids" in runtime_inputs(a.mask):
         return Diagnostic(f"`{a.name}`'s mask reads segment ids (`document`), which a decoding "
                           "model does not take", a.span("mask"),
@@ -68,6 +75,33 @@ def _blocker(a: Attention) -> Diagnostic | None:
                       "comes after it (a cache holds only earlier keys)", a.span("mask"),
                       hint="decoding needs a mask where no query sees a later key: "
                            "`causal & ...`")
+
+
+# masks that read only the key's index: a cross layer's query has no place among the memory's
+# keys, so its decoding form evaluates these alone
+_KEY_ONLY = (Full, Prefix, Padding)
+
+
+def _cross_blocker(a: Attention) -> Diagnostic | None:
+    """Cross attention decodes against the memory's keys and values, cached once: its mask
+    may read the key's index only, and no position scheme may relate queries to memory rows."""
+    found = next((m for m in primitives(a.mask) if not isinstance(m, _KEY_ONLY)), None)
+    if found is not None:
+        return Diagnostic(f"`{a.name}` is cross attention with a mask that reads the query's "
+                          f"index (`{render(found)}`): decoding places new tokens after a cache "
+                          "of memory rows, where a query has no index among the keys",
+                          a.span("mask"), hint="decode cross attention with `full`, `padding` "
+                                               "or `prefix(n)` and their combinations")
+    if isinstance(a.position, (Rope, Alibi, RelativeBias)):
+        return Diagnostic(f"`{a.name}` is cross attention with positions relating queries to "
+                          "memory rows; its decoding form has none", a.span("position"),
+                          hint="decode cross attention without rotary or score-bias "
+                               "positions (as Whisper, T5 and BART do)")
+    if isinstance(a.kernel, LinearKernel):
+        return Diagnostic(f"`{a.name}` is cross attention with a linear kernel, which has no "
+                          "decoding form", a.span("kernel"),
+                          hint="decode cross attention with `kernel = softmax`")
+    return None
 
 
 def positions_of(mask: np.ndarray) -> np.ndarray:

@@ -179,9 +179,14 @@ def cache_names(spec: Layer) -> tuple[str, ...]:
 
 def decode_inputs(spec: Layer) -> tuple[str, ...]:
     """A decoding graph's inputs: input_ids (or x), attention_mask, position_ids, then
-    past_key_values.{i}.key, .value per layer (onnxruntime-genai's names)."""
+    past_key_values.{i}.key, .value per layer (onnxruntime-genai's names). Cross attention
+    takes memory after x (the rows its cache appends: all of them once, then none) and
+    key_lengths last when its mask reads them."""
     first = "input_ids" if is_lm(spec) else "x"
     past = tuple(n.replace("present", "past_key_values") for n in cache_names(spec))
+    if isinstance(spec, Attention) and spec.kind == "cross":  # memory rows, and their padding
+        return (first, "memory", "attention_mask", "position_ids", *past,
+                *spec.runtime_inputs)
     return (first, "attention_mask", "position_ids", *past)
 
 
@@ -274,7 +279,8 @@ def _type_of(name: str, s: Attention, spec: Layer) -> str:
         i = int(name.split(".")[1])
         a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
         width = a.head_dim if name.endswith(".key") else a.value_dim
-        return f"float[B, {a.kv_heads}, P, {width}]"
+        rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
+        return f"float[B, {a.kv_heads}, {rows}, {width}]"
     return {"x": f"float[B, L, {s.d_model}]", "memory": f"float[B, S, {s.memory_dim}]",
             "key_lengths": "int64[B]", "segment_ids": "int64[B, L]",
             "input_ids": "int64[B, L]", "attention_mask": "int64[B, P + L]",
@@ -339,7 +345,7 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
         k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
                    theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
     if cache is not None:  # keys are cached rotated: a step rotates only its own
-        n = "P + L"
+        n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = masks.reach_back(s.mask) if bounded else None
         cached = []
         for name, t, width in (("key", k, s.head_dim), ("value", v, s.value_dim)):
@@ -380,11 +386,16 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
         if s.softcap is not None:
             sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), f"[B, {s.heads}, L, {n}]",
                         cap=s.softcap)
-        # decoding: the mask reads the keys' count too (a bounded cache holds the last ones)
-        runtime = ("attention_mask", keys) if cache is not None else tuple(s.runtime_inputs)
-        expr = s.mask if cache is None else masks.real_keys(s.mask)
-        mk = b.emit(Op.MASK, f"{p}mask", runtime, f"bool[{'B, ' if runtime else ''}L, {n}]",
-                    expr=expr, sparsity=s.sparsity)
+        # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
+        # cross attention's keys are the cached memory rows, its mask reads their index alone
+        runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
+        if cache is not None and s.kind == "cross":
+            runtime, memory = (keys, *runtime), True
+        elif cache is not None:
+            runtime, expr = ("attention_mask", keys), masks.real_keys(s.mask)
+        batched = runtime if memory is None else s.runtime_inputs
+        mk = b.emit(Op.MASK, f"{p}mask", runtime, f"bool[{'B, ' if batched else ''}L, {n}]",
+                    expr=expr, sparsity=s.sparsity, memory=memory)
         pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, mk), f"[B, {s.heads}, L, {n}]",
                     dropout=s.dropout)
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)

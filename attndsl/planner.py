@@ -398,6 +398,8 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
     provider = get(target).provider
     if not get(target).planned:
         return "the portable target uses standard ops only"
+    if a.kind == "cross":
+        return "cross attention caches the memory's keys, not the tokens'"
     if a.linear:
         return "a linear kernel has no fused cache kernel"
     if _causal_window(a.mask) is None:

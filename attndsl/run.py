@@ -138,13 +138,14 @@ def run_model(args: argparse.Namespace) -> int:
     runtime.require_on_device(session)
     value = bound.output()
     print(f"model    {path} on {session.get_providers()[0]}")
+    wide = max(12, *(len(m.name) for m in session.get_inputs()))
     for meta in session.get_inputs():
         kind = meta.type.removeprefix("tensor(").rstrip(")")
-        print(f"input    {meta.name:<12} {kind:<8} {list(feed[meta.name].shape)}")
+        print(f"input    {meta.name:<{wide}} {kind:<8} {list(feed[meta.name].shape)}")
     meta = session.get_outputs()[0]
     kind = meta.type.removeprefix("tensor(").rstrip(")")
     finite = np.isfinite(value).all()
-    print(f"output   {meta.name:<12} {kind:<8} {list(value.shape)}  "
+    print(f"output   {meta.name:<{wide}} {kind:<8} {list(value.shape)}  "
           f"mean {value.mean():+.4f}  std {value.std():.4f}  "
           f"min {value.min():+.4f}  max {value.max():+.4f}"
           + ("" if finite else "  NON-FINITE VALUES"))

@@ -19,9 +19,9 @@ from attndsl.backends import reference
 from attndsl.decoding import check_decodable, padded, positions_of
 from attndsl.errors import SpecError
 from attndsl.ir import build
-from attndsl.masks import Random, lookahead, primitives, reach_back
+from attndsl.masks import Full, Padding, Prefix, Random, lookahead, primitives, reach_back
 from attndsl.planner import cores, in_place_obstacle
-from attndsl.spec import Transformer, is_lm
+from attndsl.spec import Alibi, LinearKernel, RelativeBias, Rope, Transformer, is_lm
 
 from .conftest import EXAMPLES
 
@@ -44,18 +44,27 @@ def _attentions(spec):
 @pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
 def test_decoding_is_refused_exactly_where_a_query_could_see_a_later_key(path, name) -> None:
     layer = attndsl.load(path)[name]
-    blocked = [a for a in _attentions(layer.spec) if a.kind == "cross"
-               or any(isinstance(m, Random) for m in primitives(a.mask))
-               or "segment_ids" in a.runtime_inputs or lookahead(a.mask) is not None]
+    blocked = [a for a in _attentions(layer.spec) if (_cross_refused(a) if a.kind == "cross"
+               else any(isinstance(m, Random) for m in primitives(a.mask))
+               or "segment_ids" in a.runtime_inputs or lookahead(a.mask) is not None)]
     if not blocked:
         check_decodable(layer.spec)
         return
     with pytest.raises(SpecError) as err:
         layer.decoder_bytes(target="portable")
     assert f"`{blocked[0].name}`" in str(err.value) and "-->" in str(err.value)
-    if lookahead(blocked[0].mask) is not None:  # the pair it names is visible in one pass
+    if blocked[0].kind == "self" and lookahead(blocked[0].mask) is not None:
+        # the pair it names is visible in one pass
         q, k = lookahead(blocked[0].mask)
         assert k > q
+
+
+def _cross_refused(a) -> bool:
+    """Cross attention decodes when its mask reads the key's index alone and no positions
+    relate queries to memory rows (docs/LANGUAGE.md, Decoding)."""
+    key_only = all(isinstance(m, (Full, Prefix, Padding)) for m in primitives(a.mask))
+    return not key_only or isinstance(a.position, (Rope, Alibi, RelativeBias)) or \
+        isinstance(a.kernel, LinearKernel)
 
 
 def _sequences(layer, rng, lengths):
@@ -100,9 +109,10 @@ class _Onnx:
         return self.s.run(None, feed)
 
 
-def _decode(run, spec, batch, mask, chunks):
+def _decode(run, spec, batch, mask, chunks, memory=None):
     """Feed `batch` (B, S, ...) in chunks of the given sizes against a growing cache; the
-    outputs of every chunk, concatenated along the sequence."""
+    outputs of every chunk, concatenated along the sequence. Cross attention takes `memory`
+    (and key_lengths) with the first chunk, and no memory rows after."""
     first = "input_ids" if is_lm(spec) else "x"
     graph = build(spec, decode=True)
     past = {}
@@ -115,8 +125,12 @@ def _decode(run, spec, batch, mask, chunks):
     outs, start = [], 0
     for n in chunks:
         end = start + n
-        result = run({first: batch[:, start:end], "attention_mask": mask[:, :end],
-                      "position_ids": positions[:, start:end], **past})
+        feed = {first: batch[:, start:end], "attention_mask": mask[:, :end],
+                "position_ids": positions[:, start:end], **past}
+        if memory is not None:
+            feed |= {k: v if start == 0 or k != "memory" else v[:, :0]
+                     for k, v in memory.items()}
+        result = run(feed)
         outs.append(result[0])
         past = {k.replace("present.", "past_key_values."): v
                 for k, v in zip(graph.presents, result[1:], strict=True)}
@@ -129,6 +143,38 @@ def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
     layer = attndsl.load(path)[name]
     if not _decodable(layer):
         pytest.skip("cannot decode (see the refusal test)")
+    _check_decoding(layer)
+
+
+CROSS = """
+attention whisper_cross {   # memory padded on the right, its first 2 rows always visible
+    d_model = 64
+    heads = 4
+    kv_heads = 2
+    kind = cross
+    memory_dim = 48
+    bias = [q, v, o]
+    mask = padding(side = right) | prefix(2)
+}
+attention cross_positions {  # sinusoidal positions on the decoder's tokens only
+    d_model = 64
+    heads = 4
+    kind = cross
+    position = sinusoidal
+    mask = padding(side = left) & prefix(20)
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["whisper_cross", "cross_positions"])
+def test_cross_attention_decodes_against_the_memory_cached_once(name) -> None:
+    _check_decoding(attndsl.loads(CROSS)[name])
+
+
+def _check_decoding(layer) -> None:
+    """Prefill and steps, and chunked prefill, of a left-padded batch on every backend and
+    target (and bounded caches where a mask reaches back a bounded number of keys) equal the
+    reference's one pass over each row alone."""
     spec = layer.spec
     rng = np.random.default_rng(5)
     # past every example's window (gemma_local's 128 keys); left padding 0, 91 and 130 slots
@@ -141,7 +187,15 @@ def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
                .items()}
     graph = build(spec)
     first = "input_ids" if is_lm(spec) else "x"
-    expected = [reference.run(graph, {first: r[None]}, weights)[0] for r in rows]
+    memory = None
+    if not isinstance(spec, Transformer) and spec.kind == "cross":  # 29 rows, some padding
+        memory = {"memory": rng.standard_normal((len(rows), 29, spec.memory_dim))
+                  .astype(np.float32)}
+        if "key_lengths" in graph.inputs:
+            memory["key_lengths"] = np.array([29, 11, 1][:len(rows)], np.int64)
+    expected = [reference.run(graph, {first: r[None]} | {k: v[i:i + 1] for k, v in
+                                                        (memory or {}).items()}, weights)[0]
+                for i, r in enumerate(rows)]
     runners = {"torch": _Torch(layer, 2)} | {t: _Onnx(layer, 2, t) for t in TARGETS}
     if any(reach_back(a.mask) is not None for a in _attentions(spec)):  # windows, chunks
         runners |= {"torch bounded": _Torch(layer, 2, bounded=True),
@@ -155,7 +209,7 @@ def test_prefill_and_steps_equal_one_forward_pass(path, name) -> None:
             if getattr(run, "in_place", False):
                 rows_out = _decode_in_place(run, spec, rows, chunks)
             else:
-                got = _decode(run, spec, batch, mask, chunks)
+                got = _decode(run, spec, batch, mask, chunks, memory)
                 rows_out = [got[i, S - n:] for i, n in enumerate(lengths)]
             for i, (mine, want) in enumerate(zip(rows_out, expected, strict=True)):
                 err = float(np.abs(mine - want).max())
@@ -302,3 +356,40 @@ def test_run_and_generate_take_decoding_models(tmp_path, target, capsys) -> None
     capsys.readouterr()
     assert main(["generate", str(out / "mistral_local.onnx"), "--prompt-ids", "1"]) == 2
     assert "decoding language model" in capsys.readouterr().err
+
+
+CROSS_REFUSED = """
+attention monotonic {
+    d_model = 32
+    heads = 2
+    kind = cross
+    mask = causal
+}
+attention rotary {
+    d_model = 32
+    heads = 2
+    kind = cross
+    position = rope(theta = 10000.0)
+}
+attention linear_cross {
+    d_model = 32
+    heads = 2
+    kind = cross
+    kernel = linear(feature = elu)
+}
+"""
+
+
+@pytest.mark.parametrize(("name", "line", "words"), [
+    ("monotonic", "mask = causal", "reads the query's index"),
+    ("rotary", "position = rope", "positions relating queries to memory rows"),
+    ("linear_cross", "kernel = linear", "linear kernel")])
+def test_cross_attention_that_cannot_decode_is_refused_at_its_entry(name, line, words) -> None:
+    layer = attndsl.loads(CROSS_REFUSED, "cross.attn")[name]
+    layer.onnx_bytes(target="ort-cpu")  # the one-pass model is fine
+    with pytest.raises(SpecError) as err:
+        layer.decoder_bytes(target="portable")
+    text = str(err.value)
+    assert words in text and "cross.attn:" in text
+    assert line in text.splitlines()[text.splitlines().index(next(
+        t for t in text.splitlines() if t.lstrip().startswith("-->"))) + 2]

@@ -320,8 +320,20 @@ def _softcap(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.MASK)
 def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
+    if node.attr("memory"):  # cross attention decoding: keys are the cached memory rows
+        return memory_visible(node.attr("expr"), env, env[node.args[0]].shape[2])
     keys = env[node.args[1]].shape[2] if "attention_mask" in node.args else None
     return visible(node.attr("expr"), env, keys)
+
+
+def memory_visible(expr: masks.Mask, env: Env, keys: int) -> Tensor:
+    """(L, S) or (B, L, S): a cross attention's decoding mask over its `keys` cached memory
+    rows, which reads the key's index alone (decoding.check_decodable)."""
+    device = env["x"].device
+    ki = torch.arange(keys, device=device).unsqueeze(0)
+    qi = torch.zeros((env["x"].shape[1], 1), dtype=torch.int64, device=device)
+    return masks.evaluate(expr, qi, ki, L=qi.shape[0], S=keys,
+                          key_lengths=env.get("key_lengths"))
 
 
 def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:

@@ -141,7 +141,7 @@ class Layers(Positions):
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout,
-            spans=(("kind", at("kind")), ("mask", at("mask"))))
+            spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel")))
         self.check_size(parameter_count(attn), d.name, d.name_span)
         self.resolved_attn[d.name] = attn
         return attn

@@ -62,7 +62,7 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
             name = node.out
             is_float = name in ("x", "memory") or name.startswith("past_key_values.")
             elem = ONNX_TYPE[dtype] if is_float else TensorProto.INT64
-            shape = dims.get(name) or _cache_dims(shapes[name], past_length)
+            shape = dims.get(name) or _cache_dims(shapes[name], past_length, "past")
             inputs.append(helper.make_tensor_value_info(name, elem, shape))
             lw.env[name] = name
             lw.graph_inputs.add(name)
@@ -71,7 +71,7 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     width = attn.d_model if graph.output_name == "y" else spec.vocab
     outputs = [(graph.output_name, graph.output, ["batch", "length", width])]
     outputs += [(p, p, _cache_dims(shapes[p.replace("present.", "past_key_values.")],
-                                   present_length)) for p in graph.presents]
+                                   present_length, "total")) for p in graph.presents]
     value_infos = []
     renamed: dict[str, str] = {}
     for name, value, shape in outputs:
@@ -95,9 +95,12 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     return model
 
 
-def _cache_dims(shape: str, length: str) -> list:
-    """[batch, kv_heads, <length>, head_dim] from an IR cache shape `[B, 4, P, 64]`."""
+def _cache_dims(shape: str, length: str, which: str) -> list:
+    """[batch, kv_heads, <length>, head_dim] from an IR cache shape `[B, 4, P, 64]`; a cross
+    attention's (`[B, 4, M, 64]`) counts memory rows: past_ or total_memory_length."""
     parts = [p.strip() for p in shape.strip("float[]").split(",")]
+    if parts[2] == "M":
+        length = f"{which}_memory_length"
     return ["batch", int(parts[1]), length, int(parts[3])]
 
 

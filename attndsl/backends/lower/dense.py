@@ -23,9 +23,18 @@ def dense(lw: Lowering, node: Node) -> str:
     k = b.op("Unsqueeze", k, b.i64(2))  # (B, Hkv, 1, S, d)
     v = b.op("Unsqueeze", arg(lw, node, 2), b.i64(2))
     keys = lw.dim(arg(lw, node, 1), 2) if lw.decoding else None  # a bounded cache: fewer
-    q_pos, k_pos = lw.indices(keys)  # (L, 1), (1, S)
+    memory = lw.decoding and node.attr("kind") == "cross"  # keys: the cached memory rows
+    if memory:  # its mask reads the key's index alone (decoding.check_decodable)
+        q_pos = Sym(b, b.op("Unsqueeze", lw.arange(lw.L).name, b.i64(1)), "int64", 2)
+        k_pos = Sym(b, b.op("Unsqueeze", lw.arange(keys).name, b.i64(0)), "int64", 2)
+    else:
+        q_pos, k_pos = lw.indices(keys)  # (L, 1), (1, S)
     s = scores(lw, node, q, k, q_pos, k_pos, 5)
-    if lw.decoding:
+    if memory:
+        visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=lw.L, S=keys,
+                                 **runtime_masks(lw))
+        visible = with_head_axes(visible, node.attr("expr"))
+    elif lw.decoding:
         visible = decoding_visibility(lw, node.attr("expr"), keys)
     else:
         visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=lw.L, S=lw.S,
