@@ -1,8 +1,9 @@
 """A generator of random valid specs over the whole language, for the property test.
 
-`random_spec(seed)` returns spec text: every mask primitive (self and cross), `& | !`
-combinations, every position encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm,
-linear kernels, every sparsity setting, out_proj, bias, memory_dim, and transformer stacks.
+`random_spec(seed)` returns spec text (with `decoding=True`, specs whose every layer can
+decode): every mask primitive (self and cross), `& | !` combinations, every position
+encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm, linear kernels,
+every sparsity setting, out_proj, bias, memory_dim, and transformer stacks.
 Parameters are drawn small enough that masks meet the lengths the test runs (1 to ~150), so
 blocks, bands and global rows really cut through the shapes, and never at multiples of any
 block size by construction of those lengths (see test_random_specs)."""
@@ -18,7 +19,16 @@ MAX_TEST_LENGTH = 150  # the longest L or S the property test uses
 HUGE = (10**7, 2**40, 2**62)  # parameters far beyond any length: must mean what they say
 
 
-def _primitive(r: random.Random, cross: bool) -> str:
+# what a decoding form can take (docs/LANGUAGE.md, Decoding): self attention's masks are drawn
+# under `causal &`, without the primitives a cache cannot follow; cross attention's read the key
+_DECODING_SELF = ("full", "causal", "window", "window1", "dilated", "chunked", "strided",
+                  "global_first", "global_tokens", "prefix", "padding", "padding_left")
+_DECODING_CROSS = ("full", "prefix", "padding", "padding_left")
+
+
+def _primitive(r: random.Random, cross: bool, decoding: bool = False) -> str:
+    if decoding:
+        return _PRIMITIVES[r.choice(_DECODING_CROSS if cross else _DECODING_SELF)](r)
     if r.random() < 0.05:
         big = r.choice(HUGE)
         return r.choice([f"window(left = {big}, right = {r.randint(0, 5)})", f"prefix({big})",
@@ -56,29 +66,37 @@ _PRIMITIVES: dict[str, Callable[[random.Random], str]] = {
 }
 
 
-def _mask(r: random.Random, cross: bool, depth: int = 0) -> str:
+def _mask(r: random.Random, cross: bool, depth: int = 0, decoding: bool = False) -> str:
     roll = r.random()
     if depth >= 3 or roll < 0.4:
-        return _primitive(r, cross)
+        return _primitive(r, cross, decoding)
     if roll < 0.5:
-        return f"!{_wrap(_mask(r, cross, depth + 1))}"
+        return f"!{_wrap(_mask(r, cross, depth + 1, decoding))}"
     op = r.choice(["&", "|"])
-    return f"{_wrap(_mask(r, cross, depth + 1))} {op} {_wrap(_mask(r, cross, depth + 1))}"
+    return (f"{_wrap(_mask(r, cross, depth + 1, decoding))} {op} "
+            f"{_wrap(_mask(r, cross, depth + 1, decoding))}")
+
+
+def _decoding_mask(r: random.Random, cross: bool) -> str:
+    mask = _mask(r, cross, decoding=True)
+    return mask if cross else f"causal & ({mask})"
 
 
 def _wrap(text: str) -> str:
     return f"({text})" if " " in text and not text.startswith("(") else text
 
 
-def _rope_scaling(r: random.Random, dim: int) -> str:
-    """A RoPE scaling whose length-dependent forms switch within the tested lengths."""
+def _rope_scaling(r: random.Random, dim: int, decoding: bool = False) -> str:
+    """A RoPE scaling whose length-dependent forms switch within the tested lengths (for a
+    decoding spec, beyond them: a cache keeps keys rotated before a switch, docs/LANGUAGE.md)."""
     orig = r.choice([4, 16, 40])
     pairs = dim // 2
     choice = r.choice(["", "", "linear", "dynamic", "llama3", "yarn", "longrope"])
     if choice == "linear":
         return f", scaling = linear({r.choice([0.5, 2, 8.0])})"
     if choice == "dynamic" and dim > 2:
-        return f", scaling = dynamic(factor = {r.choice([2, 4.5])}, original_max_position = {orig})"
+        return (f", scaling = dynamic(factor = {r.choice([2, 4.5])}, original_max_position = "
+                f"{orig if not decoding else 1000})")
     if choice == "llama3":
         return (f", scaling = llama3(factor = 8, low_freq_factor = 1, high_freq_factor = 4, "
                 f"original_max_position = {orig})")
@@ -89,11 +107,13 @@ def _rope_scaling(r: random.Random, dim: int) -> str:
         short = ", ".join(f"{r.uniform(1, 3):.3f}" for _ in range(pairs))
         long = ", ".join(f"{r.uniform(1, 40):.3f}" for _ in range(pairs))
         return (f", scaling = longrope(short_factor = [{short}], long_factor = [{long}], "
-                f"original_max_position = {orig}, factor = {r.choice([4, 32])})")
+                f"original_max_position = {orig if not decoding else 1000}, "
+                f"factor = {r.choice([4, 32])})")
     return ""
 
 
-def random_spec(seed: int) -> str:
+def random_spec(seed: int, decoding: bool = False) -> str:
+    """A random valid spec; `decoding`: one whose layers all have a decoding form."""
     r = random.Random(seed)
     cross = r.random() < 0.25
     stack = not cross and r.random() < 0.25
@@ -104,7 +124,7 @@ def random_spec(seed: int) -> str:
     out_proj = r.random() < 0.85
     d_model = heads * value_dim if not out_proj else r.choice(
         [heads * head_dim, 2 * r.randint(4, 24)])
-    linear = r.random() < 0.12
+    linear = r.random() < 0.12 and not (decoding and cross)
     entries = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
     if value_dim != head_dim or r.random() < 0.2:
         entries["value_dim"] = value_dim
@@ -122,12 +142,14 @@ def random_spec(seed: int) -> str:
     positions = ["none", "rope", "learned", "sinusoidal"]
     if not linear:
         positions += ["alibi", "relative_bias"]
+    if decoding and cross:  # no positions between queries and memory rows
+        positions = ["none", "learned", "sinusoidal"]
     position = r.choice(positions)
     if position == "rope":
         dim = r.choice([d for d in range(2, head_dim + 1, 2)])
         entries["position"] = (f"rope(theta = {r.choice([10000, 500000, 1000000.0, 1.5])}, "
                                f"dim = {dim}, interleaved = {r.choice(['true', 'false'])}"
-                               f"{_rope_scaling(r, dim)})")
+                               f"{_rope_scaling(r, dim, decoding)})")
     elif position == "learned":
         entries["position"] = f"learned({MAX_TEST_LENGTH + r.randint(0, 20)})"
     elif position == "sinusoidal" and d_model % 2 == 0:
@@ -143,13 +165,17 @@ def random_spec(seed: int) -> str:
                                         "alibi(scaled = true, max_bias = 4)"])
     if linear:
         entries["kernel"] = f"linear(feature = {r.choice(['elu', 'relu', 'softmax'])})"
-        entries["mask"] = r.choice(["full", "causal"])
+        entries["mask"] = "causal" if decoding else r.choice(["full", "causal"])
     elif r.random() < 0.3:  # the masks fused kernels serve (GroupQueryAttention, MHA)
         entries["mask"] = r.choice(["causal", "full", "padding", "padding & full",
                                     "causal & padding(side = left)",
                                     f"causal & window(left = {r.randint(0, 40)}, right = 0)"])
+        if decoding and cross:
+            entries["mask"] = r.choice(["full", "padding", "padding & full"])
+        elif decoding and not entries["mask"].startswith("causal"):
+            entries["mask"] = f"causal & ({entries['mask']})"
     else:
-        entries["mask"] = _mask(r, cross)
+        entries["mask"] = _decoding_mask(r, cross) if decoding else _mask(r, cross)
         if r.random() < 0.3:
             entries["scale"] = f"{r.uniform(0.05, 1.5):.4f}"
         if r.random() < 0.3:
@@ -170,7 +196,8 @@ def random_spec(seed: int) -> str:
             norm += ", unit_offset = true"
         pattern = "a"
         if r.random() < 0.4:  # a layer pattern: a second attention, another mask
-            other = dict(entries, mask=_mask(r, cross) if not linear else entries["mask"])
+            mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)
+            other = dict(entries, mask=mask if not linear else entries["mask"])
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
                                                    for k, v in other.items()) + "\n}\n"
             pattern = r.choice(["[a, b]", "[b, a, a]"])

@@ -171,6 +171,31 @@ def test_cross_attention_decodes_against_the_memory_cached_once(name) -> None:
     _check_decoding(attndsl.loads(CROSS)[name])
 
 
+def test_partial_rotary_decodes_in_place() -> None:
+    """RoPE on 8 of 16 features: GroupQueryAttention's own rotary takes cos/sin caches of a
+    multiple of 8 columns (dim / 2), so these rotate before the kernel (found by the random
+    decodable specs: the kernel refused the model at run time)."""
+    layer = attndsl.loads("""
+attention a {
+    d_model = 128
+    heads = 8
+    kv_heads = 4
+    head_dim = 16
+    position = rope(theta = 500000, dim = 8)
+    mask = causal
+}
+transformer t {
+    attention = a
+    layers = 2
+    ffn = gelu(8)
+    norm = rmsnorm(pre)
+    vocab = 5
+}
+""")["t"]
+    assert layer.decoder_layout(target="ort-cpu") == "in_place"
+    _check_decoding(layer)
+
+
 def _check_decoding(layer) -> None:
     """Prefill and steps, and chunked prefill, of a left-padded batch on every backend and
     target (and bounded caches where a mask reaches back a bounded number of keys) equal the
@@ -193,9 +218,15 @@ def _check_decoding(layer) -> None:
                   .astype(np.float32)}
         if "key_lengths" in graph.inputs:
             memory["key_lengths"] = np.array([29, 11, 1][:len(rows)], np.int64)
-    expected = [reference.run(graph, {first: r[None]} | {k: v[i:i + 1] for k, v in
-                                                        (memory or {}).items()}, weights)[0]
-                for i, r in enumerate(rows)]
+    elif "key_lengths" in graph.inputs:  # self attention's `padding`: every key of a row real
+        memory = {"key_lengths": np.array([len(r) for r in rows], np.int64)}
+
+    def alone(i: int) -> dict[str, np.ndarray]:  # row i's one-pass inputs
+        return {first: rows[i][None]} | {k: v[i:i + 1] for k, v in (memory or {}).items()}
+
+    expected = [reference.run(graph, alone(i), weights)[0] for i in range(len(rows))]
+    if memory is not None and "memory" not in memory:
+        memory = None  # the decoding form reads real keys from attention_mask
     runners = {"torch": _Torch(layer, 2)} | {t: _Onnx(layer, 2, t) for t in TARGETS}
     if any(reach_back(a.mask) is not None for a in _attentions(spec)):  # windows, chunks
         runners |= {"torch bounded": _Torch(layer, 2, bounded=True),
@@ -393,3 +424,21 @@ def test_cross_attention_that_cannot_decode_is_refused_at_its_entry(name, line, 
     assert words in text and "cross.attn:" in text
     assert line in text.splitlines()[text.splitlines().index(next(
         t for t in text.splitlines() if t.lstrip().startswith("-->"))) + 2]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "spec_seed" in metafunc.fixturenames:
+        deep = metafunc.config.getoption("--deep")
+        count = metafunc.config.getoption("--deep-count") if deep else 24
+        metafunc.parametrize("spec_seed", range(count))
+
+
+def test_random_decodable_spec_decodes_as_one_pass(spec_seed: int) -> None:
+    """Random decodable specs from the property generator (tests/specgen.py): prefill, steps
+    and chunks on every backend and target equal the reference's one pass."""
+    from .specgen import random_spec
+
+    program = attndsl.loads(random_spec(spec_seed, decoding=True), f"random-{spec_seed}.attn")
+    layer = program[list(program)[-1]]
+    check_decodable(layer.spec)
+    _check_decoding(layer)

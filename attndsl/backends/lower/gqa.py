@@ -63,6 +63,9 @@ def gqa_cache(lw: Lowering, node: Node) -> str:
     return out[0]
 
 
+ROTARY_DIM_MULTIPLE = 16  # GroupQueryAttention's do_rotary: cos_cache width a multiple of 8
+
+
 def _packed_projections(lw: Lowering, node: Node):
     """(the packed q|k|v GEMM output, the q RoPE node or None) when the kernel can take them
     as they come: q, k, v projected by one GEMM, split into heads and (both or neither)
@@ -82,8 +85,8 @@ def _packed_projections(lw: Lowering, node: Node):
     if packed is None or v_rope is not None or (q_rope is None) != (k_rope is None):
         return None
     if q_rope is not None and (q_rope.attrs != k_rope.attrs or q_rope.args[1:] != k_rope.args[1:]
-                               or q_rope.attr("dim") % 2):
-        return None
+                               or q_rope.attr("dim") % ROTARY_DIM_MULTIPLE):
+        return None  # the kernel's cos/sin caches hold dim / 2 columns, a multiple of 8
     return packed, q_rope
 
 
