@@ -16,6 +16,7 @@ from .spec import (
     Layer,
     Learned,
     LinearKernel,
+    LinformerKernel,
     Norm,
     RelativeBias,
     Rope,
@@ -53,6 +54,7 @@ class Op(enum.Enum):
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
+    SEQ_PROJECT = "seq_project"  # Linformer: E[:, :n] @ keys (masked keys zeroed) -> k rows
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class Weight:
     name: str
     shape: tuple[int, ...]
     # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
-    # norm_bias and norm_offset (a unit-offset norm's weight: around 0)
+    # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (Linformer's
+    # E and F: uniform in +-1/sqrt(k))
     init: str
     fan_in: int = 0  # of a linear weight or bias
 
@@ -229,6 +232,10 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if absolute and isinstance(s.position, Learned):
             out.append(Weight(f"{p}position_embeddings.weight", (s.position.max_len, s.d_model),
                               "embedding"))
+        if isinstance(s.kernel, LinformerKernel) and (s.kernel.share != "layerwise" or
+                                                      isinstance(spec, Attention)):
+            for name in dict.fromkeys(linformer_weights(s, p)):  # E = F: once
+                out.append(Weight(name, _linformer_shape(s), "sequence", s.kernel.k))
 
     if isinstance(spec, Attention):
         attention(spec, "", True)
@@ -241,6 +248,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if spec.shared_relative_bias:
         out.append(Weight("relative_attention_bias.weight", (a.position.buckets, a.heads),
                           "embedding"))
+    if isinstance(a.kernel, LinformerKernel) and a.kernel.share == "layerwise":
+        out.append(Weight("linformer_e.weight", _linformer_shape(a), "sequence", a.kernel.k))
     layernorm = spec.norm.kind == "layernorm"
     for i in range(spec.layers):
         p = f"layers.{i}."
@@ -260,6 +269,22 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if spec.vocab is not None and not spec.tied:
         linear("lm_head", spec.vocab, d, False)
     return tuple(out)
+
+
+def linformer_weights(s: Attention, prefix: str) -> tuple[str, str]:
+    """The E and F tensors of a Linformer attention (the same name twice when shared)."""
+    share = s.kernel.share
+    if share == "layerwise":
+        return ("linformer_e.weight",) * 2
+    e = f"{prefix}linformer_e.weight"
+    return (e, e) if share == "kv" else (e, f"{prefix}linformer_f.weight")
+
+
+def _linformer_shape(s: Attention) -> tuple[int, ...]:
+    """[kv_heads, k, max_len] per kv head (share = none), else [k, max_len]."""
+    kernel = s.kernel
+    rows = (kernel.k, kernel.max_len)
+    return (s.kv_heads, *rows) if kernel.share == "none" else rows
 
 
 def _block_norms(t: Transformer) -> tuple[str, ...]:
@@ -360,6 +385,16 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
                    keep=keep)
             cached.append(full)
         k, v = cached
+    linformer = s.kernel if isinstance(s.kernel, LinformerKernel) else None
+    if linformer is not None:  # k rows, each a mix of the (kept) keys; values likewise
+        names = linformer_weights(s, prefix)
+        for i, name in enumerate(("k", "v")):
+            t, width = (k, s.head_dim) if name == "k" else (v, s.value_dim)
+            projected = b.emit(Op.SEQ_PROJECT, f"{p}{name}_rows", (t, *s.runtime_inputs),
+                               f"[B, {s.kv_heads}, {linformer.k}, {width}]", weight=names[i],
+                               max_len=linformer.max_len, expr=s.mask)
+            k, v = (projected, v) if name == "k" else (k, projected)
+        n = str(linformer.k)
     keys = k  # the keys the scores read, before any repeat over query groups
     if s.groups > 1:
         k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), f"[B, {s.heads}, {n}, {s.head_dim}]",
@@ -386,6 +421,12 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
         if s.softcap is not None:
             sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), f"[B, {s.heads}, L, {n}]",
                         cap=s.softcap)
+        if linformer is not None:  # the mask dropped keys before the projection
+            pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc,), f"[B, {s.heads}, L, {n}]",
+                        dropout=s.dropout)
+            o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
+            o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), f"[B, L, {s.heads * s.value_dim}]")
+            return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
         # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
         # cross attention's keys are the cached memory rows, its mask reads their index alone
         runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None

@@ -171,6 +171,7 @@ class Core:
 
     prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
     linear: bool  # a linear kernel (no softmax core to replace)
+    linformer: bool  # a Linformer kernel: softmax over k projected rows, in standard ops
     kind: str  # self | cross
     heads: int
     kv_heads: int
@@ -209,7 +210,7 @@ def cores(graph: Graph) -> list[Core]:
         linear = get_node("attn").op is Op.LINEAR_ATTENTION
         bias, cap = get_node("biased"), get_node("capped")
         found.append(Core(
-            prefix=p, linear=linear,
+            prefix=p, linear=linear, linformer=get_node("k_rows") is not None,
             kind="cross" if get_node("k").args[0] == "memory" else "self",
             heads=q.attr("heads"), kv_heads=k.attr("heads"), head_dim=q.attr("dim"),
             value_dim=v.attr("dim"), scale=scores.attr("scale") if scores else None,
@@ -229,6 +230,10 @@ def choose(a: Core, target: str, dtype: str = "float32",
     if a.linear:
         return "linear", {}, ["linear kernel: O(L) prefix sums in standard ops; no softmax "
                               "kernel applies"]
+    if a.linformer:
+        return "linformer", {}, ["Linformer: keys and values projected to k rows, then the "
+                                 "L x k softmax in standard ops (O(L k) time and memory); no "
+                                 "fused kernel takes projected keys"]
     mask = a.mask
     causal_window = _causal_window(mask) if a.kind == "self" else None
     has_bias = a.bias_kind is not None
@@ -480,7 +485,7 @@ def fuse_cores(graph: Graph, strategy: str) -> Graph:
     choice made: bench's PyTorch SDPA baseline runs such a graph (strategy `sdpa`)."""
     nodes = list(graph.nodes)
     for core in cores(graph):
-        if not core.linear:
+        if not (core.linear or core.linformer):
             nodes = _fuse(nodes, core, strategy, {})
     return replace(graph, nodes=tuple(nodes))
 

@@ -9,7 +9,8 @@ from .masks import Mask, runtime_inputs
 from .source import Source, Span
 
 __all__ = [
-    "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel", "Norm",
+    "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel",
+    "LinformerKernel", "Norm",
     "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
     "Transformer", "input_names", "is_lm", "output_name",
 ]
@@ -147,6 +148,18 @@ class LinearKernel:
 
 
 @dataclass(frozen=True)
+class LinformerKernel:
+    """Keys and values projected along the sequence to `k` rows (Wang et al. 2020): E and F
+    of [k, max_len], sliced to the keys' count. share: none (E, F per kv head), headwise (one
+    E, one F for the layer's heads), kv (E = F), layerwise (one E for every layer of a stack,
+    keys and values)."""
+
+    k: int
+    max_len: int
+    share: str
+
+
+@dataclass(frozen=True)
 class Sparsity:
     mode: str  # dense | block | auto
     block: int | None = None
@@ -171,7 +184,7 @@ class Attention:
     softcap: float | None
     qk_norm: Norm | None  # per head, on q and k (no bias)
     position: Position
-    kernel: Softmax | LinearKernel
+    kernel: Softmax | LinearKernel | LinformerKernel
     mask: Mask
     sparsity: Sparsity
     dropout: float

@@ -19,7 +19,7 @@ import torch
 from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
-from .spec import Attention, Learned, Transformer, input_names, output_name
+from .spec import Attention, Learned, LinformerKernel, Transformer, input_names, output_name
 
 __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "make_inputs", "memory_length",
            "tolerance", "verify"]
@@ -142,8 +142,18 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
     """Compare torch and every runner (e.g. ONNX Runtime per provider) against the reference."""
     graph = build(spec)
     report = Report(spec.name, targets, dtype, seed)
-    attn = spec.attention if isinstance(spec, Transformer) else spec
-    limit = attn.position.max_len if isinstance(attn.position, Learned) else None
+    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
+
+    def too_long(length: int) -> str | None:
+        """Why the layer cannot run at this length, or None."""
+        for a in attns:
+            if isinstance(a.position, Learned) and length > a.position.max_len:
+                return f"L exceeds learned positions ({a.position.max_len})"
+            keys = memory_length(length) if a.kind == "cross" else length
+            if isinstance(a.kernel, LinformerKernel) and keys > a.kernel.max_len:
+                return f"{keys} keys exceed Linformer's max_len ({a.kernel.max_len})"
+        return None
+
     rng = np.random.default_rng(seed)
     module = module.eval()
     shapes = [(b, L) for L in sorted(set(lengths)) for b in batches]
@@ -155,10 +165,10 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
             inputs = {k: round_to(v, dtype).astype(np.float32) if v.dtype.kind == "f" else v
                       for k, v in inputs.items()}
         S = inputs["memory"].shape[1] if "memory" in inputs else None
-        if limit is not None and length > limit:
+        if too_long(length):
             report.comparisons.append(Comparison(
                 batch, length, S, "all", math.nan, math.nan, math.nan, True,
-                f"skipped: L exceeds learned positions ({limit})"))
+                f"skipped: {too_long(length)}"))
             continue
         ref = reference.run(graph, inputs, weights)
         with torch.no_grad():

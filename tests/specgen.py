@@ -2,8 +2,8 @@
 
 `random_spec(seed)` returns spec text (with `decoding=True`, specs whose every layer can
 decode): every mask primitive (self and cross), `& | !` combinations, every position
-encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm, linear kernels,
-every sparsity setting, out_proj, bias, memory_dim, and transformer stacks.
+encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm, linear and Linformer
+kernels, every sparsity setting, out_proj, bias, memory_dim, and transformer stacks.
 Parameters are drawn small enough that masks meet the lengths the test runs (1 to ~150), so
 blocks, bands and global rows really cut through the shapes, and never at multiples of any
 block size by construction of those lengths (see test_random_specs)."""
@@ -125,6 +125,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     d_model = heads * value_dim if not out_proj else r.choice(
         [heads * head_dim, 2 * r.randint(4, 24)])
     linear = r.random() < 0.12 and not (decoding and cross)
+    linformer = not linear and not decoding and r.random() < 0.1  # keys to k rows
     entries = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
     if value_dim != head_dim or r.random() < 0.2:
         entries["value_dim"] = value_dim
@@ -140,7 +141,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["qk_norm"] = r.choice(["rmsnorm", "layernorm", "layernorm(eps = 1e-12)",
                                        "rmsnorm(eps = 0.25 ** 2, unit_offset = true)"])
     positions = ["none", "rope", "learned", "sinusoidal"]
-    if not linear:
+    if not linear and not linformer:
         positions += ["alibi", "relative_bias"]
     if decoding and cross:  # no positions between queries and memory rows
         positions = ["none", "learned", "sinusoidal"]
@@ -166,6 +167,14 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if linear:
         entries["kernel"] = f"linear(feature = {r.choice(['elu', 'relu', 'softmax'])})"
         entries["mask"] = "causal" if decoding else r.choice(["full", "causal"])
+    elif linformer:  # max_len covers the test's longest keys (283)
+        entries["kernel"] = (f"linformer(k = {r.randint(1, 40)}, max_len = "
+                             f"{300 + r.randint(0, 50)}, share = "
+                             f"{r.choice(['none', 'headwise', 'kv', 'layerwise'])})")
+        entries["mask"] = r.choice(["full", "padding", "padding(side = left)",
+                                    "padding & full"])
+        if r.random() < 0.3:
+            entries["softcap"] = f"{r.uniform(0.5, 50):.3f}"
     elif r.random() < 0.3:  # the masks fused kernels serve (GroupQueryAttention, MHA)
         entries["mask"] = r.choice(["causal", "full", "padding", "padding & full",
                                     "causal & padding(side = left)",
@@ -197,7 +206,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         pattern = "a"
         if r.random() < 0.4:  # a layer pattern: a second attention, another mask
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)
-            other = dict(entries, mask=mask if not linear else entries["mask"])
+            other = dict(entries, mask=mask if not (linear or linformer) else entries["mask"])
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
                                                    for k, v in other.items()) + "\n}\n"
             pattern = r.choice(["[a, b]", "[b, a, a]"])

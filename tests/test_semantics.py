@@ -253,3 +253,78 @@ def test_linear_attention_formula(causal: bool) -> None:
             out[i, s] = num / max(den, 1e-6)
     want = out @ w["o_proj.weight"].T
     np.testing.assert_allclose(layer.reference({"x": x}, w)[0], want, atol=1e-10)
+
+
+@pytest.mark.parametrize("share", ["none", "headwise", "kv"])
+def test_linformer_formula_by_loops(share: str) -> None:
+    """docs/LANGUAGE.md (Kernels): K' = E_n (m * K), V' = F_n (m * V) per kv head, softmax
+    over the k rows; padded keys dropped before the projection; a row whose keys are all
+    padding is zero (o_proj's bias alone)."""
+    layer = attndsl.loads(f"""
+        attention a {{
+            d_model = 24
+            heads = 4
+            kv_heads = 2
+            kernel = linformer(k = 5, max_len = 13, share = {share})
+            mask = padding(side = left)
+        }}""")["a"]
+    module = layer.to_torch(seed=4)
+    w = {k: v.double().numpy() for k, v in module.state_dict().items()}
+    n, d = 9, 6
+    x = np.random.default_rng(3).standard_normal((3, n, 24))
+    lengths = np.array([9, 4, 0])
+    e = w["linformer_e.weight"]
+    f = e if share == "kv" else w["linformer_f.weight"]
+    out = np.zeros((3, n, 24))
+    for b in range(3):
+        q, k, v = (x[b] @ w[f"{p}_proj.weight"].T + w[f"{p}_proj.bias"] for p in "qkv")
+        kept = np.arange(n) >= n - lengths[b]
+        for h in range(4):
+            g = h // 2  # kv head
+            E = (e[g] if share == "none" else e)[:, :n]
+            F = (f[g] if share == "none" else f)[:, :n]
+            ks, vs = k[:, g * d:(g + 1) * d], v[:, g * d:(g + 1) * d]
+            rows_k = sum(E[:, j:j + 1] * ks[j] for j in range(n) if kept[j])  # (5, d)
+            rows_v = sum(F[:, j:j + 1] * vs[j] for j in range(n) if kept[j])
+            for i in range(n):
+                if not kept.any():
+                    continue  # no key: zero rows, a uniform softmax over zeros -> 0
+                s = np.array([q[i, h * d:(h + 1) * d] @ rows_k[r] for r in range(5)])
+                p = np.exp(s / math.sqrt(d) - (s / math.sqrt(d)).max())
+                out[b, i, h * d:(h + 1) * d] = (p / p.sum()) @ rows_v
+    want = out @ w["o_proj.weight"].T + w["o_proj.bias"]
+    inputs = {"x": x, "key_lengths": lengths}
+    np.testing.assert_allclose(layer.reference(inputs, w), want, atol=1e-10)
+    np.testing.assert_allclose(want[2], np.broadcast_to(w["o_proj.bias"], (n, 24)))
+
+
+def test_linformer_with_identity_projections_is_softmax_attention(tmp_path) -> None:
+    """E = F = I (k = max_len = n): every key is its own row, so Linformer is standard
+    attention, in every backend."""
+    text = """
+        attention a {{
+            d_model = 32
+            heads = 4
+            kv_heads = 2
+            kernel = {kernel}
+        }}"""
+    linformer = attndsl.loads(text.format(kernel="linformer(k = 11, max_len = 11, "
+                                                 "share = kv)"))["a"]
+    softmax = attndsl.loads(text.format(kernel="softmax"))["a"]
+    state = softmax.to_torch(seed=5).state_dict()
+    state["linformer_e.weight"] = torch.eye(11)
+    module = linformer.to_torch()
+    module.load_state_dict(state)
+    x = np.random.default_rng(4).standard_normal((2, 11, 32)).astype(np.float32)
+    want = softmax.reference({"x": x}, state)
+    from attndsl.backends import runtime
+
+    path = tmp_path / "weights.pt"
+    torch.save(state, path)
+    got = {"reference": linformer.reference({"x": x}, state),
+           "torch": module(torch.from_numpy(x)).detach().numpy()}
+    for target in ("ort-cpu", "portable"):
+        got[target] = runtime.run(runtime.make_session(
+            linformer.onnx_bytes(target=target, weights=path)), {"x": x})
+    for name, y in got.items():
+        np.testing.assert_allclose(y, want, atol=1e-5, err_msg=name)

@@ -20,7 +20,15 @@ from torch import Tensor, nn
 
 from .. import __version__
 from ..errors import ExportError
-from ..spec import MAX_LENGTH, Attention, Transformer, input_names, output_name
+from ..spec import (
+    MAX_LENGTH,
+    Attention,
+    Learned,
+    LinformerKernel,
+    Transformer,
+    input_names,
+    output_name,
+)
 from ..targets import VERIFIED_ORT, get
 
 __all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
@@ -86,6 +94,12 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
     attn = spec.attention if isinstance(spec, Transformer) else spec
     g = torch.Generator().manual_seed(0)
     B, L, S = shape.batch, shape.length, shape.memory_length
+    for a in spec.attentions if isinstance(spec, Transformer) else (spec,):  # lengths it takes
+        if isinstance(a.position, Learned):
+            L = min(L, a.position.max_len)
+        if isinstance(a.kernel, LinformerKernel):
+            L, S = (L, min(S, a.kernel.max_len)) if a.kind == "cross" else \
+                (min(L, a.kernel.max_len), S)
     out: dict[str, Tensor] = {}
     for name in input_names(spec):
         if name == "x":

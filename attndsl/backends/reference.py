@@ -304,7 +304,24 @@ def _random_blocks(r: int, n: int, seed: int, L: int, S: int) -> np.ndarray:
 
 @impl(Op.SOFTMAX)
 def _softmax(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return _masked_softmax(_arg(node, env, 0), _arg(node, env, 1))
+    s = _arg(node, env, 0)
+    if len(node.args) == 1:  # no mask (Linformer's rows)
+        return _masked_softmax(s, np.ones((s.shape[0], *s.shape[2:]), bool))
+    return _masked_softmax(s, _arg(node, env, 1))
+
+
+@impl(Op.SEQ_PROJECT)
+def _seq_project(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Linformer: the keys (or values) the mask hides are zeroed, then E[..., :n] @ keys: k
+    rows per head, each a weighted sum of the n keys."""
+    t = _arg(node, env)  # (B, h, n, d)
+    B, n = t.shape[0], t.shape[2]
+    if n > node.attr("max_len"):
+        raise ValueError(f"{n} keys exceed Linformer's max_len ({node.attr('max_len')})")
+    e = w[node.attr("weight")][..., :n]  # (k, n) or (h, k, n)
+    kept = _mask_of(node.attr("expr"), B, 1, n, env.get("key_lengths"), None)  # (B|1, 1, n)
+    kept = np.broadcast_to(kept, (B, 1, n))[:, :, :, None]  # (B, 1, n, 1): over heads
+    return e @ np.where(kept, t, 0.0)
 
 
 def _masked_softmax(s: np.ndarray, visible: np.ndarray) -> np.ndarray:
@@ -392,6 +409,8 @@ def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     cap = node.attr("softcap")
     if cap:
         s = cap * np.tanh(s / cap)
-    o = _masked_softmax(s, _visible(node, env)) @ v  # (B, H, L, dv)
+    visible = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("strategy") == "linformer"
+               else _visible(node, env))  # Linformer: k projected rows, the mask applied
+    o = _masked_softmax(s, visible) @ v  # (B, H, L, dv)
     B, H, L, dv = o.shape
     return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

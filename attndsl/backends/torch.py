@@ -95,7 +95,7 @@ def seeded_module(spec: Attention | Transformer, seed: int, decode: bool = False
             p = params[w.name]
             if w.init == "linear":
                 nn.init.kaiming_uniform_(p, a=math.sqrt(5))
-            elif w.init == "linear_bias":
+            elif w.init in ("linear_bias", "sequence"):  # sequence: Linformer's E and F
                 nn.init.uniform_(p, -1 / math.sqrt(w.fan_in), 1 / math.sqrt(w.fan_in))
             elif w.init == "embedding":
                 nn.init.normal_(p)
@@ -355,8 +355,26 @@ def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
                           key_lengths=env.get("key_lengths"), segment_ids=env.get("segment_ids"))
 
 
+@impl(Op.SEQ_PROJECT)
+def _seq_project(m: GraphModule, node: Node, env: Env) -> Tensor:
+    """Linformer: E[..., :n] @ keys, the keys the mask hides zeroed first."""
+    t = _arg(node, env)  # (B, h, n, d)
+    n = t.shape[2]
+    expr = node.attr("expr")
+    if expr != masks.Full():
+        ki = torch.arange(n, device=t.device).unsqueeze(0)
+        kept = masks.evaluate(expr, torch.zeros((1, 1), dtype=torch.int64, device=t.device),
+                              ki, L=1, S=ki[0, -1] + 1, key_lengths=env.get("key_lengths"))
+        t = torch.where(kept.reshape(-1, 1, n, 1), t, torch.zeros((), dtype=t.dtype,
+                                                                 device=t.device))
+    return torch.matmul(m.weight(node.attr("weight"))[..., :n].to(t.dtype), t)
+
+
 @impl(Op.SOFTMAX)
 def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
+    if len(node.args) == 1:  # no mask (Linformer's rows)
+        probs = torch.softmax(_arg(node, env), dim=-1)
+        return F.dropout(probs, p=node.attr("dropout")) if m.training else probs
     scores, seen = _arg(node, env, 0), _arg(node, env, 1)
     if seen.dim() == 3:
         seen = seen.unsqueeze(1)  # (B, 1, L, S)

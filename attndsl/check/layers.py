@@ -13,6 +13,7 @@ from ..spec import (
     Alibi,
     Attention,
     LinearKernel,
+    LinformerKernel,
     Norm,
     Position,
     RelativeBias,
@@ -133,6 +134,8 @@ class Layers(Positions):
             failed = True
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
+        if isinstance(kernel, LinformerKernel) and mask is not None:
+            failed |= self.check_linformer(mask, position, at)
         if failed:
             return None
         attn = Attention(
@@ -166,6 +169,25 @@ class Layers(Positions):
         if dropout:
             self.error("attention dropout needs a softmax kernel (there are no attention "
                        "weights to drop)", e["dropout"].key_span)
+            failed = True
+        return failed
+
+    def check_linformer(self, mask: m.Mask, position: Position,
+                        at: Callable[[str], Span]) -> bool:
+        """Linformer mixes every key into each of its k rows: a mask can only drop keys
+        before the projection (`padding`), never relate a query to a key."""
+        failed = False
+        if any(not isinstance(p, m.Full | m.Padding) for p in m.primitives(mask)) or \
+                any(isinstance(p, m.Not | m.Or) for p in _nodes(mask)):
+            self.error(f"a Linformer kernel honours only `full` and `padding` masks, found "
+                       f"`{m.render(mask)}`: its scores are over k projected rows, each a mix "
+                       "of every key", at("mask"),
+                       hint="use `mask = full` or `mask = padding`, or `kernel = softmax`")
+            failed = True
+        if isinstance(position, (Alibi, RelativeBias)):
+            self.error("score biases (alibi, relative_bias) need a key per score; a Linformer "
+                       "kernel's scores are over projected rows", at("position"),
+                       hint="use rope, sinusoidal or learned positions")
             failed = True
         return failed
 
@@ -258,6 +280,12 @@ class Layers(Positions):
         args = self.bind(e, name, _KERNELS[name])
         if name == "softmax":
             return Softmax()
+        if name == "linformer":
+            return LinformerKernel(
+                self.positive(args["k"], "Linformer's k"),
+                self.positive(args["max_len"], "Linformer's max_len"),
+                self.word(args["share"], _LINFORMER_SHARING, "Linformer sharing")
+                if "share" in args else "none")
         feature = (self.word(args["feature"], ("elu", "relu", "softmax"), "feature")
                    if "feature" in args else "elu")
         return LinearKernel(feature)
@@ -275,7 +303,9 @@ class Layers(Positions):
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
                    "mask", "sparsity", "dropout")
-_KERNELS = {"softmax": (), "linear": (Param("feature"),)}
+_KERNELS = {"softmax": (), "linear": (Param("feature"),),
+            "linformer": (Param("k", True), Param("max_len", True), Param("share"))}
+_LINFORMER_SHARING = ("none", "headwise", "kv", "layerwise")
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 _NORMS = {"layernorm": (Param("eps"),), "rmsnorm": (Param("eps"), Param("unit_offset"))}
 PROJECTIONS = ("q", "k", "v", "o")
@@ -301,3 +331,14 @@ def _bytes(n: int) -> str:
             return f"{n / size:.1f} {unit}"
     return f"{n} bytes"
 
+
+
+def _nodes(mask: m.Mask):
+    """Every node of a mask expression, operators included."""
+    yield mask
+    match mask:
+        case m.And(a, b) | m.Or(a, b):
+            yield from _nodes(a)
+            yield from _nodes(b)
+        case m.Not(a):
+            yield from _nodes(a)

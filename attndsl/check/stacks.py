@@ -97,6 +97,11 @@ class Stacks(Layers):
                                  "positions; a stack adds them once, at its input", item.span,
                                  hint="give every attention of the pattern the same `sinusoidal`"
                                       " or `learned` position, or none")
+            if attns and _layerwise(attn) != _layerwise(attns[0]):
+                raise self.error(f"`{attn.name}` and `{attns[0].name}` differ in their "
+                                 "layerwise Linformer projection; a stack shares one", item.span,
+                                 hint="give every attention of the pattern the same `kernel = "
+                                      "linformer(..., share = layerwise)`, or share less")
             attns.append(attn)
         return tuple(attns)
 
@@ -136,6 +141,12 @@ class Stacks(Layers):
             raise self.error(f"transformer stacks need self attention; `{e.id}` is cross "
                              "attention", e.span)
         return attn
+
+
+def _layerwise(attn: Attention) -> object:
+    """The Linformer kernel every layer of a stack shares (share = layerwise), or None."""
+    kernel = attn.kernel
+    return kernel if getattr(kernel, "share", None) == "layerwise" else None
 
 
 def _absolute(attn: Attention) -> object:

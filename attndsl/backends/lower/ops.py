@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
+from ... import masks
 from ...ir import Graph, Node, Op
 from .. import formulas
+from .attend import runtime_masks
 from .block_sparse import block_sparse
 from .builder import Lowering, Sym, arg, lower, repeat, width
 from .dense import dense
 from .gqa import gqa, gqa_cache
+from .linformer import linformer
 from .mha import mha
 
 __all__ = ["STRATEGIES", "projection_groups"]
@@ -46,6 +49,23 @@ def _tail(lw: Lowering, node: Node) -> str:
     """The last `keep` slots of a cache (all of them while it is shorter)."""
     b = lw.b
     return b.op("Slice", arg(lw, node), b.i64(-node.attr("keep")), b.i64(2**62), b.i64(2))
+
+
+@lower(Op.SEQ_PROJECT)
+def _seq_project(lw: Lowering, node: Node) -> str:
+    """Linformer: E[..., :n] @ keys (B, h, n, d), the keys the mask hides zeroed first."""
+    b = lw.b
+    t = arg(lw, node)
+    n = lw.dim(t, 2)
+    end = b.op("Unsqueeze", n.name, b.i64(0))
+    e = b.op("Slice", lw.w(node.attr("weight")), b.i64(0), end, b.i64(-1))  # (.., k, n)
+    expr = node.attr("expr")
+    if expr != masks.Full():
+        k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
+        zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
+        kept = masks.evaluate(expr, zero, k_pos, L=n, S=n, **runtime_masks(lw))  # (B|1, 1, n)
+        t = b.op("Where", b.op("Unsqueeze", kept.name, b.i64(-1)), t, b.const(0.0, b.dtype))
+    return b.op("MatMul", e, t)
 
 
 @lower(Op.SOFTCAP)
@@ -206,4 +226,4 @@ def _attention(lw: Lowering, node: Node) -> str:
 
 
 STRATEGIES = {"gqa": gqa, "gqa_cache": gqa_cache, "mha": mha, "dense": dense,
-              "block_sparse": block_sparse}
+              "block_sparse": block_sparse, "linformer": linformer}

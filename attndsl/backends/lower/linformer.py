@@ -1,0 +1,26 @@
+"""Strategy `linformer`: softmax over the k projected rows of the keys (the `seq_project`
+nodes before it), in standard ops: O(L k) time and memory."""
+
+from __future__ import annotations
+
+from ...ir import Node
+from .attend import qk_float32, scores
+from .builder import Lowering, arg, bsh
+
+__all__ = ["linformer"]
+
+
+def linformer(lw: Lowering, node: Node) -> str:
+    """q (B, H, L, d) against k, v rows (B, Hkv, k, d): kv heads broadcast over their query
+    groups, no mask (the projection already dropped the keys the mask hides)."""
+    b = lw.b
+    heads, kv = node.attr("heads"), node.attr("kv_heads")
+    q, k = qk_float32(lw, node)
+    q = b.op("Reshape", q, b.op("Concat", b.i64(0, kv, heads // kv),
+                                b.op("Shape", q, start=2), axis=0))  # (B, Hkv, g, L, d)
+    k = b.op("Unsqueeze", k, b.i64(2))  # (B, Hkv, 1, k, d)
+    v = b.op("Unsqueeze", arg(lw, node, 2), b.i64(2))
+    s = scores(lw, node, q, k, None, None, 5)  # no score bias: the checker refuses them
+    o = b.op("MatMul", b.to_model(b.op("Softmax", s, axis=-1)), v)  # (B, Hkv, g, L, dv)
+    o = b.op("Reshape", o, b.op("Concat", b.i64(0, heads), b.op("Shape", o, start=3), axis=0))
+    return bsh(lw, o)
