@@ -228,8 +228,9 @@ def choose(a: Core, target: str, dtype: str = "float32",
     reasons: list[str] = []
     provider = get(target).provider
     if a.linear:
-        return "linear", {}, ["linear kernel: O(L) prefix sums in standard ops; no softmax "
-                              "kernel applies"]
+        return "linear", {}, ["linear kernel: O(L) sums in standard ops (causal: in chunks of "
+                              "64 queries, running sums across chunks); no softmax kernel "
+                              "applies"]
     if a.linformer:
         return "linformer", {}, ["Linformer: keys and values projected to k rows, then the "
                                  "L x k softmax in standard ops (O(L k) time and memory); no "

@@ -13,6 +13,7 @@ from .block_sparse import block_sparse
 from .builder import Lowering, Sym, arg, lower, repeat, width
 from .dense import dense
 from .gqa import gqa, gqa_cache
+from .linear import causal_linear_attention
 from .linformer import linformer
 from .mha import mha
 
@@ -212,6 +213,8 @@ def _add(lw: Lowering, node: Node) -> str:
 
 @lower(Op.LINEAR_ATTENTION)
 def _linear_attention(lw: Lowering, node: Node) -> str:
+    if node.attr("causal") and not lw.decoding:  # O(L): running sums across chunks
+        return causal_linear_attention(lw, node)
     causal = lw.indices() if node.attr("causal") else None
     q, k, v = (lw.sym(node, i) for i in range(3))
     real = None
