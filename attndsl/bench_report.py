@@ -17,7 +17,10 @@ import torch
 from . import __version__
 from .bench import Measurement
 
-__all__ = ["PLOT_SIZE", "machine_summary", "plot_png", "render_table", "to_json"]
+__all__ = ["FIT_FROM", "PLOT_SIZE", "growth_exponents", "machine_summary", "plot_png",
+           "render_growth", "render_table", "to_json"]
+
+FIT_FROM = 1024  # the growth exponents fit lengths from here up
 
 
 def machine_summary() -> str:
@@ -68,6 +71,52 @@ def render_table(rows: list[Measurement], *, markdown: bool = False) -> str:
     lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*row).rstrip() for row in body]
     return "\n".join(lines)
+
+
+def growth_exponents(rows: list[Measurement]) -> list[tuple[str, str, list[int], float,
+                                                             float | None]]:
+    """(layer, backend, lengths, latency exponent, peak-memory exponent) for every backend
+    measured at two or more lengths >= FIT_FROM: the least-squares slope of log(value)
+    against log(L), so latency ~ L^a. Memory is fitted where every peak is at least 1 MB
+    (smaller growth is allocator noise)."""
+    out = []
+    groups: dict[tuple[str, str], list[Measurement]] = {}
+    for r in rows:
+        if r.latency_ms is not None and r.length >= FIT_FROM:
+            groups.setdefault((r.layer, r.backend), []).append(r)
+    for (layer, backend), found in groups.items():
+        if len({r.length for r in found}) < 2:
+            continue
+        x = np.log([r.length for r in found])
+        latency = float(np.polyfit(x, np.log([r.latency_ms for r in found]), 1)[0])
+        peaks = [r.peak_mb for r in found]
+        memory = None
+        if all(p is not None and p >= 1 for p in peaks):
+            memory = float(np.polyfit(x, np.log(peaks), 1)[0])
+        out.append((layer, backend, sorted(r.length for r in found), latency, memory))
+    return out
+
+
+def render_growth(rows: list[Measurement], theory: dict[tuple[str, str], float] | None = None,
+                  *, markdown: bool = False) -> str:
+    """The growth exponents as a table ('' when nothing has two lengths >= FIT_FROM), with
+    the exponent the layer's plan predicts for ONNX Runtime's rows (`theory`)."""
+    fits = growth_exponents(rows)
+    if not fits:
+        return ""
+    theory = theory or {}
+    head = ["layer", "backend", "lengths", "latency ~ L^a", "peak memory ~ L^b", "theory"]
+    body = [[layer, backend, f"{lengths[0]}..{lengths[-1]} ({len(lengths)})", f"{a:.2f}",
+             f"{b:.2f}" if b is not None else "-",
+             f"{theory[(layer, backend)]:g}" if (layer, backend) in theory else "-"]
+            for layer, backend, lengths, a, b in fits]
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    return "\n".join(lines + [fmt.format(*row).rstrip() for row in body])
 
 
 def to_json(rows: list[Measurement]) -> str:

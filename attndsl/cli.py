@@ -228,7 +228,7 @@ def _verify(args: argparse.Namespace) -> int:
 @command("bench")
 def _bench(args: argparse.Namespace) -> int:
     from .bench import bench_layer
-    from .bench_report import machine_summary, plot_png, render_table, to_json
+    from .bench_report import machine_summary, plot_png, render_growth, render_table, to_json
 
     progress = _progress(args)
     if args.decode:
@@ -238,10 +238,16 @@ def _bench(args: argparse.Namespace) -> int:
         raise UsageError(f"--repeat must be at least 5 (the median of fewer runs is noise), "
                          f"found {repeat}")
     rows = []
+    theory: dict[tuple[str, str], float] = {}
     for layer in _layers(args.file, args.name):
         rows += bench_layer(layer, lengths=args.lengths, batch=args.batch, targets=args.targets,
                             providers=args.providers, repeat=repeat, dtype=args.dtype,
                             progress=progress)
+        for target in args.targets:
+            for provider in args.providers:
+                exponent = _theory(layer, target, args.dtype)
+                if exponent is not None:
+                    theory[(layer.name, f"{target} on {provider}")] = exponent
     if progress:
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:
@@ -250,9 +256,15 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"Machine: {machine_summary()}; dtype {args.dtype}\n")
         print(f"Command: `attndsl bench {' '.join(sys.argv[2:])}`\n")
         print(render_table(rows, markdown=True))
+        growth = render_growth(rows, theory, markdown=True)
+        if growth:
+            print(f"\nGrowth with L (log-log least squares over L >= 1024):\n\n{growth}")
     else:
         print(f"# {machine_summary()}; dtype {args.dtype}")
         print(render_table(rows))
+        growth = render_growth(rows, theory)
+        if growth:
+            print(f"\n# growth with L (log-log least squares over L >= 1024)\n{growth}")
     if args.plot:
         from .png import encode_png
 
@@ -263,6 +275,23 @@ def _bench(args: argparse.Namespace) -> int:
         for label, (r, g, b) in legend:
             print(f"  #{r:02x}{g:02x}{b:02x}  {label}", file=out)
     return 0
+
+
+# how latency grows with L under each strategy: the L x S score matrix (dense, and the fused
+# kernels, which still visit every visible key), or a bounded number of keys (or rows) per query
+_GROWTH = {"dense": 2, "gqa": 2, "mha": 2, "block_sparse": 1, "linformer": 1, "linear": 1}
+
+
+def _theory(layer, target: str, dtype: str) -> float | None:
+    """The latency exponent the plan predicts on a planned target (the largest over its
+    attentions), or None (portable: not planned)."""
+    from .targets import get
+
+    if not get(target).planned:
+        return None
+    growth = [1 if dict(c.params).get("local_window_size", -1) > 0 else _GROWTH.get(c.strategy)
+              for c in layer.plan(target, dtype)[1]]  # a kernel's window bounds its keys
+    return None if None in growth or not growth else max(growth)
 
 
 def _bench_decode(args: argparse.Namespace, progress: Callable[[str], None] | None) -> int:

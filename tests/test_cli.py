@@ -99,3 +99,28 @@ def test_bench_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for colour, _ in legend:  # every series is drawn
         rgb = np.array([int(colour[i:i + 2], 16) for i in (0, 2, 4)], np.uint8)
         assert (pixels == rgb).all(-1).sum() >= 49
+
+
+def test_growth_exponents_are_log_log_slopes() -> None:
+    """latency = c L^2 and memory = c' L give slopes 2 and 1; lengths below 1024 and peaks
+    under 1 MB are left out of the fit."""
+    from attndsl.bench import Measurement
+    from attndsl.bench_report import growth_exponents
+
+    rows = [Measurement("a", L, 1, "x", 3e-6 * L**2, 0.01 * L, None) for L in (1024, 2048, 8192)]
+    rows.append(Measurement("a", 512, 1, "x", 1.0, 5.0, None))  # below the fitted range
+    rows += [Measurement("a", L, 1, "y", 0.5 * L, 0.5, None) for L in (1024, 4096)]
+    fits = {backend: (lengths, a, b) for _, backend, lengths, a, b in growth_exponents(rows)}
+    assert fits["x"][0] == [1024, 2048, 8192]
+    assert fits["x"][1] == pytest.approx(2.0) and fits["x"][2] == pytest.approx(1.0)
+    assert fits["y"][1] == pytest.approx(1.0) and fits["y"][2] is None
+
+
+def test_bench_reports_growth_with_the_plans_theory(capsys) -> None:
+    assert main(["bench", "examples/mistral_local.attn", "--lengths", "1024,2048",
+                 "--targets", "ort-cpu", "-q"]) == 0
+    out = capsys.readouterr().out
+    growth = out[out.index("# growth with L"):]
+    row = next(line for line in growth.splitlines() if "ort-cpu on cpu" in line)
+    assert row.split()[-1] == "1"  # block-sparse window: linear in L
+    assert "torch eager" in growth

@@ -10,7 +10,7 @@ from ...ir import Graph, Node, Op
 from .. import formulas
 from .attend import runtime_masks
 from .block_sparse import block_sparse
-from .builder import Lowering, Sym, arg, lower, repeat, width
+from .builder import ONNX_TYPE, Lowering, Sym, arg, lower, repeat, width
 from .dense import dense
 from .gqa import gqa, gqa_cache
 from .linear import causal_linear_attention
@@ -65,7 +65,8 @@ def _seq_project(lw: Lowering, node: Node) -> str:
         k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
         zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
         kept = masks.evaluate(expr, zero, k_pos, L=n, S=n, **runtime_masks(lw))  # (B|1, 1, n)
-        t = b.op("Where", b.op("Unsqueeze", kept.name, b.i64(-1)), t, b.const(0.0, b.dtype))
+        keep = b.op("Cast", b.op("Unsqueeze", kept.name, b.i64(-1)), to=ONNX_TYPE[b.dtype])
+        t = b.op("Mul", t, keep)  # not Where: CUDA has no bfloat16 Where
     return b.op("MatMul", e, t)
 
 
