@@ -124,7 +124,8 @@ class Layer:
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype,
             weights_sha256=file_sha256(weights) if weights else None)
-        if not get(target).planned:  # the dense standard-ops export, by torch.onnx.export
+        switch = any(a.variants for a in _attentions(self.spec))
+        if not get(target).planned and not switch:  # standard ops, by torch.onnx.export
             return export(self.spec, module, provenance, dtype=dtype)
         from .backends.lower import build_model
         from .backends.onnx import finalize
@@ -132,7 +133,7 @@ class Layer:
         graph, _ = self.plan(target, dtype)
         # float32 copies of the dtype-rounded weights: exact, and numpy has no bfloat16
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
-        model = build_model(graph, self.spec, state, dtype, fused_norms=True)
+        model = build_model(graph, self.spec, state, dtype, fused_norms=get(target).planned)
         del module, state  # the weights now live in the model: hold them once, not twice
         return finalize(model, provenance)
 
@@ -202,6 +203,16 @@ class Layer:
                             dtype: str = "float32") -> bytes:
         """A `torch.export` program (load with `torch.export.load`), serialized."""
         from .backends.torch import export_program
+        from .errors import Diagnostic, SpecError
+
+        switched = next((a for a in _attentions(self.spec) if a.variants), None)
+        if switched is not None:
+            raise SpecError([Diagnostic(
+                f"`{switched.name}` chooses its core by length, which a torch.export program "
+                "cannot hold yet: torch.cond branches with tensor constants fail to serialize "
+                "(pytorch/pytorch#180354)", switched.span("by_length"),
+                hint="export it as ONNX (`--export onnx`, every target): one `If` per "
+                     "threshold")])
 
         return export_program(self.spec, self.to_torch(seed=seed, weights=weights, dtype=dtype),
                               dtype=dtype)
@@ -276,3 +287,7 @@ def _numpy(value: Any):
     if hasattr(value, "detach"):
         return value.detach().cpu().double().numpy()
     return np.asarray(value, dtype=np.float64)
+
+
+def _attentions(spec: s.Layer) -> tuple[s.Attention, ...]:
+    return spec.attentions if isinstance(spec, s.Transformer) else (spec,)

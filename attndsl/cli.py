@@ -183,7 +183,7 @@ def _compile(args: argparse.Namespace) -> int:
 
 @command("verify")
 def _verify(args: argparse.Namespace) -> int:
-    from .verify import DEFAULT_LENGTHS
+    from .verify import DEFAULT_LENGTHS, threshold_lengths
 
     layers = _layers(args.file, args.name)
     if (args.save_inputs or args.save_outputs) and args.dtype == "bfloat16":
@@ -200,7 +200,8 @@ def _verify(args: argparse.Namespace) -> int:
     progress = _progress(args)
     reports = []
     for layer in layers:
-        report = layer.verify(lengths=lengths, batches=args.batches, providers=args.providers,
+        report = layer.verify(lengths=tuple(sorted({*lengths, *threshold_lengths(layer.spec)})),
+                              batches=args.batches, providers=args.providers,
                               targets=args.targets, seed=args.seed, weights=args.weights,
                               dtype=args.dtype, progress=progress)
         if progress:
@@ -343,6 +344,8 @@ def _show(args: argparse.Namespace) -> int:
 
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
+    from .planner import Choice
+
     for i, layer in enumerate(_layers(args.file, args.name)):
         if i:
             print()
@@ -350,10 +353,24 @@ def _explain(args: argparse.Namespace) -> int:
         choices = layer.plan(args.target, args.dtype)[1]
         print(f"plan for target {args.target}" + ("" if args.dtype == "float32" else
                                                   f" ({args.dtype})") + ":")
-        # the layers of a stack share one attention spec, so one choice: print it once
-        label = f"layers.0-{len(choices) - 1}.self_attn" if len(choices) > 1 else None
-        print("  " + choices[0].text(label).replace("\n", "\n  "))
+        # layers with the same choice (a stack's, of one attention spec) are printed once
+        groups: dict[tuple, list[str]] = {}
+        for c in choices:
+            groups.setdefault((c.branch, c.strategy, c.reasons, c.params), []).append(c.layer)
+        for (branch, *rest), layers in groups.items():
+            text = Choice(layers[0], branch, *rest).text(_label(layers))
+            print("  " + text.replace("\n", "\n  "))
     return 0
+
+
+def _label(layers: list[str]) -> str | None:
+    """`layers.0-3.self_attn` (or `layers.0,2.self_attn`) for several layers of a stack."""
+    if len(layers) == 1:
+        return None
+    indices = [int(p.split(".")[1]) for p in layers]
+    if indices == list(range(indices[0], indices[-1] + 1)):
+        return f"layers.{indices[0]}-{indices[-1]}.self_attn"
+    return f"layers.{','.join(map(str, indices))}.self_attn"
 
 
 @command("generate")

@@ -57,6 +57,10 @@ def check_decodable(spec: Layer) -> None:
 
 
 def _blocker(a: Attention) -> Diagnostic | None:
+    if a.variants:
+        return Diagnostic(f"`{a.name}` chooses its core by the sequence's length, which a "
+                          "decoding step does not know (a step sees one token)",
+                          a.span("by_length"), hint="decode with one core: remove by_length")
     if a.kind == "cross":
         return _cross_blocker(a)
     if "segment_ids" in runtime_inputs(a.mask):

@@ -1,8 +1,9 @@
 """AST (+ comments) -> canonical source text. Idempotent; keeps every comment and the meaning.
 
-Layout: one definition per paragraph, blocks indented by four spaces with `=` aligned, single
-spaces around binary operators, parentheses only where precedence needs them, literals exactly
-as written, and at most one blank line wherever the author left one or more."""
+Layout: one definition per paragraph, blocks indented by four spaces with `=` aligned, a list
+too long for one line written one item per line, single spaces around binary operators,
+parentheses only where precedence needs them, literals exactly as written, and at most one
+blank line wherever the author left one or more."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ __all__ = ["format_expr", "format_module"]
 
 _LEVEL = {"|": 1, "&": 2, "+": 4, "-": 4, "*": 5, "//": 5, "/": 5, "**": 7}
 _INDENT = "    "
+_WIDTH = 100  # a list longer than this on one line is written one item per line
 
 
 def format_expr(e: ast.Expr) -> str:
@@ -91,8 +93,20 @@ def format_module(module: ast.Module) -> str:
                                       no_blank=first)
                 if not first and state.blank_between(entry.span.start) and out[-1] != "":
                     out.append("")
-                state.code(f"{_INDENT}{entry.key.ljust(width)} = {format_expr(entry.value)}",
-                           entry.span)
+                head = f"{_INDENT}{entry.key.ljust(width)} = "
+                value = entry.value
+                if isinstance(value, ast.List) and value.items and \
+                        len(head + format_expr(value)) > _WIDTH:  # one item per line
+                    state.code(head + "[", entry.key_span)
+                    for item in value.items:
+                        state.comments_before(comments, item.span.start, indent=_INDENT * 2,
+                                              no_blank=True)
+                        state.code(f"{_INDENT * 2}{format_expr(item)},", item.span)
+                    state.comments_before(comments, value.span.end - 1, indent=_INDENT * 2,
+                                          no_blank=True)
+                    state.code(f"{_INDENT}]", value.span)
+                else:
+                    state.code(head + format_expr(value), entry.span)
                 state.comments_before(comments, entry.span.end, indent=_INDENT)
                 first = False
             state.comments_before(comments, d.span.end - 1, indent=_INDENT, no_blank=first)

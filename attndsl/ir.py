@@ -54,6 +54,7 @@ class Op(enum.Enum):
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
+    SWITCH = "switch"  # by_length: the branch whose up_to first holds L (the last: longer L)
     SEQ_PROJECT = "seq_project"  # Linformer: E[:, :n] @ keys (masked keys zeroed) -> k rows
 
 
@@ -77,10 +78,21 @@ class Node:
             return str(v)
 
         args = ", ".join(f"%{a}" for a in self.args)
-        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs if v is not None)
+        hidden = ("branches", "outputs") if self.op is Op.SWITCH else ()
+        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs
+                         if v is not None and k not in hidden)
         head = f"%{self.out} = {self.op.value}"
         body = " ".join(p for p in (args, attrs) if p)
-        return f"{head} {body}".rstrip() + f" : {self.shape}"
+        text = f"{head} {body}".rstrip() + f" : {self.shape}"
+        if self.op is not Op.SWITCH:
+            return text
+        lines = [text]
+        bounds = [f"L <= {n}" for n in self.attr("up_to")] + ["otherwise"]
+        for bound, nodes, out in zip(bounds, self.attr("branches"), self.attr("outputs"),
+                                     strict=True):
+            lines.append(f"    {bound}: %{out}")
+            lines += [f"      {n.text()}" for n in nodes]
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -232,10 +244,11 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if absolute and isinstance(s.position, Learned):
             out.append(Weight(f"{p}position_embeddings.weight", (s.position.max_len, s.d_model),
                               "embedding"))
-        if isinstance(s.kernel, LinformerKernel) and (s.kernel.share != "layerwise" or
-                                                      isinstance(spec, Attention)):
-            for name in dict.fromkeys(linformer_weights(s, p)):  # E = F: once
-                out.append(Weight(name, _linformer_shape(s), "sequence", s.kernel.k))
+        for c in s.cores:  # a by_length attention: its one Linformer variant's
+            if isinstance(c.kernel, LinformerKernel) and (c.kernel.share != "layerwise" or
+                                                          isinstance(spec, Attention)):
+                for name in dict.fromkeys(linformer_weights(c, p)):  # E = F: once
+                    out.append(Weight(name, _linformer_shape(c), "sequence", c.kernel.k))
 
     if isinstance(spec, Attention):
         attention(spec, "", True)
@@ -248,8 +261,11 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if spec.shared_relative_bias:
         out.append(Weight("relative_attention_bias.weight", (a.position.buckets, a.heads),
                           "embedding"))
-    if isinstance(a.kernel, LinformerKernel) and a.kernel.share == "layerwise":
-        out.append(Weight("linformer_e.weight", _linformer_shape(a), "sequence", a.kernel.k))
+    shared = next((c for c in a.cores if isinstance(c.kernel, LinformerKernel)
+                   and c.kernel.share == "layerwise"), None)
+    if shared is not None:
+        out.append(Weight("linformer_e.weight", _linformer_shape(shared), "sequence",
+                          shared.kernel.k))
     layernorm = spec.norm.kind == "layernorm"
     for i in range(spec.layers):
         p = f"layers.{i}."
@@ -385,6 +401,27 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
                    keep=keep)
             cached.append(full)
         k, v = cached
+    if s.variants:  # the core by query length: one branch per variant, projections shared
+        branches, outs = [], []
+        for i, variant in enumerate(s.variants):
+            sub = _Builder(names=b.names)
+            outs.append(_core(sub, variant.attention, f"{p}variant{i}.", prefix, q, k, v, n,
+                              table, cache))
+            branches.append(tuple(sub.nodes))
+        o = b.emit(Op.SWITCH, f"{p}merged", (q, k, v), f"[B, L, {s.heads * s.value_dim}]",
+                   up_to=tuple(v.up_to for v in s.variants[:-1]), branches=tuple(branches),
+                   outputs=tuple(outs))
+    else:
+        o = _core(b, s, p, prefix, q, k, v, n, table, cache)
+    if s.out_proj:
+        o = linear("out", o, "o_proj", s.d_model, "L")
+    return o
+
+
+def _core(b: _Builder, s: Attention, p: str, prefix: str, q: str, k: str, v: str, n: str,
+          table: str | None, cache: int | None) -> str:
+    """The attention core from q, k, v heads to merged heads (B, L, heads * value_dim); `p`
+    prefixes its value names, `prefix` its weights'."""
     linformer = s.kernel if isinstance(s.kernel, LinformerKernel) else None
     if linformer is not None:  # k rows, each a mix of the (kept) keys; values likewise
         names = linformer_weights(s, prefix)
@@ -425,8 +462,8 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
             pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc,), f"[B, {s.heads}, L, {n}]",
                         dropout=s.dropout)
             o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
-            o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), f"[B, L, {s.heads * s.value_dim}]")
-            return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
+            return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,),
+                          f"[B, L, {s.heads * s.value_dim}]")
         # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
         # cross attention's keys are the cached memory rows, its mask reads their index alone
         runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
@@ -440,10 +477,7 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
         pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, mk), f"[B, {s.heads}, L, {n}]",
                     dropout=s.dropout)
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
-    o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), f"[B, L, {s.heads * s.value_dim}]")
-    if s.out_proj:
-        o = linear("out", o, "o_proj", s.d_model, "L")
-    return o
+    return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), f"[B, L, {s.heads * s.value_dim}]")
 
 
 def _block(b: _Builder, t: Transformer, i: int, h: str, pos: tuple[str, ...],

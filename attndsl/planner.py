@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from . import masks as m
@@ -154,6 +155,7 @@ class Choice:
     """How one attention runs on one target, and why."""
 
     layer: str  # prefix of the attention's tensors ('' or 'layers.{i}.self_attn.')
+    branch: str  # a by_length variant's lengths ('L <= 2000', 'L > 10000'), else ''
     strategy: str
     reasons: tuple[str, ...]
     params: tuple[tuple[str, object], ...] = field(default=())
@@ -161,8 +163,9 @@ class Choice:
     def text(self, label: str | None = None) -> str:
         params = ", ".join(f"{k}={v}" for k, v in self.params)
         head = f"{self.strategy}({params})" if params else self.strategy
-        return "\n".join([f"{label or self.layer.rstrip('.') or 'attention'}: {head}",
-                          *(f"    - {r}" for r in self.reasons)])
+        where = label or self.layer.rstrip('.') or 'attention'
+        where += f" ({self.branch})" if self.branch else ""
+        return "\n".join([f"{where}: {head}", *(f"    - {r}" for r in self.reasons)])
 
 
 @dataclass(frozen=True)
@@ -194,10 +197,36 @@ class Core:
 
 
 def cores(graph: Graph) -> list[Core]:
-    """Every attention of the graph, in order (one per `merge_heads`)."""
-    by_name = {n.out: n for n in graph.nodes}
+    """Every attention of the graph, in order (one per `merge_heads`), those of by_length
+    variants included."""
+    by_name = {n.out: n for n in _all_nodes(graph.nodes)}
+    return _cores(list(_all_nodes(graph.nodes)), by_name)
+
+
+def _all_nodes(nodes) -> Iterator[Node]:
+    """The nodes, and those of every switch's branches after the switch."""
+    for n in nodes:
+        yield n
+        if n.op is Op.SWITCH:
+            for branch in n.attr("branches"):
+                yield from _all_nodes(branch)
+
+
+def _cores(nodes, by_name: dict[str, Node]) -> list[Core]:
+    """The attentions whose `merge_heads` is one of `nodes`; q, k and v are traced back to
+    their split_heads through rotation, norms, caches, repeats and Linformer's projection,
+    which may lie outside `nodes` (a switch's branches share them)."""
+
+    def trace(name: str) -> tuple[Node, set[Op]]:
+        seen: set[Op] = set()
+        node = by_name[name]
+        while node.op is not Op.SPLIT_HEADS:
+            seen.add(node.op)
+            node = by_name[node.args[1] if node.op is Op.CACHE else node.args[0]]
+        return node, seen
+
     found = []
-    for node in graph.nodes:
+    for node in nodes:
         if node.op is not Op.MERGE_HEADS:
             continue
         p = node.out.removesuffix("merged")
@@ -205,20 +234,22 @@ def cores(graph: Graph) -> list[Core]:
         def get_node(suffix: str, p: str = p) -> Node | None:
             return by_name.get(f"{p}{suffix}")
 
-        q, k, v = get_node("q_heads"), get_node("k_heads"), get_node("v_heads")
+        attend = by_name[node.args[0]]
         mask, scores = get_node("mask"), get_node("scores")
-        linear = get_node("attn").op is Op.LINEAR_ATTENTION
+        linear = attend.op is Op.LINEAR_ATTENTION
+        q_src, k_src = (attend.args[0], attend.args[1]) if linear else scores.args
+        (q, q_ops), (k, k_ops), (v, _) = trace(q_src), trace(k_src), trace(attend.args[-1])
         bias, cap = get_node("biased"), get_node("capped")
         found.append(Core(
-            prefix=p, linear=linear, linformer=get_node("k_rows") is not None,
-            kind="cross" if get_node("k").args[0] == "memory" else "self",
+            prefix=p, linear=linear, linformer=Op.SEQ_PROJECT in k_ops,
+            kind="cross" if by_name[k.args[0]].args[0] == "memory" else "self",
             heads=q.attr("heads"), kv_heads=k.attr("heads"), head_dim=q.attr("dim"),
             value_dim=v.attr("dim"), scale=scores.attr("scale") if scores else None,
             softcap=cap.attr("cap") if cap else None,
             bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
             mask=mask.attr("expr") if mask else m.Full(),
             sparsity=mask.attr("sparsity") if mask else Sparsity("auto"),
-            prepared=bool(get_node("q_normed") or get_node("q_rope"))))
+            prepared=bool(q_ops & {Op.ROPE, Op.NORM})))
     return found
 
 
@@ -382,20 +413,55 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
     target lowers a decoding graph's cores to the dense masked form over cache and new keys
     (standard ops only)."""
     found = cores(graph)
-    if not get(target).planned and not graph.decoding:
-        return graph, [Choice(c.prefix, "dense", ("portable: standard ONNX ops only, exported by "
-                                                  "torch.onnx.export; no planning",))
+    switch = any(n.op is Op.SWITCH for n in graph.nodes)
+    if not get(target).planned and not graph.decoding and not switch:
+        return graph, [Choice(*_where(c.prefix, graph), "dense",
+                              ("portable: standard ONNX ops only, exported by "
+                               "torch.onnx.export; no planning",))
                        for c in found]
     if graph.decoding:
         return _plan_decoding(graph, found, target, dtype)
-    choices = []
-    nodes = list(graph.nodes)
-    for core in found:
-        strategy, params, reasons = choose(core, target, dtype)
-        choices.append(Choice(core.prefix, strategy, tuple(reasons), tuple(params.items())))
-        if strategy != "linear":
-            nodes = _fuse(nodes, core, strategy, params)
-    return replace(graph, nodes=tuple(nodes)), choices
+    by_name = {n.out: n for n in _all_nodes(graph.nodes)}
+    choices: list[Choice] = []
+
+    def planned(nodes: list[Node]) -> list[Node]:
+        """`nodes` with each of their cores fused (and each switch's branches planned)."""
+        for node in list(nodes):
+            if node.op is Op.SWITCH:
+                branches = tuple(tuple(planned(list(b))) for b in node.attr("branches"))
+                attrs = tuple((k, branches if k == "branches" else v) for k, v in node.attrs)
+                nodes = [replace(n, attrs=attrs) if n is node else n for n in nodes]
+            elif node.op is Op.MERGE_HEADS:
+                core = _cores([node], by_name)[0]
+                strategy, params, reasons = choose(core, target, dtype) if \
+                    get(target).planned else _portable(core)
+                choices.append(Choice(*_where(core.prefix, graph), strategy, tuple(reasons),
+                                      tuple(params.items())))
+                if strategy != "linear":
+                    nodes = _fuse(nodes, core, strategy, params)
+        return nodes
+
+    return replace(graph, nodes=tuple(planned(list(graph.nodes)))), choices
+
+
+def _portable(core: Core) -> tuple[str, dict[str, object], list[str]]:
+    """A portable graph with a by_length switch: attndsl lowers it (an `If` on the length,
+    which torch.onnx.export cannot write), every core in standard ops."""
+    strategy = "linear" if core.linear else "linformer" if core.linformer else "dense"
+    return strategy, {}, ["portable: standard ONNX ops only; the by_length `If` is lowered by "
+                          "attndsl, each core in its standard-ops form"]
+
+
+def _where(prefix: str, graph: Graph) -> tuple[str, str]:
+    """(layer prefix, branch) of a core's value prefix: `layers.0.self_attn.variant1.` is
+    branch `L <= n` (or `L > n`, the last) of the switch `layers.0.self_attn.merged`."""
+    head, sep, rest = prefix.rpartition("variant")
+    if not sep or not rest.rstrip(".").isdigit():
+        return prefix, ""
+    i = int(rest.rstrip("."))
+    switch = next(n for n in _all_nodes(graph.nodes) if n.out == f"{head}merged")
+    bounds = switch.attr("up_to")
+    return head, f"L <= {bounds[i]}" if i < len(bounds) else f"L > {bounds[-1]}"
 
 
 def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | None:
@@ -448,7 +514,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
                        "values to one max_length buffer (past = present) and attends causally"
                        + (f" within {window} keys" if window != INF else "")]
             nodes = _fuse(nodes, core, "gqa_cache", params)
-            choices.append(Choice(core.prefix, "gqa_cache", tuple(reasons),
+            choices.append(Choice(core.prefix, "", "gqa_cache", tuple(reasons),
                                   tuple(params.items())))
             continue
         layer, why = blocked
@@ -456,7 +522,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
                    "masked form over them (standard ops)",
                    f"not in place: {layer.prefix.rstrip('.') or 'the attention'}: {why}"]
         strategy = "linear" if core.linear else "dense"
-        choices.append(Choice(core.prefix, strategy, tuple(reasons)))
+        choices.append(Choice(core.prefix, "", strategy, tuple(reasons)))
         if not core.linear:
             nodes = _fuse(nodes, core, "dense", {})
     if blocked is None:

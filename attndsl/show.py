@@ -34,16 +34,31 @@ def mask_grid(attn: Attention, L: int, S: int) -> np.ndarray:
     return np.broadcast_to(visible[0] if visible.ndim == 3 else visible, (L, S)).copy()
 
 
-def _layer_attention(spec: Attention | Transformer) -> Attention:
-    return spec.attention if isinstance(spec, Transformer) else spec
+def _layer_attention(spec: Attention | Transformer, L: int) -> Attention:
+    """The first layer's attention as it runs at query length L (its by_length variant)."""
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    for v in attn.variants:
+        if v.up_to is None or v.up_to >= L:
+            return v.attention
+    return attn
+
+
+def _variant(spec: Attention | Transformer, L: int) -> str:
+    """', by_length variant L <= n' (or L > n) when a variant serves L, else ''."""
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    bounds = [v.up_to for v in attn.variants[:-1]]
+    if not bounds:
+        return ""
+    fits = next((n for n in bounds if n >= L), None)
+    return f" (by_length: L <= {fits})" if fits is not None else f" (by_length: L > {bounds[-1]})"
 
 
 def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None) -> str:
-    attn = _layer_attention(spec)
+    attn = _layer_attention(spec, L)
     S = S or L
     grid = mask_grid(attn, L, S)
     lines = [f"{spec.name}: mask `{masks.render(attn.mask)}` at L = {L}"
-             + (f", S = {S}" if S != L else "")]
+             + (f", S = {S}" if S != L else "") + _variant(spec, L)]
     width = len(str(L - 1))
     ruler = "".join(str(k // 10 % 10) if k % 10 == 0 else " " for k in range(S))
     lines.append(" " * (width + 3) + ruler)
@@ -73,7 +88,7 @@ def panel_scale(L: int, S: int) -> int:
 def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> np.ndarray:
     """RGB picture: one panel per head when biases differ by head, else a single panel.
     Masked pairs are white; visible pairs are dark, or coloured by the head's score bias."""
-    attn = _layer_attention(spec)
+    attn = _layer_attention(spec, L)
     S = S or L
     grid = mask_grid(attn, L, S)
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]

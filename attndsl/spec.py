@@ -12,7 +12,7 @@ __all__ = [
     "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel",
     "LinformerKernel", "Norm",
     "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
-    "Transformer", "input_names", "is_lm", "output_name",
+    "Transformer", "Variant", "input_names", "is_lm", "output_name",
 ]
 
 
@@ -190,6 +190,8 @@ class Attention:
     dropout: float
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
+    # `by_length`: the core by query length, projections shared (empty: this one core)
+    variants: tuple[Variant, ...] = ()
 
     @property
     def groups(self) -> int:
@@ -198,10 +200,28 @@ class Attention:
 
     @property
     def runtime_inputs(self) -> tuple[str, ...]:
+        if self.variants:
+            names = {n for v in self.variants for n in v.attention.runtime_inputs}
+            return tuple(n for n in ("key_lengths", "segment_ids") if n in names)
         return runtime_inputs(self.mask)
+
+    @property
+    def cores(self) -> tuple[Attention, ...]:
+        """The attention of each core it may run: its variants', or itself."""
+        return tuple(v.attention for v in self.variants) or (self,)
 
     def span(self, key: str) -> Span | None:
         return dict(self.spans).get(key)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One core of a `by_length` attention: it serves query lengths up to `up_to` (and above
+    the previous variant's), every longer length when None. `attention` is the layer with this
+    variant's mask, kernel, sparsity, scale and softcap."""
+
+    up_to: int | None
+    attention: Attention
 
 
 @dataclass(frozen=True)

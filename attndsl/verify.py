@@ -22,7 +22,7 @@ from .ir import build
 from .spec import Attention, Learned, LinformerKernel, Transformer, input_names, output_name
 
 __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "make_inputs", "memory_length",
-           "tolerance", "verify"]
+           "threshold_lengths", "tolerance", "verify"]
 
 DEFAULT_LENGTHS = (1, 7, 64, 300)
 DEFAULT_BATCHES = (1, 3)
@@ -31,6 +31,14 @@ TOLERANCE = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 2e-2}
 
 def tolerance(ref: np.ndarray, dtype: str = "float32") -> float:
     return TOLERANCE[dtype] * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
+
+
+def threshold_lengths(spec: Attention | Transformer) -> tuple[int, ...]:
+    """Both sides of every by_length threshold n: n (the shorter variant's last length) and
+    n + 1 (the next variant's first)."""
+    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
+    return tuple(sorted({m for a in attns for v in a.variants if v.up_to is not None
+                         for m in (v.up_to, v.up_to + 1)}))
 
 
 def memory_length(L: int) -> int:

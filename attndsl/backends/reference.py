@@ -310,6 +310,17 @@ def _softmax(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _masked_softmax(s, _arg(node, env, 1))
 
 
+@impl(Op.SWITCH)
+def _switch(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """by_length: the first variant whose up_to holds the query length L, else the last."""
+    L = env["x"].shape[1]
+    bounds = node.attr("up_to")
+    i = next((i for i, n in enumerate(bounds) if n >= L), len(bounds))
+    for n in node.attr("branches")[i]:
+        env[n.out] = _IMPL[n.op](n, env, w)
+    return env[node.attr("outputs")[i]]
+
+
 @impl(Op.SEQ_PROJECT)
 def _seq_project(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """Linformer: the keys (or values) the mask hides are zeroed, then E[..., :n] @ keys: k

@@ -355,6 +355,36 @@ def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
                           key_lengths=env.get("key_lengths"), segment_ids=env.get("segment_ids"))
 
 
+@impl(Op.SWITCH)
+def _switch(m: GraphModule, node: Node, env: Env) -> Tensor:
+    """by_length: the first variant whose up_to holds the query length L, else the last;
+    through torch.cond, so an exported program keeps every branch (one If per threshold)."""
+    bounds, branches, outputs = node.attr("up_to"), node.attr("branches"), node.attr("outputs")
+    made = {n.out for branch in branches for n in branch}
+    outer = sorted({a for branch in branches for n in branch for a in n.args} - made)
+    names = ["x", *(n for n in outer if n != "x"),
+             *(n for n in ("memory", "key_lengths", "segment_ids") if n in env)]
+
+    def variant(i: int) -> Callable[..., Tensor]:
+        def run(*operands: Tensor) -> Tensor:
+            local = dict(zip(names, operands, strict=True))
+            for n in branches[i]:
+                local[n.out] = _IMPL[n.op](m, n, local)
+            return local[outputs[i]]
+        return run
+
+    def choose(i: int) -> Callable[..., Tensor]:
+        if i == len(bounds):
+            return variant(i)
+
+        def run(*operands: Tensor) -> Tensor:
+            return torch.cond(operands[0].shape[1] <= bounds[i], variant(i), choose(i + 1),
+                              operands)
+        return run
+
+    return choose(0)(*(env[n] for n in names))
+
+
 @impl(Op.SEQ_PROJECT)
 def _seq_project(m: GraphModule, node: Node, env: Env) -> Tensor:
     """Linformer: E[..., :n] @ keys, the keys the mask hides zeroed first."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from .. import ast
 from .. import masks as m
@@ -21,6 +22,7 @@ from ..spec import (
     Sinusoidal,
     Softmax,
     Sparsity,
+    Variant,
 )
 from .positions import Positions, check_rope_dim
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Param, describe
@@ -144,10 +146,79 @@ class Layers(Positions):
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout,
-            spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel")))
+            spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
+                                                   "by_length")))
+        if "by_length" in e:
+            variants = self.by_length(d, e["by_length"].value)
+            if variants is None:
+                return None
+            attn = replace(attn, variants=variants)
         self.check_size(parameter_count(attn), d.name, d.name_span)
         self.resolved_attn[d.name] = attn
         return attn
+
+    def by_length(self, d: ast.AttentionDef, e: ast.Expr) -> tuple[Variant, ...] | None:
+        """`[up_to(n1, key = value, ...), ..., otherwise(key = value, ...)]`: the core each
+        range of query lengths runs, L <= n1 the first; every variant is the attention with
+        its own `mask`, `kernel`, `sparsity`, `scale` and `softcap`."""
+        if not isinstance(e, ast.List) or len(e.items) < 2:
+            raise self.error("by_length takes a list of variants: `up_to(n, ...)` for each "
+                             "range of lengths, then `otherwise(...)`", e.span,
+                             hint="for example `by_length = [up_to(2000), otherwise(kernel = "
+                                  "linear)]`")
+        variants: list[Variant] = []
+        below = 0
+        for i, item in enumerate(e.items):
+            name, span = self.callee(item, dict.fromkeys(("up_to", "otherwise")),
+                                     "a by_length variant")
+            args = item.args if isinstance(item, ast.Call) else ()
+            last = i == len(e.items) - 1
+            if (name == "otherwise") != last:
+                raise self.error("`otherwise(...)` comes last, once: it serves every longer "
+                                 "length" if name == "otherwise" else
+                                 "the last variant must be `otherwise(...)`, so every length "
+                                 "has a core", span)
+            given = [a for a in args if a.name is None]
+            if len(given) != (name == "up_to"):
+                raise self.error(f"`{name}` takes {'one length, then' if name == 'up_to' else ''}"
+                                 f" keys by name: `{name}({'n, ' if name == 'up_to' else ''}"
+                                 "mask = ...)`", item.span)
+            up_to = None
+            if name == "up_to":
+                up_to = self.positive(given[0].value, "a by_length threshold")
+                if up_to <= below:
+                    raise self.error(f"thresholds must increase: {up_to} follows {below}",
+                                     given[0].value.span)
+                below = up_to
+            overrides = {}
+            for a in args:
+                if a.name is None:
+                    continue
+                if a.name not in _VARIANT_KEYS:
+                    raise self.error(f"a variant sets {', '.join(_VARIANT_KEYS)}; `{a.name}` "
+                                     "is shared by every variant", a.name_span,
+                                     hint=f"set `{a.name}` in the attention itself")
+                if a.name in overrides:
+                    raise self.error(f"`{a.name}` is set twice", a.name_span)
+                overrides[a.name] = ast.Entry(key=a.name, key_span=a.name_span,
+                                              value=a.value, span=a.span)
+            entries = tuple(x for x in d.entries
+                            if x.key != "by_length" and x.key not in overrides)
+            sub = ast.AttentionDef(name=f"{d.name}#{i}", name_span=d.name_span,
+                                   entries=entries + tuple(overrides.values()), span=d.span)
+            before = len(self.diags)
+            attn = self.attention(sub)
+            for j in range(before, len(self.diags)):  # say which variant made the conflict
+                d_ = self.diags[j]
+                self.diags[j] = replace(d_, notes=(*d_.notes, ("in this by_length variant",
+                                                                item.span)))
+            if attn is None:
+                return None
+            variants.append(Variant(up_to, replace(attn, name=d.name)))
+        if sum(isinstance(v.attention.kernel, LinformerKernel) for v in variants) > 1:
+            raise self.error("at most one variant may use a Linformer kernel (its E and F "
+                             "are the layer's)", e.span)
+        return tuple(variants)
 
     def check_linear(self, e: dict[str, ast.Entry], mask: m.Mask, position: Position,
                      dropout: float | None, at: Callable[[str], Span]) -> bool:
@@ -302,7 +373,8 @@ class Layers(Positions):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout")
+                   "mask", "sparsity", "dropout", "by_length")
+_VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 _KERNELS = {"softmax": (), "linear": (Param("feature"),),
             "linformer": (Param("k", True), Param("max_len", True), Param("share"))}
 _LINFORMER_SHARING = ("none", "headwise", "kv", "layerwise")

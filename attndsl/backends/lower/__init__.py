@@ -24,9 +24,11 @@ import onnx
 from onnx import TensorProto, helper
 
 from ...ir import Graph, Op
+from ...planner import _all_nodes
 from ...spec import Attention, Transformer
 from . import ops
 from .builder import LOWER, ONNX_TYPE, Builder, Lowering
+from .switch import subgraph_inputs
 
 __all__ = ["build_model"]
 
@@ -49,10 +51,11 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
             "key_lengths": ["batch"], "segment_ids": ["batch", "length"],
             "input_ids": ["batch", "length"], "position_ids": ["batch", "length"],
             "attention_mask": ["batch", "total_length"]}
-    shapes = {n.out: n.shape for n in graph.nodes}
+    every = list(_all_nodes(graph.nodes))  # a switch's branches too
+    shapes = {n.out: n.shape for n in every}
     lw.graph_shapes = shapes
     lw.siblings = ops.projection_groups(graph)
-    lw.nodes = {n.out: n for n in graph.nodes}
+    lw.nodes = {n.out: n for n in every}
     in_place = any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache"
                    for n in graph.nodes)
     past_length, present_length = ("max_length",) * 2 if in_place else ("past_length",
@@ -82,9 +85,7 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
         else:  # the node that computes it writes the output itself (no copy of the cache)
             renamed[produced] = name
         value_infos.append(helper.make_tensor_value_info(name, ONNX_TYPE[dtype], shape))
-    for n in b.nodes:
-        n.input[:] = [renamed.get(i, i) for i in n.input]
-        n.output[:] = [renamed.get(o, o) for o in n.output]
+    _rename(b.nodes, renamed)
     b.nodes[:] = _live(b.nodes, {name for name, _, _ in outputs})
     g = helper.make_graph(b.nodes, spec.name, inputs, value_infos)
     opsets = [helper.make_opsetid("", 23)] + [helper.make_opsetid(d, 1)
@@ -104,6 +105,18 @@ def _cache_dims(shape: str, length: str, which: str) -> list:
     return ["batch", int(parts[1]), length, int(parts[3])]
 
 
+def _rename(nodes, renamed: dict[str, str]) -> None:
+    """Rename values in place, in subgraphs too (a switch's branches read outer values)."""
+    for n in nodes:
+        n.input[:] = [renamed.get(i, i) for i in n.input]
+        n.output[:] = [renamed.get(o, o) for o in n.output]
+        for a in n.attribute:
+            if a.type == a.GRAPH:
+                _rename(a.g.node, renamed)
+                for o in a.g.output:
+                    o.name = renamed.get(o.name, o.name)
+
+
 def _live(nodes: list, outputs: set[str]) -> list:
     """The nodes the outputs depend on, in order: a kernel that reads packed projections
     leaves their split and rotation unused."""
@@ -112,5 +125,5 @@ def _live(nodes: list, outputs: set[str]) -> list:
     for n in reversed(nodes):
         if any(o in needed for o in n.output):
             keep.append(n)
-            needed.update(n.input)
+            needed.update(subgraph_inputs(n))
     return keep[::-1]
