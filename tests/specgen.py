@@ -3,7 +3,8 @@
 `random_spec(seed)` returns spec text (with `decoding=True`, specs whose every layer can
 decode): every mask primitive (self and cross), `& | !` combinations, every position
 encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm, linear and Linformer
-kernels, every sparsity setting, out_proj, bias, memory_dim, and transformer stacks.
+kernels, every sparsity setting, out_proj, bias, memory_dim, by_length variants, and transformer
+stacks.
 Parameters are drawn small enough that masks meet the lengths the test runs (1 to ~150), so
 blocks, bands and global rows really cut through the shapes, and never at multiples of any
 block size by construction of those lengths (see test_random_specs)."""
@@ -192,6 +193,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         if r.random() < 0.1:
             entries["dropout"] = "0.1"
     entries["sparsity"] = r.choice(["auto", "auto", "dense", f"block({r.choice([5, 16, 32])})"])
+    if not (decoding or linear or linformer) and r.random() < 0.12:  # the core by length
+        bounds = sorted(r.sample(range(1, MAX_TEST_LENGTH), r.randint(1, 2)))
+        variants = [f"up_to({n}, mask = {_mask(r, cross)})" for n in bounds]
+        entries["by_length"] = "[" + ", ".join(
+            [*variants, f"otherwise(mask = {_mask(r, cross)}, sparsity = auto)"]) + "]"
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
