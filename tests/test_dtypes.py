@@ -79,20 +79,24 @@ def _retyped(model: onnx.ModelProto, src: int, dst: int) -> onnx.ModelProto:
             return t
         return numpy_helper.from_array(numpy_helper.to_array(t).astype(np_dst), t.name)
 
+    def retype(g: onnx.GraphProto) -> None:  # and every subgraph (a by_length If's)
+        for v in (*g.input, *g.output, *g.value_info):
+            if v.type.tensor_type.elem_type == src:
+                v.type.tensor_type.elem_type = dst
+        for i, t in enumerate(g.initializer):
+            g.initializer[i].CopyFrom(convert(t))
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    attr.t.CopyFrom(convert(attr.t))
+                elif attr.type == onnx.AttributeProto.GRAPH:
+                    retype(attr.g)
+                elif attr.name == "to" and attr.i == src:
+                    attr.i = dst
+
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    g = out.graph
-    for v in (*g.input, *g.output, *g.value_info):
-        if v.type.tensor_type.elem_type == src:
-            v.type.tensor_type.elem_type = dst
-    for i, t in enumerate(g.initializer):
-        g.initializer[i].CopyFrom(convert(t))
-    for node in g.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                attr.t.CopyFrom(convert(attr.t))
-            elif attr.name == "to" and attr.i == src:
-                attr.i = dst
+    retype(out.graph)
     return out
 
 
@@ -138,7 +142,15 @@ def _bfloat16_consumers(model: onnx.ModelProto) -> set[str]:
             if v.type.tensor_type.elem_type == TensorProto.BFLOAT16}
     bf16 |= {t.name for t in model.graph.initializer if t.data_type == TensorProto.BFLOAT16}
     ops = set()
-    for node in model.graph.node:
+
+    def nodes(g: onnx.GraphProto):  # a subgraph's nodes after the node that holds it
+        for node in g.node:
+            yield node
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    yield from nodes(a.g)
+
+    for node in nodes(model.graph):
         takes = any(i in bf16 for i in node.input)
         if takes:
             ops.add(node.op_type)
