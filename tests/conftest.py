@@ -34,6 +34,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="random specs checked with --deep (default 2000)")
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`spec_seed`: 24 random specs by default, --deep-count (2000) with --deep."""
+    if "spec_seed" in metafunc.fixturenames:
+        deep = metafunc.config.getoption("--deep")
+        count = metafunc.config.getoption("--deep-count") if deep else 24
+        metafunc.parametrize("spec_seed", range(count))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Hypothesis tests: a fixed-seed slice by default (the same inputs on every run, so CI is
     # reproducible); --deep explores afresh with many more inputs.

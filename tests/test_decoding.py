@@ -426,13 +426,6 @@ def test_cross_attention_that_cannot_decode_is_refused_at_its_entry(name, line, 
         t for t in text.splitlines() if t.lstrip().startswith("-->"))) + 2]
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "spec_seed" in metafunc.fixturenames:
-        deep = metafunc.config.getoption("--deep")
-        count = metafunc.config.getoption("--deep-count") if deep else 24
-        metafunc.parametrize("spec_seed", range(count))
-
-
 def test_random_decodable_spec_decodes_as_one_pass(spec_seed: int) -> None:
     """Random decodable specs from the property generator (tests/specgen.py): prefill, steps
     and chunks on every backend and target equal the reference's one pass."""

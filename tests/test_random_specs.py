@@ -7,7 +7,6 @@ rows that see no key. A fixed-seed slice runs by default; `pytest --deep` runs 2
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 import attndsl
@@ -68,13 +67,6 @@ def check_random_spec(seed: int, *, portable: bool) -> None:
                 f"seed {seed}: {name}{plan} differs from the reference by {err:.3g} "
                 f"(tolerance {tol:.3g}) at B={batch} L={L} shapes "
                 f"{ {k: v.shape for k, v in feed.items()} }\n{text}")
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "spec_seed" in metafunc.fixturenames:
-        deep = metafunc.config.getoption("--deep")
-        count = metafunc.config.getoption("--deep-count") if deep else 24
-        metafunc.parametrize("spec_seed", range(count))
 
 
 def test_random_spec_matches_reference_everywhere(spec_seed: int) -> None:
