@@ -171,6 +171,19 @@ class Layer:
             kv_cache=_layout(graph))
         return finalize(model, provenance)
 
+    def decoder_plan(self, *, target: str = DEFAULT_TARGET, dtype: str = "float32",
+                     bounded: bool = False):
+        """The decoding graph (unplanned) and the planner's Choice per attention for it, after
+        the located checks of `decoder_bytes` (`attndsl explain --decode`)."""
+        from .decoding import check_decodable
+        from .ir import build
+        from .planner import plan
+
+        _check_target(target)
+        check_decodable(self.spec)
+        graph = build(self.spec, decode=True, bounded=bounded)
+        return graph, plan(graph, target, dtype)[1]
+
     def decoder_layout(self, *, target: str = DEFAULT_TARGET, dtype: str = "float32",
                        bounded: bool = False) -> str:
         """The cache layout of `decoder_bytes` with these options (in_place, bounded or

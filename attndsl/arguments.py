@@ -137,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--target", default=DEFAULT_TARGET, choices=TARGETS)
     e.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="the plan depends on it on ort-cuda")
+    e.add_argument("--decode", action="store_true",
+                   help="the decoding form (KV caches) and its cache layout")
+    e.add_argument("--bounded-cache", action="store_true",
+                   help="with --decode: windows keep only the keys later queries can see")
 
     g = sub.add_parser("generate", help="greedy decoding with ONNX Runtime from token ids")
     g.add_argument("model", help="a decoding .onnx (compile --decode) or a genai folder")

@@ -346,13 +346,23 @@ def _show(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from .planner import Choice
 
+    if args.bounded_cache and not args.decode:
+        raise UsageError("--bounded-cache goes with --decode")
     for i, layer in enumerate(_layers(args.file, args.name)):
         if i:
             print()
-        print(layer.graph().text(), end="")
-        choices = layer.plan(args.target, args.dtype)[1]
-        print(f"plan for target {args.target}" + ("" if args.dtype == "float32" else
-                                                  f" ({args.dtype})") + ":")
+        if args.decode:
+            graph, choices = layer.decoder_plan(target=args.target, dtype=args.dtype,
+                                                bounded=args.bounded_cache)
+            layout = layer.decoder_layout(target=args.target, dtype=args.dtype,
+                                          bounded=args.bounded_cache)
+            print(graph.text(), end="")
+            print(f"decoding plan for target {args.target}, cache layout {layout}:")
+        else:
+            print(layer.graph().text(), end="")
+            choices = layer.plan(args.target, args.dtype)[1]
+            print(f"plan for target {args.target}" + ("" if args.dtype == "float32" else
+                                                      f" ({args.dtype})") + ":")
         # layers with the same choice (a stack's, of one attention spec) are printed once
         groups: dict[tuple, list[str]] = {}
         for c in choices:

@@ -124,3 +124,17 @@ def test_bench_reports_growth_with_the_plans_theory(capsys) -> None:
     row = next(line for line in growth.splitlines() if "ort-cpu on cpu" in line)
     assert row.split()[-1] == "1"  # block-sparse window: linear in L
     assert "torch eager" in growth
+
+
+def test_explain_decode_prints_the_decoding_form_and_its_layout(capsys) -> None:
+    assert main(["explain", "examples/mistral_local.attn", "--decode"]) == 0
+    out = capsys.readouterr().out
+    assert "%past_key_values.0.key = input" in out and "output present.0.key" in out
+    assert "cache layout in_place:" in out and "gqa_cache(local_window_size=64)" in out
+    assert main(["explain", "examples/mistral_local.attn", "--decode", "--bounded-cache",
+                 "--target", "portable"]) == 0
+    out = capsys.readouterr().out
+    assert "cache layout bounded:" in out and "= tail" in out
+    assert main(["explain", "examples/bert_padding.attn", "--decode"]) == 2
+    assert "cannot decode" in capsys.readouterr().err
+    assert main(["explain", "examples/mistral_local.attn", "--bounded-cache"]) == 2
