@@ -363,3 +363,29 @@ def test_output_does_not_depend_on_the_spec_path(tmp_path: Path) -> None:
         outputs.append((tmp_path / str(i) / "prefix_lm.onnx").read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
     assert str(ROOT).encode() not in outputs[2]
+
+
+# 17. the portable export lost an RMSNorm eps of 1e-12 (the exporter's optimizer merged it with
+# a 0.0 initializer), so a row with no visible key gave NaN after a sandwich norm
+def test_portable_keeps_a_tiny_norm_eps() -> None:
+    import numpy as np
+
+
+    layer = attndsl.loads("""
+attention a {
+    d_model = 48
+    heads = 8
+    mask = !causal
+}
+transformer t {
+    attention = a
+    layers = 1
+    ffn = relu(8)
+    norm = rmsnorm(sandwich, eps = 1e-12)
+}
+""")["t"]
+    x = np.random.default_rng(0).standard_normal((2, 1, 48)).astype(np.float32)  # no key
+    state = {k: v.double().numpy() for k, v in layer.to_torch(seed=0).state_dict().items()}
+    want = layer.reference({"x": x}, state)
+    got = runtime.run(runtime.make_session(layer.onnx_bytes(target="portable")), {"x": x})
+    assert np.isfinite(got).all() and np.abs(got - want).max() < 1e-4

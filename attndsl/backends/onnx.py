@@ -151,7 +151,11 @@ def export(spec: Attention | Transformer, module: nn.Module, provenance: Provena
     try:
         with _quiet(log), torch.no_grad():
             program = torch.onnx.export(
+                # optimize=False: the exporter's optimizer merges the initializer 1e-12 (an
+                # RMSNorm eps) into 0.0, and a zero row then divides 0 by 0; ONNX Runtime
+                # optimizes the graph itself when it loads it
                 wrapper, args, dynamo=True, opset_version=OPSET, external_data=False,
+                optimize=False,
                 input_names=list(names), output_names=[output_name(spec)],
                 dynamic_shapes=dynamic_shapes(names), verbose=False, report=False)
     except Exception as exc:
