@@ -58,7 +58,7 @@ class List:
 
 @dataclass(**_KW)
 class BinOp:
-    op: str  # one of | & + - * //
+    op: str  # one of | & + - * // / % ** and the comparisons < <= == != >= >
     left: Expr
     right: Expr
     span: Span

@@ -11,7 +11,9 @@ from . import ast
 
 __all__ = ["format_expr", "format_module"]
 
-_LEVEL = {"|": 1, "&": 2, "+": 4, "-": 4, "*": 5, "//": 5, "/": 5, "**": 7}
+_COMPARE = ("<", "<=", "==", "!=", ">=", ">")
+_LEVEL = {"|": 1, "&": 2, **dict.fromkeys(_COMPARE, 3.5), "+": 4, "-": 4, "*": 5, "//": 5,
+          "/": 5, "%": 5, "**": 7}
 _INDENT = "    "
 _WIDTH = 100  # a list longer than this on one line is written one item per line
 
@@ -46,8 +48,10 @@ def _expr(e: ast.Expr, parent: int) -> str:
         case ast.Call(func=func, args=args):
             out = func + "(" + ", ".join(
                 (f"{a.name} = " if a.name else "") + _expr(a.value, 0) for a in args) + ")"
-        case ast.Not(operand=x):
-            out = "!" + _expr(x, 3)
+        case ast.Not(operand=x):  # `!(q < k)`, not the misleading `!q < k`
+            inner = x.inner if isinstance(x, ast.Paren) else x
+            compare = isinstance(inner, ast.BinOp) and inner.op in _COMPARE
+            out = "!" + _expr(x, 4 if compare else 3)
         case ast.Neg(operand=x):
             out = "-" + _expr(x, 6)
             if out.startswith("--"):
@@ -55,6 +59,8 @@ def _expr(e: ast.Expr, parent: int) -> str:
         case ast.BinOp(op="**", left=a, right=b):
             # right-associative, and its right operand may be a signed power: 2 ** -3 ** 2
             out = f"{_expr(a, 8)} ** {_expr(b, 6)}"
+        case ast.BinOp(op=op, left=a, right=b) if op in _COMPARE:  # not chained: a < b < c
+            out = f"{_expr(a, 4)} {op} {_expr(b, 4)}"
         case ast.BinOp(op=op, left=a, right=b):
             level = _LEVEL[op]
             # Left-associative: a right operand at the same level keeps its parentheses.

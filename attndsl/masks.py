@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Dilated", "Document", "Full",
-    "Global", "Mask", "Not", "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate",
+    "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Compare", "Dilated",
+    "Document", "Full", "Global", "Index", "Mask", "Not", "Or", "Padding", "Prefix", "Random",
+    "Strided", "Window", "evaluate", "index_value",
     "lookahead", "primitives", "random_key_block", "reach_back", "real_keys", "render",
     "runtime_inputs",
 ]
@@ -82,6 +83,27 @@ class Document:
 
 
 @dataclass(frozen=True)
+class Index:
+    """An integer expression of the query and key indices: `q`, `k`, a constant, `a op b` for
+    op in + - * // % (the divisor of // and % a positive constant), or abs(a), min(a, b),
+    max(a, b)."""
+
+    op: str  # q | k | const | + | - | * | // | % | abs | min | max
+    args: tuple[Index, ...] = ()
+    value: int = 0  # of a const
+
+
+@dataclass(frozen=True)
+class Compare:
+    """Visible where `left op right`, op in < <= == != >= > (NATTEN neighbourhoods, per-image
+    blocks: any rule of integer arithmetic on q and k)."""
+
+    op: str
+    left: Index
+    right: Index
+
+
+@dataclass(frozen=True)
 class And:
     left: Mask
     right: Mask
@@ -99,7 +121,7 @@ class Not:
 
 
 Mask = (Full | Causal | Window | Dilated | Chunked | Strided | Global | Prefix | Random | Padding
-        | Document | And | Or | Not)
+        | Document | Compare | And | Or | Not)
 
 # The BigBird-style random draw, exactly (docs/LANGUAGE.md): for query block i and draw j,
 #   h = seed mod P;  h = (h*M + i + 1) mod P;  h = (h*M + j + 1) mod P;  h = (h*M) mod P twice;
@@ -169,6 +191,12 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
             return (k < key_lengths[batch]) & (q >= 0)
         case Document():
             return segment_ids[:, q] == segment_ids[:, k]  # gathers: (B, *q.shape), (B, *k.shape)
+        case Compare(op, left, right):
+            a, b = index_value(left, q, k), index_value(right, q, k)
+            seen = {"<": lambda: a < b, "<=": lambda: a <= b, "==": lambda: a == b,
+                    "!=": lambda: a != b,
+                    ">=": lambda: a >= b, ">": lambda: a > b}[op]()
+            return (q >= 0) & (k >= 0) & seen  # the full (L, S) shape, even for constants
         case And(left, right):
             return _eval(left, q, k, L, S, key_lengths, segment_ids) & _eval(
                 right, q, k, L, S, key_lengths, segment_ids)
@@ -178,6 +206,39 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
         case Not(operand):
             return ~_eval(operand, q, k, L, S, key_lengths, segment_ids)
     raise AssertionError(f"unknown mask node {mask!r}")
+
+
+def index_value(e: Index, q: Any, k: Any) -> Any:
+    """An index expression at query and key indices q, k (int64 arrays or ints), with the
+    operators arrays, tensors and symbolic ONNX values share: `//` as (a - a % n) / n and
+    min, max as (a + b -/+ |a - b|) / 2, both exact divisions, so floor semantics hold for
+    negative values too (ONNX's integer Div truncates)."""
+    match e.op:
+        case "q":
+            return q
+        case "k":
+            return k
+        case "const":
+            return e.value
+        case "abs":
+            return abs(index_value(e.args[0], q, k))
+    a, b = (index_value(x, q, k) for x in e.args)
+    match e.op:
+        case "+":
+            return a + b
+        case "-":
+            return a - b
+        case "*":
+            return a * b
+        case "%":
+            return a % b
+        case "//":
+            return (a - a % b) // b
+        case "min":
+            return (a + b - abs(a - b)) // 2
+        case "max":
+            return (a + b + abs(a - b)) // 2
+    raise AssertionError(f"unknown index operator {e.op!r}")
 
 
 def _eval(mask: Mask, q: Any, k: Any, L: Any, S: Any, key_lengths: Any, segment_ids: Any) -> Any:
@@ -262,7 +323,13 @@ def _parameters(mask: Mask) -> set[int]:
                 out |= {first, *tokens}
             case Random(blocks, block, _):
                 out |= {block, blocks * block}
+            case Compare(_, left, right):  # its constants (a NATTEN grid's width, a radius)
+                out |= {abs(c) for c in _constants(left) + _constants(right) if c}
     return out
+
+
+def _constants(e: Index) -> list[int]:
+    return [e.value] if e.op == "const" else [c for a in e.args for c in _constants(a)]
 
 
 def primitives(mask: Mask) -> Iterator[Mask]:
@@ -284,7 +351,7 @@ def runtime_inputs(mask: Mask) -> tuple[str, ...]:
                  if t in found)
 
 
-_PRECEDENCE = {Or: 1, And: 2, Not: 3}
+_PRECEDENCE = {Or: 1, And: 2, Not: 3, Compare: 3.5}
 
 
 def render(mask: Mask, parent: int = 0) -> str:
@@ -320,8 +387,29 @@ def render(mask: Mask, parent: int = 0) -> str:
             text = f"{render(a, 2)} & {render(b, 3)}"
         case Or(a, b):
             text = f"{render(a, 1)} | {render(b, 2)}"
+        case Compare(op, a, b):
+            text = f"{render_index(a, 4)} {op} {render_index(b, 4)}"
         case Not(a):
-            text = f"!{render(a, 3)}"
+            text = f"!{render(a, 4 if isinstance(a, Compare) else 3)}"
         case _:
             raise AssertionError(f"unknown mask node {mask!r}")
+    return f"({text})" if level < parent else text
+
+
+def render_index(e: Index, parent: int = 0) -> str:
+    """Canonical text of an index expression."""
+    levels = {"+": 4, "-": 4, "*": 5, "//": 5, "%": 5}
+    match e.op:
+        case "q" | "k":
+            return e.op
+        case "const":
+            return str(e.value) if e.value >= 0 or parent < 6 else f"({e.value})"
+        case "abs" | "min" | "max":
+            return f"{e.op}({', '.join(render_index(a) for a in e.args)})"
+    level = levels[e.op]
+    a, b = e.args
+    if e.op == "-" and a == Index("const"):  # a negation
+        text = f"-{render_index(b, 6)}"
+        return f"({text})" if parent > 6 else text
+    text = f"{render_index(a, level)} {e.op} {render_index(b, level + 1)}"
     return f"({text})" if level < parent else text

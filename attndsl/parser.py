@@ -250,6 +250,11 @@ class _Builder:
     def _neg_op(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
         return ast.Neg(operand=self.expr(node.children[0], deeper), span=span)
 
+    def _cmp_op(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
+        left, op, right = node.children
+        return ast.BinOp(op=str(op), left=self.expr(left, deeper),
+                         right=self.expr(right, deeper), span=span)
+
     def _binop(self, node: lark.Tree, span: Span, deeper: int) -> ast.Expr:
         left, right = node.children
         return ast.BinOp(op=_BINOPS[node.data], left=self.expr(left, deeper),
@@ -275,4 +280,4 @@ class _Builder:
 
 
 _BINOPS = {"or_op": "|", "and_op": "&", "add_op": "+", "sub_op": "-", "mul_op": "*",
-           "floordiv_op": "//", "div_op": "/", "pow_op": "**"}
+           "floordiv_op": "//", "div_op": "/", "pow_op": "**", "mod_op": "%"}

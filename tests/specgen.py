@@ -23,7 +23,7 @@ HUGE = (10**7, 2**40, 2**62)  # parameters far beyond any length: must mean what
 # what a decoding form can take (docs/LANGUAGE.md, Decoding): self attention's masks are drawn
 # under `causal &`, without the primitives a cache cannot follow; cross attention's read the key
 _DECODING_SELF = ("full", "causal", "window", "window1", "dilated", "chunked", "strided",
-                  "global_first", "global_tokens", "prefix", "padding", "padding_left")
+                  "global_first", "global_tokens", "prefix", "padding", "padding_left", "index")
 _DECODING_CROSS = ("full", "prefix", "padding", "padding_left")
 
 
@@ -61,6 +61,13 @@ _PRIMITIVES: dict[str, Callable[[random.Random], str]] = {
     "prefix": lambda r: f"prefix({r.randint(0, 50)})",
     "random": lambda r: (f"random(blocks = {r.randint(1, 3)}, block = {r.randint(3, 40)}, "
                          f"seed = {r.randint(0, 10**6)})"),
+    "index": lambda r: r.choice([  # integer arithmetic on q and k
+        f"abs(q // {r.randint(1, 12)} - k // {r.randint(1, 12)}) <= {r.randint(0, 3)}",
+        f"q % {r.randint(1, 9)} == k % {r.randint(1, 9)}",
+        f"min(q, k) >= {r.randint(0, 30)}",
+        f"q - k > {r.randint(-20, 20)}",
+        f"max(q, 2 * k - {r.randint(0, 9)}) % {r.randint(2, 7)} != {r.randint(0, 3)}",
+        f"-(k // {r.randint(1, 5)}) * 3 < q % {r.randint(1, 50)} - {r.randint(0, 9)}"]),
     "padding": lambda r: "padding",
     "padding_left": lambda r: "padding(side = left)",
     "document": lambda r: "document",

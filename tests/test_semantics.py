@@ -55,6 +55,10 @@ def _brute(mask: m.Mask, L: int, S: int, key_lengths=None, segment_ids=None) -> 
                 return k < key_lengths[b]
             case m.Document():
                 return segment_ids[b][q] == segment_ids[b][k]
+            case m.Compare(op, x, y):
+                a, c = _index(x, q, k), _index(y, q, k)
+                return {"<": a < c, "<=": a <= c, "==": a == c, "!=": a != c, ">=": a >= c,
+                        ">": a > c}[op]
             case m.And(x, y):
                 return visible(x, b, q, k) and visible(y, b, q, k)
             case m.Or(x, y):
@@ -65,6 +69,28 @@ def _brute(mask: m.Mask, L: int, S: int, key_lengths=None, segment_ids=None) -> 
 
     return np.array([[[visible(mask, b, q, k) for k in range(S)] for q in range(L)]
                      for b in range(B)])
+
+
+def _index(e: m.Index, q: int, k: int) -> int:
+    """docs/LANGUAGE.md's index expressions on Python integers (floor division, modulo with
+    the divisor's sign)."""
+    ops = {"q": lambda: q, "k": lambda: k, "const": lambda: e.value}
+    if e.op in ops:
+        return ops[e.op]()
+    args = [_index(a, q, k) for a in e.args]
+    return {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+            "//": lambda a, b: a // b, "%": lambda a, b: a % b, "abs": abs, "min": min,
+            "max": max}[e.op](*args)
+
+
+INDEX_MASKS = ["abs(q // 3 - k // 3) <= 1 & abs(q % 3 - k % 3) <= 1", "min(q, k) % 4 != 1",
+               "max(q - 5, -k) >= -(q // 2)", "q - k > 2 | k * 2 == q", "(q - k) // 4 == -1",
+               "(k - q) % 5 < 2", "!(q - 7 * (k // 7) >= 3)"]
+
+
+def _parsed(text: str) -> m.Mask:
+    return attndsl.loads(f"attention a {{\n d_model = 8\n heads = 1\n mask = {text}\n}}")[
+        "a"].spec.mask
 
 
 MASKS = [
@@ -82,6 +108,27 @@ def test_mask_matches_its_definition(mask: m.Mask, L: int, S: int) -> None:
     got = m.evaluate(mask, np.arange(L)[:, None], np.arange(S)[None, :], L=L, S=S)
     want = _brute(mask, L, S)[0]
     assert np.array_equal(np.broadcast_to(got, (L, S)), want)
+
+
+@pytest.mark.parametrize("text", INDEX_MASKS)
+@pytest.mark.parametrize(("L", "S"), [(1, 1), (13, 13), (7, 19), (19, 7)])
+def test_index_masks_match_their_definition(text: str, L: int, S: int) -> None:
+    mask = _parsed(text)
+    got = m.evaluate(mask, np.arange(L)[:, None], np.arange(S)[None, :], L=L, S=S)
+    assert np.array_equal(np.broadcast_to(got, (L, S)), _brute(mask, L, S)[0])
+    assert m.render(mask) == m.render(_parsed(m.render(mask)))  # its text means it
+
+
+def test_index_masks_run_in_every_backend_with_negative_operands() -> None:
+    """Floor division and modulo of negative values (ONNX's integer Div truncates)."""
+    layer = attndsl.loads("""
+        attention a {
+            d_model = 16
+            heads = 2
+            mask = (q - k) // 4 == -1 | (k - q) % 5 == 4 & max(q, k) % 3 != min(q, k) % 2
+        }""")["a"]
+    report = layer.verify(lengths=(1, 7, 23), targets=("portable", "ort-cpu", "ort-cuda"))
+    assert all(c.passed for c in report.comparisons)
 
 
 def test_runtime_masks_match_their_definition() -> None:

@@ -274,6 +274,10 @@ def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | Non
             case m.Document():
                 ids = np.asarray(segment_ids)
                 return ids[:, :, None] == ids[:, None, :]
+            case m.Compare(op, a, c):
+                compare = {"<": np.less, "<=": np.less_equal, "==": np.equal,
+                           "!=": np.not_equal, ">=": np.greater_equal, ">": np.greater}[op]
+                return np.broadcast_to(compare(_index(a, q, k), _index(c, q, k)), (1, L, S))
             case m.And(a, c):
                 return walk(a) & walk(c)
             case m.Or(a, c):
@@ -283,6 +287,18 @@ def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | Non
         raise AssertionError(f"unknown mask {e!r}")
 
     return walk(mask)
+
+
+def _index(e: m.Index, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """An index expression of q and k, in int64 with floor division and modulo."""
+    if e.op in ("q", "k"):
+        return q if e.op == "q" else k
+    if e.op == "const":
+        return np.int64(e.value)
+    args = [_index(x, q, k) for x in e.args]
+    ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide,
+           "%": np.mod, "abs": np.abs, "min": np.minimum, "max": np.maximum}
+    return ops[e.op](*args)
 
 
 def _random_blocks(r: int, n: int, seed: int, L: int, S: int) -> np.ndarray:

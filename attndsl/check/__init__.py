@@ -49,6 +49,10 @@ class _Checker(Stacks):
                            hint="give each definition in a file its own name",
                            notes=(("first defined here", seen[d.name].name_span),))
                 continue
+            if d.name in ("q", "k") and isinstance(d, ast.LetDef | ast.MaskDef):
+                self.error(f"`{d.name}` names the {'query' if d.name == 'q' else 'key'} index "
+                           "in masks", d.name_span, hint="choose another name")
+                continue
             seen[d.name] = d
             if isinstance(d, ast.LetDef):
                 self.lets[d.name] = d

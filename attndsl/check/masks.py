@@ -8,7 +8,7 @@ from collections.abc import Callable
 from .. import ast
 from .. import masks as m
 from ..source import Span
-from .values import Invalid, Param, Values, describe
+from .values import COMPARISONS, Invalid, Param, Values, describe
 
 __all__ = ["MASK_PRIMITIVES", "MAX_MASK_DEPTH", "MAX_MASK_PRIMITIVES", "MAX_RANDOM_BLOCKS", "Masks"]
 
@@ -16,6 +16,7 @@ MAX_MASK_PRIMITIVES = 256  # after named masks are inlined
 MAX_MASK_DEPTH = 64
 MAX_RANDOM_BLOCKS = 64  # each draw is unrolled into the graph
 _MAX_TOKENS = 4096  # positions in global(tokens = [...])
+_MAX_INDEX_DEPTH = 32  # of an index expression's nesting
 
 
 class Masks(Values):
@@ -38,6 +39,11 @@ class Masks(Values):
                     raise Invalid()
                 both = m.And(left, right) if e.op == "&" else m.Or(left, right)
                 return self._bounded(both, e.span)
+            case ast.BinOp(op=op, left=a, right=b) if op in COMPARISONS:
+                return m.Compare(op, self.index(a), self.index(b))
+            case ast.Name(id="q" | "k") | ast.Call(func="abs" | "min" | "max"):
+                raise self.error(f"{describe(e)} is an integer index expression, not a mask",
+                                 e.span, hint="compare it to make a mask: `abs(q - k) <= 4`")
             case ast.Name(id=name) if name in self.masks:
                 return self.mask_def(name, e.span)
             case ast.Name() | ast.Call():
@@ -53,6 +59,47 @@ class Masks(Values):
                 raise self.error(f"expected a mask expression, found {describe(e)}", e.span,
                                  hint="masks are built from primitives such as `causal` and "
                                       "`window(n)` with `&`, `|`, `!`")
+
+    def index(self, e: ast.Expr, depth: int = 0) -> m.Index:
+        """An integer expression of the query and key indices `q` and `k` (docs/LANGUAGE.md,
+        Index masks): + - * with constants and `let`s, // and % by a positive constant,
+        abs(x), min(x, y), max(x, y)."""
+        if depth > _MAX_INDEX_DEPTH:
+            raise self.error(f"index expression nested deeper than {_MAX_INDEX_DEPTH}", e.span)
+        match e:
+            case ast.Paren(inner=inner):
+                return self.index(inner, depth)
+            case ast.Name(id="q" | "k"):
+                return m.Index(e.id)
+            case ast.Neg(operand=x):
+                return m.Index("-", (m.Index("const"), self.index(x, depth + 1)))
+            case ast.BinOp(op="+" | "-" | "*" as op, left=a, right=b):
+                return m.Index(op, (self.index(a, depth + 1), self.index(b, depth + 1)))
+            case ast.BinOp(op="//" | "%" as op, left=a, right=b):
+                n = self._constant(b)
+                if n is None or n <= 0:
+                    raise self.error(f"the divisor of `{op}` in a mask must be a positive "
+                                     "constant", b.span,
+                                     hint="q and k may stand on its left: `q // W`, `k % W`")
+                return m.Index(op, (self.index(a, depth + 1), m.Index("const", value=n)))
+            case ast.Call(func="abs" | "min" | "max" as f, args=args):
+                want = 1 if f == "abs" else 2
+                if len(args) != want or any(a.name is not None for a in args):
+                    raise self.error(f"`{f}` takes {want} positional argument"
+                                     f"{'s' if want > 1 else ''}", e.span)
+                return m.Index(f, tuple(self.index(a.value, depth + 1) for a in args))
+        value = self._constant(e)
+        if value is None:
+            raise self.error(f"expected an integer expression of `q` and `k`, found "
+                             f"{describe(e)}", e.span,
+                             hint="for example `abs(q // W - k // W) <= 1`")
+        return m.Index("const", value=value)
+
+    def _constant(self, e: ast.Expr) -> int | None:
+        """An integer constant (literals and `let`s), or None where `e` reads q or k."""
+        if any(isinstance(n, ast.Name) and n.id in ("q", "k") for n in _walk(e)):
+            return None
+        return self.integer(e, allow_negative=True)
 
     def _bounded(self, mask: m.And | m.Or | m.Not, span: Span) -> m.Mask:
         """`mask`, if it stays within MAX_MASK_PRIMITIVES and MAX_MASK_DEPTH once named masks
@@ -154,3 +201,20 @@ MASK_PRIMITIVES: dict[str, Callable[[Masks, dict[str, ast.Expr], ast.Expr], m.Ma
                                        c.positive(a["block"], "random block size"),
                                        c.non_negative(a["seed"], "seed") if "seed" in a else 0),
 }
+
+
+def _walk(e: ast.Expr):
+    """`e` and every expression inside it."""
+    yield e
+    match e:
+        case ast.Paren(inner=x) | ast.Neg(operand=x) | ast.Not(operand=x):
+            yield from _walk(x)
+        case ast.BinOp(left=a, right=b):
+            yield from _walk(a)
+            yield from _walk(b)
+        case ast.Call(args=args):
+            for a in args:
+                yield from _walk(a.value)
+        case ast.List(items=items):
+            for x in items:
+                yield from _walk(x)

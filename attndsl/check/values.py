@@ -156,14 +156,14 @@ class Values:
 
     def _binary(self, op: str, x: int | float, y: int | float, e: ast.Expr,
                 right: ast.Expr) -> int | float:
-        if op in ("/", "//") and y == 0:
-            kind = "integer division" if op == "//" else "division"
+        if op in ("/", "//", "%") and y == 0:
+            kind = {"//": "integer division", "/": "division", "%": "modulo"}[op]
             raise self.error(f"{kind} by zero", right.span)
-        if op == "//" and (isinstance(x, float) or isinstance(y, float)):
-            raise self.error("`//` divides integers", e.span, hint="use `/` for numbers")
+        if op in ("//", "%") and (isinstance(x, float) or isinstance(y, float)):
+            raise self.error(f"`{op}` takes integers", e.span, hint="use `/` for numbers")
         if op != "**":
             return {"+": x + y, "-": x - y, "*": x * y, "/": x / y if op == "/" else 0,
-                    "//": x // y if op == "//" else 0}[op]
+                    "//": x // y if op == "//" else 0, "%": x % y if op == "%" else 0}[op]
         if x == 0 and y < 0:
             raise self.error("0 to a negative power", e.span)
         if x < 0 and isinstance(y, float) and not y.is_integer():
@@ -263,7 +263,8 @@ class Values:
         return name, span
 
 
-_ARITHMETIC = ("+", "-", "*", "/", "//", "**")
+_ARITHMETIC = ("+", "-", "*", "/", "//", "%", "**")
+COMPARISONS = ("<", "<=", "==", "!=", ">=", ">")
 
 
 def _number_text(e: ast.Expr, value: float) -> str:
@@ -284,6 +285,8 @@ def describe(e: ast.Expr) -> str:
             return "a list"
         case ast.BinOp(op="&" | "|") | ast.Not():
             return "a mask expression"
+        case ast.BinOp(op=op) if op in COMPARISONS:
+            return f"a comparison (`{op}`), which is a mask"
         case ast.Paren():
             return describe(e.inner)
     return "an arithmetic expression"

@@ -136,6 +136,12 @@ class Sym:
     def __and__(self, o: Any) -> Sym: return self._binary("And", o)
     def __or__(self, o: Any) -> Sym: return self._binary("Or", o)
 
+    def __ne__(self, o: Any) -> Sym:  # type: ignore[override]
+        return ~(self == o)
+
+    def __abs__(self) -> Sym:
+        return Sym(self.b, self.b.op("Abs", self.name), self.dtype, self.ndim)
+
     __hash__ = None  # type: ignore[assignment]
 
     def __invert__(self) -> Sym:
