@@ -16,6 +16,10 @@ def linformer(lw: Lowering, node: Node) -> str:
     b = lw.b
     heads, kv = node.attr("heads"), node.attr("kv_heads")
     q, k = qk_float32(lw, node)
+    if heads == kv:  # no query groups: plain 4-D products, no reshapes
+        s = scores(lw, node, q, k, None, None, 4)  # (B, H, L, k)
+        return bsh(lw, b.op("MatMul", b.to_model(b.op("Softmax", s, axis=-1)),
+                            arg(lw, node, 2)))
     q = b.op("Reshape", q, b.op("Concat", b.i64(0, kv, heads // kv),
                                 b.op("Shape", q, start=2), axis=0))  # (B, Hkv, g, L, d)
     k = b.op("Unsqueeze", k, b.i64(2))  # (B, Hkv, 1, k, d)
