@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .source import Span
@@ -9,6 +10,7 @@ from .source import Span
 __all__ = [
     "Arg", "AttentionDef", "BinOp", "Call", "Comment", "Definition", "Entry", "Expr", "Float",
     "Int", "LetDef", "List", "MaskDef", "Module", "Name", "Neg", "Not", "Paren", "TransformerDef",
+    "walk",
 ]
 
 _KW = {"frozen": True, "slots": True, "kw_only": True}
@@ -141,3 +143,20 @@ class Module:
     definitions: tuple[Definition, ...]
     comments: tuple[Comment, ...]
     span: Span
+
+
+def walk(e: Expr) -> Iterator[Expr]:
+    """`e` and every expression inside it, depth first."""
+    yield e
+    match e:
+        case Paren(inner=x) | Neg(operand=x) | Not(operand=x):
+            yield from walk(x)
+        case BinOp(left=a, right=b):
+            yield from walk(a)
+            yield from walk(b)
+        case Call(args=args):
+            for a in args:
+                yield from walk(a.value)
+        case List(items=items):
+            for x in items:
+                yield from walk(x)

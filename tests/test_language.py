@@ -120,22 +120,6 @@ def test_numbers_with_division_powers_and_sqrt() -> None:
     assert out == "let A = (-2) ** 2 ** -1 / 3\nlet B = -(2 ** 3) ** 2\nlet C = sqrt(A) ** B\n"
 
 
-def _walk(e: ast.Expr):
-    yield e
-    match e:
-        case ast.BinOp(left=a, right=b):
-            yield from _walk(a)
-            yield from _walk(b)
-        case ast.Not(operand=x) | ast.Neg(operand=x) | ast.Paren(inner=x):
-            yield from _walk(x)
-        case ast.Call(args=args):
-            for arg in args:
-                yield from _walk(arg.value)
-        case ast.List(items=items):
-            for item in items:
-                yield from _walk(item)
-
-
 def test_examples_cover_the_language() -> None:
     keys: set[str] = set()
     tr_keys: set[str] = set()
@@ -155,7 +139,7 @@ def test_examples_cover_the_language() -> None:
             if isinstance(d, ast.TransformerDef):
                 tr_keys |= {e.key for e in d.entries}
             for e in exprs:
-                for node in _walk(e):
+                for node in ast.walk(e):
                     if isinstance(node, ast.Call):
                         calls.add(node.func)
                         all_calls.append(node)

@@ -97,7 +97,7 @@ class Masks(Values):
 
     def _constant(self, e: ast.Expr) -> int | None:
         """An integer constant (literals and `let`s), or None where `e` reads q or k."""
-        if any(isinstance(n, ast.Name) and n.id in ("q", "k") for n in _walk(e)):
+        if any(isinstance(n, ast.Name) and n.id in ("q", "k") for n in ast.walk(e)):
             return None
         return self.integer(e, allow_negative=True)
 
@@ -202,19 +202,3 @@ MASK_PRIMITIVES: dict[str, Callable[[Masks, dict[str, ast.Expr], ast.Expr], m.Ma
                                        c.non_negative(a["seed"], "seed") if "seed" in a else 0),
 }
 
-
-def _walk(e: ast.Expr):
-    """`e` and every expression inside it."""
-    yield e
-    match e:
-        case ast.Paren(inner=x) | ast.Neg(operand=x) | ast.Not(operand=x):
-            yield from _walk(x)
-        case ast.BinOp(left=a, right=b):
-            yield from _walk(a)
-            yield from _walk(b)
-        case ast.Call(args=args):
-            for a in args:
-                yield from _walk(a.value)
-        case ast.List(items=items):
-            for x in items:
-                yield from _walk(x)
