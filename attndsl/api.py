@@ -124,7 +124,7 @@ class Layer:
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype,
             weights_sha256=file_sha256(weights) if weights else None)
-        switch = any(a.variants for a in _attentions(self.spec))
+        switch = any(a.variants for a in s.attentions_of(self.spec))
         if not get(target).planned and not switch:  # standard ops, by torch.onnx.export
             return export(self.spec, module, provenance, dtype=dtype)
         from .backends.lower import build_model
@@ -218,7 +218,7 @@ class Layer:
         from .backends.torch import export_program
         from .errors import Diagnostic, SpecError
 
-        switched = next((a for a in _attentions(self.spec) if a.variants), None)
+        switched = next((a for a in s.attentions_of(self.spec) if a.variants), None)
         if switched is not None:
             raise SpecError([Diagnostic(
                 f"`{switched.name}` chooses its core by length, which a torch.export program "
@@ -300,7 +300,3 @@ def _numpy(value: Any):
     if hasattr(value, "detach"):
         return value.detach().cpu().double().numpy()
     return np.asarray(value, dtype=np.float64)
-
-
-def _attentions(spec: s.Layer) -> tuple[s.Attention, ...]:
-    return spec.attentions if isinstance(spec, s.Transformer) else (spec,)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +28,8 @@ from .spec import (
     output_name,
 )
 
-__all__ = ["Graph", "Node", "Op", "Weight", "build", "cache_names", "decode_inputs",
-           "parameter_count", "weight_table"]
+__all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
+           "decode_inputs", "parameter_count", "weight_table"]
 
 
 class Op(enum.Enum):
@@ -186,6 +187,15 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False) -> Graph:
                  output_name(spec), cache_names(spec) if decode else ())
 
 
+def all_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
+    """The nodes, each switch followed by the nodes of its branches."""
+    for n in nodes:
+        yield n
+        if n.op is Op.SWITCH:
+            for branch in n.attr("branches"):
+                yield from all_nodes(branch)
+
+
 def cache_names(spec: Layer) -> tuple[str, ...]:
     """present.{i}.key, present.{i}.value per self-attention layer i."""
     n = spec.layers if isinstance(spec, Transformer) else 1
@@ -264,8 +274,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     shared = next((c for c in a.cores if isinstance(c.kernel, LinformerKernel)
                    and c.kernel.share == "layerwise"), None)
     if shared is not None:
-        out.append(Weight("linformer_e.weight", _linformer_shape(shared), "sequence",
-                          shared.kernel.k))
+        out.append(Weight(linformer_weights(shared, "")[0], _linformer_shape(shared),
+                          "sequence", shared.kernel.k))
     layernorm = spec.norm.kind == "layernorm"
     for i in range(spec.layers):
         p = f"layers.{i}."
@@ -424,13 +434,14 @@ def _core(b: _Builder, s: Attention, p: str, prefix: str, q: str, k: str, v: str
     prefixes its value names, `prefix` its weights'."""
     linformer = s.kernel if isinstance(s.kernel, LinformerKernel) else None
     if linformer is not None:  # k rows, each a mix of the (kept) keys; values likewise
-        names = linformer_weights(s, prefix)
-        for i, name in enumerate(("k", "v")):
-            t, width = (k, s.head_dim) if name == "k" else (v, s.value_dim)
-            projected = b.emit(Op.SEQ_PROJECT, f"{p}{name}_rows", (t, *s.runtime_inputs),
-                               f"[B, {s.kv_heads}, {linformer.k}, {width}]", weight=names[i],
-                               max_len=linformer.max_len, expr=s.mask)
-            k, v = (projected, v) if name == "k" else (k, projected)
+        e, f = linformer_weights(s, prefix)
+
+        def rows(name: str, t: str, width: int, weight: str) -> str:
+            return b.emit(Op.SEQ_PROJECT, f"{p}{name}_rows", (t, *s.runtime_inputs),
+                          f"[B, {s.kv_heads}, {linformer.k}, {width}]", weight=weight,
+                          max_len=linformer.max_len, expr=s.mask)
+
+        k, v = rows("k", k, s.head_dim, e), rows("v", v, s.value_dim, f)
         n = str(linformer.k)
     keys = k  # the keys the scores read, before any repeat over query groups
     if s.groups > 1:
@@ -458,23 +469,20 @@ def _core(b: _Builder, s: Attention, p: str, prefix: str, q: str, k: str, v: str
         if s.softcap is not None:
             sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), f"[B, {s.heads}, L, {n}]",
                         cap=s.softcap)
-        if linformer is not None:  # the mask dropped keys before the projection
-            pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc,), f"[B, {s.heads}, L, {n}]",
-                        dropout=s.dropout)
-            o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
-            return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,),
-                          f"[B, L, {s.heads * s.value_dim}]")
-        # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
-        # cross attention's keys are the cached memory rows, its mask reads their index alone
-        runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
-        if cache is not None and s.kind == "cross":
-            runtime, memory = (keys, *runtime), True
-        elif cache is not None:
-            runtime, expr = ("attention_mask", keys), masks.real_keys(s.mask)
-        batched = runtime if memory is None else s.runtime_inputs
-        mk = b.emit(Op.MASK, f"{p}mask", runtime, f"bool[{'B, ' if batched else ''}L, {n}]",
-                    expr=expr, sparsity=s.sparsity, memory=memory)
-        pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, mk), f"[B, {s.heads}, L, {n}]",
+        seen: tuple[str, ...] = ()  # Linformer: none, the mask dropped keys before the rows
+        if linformer is None:
+            # decoding: the mask reads the keys' count too (a bounded cache holds the last
+            # ones); cross attention's keys are the cached memory rows, read by index alone
+            runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
+            if cache is not None and s.kind == "cross":
+                runtime, memory = (keys, *runtime), True
+            elif cache is not None:
+                runtime, expr = ("attention_mask", keys), masks.real_keys(s.mask)
+            batched = runtime if memory is None else s.runtime_inputs
+            seen = (b.emit(Op.MASK, f"{p}mask", runtime,
+                           f"bool[{'B, ' if batched else ''}L, {n}]", expr=expr,
+                           sparsity=s.sparsity, memory=memory),)
+        pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, *seen), f"[B, {s.heads}, L, {n}]",
                     dropout=s.dropout)
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
     return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), f"[B, L, {s.heads * s.value_dim}]")

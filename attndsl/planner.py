@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from . import masks as m
-from .ir import Graph, Node, Op
+from .ir import Graph, Node, Op, all_nodes
 from .spec import MAX_LENGTH, Sparsity
 from .targets import (
     GQA_HEAD_DIM_MULTIPLE,
@@ -199,17 +198,8 @@ class Core:
 def cores(graph: Graph) -> list[Core]:
     """Every attention of the graph, in order (one per `merge_heads`), those of by_length
     variants included."""
-    by_name = {n.out: n for n in _all_nodes(graph.nodes)}
-    return _cores(list(_all_nodes(graph.nodes)), by_name)
-
-
-def _all_nodes(nodes) -> Iterator[Node]:
-    """The nodes, and those of every switch's branches after the switch."""
-    for n in nodes:
-        yield n
-        if n.op is Op.SWITCH:
-            for branch in n.attr("branches"):
-                yield from _all_nodes(branch)
+    by_name = {n.out: n for n in all_nodes(graph.nodes)}
+    return _cores(list(all_nodes(graph.nodes)), by_name)
 
 
 def _cores(nodes, by_name: dict[str, Node]) -> list[Core]:
@@ -421,7 +411,7 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
                        for c in found]
     if graph.decoding:
         return _plan_decoding(graph, found, target, dtype)
-    by_name = {n.out: n for n in _all_nodes(graph.nodes)}
+    by_name = {n.out: n for n in all_nodes(graph.nodes)}
     choices: list[Choice] = []
 
     def planned(nodes: list[Node]) -> list[Node]:
@@ -459,7 +449,7 @@ def _where(prefix: str, graph: Graph) -> tuple[str, str]:
     if not sep or not rest.rstrip(".").isdigit():
         return prefix, ""
     i = int(rest.rstrip("."))
-    switch = next(n for n in _all_nodes(graph.nodes) if n.out == f"{head}merged")
+    switch = next(n for n in all_nodes(graph.nodes) if n.out == f"{head}merged")
     bounds = switch.attr("up_to")
     return head, f"L <= {bounds[i]}" if i < len(bounds) else f"L > {bounds[-1]}"
 

@@ -37,20 +37,19 @@ def mask_grid(attn: Attention, L: int, S: int) -> np.ndarray:
 def _layer_attention(spec: Attention | Transformer, L: int) -> Attention:
     """The first layer's attention as it runs at query length L (its by_length variant)."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    for v in attn.variants:
-        if v.up_to is None or v.up_to >= L:
-            return v.attention
-    return attn
+    variant = attn.variant_for(L)
+    return attn if variant is None else variant.attention
 
 
 def _variant(spec: Attention | Transformer, L: int) -> str:
-    """', by_length variant L <= n' (or L > n) when a variant serves L, else ''."""
+    """' (by_length: L <= n)' (or L > n) for the variant that serves L, else ''."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    bounds = [v.up_to for v in attn.variants[:-1]]
-    if not bounds:
+    variant = attn.variant_for(L)
+    if variant is None:
         return ""
-    fits = next((n for n in bounds if n >= L), None)
-    return f" (by_length: L <= {fits})" if fits is not None else f" (by_length: L > {bounds[-1]})"
+    if variant.up_to is not None:
+        return f" (by_length: L <= {variant.up_to})"
+    return f" (by_length: L > {attn.variants[-2].up_to})"
 
 
 def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None) -> str:

@@ -12,7 +12,7 @@ __all__ = [
     "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel",
     "LinformerKernel", "Norm",
     "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
-    "Transformer", "Variant", "input_names", "is_lm", "output_name",
+    "Transformer", "Variant", "attentions_of", "input_names", "is_lm", "output_name",
 ]
 
 
@@ -205,6 +205,10 @@ class Attention:
             return tuple(n for n in ("key_lengths", "segment_ids") if n in names)
         return runtime_inputs(self.mask)
 
+    def variant_for(self, L: int) -> Variant | None:
+        """The by_length variant that serves query length L (None without by_length)."""
+        return next((v for v in self.variants if v.up_to is None or v.up_to >= L), None)
+
     @property
     def cores(self) -> tuple[Attention, ...]:
         """The attention of each core it may run: its variants', or itself."""
@@ -297,6 +301,11 @@ class Transformer:
 
 
 Layer = Attention | Transformer
+
+
+def attentions_of(spec: Layer) -> tuple[Attention, ...]:
+    """The attentions of a layer: a stack's pattern, or the attention itself."""
+    return spec.attentions if isinstance(spec, Transformer) else (spec,)
 
 
 def input_names(spec: Layer) -> tuple[str, ...]:

@@ -19,7 +19,15 @@ import torch
 from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
-from .spec import Attention, Learned, LinformerKernel, Transformer, input_names, output_name
+from .spec import (
+    Attention,
+    Learned,
+    LinformerKernel,
+    Transformer,
+    attentions_of,
+    input_names,
+    output_name,
+)
 
 __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "make_inputs", "memory_length",
            "threshold_lengths", "tolerance", "verify"]
@@ -36,8 +44,8 @@ def tolerance(ref: np.ndarray, dtype: str = "float32") -> float:
 def threshold_lengths(spec: Attention | Transformer) -> tuple[int, ...]:
     """Both sides of every by_length threshold n: n (the shorter variant's last length) and
     n + 1 (the next variant's first)."""
-    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
-    return tuple(sorted({m for a in attns for v in a.variants if v.up_to is not None
+    return tuple(sorted({m for a in attentions_of(spec) for v in a.variants
+                         if v.up_to is not None
                          for m in (v.up_to, v.up_to + 1)}))
 
 
@@ -150,11 +158,9 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
     """Compare torch and every runner (e.g. ONNX Runtime per provider) against the reference."""
     graph = build(spec)
     report = Report(spec.name, targets, dtype, seed)
-    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
-
     def too_long(length: int) -> str | None:
         """Why the layer cannot run at this length, or None."""
-        for a in attns:
+        for a in attentions_of(spec):
             if isinstance(a.position, Learned) and length > a.position.max_len:
                 return f"L exceeds learned positions ({a.position.max_len})"
             keys = memory_length(length) if a.kind == "cross" else length
@@ -173,10 +179,10 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
             inputs = {k: round_to(v, dtype).astype(np.float32) if v.dtype.kind == "f" else v
                       for k, v in inputs.items()}
         S = inputs["memory"].shape[1] if "memory" in inputs else None
-        if too_long(length):
+        skip = too_long(length)
+        if skip:
             report.comparisons.append(Comparison(
-                batch, length, S, "all", math.nan, math.nan, math.nan, True,
-                f"skipped: {too_long(length)}"))
+                batch, length, S, "all", math.nan, math.nan, math.nan, True, f"skipped: {skip}"))
             continue
         ref = reference.run(graph, inputs, weights)
         with torch.no_grad():

@@ -23,8 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from ...ir import Graph, Op
-from ...planner import _all_nodes
+from ...ir import Graph, Op, all_nodes
 from ...spec import Attention, Transformer
 from . import ops
 from .builder import LOWER, ONNX_TYPE, Builder, Lowering
@@ -51,7 +50,7 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
             "key_lengths": ["batch"], "segment_ids": ["batch", "length"],
             "input_ids": ["batch", "length"], "position_ids": ["batch", "length"],
             "attention_mask": ["batch", "total_length"]}
-    every = list(_all_nodes(graph.nodes))  # a switch's branches too
+    every = list(all_nodes(graph.nodes))  # a switch's branches too
     shapes = {n.out: n.shape for n in every}
     lw.graph_shapes = shapes
     lw.siblings = ops.projection_groups(graph)

@@ -4,6 +4,8 @@ from the enclosing graph, so the projections run once whatever the length."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from onnx import GraphProto, helper
 
 from ...ir import Node, Op
@@ -19,39 +21,31 @@ def _switch(lw: Lowering, node: Node) -> str:
     length = lw.L
     conditions = [(length <= n).name for n in bounds]  # computed here, read by the If nodes
 
-    def variant(i: int) -> GraphProto:
-        """Branch i lowered into a graph of its own: its nodes, constants and memo entries
+    def subgraph(name: str, build: Callable[[], str]) -> GraphProto:
+        """What `build` lowers, as a graph of its own: its nodes, constants and memo entries
         stay inside it (a value made in one branch is unknown to the others)."""
         saved = b.nodes, b.consts, lw.memo
         b.nodes, b.consts, lw.memo = [], dict(b.consts), dict(lw.memo)
         try:
-            for n in branches[i]:
-                lw.env[n.out] = LOWER[n.op](lw, n)
-            out = lw.env[node.attr("outputs")[i]]
+            out = build()
             if out not in {o for n in b.nodes for o in n.output}:  # a value from outside
                 out = b.op("Identity", out)
-            return helper.make_graph(b.nodes, f"{node.out}_variant{i}", [],
-                                     [helper.make_tensor_value_info(out, ONNX_TYPE[b.dtype],
-                                                                    None)])
+            return helper.make_graph(b.nodes, name, [], [
+                helper.make_tensor_value_info(out, ONNX_TYPE[b.dtype], None)])
         finally:
             b.nodes, b.consts, lw.memo = saved
 
+    def variant(i: int) -> str:
+        for n in branches[i]:
+            lw.env[n.out] = LOWER[n.op](lw, n)
+        return lw.env[node.attr("outputs")[i]]
+
     def choose(i: int) -> str:
-        """The value of variants i.. : an If on condition i, or the last variant's nodes."""
+        """The value of variants i.. : an If on condition i, or the last variant itself."""
         if i == len(bounds):
-            graph = variant(i)
-            b.nodes.extend(graph.node)
-            return graph.output[0].name
-        then = variant(i)
-        saved = b.nodes
-        b.nodes = []
-        try:
-            rest = choose(i + 1)
-            otherwise = helper.make_graph(
-                b.nodes, f"{node.out}_after{i}", [],
-                [helper.make_tensor_value_info(rest, ONNX_TYPE[b.dtype], None)])
-        finally:
-            b.nodes = saved
+            return variant(i)
+        then = subgraph(f"{node.out}_variant{i}", lambda: variant(i))
+        otherwise = subgraph(f"{node.out}_after{i}", lambda: choose(i + 1))
         return b.op("If", conditions[i], then_branch=then, else_branch=otherwise)
 
     return choose(0)
