@@ -171,6 +171,19 @@ def test_torch_export_program_loads_without_attndsl(tmp_path: Path) -> None:
     torch.testing.assert_close(program.module()(x), want)
 
 
+def test_torch_export_program_of_linformer_keeps_the_length_dynamic(tmp_path: Path) -> None:
+    """Keys up to max_len, including exactly max_len (a slice of every column once made
+    torch.export guard the length away from it and refuse the export)."""
+    path = "examples/linformer.attn"
+    assert main(["compile", path, "--name", "linformer_shared", "--export", "torch", "-o",
+                 str(tmp_path)]) == 0
+    program = torch.export.load(str(tmp_path / "linformer_shared.pt2"))
+    module = attndsl.load(path)["linformer_shared"].to_torch()
+    for L in (5, 1024):  # 1024 = max_len
+        x = torch.randn(2, L, 256)
+        torch.testing.assert_close(program.module()(x), module(x))
+
+
 def test_verify_exit_codes(monkeypatch: pytest.MonkeyPatch,
                            capsys: pytest.CaptureFixture[str]) -> None:
     spec = "examples/cross_attention.attn"

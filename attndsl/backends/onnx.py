@@ -26,6 +26,7 @@ from ..spec import (
     Learned,
     LinformerKernel,
     Transformer,
+    attentions_of,
     input_names,
     output_name,
 )
@@ -127,11 +128,27 @@ class Positional(nn.Module):
         return self.layer(**dict(zip(self.names, args, strict=True)))
 
 
-def dynamic_shapes(names: tuple[str, ...]) -> tuple[tuple[dict[int, object], ...]]:
-    """Per input, its dynamic axes; nested once because `Positional.forward` takes *args."""
+def longest(spec: Attention | Transformer) -> tuple[int, int]:
+    """The longest query and memory lengths the layer takes: MAX_LENGTH, or less where a
+    Linformer's E and F have max_len columns (the keys' count, L or the memory's S)."""
+    L = S = MAX_LENGTH
+    for a in attentions_of(spec):
+        for core in a.cores:
+            if isinstance(core.kernel, LinformerKernel):
+                if core.kind == "cross":
+                    S = min(S, core.kernel.max_len)
+                else:
+                    L = min(L, core.kernel.max_len)
+    return L, S
+
+
+def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGTH, MAX_LENGTH),
+                   ) -> tuple[tuple[dict[int, object], ...]]:
+    """Per input, its dynamic axes (lengths up to `longest`, queries' and memory's); nested
+    once because `Positional.forward` takes *args."""
     B = torch.export.Dim("batch", min=1, max=1 << 16)
-    L = torch.export.Dim("length", min=1, max=MAX_LENGTH)
-    S = torch.export.Dim("memory_length", min=1, max=MAX_LENGTH)
+    L = torch.export.Dim("length", min=1, max=longest[0])
+    S = torch.export.Dim("memory_length", min=1, max=longest[1])
     table = {"x": {0: B, 1: L}, "input_ids": {0: B, 1: L}, "memory": {0: B, 1: S},
              "key_lengths": {0: B},
              "segment_ids": {0: B, 1: L}}
@@ -157,7 +174,8 @@ def export(spec: Attention | Transformer, module: nn.Module, provenance: Provena
                 wrapper, args, dynamo=True, opset_version=OPSET, external_data=False,
                 optimize=False,
                 input_names=list(names), output_names=[output_name(spec)],
-                dynamic_shapes=dynamic_shapes(names), verbose=False, report=False)
+                dynamic_shapes=dynamic_shapes(names, longest(spec)), verbose=False,
+                report=False)
     except Exception as exc:
         detail = log.getvalue().strip().splitlines()[-5:]
         raise ExportError(f"torch.onnx.export failed for `{spec.name}`: "

@@ -397,7 +397,11 @@ def _seq_project(m: GraphModule, node: Node, env: Env) -> Tensor:
                               ki, L=1, S=ki[0, -1] + 1, key_lengths=env.get("key_lengths"))
         t = torch.where(kept.reshape(-1, 1, n, 1), t, torch.zeros((), dtype=t.dtype,
                                                                  device=t.device))
-    return torch.matmul(m.weight(node.attr("weight"))[..., :n].to(t.dtype), t)
+    # the first n columns by index_select, not a slice: torch.export would guard n != max_len
+    # (a slice of every column is the tensor itself) and refuse the dynamic length
+    columns = torch.arange(n, device=t.device)
+    e = m.weight(node.attr("weight")).index_select(-1, columns)
+    return torch.matmul(e.to(t.dtype), t)
 
 
 @impl(Op.SOFTMAX)
@@ -482,13 +486,13 @@ def export_program(spec: Attention | Transformer, module: nn.Module,
     import io
 
     from ..dtypes import torch_dtype
-    from .onnx import Positional, dynamic_shapes, example_inputs, input_names
+    from .onnx import Positional, dynamic_shapes, example_inputs, input_names, longest
 
     names = input_names(spec)
     example = example_inputs(spec, dtype=torch_dtype(dtype))
     program = torch.export.export(Positional(module.eval(), names),
                                   tuple(example[n] for n in names),
-                                  dynamic_shapes=dynamic_shapes(names))
+                                  dynamic_shapes=dynamic_shapes(names, longest(spec)))
     buffer = io.BytesIO()
     torch.export.save(program, buffer)
     return buffer.getvalue()
