@@ -27,7 +27,17 @@ from .masks import (
     render,
     runtime_inputs,
 )
-from .spec import Alibi, Attention, Layer, LinearKernel, RelativeBias, Rope, Transformer, is_lm
+from .spec import (
+    Alibi,
+    Attention,
+    Layer,
+    LinearKernel,
+    LshKernel,
+    RelativeBias,
+    Rope,
+    Transformer,
+    is_lm,
+)
 
 __all__ = [
     "GENAI_CONFIG",
@@ -61,6 +71,11 @@ def _blocker(a: Attention) -> Diagnostic | None:
         return Diagnostic(f"`{a.name}` chooses its core by the sequence's length, which a "
                           "decoding step does not know (a step sees one token)",
                           a.span("by_length"), hint="decode with one core: remove by_length")
+    if isinstance(a.kernel, LshKernel):
+        return Diagnostic(f"`{a.name}` uses an LSH kernel, whose buckets and chunks are those of "
+                          "the whole sequence: a cache of earlier keys cannot say which a new "
+                          "token would share a chunk with", a.span("kernel"),
+                          hint="decode with `kernel = softmax`")
     if a.kind == "cross":
         return _cross_blocker(a)
     if "segment_ids" in runtime_inputs(a.mask):

@@ -5,6 +5,7 @@ ever materialised at a concrete length."""
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from .spec import (
     Learned,
     LinearKernel,
     LinformerKernel,
+    LshKernel,
     Norm,
     RelativeBias,
     Rope,
@@ -57,6 +59,7 @@ class Op(enum.Enum):
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
     SWITCH = "switch"  # by_length: the branch whose up_to first holds L (the last: longer L)
     SEQ_PROJECT = "seq_project"  # Linformer: E[:, :n] @ keys (masked keys zeroed) -> k rows
+    LSH_ATTENTION = "lsh_attention"  # Reformer: shared-QK heads hashed, sorted, chunked
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
 
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
         linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, "q" in s.bias)
-        linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
+        if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
+            linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
         linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
@@ -376,14 +380,17 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
                       bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
 
     q = linear("q", x, "q_proj", s.heads * s.head_dim, "L")
-    k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
     v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
     q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), f"[B, {s.heads}, L, {s.head_dim}]",
                heads=s.heads, dim=s.head_dim)
-    k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
-               heads=s.kv_heads, dim=s.head_dim)
     v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), f"[B, {s.kv_heads}, {n}, {s.value_dim}]",
                heads=s.kv_heads, dim=s.value_dim)
+    if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
+        o = _lsh(b, s, p, q, v)
+        return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
+    k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
+    k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), f"[B, {s.kv_heads}, {n}, {s.head_dim}]",
+               heads=s.kv_heads, dim=s.head_dim)
     if s.qk_norm:
         q = _norm(b, f"{p}q_normed", q, f"[B, {s.heads}, L, {s.head_dim}]", s.qk_norm,
                   f"{prefix}q_norm", bias=False)
@@ -426,6 +433,20 @@ def _attention(b: _Builder, s: Attention, prefix: str, x: str, kv: str,
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")
     return o
+
+
+def _lsh(b: _Builder, s: Attention, p: str, q: str, v: str) -> str:
+    """Reformer's LSH attention on the shared query/key heads: `keys` is the mask's padding
+    part (the keys it shows), `causal` whether it is causal too."""
+    kernel = s.kernel
+    pads = [m for m in masks.primitives(s.mask) if isinstance(m, masks.Padding)]
+    keys = functools.reduce(masks.And, pads) if pads else masks.Full()
+    causal = any(isinstance(m, masks.Causal) for m in masks.primitives(s.mask))
+    o = b.emit(Op.LSH_ATTENTION, f"{p}attn", (q, v, *s.runtime_inputs),
+               f"[B, {s.heads}, L, {s.value_dim}]", buckets=kernel.buckets,
+               rounds=kernel.rounds, chunk=kernel.chunk, seed=kernel.seed, scale=s.scale,
+               causal=causal, keys=keys)
+    return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), f"[B, L, {s.heads * s.value_dim}]")
 
 
 def _core(b: _Builder, s: Attention, p: str, prefix: str, q: str, k: str, v: str, n: str,

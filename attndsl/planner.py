@@ -174,6 +174,7 @@ class Core:
     prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
     linear: bool  # a linear kernel (no softmax core to replace)
     linformer: bool  # a Linformer kernel: softmax over k projected rows, in standard ops
+    lsh: bool  # an LSH kernel (Reformer): hashed, sorted and chunked, in standard ops
     kind: str  # self | cross
     heads: int
     kv_heads: int
@@ -226,18 +227,20 @@ def _cores(nodes, by_name: dict[str, Node]) -> list[Core]:
 
         attend = by_name[node.args[0]]
         mask, scores = get_node("mask"), get_node("scores")
-        linear = attend.op is Op.LINEAR_ATTENTION
-        q_src, k_src = (attend.args[0], attend.args[1]) if linear else scores.args
-        (q, q_ops), (k, k_ops), (v, _) = trace(q_src), trace(k_src), trace(attend.args[-1])
+        linear, lsh = attend.op is Op.LINEAR_ATTENTION, attend.op is Op.LSH_ATTENTION
+        q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else
+                               (*attend.args[:2], attend.args[-1]) if linear else
+                               (*scores.args, attend.args[-1]))
+        (q, q_ops), (k, k_ops), (v, _) = trace(q_src), trace(k_src), trace(v_src)
         bias, cap = get_node("biased"), get_node("capped")
         found.append(Core(
-            prefix=p, linear=linear, linformer=Op.SEQ_PROJECT in k_ops,
+            prefix=p, linear=linear, linformer=Op.SEQ_PROJECT in k_ops, lsh=lsh,
             kind="cross" if by_name[k.args[0]].args[0] == "memory" else "self",
             heads=q.attr("heads"), kv_heads=k.attr("heads"), head_dim=q.attr("dim"),
             value_dim=v.attr("dim"), scale=scores.attr("scale") if scores else None,
             softcap=cap.attr("cap") if cap else None,
             bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
-            mask=mask.attr("expr") if mask else m.Full(),
+            mask=mask.attr("expr") if mask else _lsh_mask(attend) if lsh else m.Full(),
             sparsity=mask.attr("sparsity") if mask else Sparsity("auto"),
             prepared=bool(q_ops & {Op.ROPE, Op.NORM})))
     return found
@@ -252,6 +255,10 @@ def choose(a: Core, target: str, dtype: str = "float32",
         return "linear", {}, ["linear kernel: O(L) sums in standard ops (causal: in chunks of "
                               "64 queries, running sums across chunks); no softmax kernel "
                               "applies"]
+    if a.lsh:
+        return "lsh", {}, ["LSH (Reformer): queries hashed into buckets, sorted, and attended "
+                           "in chunks with the previous chunk, in standard ops (TopK sorts): "
+                           "O(L log L) time, O(L chunk) memory; no fused kernel hashes"]
     if a.linformer:
         return "linformer", {}, ["Linformer: keys and values projected to k rows, then the "
                                  "L x k softmax in standard ops (O(L k) time and memory); no "
@@ -427,7 +434,7 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
                     get(target).planned else _portable(core)
                 choices.append(Choice(*_where(core.prefix, graph), strategy, tuple(reasons),
                                       tuple(params.items())))
-                if strategy != "linear":
+                if strategy not in ("linear", "lsh"):
                     nodes = _fuse(nodes, core, strategy, params)
         return nodes
 
@@ -437,9 +444,18 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
 def _portable(core: Core) -> tuple[str, dict[str, object], list[str]]:
     """A portable graph with a by_length switch: attndsl lowers it (an `If` on the length,
     which torch.onnx.export cannot write), every core in standard ops."""
-    strategy = "linear" if core.linear else "linformer" if core.linformer else "dense"
+    strategy = "linear" if core.linear else "linformer" if core.linformer else \
+        "lsh" if core.lsh else "dense"
     return strategy, {}, ["portable: standard ONNX ops only; the by_length `If` is lowered by "
                           "attndsl, each core in its standard-ops form"]
+
+
+def _lsh_mask(attend: Node) -> m.Mask:
+    """An LSH core's mask, from its node: causal, & its padding."""
+    keys = attend.attr("keys")
+    if not attend.attr("causal"):
+        return keys
+    return m.Causal() if keys == m.Full() else m.And(m.Causal(), keys)
 
 
 def _where(prefix: str, graph: Graph) -> tuple[str, str]:
@@ -542,7 +558,7 @@ def fuse_cores(graph: Graph, strategy: str) -> Graph:
     choice made: bench's PyTorch SDPA baseline runs such a graph (strategy `sdpa`)."""
     nodes = list(graph.nodes)
     for core in cores(graph):
-        if not (core.linear or core.linformer):
+        if not (core.linear or core.linformer or core.lsh):
             nodes = _fuse(nodes, core, strategy, {})
     return replace(graph, nodes=tuple(nodes))
 

@@ -10,7 +10,7 @@ from .source import Source, Span
 
 __all__ = [
     "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel",
-    "LinformerKernel", "Norm",
+    "LinformerKernel", "LshKernel", "Norm",
     "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
     "Transformer", "Variant", "attentions_of", "input_names", "is_lm", "output_name",
 ]
@@ -160,6 +160,19 @@ class LinformerKernel:
 
 
 @dataclass(frozen=True)
+class LshKernel:
+    """Reformer's LSH attention (Kitaev et al. 2020): shared query/key projection, queries
+    hashed by `rounds` seeded random rotations into `buckets` buckets, sorted by (bucket,
+    position) and attended in chunks of `chunk` with the previous chunk; the rounds merged by
+    their log-sum-exp. docs/LANGUAGE.md (Kernels) has every step."""
+
+    buckets: int
+    rounds: int
+    chunk: int
+    seed: int
+
+
+@dataclass(frozen=True)
 class Sparsity:
     mode: str  # dense | block | auto
     block: int | None = None
@@ -184,7 +197,7 @@ class Attention:
     softcap: float | None
     qk_norm: Norm | None  # per head, on q and k (no bias)
     position: Position
-    kernel: Softmax | LinearKernel | LinformerKernel
+    kernel: Softmax | LinearKernel | LinformerKernel | LshKernel
     mask: Mask
     sparsity: Sparsity
     dropout: float

@@ -23,6 +23,7 @@ from .spec import (
     Attention,
     Learned,
     LinformerKernel,
+    LshKernel,
     Transformer,
     attentions_of,
     input_names,
@@ -43,10 +44,11 @@ def tolerance(ref: np.ndarray, dtype: str = "float32") -> float:
 
 def threshold_lengths(spec: Attention | Transformer) -> tuple[int, ...]:
     """Both sides of every by_length threshold n: n (the shorter variant's last length) and
-    n + 1 (the next variant's first)."""
-    return tuple(sorted({m for a in attentions_of(spec) for v in a.variants
-                         if v.up_to is not None
-                         for m in (v.up_to, v.up_to + 1)}))
+    n + 1 (the next variant's first); and of an LSH kernel's chunk c: c (one chunk per round)
+    and c + 1 (two, the second one slot)."""
+    bounds = {v.up_to for a in attentions_of(spec) for v in a.variants if v.up_to is not None}
+    bounds |= {a.kernel.chunk for a in attentions_of(spec) if isinstance(a.kernel, LshKernel)}
+    return tuple(sorted({m for n in bounds for m in (n, n + 1)}))
 
 
 def memory_length(L: int) -> int:

@@ -120,6 +120,31 @@ def _rope_scaling(r: random.Random, dim: int, decoding: bool = False) -> str:
     return ""
 
 
+_LSH_MASKS = ("full", "causal", "padding", "causal & padding(side = left)")
+
+
+def _lsh(r: random.Random, entries: dict[str, object], heads: int, head_dim: int,
+         excluded: bool) -> bool:
+    """Turn a tenth of the self-attention specs into Reformer LSH layers (in place): shared
+    query/key heads, so no kv groups, k bias, qk norm, relative positions, softcap or dropout;
+    buckets, rounds and chunks small enough that test lengths span several chunks. Drawn
+    from its own stream, so the other specs stay what they were."""
+    if excluded or r.random() >= 0.1:
+        return False
+    entries["kv_heads"] = heads
+    entries["bias"] = r.choice(["false", "[q, v]", "[o]", "[v, o]"] if "out_proj" not in entries
+                               else ["false", "[q, v]"])
+    for key in ("qk_norm", "softcap", "dropout", "sparsity"):
+        entries.pop(key, None)
+    if entries.get("position") not in ("sinusoidal",) and \
+            not str(entries.get("position", "")).startswith("learned"):
+        entries.pop("position", None)
+    entries["kernel"] = (f"lsh(buckets = {r.choice([2, 4, 6, 16])}, rounds = {r.randint(1, 3)}, "
+                         f"chunk = {r.choice([1, 3, 8, 16, 64])}, seed = {r.randint(0, 10**6)})")
+    entries["mask"] = r.choice(_LSH_MASKS)
+    return True
+
+
 def random_spec(seed: int, decoding: bool = False) -> str:
     """A random valid spec; `decoding`: one whose layers all have a decoding form."""
     r = random.Random(seed)
@@ -205,6 +230,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         variants = [f"up_to({n}, mask = {_mask(r, cross)})" for n in bounds]
         entries["by_length"] = "[" + ", ".join(
             [*variants, f"otherwise(mask = {_mask(r, cross)}, sparsity = auto)"]) + "]"
+    lsh = _lsh(random.Random(seed * 7919 + 1), entries, heads, head_dim, cross or decoding or
+               linear or linformer or "by_length" in entries)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -219,7 +246,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         pattern = "a"
         if r.random() < 0.4:  # a layer pattern: a second attention, another mask
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)
-            other = dict(entries, mask=mask if not (linear or linformer) else entries["mask"])
+            other = dict(entries, mask=mask if not (linear or linformer or lsh) else
+                         _LSH_MASKS[1] if lsh else entries["mask"])
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
                                                    for k, v in other.items()) + "\n}\n"
             pattern = r.choice(["[a, b]", "[b, a, a]"])

@@ -391,6 +391,75 @@ def _linear_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.n
     return out
 
 
+def _lsh_rotations(seed: int, heads: int, d: int, rounds: int, half: int) -> np.ndarray:
+    """[heads, d, rounds, half] standard normals, Box-Muller over the Park-Miller stream, as
+    the language reference writes the draw."""
+    P, M = 2147483647, 48271
+    state = seed % (P - 1) + 1
+    values = []
+    while len(values) < heads * d * rounds * half:
+        state = state * M % P
+        u1 = state / P
+        state = state * M % P
+        u2 = state / P
+        radius = math.sqrt(-2.0 * math.log(u1))
+        values += [radius * math.cos(2.0 * math.pi * u2), radius * math.sin(2.0 * math.pi * u2)]
+    n = heads * d * rounds * half
+    return np.array(values[:n], np.float32).astype(np.float64).reshape(heads, d, rounds, half)
+
+
+@impl(Op.LSH_ATTENTION)
+def _lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Reformer's LSH attention, step by step as docs/LANGUAGE.md (Kernels) says, one query
+    slot at a time."""
+    x, v = _arg(node, env, 0), _arg(node, env, 1)  # (B, H, L, d), (B, H, L, dv)
+    B, H, L, d = x.shape
+    n_buckets, rounds, c = node.attr("buckets"), node.attr("rounds"), node.attr("chunk")
+    scale, causal = node.attr("scale"), node.attr("causal")
+    R = _lsh_rotations(node.attr("seed"), H, d, rounds, n_buckets // 2)
+    shown = np.broadcast_to(_mask_of(node.attr("keys"), B, 1, L, env.get("key_lengths"),
+                                     None)[:, 0], (B, L))
+    Lp = -(-L // c) * c
+    out = np.zeros((B, H, L, v.shape[-1]))
+    for b in range(B):
+        for h in range(H):
+            xs = x[b, h]
+            keys = xs / np.sqrt((xs**2).mean(-1, keepdims=True) + 1e-6)
+            slots: list[int] = []  # every round's order, end to end; a slot holds a token
+            for r in range(rounds):
+                bucket = [n_buckets] * Lp  # empty slots and hidden keys: the extra bucket
+                for i in range(L):
+                    if shown[b, i]:
+                        rotated = xs[i] @ R[h, :, r]
+                        bucket[i] = int(np.argmax(np.concatenate([rotated, -rotated])))
+                slots += sorted(range(Lp), key=lambda i: (bucket[i], i))
+            chunks = len(slots) // c
+            o_r = np.zeros((L, rounds, v.shape[-1]))
+            lse_r = np.zeros((L, rounds))
+            seen = np.concatenate([shown[b], np.zeros(Lp - L, bool)])  # empty slots hidden
+            keys_ = np.concatenate([keys, np.zeros((Lp - L, d))])
+            values = np.concatenate([v[b, h], np.zeros((Lp - L, v.shape[-1]))])
+            for at, i in enumerate(slots):
+                if i >= L:
+                    continue
+                j = at // c
+                window = slots[j * c:(j + 1) * c]
+                if Lp > c:  # with the previous chunk, cyclically
+                    window = slots[(j - 1) % chunks * c:((j - 1) % chunks + 1) * c] + window
+                t = np.array(window)
+                s = scale * (keys_[t] @ xs[i])
+                s[~seen[t] | ((t > i) if causal else False)] = -1e9
+                s[t == i] = -1e5
+                top = s.max()
+                e = np.exp(s - top)
+                o_r[i, at // Lp] = (e / e.sum()) @ values[t]
+                lse_r[i, at // Lp] = top + math.log(e.sum())
+            weight = np.exp(lse_r - lse_r.max(1, keepdims=True))
+            weight /= weight.sum(1, keepdims=True)
+            out[b, h] = (o_r * weight[..., None]).sum(1)
+    return out
+
+
 @impl(Op.MERGE_HEADS)
 def _merge_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)

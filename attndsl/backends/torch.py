@@ -181,6 +181,44 @@ class TorchArrays:
     def layer_norm(x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Tensor:
         return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
+    exp, argmax = staticmethod(torch.exp), staticmethod(torch.argmax)
+
+    @staticmethod
+    def shape(x: Tensor, axis: int) -> int:
+        return x.shape[axis]
+
+    @staticmethod
+    def reshape(x: Tensor, dims: list) -> Tensor:
+        return x.reshape(dims)
+
+    def arange(self, n: int) -> Tensor:
+        return torch.arange(n, device=self.device)
+
+    @staticmethod
+    def pad(x: Tensor, axis: int, n: int) -> Tensor:
+        """n zeros after the end of `axis`."""
+        after = x.dim() - axis % x.dim() - 1
+        return F.pad(x, (0, 0) * after + (0, n))
+
+    @staticmethod
+    def slice(x: Tensor, axis: int, start: int, stop: int | None) -> Tensor:
+        return x[(slice(None),) * (axis % x.dim()) + (slice(start, stop),)]
+
+    @staticmethod
+    def take(x: Tensor, indices: Tensor, axis: int) -> Tensor:
+        """NumPy's take: index_select for a vector of indices (torch.export keeps a dynamic
+        length through it), rows of axis 0 for any other."""
+        if indices.dim() == 1:
+            return x.index_select(axis, indices)
+        if axis != 0:
+            raise NotImplementedError("take of an index array along axis > 0")
+        return x[indices]
+
+    @staticmethod
+    def sort(x: Tensor) -> tuple[Tensor, Tensor]:
+        values, indices = torch.sort(x, dim=-1)
+        return values, indices
+
 
 def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
     return env[node.args[i]]
@@ -457,6 +495,23 @@ def _linear_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     real = env["attention_mask"] != 0 if "attention_mask" in env else None
     return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
                                      causal, real)
+
+
+@impl(Op.LSH_ATTENTION)
+def _lsh_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
+    q, v = _arg(node, env, 0), _arg(node, env, 1)
+    kept = None
+    if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
+        ki = torch.arange(q.shape[2], device=q.device).unsqueeze(0)
+        kept = masks.evaluate(node.attr("keys"), torch.zeros((1, 1), dtype=torch.int64,
+                                                             device=q.device),
+                              ki, L=1, S=q.shape[2], key_lengths=env.get("key_lengths"))
+        kept = kept.reshape(-1, q.shape[2])
+    rotations = formulas.lsh_rotations(node.attr("seed"), q.shape[1], q.shape[3],
+                                       node.attr("rounds"), node.attr("buckets"))
+    return formulas.lsh_attention(TorchArrays(q.device), q, v, kept, node.attr("causal"),
+                                  rotations, node.attr("buckets"), node.attr("rounds"),
+                                  node.attr("chunk"), node.attr("scale"))
 
 
 @impl(Op.ACTIVATION)

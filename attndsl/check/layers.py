@@ -13,8 +13,10 @@ from ..source import Span
 from ..spec import (
     Alibi,
     Attention,
+    Learned,
     LinearKernel,
     LinformerKernel,
+    LshKernel,
     Norm,
     Position,
     RelativeBias,
@@ -138,6 +140,9 @@ class Layers(Positions):
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
             failed |= self.check_linformer(mask, position, at)
+        if isinstance(kernel, LshKernel) and mask is not None:
+            failed |= self.check_lsh(e, kernel, kind, kv_heads != heads, bias, mask, position,
+                                     dropout, at)
         if failed:
             return None
         attn = Attention(
@@ -215,6 +220,12 @@ class Layers(Positions):
             if attn is None:
                 return None
             variants.append(Variant(up_to, replace(attn, name=d.name)))
+        lsh = next((item for item, v in zip(e.items, variants, strict=True)
+                    if isinstance(v.attention.kernel, LshKernel)), None)
+        if lsh is not None:
+            raise self.error("a by_length variant cannot use an LSH kernel: its keys are its "
+                             "queries, while the variants share one k projection", lsh.span,
+                             hint="give the LSH layer its own attention")
         if sum(isinstance(v.attention.kernel, LinformerKernel) for v in variants) > 1:
             raise self.error("at most one variant may use a Linformer kernel (its E and F "
                              "are the layer's)", e.span)
@@ -259,6 +270,55 @@ class Layers(Positions):
             self.error("score biases (alibi, relative_bias) need a key per score; a Linformer "
                        "kernel's scores are over projected rows", at("position"),
                        hint="use rope, sinusoidal or learned positions")
+            failed = True
+        return failed
+
+    def check_lsh(self, e: dict[str, ast.Entry], kernel: LshKernel, kind: str, grouped: bool,
+                  bias: tuple[str, ...], mask: m.Mask, position: Position,
+                  dropout: float | None, at: Callable[[str], Span]) -> bool:
+        """Reformer's LSH attention: keys are the (normalised) queries of the same sequence,
+        so no k projection, no cross attention, no kv groups; masks `causal` and `padding`."""
+        failed = False
+        span = at("kernel")
+        if kernel.buckets % 2 or kernel.buckets < 2:
+            self.error(f"LSH buckets must be even and at least 2, found {kernel.buckets}: a "
+                       "rotation of buckets / 2 directions gives each a + and a - bucket",
+                       _arg_span(e["kernel"].value, "buckets") or span)
+            failed = True
+        if kind == "cross":
+            self.error("an LSH kernel needs self attention: its keys are its queries (shared "
+                       "query/key projection)", at("kind"), hint="use kind = self")
+            failed = True
+        if grouped:
+            self.error("an LSH kernel's keys are its queries: kv_heads must equal heads",
+                       at("kv_heads"), hint="remove kv_heads")
+            failed = True
+        if bias is not None and "k" in bias and "bias" in e:
+            self.error("an LSH kernel has no k projection (keys are the queries), so no k bias",
+                       at("bias"), hint="list only q, v and o")
+            failed = True
+        allowed = (m.Full, m.Causal, m.Padding)
+        if any(not isinstance(p, allowed) for p in m.primitives(mask)) or \
+                any(isinstance(p, m.Not | m.Or) for p in _nodes(mask)):
+            self.error(f"an LSH kernel honours `full`, `causal`, `padding` and `&` of them, "
+                       f"found `{m.render(mask)}`: a query sees only the keys hashed near it",
+                       at("mask"), hint="use `mask = causal & padding`, or `kernel = softmax`")
+            failed = True
+        if position is not None and not isinstance(position, Sinusoidal | Learned):
+            self.error("an LSH kernel takes absolute positions only (sinusoidal, learned): "
+                       "keys are the hashed queries themselves", at("position"),
+                       hint="add positions to x with `sinusoidal` or `learned(max_len)`")
+            failed = True
+        for key in ("qk_norm", "softcap", "sparsity"):
+            if key in e and not (isinstance(e[key].value, ast.Name)
+                                 and e[key].value.id in ("none", "auto")):
+                self.error(f"`{key}` does not apply to an LSH kernel (its keys are normalised "
+                           "queries and its chunks are its sparsity)", e[key].key_span,
+                           hint=f"remove `{key}`")
+                failed = True
+        if dropout:
+            self.error("attention dropout is not implemented for an LSH kernel",
+                       e["dropout"].key_span, hint="remove `dropout`")
             failed = True
         return failed
 
@@ -351,6 +411,12 @@ class Layers(Positions):
         args = self.bind(e, name, _KERNELS[name])
         if name == "softmax":
             return Softmax()
+        if name == "lsh":
+            return LshKernel(
+                self.positive(args["buckets"], "LSH buckets"),
+                self.positive(args["rounds"], "LSH rounds") if "rounds" in args else 1,
+                self.positive(args["chunk"], "LSH chunk") if "chunk" in args else 64,
+                self.non_negative(args["seed"], "LSH seed") if "seed" in args else 0)
         if name == "linformer":
             return LinformerKernel(
                 self.positive(args["k"], "Linformer's k"),
@@ -376,7 +442,8 @@ _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kin
                    "mask", "sparsity", "dropout", "by_length")
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 _KERNELS = {"softmax": (), "linear": (Param("feature"),),
-            "linformer": (Param("k", True), Param("max_len", True), Param("share"))}
+            "linformer": (Param("k", True), Param("max_len", True), Param("share")),
+            "lsh": (Param("buckets", True), Param("rounds"), Param("chunk"), Param("seed"))}
 _LINFORMER_SHARING = ("none", "headwise", "kv", "layerwise")
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 _NORMS = {"layernorm": (Param("eps"),), "rmsnorm": (Param("eps"), Param("unit_offset"))}

@@ -266,6 +266,57 @@ class OnnxArrays:
         return Sym(self.b, self.b.op("LayerNormalization", *inputs, axis=-1, epsilon=eps),
                    x.dtype, x.ndim)
 
+    def exp(self, x: Sym) -> Sym: return self._unary("Exp", x)
+
+    def argmax(self, x: Sym, axis: int) -> Sym:
+        name = self.b.op("ArgMax", x.name, axis=axis, keepdims=0)
+        return Sym(self.b, name, "int64", x.ndim - 1)
+
+    def shape(self, x: Sym, axis: int) -> Sym:
+        b = self.b
+        name = b.op("Squeeze", b.op("Shape", x.name, start=axis, end=axis + 1 or None),
+                    b.i64(0))
+        return Sym(b, name, "int64", 0)
+
+    def _vector(self, items: list) -> str:
+        """An int64 vector of ints and int64 scalars."""
+        b = self.b
+        if all(isinstance(i, int) for i in items):
+            return b.i64(*items)
+        parts = [b.i64(i) if isinstance(i, int) else b.op("Unsqueeze", i.name, b.i64(0))
+                 for i in items]
+        return b.op("Concat", *parts, axis=0)
+
+    def reshape(self, x: Sym, dims: list) -> Sym:
+        return Sym(self.b, self.b.op("Reshape", x.name, self._vector(dims)), x.dtype,
+                   len(dims))
+
+    def arange(self, n: Sym | int) -> Sym:
+        b = self.b
+        end = n.name if isinstance(n, Sym) else b.const(n, "int64")
+        return Sym(b, b.op("Range", b.const(0, "int64"), end, b.const(1, "int64")), "int64", 1)
+
+    def pad(self, x: Sym, axis: int, n: Sym | int) -> Sym:
+        axis %= x.ndim
+        pads = [0] * (x.ndim + axis) + [n] + [0] * (x.ndim - axis - 1)
+        return Sym(self.b, self.b.op("Pad", x.name, self._vector(pads)), x.dtype, x.ndim)
+
+    def slice(self, x: Sym, axis: int, start: int, stop: int | Sym | None) -> Sym:
+        b = self.b
+        end = [2**62 if stop is None else stop]
+        return Sym(b, b.op("Slice", x.name, b.i64(start), self._vector(end), b.i64(axis)),
+                   x.dtype, x.ndim)
+
+    def take(self, x: Sym, indices: Sym, axis: int) -> Sym:
+        return Sym(self.b, self.b.op("Gather", x.name, indices.name, axis=axis), x.dtype,
+                   x.ndim - 1 + indices.ndim)
+
+    def sort(self, x: Sym) -> tuple[Sym, Sym]:
+        b = self.b
+        count = b.op("Shape", x.name, start=-1)
+        values, indices = b.op("TopK", x.name, count, outputs=2, axis=-1, largest=0, sorted=1)
+        return Sym(b, values, x.dtype, x.ndim), Sym(b, indices, "int64", x.ndim)
+
 
 class Lowering:
     def __init__(self, b: Builder, weights: Mapping[str, np.ndarray]):

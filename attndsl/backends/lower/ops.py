@@ -224,6 +224,26 @@ def _linear_attention(lw: Lowering, node: Node) -> str:
     return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), causal, real).name
 
 
+@lower(Op.LSH_ATTENTION)
+def _lsh_attention(lw: Lowering, node: Node) -> str:
+    b = lw.b
+    q, v = lw.sym(node, 0), lw.sym(node, 1)
+    kept = None
+    if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
+        n = lw.dim(q.name, 2)
+        k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
+        zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
+        kept = masks.evaluate(node.attr("keys"), zero, k_pos, L=n, S=n, **runtime_masks(lw))
+        kept = lw.xp.reshape(kept, [-1, n])
+    shape = lw.graph_shapes[node.args[0]].strip("[]").split(",")
+    heads, dim = int(shape[1]), int(shape[3])
+    rotations = formulas.lsh_rotations(node.attr("seed"), heads, dim, node.attr("rounds"),
+                                       node.attr("buckets"))
+    return formulas.lsh_attention(lw.xp, q, v, kept, node.attr("causal"), rotations,
+                                  node.attr("buckets"), node.attr("rounds"),
+                                  node.attr("chunk"), node.attr("scale")).name
+
+
 @lower(Op.ATTENTION)
 def _attention(lw: Lowering, node: Node) -> str:
     return STRATEGIES[node.attr("strategy")](lw, node)
