@@ -8,7 +8,7 @@ import numpy as np
 
 from . import masks
 from .positions import alibi_slopes, t5_bucket_float32
-from .spec import Alibi, Attention, RelativeBias, Transformer
+from .spec import Alibi, Attention, LshKernel, RelativeBias, Transformer
 
 __all__ = ["PANEL_GAP", "example_runtime_inputs", "mask_grid", "panel_scale", "png_panels",
            "terminal_grid"]
@@ -76,6 +76,11 @@ def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None) -
     lines.append(f"density: {visible} of {L * S} pairs visible ({100 * visible / (L * S):.1f}%)"
                  + (f"; {int((~grid.any(1)).sum())} row(s) see no key" if not grid.any(1).all()
                     else ""))
+    if isinstance(attn.kernel, LshKernel):
+        k = attn.kernel
+        lines.append(f"lsh: of these, a query sees only the tokens hashed near it (its chunk of "
+                     f"{k.chunk} and the one before, in each of {k.rounds} hash round(s)), chosen at "
+                     "run time from the queries; itself only when nothing else is visible")
     return "\n".join(lines)
 
 
