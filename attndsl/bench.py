@@ -161,8 +161,8 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
     if isinstance(attn.kernel, LinearKernel):
         return B * L * S
     if isinstance(attn.kernel, LshKernel):  # per round, each query scores two chunks
-        k = attn.kernel
-        return B * L * L if L <= k.chunk else B * k.rounds * L * 2 * k.chunk
+        lsh = attn.kernel
+        return B * L * L if lsh.chunk >= L else B * lsh.rounds * L * 2 * lsh.chunk
     total = 0
     k = np.arange(S)[None, :]
     for start in range(0, L, 1024):

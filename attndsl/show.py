@@ -79,8 +79,9 @@ def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None) -
     if isinstance(attn.kernel, LshKernel):
         k = attn.kernel
         lines.append(f"lsh: of these, a query sees only the tokens hashed near it (its chunk of "
-                     f"{k.chunk} and the one before, in each of {k.rounds} hash round(s)), chosen at "
-                     "run time from the queries; itself only when nothing else is visible")
+                     f"{k.chunk} and the one before, in each of {k.rounds} hash round(s)), "
+                     "chosen at run time from the queries; itself only when nothing else is "
+                     "visible")
     return "\n".join(lines)
 
 
