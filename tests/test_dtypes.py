@@ -21,6 +21,7 @@ from attndsl.cli import main
 from attndsl.dtypes import round_to
 from attndsl.errors import UsageError
 from attndsl.ir import parameter_count
+from attndsl.spec import LshKernel, attentions_of
 from attndsl.verify import make_inputs, tolerance
 
 from .conftest import EXAMPLES
@@ -28,6 +29,14 @@ from .conftest import EXAMPLES
 LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
 IDS = [f"{p.stem}:{n}" for p, n in LAYERS]
 LENGTHS = (1, 7, 64, 300)
+
+
+def _lengths(layer) -> tuple[int, ...]:
+    """LENGTHS, but for an LSH layer only those within one chunk: beyond, its float16 queries
+    hash differently from the float64 reference's wherever two rotated projections tie within
+    float16 rounding, a discontinuity no tolerance covers (docs/LANGUAGE.md, Kernels)."""
+    chunks = [a.kernel.chunk for a in attentions_of(layer.spec) if isinstance(a.kernel, LshKernel)]
+    return tuple(n for n in LENGTHS if not chunks or n <= min(chunks))
 
 
 def _float_types(model: onnx.ModelProto) -> set[int]:
@@ -40,7 +49,7 @@ def _float_types(model: onnx.ModelProto) -> set[int]:
 @pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
 def test_float16_matches_the_reference(path, name) -> None:
     layer = attndsl.load(path)[name]
-    report = layer.verify(dtype="float16", targets=("ort-cpu", "ort-cuda"), lengths=LENGTHS,
+    report = layer.verify(dtype="float16", targets=("ort-cpu", "ort-cuda"), lengths=_lengths(layer),
                           batches=(1, 3), seed=2)
     assert report.passed, report.text()
     assert report.dtype == "float16"
@@ -65,8 +74,9 @@ def test_float16_portable_export_matches_the_reference(path, name) -> None:
 
 @pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
 def test_bfloat16_torch_module_matches_the_reference(path, name) -> None:
-    report = attndsl.load(path)[name].verify(dtype="bfloat16", targets=(), lengths=LENGTHS,
-                                             batches=(1, 3), seed=4)
+    layer = attndsl.load(path)[name]
+    report = layer.verify(dtype="bfloat16", targets=(), lengths=_lengths(layer), batches=(1, 3),
+                          seed=4)
     assert report.passed, report.text()
 
 
@@ -114,7 +124,7 @@ def test_bfloat16_graph_computes_the_reference(path, name) -> None:
                layer.to_torch(dtype="bfloat16").state_dict().items()}
     graph = layer.graph()
     rng = np.random.default_rng(5)
-    for L in LENGTHS:
+    for L in _lengths(layer):
         inputs = make_inputs(layer.spec, 2, L, rng)
         inputs = {k: round_to(v, "bfloat16").astype(np.float32) if v.dtype.kind == "f" else v
                   for k, v in inputs.items()}
