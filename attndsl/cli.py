@@ -281,7 +281,7 @@ def _bench(args: argparse.Namespace) -> int:
 # how latency grows with L under each strategy: the L x S score matrix (dense, and the fused
 # kernels, which still visit every visible key), or a bounded number of keys (or rows) per query
 _GROWTH = {"dense": 2, "gqa": 2, "mha": 2, "block_sparse": 1, "linformer": 1, "linear": 1,
-           "lsh": 1}  # lsh: L log L, sorting
+           "lsh": 1, "strided": 2}  # lsh: L log L (sorting); strided: L x L / n
 
 
 def _theory(layer, target: str, dtype: str) -> float | None:

@@ -44,6 +44,7 @@ _BLOCK_SIZES = (64, 128, 256)
 # and gathers K * n keys per query: beyond this many blocks dense attention is no slower.
 MAX_KEY_BLOCKS = 64
 MAX_BLOCK = 1024  # the largest query/key block it executes (a random mask's own block size)
+MAX_STRIDED_BAND = 1024  # strided execution gathers the band's keys for every query
 INF = math.inf
 
 
@@ -59,6 +60,7 @@ class Cover:
     k_first: int = 0  # keys 0..k_first-1 are seen by every query
     k_tokens: tuple[int, ...] = ()
     randoms: tuple[m.Random, ...] = ()
+    strides: tuple[int, ...] = ()  # every key k with k = q (mod n), for each n (self only)
 
     @property
     def banded(self) -> bool:
@@ -81,11 +83,15 @@ class Cover:
                      tuple(sorted(set(self.q_tokens) | set(other.q_tokens))),
                      max(self.k_first, other.k_first),
                      tuple(sorted(set(self.k_tokens) | set(other.k_tokens))),
-                     self.randoms + other.randoms)
+                     self.randoms + other.randoms,
+                     tuple(sorted(set(self.strides) | set(other.strides))))
 
     def cost(self) -> float:
         extra = self.q_first + len(self.q_tokens) + self.k_first + len(self.k_tokens)
-        return self.left + self.right + extra + sum(r.blocks * r.block for r in self.randoms)
+        # a residue class holds L / n keys: weighed at the longest length that can exist
+        strided = sum(MAX_LENGTH / n for n in self.strides)
+        return self.left + self.right + extra + sum(r.blocks * r.block for r in self.randoms) \
+            + strided
 
     def describe(self) -> str:
         parts = []
@@ -97,6 +103,7 @@ class Cover:
             parts.append(f"{self.q_first + len(self.q_tokens)} global query row(s)")
         for r in self.randoms:
             parts.append(f"{r.blocks} random block(s) of {r.block}")
+        parts += [f"every {n}th key (k = q mod {n})" for n in self.strides]
         return ", ".join(parts)
 
 
@@ -133,6 +140,8 @@ def _cover(mask: m.Mask, self_attention: bool) -> Cover:
             return Cover(-INF, -INF, k_first=n)
         case m.Random() as r:
             return Cover(-INF, -INF, randoms=(r,))
+        case m.Strided(n) if self_attention:
+            return Cover(-INF, -INF, strides=(n,))
         case m.Or(a, b):
             return _fix(_cover(a, self_attention).union(_cover(b, self_attention)))
         case m.And(a, b):
@@ -336,6 +345,23 @@ def choose(a: Core, target: str, dtype: str = "float32",
     # 3. block-sparse: only the key blocks the mask can reach
     c = cover(mask, self_attention=a.kind == "self")
     random_blocks = {r.block for r in c.randoms}
+    if c.strides:  # 4. strided: a band and one residue class per query
+        why_not = []
+        if len(c.strides) > 1:
+            why_not.append(f"it mixes strides {', '.join(map(str, c.strides))}")
+        if c.randoms or c.q_first or c.q_tokens or c.k_first or c.k_tokens:
+            why_not.append("it has global or random parts besides the stride")
+        if not c.banded or c.left + c.right + 1 > MAX_STRIDED_BAND:
+            why_not.append(f"its band is wider than {MAX_STRIDED_BAND} keys")
+        if not why_not:
+            n, left, right = c.strides[0], int(c.left), int(c.right)
+            reasons.append(f"strided in standard ops: {c.describe()}; each query scores its "
+                           f"band of {left + right + 1} keys and its residue class mod {n} "
+                           f"(L / {n} keys), so work and memory grow with L x (L / {n} + "
+                           f"{left + right + 1}), not L x S")
+            return "strided", {"stride": n, "left": left, "right": right}, reasons
+        reasons.append("dense masked form: not strided execution: " + "; ".join(why_not))
+        return "dense", {}, reasons
     if c.banded and len(random_blocks) > 1:
         reasons.append("random masks with different block sizes cannot share one execution "
                        "block")

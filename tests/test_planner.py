@@ -34,7 +34,12 @@ def _layer(body: str) -> attndsl.Layer:
     ("kind = cross\n mask = padding", "ort-cuda", "mha", "key_padding_mask"),
     ("mask = window(16) | global(first = 4)", "ort-cpu", "block_sparse", "global query"),
     ("mask = chunked(16) & causal", "ort-cpu", "block_sparse", "band q-15..q+0"),
-    ("mask = causal & strided(8)", "ort-cpu", "dense", "can reach every key"),
+    ("mask = causal & strided(8)", "ort-cpu", "strided", "residue class mod 8 (L / 8 keys)"),
+    ("mask = causal & strided(8) | global(first = 2)", "ort-cpu", "dense",
+     "global or random parts"),
+    ("mask = causal | strided(8)", "ort-cpu", "dense", "band is wider"),
+    ("mask = strided(4) | strided(6)", "ort-cpu", "dense", "mixes strides 4, 6"),
+    ("kind = cross\n mask = strided(8)", "ort-cpu", "dense", "can reach every key"),
     ("position = alibi\n mask = causal", "ort-cpu", "dense", "score biases"),
     ("mask = causal\n sparsity = dense", "ort-cpu", "dense", "sparsity = dense"),
     ("mask = causal & window(left = 63, right = 0)\n sparsity = block(32)", "ort-cuda",
@@ -130,6 +135,9 @@ def test_cover_contains_every_visible_pair(mask: m.Mask, L: int, self_attention:
     inside |= (k < c.k_first) | np.isin(k, c.k_tokens)
     for r in c.randoms:
         inside |= m.evaluate(r, q, k, L=L, S=S)
+    for n in c.strides:
+        assert self_attention
+        inside |= (k - q) % n == 0
     assert not (visible & ~inside).any(), f"{m.render(mask)} escapes {c}"
 
 
@@ -150,10 +158,32 @@ TRICKY = {
 }
 
 
+STRIDED = {
+    "sparse_transformer": "mask = causal & (window(left = 7, right = 0) | strided(8))",
+    "alibi_gqa_padding": "kv_heads = 2\n position = alibi\n"
+                         " mask = causal & (window(left = 4, right = 0) | strided(5)) & padding",
+    "t5_two_sided_softcap": "position = relative_bias(buckets = 8, max_distance = 20)\n"
+                            " softcap = 3.0\n mask = window(left = 3, right = 9) | strided(7)",
+    "document_stride_only": "mask = strided(3) & document",
+    "stride_one": "mask = causal & strided(1)",
+}
+
+
+@pytest.mark.parametrize("body", STRIDED.values(), ids=STRIDED.keys())
+def test_strided_matches_the_reference(body: str) -> None:
+    layer = _layer(body)
+    assert layer.plan("ort-cpu")[1][0].strategy == "strided"
+    _matches_reference(layer)
+
+
 @pytest.mark.parametrize("body", TRICKY.values(), ids=TRICKY.keys())
 def test_block_sparse_matches_the_reference(body: str) -> None:
     layer = _layer(body)
     assert layer.plan("ort-cpu")[1][0].strategy == "block_sparse"
+    _matches_reference(layer)
+
+
+def _matches_reference(layer: attndsl.Layer) -> None:
     session = runtime.make_session(layer.onnx_bytes(target="ort-cpu"))
     weights = {k: v.double().numpy() for k, v in layer.to_torch().state_dict().items()}
     for batch, length in [(1, 1), (2, 5), (3, 63), (2, 64), (1, 130), (2, 257)]:

@@ -16,6 +16,7 @@ from .gqa import gqa, gqa_cache
 from .linear import causal_linear_attention
 from .linformer import linformer
 from .mha import mha
+from .strided import strided
 
 __all__ = ["STRATEGIES", "projection_groups"]
 
@@ -250,4 +251,4 @@ def _attention(lw: Lowering, node: Node) -> str:
 
 
 STRATEGIES = {"gqa": gqa, "gqa_cache": gqa_cache, "mha": mha, "dense": dense,
-              "block_sparse": block_sparse, "linformer": linformer}
+              "block_sparse": block_sparse, "linformer": linformer, "strided": strided}
