@@ -31,8 +31,8 @@ import numpy as np
 import torch
 
 from . import masks
-from .backends import runtime
-from .backends.torch import GraphModule
+from .backends import formulas, runtime
+from .backends.torch import GraphModule, TorchArrays
 from .dtypes import torch_dtype
 from .errors import ExportError
 from .planner import cores, fuse_cores
@@ -165,10 +165,15 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
         return B * L * L if lsh.chunk >= L else B * lsh.rounds * L * 2 * lsh.chunk
     total = 0
     k = np.arange(S)[None, :]
+    segments = inputs.get("segment_ids")
+    docs = None
+    if segments is not None and masks.reads_documents(attn.mask):
+        docs = formulas.document_positions(TorchArrays(torch.device("cpu")),
+                                           torch.from_numpy(segments)).numpy()
     for start in range(0, L, 1024):
         q = np.arange(start, min(L, start + 1024))[:, None]
         vis = masks.evaluate(attn.mask, q, k, L=L, S=S, key_lengths=inputs.get("key_lengths"),
-                             segment_ids=inputs.get("segment_ids"))
+                             segment_ids=segments, document_positions=docs)
         total += int(np.broadcast_to(vis, (B, *np.broadcast_shapes(q.shape, k.shape))
                                      if vis.ndim == 2 else vis.shape).sum())
     return total

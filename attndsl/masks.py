@@ -12,10 +12,34 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Compare", "Dilated",
-    "Document", "Full", "Global", "Index", "Mask", "Not", "Or", "Padding", "Prefix", "Random",
-    "Strided", "Window", "evaluate", "index_value",
-    "lookahead", "primitives", "random_key_block", "reach_back", "real_keys", "render",
+    "RANDOM_MULTIPLIER",
+    "RANDOM_PRIME",
+    "And",
+    "Causal",
+    "Chunked",
+    "Compare",
+    "Dilated",
+    "Document",
+    "Full",
+    "Global",
+    "Index",
+    "Mask",
+    "Not",
+    "Or",
+    "Padding",
+    "Prefix",
+    "Random",
+    "Strided",
+    "Window",
+    "evaluate",
+    "index_value",
+    "lookahead",
+    "primitives",
+    "random_key_block",
+    "reach_back",
+    "reads_documents",
+    "real_keys",
+    "render",
     "runtime_inputs",
 ]
 
@@ -84,11 +108,11 @@ class Document:
 
 @dataclass(frozen=True)
 class Index:
-    """An integer expression of the query and key indices: `q`, `k`, a constant, `a op b` for
-    op in + - * // % (the divisor of // and % a positive constant), or abs(a), min(a, b),
-    max(a, b)."""
+    """An integer expression of the query and key indices: `q`, `k`, their positions within
+    their documents `qd`, `kd`, a constant, `a op b` for op in + - * // % (the divisor of //
+    and % a positive constant), or abs(a), min(a, b), max(a, b)."""
 
-    op: str  # q | k | const | + | - | * | // | % | abs | min | max
+    op: str  # q | k | qd | kd | const | + | - | * | // | % | abs | min | max
     args: tuple[Index, ...] = ()
     value: int = 0  # of a const
 
@@ -142,14 +166,15 @@ def random_key_block(seed: int, query_block: Any, draw: int, num_key_blocks: Any
 
 
 def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = None,
-             segment_ids: Any = None) -> Any:
+             segment_ids: Any = None, document_positions: Any = None) -> Any:
     """Boolean visibility of key positions k from query positions q.
 
     q and k are int64 position arrays that broadcast against each other: usually q [L, 1] and
     k [1, S] giving [L, S], but any shapes work (block-sparse execution passes gathered
     positions). Padding and document masks add a leading batch axis. L and S may be symbolic
     sizes. `key_lengths` is int64 [B]; `segment_ids` is int64 [B, L], and q, k index it, so
-    they must lie in [0, L) wherever a document mask is evaluated."""
+    they must lie in [0, L) wherever a document mask is evaluated; `document_positions` [B, L]
+    (`qd`, `kd`: each token's position within its document, `backends.formulas`) likewise."""
     match mask:
         case Full():
             return (q >= 0) & (k >= 0)
@@ -192,37 +217,43 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
         case Document():
             return segment_ids[:, q] == segment_ids[:, k]  # gathers: (B, *q.shape), (B, *k.shape)
         case Compare(op, left, right):
-            a, b = index_value(left, q, k), index_value(right, q, k)
+            a = index_value(left, q, k, document_positions)
+            b = index_value(right, q, k, document_positions)
             seen = {"<": lambda: a < b, "<=": lambda: a <= b, "==": lambda: a == b,
                     "!=": lambda: a != b,
                     ">=": lambda: a >= b, ">": lambda: a > b}[op]()
             return (q >= 0) & (k >= 0) & seen  # the full (L, S) shape, even for constants
         case And(left, right):
-            return _eval(left, q, k, L, S, key_lengths, segment_ids) & _eval(
-                right, q, k, L, S, key_lengths, segment_ids)
+            return _eval(left, q, k, L, S, key_lengths, segment_ids, document_positions) & \
+                _eval(right, q, k, L, S, key_lengths, segment_ids, document_positions)
         case Or(left, right):
-            return _eval(left, q, k, L, S, key_lengths, segment_ids) | _eval(
-                right, q, k, L, S, key_lengths, segment_ids)
+            return _eval(left, q, k, L, S, key_lengths, segment_ids, document_positions) | \
+                _eval(right, q, k, L, S, key_lengths, segment_ids, document_positions)
         case Not(operand):
-            return ~_eval(operand, q, k, L, S, key_lengths, segment_ids)
+            return ~_eval(operand, q, k, L, S, key_lengths, segment_ids, document_positions)
     raise AssertionError(f"unknown mask node {mask!r}")
 
 
-def index_value(e: Index, q: Any, k: Any) -> Any:
+def index_value(e: Index, q: Any, k: Any, document_positions: Any = None) -> Any:
     """An index expression at query and key indices q, k (int64 arrays or ints), with the
     operators arrays, tensors and symbolic ONNX values share: `//` as (a - a % n) / n and
     min, max as (a + b -/+ |a - b|) / 2, both exact divisions, so floor semantics hold for
-    negative values too (ONNX's integer Div truncates)."""
+    negative values too (ONNX's integer Div truncates). `qd`, `kd` gather the [B, L]
+    `document_positions` at q, k (a leading batch axis)."""
     match e.op:
         case "q":
             return q
         case "k":
             return k
+        case "qd":
+            return document_positions[:, q]
+        case "kd":
+            return document_positions[:, k]
         case "const":
             return e.value
         case "abs":
-            return abs(index_value(e.args[0], q, k))
-    a, b = (index_value(x, q, k) for x in e.args)
+            return abs(index_value(e.args[0], q, k, document_positions))
+    a, b = (index_value(x, q, k, document_positions) for x in e.args)
     match e.op:
         case "+":
             return a + b
@@ -241,8 +272,10 @@ def index_value(e: Index, q: Any, k: Any) -> Any:
     raise AssertionError(f"unknown index operator {e.op!r}")
 
 
-def _eval(mask: Mask, q: Any, k: Any, L: Any, S: Any, key_lengths: Any, segment_ids: Any) -> Any:
-    return evaluate(mask, q, k, L=L, S=S, key_lengths=key_lengths, segment_ids=segment_ids)
+def _eval(mask: Mask, q: Any, k: Any, L: Any, S: Any, key_lengths: Any, segment_ids: Any,
+          document_positions: Any) -> Any:
+    return evaluate(mask, q, k, L=L, S=S, key_lengths=key_lengths, segment_ids=segment_ids,
+                    document_positions=document_positions)
 
 
 def lookahead(mask: Mask) -> tuple[int, int] | None:
@@ -266,7 +299,8 @@ def lookahead(mask: Mask) -> tuple[int, int] | None:
     q = np.arange(n, dtype=np.int64)[:, None]
     k = q + d[None, :]
     seen = evaluate(mask, q, k, L=size, S=size, key_lengths=np.array([size]),
-                    segment_ids=np.zeros((1, size), dtype=np.int64))
+                    segment_ids=np.zeros((1, size), dtype=np.int64),
+                    document_positions=np.arange(size, dtype=np.int64)[None])
     seen = np.broadcast_to(seen, (1, *k.shape))[0] if seen.ndim == 3 else seen
     hits = np.argwhere(seen & (k < size))
     if not len(hits):
@@ -347,8 +381,18 @@ def primitives(mask: Mask) -> Iterator[Mask]:
 def runtime_inputs(mask: Mask) -> tuple[str, ...]:
     """The graph inputs a mask reads at run time, in the order of the graph's inputs."""
     found = {type(m) for m in primitives(mask)}
+    if reads_documents(mask):
+        found.add(Document)
     return tuple(n for n, t in (("key_lengths", Padding), ("segment_ids", Document))
                  if t in found)
+
+
+def reads_documents(mask: Mask) -> bool:
+    """Whether an index mask reads positions within documents (`qd`, `kd`)."""
+    def uses(e: Index) -> bool:
+        return e.op in ("qd", "kd") or any(uses(a) for a in e.args)
+    return any(isinstance(p, Compare) and (uses(p.left) or uses(p.right))
+               for p in primitives(mask))
 
 
 _PRECEDENCE = {Or: 1, And: 2, Not: 3, Compare: 3.5}
@@ -400,7 +444,7 @@ def render_index(e: Index, parent: int = 0) -> str:
     """Canonical text of an index expression."""
     levels = {"+": 4, "-": 4, "*": 5, "//": 5, "%": 5}
     match e.op:
-        case "q" | "k":
+        case "q" | "k" | "qd" | "kd":
             return e.op
         case "const":
             return str(e.value) if e.value >= 0 or parent < 6 else f"({e.value})"

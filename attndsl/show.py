@@ -23,6 +23,9 @@ def example_runtime_inputs(attn: Attention, L: int, S: int) -> dict[str, np.ndar
         out["key_lengths"] = np.array([max(1, (3 * S) // 4)])
     if "segment_ids" in attn.runtime_inputs:
         out["segment_ids"] = (np.arange(L)[None, :] >= (L + 1) // 2).astype(np.int64)
+        half = (L + 1) // 2  # positions within the two documents
+        out["document_positions"] = np.where(np.arange(L) < half, np.arange(L),
+                                             np.arange(L) - half)[None]
     return out
 
 

@@ -64,7 +64,7 @@ def main() -> None:
                                                   options, providers=["CPUExecutionProvider"])
         x = np.random.default_rng(L).standard_normal((1, L, 512)).astype(np.float32)
         times: dict[str, list[float]] = {form: [] for form in sessions}
-        for form, s in sessions.items():
+        for s in sessions.values():
             s.run(None, {"x": x})  # warm-up
         for _ in range(args.repeat):
             for form, s in sessions.items():

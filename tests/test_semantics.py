@@ -131,6 +131,48 @@ def test_index_masks_run_in_every_backend_with_negative_operands() -> None:
     assert all(c.passed for c in report.comparisons)
 
 
+def test_positions_within_documents_in_every_backend() -> None:
+    """`qd`, `kd` (docs/LANGUAGE.md, Index masks): a document is a run of equal consecutive
+    segment ids, so an id that comes back later starts a new document (positions restart)
+    though `document` still joins the two runs. Brute force by the definition, against the
+    reference and, through one random batch, every backend and target."""
+    text = "document & (kd < 3 & qd < 3 | kd <= qd) & qd - kd <= 4"
+    mask = _parsed(text)
+    segments = np.array([[0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 2],
+                         [5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5],
+                         [1, 2, 1, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 9, 9]])
+    B, L = segments.shape
+    pos = np.zeros((B, L), int)
+    for b in range(B):
+        for i in range(1, L):
+            pos[b, i] = pos[b, i - 1] + 1 if segments[b, i] == segments[b, i - 1] else 0
+    want = np.zeros((B, L, L), bool)
+    for b in range(B):
+        for q in range(L):
+            for k in range(L):
+                qd, kd = pos[b, q], pos[b, k]
+                want[b, q, k] = (segments[b, q] == segments[b, k]
+                                 and (kd < 3 and qd < 3 or kd <= qd) and qd - kd <= 4)
+    assert pos[0, 12] == 0 and pos[2, 2] == 0  # a returning id starts a new document
+    got = reference._mask_of(mask, B, L, L, None, segments)
+    assert np.array_equal(np.broadcast_to(got, (B, L, L)), want)
+    layer = attndsl.loads(f"attention a {{\n d_model = 16\n heads = 2\n mask = {text}\n}}")["a"]
+    module = layer.to_torch(seed=1)
+    w = {k: v.double().numpy() for k, v in module.state_dict().items()}
+    x = np.random.default_rng(0).standard_normal((B, L, 16))
+    inputs = {"x": x, "segment_ids": segments}
+    ref = layer.reference(inputs, w)
+    with torch.no_grad():
+        got_torch = module(x=torch.tensor(x, dtype=torch.float32),
+                           segment_ids=torch.tensor(segments)).numpy()
+    np.testing.assert_allclose(got_torch, ref, atol=1e-5)
+    from attndsl.backends import runtime
+    feed = {"x": x.astype(np.float32), "segment_ids": segments}
+    for target in ("portable", "ort-cpu", "ort-cuda"):
+        session = runtime.make_session(layer.onnx_bytes(target=target, seed=1), "cpu")
+        np.testing.assert_allclose(runtime.run(session, feed), ref, atol=1e-5)
+
+
 def test_runtime_masks_match_their_definition() -> None:
     lengths = np.array([5, 0, 9])
     seg = np.array([[0, 0, 1, 1, 1, 2, 2, 2, 2], [0] * 9, [0, 1, 2, 3, 4, 5, 6, 7, 8]])

@@ -15,7 +15,8 @@ What an `xp` provides, beyond the arithmetic, comparison and logical operators o
     layer_norm(x, weight, bias, eps)
     shape(x, axis) reshape(x, dims) arange(n) pad(x, axis, n) (n zeros after the end)
     slice(x, axis, start, stop) take(x, indices, axis) (NumPy's take) argmax(x, axis)
-    sort(x) (ascending along the last axis: values, indices)
+    sort(x) (ascending along the last axis: values, indices) cumsum(x, axis)
+    take_along(x, indices, axis) (NumPy's take_along_axis)
 where a dimension, `n` or `stop` may be a length of the input (a symbolic scalar).
 
 Dtype rule (docs/LANGUAGE.md, "Numerics"): scores, biases, softmax, RMS statistics, position
@@ -31,7 +32,8 @@ from ..positions import rope_inv_freq, sinusoidal_inv_freq
 from ..spec import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
-__all__ = ["LOWEST", "activation", "alibi_bias", "linear_attention", "lsh_attention",
+__all__ = ["LOWEST", "activation", "alibi_bias", "document_positions", "linear_attention",
+           "lsh_attention",
            "lsh_rotations", "masked_softmax", "norm", "rope", "rope_frequencies",
            "sinusoidal_table", "softcap"]
 
@@ -181,6 +183,21 @@ def linear_attention(xp, q: Array, k: Array, v: Array, feature: str,
         num = xp.matmul(fq, xp.matmul(xp.swap_last(fk), v))  # phi(q) (phi(k)^T v)
         den = xp.sum(fq * xp.sum(fk, axis=-2, keepdims=True), axis=-1, keepdims=True)
     return xp.astype(num / xp.maximum(den, xp.asarray(1e-6, "float32")), dtype)
+
+
+def document_positions(xp, segment_ids: Array) -> Array:
+    """Each token's position within its document (`qd`, `kd` of index masks), int64 [B, L]
+    from segment_ids [B, L]: a document is a run of equal consecutive ids, and a token's
+    position is its distance from the run's first token. O(L log L): the runs' first tokens,
+    sorted to the front, are looked up by each token's run number."""
+    L = xp.shape(segment_ids, 1)
+    pos = xp.arange(L)  # (L,)
+    later = xp.slice(segment_ids, 1, 1, None) != xp.slice(segment_ids, 1, 0, -1)  # (B, L - 1)
+    first = xp.concat([xp.slice(segment_ids, 1, 0, 1) == xp.slice(segment_ids, 1, 0, 1),
+                       later], axis=1)  # (B, L): a run starts here
+    run = xp.cumsum(xp.astype(first, "int64"), 1) - 1  # (B, L): the token's run, from 0
+    starts, _ = xp.sort(xp.where(first, pos, pos + L))  # the runs' first positions, in order
+    return pos - xp.take_along(starts, run, 1)
 
 
 LSH_SELF_SCORE = -1e5  # a token's score with itself (kept only when it has no other key)

@@ -277,7 +277,9 @@ def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | Non
             case m.Compare(op, a, c):
                 compare = {"<": np.less, "<=": np.less_equal, "==": np.equal,
                            "!=": np.not_equal, ">=": np.greater_equal, ">": np.greater}[op]
-                return np.broadcast_to(compare(_index(a, q, k), _index(c, q, k)), (1, L, S))
+                docs = _document_positions(segment_ids) if segment_ids is not None else None
+                seen = compare(_index(a, q, k, docs), _index(c, q, k, docs))
+                return np.broadcast_to(seen, (seen.shape[0], L, S))
             case m.And(a, c):
                 return walk(a) & walk(c)
             case m.Or(a, c):
@@ -289,16 +291,29 @@ def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | Non
     return walk(mask)
 
 
-def _index(e: m.Index, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """An index expression of q and k, in int64 with floor division and modulo."""
+def _index(e: m.Index, q: np.ndarray, k: np.ndarray, docs: np.ndarray | None) -> np.ndarray:
+    """An index expression of q and k (and their positions within documents, `docs` [B, L]),
+    in int64 with floor division and modulo."""
     if e.op in ("q", "k"):
         return q if e.op == "q" else k
+    if e.op in ("qd", "kd"):  # (B, L, 1) or (B, 1, S)
+        return docs[:, q[0]] if e.op == "qd" else docs[:, k[0]]
     if e.op == "const":
         return np.int64(e.value)
-    args = [_index(x, q, k) for x in e.args]
+    args = [_index(x, q, k, docs) for x in e.args]
     ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide,
            "%": np.mod, "abs": np.abs, "min": np.minimum, "max": np.maximum}
     return ops[e.op](*args)
+
+
+def _document_positions(segment_ids: np.ndarray) -> np.ndarray:
+    """[B, L]: how many tokens of its document (its run of equal consecutive ids) come
+    before each token."""
+    out = np.zeros(segment_ids.shape, np.int64)
+    for b, row in enumerate(segment_ids):
+        for i in range(1, len(row)):
+            out[b, i] = out[b, i - 1] + 1 if row[i] == row[i - 1] else 0
+    return out
 
 
 def _random_blocks(r: int, n: int, seed: int, L: int, S: int) -> np.ndarray:

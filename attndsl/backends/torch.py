@@ -215,6 +215,14 @@ class TorchArrays:
         return x[indices]
 
     @staticmethod
+    def cumsum(x: Tensor, axis: int) -> Tensor:
+        return torch.cumsum(x, dim=axis)
+
+    @staticmethod
+    def take_along(x: Tensor, indices: Tensor, axis: int) -> Tensor:
+        return torch.gather(x, axis, indices)
+
+    @staticmethod
     def sort(x: Tensor) -> tuple[Tensor, Tensor]:
         values, indices = torch.sort(x, dim=-1)
         return values, indices
@@ -389,8 +397,12 @@ def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
             k_pos, real = k_pos[:, -keys:], real[:, -keys:]
         seen = masks.evaluate(expr, q_pos[:, :, None], k_pos[:, None, :], L=S, S=S)
         return seen & real[:, None, :]
+    segments = env.get("segment_ids")
+    docs = formulas.document_positions(TorchArrays(segments.device), segments) \
+        if segments is not None and masks.reads_documents(expr) else None
     return masks.evaluate(expr, qi, ki, L=qi[-1, 0] + 1, S=S,
-                          key_lengths=env.get("key_lengths"), segment_ids=env.get("segment_ids"))
+                          key_lengths=env.get("key_lengths"), segment_ids=segments,
+                          document_positions=docs)
 
 
 @impl(Op.SWITCH)

@@ -13,7 +13,13 @@ from ..errors import Diagnostic, SpecError
 from ..source import Span
 from ..spec import Attention, Program, Transformer
 from .layers import MAX_SCALE, MAX_WEIGHT_BYTES
-from .masks import MASK_PRIMITIVES, MAX_MASK_DEPTH, MAX_MASK_PRIMITIVES, MAX_RANDOM_BLOCKS
+from .masks import (
+    INDEX_NAMES,
+    MASK_PRIMITIVES,
+    MAX_MASK_DEPTH,
+    MAX_MASK_PRIMITIVES,
+    MAX_RANDOM_BLOCKS,
+)
 from .stacks import Stacks
 from .values import Invalid
 
@@ -49,9 +55,9 @@ class _Checker(Stacks):
                            hint="give each definition in a file its own name",
                            notes=(("first defined here", seen[d.name].name_span),))
                 continue
-            if d.name in ("q", "k") and isinstance(d, ast.LetDef | ast.MaskDef):
-                self.error(f"`{d.name}` names the {'query' if d.name == 'q' else 'key'} index "
-                           "in masks", d.name_span, hint="choose another name")
+            if d.name in INDEX_NAMES and isinstance(d, ast.LetDef | ast.MaskDef):
+                self.error(f"`{d.name}` names {INDEX_NAMES[d.name]} in masks", d.name_span,
+                           hint="choose another name")
                 continue
             seen[d.name] = d
             if isinstance(d, ast.LetDef):

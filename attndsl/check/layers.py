@@ -133,8 +133,9 @@ class Layers(Positions):
                        at("position"))
             failed = True
         if kind == "cross" and mask is not None and "segment_ids" in m.runtime_inputs(mask):
-            self.error("the `document` mask needs self attention: queries and keys must come "
-                       "from one sequence", at("mask"), hint="remove `document` or use kind = self")
+            self.error("`document` and positions within documents (`qd`, `kd`) need self "
+                       "attention: queries and keys must come from one sequence", at("mask"),
+                       hint="remove them or use kind = self")
             failed = True
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)

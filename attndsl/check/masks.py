@@ -10,13 +10,18 @@ from .. import masks as m
 from ..source import Span
 from .values import COMPARISONS, Invalid, Param, Values, describe
 
-__all__ = ["MASK_PRIMITIVES", "MAX_MASK_DEPTH", "MAX_MASK_PRIMITIVES", "MAX_RANDOM_BLOCKS", "Masks"]
+__all__ = ["INDEX_NAMES", "MASK_PRIMITIVES", "MAX_MASK_DEPTH", "MAX_MASK_PRIMITIVES",
+           "MAX_RANDOM_BLOCKS", "Masks"]
 
 MAX_MASK_PRIMITIVES = 256  # after named masks are inlined
 MAX_MASK_DEPTH = 64
 MAX_RANDOM_BLOCKS = 64  # each draw is unrolled into the graph
 _MAX_TOKENS = 4096  # positions in global(tokens = [...])
 _MAX_INDEX_DEPTH = 32  # of an index expression's nesting
+# the indices of index masks: query, key, and their positions within their documents
+INDEX_NAMES = {"q": "the query index", "k": "the key index",
+               "qd": "the query's position in its document",
+               "kd": "the key's position in its document"}
 
 
 class Masks(Values):
@@ -41,7 +46,7 @@ class Masks(Values):
                 return self._bounded(both, e.span)
             case ast.BinOp(op=op, left=a, right=b) if op in COMPARISONS:
                 return m.Compare(op, self.index(a), self.index(b))
-            case ast.Name(id="q" | "k") | ast.Call(func="abs" | "min" | "max"):
+            case ast.Name(id="q" | "k" | "qd" | "kd") | ast.Call(func="abs" | "min" | "max"):
                 raise self.error(f"{describe(e)} is an integer index expression, not a mask",
                                  e.span, hint="compare it to make a mask: `abs(q - k) <= 4`")
             case ast.Name(id=name) if name in self.masks:
@@ -61,15 +66,16 @@ class Masks(Values):
                                       "`window(n)` with `&`, `|`, `!`")
 
     def index(self, e: ast.Expr, depth: int = 0) -> m.Index:
-        """An integer expression of the query and key indices `q` and `k` (docs/LANGUAGE.md,
-        Index masks): + - * with constants and `let`s, // and % by a positive constant,
-        abs(x), min(x, y), max(x, y)."""
+        """An integer expression of the query and key indices `q` and `k`, and of their
+        positions within their documents `qd` and `kd` (docs/LANGUAGE.md, Index masks): + - *
+        with constants and `let`s, // and % by a positive constant, abs(x), min(x, y),
+        max(x, y)."""
         if depth > _MAX_INDEX_DEPTH:
             raise self.error(f"index expression nested deeper than {_MAX_INDEX_DEPTH}", e.span)
         match e:
             case ast.Paren(inner=inner):
                 return self.index(inner, depth)
-            case ast.Name(id="q" | "k"):
+            case ast.Name(id="q" | "k" | "qd" | "kd"):
                 return m.Index(e.id)
             case ast.Neg(operand=x):
                 return m.Index("-", (m.Index("const"), self.index(x, depth + 1)))
@@ -96,8 +102,8 @@ class Masks(Values):
         return m.Index("const", value=value)
 
     def _constant(self, e: ast.Expr) -> int | None:
-        """An integer constant (literals and `let`s), or None where `e` reads q or k."""
-        if any(isinstance(n, ast.Name) and n.id in ("q", "k") for n in ast.walk(e)):
+        """An integer constant (literals and `let`s), or None where `e` reads an index."""
+        if any(isinstance(n, ast.Name) and n.id in INDEX_NAMES for n in ast.walk(e)):
             return None
         return self.integer(e, allow_negative=True)
 

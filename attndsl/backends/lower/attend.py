@@ -88,6 +88,10 @@ def runtime_masks(lw: Lowering) -> dict[str, Sym]:
         out["key_lengths"] = Sym(lw.b, lw.env["key_lengths"], "int64", 1)
     if "segment_ids" in lw.env:
         out["segment_ids"] = Sym(lw.b, lw.env["segment_ids"], "int64", 2)
+        if "document_positions" not in lw.memo:  # once per model (unused: pruned)
+            lw.memo["document_positions"] = formulas.document_positions(lw.xp,
+                                                                        out["segment_ids"])
+        out["document_positions"] = lw.memo["document_positions"]
     return out
 
 

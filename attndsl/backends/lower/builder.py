@@ -311,6 +311,13 @@ class OnnxArrays:
         return Sym(self.b, self.b.op("Gather", x.name, indices.name, axis=axis), x.dtype,
                    x.ndim - 1 + indices.ndim)
 
+    def cumsum(self, x: Sym, axis: int) -> Sym:
+        return Sym(self.b, self.b.op("CumSum", x.name, self.b.i64(axis)), x.dtype, x.ndim)
+
+    def take_along(self, x: Sym, indices: Sym, axis: int) -> Sym:
+        name = self.b.op("GatherElements", x.name, indices.name, axis=axis)
+        return Sym(self.b, name, x.dtype, indices.ndim)
+
     def sort(self, x: Sym) -> tuple[Sym, Sym]:
         b = self.b
         count = b.op("Shape", x.name, start=-1)
