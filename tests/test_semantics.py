@@ -152,7 +152,7 @@ def test_positions_within_documents_in_every_backend() -> None:
             for k in range(L):
                 qd, kd = pos[b, q], pos[b, k]
                 want[b, q, k] = (segments[b, q] == segments[b, k]
-                                 and (kd < 3 and qd < 3 or kd <= qd) and qd - kd <= 4)
+                                 and ((kd < 3 and qd < 3) or kd <= qd) and qd - kd <= 4)
     assert pos[0, 12] == 0 and pos[2, 2] == 0  # a returning id starts a new document
     got = reference._mask_of(mask, B, L, L, None, segments)
     assert np.array_equal(np.broadcast_to(got, (B, L, L)), want)
