@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import Diagnostic, SpecError, UsageError
 from .masks import (
+    Document,
     Full,
     Padding,
     Prefix,
@@ -105,6 +106,11 @@ def _cross_blocker(a: Attention) -> Diagnostic | None:
     """Cross attention decodes against the memory's keys and values, cached once: its mask
     may read the key's index only, and no position scheme may relate queries to memory rows."""
     found = next((m for m in primitives(a.mask) if not isinstance(m, _KEY_ONLY)), None)
+    if isinstance(found, Document):
+        return Diagnostic(f"`{a.name}`'s mask reads segment ids (`document`), which a decoding "
+                          "model does not take", a.span("mask"),
+                          hint="decode cross attention with `full`, `padding` or `prefix(n)` "
+                               "and their combinations")
     if found is not None:
         return Diagnostic(f"`{a.name}` is cross attention with a mask that reads the query's "
                           f"index (`{render(found)}`): decoding places new tokens after a cache "

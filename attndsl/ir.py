@@ -338,6 +338,7 @@ def _type_of(name: str, s: Attention, spec: Layer) -> str:
         return f"float[B, {a.kv_heads}, {rows}, {width}]"
     return {"x": f"float[B, L, {s.d_model}]", "memory": f"float[B, S, {s.memory_dim}]",
             "key_lengths": "int64[B]", "segment_ids": "int64[B, L]",
+            "memory_segment_ids": "int64[B, S]",
             "input_ids": "int64[B, L]", "attention_mask": "int64[B, P + L]",
             "position_ids": "int64[B, L]"}[name]
 

@@ -166,7 +166,8 @@ def random_key_block(seed: int, query_block: Any, draw: int, num_key_blocks: Any
 
 
 def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = None,
-             segment_ids: Any = None, document_positions: Any = None) -> Any:
+             segment_ids: Any = None, document_positions: Any = None,
+             memory_segment_ids: Any = None) -> Any:
     """Boolean visibility of key positions k from query positions q.
 
     q and k are int64 position arrays that broadcast against each other: usually q [L, 1] and
@@ -174,7 +175,8 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
     positions). Padding and document masks add a leading batch axis. L and S may be symbolic
     sizes. `key_lengths` is int64 [B]; `segment_ids` is int64 [B, L], and q, k index it, so
     they must lie in [0, L) wherever a document mask is evaluated; `document_positions` [B, L]
-    (`qd`, `kd`: each token's position within its document, `backends.formulas`) likewise."""
+    (`qd`, `kd`: each token's position within its document, `backends.formulas`) likewise.
+    Cross attention's keys are memory rows: `memory_segment_ids` [B, S] gives theirs."""
     match mask:
         case Full():
             return (q >= 0) & (k >= 0)
@@ -214,8 +216,9 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
             if side == "left":
                 return (k >= S - key_lengths[batch]) & (q >= 0)
             return (k < key_lengths[batch]) & (q >= 0)
-        case Document():
-            return segment_ids[:, q] == segment_ids[:, k]  # gathers: (B, *q.shape), (B, *k.shape)
+        case Document():  # gathers: (B, *q.shape), (B, *k.shape)
+            keys = segment_ids if memory_segment_ids is None else memory_segment_ids
+            return segment_ids[:, q] == keys[:, k]
         case Compare(op, left, right):
             a = index_value(left, q, k, document_positions)
             b = index_value(right, q, k, document_positions)
@@ -224,13 +227,18 @@ def evaluate(mask: Mask, q: Any, k: Any, *, L: Any, S: Any, key_lengths: Any = N
                     ">=": lambda: a >= b, ">": lambda: a > b}[op]()
             return (q >= 0) & (k >= 0) & seen  # the full (L, S) shape, even for constants
         case And(left, right):
-            return _eval(left, q, k, L, S, key_lengths, segment_ids, document_positions) & \
-                _eval(right, q, k, L, S, key_lengths, segment_ids, document_positions)
+            return _eval(left, q, k, L, S, key_lengths, segment_ids, document_positions,
+                         memory_segment_ids) & \
+                _eval(right, q, k, L, S, key_lengths, segment_ids, document_positions,
+                      memory_segment_ids)
         case Or(left, right):
-            return _eval(left, q, k, L, S, key_lengths, segment_ids, document_positions) | \
-                _eval(right, q, k, L, S, key_lengths, segment_ids, document_positions)
+            return _eval(left, q, k, L, S, key_lengths, segment_ids, document_positions,
+                         memory_segment_ids) | \
+                _eval(right, q, k, L, S, key_lengths, segment_ids, document_positions,
+                      memory_segment_ids)
         case Not(operand):
-            return ~_eval(operand, q, k, L, S, key_lengths, segment_ids, document_positions)
+            return ~_eval(operand, q, k, L, S, key_lengths, segment_ids, document_positions,
+                          memory_segment_ids)
     raise AssertionError(f"unknown mask node {mask!r}")
 
 
@@ -273,9 +281,10 @@ def index_value(e: Index, q: Any, k: Any, document_positions: Any = None) -> Any
 
 
 def _eval(mask: Mask, q: Any, k: Any, L: Any, S: Any, key_lengths: Any, segment_ids: Any,
-          document_positions: Any) -> Any:
+          document_positions: Any, memory_segment_ids: Any) -> Any:
     return evaluate(mask, q, k, L=L, S=S, key_lengths=key_lengths, segment_ids=segment_ids,
-                    document_positions=document_positions)
+                    document_positions=document_positions,
+                    memory_segment_ids=memory_segment_ids)
 
 
 def lookahead(mask: Mask) -> tuple[int, int] | None:

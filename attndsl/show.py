@@ -26,6 +26,8 @@ def example_runtime_inputs(attn: Attention, L: int, S: int) -> dict[str, np.ndar
         half = (L + 1) // 2  # positions within the two documents
         out["document_positions"] = np.where(np.arange(L) < half, np.arange(L),
                                              np.arange(L) - half)[None]
+    if "memory_segment_ids" in attn.runtime_inputs:  # the memory's rows: two images likewise
+        out["memory_segment_ids"] = (np.arange(S)[None, :] >= (S + 1) // 2).astype(np.int64)
     return out
 
 
@@ -74,6 +76,8 @@ def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None) -
         notes.append(f"key_lengths = {int(runtime['key_lengths'][0])}")
     if "segment_ids" in runtime:
         notes.append(f"two documents split at {(L + 1) // 2}")
+    if "memory_segment_ids" in runtime:
+        notes.append(f"memory rows of two documents split at {(S + 1) // 2}")
     lines.append("legend: █ key visible from query (row)  · masked"
                  + (f"  (runtime inputs assumed: {', '.join(notes)})" if notes else ""))
     lines.append(f"density: {visible} of {L * S} pairs visible ({100 * visible / (L * S):.1f}%)"

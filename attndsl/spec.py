@@ -215,8 +215,11 @@ class Attention:
     def runtime_inputs(self) -> tuple[str, ...]:
         if self.variants:
             names = {n for v in self.variants for n in v.attention.runtime_inputs}
-            return tuple(n for n in ("key_lengths", "segment_ids") if n in names)
-        return runtime_inputs(self.mask)
+            return tuple(n for n in RUNTIME_INPUTS if n in names)
+        names = runtime_inputs(self.mask)
+        if self.kind == "cross" and "segment_ids" in names:  # `document`: the memory's ids too
+            names = (*names, "memory_segment_ids")
+        return names
 
     def variant_for(self, L: int) -> Variant | None:
         """The by_length variant that serves query length L (None without by_length)."""
@@ -310,10 +313,12 @@ class Transformer:
     @property
     def runtime_inputs(self) -> tuple[str, ...]:
         names = {n for a in self.attentions for n in a.runtime_inputs}
-        return tuple(n for n in ("key_lengths", "segment_ids") if n in names)
+        return tuple(n for n in RUNTIME_INPUTS if n in names)
 
 
 Layer = Attention | Transformer
+# the runtime inputs masks read, in the order of the graph's inputs
+RUNTIME_INPUTS = ("key_lengths", "segment_ids", "memory_segment_ids")
 
 
 def attentions_of(spec: Layer) -> tuple[Attention, ...]:
@@ -323,7 +328,7 @@ def attentions_of(spec: Layer) -> tuple[Attention, ...]:
 
 def input_names(spec: Layer) -> tuple[str, ...]:
     """Graph inputs, in this order: x (input_ids for a language model), memory (cross),
-    key_lengths, segment_ids."""
+    key_lengths, segment_ids, memory_segment_ids (cross attention's `document`)."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
     first = "input_ids" if is_lm(spec) else "x"
     return (first, *(["memory"] if attn.kind == "cross" else []), *spec.runtime_inputs)

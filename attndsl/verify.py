@@ -133,10 +133,10 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
             if batch > 2:
                 lengths[-1] = 0
             out[name] = lengths.astype(np.int64)
-        else:
+        else:  # segment ids; a cross attention's memory rows get ids of the same documents
             docs = rng.integers(1, 4)
-            out[name] = np.sort(rng.integers(0, docs, size=(batch, length)), axis=1).astype(
-                np.int64)
+            n = S if name == "memory_segment_ids" else length
+            out[name] = np.sort(rng.integers(0, docs, size=(batch, n)), axis=1).astype(np.int64)
     return out
 
 

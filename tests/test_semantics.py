@@ -173,6 +173,46 @@ def test_positions_within_documents_in_every_backend() -> None:
         np.testing.assert_allclose(runtime.run(session, feed), ref, atol=1e-5)
 
 
+def test_cross_attention_documents_read_the_memory_rows_ids() -> None:
+    """Flamingo's per-image cross attention: text token q sees memory row k when
+    segment_ids[b, q] == memory_segment_ids[b, k]; a token whose image has no rows sees no
+    key (zeros). Brute force against the reference, torch and every target."""
+    layer = attndsl.loads("""
+        attention a {
+            d_model = 16
+            heads = 2
+            kind = cross
+            memory_dim = 12
+            mask = document & padding
+        }""")["a"]
+    assert layer.spec.runtime_inputs == ("key_lengths", "segment_ids", "memory_segment_ids")
+    text = np.array([[0, 0, 1, 1, 1, 2, 2], [-1, 3, 3, 3, 3, 3, 3]])  # -1: before any image
+    rows = np.array([[0, 0, 0, 1, 1, 2, 2, 2, 2], [3, 3, 3, 3, 3, 3, 3, 3, 3]])
+    lengths = np.array([9, 4])
+    want = np.array([[[text[b, q] == rows[b, k] and k < lengths[b] for k in range(9)]
+                      for q in range(7)] for b in range(2)])
+    got = reference._mask_of(layer.spec.mask, 2, 7, 9, lengths, text, rows)
+    assert np.array_equal(np.broadcast_to(got, want.shape), want)
+    module = layer.to_torch(seed=2)
+    w = {k: v.double().numpy() for k, v in module.state_dict().items()}
+    rng = np.random.default_rng(1)
+    x, memory = rng.standard_normal((2, 7, 16)), rng.standard_normal((2, 9, 12))
+    feed = {"x": x, "memory": memory, "key_lengths": lengths, "segment_ids": text,
+            "memory_segment_ids": rows}
+    ref = layer.reference(feed, w)
+    bias = w["o_proj.bias"]
+    np.testing.assert_allclose(ref[1, 0], bias, atol=1e-12)  # no image yet: no key
+    with torch.no_grad():
+        got_torch = module(**{k: torch.tensor(v, dtype=torch.float32 if v.dtype.kind == "f"
+                                              else torch.int64) for k, v in feed.items()})
+    np.testing.assert_allclose(got_torch.numpy(), ref, atol=1e-5)
+    from attndsl.backends import runtime
+    feed32 = {k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in feed.items()}
+    for target in ("portable", "ort-cpu", "ort-cuda"):
+        session = runtime.make_session(layer.onnx_bytes(target=target, seed=2), "cpu")
+        np.testing.assert_allclose(runtime.run(session, feed32), ref, atol=1e-5)
+
+
 def test_runtime_masks_match_their_definition() -> None:
     lengths = np.array([5, 0, 9])
     seg = np.array([[0, 0, 1, 1, 1, 2, 2, 2, 2], [0] * 9, [0, 1, 2, 3, 4, 5, 6, 7, 8]])

@@ -232,12 +232,14 @@ def _visible(node: Node, env: Env) -> np.ndarray:
     L = x.shape[1]
     S = env["memory"].shape[1] if "memory" in env else L
     B = x.shape[0]
-    seen = _mask_of(node.attr("expr"), B, L, S, env.get("key_lengths"), env.get("segment_ids"))
+    seen = _mask_of(node.attr("expr"), B, L, S, env.get("key_lengths"), env.get("segment_ids"),
+                    env.get("memory_segment_ids"))
     return np.broadcast_to(seen, (B, L, S))
 
 
 def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | None,
-             segment_ids: np.ndarray | None) -> np.ndarray:
+             segment_ids: np.ndarray | None,
+             memory_segment_ids: np.ndarray | None = None) -> np.ndarray:
     """Visibility (B, L, S) of a mask expression, read from the language reference's table."""
     q = np.arange(L)[None, :, None]  # (1, L, 1)
     k = np.arange(S)[None, None, :]  # (1, 1, S)
@@ -271,9 +273,10 @@ def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | Non
             case m.Padding(side):
                 n = np.asarray(key_lengths)[:, None, None]
                 return k >= S - n if side == "left" else k < n
-            case m.Document():
+            case m.Document():  # a cross attention's keys: the memory rows' own ids
                 ids = np.asarray(segment_ids)
-                return ids[:, :, None] == ids[:, None, :]
+                keys = ids if memory_segment_ids is None else np.asarray(memory_segment_ids)
+                return ids[:, :, None] == keys[:, None, :]
             case m.Compare(op, a, c):
                 compare = {"<": np.less, "<=": np.less_equal, "==": np.equal,
                            "!=": np.not_equal, ">=": np.greater_equal, ">": np.greater}[op]

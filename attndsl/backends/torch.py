@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..ir import Graph, Node, Op, build
 from ..positions import alibi_slopes, t5_bucket_float32
-from ..spec import Attention, Transformer
+from ..spec import RUNTIME_INPUTS, Attention, Transformer
 from . import formulas
 
 __all__ = ["GraphModule", "TorchArrays", "build_module", "export_program", "seeded_module"]
@@ -402,7 +402,8 @@ def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
         if segments is not None and masks.reads_documents(expr) else None
     return masks.evaluate(expr, qi, ki, L=qi[-1, 0] + 1, S=S,
                           key_lengths=env.get("key_lengths"), segment_ids=segments,
-                          document_positions=docs)
+                          document_positions=docs,
+                          memory_segment_ids=env.get("memory_segment_ids"))
 
 
 @impl(Op.SWITCH)
@@ -413,7 +414,7 @@ def _switch(m: GraphModule, node: Node, env: Env) -> Tensor:
     made = {n.out for branch in branches for n in branch}
     outer = sorted({a for branch in branches for n in branch for a in n.args} - made)
     names = ["x", *(n for n in outer if n != "x"),
-             *(n for n in ("memory", "key_lengths", "segment_ids") if n in env)]
+             *(n for n in ("memory", *RUNTIME_INPUTS) if n in env)]
 
     def variant(i: int) -> Callable[..., Tensor]:
         def run(*operands: Tensor) -> Tensor:

@@ -132,10 +132,11 @@ class Layers(Positions):
             self.error(f"sinusoidal encodings need an even d_model, found {d_model}",
                        at("position"))
             failed = True
-        if kind == "cross" and mask is not None and "segment_ids" in m.runtime_inputs(mask):
-            self.error("`document` and positions within documents (`qd`, `kd`) need self "
-                       "attention: queries and keys must come from one sequence", at("mask"),
-                       hint="remove them or use kind = self")
+        if kind == "cross" and mask is not None and m.reads_documents(mask):
+            self.error("positions within documents (`qd`, `kd`) need self attention: queries "
+                       "and keys must come from one sequence", at("mask"),
+                       hint="remove them or use kind = self; cross attention's `document` "
+                            "reads memory_segment_ids")
             failed = True
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)

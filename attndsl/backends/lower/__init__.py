@@ -48,6 +48,7 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     dims = {"x": ["batch", "length", attn.d_model],
             "memory": ["batch", "memory_length", attn.memory_dim],
             "key_lengths": ["batch"], "segment_ids": ["batch", "length"],
+            "memory_segment_ids": ["batch", "memory_length"],
             "input_ids": ["batch", "length"], "position_ids": ["batch", "length"],
             "attention_mask": ["batch", "total_length"]}
     every = list(all_nodes(graph.nodes))  # a switch's branches too

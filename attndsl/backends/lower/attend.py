@@ -92,6 +92,8 @@ def runtime_masks(lw: Lowering) -> dict[str, Sym]:
             lw.memo["document_positions"] = formulas.document_positions(lw.xp,
                                                                         out["segment_ids"])
         out["document_positions"] = lw.memo["document_positions"]
+    if "memory_segment_ids" in lw.env:
+        out["memory_segment_ids"] = Sym(lw.b, lw.env["memory_segment_ids"], "int64", 2)
     return out
 
 
