@@ -142,6 +142,8 @@ def _cover(mask: m.Mask, self_attention: bool) -> Cover:
             return Cover(-INF, -INF, randoms=(r,))
         case m.Strided(n) if self_attention:
             return Cover(-INF, -INF, strides=(n,))
+        case m.Compare(op, left, right) if self_attention:
+            return _compare_cover(op, left, right)
         case m.Or(a, b):
             return _fix(_cover(a, self_attention).union(_cover(b, self_attention)))
         case m.And(a, b):
@@ -151,6 +153,75 @@ def _cover(mask: m.Mask, self_attention: bool) -> Cover:
                 replace(ca, left=-INF, right=-INF)).union(replace(cb, left=-INF, right=-INF)))
             return min((_fix(ca), _fix(cb), both), key=Cover.cost)
     return Cover()  # full, strided, padding, document, negations: no bound
+
+
+def _offset(e: m.Index) -> tuple[int, int] | None:
+    """(a, c) with e = a * (k - q) + c for every q, k, when e is such an affine function of
+    the offset k - q, else None."""
+    linear = _linear(e)
+    if linear is None or linear[0] != -linear[1]:
+        return None
+    return linear[1], linear[2]
+
+
+def _linear(e: m.Index) -> tuple[int, int, int] | None:
+    """(x, y, c) with e = x q + y k + c, when e is affine in q and k (sums, differences,
+    constant multiples), else None."""
+    match e.op:
+        case "q":
+            return 1, 0, 0
+        case "k":
+            return 0, 1, 0
+        case "const":
+            return 0, 0, e.value
+        case "+" | "-":
+            a, b = _linear(e.args[0]), _linear(e.args[1])
+            if a is None or b is None:
+                return None
+            sign = 1 if e.op == "+" else -1
+            return a[0] + sign * b[0], a[1] + sign * b[1], a[2] + sign * b[2]
+        case "*":
+            a, b = _linear(e.args[0]), _linear(e.args[1])
+            if a is None or b is None:
+                return None
+            if a[:2] == (0, 0):
+                a, b = b, a
+            if b[:2] != (0, 0):
+                return None  # a product of two indices
+            return a[0] * b[2], a[1] * b[2], a[2] * b[2]
+    return None
+
+
+def _compare_cover(op: str, left: m.Index, right: m.Index) -> Cover:
+    """The band of an index comparison of the offset d = k - q alone: `a d + c op 0`, or
+    `abs(a d + c) op' r` (op' one of < <=); no band for anything else."""
+    def band(lo: float, hi: float) -> Cover:  # lo <= d <= hi
+        return Cover(max(-lo, 0) if lo > -INF else INF, max(hi, 0) if hi < INF else INF)
+
+    if left.op == "abs" and op in ("<", "<=") and right.op == "const":
+        inner = _offset(left.args[0])
+        if inner is not None and inner[0] != 0:  # |a d + c| <= r: -r - c <= a d <= r - c
+            r = right.value - (op == "<")
+            a, c = inner
+            lo, hi = sorted(((-r - c) / a, (r - c) / a))
+            return band(math.floor(lo), math.ceil(hi)) if r >= 0 else Cover(-INF, -INF)
+        return Cover()
+    diff = _offset(m.Index("-", (left, right)))  # `k <= q` too: its sides alone are not
+    if diff is None:
+        return Cover()
+    a, c = diff  # a d + c op 0
+    if a == 0:
+        return Cover()
+    strict = op in ("<", ">")
+    if op in ("==",):
+        return band(math.floor(-c / a), math.ceil(-c / a))
+    if op == "!=":
+        return Cover()
+    upper = op in ("<", "<=")  # a d + c < 0 (or <=): d below -c/a when a > 0
+    bound = -c / a
+    if (a > 0) == upper:  # d <= bound
+        return band(-INF, math.ceil(bound) - (strict and float(bound).is_integer()))
+    return band(math.floor(bound) + (strict and float(bound).is_integer()), INF)
 
 
 def _fix(c: Cover) -> Cover:

@@ -35,6 +35,9 @@ def _layer(body: str) -> attndsl.Layer:
     ("mask = window(16) | global(first = 4)", "ort-cpu", "block_sparse", "global query"),
     ("mask = chunked(16) & causal", "ort-cpu", "block_sparse", "band q-15..q+0"),
     ("mask = causal & strided(8)", "ort-cpu", "strided", "residue class mod 8 (L / 8 keys)"),
+    ("mask = abs(q - k) <= 8", "ort-cpu", "block_sparse", "band q-8..q+8"),
+    ("mask = q >= k & k > q - 100", "ort-cpu", "block_sparse", "band q-99..q+0"),
+    ("mask = abs(q // 8 - k // 8) <= 1", "ort-cpu", "dense", "no bounded band"),
     ("mask = causal & strided(8) | global(first = 2)", "ort-cpu", "dense",
      "global or random parts"),
     ("mask = causal | strided(8)", "ort-cpu", "dense", "band is wider"),
@@ -117,6 +120,20 @@ leaf = st.one_of(
               st.lists(st.integers(0, 70), min_size=1, max_size=3)),
     st.builds(m.Prefix, st.integers(0, 9)),
     st.builds(m.Random, st.integers(1, 3), st.sampled_from([4, 8, 16]), st.integers(0, 99)),
+    st.builds(lambda op, e, c: m.Compare(op, e, m.Index("const", value=c)),
+              st.sampled_from(["<", "<=", "==", "!=", ">=", ">"]), st.deferred(lambda: offsets),
+              st.integers(-12, 12)),
+    st.builds(lambda op, e, c: m.Compare(op, m.Index("abs", (e,)), m.Index("const", value=c)),
+              st.sampled_from(["<", "<="]), st.deferred(lambda: offsets), st.integers(-2, 12)),
+)
+# index expressions of the offset k - q (which bound a band) and of q or k alone (which do not)
+_atom = st.sampled_from([m.Index("q"), m.Index("k"), m.Index("const", value=3)])
+offsets = st.one_of(
+    st.builds(lambda a, b: m.Index("-", (a, b)), _atom, _atom),
+    st.builds(lambda a, b, c: m.Index("*", (m.Index("-", (a, b)), m.Index("const", value=c))),
+              _atom, _atom, st.integers(-3, 3)),
+    st.builds(lambda a, b, c: m.Index("+", (m.Index("-", (a, b)), m.Index("const", value=c))),
+              _atom, _atom, st.integers(-5, 5)),
 )
 mask_trees = st.recursive(leaf, lambda inner: st.one_of(
     st.builds(m.And, inner, inner), st.builds(m.Or, inner, inner), st.builds(m.Not, inner)),
