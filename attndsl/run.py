@@ -26,9 +26,9 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
                   seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs for every graph input: floats ~ N(0, 1) (float32, or float64 for a double input;
     converted to the model's type when bound); key_lengths = the memory length (no padding);
-    segment_ids = one document. A decoding model gets a prompt of `length` tokens: an empty
-    cache (or in-place buffers of that length), an all-ones attention_mask, positions
-    0 .. length-1."""
+    segment_ids (and a cross attention's memory_segment_ids) = one document. A decoding
+    model gets a prompt of `length` tokens: an empty cache (or in-place buffers of that
+    length), an all-ones attention_mask, positions 0 .. length-1."""
     rng = np.random.default_rng(seed)
     feed: dict[str, np.ndarray] = {}
     in_place = session.get_modelmeta().custom_metadata_map.get("attndsl.kv_cache") == \
@@ -43,7 +43,7 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
             elif inp.name.startswith("past_key_values."):  # a prompt: an empty cache (in
                 dims.append(length if in_place else 0)  # place: a buffer of its length)
             else:
-                dims.append(memory_length if inp.name == "memory" else length)
+                dims.append(memory_length if dim == "memory_length" else length)
         if inp.name == "attention_mask":  # a decoding model's prompt: every token real
             feed[inp.name] = np.ones(dims, dtype=np.int64)
             continue

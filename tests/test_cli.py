@@ -19,6 +19,19 @@ def test_explain_prints_the_ir(path: Path, capsys: pytest.CaptureFixture[str]) -
     golden(ROOT / "tests" / "golden" / f"{path.stem}.ir", capsys.readouterr().out)
 
 
+def test_run_sizes_the_memory_rows_ids_by_the_memory(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A per-image cross attention's memory_segment_ids follow --memory-length, not --length."""
+    out = tmp_path / "m"
+    assert main(["compile", "examples/cross_attention.attn", "--name", "flamingo_per_image",
+                 "--export", "onnx", "-o", str(out)]) == 0
+    assert main(["run", str(out / "flamingo_per_image.onnx"), "--length", "5",
+                 "--memory-length", "9"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"memory_segment_ids\s+int64\s+\[1, 9\]", text)
+    assert re.search(r"segment_ids\s+int64\s+\[1, 5\]", text)
+
+
 def test_run_with_random_and_given_inputs(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "m"
