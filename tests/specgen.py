@@ -145,6 +145,21 @@ def _lsh(r: random.Random, entries: dict[str, object], heads: int, head_dim: int
     return True
 
 
+def _documents(r: random.Random, entries: dict[str, object], cross: bool) -> None:
+    """Give a tenth of the specs document structure (in place): positions within documents
+    (`qd`, `kd`) in self attention, the memory rows' own ids in cross attention. Drawn from its
+    own stream, so the other specs stay what they were."""
+    if r.random() >= 0.1:
+        return
+    if cross:  # Flamingo: each text token sees the rows of its image
+        entries["mask"] = f"document & ({entries['mask']})"
+        return
+    rule = r.choice([f"qd - kd <= {r.randint(0, 20)}", f"qd // {r.randint(1, 9)} == kd // "
+                     f"{r.randint(1, 9)}", f"(kd < {r.randint(1, 8)} | kd <= qd)",
+                     f"abs(qd - kd) <= {r.randint(0, 6)} | k < {r.randint(0, 5)}"])
+    entries["mask"] = f"document & ({entries['mask']}) & {rule}"
+
+
 def random_spec(seed: int, decoding: bool = False) -> str:
     """A random valid spec; `decoding`: one whose layers all have a decoding form."""
     r = random.Random(seed)
@@ -232,6 +247,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             [*variants, f"otherwise(mask = {_mask(r, cross)}, sparsity = auto)"]) + "]"
     lsh = _lsh(random.Random(seed * 7919 + 1), entries, heads, head_dim, cross or decoding or
                linear or linformer or "by_length" in entries)
+    if not (decoding or linear or linformer or lsh or "by_length" in entries):
+        _documents(random.Random(seed * 7919 + 2), entries, cross)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:

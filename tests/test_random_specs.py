@@ -37,6 +37,9 @@ def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[
     if "segment_ids" in spec.runtime_inputs:
         feed["segment_ids"] = np.sort(rng.integers(0, 3, size=(batch, L)), axis=1).astype(
             np.int64)
+    if "memory_segment_ids" in spec.runtime_inputs:  # rows of the same documents
+        feed["memory_segment_ids"] = np.sort(rng.integers(0, 3, size=(batch, S)),
+                                             axis=1).astype(np.int64)
     return feed
 
 
