@@ -227,16 +227,6 @@ class Layer:
                 hint="export it as ONNX (`--export onnx`, every target): one `If` per "
                      "threshold")])
 
-        hashed = next((a for a in s.attentions_of(self.spec)
-                       if isinstance(a.kernel, s.LshKernel)), None)
-        if hashed is not None:
-            raise SpecError([Diagnostic(
-                f"`{hashed.name}` uses an LSH kernel, which a torch.export program cannot hold "
-                "at every length yet: torch.export specialises the length against the chunk "
-                "count (it guards L > chunk from the reshapes into chunks)",
-                hashed.span("kernel"), hint="export it as ONNX (`--export onnx`, every "
-                                            "target), or run it with `to_torch()`")])
-
         return export_program(self.spec, self.to_torch(seed=seed, weights=weights, dtype=dtype),
                               dtype=dtype)
 

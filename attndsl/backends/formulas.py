@@ -243,7 +243,9 @@ def lsh_attention(xp, q: Array, v: Array, kept: Array | None, causal: bool,
     B, H, L, d, dv = xp.shape(q, 0), xp.shape(q, 1), xp.shape(q, 2), xp.shape(q, 3), \
         xp.shape(v, 3)
     c, half = chunk, buckets // 2
-    Lp = (L + (c - 1)) // c * c
+    # at least two chunks a round: with L <= c the second holds only empty slots, so a
+    # chunk's previous one adds nothing and the round is standard attention, in one shape
+    Lp = xp.int_max((L + (c - 1)) // c, 2) * c
     q, v = xp.pad(q, 2, Lp - L), xp.pad(v, 2, Lp - L)
     pos = xp.arange(Lp)  # (Lp,)
     real = pos < L
@@ -279,10 +281,6 @@ def lsh_attention(xp, q: Array, v: Array, kept: Array | None, causal: bool,
         hidden = hidden | (k_pos > q_pos)
     s = xp.where(hidden, xp.asarray(LSH_HIDDEN_SCORE, "float32"), s)
     s = xp.where(k_pos == q_pos, xp.asarray(LSH_SELF_SCORE, "float32"), s)
-    # one chunk per round (Lp <= c): its previous chunk holds the same tokens, seen once
-    lone = (xp.amax(pos, axis=0, keepdims=False) < c) & \
-        xp.asarray([True] * c + [False] * c, "bool")
-    s = xp.where(lone, xp.asarray(LSH_HIDDEN_SCORE, "float32"), s)
     top = xp.amax(s, axis=-1, keepdims=True)
     e = xp.exp(s - top)
     total = xp.sum(e, axis=-1, keepdims=True)

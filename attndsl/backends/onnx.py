@@ -144,12 +144,17 @@ def longest(spec: Attention | Transformer) -> tuple[int, int]:
 
 
 def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGTH, MAX_LENGTH),
-                   ) -> tuple[tuple[dict[int, object], ...]]:
+                   inferred: bool = False) -> tuple[tuple[dict[int, object], ...]]:
     """Per input, its dynamic axes (lengths up to `longest`, queries' and memory's); nested
-    once because `Positional.forward` takes *args."""
-    B = torch.export.Dim("batch", min=1, max=1 << 16)
-    L = torch.export.Dim("length", min=1, max=longest[0])
-    S = torch.export.Dim("memory_length", min=1, max=longest[1])
+    once because `Positional.forward` takes *args. `inferred`: every axis `Dim.DYNAMIC`, whose
+    ranges torch.export works out itself (an LSH layer's chunk arithmetic yields guards that
+    hold at every length but that it cannot prove against a declared range)."""
+    if inferred:
+        B = L = S = torch.export.Dim.DYNAMIC
+    else:
+        B = torch.export.Dim("batch", min=1, max=1 << 16)
+        L = torch.export.Dim("length", min=1, max=longest[0])
+        S = torch.export.Dim("memory_length", min=1, max=longest[1])
     table = {"x": {0: B, 1: L}, "input_ids": {0: B, 1: L}, "memory": {0: B, 1: S},
              "key_lengths": {0: B},
              "segment_ids": {0: B, 1: L}, "memory_segment_ids": {0: B, 1: S}}

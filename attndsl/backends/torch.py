@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..ir import Graph, Node, Op, build
 from ..positions import alibi_slopes, t5_bucket_float32
-from ..spec import RUNTIME_INPUTS, Attention, Transformer
+from ..spec import RUNTIME_INPUTS, Attention, LshKernel, Transformer, attentions_of
 from . import formulas
 
 __all__ = ["GraphModule", "TorchArrays", "build_module", "export_program", "seeded_module"]
@@ -213,6 +213,10 @@ class TorchArrays:
         if axis != 0:
             raise NotImplementedError("take of an index array along axis > 0")
         return x[indices]
+
+    @staticmethod
+    def int_max(a: int, b: int) -> int:
+        return torch.sym_max(a, b)  # a length: no guard on which is larger
 
     @staticmethod
     def cumsum(x: Tensor, axis: int) -> Tensor:
@@ -558,9 +562,10 @@ def export_program(spec: Attention | Transformer, module: nn.Module,
 
     names = input_names(spec)
     example = example_inputs(spec, dtype=torch_dtype(dtype))
+    hashed = any(isinstance(a.kernel, LshKernel) for a in attentions_of(spec))
     program = torch.export.export(Positional(module.eval(), names),
                                   tuple(example[n] for n in names),
-                                  dynamic_shapes=dynamic_shapes(names, longest(spec)))
+                                  dynamic_shapes=dynamic_shapes(names, longest(spec), hashed))
     buffer = io.BytesIO()
     torch.export.save(program, buffer)
     return buffer.getvalue()

@@ -278,7 +278,7 @@ class OnnxArrays:
                     b.i64(0))
         return Sym(b, name, "int64", 0)
 
-    def _vector(self, items: list) -> str:
+    def vector(self, items: list) -> str:
         """An int64 vector of ints and int64 scalars."""
         b = self.b
         if all(isinstance(i, int) for i in items):
@@ -288,7 +288,7 @@ class OnnxArrays:
         return b.op("Concat", *parts, axis=0)
 
     def reshape(self, x: Sym, dims: list) -> Sym:
-        return Sym(self.b, self.b.op("Reshape", x.name, self._vector(dims)), x.dtype,
+        return Sym(self.b, self.b.op("Reshape", x.name, self.vector(dims)), x.dtype,
                    len(dims))
 
     def arange(self, n: Sym | int) -> Sym:
@@ -299,17 +299,21 @@ class OnnxArrays:
     def pad(self, x: Sym, axis: int, n: Sym | int) -> Sym:
         axis %= x.ndim
         pads = [0] * (x.ndim + axis) + [n] + [0] * (x.ndim - axis - 1)
-        return Sym(self.b, self.b.op("Pad", x.name, self._vector(pads)), x.dtype, x.ndim)
+        return Sym(self.b, self.b.op("Pad", x.name, self.vector(pads)), x.dtype, x.ndim)
 
     def slice(self, x: Sym, axis: int, start: int, stop: int | Sym | None) -> Sym:
         b = self.b
         end = [2**62 if stop is None else stop]
-        return Sym(b, b.op("Slice", x.name, b.i64(start), self._vector(end), b.i64(axis)),
+        return Sym(b, b.op("Slice", x.name, b.i64(start), self.vector(end), b.i64(axis)),
                    x.dtype, x.ndim)
 
     def take(self, x: Sym, indices: Sym, axis: int) -> Sym:
         return Sym(self.b, self.b.op("Gather", x.name, indices.name, axis=axis), x.dtype,
                    x.ndim - 1 + indices.ndim)
+
+    @staticmethod
+    def int_max(a: Sym, b: int) -> Sym:
+        return a._binary("Max", b)
 
     def cumsum(self, x: Sym, axis: int) -> Sym:
         return Sym(self.b, self.b.op("CumSum", x.name, self.b.i64(axis)), x.dtype, x.ndim)

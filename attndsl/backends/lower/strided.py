@@ -29,7 +29,7 @@ def strided(lw: Lowering, node: Node) -> str:
     Lp = rows * n
 
     def reshape(t: str, dims: list) -> str:  # 0 keeps the input's dimension
-        return b.op("Reshape", t, xp._vector(dims))
+        return b.op("Reshape", t, xp.vector(dims))
 
     def padded(t: str) -> str:  # (B, h, L, x) -> (B, h, Lp, x), zeros after
         return xp.pad(Sym(b, t, "float32", 4), 2, Lp - L).name
