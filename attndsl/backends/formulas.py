@@ -231,11 +231,12 @@ def lsh_attention(xp, q: Array, v: Array, kept: Array | None, causal: bool,
     all), `rotations` (H, d, rounds * buckets / 2) float32. Float32 throughout; returns
     (B, H, L, dv) in v's dtype.
 
-    The L tokens are padded to Lp (a multiple of `chunk`) with hidden slots. Per round, each
-    token's bucket is the argmax of [xR, -xR]; hidden keys and slots take bucket `buckets`.
-    Sorting by bucket * Lp + position orders a round; the rounds' orders are laid end to end
-    and cut into chunks, and a chunk's queries see its own and the previous chunk's keys
-    (cyclically over all rounds' chunks; a round of one chunk sees only itself). Keys are the
+    The L tokens are padded to Lp (a multiple of `chunk`, at least two) with hidden slots.
+    Per round, each token's bucket is the argmax of [xR, -xR]; hidden keys and slots take
+    bucket `buckets`. Sorting by bucket * Lp + position orders a round; the rounds' orders are
+    laid end to end and cut into chunks, and a chunk's queries see its own and the previous
+    chunk's keys (cyclically over all rounds' chunks; with L <= chunk the previous chunk holds
+    only empty slots, so a round sees its tokens once). Keys are the
     queries over their RMS; a key the mask hides scores -1e9, the token itself -1e5. Each
     round's output is merged by the softmax of the rounds' log-sum-exps."""
     dtype = xp.dtype(v)
