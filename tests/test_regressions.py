@@ -389,3 +389,23 @@ transformer t {
     want = layer.reference({"x": x}, state)
     got = runtime.run(runtime.make_session(layer.onnx_bytes(target="portable")), {"x": x})
     assert np.isfinite(got).all() and np.abs(got - want).max() < 1e-4
+
+
+# 18. causal linear attention in chunks assumed one sequence: cross attention's memory (S rows,
+# not L) was cut into the queries' chunks and ONNX Runtime failed at the reshape
+def test_cross_attention_causal_linear_kernel_runs_on_ort() -> None:
+    text = """attention a {
+        d_model = 44
+        heads = 2
+        kv_heads = 1
+        head_dim = 12
+        kind = cross
+        memory_dim = 20
+        kernel = linear(feature = softmax)
+        mask = causal
+    }"""
+    rng = np.random.default_rng(0)
+    for L, S in ((70, 23), (5, 130), (64, 64)):
+        feed = {"x": rng.standard_normal((2, L, 44)).astype(np.float32),
+                "memory": rng.standard_normal((2, S, 20)).astype(np.float32)}
+        _ort_matches_reference(text, feed)

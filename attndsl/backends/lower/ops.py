@@ -215,7 +215,9 @@ def _add(lw: Lowering, node: Node) -> str:
 
 @lower(Op.LINEAR_ATTENTION)
 def _linear_attention(lw: Lowering, node: Node) -> str:
-    if node.attr("causal") and not lw.decoding:  # O(L): running sums across chunks
+    # O(L): running sums across chunks, over one sequence (cross attention's causal mask
+    # relates L queries to S memory rows: the masked form below)
+    if node.attr("causal") and not lw.decoding and "memory" not in lw.env:
         return causal_linear_attention(lw, node)
     causal = lw.indices() if node.attr("causal") else None
     q, k, v = (lw.sym(node, i) for i in range(3))
