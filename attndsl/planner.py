@@ -213,7 +213,7 @@ def _compare_cover(op: str, left: m.Index, right: m.Index) -> Cover:
     if a == 0:
         return Cover()
     strict = op in ("<", ">")
-    if op in ("==",):
+    if op == "==":
         return band(math.floor(-c / a), math.ceil(-c / a))
     if op == "!=":
         return Cover()

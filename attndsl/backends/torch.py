@@ -447,16 +447,20 @@ def _seq_project(m: GraphModule, node: Node, env: Env) -> Tensor:
     n = t.shape[2]
     expr = node.attr("expr")
     if expr != masks.Full():
-        ki = torch.arange(n, device=t.device).unsqueeze(0)
-        kept = masks.evaluate(expr, torch.zeros((1, 1), dtype=torch.int64, device=t.device),
-                              ki, L=1, S=ki[0, -1] + 1, key_lengths=env.get("key_lengths"))
-        t = torch.where(kept.reshape(-1, 1, n, 1), t, torch.zeros((), dtype=t.dtype,
-                                                                 device=t.device))
+        kept = _kept_keys(expr, n, env, t.device).reshape(-1, 1, n, 1)
+        t = torch.where(kept, t, torch.zeros((), dtype=t.dtype, device=t.device))
     # the first n columns by index_select, not a slice: torch.export would guard n != max_len
     # (a slice of every column is the tensor itself) and refuse the dynamic length
     columns = torch.arange(n, device=t.device)
     e = m.weight(node.attr("weight")).index_select(-1, columns)
     return torch.matmul(e.to(t.dtype), t)
+
+
+def _kept_keys(expr: masks.Mask, n: int, env: Env, device: torch.device) -> Tensor:
+    """(B|1, 1, n): the keys a mask of keys alone (`padding`, `full`) shows."""
+    ki = torch.arange(n, device=device).unsqueeze(0)
+    return masks.evaluate(expr, torch.zeros((1, 1), dtype=torch.int64, device=device), ki,
+                          L=1, S=ki[0, -1] + 1, key_lengths=env.get("key_lengths"))
 
 
 @impl(Op.SOFTMAX)
@@ -519,11 +523,7 @@ def _lsh_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     q, v = _arg(node, env, 0), _arg(node, env, 1)
     kept = None
     if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
-        ki = torch.arange(q.shape[2], device=q.device).unsqueeze(0)
-        kept = masks.evaluate(node.attr("keys"), torch.zeros((1, 1), dtype=torch.int64,
-                                                             device=q.device),
-                              ki, L=1, S=q.shape[2], key_lengths=env.get("key_lengths"))
-        kept = kept.reshape(-1, q.shape[2])
+        kept = _kept_keys(node.attr("keys"), q.shape[2], env, q.device).reshape(-1, q.shape[2])
     rotations = formulas.lsh_rotations(node.attr("seed"), q.shape[1], q.shape[3],
                                        node.attr("rounds"), node.attr("buckets"))
     return formulas.lsh_attention(TorchArrays(q.device), q, v, kept, node.attr("causal"),

@@ -10,7 +10,7 @@ from ...ir import Graph, Node, Op
 from .. import formulas
 from .attend import runtime_masks
 from .block_sparse import block_sparse
-from .builder import ONNX_TYPE, Lowering, Sym, arg, lower, repeat, width
+from .builder import ONNX_TYPE, Lowering, Sym, arg, lower, repeat, static_last, width
 from .dense import dense
 from .gqa import gqa, gqa_cache
 from .linear import causal_linear_attention
@@ -63,12 +63,18 @@ def _seq_project(lw: Lowering, node: Node) -> str:
     e = b.op("Slice", lw.w(node.attr("weight")), b.i64(0), end, b.i64(-1))  # (.., k, n)
     expr = node.attr("expr")
     if expr != masks.Full():
-        k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
-        zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
-        kept = masks.evaluate(expr, zero, k_pos, L=n, S=n, **runtime_masks(lw))  # (B|1, 1, n)
+        kept = _kept_keys(lw, expr, n)  # (B|1, 1, n)
         keep = b.op("Cast", b.op("Unsqueeze", kept.name, b.i64(-1)), to=ONNX_TYPE[b.dtype])
         t = b.op("Mul", t, keep)  # not Where: CUDA has no bfloat16 Where
     return b.op("MatMul", e, t)
+
+
+def _kept_keys(lw: Lowering, expr: masks.Mask, n: Sym) -> Sym:
+    """(B|1, 1, n): the keys a mask of keys alone (`padding`, `full`) shows."""
+    b = lw.b
+    k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
+    zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
+    return masks.evaluate(expr, zero, k_pos, L=n, S=n, **runtime_masks(lw))
 
 
 @lower(Op.SOFTCAP)
@@ -229,17 +235,13 @@ def _linear_attention(lw: Lowering, node: Node) -> str:
 
 @lower(Op.LSH_ATTENTION)
 def _lsh_attention(lw: Lowering, node: Node) -> str:
-    b = lw.b
     q, v = lw.sym(node, 0), lw.sym(node, 1)
     kept = None
     if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
         n = lw.dim(q.name, 2)
-        k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
-        zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
-        kept = masks.evaluate(node.attr("keys"), zero, k_pos, L=n, S=n, **runtime_masks(lw))
-        kept = lw.xp.reshape(kept, [-1, n])
-    shape = lw.graph_shapes[node.args[0]].strip("[]").split(",")
-    heads, dim = int(shape[1]), int(shape[3])
+        kept = lw.xp.reshape(_kept_keys(lw, node.attr("keys"), n), [-1, n])
+    heads = int(lw.graph_shapes[node.args[0]].split(",")[1])  # [B, H, L, d]
+    dim = static_last(lw, node, 0)
     rotations = formulas.lsh_rotations(node.attr("seed"), heads, dim, node.attr("rounds"),
                                        node.attr("buckets"))
     return formulas.lsh_attention(lw.xp, q, v, kept, node.attr("causal"), rotations,
