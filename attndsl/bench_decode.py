@@ -42,8 +42,11 @@ def measure_bandwidth(threads: int, mib: int = 512, repeat: int = 7) -> float:
     """Read bandwidth in bytes/s as a decoding step meets it: ONNX Runtime, with `threads`
     threads, multiplying one row by a float32 matrix larger than the caches (a GEMV reads
     every weight once); the best of `repeat` runs."""
-    import onnxruntime as ort
     from onnx import TensorProto, helper
+
+    from .backends.runtime import onnxruntime
+
+    ort = onnxruntime()
 
     k = 4096
     n = mib * 1024 * 1024 // (4 * k)

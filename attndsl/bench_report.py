@@ -24,7 +24,9 @@ FIT_FROM = 1024  # the growth exponents fit lengths from here up
 
 
 def machine_summary() -> str:
-    import onnxruntime as ort
+    from .backends.runtime import onnxruntime
+
+    ort = onnxruntime()
 
     cpu = platform.processor() or platform.machine()
     try:

@@ -21,7 +21,7 @@ from .errors import AttnError, SpecError, UsageError
 from .fmt import format_module
 from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
-from .spec import is_lm
+from .spec import is_lm, top_layers
 from .targets import DEFAULT_TARGET, TRITON_TARGET, check_dtype_target
 
 __all__ = ["main"]
@@ -126,9 +126,13 @@ def _compile(args: argparse.Namespace) -> int:
         if not layers:
             raise UsageError(f"{args.file} has no language model (a transformer with `vocab "
                              "= N`) for onnxruntime-genai")
-    if args.weights and len(layers) > 1:
-        raise UsageError(f"{args.file} has {len(layers)} layers; name the one --weights is for "
-                         "with --name")
+    if args.weights and len(layers) > 1:  # the weights are the file's top layer's
+        tops = [la for la in layers if la.name in top_layers({la.name: la.spec for la in layers})]
+        if len(tops) != 1:
+            raise UsageError(f"{args.file} has {len(tops)} layers that no other layer uses "
+                             f"({', '.join(la.name for la in tops)}); name the one --weights is "
+                             "for with --name")
+        layers = tops
     if args.decode and args.export != "onnx":
         raise UsageError("--decode goes with --export onnx (--export genai always decodes)")
     if args.bounded_cache and not args.decode:
@@ -157,7 +161,7 @@ def _compile(args: argparse.Namespace) -> int:
                                     dtype=args.dtype)
         what = f"({len(data) / 1e6:.1f} MB, sha256 {hashlib.sha256(data).hexdigest()[:12]}...)"
         if args.export == "genai":
-            from .decoding import genai_files
+            from .genai import genai_files
 
             path = out_dir / layer.name
             in_place = layer.decoder_layout(target=target, dtype=args.dtype) == "in_place"
@@ -172,7 +176,9 @@ def _compile(args: argparse.Namespace) -> int:
             outputs.tree(path, repository_files(layer.name, data))
             written.append(f"wrote {path}/config.pbtxt and {path}/1/model.onnx {what}")
         else:
-            path = out_dir / f"{layer.name}{'.pt2' if args.export == 'torch' else '.onnx'}"
+            # the decoding form beside the one-pass form of the same layer, not over it
+            suffix = {"torch": ".pt2"}.get(args.export, ".decode.onnx" if args.decode else ".onnx")
+            path = out_dir / f"{layer.name}{suffix}"
             outputs.file(path, data)
             written.append(f"wrote {path} {what}")
         del data
@@ -334,7 +340,8 @@ def _show(args: argparse.Namespace) -> int:
     for i, layer in enumerate(layers):
         if i:
             print()
-        print(terminal_grid(layer.spec, args.length, args.memory_length))
+        print(terminal_grid(layer.spec, args.length, args.memory_length,
+                            rows=not args.png))  # the picture has the rows
     if args.png:
         path = Path(args.png)
         write_atomic(path, encode_png(png_panels(layers[0].spec, args.length,
@@ -387,7 +394,8 @@ def _label(layers: list[str]) -> str | None:
 @command("generate")
 def _generate(args: argparse.Namespace) -> int:
     from .backends import runtime
-    from .decoding import generate, load_decoder
+    from .decoding import generate
+    from .genai import load_decoder
 
     model, config = load_decoder(Path(args.model))
     eos = args.eos

@@ -1,5 +1,5 @@
-"""Decoding: what a decoding export needs of a spec, the onnxruntime-genai model folder
-(`--export genai`), and greedy generation with ONNX Runtime alone (`attndsl generate`).
+"""Decoding: what a decoding export needs of a spec, and greedy generation with ONNX Runtime
+alone (`attndsl generate`); the onnxruntime-genai folder is `genai.py`.
 
 A decoding model (docs/LANGUAGE.md, Decoding) takes the new tokens (input_ids, or x for a
 stack without a vocabulary), an int64 attention_mask over cache and new tokens (0: padding),
@@ -8,11 +8,9 @@ position_ids of the new tokens and each layer's past keys and values; it returns
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -37,23 +35,9 @@ from .spec import (
     RelativeBias,
     Rope,
     Transformer,
-    is_lm,
 )
 
-__all__ = [
-    "GENAI_CONFIG",
-    "Generation",
-    "check_decodable",
-    "genai_config",
-    "genai_files",
-    "generate",
-    "load_decoder",
-    "padded",
-    "positions_of",
-]
-
-GENAI_CONFIG = "genai_config.json"
-MODEL_FILE = "model.onnx"
+__all__ = ["Generation", "check_decodable", "generate", "padded", "positions_of"]
 
 
 def check_decodable(spec: Layer) -> None:
@@ -183,6 +167,12 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
     if "input_ids" not in names or outputs[0] != "logits":
         raise UsageError("generate needs a decoding language model (input_ids in, logits "
                          "out): compile a stack with `vocab` using --export genai or --decode")
+    if not any(n.startswith("past_key_values.") for n in names):
+        raise UsageError(
+            "this model is the one-pass form of a language model: it has no KV cache "
+            "(past_key_values.* inputs), so generate would recompute every token\n"
+            "  = help: compile its decoding form: `attndsl compile SPEC --export genai` (a "
+            "folder for onnxruntime-genai) or `--export onnx --decode`")
     meta = session.get_modelmeta().custom_metadata_map
     if meta.get("attndsl.kv_cache") == "in_place":
         step = _InPlace(session, prompts, max_new, pad)
@@ -292,116 +282,3 @@ class _InPlace:
 def _ort_float(type_name: str):
     return {"tensor(float)": np.float32, "tensor(float16)": np.float16}.get(type_name,
                                                                           np.float32)
-
-
-def load_decoder(path: Path) -> tuple[Path, dict]:
-    """(the model file, the genai config or {}) of a decoding .onnx or a genai folder."""
-    if path.is_dir():
-        config_file = path / GENAI_CONFIG
-        if not config_file.is_file():
-            raise UsageError(f"{path}: no {GENAI_CONFIG}; give a folder written by "
-                             "`attndsl compile --export genai` or a decoding .onnx file")
-        try:
-            config = json.loads(config_file.read_text())
-            model = path / config["model"]["decoder"]["filename"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"{config_file}: not a readable genai config ({exc})") from None
-        if not model.is_file():
-            raise UsageError(f"{model}: no such file (named by {config_file})")
-        return model, config
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file or folder")
-    return path, {}
-
-
-def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (),
-                 bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE,
-                 in_place: bool = False) -> dict:
-    """onnxruntime-genai's genai_config.json for the decoding model of `spec` (checked against
-    onnxruntime-genai 0.18). `in_place`: the runtime binds one max_length buffer per cache as
-    both past and present (past_present_share_buffer true); else the cache grows. Either way
-    sliding windows live in the model (GroupQueryAttention's local_window_size, or its masks)
-    and the runtime keeps every key: no sliding_window section, which would make the runtime
-    trim a cache the model still indexes."""
-    if not is_lm(spec):
-        raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
-                         "models (add `vocab = N` to the transformer)")
-    heads = {a.head_dim for a in spec.attentions} | {a.value_dim for a in spec.attentions}
-    kv = {a.kv_heads for a in spec.attentions}
-    q = {a.heads for a in spec.attentions}
-    if len(heads) > 1 or len(kv) > 1 or len(q) > 1:
-        raise UsageError(f"`{spec.name}`: onnxruntime-genai needs one head size and head count "
-                         "in every layer")
-    eos_ids = list(eos) or [0]
-    return {
-        "model": {
-            "bos_token_id": bos if bos is not None else eos_ids[0],
-            "context_length": context_length,
-            "decoder": {
-                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
-                "filename": filename,
-                "head_size": heads.pop(),
-                "hidden_size": spec.d_model,
-                "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask",
-                           "position_ids": "position_ids",
-                           "past_key_names": "past_key_values.%d.key",
-                           "past_value_names": "past_key_values.%d.value"},
-                "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
-                            "present_value_names": "present.%d.value"},
-                "num_attention_heads": q.pop(),
-                "num_hidden_layers": spec.layers,
-                "num_key_value_heads": kv.pop(),
-            },
-            "eos_token_id": eos_ids if len(eos_ids) > 1 else eos_ids[0],
-            "pad_token_id": pad,
-            "type": "decoder",
-            "vocab_size": spec.vocab,
-        },
-        "search": {
-            "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
-            "length_penalty": 1.0, "max_length": context_length, "min_length": 0,
-            "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
-            "past_present_share_buffer": in_place, "repetition_penalty": 1.0,
-            "temperature": 1.0, "top_k": 1, "top_p": 1.0,
-        },
-    }
-
-
-def genai_files(spec: Layer, model: bytes, *, in_place: bool, weights: str | None = None,
-                context_length: int | None = None,
-                eos: Sequence[int] | None = None) -> dict[str, bytes]:
-    """The files of an onnxruntime-genai folder: genai_config.json and model.onnx (`in_place`:
-    its cache layout, `Layer.decoder_layout`). Token ids
-    and the context length come from the arguments, else from the Hugging Face checkpoint
-    `weights` names (its config.json: eos_token_id, bos_token_id, pad_token_id,
-    max_position_embeddings), else eos 0 and 4096."""
-    if not isinstance(spec, Transformer):
-        raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
-                         "models (a transformer with `vocab = N`)")
-    hf = _hf_config(weights)
-    found = hf.get("eos_token_id")
-    hf_eos = found if isinstance(found, list) else [] if found is None else [found]
-    config = genai_config(
-        spec, context_length=context_length or hf.get("max_position_embeddings") or 4096,
-        eos=list(eos) if eos is not None else hf_eos, bos=hf.get("bos_token_id"),
-        pad=hf.get("pad_token_id") or 0, in_place=in_place)
-    text = json.dumps(config, indent=4, sort_keys=True) + "\n"
-    return {GENAI_CONFIG: text.encode(), MODEL_FILE: model}
-
-
-def _hf_config(weights: str | None) -> dict:
-    """A Hugging Face checkpoint's config.json (text_config for Gemma 3), or {}."""
-    if weights is None:
-        return {}
-    path = Path(weights)
-    folder = path if path.is_dir() else path.parent
-    try:
-        cfg = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(cfg, dict):
-        return {}
-    if isinstance(cfg.get("text_config"), dict):
-        cfg = {**cfg["text_config"], **{k: v for k, v in cfg.items() if k.endswith("token_id")}}
-    return cfg
-

@@ -25,7 +25,8 @@ _MAX_INPUT_ELEMENTS = 1 << 28  # 1 GB of float32 per input
 def random_inputs(session, batch: int, length: int, memory_length: int,
                   seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs for every graph input: floats ~ N(0, 1) (float32, or float64 for a double input;
-    converted to the model's type when bound); key_lengths = the memory length (no padding);
+    converted to the model's type when bound); a language model's input_ids uniform over its
+    vocabulary; key_lengths = the memory length (no padding);
     segment_ids (and a cross attention's memory_segment_ids) = one document. A decoding
     model gets a prompt of `length` tokens: an empty cache (or in-place buffers of that
     length), an all-ones attention_mask, positions 0 .. length-1."""
@@ -61,12 +62,23 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
             if inp.name == "key_lengths":
                 feed[inp.name] = np.full(dims, memory_length if _has(session, "memory")
                                          else length, dtype=np.int64)
+            elif inp.name == "input_ids":  # token ids drawn uniformly from the vocabulary
+                feed[inp.name] = rng.integers(0, _vocab(session), dims, dtype=np.int64)
             else:
                 feed[inp.name] = np.zeros(dims, dtype=np.int64)
         else:
             dtype = np.float64 if inp.type == "tensor(double)" else np.float32
             feed[inp.name] = rng.standard_normal(dims).astype(dtype)
     return feed
+
+
+def _vocab(session) -> int:
+    """A language model's vocabulary: the last axis of its logits."""
+    size = session.get_outputs()[0].shape[-1]
+    if not isinstance(size, int) or size < 1:
+        raise UsageError("cannot draw token ids: the model's logits give no vocabulary size; "
+                         "pass the inputs with --inputs")
+    return size
 
 
 def _has(session, name: str) -> bool:

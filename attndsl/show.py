@@ -57,18 +57,22 @@ def _variant(spec: Attention | Transformer, L: int) -> str:
     return f" (by_length: L > {attn.variants[-2].up_to})"
 
 
-def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None) -> str:
+def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None, *,
+                  rows: bool = True) -> str:
+    """The mask's grid (one row per query; without `rows`, the summary alone: the mask, the
+    legend of assumed runtime inputs and the density)."""
     attn = _layer_attention(spec, L)
     S = S or L
     grid = mask_grid(attn, L, S)
     lines = [f"{spec.name}: mask `{masks.render(attn.mask)}` at L = {L}"
              + (f", S = {S}" if S != L else "") + _variant(spec, L)]
-    width = len(str(L - 1))
-    ruler = "".join(str(k // 10 % 10) if k % 10 == 0 else " " for k in range(S))
-    lines.append(" " * (width + 3) + ruler)
-    for qi in range(L):
-        row = "".join("█" if v else "·" for v in grid[qi])
-        lines.append(f"{qi:>{width}} │ {row}")
+    if rows:
+        width = len(str(L - 1))
+        ruler = "".join(str(k // 10 % 10) if k % 10 == 0 else " " for k in range(S))
+        lines.append(" " * (width + 3) + ruler)
+        for qi in range(L):
+            row = "".join("█" if v else "·" for v in grid[qi])
+            lines.append(f"{qi:>{width}} │ {row}")
     visible = int(grid.sum())
     notes = []
     runtime = example_runtime_inputs(attn, L, S)

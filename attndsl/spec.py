@@ -13,6 +13,7 @@ __all__ = [
     "LinformerKernel", "LshKernel", "Norm",
     "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
     "Transformer", "Variant", "attentions_of", "input_names", "is_lm", "output_name",
+    "top_layers",
 ]
 
 
@@ -349,3 +350,11 @@ class Program:
 
     source: Source
     layers: dict[str, Layer] = field(default_factory=dict)
+
+
+def top_layers(layers: dict[str, Layer]) -> list[str]:
+    """The layers no other layer uses (a stack's attentions are used by it), in source order:
+    what a file is for, such as an imported checkpoint's stack."""
+    used = {a.name for layer in layers.values() if isinstance(layer, Transformer)
+            for a in layer.attentions}
+    return [name for name in layers if name not in used]

@@ -376,17 +376,17 @@ def test_run_and_generate_take_decoding_models(tmp_path, target, capsys) -> None
     out = tmp_path / "out"
     assert main(["compile", str(EXAMPLES[0].parent / "llama_lm.attn"), "--export", "onnx",
                  "--decode", "--target", target, "-o", str(out)]) == 0
-    assert main(["run", str(out / "llama_lm.onnx"), "--batch", "2", "--length", "5"]) == 0
+    assert main(["run", str(out / "llama_lm.decode.onnx"), "--batch", "2", "--length", "5"]) == 0
     assert "logits" in capsys.readouterr().out
-    assert main(["generate", str(out / "llama_lm.onnx"), "--prompt-ids", "1,2,3",
+    assert main(["generate", str(out / "llama_lm.decode.onnx"), "--prompt-ids", "1,2,3",
                  "--prompt-ids", "4", "--max-new", "3", "--json"]) == 0
     tokens = json.loads(capsys.readouterr().out)["tokens"]
     assert [len(t) for t in tokens] == [3, 3]
     assert main(["compile", str(EXAMPLES[0].parent / "mistral_local.attn"), "--export",
                  "onnx", "--decode", "--target", target, "-o", str(out)]) == 0
-    assert main(["run", str(out / "mistral_local.onnx")]) == 0
+    assert main(["run", str(out / "mistral_local.decode.onnx")]) == 0
     capsys.readouterr()
-    assert main(["generate", str(out / "mistral_local.onnx"), "--prompt-ids", "1"]) == 2
+    assert main(["generate", str(out / "mistral_local.decode.onnx"), "--prompt-ids", "1"]) == 2
     assert "decoding language model" in capsys.readouterr().err
 
 

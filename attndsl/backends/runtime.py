@@ -24,20 +24,33 @@ from ..errors import ExportError, UsageError
 from ..targets import HEAVY_OPS, check_ort_version
 
 __all__ = ["PROVIDERS", "Bound", "available", "checked_runner", "device_of", "make_session",
-           "off_device", "placements", "require", "require_on_device", "run"]
+           "off_device", "onnxruntime", "placements", "require", "require_on_device", "run"]
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
-def available() -> list[str]:
-    import onnxruntime as ort
 
-    return ort.get_available_providers()
+
+def onnxruntime():
+    """The onnxruntime module (from the onnxruntime or onnxruntime-gpu package, whichever is
+    installed), or ExportError (exit 3) saying how to install one: the runtime is an extra."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ExportError(
+            "ONNX Runtime is not installed: attndsl compiles without it, but running a model "
+            "needs it\n  = help: pip install -c constraints.txt \"attndsl[cpu]\" (onnxruntime), "
+            "or \"attndsl[gpu]\" (onnxruntime-gpu, on an NVIDIA machine); never both") from None
+    return ort
+
+
+def available() -> list[str]:
+    return onnxruntime().get_available_providers()
 
 
 def require(provider: str) -> str:
     """The ORT provider name for `provider`, or ExportError (exit 3) if it cannot run here."""
     if provider not in PROVIDERS:
         raise UsageError(f"unknown provider `{provider}`: choose from {', '.join(PROVIDERS)}")
-    import onnxruntime as ort
+    ort = onnxruntime()
 
     if provider == "cuda":
         with contextlib.suppress(ImportError):
@@ -62,7 +75,7 @@ def make_session(model: bytes | str | os.PathLike[str], provider: str = "cpu",
     cannot run here. arena=False returns freed CPU memory at once and grows the CUDA arena by
     exactly what is requested, so memory measurements see one run's real peak."""
     wanted = require(provider)
-    import onnxruntime as ort
+    ort = onnxruntime()
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
