@@ -11,7 +11,7 @@ from typing import Any
 from . import spec as s
 from .check import check
 from .errors import UsageError
-from .output import write_atomic
+from .output import Outputs
 from .parser import MAX_BYTES, decode, parse
 from .source import Source
 from .targets import DEFAULT_TARGET, check_dtype_target, get, verify_pairs
@@ -112,7 +112,15 @@ class Layer:
     def onnx_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
                    weights: str | os.PathLike[str] | None = None,
                    dtype: str = "float32") -> bytes:
-        """The exported ONNX model, serialized (byte-identical for identical arguments)."""
+        """The exported ONNX model as one file's bytes (byte-identical for identical
+        arguments); a model over 2 GB needs external data: `onnx_model`, `export_onnx`."""
+        return self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype).bytes()
+
+    def onnx_model(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
+                   weights: str | os.PathLike[str] | None = None, dtype: str = "float32"):
+        """The exported ONNX model (`backends.exported.Exported`): `.files(name)` gives
+        `name` and, over 2 GB, `name.data` (its tensors), byte-identical for identical
+        arguments."""
         from .backends.onnx import Provenance, export
         from .weights import file_sha256
 
@@ -140,6 +148,13 @@ class Layer:
     def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
                       weights: str | os.PathLike[str] | None = None,
                       dtype: str = "float32", bounded: bool = False) -> bytes:
+        """`decoder_model` as one file's bytes (models up to 2 GB)."""
+        return self.decoder_model(target=target, seed=seed, weights=weights, dtype=dtype,
+                                  bounded=bounded).bytes()
+
+    def decoder_model(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
+                      weights: str | os.PathLike[str] | None = None,
+                      dtype: str = "float32", bounded: bool = False):
         """The decoding model (docs/LANGUAGE.md, Decoding): new tokens, attention_mask,
         position_ids and past_key_values.{i}.key/.value in; logits (or y) and
         present.{i}.key/.value out. On ort-cpu and ort-cuda, when every attention can,
@@ -205,10 +220,14 @@ class Layer:
                     target: str = DEFAULT_TARGET, seed: int = 0,
                     weights: str | os.PathLike[str] | None = None,
                     dtype: str = "float32") -> Path:
-        """Write `<directory>/<name>.onnx` atomically and return its path."""
-        data = self.onnx_bytes(target=target, seed=seed, weights=weights, dtype=dtype)
+        """Write `<directory>/<name>.onnx` (and over 2 GB its tensors, `<name>.onnx.data`)
+        atomically and return its path."""
+        exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype)
         path = Path(directory) / f"{self.name}.onnx"
-        write_atomic(path, data)
+        outputs = Outputs()
+        for name, data in exported.files(path.name).items():
+            outputs.file(path.with_name(name), data)
+        outputs.commit()
         return path
 
     def torch_program_bytes(self, *, seed: int = 0,
@@ -262,9 +281,9 @@ class Layer:
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
         runners = []
         for target, its_providers in on.items():
-            data = self.onnx_bytes(target=target, seed=seed, weights=weights, dtype=dtype)
+            exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype)
             for provider in its_providers:
-                session = runtime.make_session(data, provider, profile=provider == "cuda")
+                session = runtime.make_session(exported, provider, profile=provider == "cuda")
                 runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
         state = {k: _numpy(v) for k, v in module.state_dict().items()}
         return verify(self.spec, module, state, runners, targets=tuple(on), seed=seed,

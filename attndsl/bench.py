@@ -155,9 +155,8 @@ def _stdout_of_native_code():
 
 def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
     """Exact count of visible (b, q, k) pairs, evaluated in row chunks to bound memory."""
-    L = inputs["x"].shape[1]
+    B, L = inputs["input_ids" if "input_ids" in inputs else "x"].shape[:2]  # an LM: token ids
     S = inputs["memory"].shape[1] if "memory" in inputs else L
-    B = inputs["x"].shape[0]
     if isinstance(attn.kernel, LinearKernel):
         return B * L * S
     if isinstance(attn.kernel, LshKernel):  # per round, each query scores two chunks
@@ -221,7 +220,7 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
     module = layer.to_torch(seed=seed, dtype=dtype).to(device)
     sdpa = _with_sdpa(layer.to_torch(seed=seed, dtype=dtype).to(device))
     sdpa_is_flash = _sdpa_needs_no_mask(attn)
-    models = {t: layer.onnx_bytes(target=t, seed=seed, dtype=dtype) for t in targets}
+    models = {t: layer.onnx_model(target=t, seed=seed, dtype=dtype) for t in targets}
 
     def synced(run: Callable[[], object]) -> Callable[[], object]:
         if device == "cpu":

@@ -155,7 +155,7 @@ def _attndsl(source: Path, tmp: Path, threads: int):
 
     program = loads(import_config(source), "imported.attn")
     layer = next(program[n] for n in program if getattr(program[n].spec, "vocab", None))
-    session = make_session(layer.decoder_bytes(target="ort-cpu", weights=source), "cpu",
+    session = make_session(layer.decoder_model(target="ort-cpu", weights=source), "cpu",
                            threads=threads)
 
     def run(ids: list[int], new: int) -> tuple[float, list[float]]:

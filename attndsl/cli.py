@@ -153,35 +153,39 @@ def _compile(args: argparse.Namespace) -> int:
         if args.export == "torch":
             data = layer.torch_program_bytes(seed=args.seed, weights=args.weights,
                                              dtype=args.dtype)
-        elif args.export == "genai" or args.decode:
-            data = layer.decoder_bytes(target=target, seed=args.seed, weights=args.weights,
-                                       dtype=args.dtype, bounded=args.bounded_cache)
+            path = out_dir / f"{layer.name}.pt2"
+            outputs.file(path, data)
+            written.append(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 "
+                           f"{hashlib.sha256(data).hexdigest()[:12]}...)")
+            continue
+        if args.export == "genai" or args.decode:
+            model = layer.decoder_model(target=target, seed=args.seed, weights=args.weights,
+                                        dtype=args.dtype, bounded=args.bounded_cache)
         else:
-            data = layer.onnx_bytes(target=target, seed=args.seed, weights=args.weights,
-                                    dtype=args.dtype)
-        what = f"({len(data) / 1e6:.1f} MB, sha256 {hashlib.sha256(data).hexdigest()[:12]}...)"
+            model = layer.onnx_model(target=target, seed=args.seed, weights=args.weights,
+                                     dtype=args.dtype)
+        what = model.summary()
         if args.export == "genai":
-            from .genai import genai_files
+            from .genai import MODEL_FILE, genai_files
 
             path = out_dir / layer.name
             in_place = layer.decoder_layout(target=target, dtype=args.dtype) == "in_place"
-            outputs.tree(path, genai_files(layer.spec, data, in_place=in_place,
-                                           weights=args.weights,
+            outputs.tree(path, genai_files(layer.spec, model.files(MODEL_FILE),
+                                           in_place=in_place, weights=args.weights,
                                            context_length=args.context_length, eos=args.eos))
             written.append(f"wrote {path}/genai_config.json and {path}/model.onnx {what}")
         elif args.export == "triton":
             from .triton import repository_files
 
             path = out_dir / layer.name
-            outputs.tree(path, repository_files(layer.name, data))
+            outputs.tree(path, repository_files(layer.name, model.files("model.onnx")))
             written.append(f"wrote {path}/config.pbtxt and {path}/1/model.onnx {what}")
-        else:
-            # the decoding form beside the one-pass form of the same layer, not over it
-            suffix = {"torch": ".pt2"}.get(args.export, ".decode.onnx" if args.decode else ".onnx")
-            path = out_dir / f"{layer.name}{suffix}"
-            outputs.file(path, data)
+        else:  # the decoding form beside the one-pass form of the same layer, not over it
+            path = out_dir / f"{layer.name}{'.decode.onnx' if args.decode else '.onnx'}"
+            for name, data in model.files(path.name).items():
+                outputs.file(path.with_name(name), data)
             written.append(f"wrote {path} {what}")
-        del data
+        del model
     outputs.commit()
     print("\n".join(written))
     return 0
@@ -403,7 +407,7 @@ def _generate(args: argparse.Namespace) -> int:
         found = config.get("model", {}).get("eos_token_id", [])
         eos = tuple(found) if isinstance(found, list) else (found,)
     runtime.require(args.provider)
-    session = runtime.make_session(model.read_bytes(), args.provider)
+    session = runtime.make_session(model, args.provider)  # its external data beside it
     show = None
     if not args.json and not args.quiet and sys.stderr.isatty():
         def show(done: int, total: int) -> None:

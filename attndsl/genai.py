@@ -91,15 +91,16 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
     }
 
 
-def genai_files(spec: Layer, model: bytes, *, in_place: bool, weights: str | None = None,
+def genai_files(spec: Layer, model: dict[str, bytes], *, in_place: bool,
+                weights: str | None = None,
                 context_length: int | None = None,
                 eos: Sequence[int] | None = None) -> dict[str, bytes]:
-    """The files of an onnxruntime-genai folder: genai_config.json, model.onnx (`in_place`:
-    its cache layout, `Layer.decoder_layout`) and the checkpoint's tokenizer files, those of
-    TOKENIZER_FILES it has, so that `og.Tokenizer(model)` works. Token ids
-    and the context length come from the arguments, else from the Hugging Face checkpoint
-    `weights` names (its config.json: eos_token_id, bos_token_id, pad_token_id,
-    max_position_embeddings), else eos 0 and 4096."""
+    """The files of an onnxruntime-genai folder: genai_config.json, `model` (model.onnx, and
+    model.onnx.data over 2 GB; `in_place`: its cache layout, `Layer.decoder_layout`) and the
+    checkpoint's tokenizer files, those of TOKENIZER_FILES it has, so that
+    `og.Tokenizer(model)` works. Token ids and the context length come from the arguments,
+    else from the Hugging Face checkpoint `weights` names (its config.json: eos_token_id,
+    bos_token_id, pad_token_id, max_position_embeddings), else eos 0 and 4096."""
     if not isinstance(spec, Transformer):
         raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
                          "models (a transformer with `vocab = N`)")
@@ -111,7 +112,7 @@ def genai_files(spec: Layer, model: bytes, *, in_place: bool, weights: str | Non
         eos=list(eos) if eos is not None else hf_eos, bos=hf.get("bos_token_id"),
         pad=hf.get("pad_token_id") or 0, in_place=in_place)
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
-    return {GENAI_CONFIG: text.encode(), MODEL_FILE: model, **_tokenizer_files(weights)}
+    return {GENAI_CONFIG: text.encode(), **model, **_tokenizer_files(weights)}
 
 
 # What a Hugging Face tokenizer is saved as (fast: tokenizer.json; BPE: vocab.json, merges.txt;

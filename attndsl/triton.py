@@ -60,7 +60,9 @@ parameters {{ key: "arena_extend_strategy" value: {{ string_value: "1" }} }}
 """
 
 
-def repository_files(name: str, model_bytes: bytes) -> dict[str, bytes]:
-    """The files of one model's folder in a repository: config.pbtxt and 1/model.onnx."""
-    model = onnx.load_from_string(model_bytes)
-    return {"config.pbtxt": config_pbtxt(name, model).encode(), "1/model.onnx": model_bytes}
+def repository_files(name: str, model: dict[str, bytes]) -> dict[str, bytes]:
+    """The files of one model's folder in a repository: config.pbtxt and 1/model.onnx (with
+    1/model.onnx.data over 2 GB: `model` is `Exported.files("model.onnx")`)."""
+    proto = onnx.load_from_string(model["model.onnx"])  # external tensors stay unread
+    return {"config.pbtxt": config_pbtxt(name, proto).encode(),
+            **{f"1/{file}": data for file, data in model.items()}}

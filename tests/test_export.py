@@ -78,14 +78,14 @@ def test_failed_compile_leaves_nothing_and_keeps_good_output(
     good = {p.name: p.read_bytes() for p in out.iterdir()}
     assert set(good) == {"llama_attn.onnx", "llama_decoder.onnx"}
 
-    real = attndsl.Layer.onnx_bytes
+    real = attndsl.Layer.onnx_model
 
     def failing(self, **kwargs):
         if self.name == "llama_decoder":
             raise attndsl.ExportError("simulated exporter failure")
         return real(self, **kwargs)
 
-    monkeypatch.setattr(attndsl.Layer, "onnx_bytes", failing)
+    monkeypatch.setattr(attndsl.Layer, "onnx_model", failing)
     assert _compile(out, "--seed", "5", spec="examples/llama_gqa.attn") == 3
     assert "simulated exporter failure" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == good  # untouched, no temp files

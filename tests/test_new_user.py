@@ -160,3 +160,21 @@ def test_profiled_sessions_leave_no_file_behind(tmp_path: Path, monkeypatch) -> 
     assert "MultiHeadAttention" in runtime.placements(session)
     assert list(tmp_path.rglob("*.json")) == []
     assert "onnxruntime_profile_*.json" in (ROOT / ".gitignore").read_text()
+
+
+def test_the_torch_module_names_its_inputs_and_what_is_missing() -> None:
+    import inspect
+
+    import torch
+
+    import attndsl
+    from attndsl.errors import UsageError
+
+    module = attndsl.load(ROOT / "examples/bert_padding.attn")["bert_self"].to_torch()
+    assert list(inspect.signature(module).parameters) == ["x", "key_lengths"]
+    x = torch.randn(1, 5, 192)
+    with pytest.raises(UsageError, match="takes x, key_lengths: missing key_lengths"):
+        module(x)
+    with pytest.raises(UsageError, match="no input named `lengths`"):
+        module(x, lengths=torch.tensor([5]))
+    assert module(x, key_lengths=torch.tensor([3])).shape == (1, 5, 192)

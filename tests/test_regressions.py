@@ -307,14 +307,14 @@ def test_a_failing_second_output_writes_nothing(tmp_path: Path,
 
 def test_a_failing_compile_creates_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    real = attndsl.Layer.onnx_bytes
+    real = attndsl.Layer.onnx_model
 
     def failing(self, **kwargs):
         if self.name == "llama_decoder":
             raise ExportError("simulated exporter failure")
         return real(self, **kwargs)
 
-    monkeypatch.setattr(attndsl.Layer, "onnx_bytes", failing)
+    monkeypatch.setattr(attndsl.Layer, "onnx_model", failing)
     fresh = tmp_path / "new" / "folder"
     assert main(["compile", "examples/llama_gqa.attn", "--export", "onnx", "-o", str(fresh)]) == 3
     assert not (tmp_path / "new").exists()

@@ -48,10 +48,13 @@ def _png_size_and_pixels(data: bytes) -> tuple[int, int, np.ndarray]:
 def test_show_draws_every_example(path: Path, name: str, tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "mask.png"
-    assert main(["show", str(path), "--name", name, "--length", "13", "--png", str(png)]) == 0
+    assert main(["show", str(path), "--name", name, "--length", "13"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if re.match(r"^\s*\d+ │ ", line)]
     assert len(rows) == 13
+    assert main(["show", str(path), "--name", name, "--length", "13", "--png", str(png)]) == 0
+    summary = capsys.readouterr().out  # the picture has the rows
+    assert "│" not in summary and out.splitlines()[-1] in summary
     spec = attndsl.load(path)[name].spec
     attn = getattr(spec, "attention", spec)
     visible = sum(row.count("█") for row in rows)

@@ -1,6 +1,7 @@
-"""Torch module -> ONNX bytes through torch.onnx.export (dynamo, opset 23), then made
-reproducible and self-describing: node debug metadata stripped (it holds file paths), spec and
-provenance recorded in `metadata_props`, checked with `onnx.checker` (full_check), one file.
+"""Torch module -> ONNX through torch.onnx.export (dynamo, opset 23), then made reproducible
+and self-describing: node debug metadata stripped (it holds file paths), spec and provenance
+recorded in `metadata_props`, checked with `onnx.checker` (full_check); one file, or with
+external data over 2 GB (`exported.Exported`).
 
 Same spec + seed + weights + options -> byte-identical output."""
 
@@ -31,12 +32,12 @@ from ..spec import (
     output_name,
 )
 from ..targets import VERIFIED_ORT, get
+from .exported import Exported, graphs
 
 __all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
            "finalize", "input_names"]
 
 OPSET = 23
-MAX_ONNX_BYTES = 2 * 1024**3 - 1  # protobuf's limit for one file
 # ONNX Runtime 1.2x reads IR versions up to 10..13; the exporter writes 10. Never exceed this.
 MAX_IR_VERSION = 10
 
@@ -162,8 +163,8 @@ def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGT
 
 
 def export(spec: Attention | Transformer, module: nn.Module, provenance: Provenance, *,
-           dtype: str = "float32") -> bytes:
-    """The ONNX model of `module` (already holding its weights, in `dtype`), serialized."""
+           dtype: str = "float32") -> Exported:
+    """The ONNX model of `module` (already holding its weights, in `dtype`)."""
     from ..dtypes import torch_dtype
 
     names = input_names(spec)
@@ -191,9 +192,9 @@ def export(spec: Attention | Transformer, module: nn.Module, provenance: Provena
     return finalize(model, provenance)
 
 
-def finalize(model: onnx.ModelProto, provenance: Provenance) -> bytes:
-    """Strip non-reproducible debug data, record provenance, check, serialize."""
-    for graph in _graphs(model.graph):
+def finalize(model: onnx.ModelProto, provenance: Provenance) -> Exported:
+    """Strip non-reproducible debug data, record provenance, check; the model as its files."""
+    for graph in graphs(model.graph):
         graph.doc_string = ""
         for node in graph.node:
             node.doc_string = ""
@@ -213,16 +214,12 @@ def finalize(model: onnx.ModelProto, provenance: Provenance) -> bytes:
     del model.metadata_props[:]
     for key, value in sorted(provenance.props().items()):
         model.metadata_props.add(key=key, value=value)
-    size = model.ByteSize()
-    if size > MAX_ONNX_BYTES:
-        raise ExportError(f"`{provenance.layer}` is {size:,} bytes as ONNX; one file is "
-                          "limited to 2 GB")
     try:
         onnx.checker.check_model(_skeleton(model), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise ExportError(f"exported model for `{provenance.layer}` fails onnx.checker: "
                           f"{str(exc).splitlines()[0]}") from None
-    return model.SerializeToString(deterministic=True)
+    return Exported(model, provenance.layer)
 
 
 def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -252,16 +249,6 @@ def _copy_fields(source, target, *, skip: str) -> None:
             getattr(target, field.name).CopyFrom(value)
         else:
             setattr(target, field.name, value)
-
-
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            for g in attr.graphs:
-                yield from _graphs(g)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ExportError, UsageError
 from ..targets import HEAVY_OPS, check_ort_version
+from .exported import Exported
 
 __all__ = ["PROVIDERS", "Bound", "available", "checked_runner", "device_of", "make_session",
            "off_device", "onnxruntime", "placements", "require", "require_on_device", "run"]
@@ -69,11 +70,18 @@ def require(provider: str) -> str:
     return wanted
 
 
-def make_session(model: bytes | str | os.PathLike[str], provider: str = "cpu",
+def make_session(model: Exported | bytes | str | os.PathLike[str], provider: str = "cpu",
                  threads: int | None = None, arena: bool = True, profile: bool = False):
     """An InferenceSession on `provider` (cpu | cuda), or ExportError (exit 3) if that provider
-    cannot run here. arena=False returns freed CPU memory at once and grows the CUDA arena by
-    exactly what is requested, so memory measurements see one run's real peak."""
+    cannot run here; a path's external data is read from beside it, and an `Exported` with
+    external data is loaded from a temporary folder. arena=False returns freed CPU memory at
+    once and grows the CUDA arena by exactly what is requested, so memory measurements see one
+    run's real peak."""
+    if isinstance(model, Exported) and model.external:
+        with tempfile.TemporaryDirectory(prefix="attndsl-model-") as folder:
+            return make_session(model.write(folder), provider, threads, arena, profile)
+    if isinstance(model, Exported):
+        model = model.bytes()
     wanted = require(provider)
     ort = onnxruntime()
 

@@ -11,6 +11,7 @@ dtype (q and k are widened before their product, which is then exact)."""
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
+from ..errors import UsageError
 from ..ir import Graph, Node, Op, build
 from ..positions import alibi_slopes, t5_bucket_float32
 from ..spec import RUNTIME_INPUTS, Attention, LshKernel, Transformer, attentions_of
@@ -52,6 +54,10 @@ class GraphModule(nn.Module):
                     owner.add_module(part, nn.Module())
                 owner = getattr(owner, part)
             owner.register_parameter(leaf, nn.Parameter(torch.empty(w.shape)))
+        names = graph.inputs
+        if all(n.isidentifier() for n in names):  # `help(module)`, inspect.signature(module)
+            self.__signature__ = inspect.Signature(
+                [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
 
     def weight(self, name: str) -> Tensor:
         return self.get_parameter(name)  # as a parameter: torch.export keeps one copy
@@ -60,9 +66,7 @@ class GraphModule(nn.Module):
         """The graph's inputs by position or name (x or input_ids, memory, key_lengths,
         segment_ids; a decoding graph's attention_mask, position_ids, past_key_values.{i}.*)
         -> its output, or (output, present.0.key, present.0.value, ...) when decoding."""
-        names = self.graph.inputs
-        given = dict(zip(names, args, strict=False))
-        given.update(kwargs)
+        given = self._named(args, kwargs)
         env: Env = {}
         for node in self.graph.nodes:
             if node.op is Op.INPUT:
@@ -72,6 +76,24 @@ class GraphModule(nn.Module):
         if self.graph.presents:
             return (env[self.graph.output], *(env[p] for p in self.graph.presents))
         return env[self.graph.output]
+
+    def _named(self, args: tuple[Tensor, ...], kwargs: dict[str, Tensor]) -> Env:
+        """The inputs by name; UsageError naming what is missing, unknown or given twice."""
+        names = self.graph.inputs
+        takes = f"`{self.graph.name}` takes {', '.join(names)}"
+        if len(args) > len(names):
+            raise UsageError(f"{takes}: {len(args)} inputs given by position")
+        given = dict(zip(names, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in names:
+                raise UsageError(f"{takes}: no input named `{name}`")
+            if name in given:
+                raise UsageError(f"{takes}: `{name}` given twice (by position and by name)")
+            given[name] = value
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise UsageError(f"{takes}: missing {', '.join(missing)}")
+        return given
 
 
 def build_module(spec: Attention | Transformer, decode: bool = False,

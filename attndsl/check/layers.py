@@ -31,7 +31,9 @@ from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Param, describe
 
 __all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "PLACEMENTS", "PROJECTIONS", "Layers"]
 
-MAX_WEIGHT_BYTES = 2 * 1024**3 - 64 * 1024**2  # one ONNX protobuf file, with room for the graph
+# float32 weights of one layer: exports over 2 GiB write external data, and compile holds
+# about three copies at its peak, so a larger layer is a typo rather than a model to build here
+MAX_WEIGHT_BYTES = 1024**4
 MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
 
 
@@ -372,7 +374,7 @@ class Layers(Positions):
         if size > MAX_WEIGHT_BYTES:
             raise self.error(f"`{name}` would have {params:,} weights ({_bytes(size)} in "
                              f"float32); attndsl caps a layer at {_bytes(MAX_WEIGHT_BYTES)} "
-                             "so it exports as one ONNX file", span,
+                             "(compile holds about three copies in memory)", span,
                              hint="reduce d_model, heads, head_dim, ffn or layers")
 
     def scale_value(self, e: ast.Expr) -> float | str:
