@@ -121,17 +121,13 @@ class Layer:
         """The exported ONNX model (`backends.exported.Exported`): `.files(name)` gives
         `name` and, over 2 GB, `name.data` (its tensors), byte-identical for identical
         arguments."""
-        from .backends.onnx import Provenance, export
-        from .weights import file_sha256
+        from .backends.onnx import export
 
         _check_target(target)
         _check_dtype(dtype)
         check_dtype_target(dtype, target)
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
-        provenance = Provenance(
-            source_name=self.source.name, source_text=self.source.text, layer=self.name,
-            seed=seed, target=target, dtype=dtype,
-            weights_sha256=file_sha256(weights) if weights else None)
+        provenance = self._provenance(seed, target, dtype, weights)
         switch = any(a.variants for a in s.attentions_of(self.spec))
         if not get(target).planned and not switch:  # standard ops, by torch.onnx.export
             return export(self.spec, module, provenance, dtype=dtype)
@@ -164,11 +160,10 @@ class Layer:
         back a bounded number of keys (windows, chunks) keep only those: their cache stops
         growing (`bounded`, the growing layout otherwise)."""
         from .backends.lower import build_model
-        from .backends.onnx import Provenance, finalize
+        from .backends.onnx import finalize
         from .decoding import check_decodable
         from .ir import build
         from .planner import plan
-        from .weights import file_sha256
 
         _check_target(target)
         _check_dtype(dtype)
@@ -179,12 +174,21 @@ class Layer:
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
         model = build_model(graph, self.spec, state, dtype, fused_norms=get(target).planned)
         del module, state
-        provenance = Provenance(
+        provenance = self._provenance(seed, target, dtype, weights, form="decode",
+                                      kv_cache=_layout(graph))
+        return finalize(model, provenance)
+
+    def _provenance(self, seed: int, target: str, dtype: str,
+                    weights: str | os.PathLike[str] | None, **form: str):
+        """What the model's metadata records (backends.onnx.Provenance)."""
+        from .backends.onnx import Provenance
+        from .weights import file_sha256
+
+        limits = tuple((axis, n, why) for axis, (n, why) in s.length_limits(self.spec).items())
+        return Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype,
-            weights_sha256=file_sha256(weights) if weights else None, form="decode",
-            kv_cache=_layout(graph))
-        return finalize(model, provenance)
+            weights_sha256=file_sha256(weights) if weights else None, limits=limits, **form)
 
     def decoder_plan(self, *, target: str = DEFAULT_TARGET, dtype: str = "float32",
                      bounded: bool = False):
@@ -260,14 +264,17 @@ class Layer:
                seed: int = 0, weights: str | os.PathLike[str] | None = None,
                dtype: str = "float32", progress: Any = None):
         """Reference vs torch vs each target's export on ONNX Runtime (per provider), at
-        several shapes -> verify.Report. The reference runs in float64 on the weights and
-        inputs as rounded to `dtype`, so the report measures the computation's error.
+        several shapes -> verify.Report. `lengths`: those given, or (None) chosen from the spec
+        with the reason for each (`verify.default_lengths`: past every window, chunk and block,
+        both sides of every by_length threshold, primes). The reference runs in float64 on the
+        weights and inputs as rounded to `dtype`, so the report measures the computation's
+        error.
 
         By default every target runs on the CPU provider, and `portable` and `ort-cuda` on
         CUDA (`ort-cpu` is planned for the CPU: its float32 GroupQueryAttention has no CUDA
         kernel); targets given explicitly run on every provider."""
         from .backends import runtime
-        from .verify import DEFAULT_BATCHES, DEFAULT_LENGTHS, verify
+        from .verify import DEFAULT_BATCHES, verify
 
         _check_dtype(dtype)
         for provider in providers:  # fail before the slow export, not after
@@ -287,7 +294,7 @@ class Layer:
                 runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
         state = {k: _numpy(v) for k, v in module.state_dict().items()}
         return verify(self.spec, module, state, runners, targets=tuple(on), seed=seed,
-                      lengths=lengths or DEFAULT_LENGTHS, batches=batches or DEFAULT_BATCHES,
+                      lengths=lengths or None, batches=batches or DEFAULT_BATCHES,
                       dtype=dtype, progress=progress)
 
 

@@ -34,10 +34,19 @@ from . import masks
 from .backends import formulas, runtime
 from .backends.torch import GraphModule, TorchArrays
 from .dtypes import torch_dtype
-from .errors import ExportError
+from .errors import ExportError, UsageError
 from .planner import cores, fuse_cores
-from .spec import Alibi, Attention, LinearKernel, LshKernel, RelativeBias, Transformer
-from .verify import make_inputs
+from .spec import (
+    Alibi,
+    Attention,
+    LinearKernel,
+    LshKernel,
+    RelativeBias,
+    Transformer,
+    beyond_limits,
+    length_limits,
+)
+from .verify import make_inputs, memory_length
 
 __all__ = ["Measurement", "attention_kernels", "bench_layer"]
 
@@ -206,6 +215,11 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
 
     spec = layer.spec
     attn = spec.attention if isinstance(spec, Transformer) else spec
+    for L in lengths:  # before anything slow
+        why = beyond_limits(length_limits(spec), L,
+                            memory_length(L) if attn.kind == "cross" else None)
+        if why:
+            raise UsageError(f"`{spec.name}` cannot be measured at L = {L}: {why}")
     for provider in providers:
         runtime.require(provider)
     for target in targets:

@@ -193,7 +193,6 @@ def _compile(args: argparse.Namespace) -> int:
 
 @command("verify")
 def _verify(args: argparse.Namespace) -> int:
-    from .verify import DEFAULT_LENGTHS, threshold_lengths
 
     layers = _layers(args.file, args.name)
     if (args.save_inputs or args.save_outputs) and args.dtype == "bfloat16":
@@ -206,11 +205,10 @@ def _verify(args: argparse.Namespace) -> int:
     for path in (args.save_inputs, args.save_outputs):
         if path:  # before the run, not after it
             check_writable(Path(path))
-    lengths = tuple(sorted(set(DEFAULT_LENGTHS) | set(args.lengths)))
     progress = _progress(args)
     reports = []
     for layer in layers:
-        report = layer.verify(lengths=tuple(sorted({*lengths, *threshold_lengths(layer.spec)})),
+        report = layer.verify(lengths=args.lengths or None,  # None: chosen from the spec
                               batches=args.batches, providers=args.providers,
                               targets=args.targets, seed=args.seed, weights=args.weights,
                               dtype=args.dtype, progress=progress)

@@ -16,8 +16,9 @@ import numpy as np
 from .backends import runtime
 from .errors import UsageError
 from .output import write_atomic
+from .spec import beyond_limits
 
-__all__ = ["random_inputs", "run_model"]
+__all__ = ["model_limits", "random_inputs", "run_model"]
 
 _MAX_INPUT_ELEMENTS = 1 << 28  # 1 GB of float32 per input
 
@@ -133,6 +134,26 @@ def _check_feed(session, feed: dict[str, np.ndarray], path: str) -> None:
                                      f"`{seen[1]}` has {seen[0]}; they must agree")
 
 
+def model_limits(session) -> dict[str, tuple[int, str]]:
+    """The length limits an attndsl model records (spec.length_limits), from its metadata."""
+    meta = session.get_modelmeta().custom_metadata_map
+    return {axis: (int(meta[f"attndsl.max_{axis}"]), meta.get(f"attndsl.max_{axis}.why", ""))
+            for axis in ("length", "memory_length") if f"attndsl.max_{axis}" in meta}
+
+
+def _check_limits(session, feed: dict[str, np.ndarray]) -> None:
+    """UsageError for inputs longer than the model takes: ONNX Runtime itself would fail deep
+    in the graph (a MatMul dimension mismatch, a Gather index out of range)."""
+    first = "input_ids" if "input_ids" in feed else "x"
+    if first not in feed or feed[first].ndim < 2 or "past_key_values.0.key" in feed:
+        return  # a decoding model's limit is the positions it has reached, not the call's
+    memory = feed["memory"].shape[1] if "memory" in feed else None
+    why = beyond_limits(model_limits(session), feed[first].shape[1], memory)
+    if why:
+        raise UsageError(f"the model cannot take {why}\n  = help: run it with --length (or "
+                         "--memory-length) up to that")
+
+
 def run_model(args: argparse.Namespace) -> int:
     path = Path(args.model)
     if not path.is_file():
@@ -143,6 +164,7 @@ def run_model(args: argparse.Namespace) -> int:
     else:
         memory = args.memory_length or args.length
         feed = random_inputs(session, args.batch, args.length, memory, args.seed)
+    _check_limits(session, feed)
     bound = runtime.Bound(session, feed)  # not timed: imports torch, places the inputs
     start = time.perf_counter()
     bound()

@@ -12,8 +12,8 @@ __all__ = [
     "MAX_LENGTH", "Alibi", "Attention", "Ffn", "Layer", "Learned", "LinearKernel",
     "LinformerKernel", "LshKernel", "Norm",
     "Position", "Program", "RelativeBias", "Rope", "Sinusoidal", "Softmax", "Sparsity",
-    "Transformer", "Variant", "attentions_of", "input_names", "is_lm", "output_name",
-    "top_layers",
+    "Transformer", "Variant", "attentions_of", "beyond_limits", "input_names", "is_lm",
+    "length_limits", "output_name", "top_layers",
 ]
 
 
@@ -358,3 +358,38 @@ def top_layers(layers: dict[str, Layer]) -> list[str]:
     used = {a.name for layer in layers.values() if isinstance(layer, Transformer)
             for a in layer.attentions}
     return [name for name in layers if name not in used]
+
+
+def length_limits(spec: Layer) -> dict[str, tuple[int, str]]:
+    """Where something bounds the lengths a layer takes: axis (`length` for the queries,
+    `memory_length` for a cross attention's memory rows) -> (the longest, why). Learned
+    positions have a table of max_len rows; a Linformer's E and F have max_len columns, one per
+    key it projects."""
+    limits: dict[str, tuple[int, str]] = {}
+
+    def bound(axis: str, n: int, why: str) -> None:
+        if axis not in limits or n < limits[axis][0]:
+            limits[axis] = (n, why)
+        elif n == limits[axis][0] and why not in limits[axis][1]:
+            limits[axis] = (n, f"{limits[axis][1]}; {why}")
+
+    for a in attentions_of(spec):
+        if isinstance(a.position, Learned):
+            bound("length", a.position.max_len,
+                  f"`{a.name}` has learned positions for max_len = {a.position.max_len} tokens")
+        for core in a.cores:
+            if isinstance(core.kernel, LinformerKernel):
+                bound("memory_length" if core.kind == "cross" else "length", core.kernel.max_len,
+                      f"`{a.name}`'s linformer kernel projects at most max_len = "
+                      f"{core.kernel.max_len} keys (E and F have max_len columns)")
+    return limits
+
+
+def beyond_limits(limits: dict[str, tuple[int, str]], length: int,
+                  memory_length: int | None = None) -> str | None:
+    """Why a layer with these `length_limits` cannot take these lengths, or None."""
+    for axis, n, what in (("length", length, "tokens"),
+                          ("memory_length", memory_length, "memory rows")):
+        if n is not None and axis in limits and n > limits[axis][0]:
+            return f"{n} {what}, more than the {limits[axis][0]} it takes: {limits[axis][1]}"
+    return None

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -19,36 +20,125 @@ import torch
 from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
+from .masks import Chunked, Dilated, Global, Prefix, Random, Strided, Window, primitives
 from .spec import (
     Attention,
-    Learned,
+    LinearKernel,
     LinformerKernel,
     LshKernel,
+    RelativeBias,
+    Rope,
     Transformer,
     attentions_of,
+    beyond_limits,
     input_names,
+    length_limits,
     output_name,
 )
 
-__all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "make_inputs", "memory_length",
-           "threshold_lengths", "tolerance", "verify"]
+__all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "default_lengths", "make_inputs",
+           "memory_length", "reference_bytes", "tolerance", "verify"]
 
-DEFAULT_LENGTHS = (1, 7, 64, 300)
+DEFAULT_LENGTHS = (1, 7, 61, 293)  # one token, and primes: no multiple of any block
 DEFAULT_BATCHES = (1, 3)
 TOLERANCE = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 2e-2}
+# The reference forms each softmax core's scores as float64 [B, H, L, S] tensors, about eight
+# of them at its peak (measured: 5-8 x 8 bytes a pair), and as many copies of each token's
+# widest activation; torch (float32) and ONNX Runtime need less. A shape whose reference would
+# need more than VERIFY_MEMORY is skipped, with the reason.
+REFERENCE_BYTES_PER_PAIR = 64
+VERIFY_MEMORY = 6 * 1024**3
 
 
 def tolerance(ref: np.ndarray, dtype: str = "float32") -> float:
     return TOLERANCE[dtype] * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
 
 
-def threshold_lengths(spec: Attention | Transformer) -> tuple[int, ...]:
-    """Both sides of every by_length threshold n: n (the shorter variant's last length) and
-    n + 1 (the next variant's first); and of an LSH kernel's chunk c: c (one chunk per round)
-    and c + 1 (two, the second one slot)."""
-    bounds = {v.up_to for a in attentions_of(spec) for v in a.variants if v.up_to is not None}
-    bounds |= {a.kernel.chunk for a in attentions_of(spec) if isinstance(a.kernel, LshKernel)}
-    return tuple(sorted({m for n in bounds for m in (n, n + 1)}))
+def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
+    """The lengths `verify` checks unless told, each with why: 1, primes (no multiple of any
+    block), the first prime past every extent the spec names (a window's keys, a chunk, a
+    block, a stride, global and prefix tokens, random blocks, T5's max_distance, a RoPE
+    scaling's original_max_position), and both sides of every by_length threshold, LSH chunk
+    and original_max_position. Lengths past a limit (spec.length_limits) are left out."""
+    chosen = {1: "one token", DEFAULT_LENGTHS[1]: "a prime below every block",
+              DEFAULT_LENGTHS[2]: "a prime", DEFAULT_LENGTHS[3]: "a prime"}
+
+    def past(n: int, what: str) -> None:
+        chosen.setdefault(_next_prime(n + 1), f"the first prime past {what}")
+
+    for a in attentions_of(spec):
+        for core in a.cores:
+            for mask in primitives(core.mask):
+                for n, what in _extents(mask):
+                    past(n, what)
+            position = core.position
+            if isinstance(position, Rope) and position.scaling is not None and \
+                    hasattr(position.scaling, "original_max_position"):
+                n = position.scaling.original_max_position  # dynamic, longrope switch here
+                chosen.setdefault(n, f"RoPE scaling's original_max_position ({n})")
+                past(n, f"original_max_position ({n})")
+            if isinstance(position, RelativeBias):
+                past(position.max_distance, f"T5's max_distance ({position.max_distance})")
+            if core.sparsity.block:
+                past(2 * core.sparsity.block, f"two blocks of {core.sparsity.block}")
+            if isinstance(core.kernel, LshKernel):
+                c = core.kernel.chunk
+                chosen.setdefault(c, f"one LSH chunk ({c})")
+                chosen.setdefault(c + 1, f"one past an LSH chunk ({c})")
+        for v in a.variants:
+            if v.up_to is not None:
+                chosen.setdefault(v.up_to, f"the last length of by_length up_to({v.up_to})")
+                chosen.setdefault(v.up_to + 1, f"the first length past up_to({v.up_to})")
+    limits = length_limits(spec)
+    return {n: chosen[n] for n in sorted(chosen)
+            if beyond_limits(limits, n, memory_length(n) if "memory_length" in limits else None)
+            is None}
+
+
+def _extents(mask) -> list[tuple[int, str]]:
+    """The lengths a mask primitive names, and how to say each."""
+    match mask:
+        case Window(left, right, _):
+            return [(left + right + 1, f"the window's {left + right + 1} keys")]
+        case Dilated(left, right, dilation):
+            return [((left + right) * dilation + 1, "the dilated window's span")]
+        case Chunked(n):
+            return [(n, f"a chunk of {n}")]
+        case Strided(n):
+            return [(2 * n, f"two strides of {n}")]
+        case Global(first, tokens):
+            return [(max((first, *tokens)), "the global tokens")]
+        case Prefix(n):
+            return [(n, f"the prefix of {n}")]
+        case Random(blocks, block, _):
+            return [((blocks + 1) * block, f"{blocks + 1} random blocks of {block}")]
+    return []
+
+
+def _next_prime(n: int) -> int:
+    """The smallest prime >= n."""
+    while n < 2 or any(n % d == 0 for d in range(2, math.isqrt(n) + 1)):
+        n += 1
+    return n
+
+
+def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
+                    memory: int | None) -> int:
+    """What the reference needs at this shape: softmax cores (the variant that serves this
+    length) form [B, H, L, S] scores, linear, LSH and Linformer cores do not; and every token
+    carries activations as wide as the widest projection, FFN or vocabulary."""
+    S = memory if memory is not None else length
+    pairs, width = 0, 0
+    for a in attentions_of(spec):
+        variant = a.variant_for(length)
+        core = a if variant is None else variant.attention
+        if not isinstance(core.kernel, LinearKernel | LshKernel | LinformerKernel):
+            pairs = max(pairs, batch * core.heads * length * S)
+        width = max(width, a.d_model, a.memory_dim, a.heads * max(a.head_dim, a.value_dim))
+    if isinstance(spec, Transformer):
+        width = max(width, spec.ffn.hidden * (2 if spec.ffn.gated else 1), spec.vocab or 0)
+    tokens = batch * max(length, S)
+    return REFERENCE_BYTES_PER_PAIR * (pairs + tokens * width)
 
 
 def memory_length(L: int) -> int:
@@ -80,6 +170,7 @@ class Report:
     targets: tuple[str, ...]
     dtype: str
     seed: int
+    why: dict[int, str] = field(default_factory=dict)  # each length's reason to be checked
     comparisons: list[Comparison] = field(default_factory=list)
     # per shape: the inputs, and each backend's output (kept for --save-inputs/--save-outputs)
     feeds: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
@@ -94,6 +185,9 @@ class Report:
                f"{'tolerance':>10}  verdict"
         lines = [f"verify {self.layer} (targets {', '.join(self.targets)}; {self.dtype}; "
                  f"seed {self.seed})",
+                 *textwrap.wrap("lengths: " + ", ".join(f"{n} ({why})" for n, why in
+                                                        self.why.items()),
+                                100, subsequent_indent="  ", break_on_hyphens=False),
                  head, "-" * len(head)]
         for c in self.comparisons:
             verdict = "PASS" if c.passed else "FAIL"
@@ -107,6 +201,7 @@ class Report:
     def to_dict(self) -> dict:
         return {"layer": self.layer, "targets": list(self.targets), "dtype": self.dtype,
                 "seed": self.seed, "passed": self.passed,
+                "lengths": [{"length": n, "why": why} for n, why in self.why.items()],
                 "comparisons": [asdict(c) | {"shape": c.shape} for c in self.comparisons]}
 
     def to_json(self) -> str:
@@ -154,25 +249,20 @@ def _compare(ref: np.ndarray, got: np.ndarray, dtype: str) -> tuple[float, float
 
 def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict[str, np.ndarray],
            runners: Sequence[tuple[str, Callable[[dict[str, np.ndarray]], np.ndarray]]], *,
-           targets: tuple[str, ...], seed: int, lengths: Iterable[int] = DEFAULT_LENGTHS,
+           targets: tuple[str, ...], seed: int,
+           lengths: Mapping[int, str] | Iterable[int] | None = None,
            batches: Iterable[int] = DEFAULT_BATCHES, dtype: str = "float32",
            progress: Callable[[str], None] | None = None) -> Report:
     """Compare torch and every runner (e.g. ONNX Runtime per provider) against the reference."""
     graph = build(spec)
-    report = Report(spec.name, targets, dtype, seed)
-    def too_long(length: int) -> str | None:
-        """Why the layer cannot run at this length, or None."""
-        for a in attentions_of(spec):
-            if isinstance(a.position, Learned) and length > a.position.max_len:
-                return f"L exceeds learned positions ({a.position.max_len})"
-            keys = memory_length(length) if a.kind == "cross" else length
-            if isinstance(a.kernel, LinformerKernel) and keys > a.kernel.max_len:
-                return f"{keys} keys exceed Linformer's max_len ({a.kernel.max_len})"
-        return None
-
+    if lengths is None:
+        lengths = default_lengths(spec)
+    why = dict(lengths) if isinstance(lengths, Mapping) else dict.fromkeys(lengths, "asked for")
+    report = Report(spec.name, targets, dtype, seed, dict(sorted(why.items())))
+    limits = length_limits(spec)
     rng = np.random.default_rng(seed)
     module = module.eval()
-    shapes = [(b, L) for L in sorted(set(lengths)) for b in batches]
+    shapes = [(b, L) for L in report.why for b in batches]
     for i, (batch, length) in enumerate(shapes):
         if progress:
             progress(f"{spec.name}: shape {i + 1}/{len(shapes)} (B={batch}, L={length})")
@@ -181,7 +271,13 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
             inputs = {k: round_to(v, dtype).astype(np.float32) if v.dtype.kind == "f" else v
                       for k, v in inputs.items()}
         S = inputs["memory"].shape[1] if "memory" in inputs else None
-        skip = too_long(length)
+        skip = beyond_limits(limits, length, S)
+        need = reference_bytes(spec, batch, length, S)
+        if not skip and need > VERIFY_MEMORY:
+            skip = (f"the reference's float64 L x S scores would need ~{need / 1e9:.0f} GB "
+                    f"(verify stays under {VERIFY_MEMORY / 1e9:.1f} GB)"
+                    + ("; --batches 1 would fit" if reference_bytes(spec, 1, length, S)
+                       <= VERIFY_MEMORY else "; `attndsl bench` measures this length"))
         if skip:
             report.comparisons.append(Comparison(
                 batch, length, S, "all", math.nan, math.nan, math.nan, True, f"skipped: {skip}"))

@@ -1,6 +1,6 @@
 """Every layer of every example: the NumPy reference vs the torch module vs ONNX Runtime (CPU),
-from one exported file, at B = 1 and 3 and L = 1, 7, 64 and 300 (not a multiple of any block
-size); S differs from L for cross attention."""
+from one exported file, at B = 1 and 3 and the lengths verify chooses for it (1, primes past
+every extent the spec names) and 64; S differs from L for cross attention."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import attndsl
 from attndsl.ir import parameter_count
 from attndsl.spec import LshKernel, attentions_of
+from attndsl.verify import default_lengths
 
 from .conftest import EXAMPLES
 
@@ -19,12 +20,17 @@ LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
 
 @pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
 def test_backends_match_the_reference(path, name) -> None:
+    """At the lengths verify chooses for the layer (past its windows, chunks and blocks; a
+    by_length example's thresholds past 600 are test_by_length's), and 64, a multiple of every
+    block size."""
     layer = attndsl.load(path)[name]
-    report = layer.verify(lengths=(1, 7, 64, 300), batches=(1, 3), seed=1)
+    lengths = {n: why for n, why in default_lengths(layer.spec).items() if n <= 600}
+    report = layer.verify(lengths={**lengths, 64: "a multiple of every block"}, batches=(1, 3),
+                          seed=1)
     assert report.passed, report.text()
     assert {c.backend for c in report.comparisons} == {
         "torch", "portable on cpu", "ort-cpu on cpu", "ort-cuda on cpu"}
-    assert {c.length for c in report.comparisons} == {1, 7, 64, 300}
+    assert {c.length for c in report.comparisons} == {*lengths, 64}
     assert {c.batch for c in report.comparisons} == {1, 3}
     if layer.spec.__class__.__name__ == "Attention" and layer.spec.kind == "cross":
         assert any(c.memory_length != c.length for c in report.comparisons)

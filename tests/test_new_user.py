@@ -178,3 +178,98 @@ def test_the_torch_module_names_its_inputs_and_what_is_missing() -> None:
     with pytest.raises(UsageError, match="no input named `lengths`"):
         module(x, lengths=torch.tensor([5]))
     assert module(x, key_lengths=torch.tensor([3])).shape == (1, 5, 192)
+
+
+LINFORMER = """
+attention short {
+    d_model = 32
+    heads   = 2
+    kernel  = linformer(k = 8, max_len = 16)
+}
+"""
+
+
+def test_a_linformer_model_records_and_enforces_its_length_limit(tmp_path: Path,
+                                                                 capsys) -> None:
+    """Beyond max_len ONNX Runtime itself fails deep in the graph; attndsl's commands refuse
+    first, naming max_len, from the limit the model records."""
+    import onnx
+    import onnxruntime as ort
+
+    spec = tmp_path / "short.attn"
+    spec.write_text(LINFORMER)
+    assert main(["compile", str(spec), "--export", "onnx", "-o", str(tmp_path)]) == 0
+    model = tmp_path / "short.onnx"
+    meta = {p.key: p.value for p in onnx.load(model).metadata_props}
+    assert meta["attndsl.max_length"] == "16" and "max_len = 16" in meta["attndsl.max_length.why"]
+    assert main(["run", str(model), "--length", "16"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(model), "--length", "17"]) == 2
+    err = capsys.readouterr().err
+    assert "17 tokens, more than the 16 it takes" in err and "max_len = 16" in err
+    with pytest.raises(Exception, match=r"dimension|broadcast|MatMul"):
+        ort.InferenceSession(str(model)).run(None, {"x": np.zeros((1, 17, 32), np.float32)})
+    assert main(["bench", str(spec), "--lengths", "8,17"]) == 2
+    assert "cannot be measured at L = 17" in capsys.readouterr().err
+    assert main(["verify", str(spec), "--lengths", "17"]) == 0
+    assert "skipped: 17 tokens, more than the 16 it takes" in capsys.readouterr().out
+
+
+def test_verify_chooses_its_lengths_from_the_spec() -> None:
+    """Past every window (the tutorial's 512 keys: 521), both sides of every by_length
+    threshold, primes elsewhere, and nothing past a Linformer's max_len."""
+    import attndsl
+    from attndsl.verify import default_lengths
+
+    windowed = attndsl.loads("attention a {\n    d_model = 64\n    heads = 4\n"
+                             "    mask = causal & window(left = 511, right = 0)\n}\n")["a"]
+    chosen = default_lengths(windowed.spec)
+    assert chosen[521] == "the first prime past the window's 512 keys"
+    assert {1, 7, 61, 293} <= set(chosen)
+    by_length = default_lengths(attndsl.load(ROOT / "examples/seed_by_length.attn")
+                                ["choose_by_length"].spec)
+    assert {2000, 2001, 10000, 10001} <= set(by_length)
+    assert "up_to(10000)" in by_length[10001]
+    short = attndsl.loads(LINFORMER)["short"]
+    assert max(default_lengths(short.spec)) <= 16
+
+
+def test_verify_says_why_and_skips_what_would_not_fit(monkeypatch, capsys) -> None:
+    from attndsl import verify
+
+    assert main(["verify", "examples/mistral_local.attn", "--batches", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the lengths line wraps
+    assert "lengths: 1 (one token)" in out and "the first prime past the window" in out
+    monkeypatch.setattr(verify, "VERIFY_MEMORY", verify.reference_bytes(
+        __import__("attndsl").load(ROOT / "examples/mistral_local.attn")["mistral_local"].spec,
+        1, 61, None))  # 61 fits at batch 1, not at batch 3; 293 not at all
+    assert main(["verify", "examples/mistral_local.attn", "--lengths", "61,293"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    skipped = [line for line in lines if "skipped" in line]
+    assert len(skipped) == 3, skipped  # B=3 L=61, B=1 and B=3 L=293
+    assert "--batches 1 would fit" in next(s for s in skipped if "B=3 L=61" in s)
+
+
+def test_the_references_memory_stays_within_its_estimate() -> None:
+    """The estimate that keeps verify within 8 GB, held against the reference's real peak
+    (NumPy's allocations, traced) on softmax cores with a mask, a score bias and a stack."""
+    import tracemalloc
+
+    import attndsl
+    from attndsl.backends import reference
+    from attndsl.verify import make_inputs, reference_bytes
+
+    for path, name in (("bloom_alibi", "bloom_attn"), ("llama_lm", "llama_lm"),
+                       ("t5_relative", "t5_cross"), ("bigbird", "bigbird_attn")):
+        layer = attndsl.load(ROOT / f"examples/{path}.attn")[name]
+        weights = {k: v.detach().double().numpy()
+                   for k, v in layer.to_torch().state_dict().items()}
+        inputs = make_inputs(layer.spec, 2, 300, np.random.default_rng(0))
+        memory = inputs["memory"].shape[1] if "memory" in inputs else None
+        tracemalloc.start()
+        try:
+            reference.run(layer.graph(), inputs, weights)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= reference_bytes(layer.spec, 2, 300, memory), name

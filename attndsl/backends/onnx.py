@@ -27,8 +27,8 @@ from ..spec import (
     Learned,
     LinformerKernel,
     Transformer,
-    attentions_of,
     input_names,
+    length_limits,
     output_name,
 )
 from ..targets import VERIFIED_ORT, get
@@ -55,6 +55,8 @@ class Provenance:
     weights_sha256: str | None = None
     form: str = "forward"  # or decode: the decoding form (KV caches in and out)
     kv_cache: str | None = None  # a decoding model's: in_place or growing
+    # spec.length_limits: axis -> (the longest it takes, why), read back by run and bench
+    limits: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def spec_file(self) -> str:
@@ -79,6 +81,9 @@ class Provenance:
             props["attndsl.form"] = self.form
         if self.kv_cache:
             props["attndsl.kv_cache"] = self.kv_cache
+        for axis, longest, why in self.limits:
+            props[f"attndsl.max_{axis}"] = str(longest)
+            props[f"attndsl.max_{axis}.why"] = why
         if get(self.target).planned:  # contrib kernels whose meaning is release-specific
             props["attndsl.onnxruntime"] = " or ".join(VERIFIED_ORT)
         return props
@@ -133,15 +138,9 @@ class Positional(nn.Module):
 def longest(spec: Attention | Transformer) -> tuple[int, int]:
     """The longest query and memory lengths the layer takes: MAX_LENGTH, or less where a
     Linformer's E and F have max_len columns (the keys' count, L or the memory's S)."""
-    L = S = MAX_LENGTH
-    for a in attentions_of(spec):
-        for core in a.cores:
-            if isinstance(core.kernel, LinformerKernel):
-                if core.kind == "cross":
-                    S = min(S, core.kernel.max_len)
-                else:
-                    L = min(L, core.kernel.max_len)
-    return L, S
+    limits = length_limits(spec)
+    return tuple(min(MAX_LENGTH, limits.get(axis, (MAX_LENGTH,))[0])
+                 for axis in ("length", "memory_length"))
 
 
 def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGTH, MAX_LENGTH),

@@ -399,10 +399,15 @@ def _linear_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.n
     fq, fk = _feature(q, node.attr("feature")), _feature(k, node.attr("feature"))
     B, H, L, _ = q.shape
     out = np.zeros((B, H, L, v.shape[-1]))
+    # the sums over the keys query t sees: all of them, or (causal) keys 0..t, kept running
+    kv = np.zeros((B, H, fk.shape[-1], v.shape[-1]))  # sum of phi(k_s) v_s^T
+    z = np.zeros((B, H, fk.shape[-1]))  # sum of phi(k_s)
+    if not node.attr("causal"):
+        kv, z = np.einsum("bhsd,bhse->bhde", fk, v), fk.sum(2)
     for t in range(L):
-        stop = t + 1 if node.attr("causal") else k.shape[2]
-        kv = np.einsum("bhsd,bhse->bhde", fk[:, :, :stop], v[:, :, :stop])
-        z = fk[:, :, :stop].sum(2)  # (B, H, d)
+        if node.attr("causal") and t < k.shape[2]:
+            kv += np.einsum("bhd,bhe->bhde", fk[:, :, t], v[:, :, t])
+            z += fk[:, :, t]
         num = np.einsum("bhd,bhde->bhe", fq[:, :, t], kv)
         den = np.einsum("bhd,bhd->bh", fq[:, :, t], z)
         out[:, :, t] = num / np.maximum(den, 1e-6)[..., None]
