@@ -1,9 +1,9 @@
 """AST (+ comments) -> canonical source text. Idempotent; keeps every comment and the meaning.
 
 Layout: one definition per paragraph, blocks indented by four spaces with `=` aligned, a list
-too long for one line written one item per line, single spaces around binary operators,
-parentheses only where precedence needs them, literals exactly as written, and at most one
-blank line wherever the author left one or more."""
+too long for one line written one item per line (a call, one argument per line), single
+spaces around binary operators, parentheses only where precedence needs them, literals exactly
+as written, and at most one blank line wherever the author left one or more."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ _COMPARE = ("<", "<=", "==", "!=", ">=", ">")
 _LEVEL = {"|": 1, "&": 2, **dict.fromkeys(_COMPARE, 3.5), "+": 4, "-": 4, "*": 5, "//": 5,
           "/": 5, "%": 5, "**": 7}
 _INDENT = "    "
-_WIDTH = 100  # a list longer than this on one line is written one item per line
+_WIDTH = 100  # a list or call longer than this on one line: one item (argument) per line
 
 
 def format_expr(e: ast.Expr) -> str:
@@ -107,12 +107,18 @@ def format_module(module: ast.Module) -> str:
                     for item in value.items:
                         state.comments_before(comments, item.span.start, indent=_INDENT * 2,
                                               no_blank=True)
-                        state.code(f"{_INDENT * 2}{format_expr(item)},", item.span)
+                        *lines, last = _broken(_INDENT * 2, item, _INDENT * 2)
+                        for line in lines:
+                            state.code(line, item.span)
+                        state.code(last + ",", item.span)
                     state.comments_before(comments, value.span.end - 1, indent=_INDENT * 2,
                                           no_blank=True)
                     state.code(f"{_INDENT}]", value.span)
                 else:
-                    state.code(head + format_expr(value), entry.span)
+                    *lines, last = _broken(head, value, _INDENT)
+                    for line in lines:
+                        state.code(line, entry.key_span)
+                    state.code(last, entry.span)
                 state.comments_before(comments, entry.span.end, indent=_INDENT)
                 first = False
             state.comments_before(comments, d.span.end - 1, indent=_INDENT, no_blank=first)
@@ -123,6 +129,21 @@ def format_module(module: ast.Module) -> str:
     while out and out[-1] == "":
         out.pop()
     return "\n".join(out) + "\n" if out else ""
+
+
+def _broken(head: str, value: ast.Expr, indent: str) -> list[str]:
+    """`head` + the value on one line if it fits in _WIDTH, else a call written one argument
+    per line (each argument broken the same way), closed at `indent`."""
+    line = head + format_expr(value)
+    inner = value.inner if isinstance(value, ast.Paren) else value
+    if len(line) <= _WIDTH or not isinstance(inner, ast.Call) or not inner.args:
+        return [line]
+    lines = [f"{head}{inner.func}("]
+    for a in inner.args:
+        *first, last = _broken(indent + _INDENT + (f"{a.name} = " if a.name else ""), a.value,
+                               indent + _INDENT)
+        lines += [*first, last + ","]
+    return [*lines, f"{indent})"]
 
 
 def _is_block(d: ast.Definition) -> bool:

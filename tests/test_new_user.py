@@ -273,3 +273,27 @@ def test_the_references_memory_stays_within_its_estimate() -> None:
         finally:
             tracemalloc.stop()
         assert peak <= reference_bytes(layer.spec, 2, 300, memory), name
+
+
+def test_fmt_breaks_a_call_too_long_for_one_line(tmp_path: Path) -> None:
+    """An imported Llama 3 config's RoPE (139 characters on one line) is written one argument
+    per line; fmt keeps its meaning and is idempotent."""
+    import attndsl
+
+    config = tf.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                            num_attention_heads=4, num_key_value_heads=2, rope_parameters={
+                                "rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 8192})
+    config.save_pretrained(tmp_path)
+    spec = tmp_path / "llama.attn"
+    assert main(["import", str(tmp_path), "-o", str(spec)]) == 0
+    text = spec.read_text()
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "    position = rope(\n" in text
+    assert main(["fmt", "--check", str(spec)]) == 0
+    flat = attndsl.loads(text.replace(text[text.index("    position"):text.index("\n    )\n") + 6],
+                                      "    position = rope(theta = 500000.0, scaling = llama3("
+                                      "factor = 32.0, low_freq_factor = 1.0, high_freq_factor = "
+                                      "4.0, original_max_position = 8192))"))
+    assert flat.resolved.layers == attndsl.load(spec).resolved.layers
