@@ -106,7 +106,10 @@ def _fmt(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from .hf_import import import_config
 
-    text = import_config(Path(args.source), args.padding, args.head)
+    notes: list[str] = []
+    text = import_config(Path(args.source), args.padding, args.head, notes)
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
     name = args.output or "<import>"
     text = format_module(parse(decode(text.encode(), name)))
     check(parse(decode(text.encode(), name)))  # the spec must check; a failure is a bug here

@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Diagnostic, SpecError, UsageError
+from .hf_fields import Recorded, refusals
+from .hf_rope import num as _num
+from .hf_rope import rope as _rope
 
 __all__ = ["FAMILIES", "import_config", "read_config"]
 
@@ -42,7 +45,7 @@ class _Spec:
     def refuse(self, key: str, why: str) -> None:
         self.problems.append(f"`{key}` = {json.dumps(self.cfg.get(key))}: {why}")
 
-    def text(self, source: str) -> str:
+    def text(self, source: str, unread: list[str] = ()) -> str:
         model_type = self.cfg.get("model_type")
         if "vocab" in self.stack:
             what = ["# The stack is the model's token embedding, transformer layers, final norm "
@@ -52,6 +55,8 @@ class _Spec:
                     "and heads stay", "# outside."]
         lines = [f"# Imported by `attndsl import` from {source} (model_type {model_type}).",
                  what[0], f"{what[1]} Compile with `--weights` on the checkpoint folder.", ""]
+        if unread:
+            lines[-1:-1] = [f"# Not read (unknown to attndsl): {', '.join(unread)}."]
         for name, entries in self.attentions.items():
             if name in self.comments:
                 lines.append(f"# {self.comments[name]}")
@@ -66,75 +71,6 @@ class _Spec:
         return "\n".join(lines) + "\n"
 
 
-def _num(value: float) -> str:
-    """A number as the language reads it back exactly (repr round-trips a double)."""
-    if isinstance(value, bool):
-        raise TypeError(value)
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
-
-
-def _rope(s: _Spec, params: dict | None, head_dim: int, interleaved: bool = False,
-          dim: int | None = None) -> str:
-    """rope(...) from rope_parameters (transformers 5) or rope_theta + rope_scaling."""
-    cfg = s.cfg
-    if params is None:
-        params = dict(cfg.get("rope_scaling") or {})
-        params.setdefault("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base",
-                                                                       10000.0)))
-        if "type" in params and "rope_type" not in params:
-            params["rope_type"] = params["type"]
-        if params.get("rope_type") == "su":  # Phi-3's first name for longrope
-            params["rope_type"] = "longrope"
-        if cfg.get("partial_rotary_factor") is not None:
-            params.setdefault("partial_rotary_factor", cfg["partial_rotary_factor"])
-    theta = params.get("rope_theta", 10000.0)
-    if dim is None:
-        dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
-    args = [f"theta = {_num(theta)}"]
-    if dim != head_dim:
-        args.append(f"dim = {dim}")
-    if interleaved:
-        args.append("interleaved = true")
-    kind = params.get("rope_type", "default")
-    orig = params.get("original_max_position_embeddings",
-                      cfg.get("original_max_position_embeddings"))
-    factor = params.get("factor")
-    if kind == "linear":
-        args.append(f"scaling = linear({_num(factor)})")
-    elif kind == "dynamic":
-        args.append(f"scaling = dynamic(factor = {_num(factor)}, original_max_position = "
-                    f"{cfg.get('max_position_embeddings')})")
-    elif kind == "llama3":
-        args.append(f"scaling = llama3(factor = {_num(factor)}, low_freq_factor = "
-                    f"{_num(params['low_freq_factor'])}, high_freq_factor = "
-                    f"{_num(params['high_freq_factor'])}, original_max_position = {orig})")
-    elif kind == "yarn":
-        if factor is None:
-            factor = cfg["max_position_embeddings"] / orig
-        extra = "".join(f", {key} = {_num(params[key])}" for key in (
-            "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor")
-            if params.get(key) is not None)
-        if params.get("truncate") is False:
-            extra += ", truncate = false"
-        args.append(f"scaling = yarn(factor = {_num(factor)}, original_max_position = {orig}"
-                    f"{extra})")
-    elif kind == "longrope":
-        short = ", ".join(_num(v) for v in params["short_factor"])
-        long = ", ".join(_num(v) for v in params["long_factor"])
-        tail = (f"attention_factor = {_num(params['attention_factor'])}"
-                if params.get("attention_factor") is not None else
-                f"factor = {_num(factor)}" if factor is not None else
-                f"factor = {cfg['max_position_embeddings']} / {orig}")
-        args.append(f"scaling = longrope(short_factor = [{short}], long_factor = [{long}], "
-                    f"original_max_position = {orig}, {tail})")
-    elif kind != "default":
-        s.problems.append(f"`rope_type` = \"{kind}\": no such RoPE scaling in attndsl "
-                          "(linear, dynamic, llama3, yarn, longrope)")
-    return f"rope({', '.join(args)})"
-
-
 def _act(s: _Spec, key: str, value: str, gated: bool = False) -> str:
     table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
              "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
@@ -146,10 +82,12 @@ def _act(s: _Spec, key: str, value: str, gated: bool = False) -> str:
     return act
 
 
-def _mask(causal: bool, padding: str | None, window: int | None = None) -> str:
+def _mask(causal: bool, padding: str | None, window: int | None = None,
+          both_sides: bool = False) -> str:
+    """`window` keys up to the query's own (both_sides: window - 1 on each side)."""
     parts = ["causal"] if causal else []
     if window is not None:
-        parts.append(f"window(left = {window - 1}, right = 0)")
+        parts.append(f"window(left = {window - 1}, right = {window - 1 if both_sides else 0})")
     if padding is not None:
         parts.append("padding" if padding == "right" else "padding(side = left)")
     return " & ".join(parts) or "full"
@@ -183,7 +121,7 @@ def _llama_like(s: _Spec, padding: str | None) -> None:
     if not types and t == "gemma2":  # before layer_types: even layers slide
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     elif not types and t.startswith("gemma3"):
-        every = cfg.get("sliding_window_pattern", 6)
+        every = s.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
         types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
                  for i in range(layers)]
     types = types or ["full_attention"] * layers
@@ -192,7 +130,11 @@ def _llama_like(s: _Spec, padding: str | None) -> None:
         types = ["sliding_attention" if window else "full_attention"] * layers
     elif t in ("qwen2", "qwen3") and not cfg.get("use_sliding_window"):
         types = ["full_attention"] * layers
+    elif t in ("qwen2", "qwen3") and not cfg.get("layer_types"):  # as Qwen2Config derives them
+        first = s.get("max_window_layers", default=28)
+        types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
     rope_params = cfg.get("rope_parameters")
+    bidirectional = t.startswith("gemma3") and bool(cfg.get("use_bidirectional_attention"))
     for kind in dict.fromkeys(types):
         params = rope_params
         if isinstance(rope_params, dict) and kind in rope_params:  # per layer type (Gemma 3)
@@ -205,10 +147,18 @@ def _llama_like(s: _Spec, padding: str | None) -> None:
         slide = kind == "sliding_attention"
         if slide and not window:
             s.refuse("sliding_window", "sliding layers need a window size")
-        entries["mask"] = _mask(True, padding, window if slide else None)
+        if bidirectional:  # EmbeddingGemma: Gemma3TextConfig turns the config's window w into
+            # w // 2 + 1 and its sliding layers see |q - k| < w // 2 + 1; full layers see all
+            entries["mask"] = _mask(False, padding, window // 2 + 1 if slide else None,
+                                    both_sides=True)
+        else:
+            entries["mask"] = _mask(True, padding, window if slide else None)
         name = f"{t}_attn" if len(set(types)) == 1 else f"{t}_{'local' if slide else 'global'}"
         s.attentions[name] = entries
-        if slide:
+        if slide and bidirectional:
+            s.comments[name] = (f"sliding_window = {window}, bidirectional: each query sees the "
+                                f"{window // 2} keys on each side of it")
+        elif slide:
             s.comments[name] = (f"sliding_window = {window}: each query sees itself and the "
                                 f"{window - 1} keys before it")
     names = list(s.attentions)
@@ -300,7 +250,7 @@ def _bert(s: _Spec, padding: str | None) -> None:
     if cfg.get("position_embedding_type", "absolute") != "absolute":
         s.refuse("position_embedding_type", "relative_key positions have no attndsl form")
     s.attentions["bert_attn"] = {"d_model": str(d), "heads": str(heads), "bias": "true",
-                                 "mask": _mask(False, padding)}
+                                 "mask": _mask(bool(cfg.get("is_decoder")), padding)}
     s.comments["bert_attn"] = ("positions and token types are added by the embeddings, "
                                "outside the stack")
     s.pattern = ["bert_attn"]
@@ -370,13 +320,15 @@ def read_config(path: Path) -> tuple[dict, Path]:
     return cfg, file
 
 
-def import_config(path: Path, padding: str = "auto", head: str = "auto") -> str:
+def import_config(path: Path, padding: str = "auto", head: str = "auto",
+                  notes: list[str] | None = None) -> str:
     """The spec text for a config.json (or the folder holding one). `padding`: `auto` (right
     padding for encoders, none for decoders), `none`, `left` or `right`. `head`: `lm` (token
     embedding and LM head: a language model), `none` (the stack of hidden states) or `auto`
     (lm for the families whose embedding and head attndsl expresses, _LM_FAMILIES, when the
     config gives vocab_size)."""
     cfg, file = read_config(path)
+    cfg = Recorded(cfg)
     model_type = cfg.get("model_type")
     if model_type not in FAMILIES:
         raise SpecError([Diagnostic(
@@ -385,6 +337,7 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto") -> str:
     if padding == "auto":
         padding = "right" if model_type in _ENCODERS else "none"
     s = _Spec(cfg, model_type.replace("_text", ""))
+    s.problems += refusals(cfg, model_type)
     FAMILIES[model_type](s, None if padding == "none" else padding)
     if head == "lm" and model_type not in _LM_FAMILIES:
         raise SpecError([Diagnostic(
@@ -397,4 +350,8 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto") -> str:
     if s.problems:
         raise SpecError([Diagnostic(f"{file}: {p}", hint="attndsl cannot express this field; "
                                     "see docs/CHECKPOINTS.md") for p in s.problems])
-    return s.text(file.name)
+    unread = cfg.unread(model_type)
+    if unread and notes is not None:
+        notes.append(f"{file}: not read: {', '.join(unread)} (attndsl does not know these "
+                     "fields: check that they do not change what the model computes)")
+    return s.text(file.name, unread)

@@ -93,6 +93,19 @@ CASES = {
                                    intermediate_size=96, max_position_embeddings=64, **SMALL),
              "right", "encoder.layer.0", "encoder.layer.0.attention.self",
              "encoder.layer.0.attention.output.dense"),
+    # BERT as a decoder: transformers masks it causally (and pads)
+    "bert_decoder": (lambda: tf.BertConfig(hidden_size=64, num_hidden_layers=2,
+                                           num_attention_heads=4, intermediate_size=96,
+                                           max_position_embeddings=64, is_decoder=True, **SMALL),
+                     "right", "encoder.layer.0", "encoder.layer.0.attention.self",
+                     "encoder.layer.0.attention.output.dense"),
+    # EmbeddingGemma's form: bidirectional, |q - k| < sliding_window on sliding layers
+    "gemma3_bidirectional": (lambda: tf.Gemma3TextConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=4, query_pre_attn_scalar=16,
+        use_bidirectional_attention=True,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"], **SMALL),
+        "right", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

@@ -1,0 +1,77 @@
+"""RoPE as a Hugging Face config states it (transformers 5's `rope_parameters`, or the older
+`rope_theta` + `rope_scaling`), written as the language's `rope(...)`: one part of `attndsl
+import`."""
+
+from __future__ import annotations
+
+__all__ = ["num", "rope"]
+
+
+def num(value: float) -> str:
+    """A number as the language reads it back exactly (repr round-trips a double)."""
+    if isinstance(value, bool):
+        raise TypeError(value)
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
+         dim: int | None = None) -> str:
+    """rope(...) from rope_parameters (transformers 5) or rope_theta + rope_scaling; `s` is the
+    import's spec under construction (its `cfg`, and `problems` to add to)."""
+    cfg = s.cfg
+    if params is None:
+        params = dict(cfg.get("rope_scaling") or {})
+        params.setdefault("rope_theta", cfg.get("rope_theta", cfg.get("rotary_emb_base",
+                                                                       10000.0)))
+        if "type" in params and "rope_type" not in params:
+            params["rope_type"] = params["type"]
+        if params.get("rope_type") == "su":  # Phi-3's first name for longrope
+            params["rope_type"] = "longrope"
+        if cfg.get("partial_rotary_factor") is not None:
+            params.setdefault("partial_rotary_factor", cfg["partial_rotary_factor"])
+    theta = params.get("rope_theta", 10000.0)
+    if dim is None:
+        dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
+    args = [f"theta = {num(theta)}"]
+    if dim != head_dim:
+        args.append(f"dim = {dim}")
+    if interleaved:
+        args.append("interleaved = true")
+    kind = params.get("rope_type", "default")
+    orig = params.get("original_max_position_embeddings",
+                      cfg.get("original_max_position_embeddings"))
+    factor = params.get("factor")
+    if kind == "linear":
+        args.append(f"scaling = linear({num(factor)})")
+    elif kind == "dynamic":
+        args.append(f"scaling = dynamic(factor = {num(factor)}, original_max_position = "
+                    f"{cfg.get('max_position_embeddings')})")
+    elif kind == "llama3":
+        args.append(f"scaling = llama3(factor = {num(factor)}, low_freq_factor = "
+                    f"{num(params['low_freq_factor'])}, high_freq_factor = "
+                    f"{num(params['high_freq_factor'])}, original_max_position = {orig})")
+    elif kind == "yarn":
+        if factor is None:
+            factor = cfg["max_position_embeddings"] / orig
+        extra = "".join(f", {key} = {num(params[key])}" for key in (
+            "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor")
+            if params.get(key) is not None)
+        if params.get("truncate") is False:
+            extra += ", truncate = false"
+        args.append(f"scaling = yarn(factor = {num(factor)}, original_max_position = {orig}"
+                    f"{extra})")
+    elif kind == "longrope":
+        short = ", ".join(num(v) for v in params["short_factor"])
+        long = ", ".join(num(v) for v in params["long_factor"])
+        tail = (f"attention_factor = {num(params['attention_factor'])}"
+                if params.get("attention_factor") is not None else
+                f"factor = {num(factor)}" if factor is not None else
+                f"factor = {cfg['max_position_embeddings']} / {orig}")
+        args.append(f"scaling = longrope(short_factor = [{short}], long_factor = [{long}], "
+                    f"original_max_position = {orig}, {tail})")
+    elif kind != "default":
+        s.problems.append(f"`rope_type` = \"{kind}\": no such RoPE scaling in attndsl "
+                          "(linear, dynamic, llama3, yarn, longrope)")
+    return f"rope({', '.join(args)})"

@@ -1,0 +1,102 @@
+"""Every config field of every imported family is read, known not to change the computation
+(with why), or refused: walked over transformers' own config classes, so a field a new release
+adds is caught here rather than dropped silently."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import transformers as tf
+
+import attndsl
+from attndsl.cli import main
+from attndsl.hf_fields import REFUSED, inert_fields
+from attndsl.hf_import import FAMILIES, import_config
+from attndsl.masks import render
+
+from .test_hf_families import CASES
+
+CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwen2Config,
+           "qwen3": tf.Qwen3Config, "gemma2": tf.Gemma2Config, "gemma3": tf.Gemma3TextConfig,
+           "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
+           "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
+           "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
+
+
+def test_every_family_has_its_config_class() -> None:
+    assert set(CLASSES) == set(FAMILIES)
+
+
+def _configs():
+    """Each family's defaults, and every configuration the family tests build."""
+    for family, make in CLASSES.items():
+        yield family, f"{family}-defaults", make
+    for name, (make, *_) in CASES.items():
+        yield make().model_type, name, make
+
+
+@pytest.mark.parametrize(("family", "make"), [(f, m) for f, _, m in _configs()],
+                         ids=[n for _, n, _ in _configs()])
+def test_every_field_is_read_inert_or_refused(tmp_path: Path, family: str, make) -> None:
+    config = make()
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    if family == "gemma3":
+        saved["model_type"] = "gemma3"  # the multimodal wrapper's name for the text config
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    notes: list[str] = []
+    attndsl.loads(import_config(tmp_path, notes=notes))  # it imports, and the spec checks
+    assert notes == [], notes
+    inert = inert_fields(family)
+    for key in saved:
+        assert key not in inert or inert[key], key  # each inert field says why
+
+
+def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> None:
+    config = tf.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                            num_attention_heads=4)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["attention_temperature"] = 0.5
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    spec = tmp_path / "llama.attn"
+    assert main(["import", str(tmp_path), "-o", str(spec)]) == 0
+    assert "not read: attention_temperature" in capsys.readouterr().err
+    assert "# Not read (unknown to attndsl): attention_temperature." in spec.read_text()
+
+
+@pytest.mark.parametrize(("family", "field", "value"), [
+    ("llama", "quantization_config", {"quant_method": "gptq", "bits": 4}),
+    ("bert", "add_cross_attention", True),
+    ("gemma2", "use_bidirectional_attention", True),
+    ("bloom", "apply_residual_connection_post_layernorm", True),
+    ("bert", "position_embedding_type", "relative_key"),
+])
+def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
+                                                           field: str, value) -> None:
+    config = CLASSES[family]()
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert main(["import", str(tmp_path)]) == 2
+    assert f"`{field}` = {json.dumps(value)}" in capsys.readouterr().err
+    assert field not in REFUSED or REFUSED[field][2]
+
+
+def test_qwen2_without_layer_types_slides_from_max_window_layers(tmp_path: Path) -> None:
+    """Older Qwen2 configs give use_sliding_window and max_window_layers alone: layers from
+    max_window_layers on slide, as Qwen2Config derives them."""
+    config = tf.Qwen2Config(hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2,
+                            use_sliding_window=True, sliding_window=5, max_window_layers=2)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    del saved["layer_types"]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    spec = attndsl.loads(import_config(tmp_path, head="none"))["qwen2"].spec
+    slides = ["window" in render(spec.layer_attention(i).mask) for i in range(4)]
+    assert slides == [t == "sliding_attention" for t in config.layer_types] == \
+        [False, False, True, True]
