@@ -162,3 +162,57 @@ def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys) -> Non
     table = capsys.readouterr().out
     assert "first token ms" in table and "attndsl (ort-cpu)" in table
     assert main(["bench", str(tmp_path), "--decode"]) == 2  # no checkpoint there
+
+
+def test_past_original_max_position_phi3s_generate_reencodes_and_attndsl_does_not(
+        tmp_path: Path) -> None:
+    """docs/LANGUAGE.md (Decoding): with longrope, attndsl's decoding model rotates each call's
+    keys with the factors of its own length and keeps the cached ones, so its logits equal one
+    pass up to m = original_max_position keys and differ after; transformers' Phi-3 `generate`
+    re-encodes the sequence when it reaches m + 1 tokens, so its tokens are one pass's."""
+    m = 8
+    config = tf.Phi3Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                           max_position_embeddings=64, original_max_position_embeddings=m,
+                           rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                                            "short_factor": [1.0] * 8,
+                                            "long_factor": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0,
+                                                            64.0, 128.0],
+                                            "original_max_position_embeddings": m},
+                           pad_token_id=0, tie_word_embeddings=False)
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    redraw(model, 3, unit_offset=False)
+    model.save_pretrained(tmp_path / "hf")
+    prompt, new = [5, 7, 9, 11, 2], 9  # crosses m = 8 at the fourth new token
+    with torch.no_grad():
+        tokens = model.generate(torch.tensor([prompt]), max_new_tokens=new, do_sample=False,
+                                min_new_tokens=new, pad_token_id=0)[0].tolist()
+        # one pass over the first n tokens: longrope's factors follow n
+        one_pass = {n: model(torch.tensor([tokens[:n]])).logits[0, -1].numpy()
+                    for n in range(len(prompt), len(tokens) + 1)}
+    assert tokens[len(prompt):] == [int(one_pass[n].argmax())
+                                    for n in range(len(prompt), len(tokens))]
+
+    spec = tmp_path / "phi3.attn"
+    assert main(["import", str(tmp_path / "hf"), "-o", str(spec)]) == 0
+    layer = attndsl.load(spec)["phi3"]
+    session = ort.InferenceSession(layer.decoder_bytes(target="portable",
+                                                       weights=tmp_path / "hf"))
+    past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
+            for i in session.get_inputs() if i.name.startswith("past_key_values.")}
+    presents = [o.name for o in session.get_outputs()][1:]
+    step = np.array([prompt])
+    for n in range(len(prompt), len(tokens) + 1):
+        logits, *kv = session.run(None, {"input_ids": step,
+                                         "attention_mask": np.ones((1, n), np.int64),
+                                         "position_ids": np.arange(n - step.shape[1], n)[None],
+                                         **past})
+        past = {p.replace("present.", "past_key_values."): v for p, v in zip(presents, kv,
+                                                                              strict=True)}
+        err = float(np.abs(logits[0, -1] - one_pass[n]).max())
+        if n <= m:
+            assert err < 1e-3, (n, err)
+        else:  # the keys cached before m keep their short rotation
+            assert err > 1e-2, (n, err)
+        if n < len(tokens):
+            step = np.array([[tokens[n]]])
