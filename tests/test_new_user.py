@@ -297,3 +297,18 @@ def test_fmt_breaks_a_call_too_long_for_one_line(tmp_path: Path) -> None:
                                       "factor = 32.0, low_freq_factor = 1.0, high_freq_factor = "
                                       "4.0, original_max_position = 8192))"))
     assert flat.resolved.layers == attndsl.load(spec).resolved.layers
+
+
+def test_readme_tutorial_hash_and_counts_are_current(tmp_path: Path, capsys) -> None:
+    """The tutorial's spec compiles to the bytes README shows, and README's counts hold."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    spec = re.search(r"```\n(# my_layer\.attn.*?)```", readme, re.S).group(1)
+    (tmp_path / "my_layer.attn").write_text(spec)
+    assert main(["compile", str(tmp_path / "my_layer.attn"), "--export", "onnx", "-o",
+                 str(tmp_path)]) == 0
+    wrote = capsys.readouterr().out.strip().rsplit(" (", 1)[1]
+    assert f"wrote exported/my_layer.onnx ({wrote}" in readme
+    invalid = len(list((ROOT / "tests" / "invalid").glob("*.attn")))
+    assert f"golden diagnostics for {invalid} invalid inputs" in readme
