@@ -7,6 +7,7 @@ it; each family's fields are in docs/CHECKPOINTS.md."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ class _Spec:
         lines = [f"# Imported by `attndsl import` from {source} (model_type {model_type}).",
                  what[0], f"{what[1]} Compile with `--weights` on the checkpoint folder.", ""]
         if unread:
-            lines[-1:-1] = [f"# Not read (unknown to attndsl): {', '.join(unread)}."]
+            lines[-1:-1] = textwrap.wrap(f"Not read (unknown to attndsl): {', '.join(unread)}.",
+                                         98, initial_indent="# ", subsequent_indent="# ")
         for name, entries in self.attentions.items():
             if name in self.comments:
                 lines.append(f"# {self.comments[name]}")
