@@ -63,6 +63,10 @@ def _blocker(a: Attention) -> Diagnostic | None:
                           hint="decode with `kernel = softmax`")
     if a.kind == "cross":
         return _cross_blocker(a)
+    if isinstance(a.position, Alibi) and a.position.rounding == "bfloat16":
+        return Diagnostic(f"`{a.name}` rounds ALiBi's positions to bfloat16, which a cache "
+                          "of left-padded rows would round at other indices than one pass",
+                          a.span("position"), hint="decode with alibi(rounding = float32)")
     if "segment_ids" in runtime_inputs(a.mask):
         return Diagnostic(f"`{a.name}`'s mask reads segment ids (`document`), which a decoding "
                           "model does not take", a.span("mask"),

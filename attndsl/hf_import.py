@@ -226,7 +226,12 @@ def _neox_like(s: _Spec, padding: str | None) -> None:
         elif cfg.get("multi_query", True):
             entries["kv_heads"] = "1"
         if cfg.get("alibi"):
-            entries["position"] = "alibi(scaled = true)"
+            entries["position"] = "alibi(scaled = true, rounding = bfloat16)"  # as trained
+            if padding == "left":
+                s.problems.append("`alibi` = true with --padding left: Falcon-RW's bfloat16 "
+                                  "ALiBi rounds each token's position among the real tokens, "
+                                  "which attndsl reproduces for right padding only (--padding "
+                                  "right)")
         else:
             entries["position"] = _rope(s, cfg.get("rope_parameters"), head_dim)
         if cfg.get("parallel_attn", True) or cfg.get("new_decoder_architecture"):

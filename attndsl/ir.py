@@ -481,7 +481,7 @@ def _core(b: _Builder, s: Attention, p: str, prefix: str, q: str, k: str, v: str
             a = s.position  # slopes x factor: `scaled` multiplies them by the score scale
             sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), f"[B, {s.heads}, L, {n}]",
                         kind="alibi", slopes=a.slopes, max_bias=a.max_bias,
-                        factor=s.scale if a.scaled else 1.0)
+                        factor=s.scale if a.scaled else 1.0, rounding=a.rounding)
         elif isinstance(s.position, RelativeBias):
             r = s.position
             sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), f"[B, {s.heads}, L, {n}]",

@@ -13,11 +13,18 @@ __all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_fl
 
 
 def alibi_slopes(heads: int, schedule: str = "press", max_bias: float = 8.0,
-                 factor: float = 1.0) -> list[float]:
+                 factor: float = 1.0, rounding: str = "float32") -> list[float]:
     """`geometric`: 2^(-max_bias (h + 1) / H) for every H. `press` (Press et al., BLOOM): the
     same for 2**n heads; otherwise the slopes of the nearest lower power of two, then every
     other slope of the next power of two. Each times `factor` (the score scale of a `scaled`
-    ALiBi, which adds its bias before scaling)."""
+    ALiBi, which adds its bias before scaling); with `rounding = bfloat16` rounded to bfloat16
+    instead, the factor applying to the rounded bias (`formulas.alibi_bias`)."""
+    if rounding == "bfloat16":
+        import ml_dtypes
+        import numpy as np
+
+        return [float(v) for v in np.asarray(alibi_slopes(heads, schedule, max_bias),
+                                             np.float32).astype(ml_dtypes.bfloat16)]
 
     def geometric(n: int) -> list[float]:
         return [factor * 2.0 ** (-max_bias * (i + 1) / n) for i in range(n)]

@@ -126,6 +126,9 @@ class Alibi:
     slopes: str = "press"  # press | geometric
     max_bias: float = 8.0
     scaled: bool = False
+    # float32, or bfloat16: slope and position rounded to bfloat16, and their product (the
+    # arithmetic Falcon-RW was trained with)
+    rounding: str = "float32"
 
 
 @dataclass(frozen=True)

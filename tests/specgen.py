@@ -210,8 +210,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["position"] = (f"relative_bias(buckets = {buckets}, max_distance = "
                                f"{exact + r.randint(1, 100)}, bidirectional = {bidirectional})")
     elif position == "alibi":
-        entries["position"] = r.choice(["alibi", "alibi(slopes = geometric)",
-                                        "alibi(scaled = true, max_bias = 4)"])
+        args = r.choice([[], ["slopes = geometric"], ["scaled = true", "max_bias = 4"]])
+        if random.Random(seed * 7919 + 3).random() < 0.5 and not decoding:  # its own
+            args = [*args, "rounding = bfloat16"]  # stream: the other specs are unchanged
+        entries["position"] = f"alibi({', '.join(args)})" if args else "alibi"
     if linear:
         entries["kernel"] = f"linear(feature = {r.choice(['elu', 'relu', 'softmax'])})"
         entries["mask"] = "causal" if decoding else r.choice(["full", "causal"])
@@ -245,6 +247,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         variants = [f"up_to({n}, mask = {_mask(r, cross)})" for n in bounds]
         entries["by_length"] = "[" + ", ".join(
             [*variants, f"otherwise(mask = {_mask(r, cross)}, sparsity = auto)"]) + "]"
+    if "side = left" in entries.get("mask", "") and "position" in entries:  # bfloat16 ALiBi
+        entries["position"] = entries["position"].replace(  # rounds indices: no left padding
+            ", rounding = bfloat16", "").replace("alibi(rounding = bfloat16)", "alibi")
     lsh = _lsh(random.Random(seed * 7919 + 1), entries, heads, head_dim, cross or decoding or
                linear or linformer or "by_length" in entries)
     if not (decoding or linear or linformer or lsh or "by_length" in entries):

@@ -86,7 +86,7 @@ CASES = {
     "falcon_rw": (lambda: tf.FalconConfig(
         hidden_size=64, num_hidden_layers=2, num_attention_heads=4, alibi=True,
         multi_query=False, parallel_attn=False, bias=True, ffn_hidden_size=96, **SMALL),
-        "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
+        "right", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
     "bloom": (lambda: tf.BloomConfig(hidden_size=72, n_layer=2, n_head=6, **SMALL),
               "left", "h.0", "h.0.self_attention", "h.0.self_attention.dense"),
     "bert": (lambda: tf.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -363,3 +363,29 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     assert longrope.attention_factor == pytest.approx(math.sqrt(1 + math.log(32) /
                                                                 math.log(4096)))
     assert positions["llama"].scaling == Llama3Scaling(32.0, 1.0, 4.0, 8192)
+
+
+def test_falcon_rw_alibi_is_the_trained_bfloat16_arithmetic(tmp_path: Path) -> None:
+    """Falcon-RW's ALiBi as transformers computes it (build_alibi_tensor: slope and position
+    in bfloat16, and their product), at lengths where bfloat16 rounds them (float32 ALiBi is
+    about 2% apart at L = 300); 12 heads make slopes that are not powers of two."""
+    config = tf.FalconConfig(hidden_size=96, num_hidden_layers=2, num_attention_heads=12,
+                             alibi=True, multi_query=False, parallel_attn=False, bias=True,
+                             ffn_hidden_size=96, **SMALL)
+    model = _model(config).eval()
+    redraw(model, 7, unit_offset=False)
+    model.save_pretrained(tmp_path / "hf")
+    spec = tmp_path / "falcon.attn"
+    assert main(["import", str(tmp_path / "hf"), "-o", str(spec)]) == 0
+    assert "rounding = bfloat16" in spec.read_text()
+    program = attndsl.load(spec)
+    stack = program["falcon"]
+    ids = torch.tensor(np.random.default_rng(5).integers(1, SMALL["vocab_size"], (1, 300)))
+    ref = run_hf(model, *CASES["falcon_rw"][2:], ids, torch.ones_like(ids))
+    for target in ("ort-cpu", "portable"):
+        ours = _ort(stack.onnx_bytes(target=target, weights=tmp_path / "hf"), {"x": ref["x"]})
+        _close(ours, ref["y"], np.ones((1, 300), bool), f"falcon-rw stack on {target}")
+    module = stack.to_torch(weights=tmp_path / "hf")
+    with torch.no_grad():
+        _close(module(x=torch.from_numpy(ref["x"])).numpy(), ref["y"], np.ones((1, 300), bool),
+               "falcon-rw stack in torch")

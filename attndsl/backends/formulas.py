@@ -132,9 +132,22 @@ def activation(xp, h: Array, kind: str) -> Array:
     return xp.gelu(h, approximate)
 
 
-def alibi_bias(xp, slopes: Array, q_pos: Array, k_pos: Array) -> Array:
-    """-slope_h * |i - j| (float32); slopes shaped to broadcast against the distances."""
-    return -slopes * xp.astype(xp.abs(q_pos - k_pos), "float32")
+def alibi_bias(xp, slopes: Array, q_pos: Array, k_pos: Array, rounding: str = "float32",
+               factor: float = 1.0) -> Array:
+    """-slope_h * |i - j| (float32), slopes (`positions.alibi_slopes`, already times the
+    factor) shaped to broadcast against the distances. `bfloat16`: with r rounding to
+    bfloat16 and the slopes already rounded, -factor * |r(slope_h * r(i)) - r(slope_h * r(j))|
+    (Falcon-RW's r(r(slope) * r(j)) per key, which under a causal mask differs from this by a
+    constant per row)."""
+    if rounding == "float32":
+        return -slopes * xp.astype(xp.abs(q_pos - k_pos), "float32")
+
+    def r(x: Array) -> Array:
+        return xp.astype(xp.astype(x, "bfloat16"), "float32")
+
+    at_q = r(slopes * r(xp.astype(q_pos, "float32")))
+    at_k = r(slopes * r(xp.astype(k_pos, "float32")))
+    return xp.abs(at_q - at_k) * (-factor)
 
 
 def softcap(xp, s: Array, cap: float) -> Array:

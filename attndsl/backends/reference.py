@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+import ml_dtypes
 import numpy as np
 
 from .. import masks as m
@@ -176,6 +177,13 @@ def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndar
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
     if node.attr("kind" if node.op is Op.SCORE_BIAS else "bias") == "alibi":
         slopes = np.array(_alibi_slopes(H, node.attr("slopes"), node.attr("max_bias")))
+        if node.attr("rounding") == "bfloat16":  # slope, positions and products in bfloat16
+            def bf16(x: np.ndarray) -> np.ndarray:
+                return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+            slope = bf16(slopes)[:, None, None]
+            at_q, at_k = bf16(slope * bf16(q)[None]), bf16(slope * bf16(k)[None])
+            return s - node.attr("factor") * np.abs(at_q - at_k)
         slopes = slopes * node.attr("factor")
         return s - slopes[:, None, None] * np.abs(q - k)[None]
     bucket = _t5_bucket(k - q, node.attr("buckets"), node.attr("max_distance"),

@@ -376,9 +376,10 @@ def score_bias(m: GraphModule, attrs: dict, kind: str, qi: Tensor, ki: Tensor,
     """The float32 score bias of ALiBi or T5 relative positions, (H, L, S)."""
     if kind == "alibi":
         slopes = torch.tensor(alibi_slopes(heads, attrs["slopes"], attrs["max_bias"],
-                                           attrs["factor"]), dtype=torch.float32,
-                              device=qi.device)
-        return formulas.alibi_bias(TorchArrays(qi.device), slopes[:, None, None], qi, ki)
+                                           attrs["factor"], attrs["rounding"]),
+                              dtype=torch.float32, device=qi.device)
+        return formulas.alibi_bias(TorchArrays(qi.device), slopes[:, None, None], qi, ki,
+                                   attrs["rounding"], attrs["factor"])
     bucket = t5_bucket_float32(torch, ki - qi, attrs["buckets"], attrs["max_distance"],
                                attrs["bidirectional"])  # (L, S)
     return F.embedding(bucket, m.weight(attrs["weight"])).permute(2, 0, 1).float()

@@ -140,6 +140,14 @@ class Layers(Positions):
                        hint="remove them or use kind = self; cross attention's `document` "
                             "reads memory_segment_ids")
             failed = True
+        if isinstance(position, Alibi) and position.rounding == "bfloat16" and mask is not None \
+                and m.Padding("left") in m.primitives(mask):
+            self.error("alibi(rounding = bfloat16) rounds each token's index, which with left "
+                       "padding is not its position among the real tokens (transformers' "
+                       "Falcon counts those)", at("position"),
+                       hint="pad on the right (`padding`), or use rounding = float32, whose "
+                            "bias depends on distances alone")
+            failed = True
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:

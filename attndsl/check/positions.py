@@ -45,7 +45,9 @@ class Positions(Masks):
                     raise self.error(f"max_bias must be in (0, 1024], found {max_bias:g}",
                                      args["max_bias"].span, hint="ALiBi papers use 8")
             scaled = self.boolean(args["scaled"], "scaled") if "scaled" in args else False
-            return Alibi(slopes, max_bias, scaled)
+            rounding = self.word(args["rounding"], ("float32", "bfloat16"),
+                                 "alibi rounding") if "rounding" in args else "float32"
+            return Alibi(slopes, max_bias, scaled, rounding)
         if name == "learned":
             return Learned(self.positive(args["max_len"], "max_len"))
         if name == "rope":
@@ -173,7 +175,7 @@ def _is_auto(e: ast.Expr) -> bool:
 
 _POSITIONS = {
     "none": (), "sinusoidal": (),
-    "alibi": (Param("slopes"), Param("max_bias"), Param("scaled")),
+    "alibi": (Param("slopes"), Param("max_bias"), Param("scaled"), Param("rounding")),
     "learned": (Param("max_len", True),),
     "rope": (Param("theta"), Param("dim"), Param("interleaved"), Param("scaling")),
     "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),

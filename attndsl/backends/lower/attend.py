@@ -43,9 +43,10 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
         nd = max(q_pos.ndim, k_pos.ndim)
         if bias_kind == "alibi":
             slopes = np.array(alibi_slopes(heads, node.attr("slopes"), node.attr("max_bias"),
-                                           node.attr("factor")), dtype=np.float32).reshape(
-                (kv, heads // kv) + (1,) * nd)
-            bias = formulas.alibi_bias(xp, xp.asarray(slopes, "float32"), q_pos, k_pos)
+                                           node.attr("factor"), node.attr("rounding")),
+                              dtype=np.float32).reshape((kv, heads // kv) + (1,) * nd)
+            bias = formulas.alibi_bias(xp, xp.asarray(slopes, "float32"), q_pos, k_pos,
+                                       node.attr("rounding"), node.attr("factor"))
         else:
             bucket = t5_bucket_float32(xp, k_pos - q_pos, node.attr("buckets"),
                                        node.attr("max_distance"), node.attr("bidirectional"))
