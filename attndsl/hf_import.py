@@ -143,8 +143,9 @@ def _llama_like(s: _Spec, padding: str | None) -> None:
             params = rope_params[kind]
         elif gemma and kind == "sliding_attention" and cfg.get("rope_local_base_freq"):
             params = {"rope_theta": cfg["rope_local_base_freq"]}
-        if params is not None and "rope_theta" not in params:
-            params = None
+        if params is not None and "rope_theta" not in params:  # as standardize_rope_params
+            default = 1e6 if t.startswith("gemma3") and kind == "full_attention" else 10000.0
+            params = {**params, "rope_theta": cfg.get("rope_theta", default)}
         entries = dict(base, position=_rope(s, params, head_dim))
         slide = kind == "sliding_attention"
         if slide and not window:

@@ -6,6 +6,15 @@ from __future__ import annotations
 
 __all__ = ["num", "rope"]
 
+# the keys transformers requires of each rope_type (RotaryEmbeddingConfigMixin's validation)
+_REQUIRED = {
+    "linear": ("factor",), "dynamic": ("factor",),
+    "yarn": ("factor", "original_max_position_embeddings"),
+    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor",
+               "high_freq_factor"),
+    "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
+}
+
 
 def num(value: float) -> str:
     """A number as the language reads it back exactly (repr round-trips a double)."""
@@ -40,8 +49,18 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
     if interleaved:
         args.append("interleaved = true")
     kind = params.get("rope_type", "default")
-    orig = params.get("original_max_position_embeddings",
-                      cfg.get("original_max_position_embeddings"))
+    # as transformers' standardize_rope_params: the pretraining length of llama3, yarn and
+    # longrope is the config's own original_max_position_embeddings (Phi-3 keeps it there),
+    # else the rope parameters', else max_position_embeddings
+    orig = cfg.get("original_max_position_embeddings") or params.get(
+        "original_max_position_embeddings") or cfg.get("max_position_embeddings")
+    missing = [key for key in _REQUIRED.get(kind, ()) if key not in params
+               and not (key == "original_max_position_embeddings" and orig is not None)]
+    if missing:
+        s.problems.append(f"`rope_parameters` with rope_type \"{kind}\" lacks "
+                          f"{', '.join(f'`{k}`' for k in missing)} (transformers refuses such a "
+                          "config too)")
+        return f"rope({', '.join(args)})"
     factor = params.get("factor")
     if kind == "linear":
         args.append(f"scaling = linear({num(factor)})")

@@ -100,3 +100,61 @@ def test_qwen2_without_layer_types_slides_from_max_window_layers(tmp_path: Path)
     slides = ["window" in render(spec.layer_attention(i).mask) for i in range(4)]
     assert slides == [t == "sliding_attention" for t in config.layer_types] == \
         [False, False, True, True]
+
+
+@pytest.mark.parametrize(("params", "missing"), [
+    ({"rope_type": "linear"}, "`factor`"),
+    ({"rope_type": "dynamic", "rope_theta": 10000.0}, "`factor`"),
+    ({"rope_type": "yarn"}, "`factor`"),
+    ({"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0}, "`low_freq_factor`"),
+    ({"rope_type": "longrope", "long_factor": [1.0] * 8}, "`short_factor`"),
+])
+def test_rope_parameters_without_their_keys_are_refused(tmp_path: Path, capsys, params: dict,
+                                                        missing: str) -> None:
+    """transformers refuses these configs; the import did not, writing plain RoPE."""
+    tf.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                   num_attention_heads=4).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["rope_parameters"] = params
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert main(["import", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "lacks" in err and missing in err and "internal error" not in err
+
+
+def test_rope_parameters_without_rope_theta_keep_their_scaling(tmp_path: Path) -> None:
+    tf.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                   num_attention_heads=4).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["rope_parameters"] = {"rope_type": "linear", "factor": 4.0}
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert "scaling = linear(4.0)" in import_config(tmp_path)
+
+
+def test_yarn_without_original_max_position_uses_max_position_embeddings(tmp_path: Path) -> None:
+    """As transformers fills it: the import writes a spec that compiles and computes what the
+    model computes."""
+    import numpy as np
+    import torch
+
+    from .test_hf_families import SMALL, _close, _model, _ort, redraw, run_hf
+
+    config = tf.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2,
+                            max_position_embeddings=32, rope_parameters={
+                                "rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0},
+                            **SMALL)
+    model = _model(config).eval()
+    redraw(model, 7, unit_offset=False)
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["rope_parameters"].pop("original_max_position_embeddings", None)
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    text = import_config(tmp_path, head="none")
+    assert "original_max_position = 32" in " ".join(text.split())
+    stack = attndsl.loads(text)["llama"]
+    ids = torch.tensor(np.random.default_rng(1).integers(1, SMALL["vocab_size"], (1, 40)))
+    ref = run_hf(model, "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj", ids,
+                 torch.ones_like(ids))
+    ours = _ort(stack.onnx_bytes(weights=tmp_path), {"x": ref["x"]})
+    _close(ours, ref["y"], np.ones((1, 40), bool), "llama yarn stack")
