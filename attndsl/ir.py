@@ -8,7 +8,7 @@ import enum
 import functools
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import masks
@@ -219,8 +219,22 @@ def decode_inputs(spec: Layer) -> tuple[str, ...]:
 
 
 def parameter_count(spec: Attention | Transformer) -> int:
-    """How many numbers the layer's weights hold."""
-    return sum(math.prod(w.shape) for w in weight_table(spec))
+    """How many numbers the layer's weights hold, counted without expanding a stack: block i
+    holds what block i % P holds (P the pattern's length), so the weight table of the first
+    min(layers, P) blocks gives every block's count."""
+    if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions):
+        return sum(math.prod(w.shape) for w in weight_table(spec))
+    period = len(spec.attentions)
+    block = [0] * period
+    top = 0
+    for w in weight_table(replace(spec, layers=period)):
+        index = w.name.split(".")[1] if w.name.startswith("layers.") else None
+        if index is None:
+            top += math.prod(w.shape)
+        else:
+            block[int(index)] += math.prod(w.shape)
+    full, rest = divmod(spec.layers, period)
+    return top + full * sum(block) + sum(block[:rest])
 
 
 def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:

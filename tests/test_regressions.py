@@ -409,3 +409,24 @@ def test_cross_attention_causal_linear_kernel_runs_on_ort() -> None:
         feed = {"x": rng.standard_normal((2, L, 44)).astype(np.float32),
                 "memory": rng.standard_normal((2, S, 20)).astype(np.float32)}
         _ort_matches_reference(text, feed)
+
+
+@pytest.mark.parametrize(("layers", "d_model", "ok"), [
+    (4096, 64, True), (4096, 8192, False), (1_000_000, 64, False), (2**31 - 1, 64, False)])
+def test_check_counts_a_stack_without_expanding_it(layers: int, d_model: int, ok: bool) -> None:
+    """`layers = 1000000` took minutes and gigabytes: the stack was expanded block by block
+    before its size was known. Now the count is arithmetic (a pattern's blocks, times the
+    layers) and the cap refuses within a fraction of a second."""
+    import time
+
+    text = (f"attention a {{\n    d_model = {d_model}\n    heads = 4\n}}\n"
+            f"transformer t {{\n    attention = a\n    layers = {layers}\n    ffn = gelu(256)\n"
+            "    norm = layernorm(pre)\n}\n")
+    start = time.process_time()
+    try:
+        attndsl.loads(text)
+        passed = True
+    except attndsl.SpecError:
+        passed = False
+    assert passed is ok
+    assert time.process_time() - start < 2.0

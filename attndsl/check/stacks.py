@@ -17,13 +17,26 @@ MAX_VOCAB = 1 << 24
 _FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 
 
+# The deepest published stacks have about 130 blocks; past this the graph (tens of nodes a
+# block) is a typo rather than a model, and is refused before anything is expanded.
+MAX_LAYERS = 4096
+
+
 class Stacks(Layers):
+    def layers_value(self, e: ast.Expr) -> int:
+        n = self.positive(e, "layers")
+        if n > MAX_LAYERS:
+            raise self.error(f"layers must be at most {MAX_LAYERS}, found {n:,}", e.span,
+                             hint="a stack of more blocks would build a graph of millions of "
+                                  "nodes; the deepest published models have about 130")
+        return n
+
     def transformer(self, d: ast.TransformerDef) -> Transformer | None:
         e = self.entries(d, _KEYS)
         get = Entries(self, e, "transformer", d)
         get.require("attention", "layers", "ffn", "norm")
         attns = get("attention", self.layer_pattern)
-        layers = get("layers", lambda x: self.positive(x, "layers"))
+        layers = get("layers", self.layers_value)
         ffn = get("ffn", self.ffn_value)
         norm, placement = get("norm", lambda x: self.norm_value(x, placement=True)) or (None,
                                                                                      None)
