@@ -104,6 +104,7 @@ class Layer:
         from .weights import load_into
 
         _check_dtype(dtype)
+        _check_ints("seed", (seed,), 0, 2**63 - 1)
         module = seeded_module(self.spec, seed)
         if weights is not None:
             load_into(module, weights, self.spec)
@@ -277,6 +278,11 @@ class Layer:
         from .verify import DEFAULT_BATCHES, verify
 
         _check_dtype(dtype)
+        _check_ints("seed", (seed,), 0, 2**63 - 1)
+        if lengths:
+            _check_ints("lengths", tuple(lengths), 1, s.MAX_LENGTH)
+        if batches:
+            _check_ints("batches", tuple(batches), 1, 1 << 16)
         for provider in providers:  # fail before the slow export, not after
             runtime.require(provider)
         on: dict[str, tuple[str, ...]] = {}  # target -> its providers
@@ -307,6 +313,13 @@ def _layout(graph) -> str:
     if any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache" for n in graph.nodes):
         return "in_place"
     return "bounded" if any(n.op is Op.TAIL for n in graph.nodes) else "growing"
+
+
+def _check_ints(name: str, values: tuple, lo: int, hi: int) -> None:
+    """UsageError unless every value is an integer in [lo, hi] (the command line's ranges)."""
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise UsageError(f"{name}: expected an integer in [{lo}, {hi}], got {v!r}")
 
 
 def _check_target(target: str) -> None:

@@ -266,11 +266,7 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
     for i, (batch, length) in enumerate(shapes):
         if progress:
             progress(f"{spec.name}: shape {i + 1}/{len(shapes)} (B={batch}, L={length})")
-        inputs = make_inputs(spec, batch, length, rng)
-        if dtype != "float32":  # values the model can hold (exact in float32)
-            inputs = {k: round_to(v, dtype).astype(np.float32) if v.dtype.kind == "f" else v
-                      for k, v in inputs.items()}
-        S = inputs["memory"].shape[1] if "memory" in inputs else None
+        S = memory_length(length) if "memory" in input_names(spec) else None
         skip = beyond_limits(limits, length, S)
         need = reference_bytes(spec, batch, length, S)
         if not skip and need > VERIFY_MEMORY:
@@ -282,6 +278,10 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
             report.comparisons.append(Comparison(
                 batch, length, S, "all", math.nan, math.nan, math.nan, True, f"skipped: {skip}"))
             continue
+        inputs = make_inputs(spec, batch, length, rng)  # after the skip: it could not fit
+        if dtype != "float32":  # values the model can hold (exact in float32)
+            inputs = {k: round_to(v, dtype).astype(np.float32) if v.dtype.kind == "f" else v
+                      for k, v in inputs.items()}
         ref = reference.run(graph, inputs, weights)
         with torch.no_grad():
             got = module(**{k: torch.from_numpy(v).to(torch_dtype(dtype))

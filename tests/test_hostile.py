@@ -1,0 +1,52 @@
+"""Malformed and hostile input at the Python API's edge (issue 30): the package's own error,
+with the text the command line prints (expected vs got), never an IndexError, a broadcasting
+error, a MemoryError or an overflow from deeper down."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attndsl
+from attndsl.errors import UsageError
+
+from .conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return attndsl.load(ROOT / "examples" / "bert_padding.attn")["bert_self"]
+
+
+@pytest.mark.parametrize(("x", "lengths", "says"), [
+    (torch.randn(1, 0, 192), [0], "axis 1 (L) is empty"),
+    (torch.randn(5, 192), [1], "(2 axes, not 3)"),
+    (torch.randn(1, 1, 5, 192), [1], "(4 axes, not 3)"),
+    (torch.randn(1, 5, 100), [1], "axis 2 is 100, not 192"),
+    (torch.randn(2, 5, 192), [1], "got B = 1 where another input has B = 2"),
+    (torch.ones(1, 5, 192, dtype=torch.int64), [1], "got int64"),
+])
+def test_the_module_checks_its_inputs(bert, x, lengths, says) -> None:
+    module = bert.to_torch()
+    with pytest.raises(UsageError, match=r"must be float\[B, L, 192\]|must be int64\[B\]") as e:
+        module(x=x, key_lengths=torch.tensor(lengths))
+    assert says in str(e.value)
+
+
+@pytest.mark.parametrize("lengths", [[10**9], [0], [-1], [2.5]])
+def test_verify_checks_its_lengths(bert, lengths) -> None:
+    with pytest.raises(UsageError, match=r"lengths: expected an integer in \[1, 1048576\]"):
+        bert.verify(lengths=lengths)
+
+
+@pytest.mark.parametrize("seed", [2**64, -1])
+def test_seeds_are_checked(bert, seed) -> None:
+    with pytest.raises(UsageError, match=r"seed: expected an integer in \[0, "):
+        bert.to_torch(seed=seed)
+    with pytest.raises(UsageError, match="seed"):
+        bert.verify(seed=seed)
+
+
+def test_verify_skips_a_length_whose_inputs_would_not_fit(bert) -> None:
+    report = bert.verify(lengths=[1 << 20], batches=[1], targets=("ort-cpu",))
+    assert report.passed and "skipped" in report.comparisons[0].note
