@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["INERT", "REFUSED", "Recorded", "inert_fields", "refusals"]
+__all__ = ["INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "refusals", "type_problems"]
 
 _DROPOUT = "dropout, which is off at inference"
 _TOKENS = "a token id for generation and tokenization (genai_config.json takes eos, bos and pad)"
@@ -138,3 +138,68 @@ class Recorded(dict):
         """Fields the import neither read nor knows to be inert, in file order."""
         inert = inert_fields(family)
         return [k for k in self if k not in self.read and k not in inert]
+
+
+# The declared type of every field the import reads: (kind, lower bound); kinds `int` (a JSON
+# integer), `num` (an integer or a float), `bool`, `str`, `list`, `dict`, each also allowing
+# null; the bound, where given, is exclusive for `num` and inclusive for `int`.
+_POSITIVE_INTS = (
+    "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers",
+    "intermediate_size", "vocab_size", "n_embd", "n_head", "n_layer", "n_inner", "rotary_dim",
+    "num_kv_heads", "ffn_hidden_size", "d_model", "d_kv", "d_ff", "num_layers", "num_heads",
+    "relative_attention_num_buckets", "relative_attention_max_distance",
+    "max_position_embeddings", "original_max_position_embeddings", "sliding_window",
+    "sliding_window_pattern", "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions")
+_POSITIVE_NUMS = (
+    "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
+    "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
+    "rope_local_base_freq", "query_pre_attn_scalar", "factor", "low_freq_factor",
+    "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+    "attention_factor")
+_BOOLS = (
+    "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
+    "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
+    "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
+    "add_cross_attention", "use_bidirectional_attention", "truncate")
+_STRS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "activation",
+         "feed_forward_proj", "position_embedding_type", "rope_type", "type")
+TYPES: dict[str, tuple[str, float | None]] = {
+    **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
+    **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
+    "max_window_layers": ("int", 0), "layer_types": ("list", None),
+    "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
+    "short_factor": ("list", None), "long_factor": ("list", None),
+}
+_WHAT = {"int": "an integer", "num": "a number", "bool": "true or false", "str": "a string",
+         "list": "a list", "dict": "an object"}
+
+
+def type_problems(cfg: dict, where: str = "") -> list[str]:
+    """Each field of `cfg` (and of its rope parameters) whose JSON value is not of its declared
+    type and range, as `field` = value: expected ..."""
+    out = []
+    for key, value in cfg.items():
+        if key not in TYPES or value is None:
+            continue
+        kind, low = TYPES[key]
+        ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+              "num": isinstance(value, int | float) and not isinstance(value, bool),
+              "bool": isinstance(value, bool), "str": isinstance(value, str),
+              "list": isinstance(value, list), "dict": isinstance(value, dict)}[kind]
+        if ok and low is not None and (value < low if kind == "int" else value <= low):
+            ok = False
+        if not ok:
+            bound = "" if low is None else (f" >= {low}" if kind == "int" else f" > {low}")
+            out.append(f"`{where}{key}` = {_json(value)}: expected {_WHAT[kind]}{bound}")
+        elif kind == "list" and key in ("short_factor", "long_factor") and not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value):
+            out.append(f"`{where}{key}` = {_json(value)}: expected a list of numbers > 0")
+        elif key == "layer_types" and not all(
+                v in ("sliding_attention", "full_attention") for v in value):
+            out.append(f"`{key}` = {_json(value)}: expected a list of \"sliding_attention\" "
+                       "and \"full_attention\"")
+        elif kind == "dict" and key in ("rope_parameters", "rope_scaling"):
+            nested = all(isinstance(v, dict | None) for v in value.values()) and value
+            for name, inner in (value.items() if nested else [("", value)]):
+                out += type_problems(inner or {}, f"{key}.{name + '.' if name else ''}")
+    return out

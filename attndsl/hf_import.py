@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Diagnostic, SpecError, UsageError
-from .hf_fields import Recorded, refusals
+from .hf_fields import Recorded, refusals, type_problems
 from .hf_rope import num as _num
 from .hf_rope import rope as _rope
 
@@ -314,17 +314,25 @@ def _lm_head(s: _Spec) -> None:
 
 
 def read_config(path: Path) -> tuple[dict, Path]:
+    """The config.json of a checkpoint folder (or the file itself), every field the import
+    reads of its declared type and range (`hf_fields.TYPES`), else a SpecError naming each."""
     file = path / "config.json" if path.is_dir() else path
     if not file.is_file():
         raise UsageError(f"{path}: no config.json")
     try:
         cfg = json.loads(file.read_text())
+    except RecursionError:
+        raise UsageError(f"{file}: not a readable config.json (nested too deeply)") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{file}: not a readable config.json ({exc})") from None
     if not isinstance(cfg, dict):
         raise UsageError(f"{file}: not a config.json object")
     if cfg.get("model_type") == "gemma3" and isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "model_type": "gemma3"}  # the multimodal wrapper
+    problems = type_problems(cfg)
+    if problems:
+        raise SpecError([Diagnostic(f"{file}: {p}", hint="fix the field in config.json")
+                         for p in problems])
     return cfg, file
 
 

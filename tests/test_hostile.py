@@ -50,3 +50,38 @@ def test_seeds_are_checked(bert, seed) -> None:
 def test_verify_skips_a_length_whose_inputs_would_not_fit(bert) -> None:
     report = bert.verify(lengths=[1 << 20], batches=[1], targets=("ort-cpu",))
     assert report.passed and "skipped" in report.comparisons[0].note
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("hidden_size", "64", "`hidden_size` = \"64\": expected an integer >= 1"),
+    ("hidden_size", [64], "`hidden_size` = [64]: expected an integer >= 1"),
+    ("num_attention_heads", "4", "`num_attention_heads` = \"4\": expected an integer >= 1"),
+    ("rms_norm_eps", [1e-6], "`rms_norm_eps` = [1e-06]: expected a number > 0"),
+    ("num_hidden_layers", True, "`num_hidden_layers` = true: expected an integer >= 1"),
+    ("rope_parameters", {"rope_type": "linear", "factor": "8"},
+     "`rope_parameters.factor` = \"8\": expected a number > 0"),
+    ("layer_types", ["full", 3], "`layer_types` = [\"full\", 3]: expected a list of"),
+])
+def test_config_fields_of_the_wrong_type_are_named(tmp_path, capsys, field, value, says) -> None:
+    """These ended in "internal error" (exit 3)."""
+    import json
+
+    import transformers as tf
+
+    from attndsl.cli import main
+
+    config = tf.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                            num_attention_heads=4).to_dict()
+    config[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["import", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "internal error" not in err
+
+
+def test_a_config_nested_too_deeply_is_a_usage_error(tmp_path, capsys) -> None:
+    from attndsl.cli import main
+
+    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["import", str(tmp_path)]) == 2
+    assert "nested too deeply" in capsys.readouterr().err
