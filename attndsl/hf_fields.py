@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .check.stacks import MAX_LAYERS
+
 __all__ = ["INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "refusals", "type_problems"]
 
 _DROPOUT = "dropout, which is off at inference"
@@ -167,10 +169,13 @@ TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
     "max_window_layers": ("int", 0), "layer_types": ("list", None),
+    # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
     "short_factor": ("list", None), "long_factor": ("list", None),
 }
-_WHAT = {"int": "an integer", "num": "a number", "bool": "true or false", "str": "a string",
+_WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
+         "bool": "true or false", "str": "a string",
          "list": "a list", "dict": "an object"}
 
 
@@ -183,13 +188,15 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
             continue
         kind, low = TYPES[key]
         ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+              "layers": isinstance(value, int) and not isinstance(value, bool)
+              and value <= MAX_LAYERS,
               "num": isinstance(value, int | float) and not isinstance(value, bool),
               "bool": isinstance(value, bool), "str": isinstance(value, str),
               "list": isinstance(value, list), "dict": isinstance(value, dict)}[kind]
-        if ok and low is not None and (value < low if kind == "int" else value <= low):
+        if ok and low is not None and (value <= low if kind == "num" else value < low):
             ok = False
         if not ok:
-            bound = "" if low is None else (f" >= {low}" if kind == "int" else f" > {low}")
+            bound = "" if low is None else (f" > {low}" if kind == "num" else f" >= {low}")
             out.append(f"`{where}{key}` = {_json(value)}: expected {_WHAT[kind]}{bound}")
         elif kind == "list" and key in ("short_factor", "long_factor") and not all(
                 isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value):

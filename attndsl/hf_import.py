@@ -150,6 +150,7 @@ def _llama_like(s: _Spec, padding: str | None) -> None:
         slide = kind == "sliding_attention"
         if slide and not window:
             s.refuse("sliding_window", "sliding layers need a window size")
+            window = 1  # (refused: the import fails, having listed every problem)
         if bidirectional:  # EmbeddingGemma: Gemma3TextConfig turns the config's window w into
             # w // 2 + 1 and its sliding layers see |q - k| < w // 2 + 1; full layers see all
             entries["mask"] = _mask(False, padding, window // 2 + 1 if slide else None,
@@ -265,7 +266,7 @@ def _bert(s: _Spec, padding: str | None) -> None:
     act = _act(s, "hidden_act", cfg.get("hidden_act", "gelu"))
     s.stack = {"layers": str(s.need("num_hidden_layers")),
                "ffn": f"{act}({s.need('intermediate_size')})",
-               "norm": f"layernorm(post, eps = {_num(cfg.get('layer_norm_eps', 1e-12))})"}
+               "norm": f"layernorm(post, eps = {_num(s.get('layer_norm_eps', default=1e-12))})"}
 
 
 def _t5(s: _Spec, padding: str | None) -> None:
@@ -285,7 +286,7 @@ def _t5(s: _Spec, padding: str | None) -> None:
     s.pattern = ["t5_attn"]
     s.stack = {"layers": str(s.need("num_layers")),
                "ffn": f"{ffn}({s.need('d_ff')}" + (", bias = false)" if ffn == "relu" else ")"),
-               "norm": f"rmsnorm(pre, eps = {_num(cfg.get('layer_norm_epsilon', 1e-6))})",
+               "norm": f"rmsnorm(pre, eps = {_num(s.get('layer_norm_epsilon', default=1e-6))})",
                "relative_bias": "shared"}
 
 

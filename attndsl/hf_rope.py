@@ -62,6 +62,11 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
                           "config too)")
         return f"rope({', '.join(args)})"
     factor = params.get("factor")
+    if (kind == "dynamic" or (kind in ("yarn", "longrope") and factor is None)) and \
+            cfg.get("max_position_embeddings") is None:
+        s.problems.append(f"`max_position_embeddings` is missing: rope_type \"{kind}\" "
+                          "needs it (its factor, or where its scaling begins)")
+        return f"rope({', '.join(args)})"
     if kind == "linear":
         args.append(f"scaling = linear({num(factor)})")
     elif kind == "dynamic":

@@ -57,7 +57,7 @@ def test_verify_skips_a_length_whose_inputs_would_not_fit(bert) -> None:
     ("hidden_size", [64], "`hidden_size` = [64]: expected an integer >= 1"),
     ("num_attention_heads", "4", "`num_attention_heads` = \"4\": expected an integer >= 1"),
     ("rms_norm_eps", [1e-6], "`rms_norm_eps` = [1e-06]: expected a number > 0"),
-    ("num_hidden_layers", True, "`num_hidden_layers` = true: expected an integer >= 1"),
+    ("num_hidden_layers", True, "`num_hidden_layers` = true: expected an integer <= 4096"),
     ("rope_parameters", {"rope_type": "linear", "factor": "8"},
      "`rope_parameters.factor` = \"8\": expected a number > 0"),
     ("layer_types", ["full", 3], "`layer_types` = [\"full\", 3]: expected a list of"),
@@ -85,3 +85,67 @@ def test_a_config_nested_too_deeply_is_a_usage_error(tmp_path, capsys) -> None:
     (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
     assert main(["import", str(tmp_path)]) == 2
     assert "nested too deeply" in capsys.readouterr().err
+
+
+_MUTATIONS = ("missing", "text", "list", -1, 0, 10**12, 1e30, None, {}, True, 0.5)
+
+
+def _hostile_cases() -> list[tuple[str, str, object]]:
+    """(config name, field, mutation) for every field of every family's configurations."""
+    from .test_hf_families import CASES
+    from .test_hf_fields import CLASSES
+
+    names = [*CLASSES, *CASES]
+    out = []
+    for name in names:
+        for field in _config(name):
+            out += [(name, field, m) for m in _MUTATIONS]
+    return out
+
+
+def _config(name: str) -> dict:
+    from .test_hf_families import CASES
+    from .test_hf_fields import CLASSES
+
+    cfg = (CLASSES[name]() if name in CLASSES else CASES[name][0]()).to_dict()
+    if name == "gemma3":
+        cfg["model_type"] = "gemma3"
+    return cfg
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The hostile configs: a seeded sample of 300 by default, every one (about 12,000) with
+    --deep."""
+    if "hostile" in metafunc.fixturenames:
+        import random
+
+        cases = _hostile_cases()
+        if not metafunc.config.getoption("--deep"):
+            cases = random.Random(0).sample(cases, 300)
+        metafunc.parametrize("hostile", cases, ids=[f"{n}-{f}-{m}" for n, f, m in cases])
+
+
+def test_a_hostile_config_is_imported_or_refused_never_crashes(tmp_path, hostile) -> None:
+    """Every field of every family's config missing, mistyped, out of range or contradictory:
+    the import writes a spec that checks, or it (or the check of what it wrote) refuses with
+    exit 2 naming the cause; never an internal error."""
+    import json
+
+    from attndsl.errors import AttnError
+    from attndsl.hf_import import import_config
+
+    name, field, mutation = hostile
+    cfg = _config(name)
+    if mutation == "missing":
+        del cfg[field]
+    elif mutation == "text":
+        cfg[field] = 7 if isinstance(cfg[field], str) else "x"
+    elif mutation == "list":
+        cfg[field] = [cfg[field]]
+    else:
+        cfg[field] = mutation
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    try:  # the import's text is checked as `attndsl import` checks it
+        attndsl.loads(import_config(tmp_path))
+    except AttnError as exc:
+        assert exc.exit_code == 2, exc.render()
