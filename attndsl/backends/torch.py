@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import masks
-from ..errors import UsageError
 from ..ir import Graph, Node, Op, build
 from ..positions import alibi_slopes, t5_bucket_float32
 from ..spec import RUNTIME_INPUTS, Attention, LshKernel, Transformer, attentions_of
 from . import formulas
+from .inputs import named_inputs
 
 __all__ = ["GraphModule", "TorchArrays", "build_module", "export_program", "seeded_module"]
 
@@ -66,7 +66,7 @@ class GraphModule(nn.Module):
         """The graph's inputs by position or name (x or input_ids, memory, key_lengths,
         segment_ids; a decoding graph's attention_mask, position_ids, past_key_values.{i}.*)
         -> its output, or (output, present.0.key, present.0.value, ...) when decoding."""
-        given = self._named(args, kwargs)
+        given = named_inputs(self.graph, args, kwargs)
         env: Env = {}
         for node in self.graph.nodes:
             if node.op is Op.INPUT:
@@ -76,58 +76,6 @@ class GraphModule(nn.Module):
         if self.graph.presents:
             return (env[self.graph.output], *(env[p] for p in self.graph.presents))
         return env[self.graph.output]
-
-    def _named(self, args: tuple[Tensor, ...], kwargs: dict[str, Tensor]) -> Env:
-        """The inputs by name; UsageError naming what is missing, unknown or given twice."""
-        names = self.graph.inputs
-        takes = f"`{self.graph.name}` takes {', '.join(names)}"
-        if len(args) > len(names):
-            raise UsageError(f"{takes}: {len(args)} inputs given by position")
-        given = dict(zip(names, args, strict=False))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise UsageError(f"{takes}: no input named `{name}`")
-            if name in given:
-                raise UsageError(f"{takes}: `{name}` given twice (by position and by name)")
-            given[name] = value
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise UsageError(f"{takes}: missing {', '.join(missing)}")
-        if not torch.compiler.is_compiling():  # tracing checks nothing: shapes are symbols
-            self._check_shapes(given)
-        return given
-
-    def _check_shapes(self, given: Env) -> None:
-        """UsageError unless each input has the type, rank and fixed sizes the graph declares
-        (`float[B, L, 64]`), its batch and sequence axes hold at least one row (a decoding
-        graph's cache axes and memory may be empty), and B, L and S one size each."""
-        sizes: dict[str, int] = {}
-        for node in self.graph.nodes:
-            if node.op is not Op.INPUT:
-                continue
-            value = given[node.out]
-            kind, dims = node.shape.rstrip("]").split("[")
-            dims = [d.strip() for d in dims.split(",")]
-            expected = f"`{node.out}` must be {node.shape}"
-            if not isinstance(value, Tensor):
-                raise UsageError(f"{expected}, got {type(value).__name__} (a torch.Tensor)")
-            if value.is_floating_point() != (kind == "float"):
-                raise UsageError(f"{expected}, got {str(value.dtype).removeprefix('torch.')}")
-            if value.dim() != len(dims):
-                raise UsageError(f"{expected}, got shape {list(value.shape)} ({value.dim()} "
-                                 f"axes, not {len(dims)})")
-            for axis, (dim, size) in enumerate(zip(dims, value.shape, strict=True)):
-                if dim.isdigit() and int(dim) != size:
-                    raise UsageError(f"{expected}, got shape {list(value.shape)} (axis {axis} "
-                                     f"is {size}, not {dim})")
-                empty_ok = self.graph.decoding and dim in ("P", "M", "S")
-                if not dim.isdigit() and size < 1 and not empty_ok:
-                    raise UsageError(f"{expected}, got shape {list(value.shape)}: axis {axis} "
-                                     f"({dim}) is empty")
-                # one B, L and S for all inputs (a bounded cache's P differs by layer)
-                if dim in ("B", "L", "S") and sizes.setdefault(dim, size) != size:
-                    raise UsageError(f"{expected}, got {dim} = {size} where another input has "
-                                     f"{dim} = {sizes[dim]}")
 
 
 def build_module(spec: Attention | Transformer, decode: bool = False,

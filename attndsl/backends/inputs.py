@@ -1,0 +1,68 @@
+"""A graph module's inputs, checked at the Python API's edge as the command line checks a
+model's: by position or name, none missing, unknown or given twice; each of the type, rank
+and fixed sizes the graph declares (`float[B, L, 64]`), with no empty batch or sequence."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..errors import UsageError
+from ..ir import Graph, Op
+
+__all__ = ["named_inputs"]
+
+
+def named_inputs(graph: Graph, args: tuple[Tensor, ...],
+                 kwargs: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The inputs by name; UsageError naming what is missing, unknown or given twice."""
+    names = graph.inputs
+    takes = f"`{graph.name}` takes {', '.join(names)}"
+    if len(args) > len(names):
+        raise UsageError(f"{takes}: {len(args)} inputs given by position")
+    given = dict(zip(names, args, strict=False))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise UsageError(f"{takes}: no input named `{name}`")
+        if name in given:
+            raise UsageError(f"{takes}: `{name}` given twice (by position and by name)")
+        given[name] = value
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise UsageError(f"{takes}: missing {', '.join(missing)}")
+    if not torch.compiler.is_compiling():  # tracing checks nothing: shapes are symbols
+        _check_shapes(graph, given)
+    return given
+
+
+def _check_shapes(graph: Graph, given: dict[str, Tensor]) -> None:
+    """UsageError unless each input has the type, rank and fixed sizes the graph declares
+    (`float[B, L, 64]`), its batch and sequence axes hold at least one row (a decoding
+    graph's cache axes and memory may be empty), and B, L and S one size each."""
+    sizes: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op is not Op.INPUT:
+            continue
+        value = given[node.out]
+        kind, dims = node.shape.rstrip("]").split("[")
+        dims = [d.strip() for d in dims.split(",")]
+        expected = f"`{node.out}` must be {node.shape}"
+        if not isinstance(value, Tensor):
+            raise UsageError(f"{expected}, got {type(value).__name__} (a torch.Tensor)")
+        if value.is_floating_point() != (kind == "float"):
+            raise UsageError(f"{expected}, got {str(value.dtype).removeprefix('torch.')}")
+        if value.dim() != len(dims):
+            raise UsageError(f"{expected}, got shape {list(value.shape)} ({value.dim()} "
+                             f"axes, not {len(dims)})")
+        for axis, (dim, size) in enumerate(zip(dims, value.shape, strict=True)):
+            if dim.isdigit() and int(dim) != size:
+                raise UsageError(f"{expected}, got shape {list(value.shape)} (axis {axis} "
+                                 f"is {size}, not {dim})")
+            empty_ok = graph.decoding and dim in ("P", "M", "S")
+            if not dim.isdigit() and size < 1 and not empty_ok:
+                raise UsageError(f"{expected}, got shape {list(value.shape)}: axis {axis} "
+                                 f"({dim}) is empty")
+            # one B, L and S for all inputs (a bounded cache's P differs by layer)
+            if dim in ("B", "L", "S") and sizes.setdefault(dim, size) != size:
+                raise UsageError(f"{expected}, got {dim} = {size} where another input has "
+                                 f"{dim} = {sizes[dim]}")
