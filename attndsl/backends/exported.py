@@ -33,9 +33,13 @@ class Exported:
     def __init__(self, model: onnx.ModelProto, layer: str):
         self.layer = layer
         self.data: bytes | None = None
+        self.single: bytes | None = None  # a model that fits: its one file, serialized once
+        self.model: onnx.ModelProto | None = None  # over 2 GiB: the model without its tensors
         if _over_limit(model):
             self.data = _externalize(model)
-        self.model = model
+            self.model = model
+        else:  # the weights are held once, as bytes, not also as a proto
+            self.single = model.SerializeToString(deterministic=True)
 
     @property
     def external(self) -> bool:
@@ -43,8 +47,8 @@ class Exported:
 
     def files(self, name: str) -> dict[str, bytes]:
         """{name: the model file} or, over 2 GiB, {name: ..., name + '.data': the tensors}."""
-        if self.data is None:
-            return {name: self.model.SerializeToString(deterministic=True)}
+        if self.single is not None:
+            return {name: self.single}
         location = f"{os.path.basename(name)}.data"
         for tensor in _external_tensors(self.model):
             for entry in tensor.external_data:
