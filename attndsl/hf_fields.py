@@ -11,7 +11,8 @@ from typing import Any
 
 from .check.stacks import MAX_LAYERS
 
-__all__ = ["INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "refusals", "type_problems"]
+__all__ = ["DEFAULTS", "INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "refusals",
+           "type_problems"]
 
 _DROPOUT = "dropout, which is off at inference"
 _TOKENS = "a token id for generation and tokenization (genai_config.json takes eos, bos and pad)"
@@ -70,6 +71,10 @@ _FAMILY_INERT: dict[str, dict[str, str]] = {
     "gpt_neox": {"is_decoder": "GPT-NeoX is causal whatever is_decoder says (the model never "
                                "reads it)"},
     "t5": {"is_decoder": "T5EncoderModel builds its encoder with is_decoder = False"},
+    "gemma3": {"attn_logit_softcapping": "Gemma 3's attention never applies it (transformers "
+                                         "keeps it unused)"},
+    "gemma3_text": {"attn_logit_softcapping": "Gemma 3's attention never applies it "
+                                              "(transformers keeps it unused)"},
     "falcon": {"num_kv_heads": "read with new_decoder_architecture; otherwise every head is a "
                                "kv head (one with multi_query)",
                "num_ln_in_parallel_attn": "read with new_decoder_architecture; the older "
@@ -210,3 +215,53 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
             for name, inner in (value.items() if nested else [("", value)]):
                 out += type_problems(inner or {}, f"{key}.{name + '.' if name else ''}")
     return out
+
+
+# transformers' own defaults (its config classes, 5.23) for the fields the import reads: a field
+# missing from config.json means what transformers means by it (`tests/test_hf_fields.py`
+# holds this table to the classes). Fields without a default (None) are absent.
+_LLAMA = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+          "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-06,
+          "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False}
+_GEMMA = {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+          "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+          "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06,
+          "tie_word_embeddings": True, "attention_bias": False, "query_pre_attn_scalar": 256,
+          "sliding_window": 4096}
+_QWEN = {"hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu",
+         "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "use_sliding_window": False,
+         "sliding_window": 4096, "max_window_layers": 28}
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": _LLAMA,
+    "mistral": {**{k: v for k, v in _LLAMA.items() if not k.endswith("_bias")},
+                "intermediate_size": 14336, "num_key_value_heads": 8, "sliding_window": 4096},
+    "qwen2": _QWEN,
+    "qwen3": {**_QWEN, "head_dim": 128, "attention_bias": False},
+    "gemma2": {**_GEMMA, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0},
+    "gemma3_text": {**_GEMMA, "use_bidirectional_attention": False},
+    "phi3": {"hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "hidden_act": "silu",
+             "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+             "tie_word_embeddings": False},
+    "gpt_neox": {"hidden_size": 6144, "num_hidden_layers": 44, "num_attention_heads": 64,
+                 "intermediate_size": 24576, "hidden_act": "gelu", "layer_norm_eps": 1e-05,
+                 "tie_word_embeddings": False, "use_parallel_residual": True,
+                 "attention_bias": True, "is_decoder": False},
+    "gptj": {"n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16,
+             "rotary_dim": 64, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
+             "tie_word_embeddings": False},
+    "falcon": {"hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
+               "layer_norm_epsilon": 1e-05, "alibi": False, "new_decoder_architecture": False,
+               "multi_query": True, "parallel_attn": True, "bias": False, "activation": "gelu",
+               "tie_word_embeddings": True},
+    "bloom": {"hidden_size": 64, "n_layer": 2, "n_head": 8, "layer_norm_epsilon": 1e-05,
+              "apply_residual_connection_post_layernorm": False, "tie_word_embeddings": True},
+    "bert": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "intermediate_size": 3072, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+             "is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True},
+    "t5": {"d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
+           "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+           "layer_norm_epsilon": 1e-06, "feed_forward_proj": "relu", "is_decoder": False},
+}
+DEFAULTS["gemma3"] = DEFAULTS["gemma3_text"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Diagnostic, SpecError, UsageError
-from .hf_fields import Recorded, refusals, type_problems
+from .hf_fields import DEFAULTS, Recorded, refusals, type_problems
 from .hf_rope import num as _num
 from .hf_rope import rope as _rope
 
@@ -113,7 +113,7 @@ def _llama_like(s: _Spec, padding: str | None) -> None:
             "head_dim": str(head_dim), "bias": bias}
     if gemma:
         base["scale"] = f"{_num(s.need('query_pre_attn_scalar'))} ** -0.5"
-        if cfg.get("attn_logit_softcapping"):
+        if t == "gemma2" and cfg.get("attn_logit_softcapping"):  # Gemma 3 never applies it
             base["softcap"] = _num(cfg["attn_logit_softcapping"])
     norm_args = f"eps = {_num(eps)}" + (", unit_offset = true" if gemma else "")
     if t in ("qwen3", "gemma3", "gemma3_text"):
@@ -143,6 +143,9 @@ def _llama_like(s: _Spec, padding: str | None) -> None:
             params = rope_params[kind]
         elif gemma and kind == "sliding_attention" and cfg.get("rope_local_base_freq"):
             params = {"rope_theta": cfg["rope_local_base_freq"]}
+        elif not params and t.startswith("gemma3"):  # Gemma3TextConfig's default thetas
+            params = {"rope_theta": cfg.get("rope_theta") or 1e6} if kind == "full_attention" \
+                else {"rope_theta": 10000.0}
         if params is not None and "rope_theta" not in params:  # as standardize_rope_params
             default = 1e6 if t.startswith("gemma3") and kind == "full_attention" else 10000.0
             params = {**params, "rope_theta": cfg.get("rope_theta", default)}
@@ -201,7 +204,8 @@ def _neox_like(s: _Spec, padding: str | None) -> None:
         entries["bias"] = "true" if cfg.get("attention_bias", True) else "false"
         entries["position"] = _rope(s, cfg.get("rope_parameters"), head_dim,
                                     dim=None if cfg.get("rope_parameters") else
-                                    int(head_dim * cfg.get("rotary_pct", 1.0)))
+                                    int(head_dim * s.get("rotary_pct", "partial_rotary_factor",
+                                                         default=0.25)))  # as GPTNeoXConfig
         residual = "parallel" if cfg.get("use_parallel_residual", True) else None
         hidden = s.need("intermediate_size")
         act = _act(s, "hidden_act", cfg.get("hidden_act", "gelu"))
@@ -345,7 +349,7 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
     (lm for the families whose embedding and head attndsl expresses, _LM_FAMILIES, when the
     config gives vocab_size)."""
     cfg, file = read_config(path)
-    cfg = Recorded(cfg)
+    cfg = Recorded({**DEFAULTS.get(cfg.get("model_type"), {}), **cfg})  # as transformers reads it
     model_type = cfg.get("model_type")
     if model_type not in FAMILIES:
         raise SpecError([Diagnostic(

@@ -158,3 +158,19 @@ def test_yarn_without_original_max_position_uses_max_position_embeddings(tmp_pat
                  torch.ones_like(ids))
     ours = _ort(stack.onnx_bytes(weights=tmp_path), {"x": ref["x"]})
     _close(ours, ref["y"], np.ones((1, 40), bool), "llama yarn stack")
+
+
+@pytest.mark.parametrize("family", [f for f in CLASSES if f != "gemma3"])
+def test_defaults_are_transformers_defaults(family: str) -> None:
+    """A field missing from config.json means transformers' default for it: the import's
+    table of defaults is the config class's, for every field the import reads."""
+    import dataclasses
+
+    from attndsl.hf_fields import DEFAULTS, TYPES
+
+    structural = {"model_type", "layer_types", "rope_parameters", "rope_scaling", "vocab_size",
+                  "max_position_embeddings"}
+    want = {f.name: f.default for f in dataclasses.fields(CLASSES[family])
+            if f.name in TYPES and f.name not in structural
+            and f.default is not dataclasses.MISSING and f.default is not None}
+    assert DEFAULTS[family] == want

@@ -115,7 +115,7 @@ def _config(name: str) -> dict:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """The hostile configs: a seeded sample of 300 by default, every one (about 12,000) with
-    --deep."""
+    --deep; of those transformers also runs, 12 compared numerically, 500 with --deep."""
     if "hostile" in metafunc.fixturenames:
         import random
 
@@ -123,6 +123,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if not metafunc.config.getoption("--deep"):
             cases = random.Random(0).sample(cases, 300)
         metafunc.parametrize("hostile", cases, ids=[f"{n}-{f}-{m}" for n, f, m in cases])
+    if "numeric_case" in metafunc.fixturenames:  # 12, or 500 with --deep
+        metafunc.parametrize("numeric_case",
+                             range(500 if metafunc.config.getoption("--deep") else 12))
 
 
 def test_a_hostile_config_is_imported_or_refused_never_crashes(tmp_path, hostile) -> None:
@@ -149,3 +152,61 @@ def test_a_hostile_config_is_imported_or_refused_never_crashes(tmp_path, hostile
         attndsl.loads(import_config(tmp_path))
     except AttnError as exc:
         assert exc.exit_code == 2, exc.render()
+
+
+def _numeric_cases() -> list[tuple[str, str, object]]:
+    from .test_hf_families import CASES
+
+    return [c for c in _hostile_cases() if c[0] in CASES]
+
+
+def test_an_accepted_hostile_config_computes_what_transformers_computes(
+        tmp_path, numeric_case: int) -> None:
+    """Where attndsl imports a mutated config and transformers builds and runs the model from
+    it, both compute the same stack (a field missing from config.json means transformers'
+    default for it). 12 seeded cases by default, 500 with --deep (a run over all of them,
+    7,000 or so, found Gemma 2's and 3's activation, softcap, head_dim and RoPE defaults,
+    Phi-3's original_max_position_embeddings and GPT-NeoX's rotary fraction)."""
+    import json
+    import random
+
+    import numpy as np
+    import transformers as tf
+
+    from attndsl.errors import AttnError
+    from attndsl.hf_import import import_config
+    from attndsl.ir import parameter_count
+
+    from .test_hf_families import CASES, _close, _model, _ort, redraw, run_hf
+
+    name, field, mutation = random.Random(1).sample(_numeric_cases(), 500)[numeric_case]
+    cfg = _config(name)
+    if mutation == "missing":
+        del cfg[field]
+    elif mutation == "text":
+        cfg[field] = 7 if isinstance(cfg[field], str) else "x"
+    elif mutation == "list":
+        cfg[field] = [cfg[field]]
+    else:
+        cfg[field] = mutation
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    try:
+        spec = attndsl.loads(import_config(tmp_path, padding="none", head="none"))
+    except AttnError:
+        return  # refused (the test above holds that to exit 2)
+    stack = next(spec[n] for n in spec if hasattr(spec[n].spec, "layers"))
+    if parameter_count(stack.spec) > 5_000_000:
+        pytest.skip("a default made the model large")
+    tf.logging.set_verbosity_error()
+    try:
+        model = _model(tf.AutoConfig.from_pretrained(tmp_path)).eval()
+        redraw(model, 7, unit_offset=name.startswith("gemma"))
+        model.save_pretrained(tmp_path / "w")
+        ids = torch.tensor(np.random.default_rng(3).integers(1, 60, (1, 9)))
+        _, _, path_layer, path_attn, path_out = CASES[name]
+        ref = run_hf(model, path_layer, path_attn, path_out, ids, torch.ones_like(ids))
+    except Exception as exc:  # transformers itself refuses or fails on this config
+        pytest.skip(f"transformers: {type(exc).__name__}")
+    (tmp_path / "w" / "config.json").write_text(json.dumps(cfg))  # the mutated one, as given
+    ours = _ort(stack.onnx_bytes(weights=tmp_path / "w"), {"x": ref["x"]})
+    _close(ours, ref["y"], np.ones((1, 9), bool), f"{name} with {field} = {mutation!r}")
