@@ -113,6 +113,21 @@ def _config(name: str) -> dict:
     return cfg
 
 
+def _mutated(name: str, field: str, mutation: object) -> dict:
+    """The config `name` with `field` removed (`missing`), made the wrong kind of value
+    (`text`, `list`) or set to `mutation`."""
+    cfg = _config(name)
+    if mutation == "missing":
+        del cfg[field]
+    elif mutation == "text":
+        cfg[field] = 7 if isinstance(cfg[field], str) else "x"
+    elif mutation == "list":
+        cfg[field] = [cfg[field]]
+    else:
+        cfg[field] = mutation
+    return cfg
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """The hostile configs: a seeded sample of 300 by default, every one (about 12,000) with
     --deep; of those transformers also runs, 12 compared numerically, 500 with --deep."""
@@ -138,15 +153,7 @@ def test_a_hostile_config_is_imported_or_refused_never_crashes(tmp_path, hostile
     from attndsl.hf_import import import_config
 
     name, field, mutation = hostile
-    cfg = _config(name)
-    if mutation == "missing":
-        del cfg[field]
-    elif mutation == "text":
-        cfg[field] = 7 if isinstance(cfg[field], str) else "x"
-    elif mutation == "list":
-        cfg[field] = [cfg[field]]
-    else:
-        cfg[field] = mutation
+    cfg = _mutated(name, field, mutation)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     try:  # the import's text is checked as `attndsl import` checks it
         attndsl.loads(import_config(tmp_path))
@@ -180,15 +187,7 @@ def test_an_accepted_hostile_config_computes_what_transformers_computes(
     from .test_hf_families import CASES, _close, _model, _ort, redraw, run_hf
 
     name, field, mutation = random.Random(1).sample(_numeric_cases(), 500)[numeric_case]
-    cfg = _config(name)
-    if mutation == "missing":
-        del cfg[field]
-    elif mutation == "text":
-        cfg[field] = 7 if isinstance(cfg[field], str) else "x"
-    elif mutation == "list":
-        cfg[field] = [cfg[field]]
-    else:
-        cfg[field] = mutation
+    cfg = _mutated(name, field, mutation)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     try:
         spec = attndsl.loads(import_config(tmp_path, padding="none", head="none"))
