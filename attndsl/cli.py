@@ -130,7 +130,8 @@ def _compile(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.file} has no language model (a transformer with `vocab "
                              "= N`) for onnxruntime-genai")
     if args.weights and len(layers) > 1:  # the weights are the file's top layer's
-        tops = [la for la in layers if la.name in top_layers({la.name: la.spec for la in layers})]
+        top = top_layers({la.name: la.spec for la in layers})
+        tops = [la for la in layers if la.name in top]
         if len(tops) != 1:
             raise UsageError(f"{args.file} has {len(tops)} layers that no other layer uses "
                              f"({', '.join(la.name for la in tops)}); name the one --weights is "
