@@ -22,6 +22,7 @@ from .dtypes import round_to, torch_dtype
 from .ir import build
 from .masks import Chunked, Dilated, Global, Prefix, Random, Strided, Window, primitives
 from .spec import (
+    MAX_LENGTH,
     Attention,
     LinearKernel,
     LinformerKernel,
@@ -59,12 +60,14 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
     block), the first prime past every extent the spec names (a window's keys, a chunk, a
     block, a stride, global and prefix tokens, random blocks, T5's max_distance, a RoPE
     scaling's original_max_position), and both sides of every by_length threshold, LSH chunk
-    and original_max_position. Lengths past a limit (spec.length_limits) are left out."""
+    and original_max_position. Lengths past a limit (spec.length_limits) or MAX_LENGTH are left
+    out."""
     chosen = {1: "one token", DEFAULT_LENGTHS[1]: "a prime below every block",
               DEFAULT_LENGTHS[2]: "a prime", DEFAULT_LENGTHS[3]: "a prime"}
 
     def past(n: int, what: str) -> None:
-        chosen.setdefault(_next_prime(n + 1), f"the first prime past {what}")
+        if n < MAX_LENGTH:  # beyond, no model runs (and a prime search would not end)
+            chosen.setdefault(_next_prime(n + 1), f"the first prime past {what}")
 
     for a in attentions_of(spec):
         for core in a.cores:
@@ -90,9 +93,8 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
                 chosen.setdefault(v.up_to, f"the last length of by_length up_to({v.up_to})")
                 chosen.setdefault(v.up_to + 1, f"the first length past up_to({v.up_to})")
     limits = length_limits(spec)
-    return {n: chosen[n] for n in sorted(chosen)
-            if beyond_limits(limits, n, memory_length(n) if "memory_length" in limits else None)
-            is None}
+    return {n: chosen[n] for n in sorted(chosen) if n <= MAX_LENGTH and beyond_limits(
+        limits, n, memory_length(n) if "memory_length" in limits else None) is None}
 
 
 def _extents(mask) -> list[tuple[int, str]]:

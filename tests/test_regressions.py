@@ -430,3 +430,17 @@ def test_check_counts_a_stack_without_expanding_it(layers: int, d_model: int, ok
         passed = False
     assert passed is ok
     assert time.process_time() - start < 2.0
+
+
+def test_verify_chooses_lengths_quickly_whatever_the_window() -> None:
+    """A window of 10^15 keys made verify's length choice search primes near 10^15 (seconds;
+    minutes at 10^18): lengths no model can take (past MAX_LENGTH) are not chosen."""
+    from attndsl.spec import MAX_LENGTH
+    from attndsl.verify import default_lengths
+
+    layer = attndsl.loads("attention a {\n    d_model = 64\n    heads = 4\n    mask = causal & "
+                          "window(left = 1000000000000000000, right = 0)\n}\n")["a"]
+    start = time.process_time()
+    chosen = default_lengths(layer.spec)
+    assert time.process_time() - start < 1.0
+    assert max(chosen) <= MAX_LENGTH and 1 in chosen
