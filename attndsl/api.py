@@ -105,6 +105,7 @@ class Layer:
 
         _check_dtype(dtype)
         _check_ints("seed", (seed,), 0, 2**63 - 1)
+        _check_memory(self.name, self.spec)
         module = seeded_module(self.spec, seed)
         if weights is not None:
             load_into(module, weights, self.spec)
@@ -320,6 +321,27 @@ def _check_ints(name: str, values: tuple, lo: int, hi: int) -> None:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise UsageError(f"{name}: expected an integer in [{lo}, {hi}], got {v!r}")
+
+
+BUILD_COPIES = 3  # a build holds the weights as a module, as arrays and in the ONNX model
+
+
+def _check_memory(name: str, spec: s.Layer) -> None:
+    """UsageError, before anything is allocated, where BUILD_COPIES float32 copies of the
+    layer's weights would not fit in the machine's physical memory."""
+    from .ir import parameter_count
+
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows): nothing to check
+        return
+    params = parameter_count(spec)
+    need = params * 4 * BUILD_COPIES
+    if need > have:
+        raise UsageError(f"`{name}` holds {params:,} weights: building it takes about "
+                         f"{need / 1024**3:,.1f} GiB ({BUILD_COPIES} float32 copies) and this "
+                         f"machine has {have / 1024**3:,.1f} GiB; build it on a larger machine "
+                         "or make it smaller")
 
 
 def _check_target(target: str) -> None:

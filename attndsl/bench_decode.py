@@ -92,7 +92,7 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
                  progress: Callable[[str], None] | None = None) -> tuple[list[DecodeRow], dict]:
     """Rows for every prompt length and backend (medians of `repeat` generations, run
     round-robin), and the machine facts the table states."""
-    from .hf_import import read_config
+    from .hf_fields import read_config
 
     cfg, _ = read_config(source)
     layers, kv = cfg["num_hidden_layers"], cfg.get("num_key_value_heads",

@@ -20,9 +20,10 @@ from pathlib import Path
 import torch
 
 from .errors import Diagnostic, SpecError, UsageError
+from .hf_fields import read_config, read_json
 from .spec import Attention, Transformer
 
-__all__ = ["FAMILIES", "Checkpoint", "open_checkpoint"]
+__all__ = ["FAMILIES", "Checkpoint", "open_checkpoint", "read_tensors"]
 
 Split = Callable[[torch.Tensor, Attention, dict], torch.Tensor]
 
@@ -223,7 +224,7 @@ class Checkpoint:
     def tensor(self, name: str) -> torch.Tensor:
         path = self.files[name]
         if path not in self._cache:
-            self._cache[path] = _open_file(path)
+            self._cache[path] = read_tensors(path)
         return self._cache[path][name]
 
     def shape(self, name: str) -> tuple[int, ...]:
@@ -242,10 +243,7 @@ def open_checkpoint(path: Path) -> Checkpoint | None:
             raise UsageError(f"{path}: a folder without config.json; --weights takes a Hugging "
                              "Face checkpoint folder or one weights file")
         return None
-    try:
-        config = json.loads(config_file.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{config_file}: cannot read: {exc}") from None
+    config, _ = read_config(config_file)
     if path.is_dir():
         for name in ("model.safetensors.index.json", "model.safetensors",
                      "pytorch_model.bin.index.json", "pytorch_model.bin"):
@@ -256,13 +254,8 @@ def open_checkpoint(path: Path) -> Checkpoint | None:
             raise UsageError(f"{folder}: no model.safetensors, sharded index or "
                              "pytorch_model.bin")
     if path.name.endswith(".index.json"):
-        try:
-            weight_map = json.loads(path.read_text())["weight_map"]
-        except (OSError, ValueError, KeyError) as exc:
-            raise UsageError(f"{path}: not a sharded checkpoint index ({exc})") from None
-        files = {name: folder / shard for name, shard in weight_map.items()}
-        return Checkpoint(folder, config, files)
-    tensors = _open_file(path)
+        return Checkpoint(folder, config, _shards(path, folder))
+    tensors = read_tensors(path)
     return Checkpoint(folder, config, dict.fromkeys(tensors, path), {path: tensors})
 
 
@@ -287,17 +280,49 @@ class _SafetensorsFile(Mapping[str, torch.Tensor]):
         return len(self._names)
 
 
-def _open_file(path: Path) -> Mapping[str, torch.Tensor]:
+def _shards(index: Path, folder: Path) -> dict[str, Path]:
+    """tensor name -> shard file, from a sharded checkpoint's index: each shard a file inside
+    the checkpoint's folder."""
+    weight_map = read_json(index, "sharded checkpoint index")
+    weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+    if not isinstance(weight_map, dict):
+        raise UsageError(f"{index}: not a sharded checkpoint index (expected an object with "
+                         "a `weight_map` object)")
+    files, inside = {}, folder.resolve()
+    for name, shard in weight_map.items():
+        path = folder / shard if isinstance(shard, str) else None
+        if path is None or not path.resolve().is_relative_to(inside) or path.is_dir():
+            raise UsageError(f"{index}: `weight_map.{name}` = {json.dumps(shard)}: expected "
+                             "the name of a shard file in the checkpoint's folder")
+        files[name] = path
+    return files
+
+
+def read_tensors(path: Path) -> Mapping[str, torch.Tensor]:
+    """The tensors of one weights file (.safetensors, read lazily; else a torch state dict,
+    memory-mapped where it can be, loaded without running code), or a SpecError naming the
+    file for anything else."""
     try:
         if path.suffix == ".safetensors":
             return _SafetensorsFile(path)
         try:  # zip-format .bin (torch >= 1.6): mapped, read on use
-            return torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+            found = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
         except RuntimeError:  # the legacy format cannot be mapped
-            return torch.load(str(path), map_location="cpu", weights_only=True)
+            found = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise SpecError([Diagnostic(f"{path}: cannot read weights: "
-                                    f"{str(exc).splitlines()[0]}")]) from None
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if why.startswith("Weights only load failed"):  # torch's advice is to run the code
+            why = "not a tensor file that loads without running code"
+        raise SpecError([Diagnostic(f"{path}: cannot read weights: {why}",
+                                    hint="pass a .safetensors file or a torch state dict")]
+                        ) from None
+    if isinstance(found, dict) and isinstance(found.get("state_dict"), dict):
+        found = found["state_dict"]
+    if not isinstance(found, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in found.items()):
+        raise SpecError([Diagnostic(f"{path}: expected a mapping of tensor names to tensors",
+                                    hint="save with torch.save(module.state_dict(), path)")])
+    return found
 
 
 def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tuple[int, ...]],

@@ -17,7 +17,7 @@ from pathlib import Path
 from .api import Layer, load, read_source
 from .arguments import build_parser
 from .check import check
-from .errors import AttnError, SpecError, UsageError
+from .errors import AttnError, Diagnostic, SpecError, UsageError
 from .fmt import format_module
 from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
@@ -110,9 +110,18 @@ def _import(args: argparse.Namespace) -> int:
     text = import_config(Path(args.source), args.padding, args.head, notes)
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    name = args.output or "<import>"
+    source = Path(args.source)
+    config = source / "config.json" if source.is_dir() else source
+    name = f"<the spec imported from {config}>"
     text = format_module(parse(decode(text.encode(), name)))
-    check(parse(decode(text.encode(), name)))  # the spec must check; a failure is a bug here
+    try:  # fields of the right types can still contradict each other (heads vs kv_heads)
+        check(parse(decode(text.encode(), name)))
+    except SpecError as exc:
+        raise SpecError([Diagnostic(
+            f"{config}: the model its fields describe does not check (below, in the spec "
+            "imported from it; nothing was written)",
+            hint="fix config.json: each spec line below is read from one of its fields"),
+            *exc.diagnostics]) from None
     if args.output:
         write_atomic(Path(args.output), text.encode())
         print(f"wrote {args.output}", file=sys.stderr)
@@ -437,6 +446,11 @@ def _run(args: argparse.Namespace) -> int:
     return run_model(args)
 
 
+_OUT_OF_MEMORY = ("error: out of memory\n  = help: the model, or its inputs at these lengths, "
+                  "need more memory than this machine has; try shorter lengths, a smaller "
+                  "model or a larger machine")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -450,7 +464,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`attndsl explain x.attn | head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
         return 0
+    except MemoryError:
+        print(_OUT_OF_MEMORY, file=sys.stderr)
+        return 3
     except Exception as exc:  # last resort: a bug in attndsl must still not dump a traceback
+        if "can't allocate memory" in str(exc):  # torch's allocator, as a RuntimeError
+            print(_OUT_OF_MEMORY, file=sys.stderr)
+            return 3
         if os.environ.get("ATTNDSL_TRACEBACK"):
             traceback.print_exc()
         print(f"internal error: {type(exc).__name__}: {exc}\n"

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import UsageError
+from .hf_fields import read_json
 from .spec import Layer, Transformer, is_lm
 
 __all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "genai_config", "genai_files",
@@ -25,10 +26,10 @@ def load_decoder(path: Path) -> tuple[Path, dict]:
         if not config_file.is_file():
             raise UsageError(f"{path}: no {GENAI_CONFIG}; give a folder written by "
                              "`attndsl compile --export genai` or a decoding .onnx file")
+        config = read_json(config_file, "genai config")
         try:
-            config = json.loads(config_file.read_text())
             model = path / config["model"]["decoder"]["filename"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise UsageError(f"{config_file}: not a readable genai config ({exc})") from None
         if not model.is_file():
             raise UsageError(f"{model}: no such file (named by {config_file})")
@@ -146,10 +147,9 @@ def _hf_config(weights: str | None) -> dict:
         return {}
     path = Path(weights)
     folder = path if path.is_dir() else path.parent
-    try:
-        cfg = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
+    if not (folder / "config.json").is_file():
         return {}
+    cfg = read_json(folder / "config.json", "config.json")
     if not isinstance(cfg, dict):
         return {}
     if isinstance(cfg.get("text_config"), dict):

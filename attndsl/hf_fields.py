@@ -6,13 +6,16 @@ that is none of these is reported rather than silently dropped."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from .check.stacks import MAX_LAYERS
+from .errors import Diagnostic, SpecError, UsageError
 
-__all__ = ["DEFAULTS", "INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "refusals",
-           "type_problems"]
+__all__ = ["DEFAULTS", "INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "read_config",
+           "read_json", "refusals", "type_problems"]
 
 _DROPOUT = "dropout, which is off at inference"
 _TOKENS = "a token id for generation and tokenization (genai_config.json takes eos, bos and pad)"
@@ -265,3 +268,33 @@ DEFAULTS: dict[str, dict[str, Any]] = {
            "layer_norm_epsilon": 1e-06, "feed_forward_proj": "relu", "is_decoder": False},
 }
 DEFAULTS["gemma3"] = DEFAULTS["gemma3_text"]
+
+
+def read_json(file: Path, what: str) -> Any:
+    """The JSON value in `file`, or a UsageError saying it is not a readable `what` (also for
+    a file nested too deeply for Python's parser)."""
+    try:
+        return json.loads(file.read_text())
+    except RecursionError:
+        raise UsageError(f"{file}: not a readable {what} (nested too deeply)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{file}: not a readable {what} ({exc})") from None
+
+
+def read_config(path: Path) -> tuple[dict, Path]:
+    """The config.json of a checkpoint folder (or the file itself), every field the import
+    reads of its declared type and range (`TYPES`), else a SpecError naming each. Gemma 3's
+    multimodal wrapper is read as its text_config."""
+    file = path / "config.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UsageError(f"{path}: no config.json")
+    cfg = read_json(file, "config.json")
+    if not isinstance(cfg, dict):
+        raise UsageError(f"{file}: not a config.json object")
+    if cfg.get("model_type") == "gemma3" and isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], "model_type": "gemma3"}  # the multimodal wrapper
+    problems = type_problems(cfg)
+    if problems:
+        raise SpecError([Diagnostic(f"{file}: {p}", hint="fix the field in config.json")
+                         for p in problems])
+    return cfg, file

@@ -11,12 +11,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from .errors import Diagnostic, SpecError, UsageError
-from .hf_fields import DEFAULTS, Recorded, refusals, type_problems
+from .errors import Diagnostic, SpecError
+from .hf_fields import DEFAULTS, Recorded, read_config, refusals
 from .hf_rope import num as _num
 from .hf_rope import rope as _rope
 
-__all__ = ["FAMILIES", "import_config", "read_config"]
+__all__ = ["FAMILIES", "import_config"]
 
 
 class _Spec:
@@ -316,29 +316,6 @@ def _lm_head(s: _Spec) -> None:
         s.stack["embedding_scale"] = f"sqrt({s.need('hidden_size')})"
     if cfg.get("final_logit_softcapping"):
         s.stack["logit_softcap"] = _num(cfg["final_logit_softcapping"])
-
-
-def read_config(path: Path) -> tuple[dict, Path]:
-    """The config.json of a checkpoint folder (or the file itself), every field the import
-    reads of its declared type and range (`hf_fields.TYPES`), else a SpecError naming each."""
-    file = path / "config.json" if path.is_dir() else path
-    if not file.is_file():
-        raise UsageError(f"{path}: no config.json")
-    try:
-        cfg = json.loads(file.read_text())
-    except RecursionError:
-        raise UsageError(f"{file}: not a readable config.json (nested too deeply)") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{file}: not a readable config.json ({exc})") from None
-    if not isinstance(cfg, dict):
-        raise UsageError(f"{file}: not a config.json object")
-    if cfg.get("model_type") == "gemma3" and isinstance(cfg.get("text_config"), dict):
-        cfg = {**cfg["text_config"], "model_type": "gemma3"}  # the multimodal wrapper
-    problems = type_problems(cfg)
-    if problems:
-        raise SpecError([Diagnostic(f"{file}: {p}", hint="fix the field in config.json")
-                         for p in problems])
-    return cfg, file
 
 
 def import_config(path: Path, padding: str = "auto", head: str = "auto",

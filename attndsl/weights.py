@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .checkpoints import gather, open_checkpoint
+from .checkpoints import gather, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
 from .spec import Layer
 
@@ -47,22 +47,7 @@ def _check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
 def _read(path: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise UsageError(f"{path}: no such weights file")
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            return dict(load_file(str(path)))
-        obj = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise SpecError([Diagnostic(f"{path}: cannot read weights: {str(exc).splitlines()[0]}",
-                                    hint="pass a .safetensors file or a torch state dict")]
-                        ) from None
-    if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
-        obj = obj["state_dict"]
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise SpecError([Diagnostic(f"{path}: expected a mapping of tensor names to tensors",
-                                    hint="save with torch.save(module.state_dict(), path)")])
-    return obj
+    return dict(read_tensors(path))
 
 
 def load_into(module: nn.Module, path: str | Path, spec: Layer | None = None,

@@ -209,3 +209,98 @@ def test_an_accepted_hostile_config_computes_what_transformers_computes(
     (tmp_path / "w" / "config.json").write_text(json.dumps(cfg))  # the mutated one, as given
     ours = _ort(stack.onnx_bytes(weights=tmp_path / "w"), {"x": ref["x"]})
     _close(ours, ref["y"], np.ones((1, 9), bool), f"{name} with {field} = {mutation!r}")
+
+
+def test_a_contradictory_config_is_refused_at_config_json(tmp_path, capsys) -> None:
+    """Fields of the right types that contradict each other (4 heads, 3 kv heads): exit 2
+    naming config.json, nothing written. Before, the diagnostic pointed into the output file
+    that was never written."""
+    import json
+
+    import transformers as tf
+
+    from attndsl.cli import main
+
+    config = tf.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                            num_attention_heads=4).to_dict()
+    config["num_key_value_heads"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "llama.attn"
+    assert main(["import", str(tmp_path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'config.json'}: the model its fields describe does not check" in err
+    assert "heads (4) must be divisible by kv_heads (3)" in err
+    assert f"{out}:" not in err and not out.exists()
+
+
+_BIG_COUNTS = r'''
+import contextlib, io, json, re, resource, sys, time
+from pathlib import Path
+from attndsl.cli import main
+
+out, work = {"codes": {}, "slowest": 0.0, "bad": []}, Path(sys.argv[1])
+for example in sorted(Path("examples").glob("*.attn")):
+    text = example.read_text()
+    for m in re.finditer(r"(?<![\w.])\d+(?![\w.])", text):
+        for big in (2**31 - 1, 10**18):
+            (work / example.name).write_text(text[:m.start()] + str(big) + text[m.end():])
+            err = io.StringIO()
+            start = time.perf_counter()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = main(["check", str(work / example.name)])
+            out["slowest"] = max(out["slowest"], time.perf_counter() - start)
+            out["codes"][code] = out["codes"].get(code, 0) + 1
+            if code not in (0, 2) or "internal error" in err.getvalue():
+                out["bad"].append(f"{example.name} {m.group()} -> {big}: {err.getvalue()}")
+out["peak_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps(out))
+'''
+
+
+def test_check_answers_any_count_within_2_s_and_1_gb(tmp_path) -> None:
+    """Every integer of every example set to 2**31 - 1 and to 10**18 in turn (layers, heads,
+    d_model, ffn, vocab, windows, LSH rounds and buckets...): `attndsl check` answers 0 or 2,
+    each within 2 s, the whole run within 1 GB. Before, layers = 10**6 expanded the stack
+    (minutes, gigabytes) and LSH rounds or buckets passed check, to fail in compile allocating
+    terabytes."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _BIG_COUNTS, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=True)
+    result = json.loads(done.stdout)
+    assert not result["bad"], result["bad"][:3]
+    assert sum(result["codes"].values()) > 500 and result["codes"].get("2", 0) > 200
+    assert result["slowest"] < 2.0, result["slowest"]
+    assert result["peak_bytes"] < 1024**3, result["peak_bytes"]
+
+
+def test_a_model_too_large_for_the_machine_is_refused_before_building(bert, monkeypatch) -> None:
+    """Building holds three float32 copies of the weights (BENCHMARKS.md: 9.7 GB peak for 3.2
+    GB of weights); past the machine's memory, compile refused up front instead of dying of
+    an allocation failure ("internal error")."""
+    import os
+
+    real = os.sysconf
+    monkeypatch.setattr(os, "sysconf", lambda name: 4096 if name == "SC_PAGE_SIZE" else
+                        (100 if name == "SC_PHYS_PAGES" else real(name)))  # a 400 kB machine
+    with pytest.raises(UsageError, match=r"`bert_self` holds [\d,]+ weights: building it "
+                                         r"takes about 0\.0 GiB \(3 float32 copies\) and "
+                                         r"this machine has 0\.0 GiB"):
+        bert.to_torch()
+
+
+def test_running_out_of_memory_is_said_so(monkeypatch, capsys) -> None:
+    """An allocation that fails anyway (MemoryError, or torch's allocator as a RuntimeError)
+    is exit 3 "out of memory", not "internal error"."""
+    from attndsl import cli
+
+    for exc in (MemoryError(), RuntimeError("DefaultCPUAllocator: can't allocate memory: "
+                                            "you tried to allocate 68719476736 bytes")):
+        def fail(args, exc=exc):
+            raise exc
+        monkeypatch.setitem(cli._COMMANDS, "check", fail)
+        assert cli.main(["check", str(ROOT / "examples" / "gpt2.attn")]) == 3
+        err = capsys.readouterr().err
+        assert err.startswith("error: out of memory") and "internal error" not in err

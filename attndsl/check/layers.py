@@ -34,6 +34,7 @@ __all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "PLACEMENTS", "PROJECTIONS", "Layers
 # float32 weights of one layer: exports over 2 GiB write external data, and compile holds
 # about three copies at its peak, so a larger layer is a typo rather than a model to build here
 MAX_WEIGHT_BYTES = 1024**4
+MAX_LSH_ROTATIONS = 2**26  # numbers drawn into the graph (256 MB of float32)
 MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
 
 
@@ -154,7 +155,7 @@ class Layers(Positions):
             failed |= self.check_linformer(mask, position, at)
         if isinstance(kernel, LshKernel) and mask is not None:
             failed |= self.check_lsh(e, kernel, kind, kv_heads != heads, bias, mask, position,
-                                     dropout, at)
+                                     dropout, at, heads * head_dim)
         if failed:
             return None
         attn = Attention(
@@ -287,15 +288,23 @@ class Layers(Positions):
 
     def check_lsh(self, e: dict[str, ast.Entry], kernel: LshKernel, kind: str, grouped: bool,
                   bias: tuple[str, ...], mask: m.Mask, position: Position,
-                  dropout: float | None, at: Callable[[str], Span]) -> bool:
+                  dropout: float | None, at: Callable[[str], Span], features: int) -> bool:
         """Reformer's LSH attention: keys are the (normalised) queries of the same sequence,
-        so no k projection, no cross attention, no kv groups; masks `causal` and `padding`."""
+        so no k projection, no cross attention, no kv groups; masks `causal` and `padding`.
+        Its rotations (heads x head_dim x rounds x buckets / 2 numbers, `features` = heads x
+        head_dim) are drawn into the graph: at most MAX_LSH_ROTATIONS."""
         failed = False
         span = at("kernel")
         if kernel.buckets % 2 or kernel.buckets < 2:
             self.error(f"LSH buckets must be even and at least 2, found {kernel.buckets}: a "
                        "rotation of buckets / 2 directions gives each a + and a - bucket",
                        _arg_span(e["kernel"].value, "buckets") or span)
+            failed = True
+        elif features * kernel.rounds * (kernel.buckets // 2) > MAX_LSH_ROTATIONS:
+            self.error(f"an LSH kernel's rotations would hold heads x head_dim x rounds x "
+                       f"buckets / 2 = {features * kernel.rounds * (kernel.buckets // 2):,} "
+                       f"numbers; attndsl caps them at {MAX_LSH_ROTATIONS:,}", span,
+                       hint="Reformer used 2 to 8 rounds of up to a few hundred buckets")
             failed = True
         if kind == "cross":
             self.error("an LSH kernel needs self attention: its keys are its queries (shared "
