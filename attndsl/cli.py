@@ -299,22 +299,16 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-# how latency grows with L under each strategy: the L x S score matrix (dense, and the fused
-# kernels, which still visit every visible key), or a bounded number of keys (or rows) per query
-_GROWTH = {"dense": 2, "gqa": 2, "mha": 2, "block_sparse": 1, "linformer": 1, "linear": 1,
-           "lsh": 1, "strided": 2}  # lsh: L log L (sorting); strided: L x L / n
-
-
 def _theory(layer, target: str, dtype: str) -> float | None:
     """The latency exponent the plan predicts on a planned target (the largest over its
     attentions), or None (portable: not planned)."""
+    from .strategies import BY_NAME
     from .targets import get
 
     if not get(target).planned:
         return None
-    growth = [1 if dict(c.params).get("local_window_size", -1) > 0 else _GROWTH.get(c.strategy)
-              for c in layer.plan(target, dtype)[1]]  # a kernel's window bounds its keys
-    return None if None in growth or not growth else max(growth)
+    growth = [BY_NAME[c.strategy].growth(dict(c.params)) for c in layer.plan(target, dtype)[1]]
+    return max(growth) if growth else None
 
 
 def _bench_decode(args: argparse.Namespace, progress: Callable[[str], None] | None) -> int:

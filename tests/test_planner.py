@@ -15,7 +15,7 @@ from attndsl.backends import reference, runtime
 from attndsl.planner import cover
 from attndsl.verify import make_inputs
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, ROOT
 
 
 def _layer(body: str) -> attndsl.Layer:
@@ -208,3 +208,32 @@ def _matches_reference(layer: attndsl.Layer) -> None:
         want = layer.reference(inputs, weights)
         got = runtime.run(session, inputs)
         np.testing.assert_allclose(got, want, atol=1e-4 * max(1, np.abs(want).max()))
+
+
+def test_strategies_are_modules_found_by_name_and_asked_in_priority_order(monkeypatch) -> None:
+    """A strategy is one module of attndsl/strategies/: every module there defining STRATEGY
+    is found; the planner asks them in priority order, takes the first match, keeps the notes
+    of those before it, and fuses the core into an attention node of the match's name."""
+    import pkgutil
+
+    from attndsl import strategies
+    from attndsl.planner import plan
+    from attndsl.strategies import BY_NAME, LADDER, Match, Reject, Strategy
+
+    modules = {i.name for i in pkgutil.iter_modules(strategies.__path__)} - {"base"}
+    assert modules == set(BY_NAME)
+    priorities = [s.priority for s in LADDER]
+    assert priorities == sorted(priorities) and len(set(priorities)) == len(priorities)
+    assert all(s.lower is not None for s in BY_NAME.values())
+
+    first = Strategy("probe_no", -2, lambda core, ctx: Reject("probe_no: not this one"),
+                     lambda params: 2)
+    second = Strategy("probe_yes", -1, lambda core, ctx: Match({"x": 1}, ("probe_yes: taken",)),
+                      lambda params: 2)
+    monkeypatch.setattr(strategies, "LADDER", (first, second, *LADDER))
+    layer = attndsl.load(ROOT / "examples" / "llama_gqa.attn")["llama_attn"]
+    graph, choices = plan(layer.graph(), "ort-cpu")
+    assert [c.strategy for c in choices] == ["probe_yes"]
+    assert choices[0].reasons == ("probe_no: not this one", "probe_yes: taken")
+    fused = [n for n in graph.nodes if n.op.name == "ATTENTION"]
+    assert [n.attr("strategy") for n in fused] == ["probe_yes"] and fused[0].attr("x") == 1

@@ -38,6 +38,8 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
     Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
     planned targets; else in standard ops."""
+    from ... import strategies  # noqa: F401  (the strategies' lowerings register themselves)
+
     b = Builder(dtype)
     lw = Lowering(b, weights)
     if fused_norms and dtype == "float32":

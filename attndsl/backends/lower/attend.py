@@ -102,3 +102,11 @@ def qk_float32(lw: Lowering, node: Node) -> tuple[str, str]:
     """q and k of an attention node, widened to float32 once, before any blocking or gather:
     scores are float32 (products of half-precision values are exact in it)."""
     return lw.b.to_float32(arg(lw, node, 0)), lw.b.to_float32(arg(lw, node, 1))
+
+
+def kept_keys(lw: Lowering, expr: masks.Mask, n: Sym) -> Sym:
+    """(B|1, 1, n): the keys a mask of keys alone (`padding`, `full`) shows."""
+    b = lw.b
+    k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
+    zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
+    return masks.evaluate(expr, zero, k_pos, L=n, S=n, **runtime_masks(lw))

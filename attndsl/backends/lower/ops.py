@@ -3,22 +3,13 @@ to its strategy's module."""
 
 from __future__ import annotations
 
-from onnx import TensorProto
-
 from ... import masks
 from ...ir import Graph, Node, Op
 from .. import formulas
-from .attend import runtime_masks
-from .block_sparse import block_sparse
-from .builder import ONNX_TYPE, Lowering, Sym, arg, lower, repeat, static_last, width
-from .dense import dense
-from .gqa import gqa, gqa_cache
-from .linear import causal_linear_attention
-from .linformer import linformer
-from .mha import mha
-from .strided import strided
+from .attend import kept_keys
+from .builder import ONNX_TYPE, Lowering, arg, lower, repeat, width
 
-__all__ = ["STRATEGIES", "projection_groups"]
+__all__ = ["projection_groups"]
 
 
 @lower(Op.ADD_POSITION)
@@ -63,18 +54,10 @@ def _seq_project(lw: Lowering, node: Node) -> str:
     e = b.op("Slice", lw.w(node.attr("weight")), b.i64(0), end, b.i64(-1))  # (.., k, n)
     expr = node.attr("expr")
     if expr != masks.Full():
-        kept = _kept_keys(lw, expr, n)  # (B|1, 1, n)
+        kept = kept_keys(lw, expr, n)  # (B|1, 1, n)
         keep = b.op("Cast", b.op("Unsqueeze", kept.name, b.i64(-1)), to=ONNX_TYPE[b.dtype])
         t = b.op("Mul", t, keep)  # not Where: CUDA has no bfloat16 Where
     return b.op("MatMul", e, t)
-
-
-def _kept_keys(lw: Lowering, expr: masks.Mask, n: Sym) -> Sym:
-    """(B|1, 1, n): the keys a mask of keys alone (`padding`, `full`) shows."""
-    b = lw.b
-    k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
-    zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
-    return masks.evaluate(expr, zero, k_pos, L=n, S=n, **runtime_masks(lw))
 
 
 @lower(Op.SOFTCAP)
@@ -219,40 +202,9 @@ def _add(lw: Lowering, node: Node) -> str:
     return lw.b.op("Add", arg(lw, node, 0), arg(lw, node, 1))
 
 
-@lower(Op.LINEAR_ATTENTION)
-def _linear_attention(lw: Lowering, node: Node) -> str:
-    # O(L): running sums across chunks, over one sequence (cross attention's causal mask
-    # relates L queries to S memory rows: the masked form below)
-    if node.attr("causal") and not lw.decoding and "memory" not in lw.env:
-        return causal_linear_attention(lw, node)
-    causal = lw.indices() if node.attr("causal") else None
-    q, k, v = (lw.sym(node, i) for i in range(3))
-    real = None
-    if lw.decoding:
-        real = Sym(lw.b, lw.b.op("Cast", lw.env["attention_mask"], to=TensorProto.BOOL), "bool", 2)
-    return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), causal, real).name
-
-
-@lower(Op.LSH_ATTENTION)
-def _lsh_attention(lw: Lowering, node: Node) -> str:
-    q, v = lw.sym(node, 0), lw.sym(node, 1)
-    kept = None
-    if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
-        n = lw.dim(q.name, 2)
-        kept = lw.xp.reshape(_kept_keys(lw, node.attr("keys"), n), [-1, n])
-    heads = int(lw.graph_shapes[node.args[0]].split(",")[1])  # [B, H, L, d]
-    dim = static_last(lw, node, 0)
-    rotations = formulas.lsh_rotations(node.attr("seed"), heads, dim, node.attr("rounds"),
-                                       node.attr("buckets"))
-    return formulas.lsh_attention(lw.xp, q, v, kept, node.attr("causal"), rotations,
-                                  node.attr("buckets"), node.attr("rounds"),
-                                  node.attr("chunk"), node.attr("scale")).name
-
-
 @lower(Op.ATTENTION)
 def _attention(lw: Lowering, node: Node) -> str:
-    return STRATEGIES[node.attr("strategy")](lw, node)
+    """A fused attention core: its strategy's lowering (`attndsl/strategies/`)."""
+    from ...strategies import BY_NAME
 
-
-STRATEGIES = {"gqa": gqa, "gqa_cache": gqa_cache, "mha": mha, "dense": dense,
-              "block_sparse": block_sparse, "linformer": linformer, "strided": strided}
+    return BY_NAME[node.attr("strategy")].lower(lw, node)

@@ -1,33 +1,67 @@
-"""Strategy `gqa`: com.microsoft.GroupQueryAttention, ONNX Runtime's fused causal kernel."""
+"""Strategy `gqa_cache`: decoding in place, com.microsoft.GroupQueryAttention reading and
+writing one [B, kv_heads, max_length, head_dim] cache buffer per layer (bound as both past and
+present). The decoding planner takes it for every attention or for none (one model, one cache
+layout, as onnxruntime-genai runs it)."""
 
 from __future__ import annotations
 
 from onnx import TensorProto
 
-from ...ir import Node, Op
-from .. import formulas
-from .builder import Lowering, arg, bsh
+from .. import masks as m
+from ..backends import formulas
+from ..backends.lower.builder import Lowering, arg, bsh
+from ..ir import Node, Op
+from ..planner.cores import BIAS_NAMES, Core, causal_window
+from ..planner.cover import INF
+from ..targets import GQA_HEAD_DIM_MULTIPLE, get, has_kernel, kernel_dtypes
+from .base import Context, Match, Reject, Strategy
 
-__all__ = ["gqa", "gqa_cache"]
-
-
-def gqa(lw: Lowering, node: Node) -> str:
-    b = lw.b
-    q, k, v = (bsh(lw, arg(lw, node, i)) for i in range(3))
-    L = lw.L
-    batch = b.op("Shape", q, start=0, end=1)
-    last = b.op("Sub", b.op("Unsqueeze", L.name, b.i64(0)), b.i64(1))
-    seqlens = b.op("Cast", b.op("Expand", last, batch), to=TensorProto.INT32)
-    total = b.op("Cast", L.name, to=TensorProto.INT32)
-    out = b.op("GroupQueryAttention", q, k, v, "", "", seqlens, total, outputs=3,
-               domain="com.microsoft", num_heads=node.attr("heads"),
-               kv_num_heads=node.attr("kv_heads"), scale=float(node.attr("scale")),
-               softcap=float(node.attr("softcap") or 0.0),
-               local_window_size=int(node.attr("local_window_size")))
-    return out[0]
+__all__ = ["STRATEGY", "in_place_obstacle"]
 
 
-def gqa_cache(lw: Lowering, node: Node) -> str:
+def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | None:
+    """Why attention `a` cannot decode with GroupQueryAttention writing one cache buffer in
+    place, or None when it can."""
+    provider = get(target).provider
+    if not get(target).planned:
+        return "the portable target uses standard ops only"
+    if a.kind == "cross":
+        return "cross attention caches the memory's keys, not the tokens'"
+    if a.linear:
+        return "a linear kernel has no fused cache kernel"
+    if causal_window(a.mask) is None:
+        return f"its mask `{m.render(a.mask)}` is not `causal` or `causal & window(left = " \
+               "w - 1, right = 0)`"
+    if a.bias_kind is not None:
+        return f"{BIAS_NAMES[a.bias_kind]} score biases have no place in the kernel"
+    if a.value_dim != a.head_dim:
+        return f"value_dim ({a.value_dim}) differs from head_dim ({a.head_dim})"
+    if a.head_dim % GQA_HEAD_DIM_MULTIPLE:
+        return f"head_dim {a.head_dim} is not a multiple of {GQA_HEAD_DIM_MULTIPLE}"
+    if not has_kernel("GroupQueryAttention", dtype, provider):
+        return f"GroupQueryAttention's {provider.upper()} kernel takes " \
+               f"{' or '.join(kernel_dtypes('GroupQueryAttention', provider))} only"
+    if a.sparsity.mode == "dense":
+        return "sparsity = dense asks for the dense masked form"
+    return None
+
+
+def match(a: Core, ctx: Context) -> Match | Reject:
+    why = in_place_obstacle(a, ctx.target, ctx.dtype)
+    if why is not None:
+        return Reject(why)
+    window = causal_window(a.mask)
+    return Match({"local_window_size": window if window != INF else -1},
+                 ("decoding in place: GroupQueryAttention appends the new keys and values to "
+                  "one max_length buffer (past = present) and attends causally"
+                  + (f" within {window} keys" if window != INF else ""),))
+
+
+def growth(params) -> float:
+    return 1 if params.get("local_window_size", -1) > 0 else 2
+
+
+def lower(lw: Lowering, node: Node) -> str:
     """Decoding in place: GroupQueryAttention appends the new keys and values to the past
     buffers [B, kv_heads, max_length, head_dim] (bound as the presents too) at each row's
     length and attends to the first seqlens_k + 1 slots. Row b's tokens fill slots
@@ -100,3 +134,6 @@ def _rotary_tables(lw: Lowering, rope: Node) -> tuple[str, str]:
                                         lw.b.dtype)
         lw.memo[key] = (cos.name, sin.name)
     return lw.memo[key]
+
+
+STRATEGY = Strategy("gqa_cache", None, match, growth, lower)

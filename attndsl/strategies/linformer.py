@@ -3,14 +3,24 @@ nodes before it), in standard ops: O(L k) time and memory."""
 
 from __future__ import annotations
 
-from ...ir import Node
-from .attend import qk_float32, scores
-from .builder import Lowering, arg, bsh
+from ..backends.lower.attend import qk_float32, scores
+from ..backends.lower.builder import Lowering, arg, bsh
+from ..ir import Node
+from ..planner.cores import Core
+from .base import Context, Match, Reject, Strategy
 
-__all__ = ["linformer"]
+__all__ = ["STRATEGY"]
 
 
-def linformer(lw: Lowering, node: Node) -> str:
+def match(a: Core, ctx: Context) -> Match | Reject:
+    if not a.linformer:
+        return Reject()
+    return Match({}, ("Linformer: keys and values projected to k rows, then the L x k softmax "
+                      "in standard ops (O(L k) time and memory); no fused kernel takes "
+                      "projected keys",))
+
+
+def lower(lw: Lowering, node: Node) -> str:
     """q (B, H, L, d) against k, v rows (B, Hkv, k, d): kv heads broadcast over their query
     groups, no mask (the projection already dropped the keys the mask hides)."""
     b = lw.b
@@ -28,3 +38,6 @@ def linformer(lw: Lowering, node: Node) -> str:
     o = b.op("MatMul", b.to_model(b.op("Softmax", s, axis=-1)), v)  # (B, Hkv, g, L, dv)
     o = b.op("Reshape", o, b.op("Concat", b.i64(0, heads), b.op("Shape", o, start=3), axis=0))
     return bsh(lw, o)
+
+
+STRATEGY = Strategy("linformer", 30, match, lambda params: 1, lower)

@@ -4,15 +4,31 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
-from ... import masks
-from ...ir import Node
-from .attend import masked_attend, qk_float32, runtime_masks, scores, with_head_axes
-from .builder import Lowering, Sym, arg, bsh
+from .. import masks
+from ..backends.lower.attend import (
+    masked_attend,
+    qk_float32,
+    runtime_masks,
+    scores,
+    with_head_axes,
+)
+from ..backends.lower.builder import Lowering, Sym, arg, bsh
+from ..ir import Node
+from ..planner.cores import Core
+from .base import Context, Match, Reject, Strategy
 
-__all__ = ["decoding_visibility", "dense"]
+__all__ = ["STRATEGY", "decoding_visibility"]
 
 
-def dense(lw: Lowering, node: Node) -> str:
+def match(a: Core, ctx: Context) -> Match | Reject:
+    """Asked for (`sparsity = dense`); otherwise the form every attention falls back to when
+    no strategy before it applies (`strategies.DEFAULT`)."""
+    if a.sparsity.mode == "dense":
+        return Match({}, ("sparsity = dense asks for the dense masked form",))
+    return Reject()
+
+
+def lower(lw: Lowering, node: Node) -> str:
     """The masked L x S form, with kv heads broadcast (never copied) over their query groups."""
     b = lw.b
     heads, kv = node.attr("heads"), node.attr("kv_heads")
@@ -67,3 +83,6 @@ def decoding_visibility(lw: Lowering, expr: masks.Mask, keys: Sym) -> Sym:
             real[:, None]
         lw.memo[key] = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)
     return lw.memo[key]
+
+
+STRATEGY = Strategy("dense", 40, match, lambda params: 2, lower)

@@ -8,17 +8,69 @@ import math
 import numpy as np
 from onnx import numpy_helper
 
-from ... import masks
-from ...dtypes import numpy_dtype
-from ...ir import Node
-from ...targets import lacks_bfloat16_cuda_kernel
-from .attend import masked_attend, qk_float32, runtime_masks, scores, with_head_axes
-from .builder import ONNX_TYPE, Lowering, OnnxArrays, Sym, arg, bsh, static_last
+from .. import masks
+from ..backends.lower.attend import (
+    masked_attend,
+    qk_float32,
+    runtime_masks,
+    scores,
+    with_head_axes,
+)
+from ..backends.lower.builder import ONNX_TYPE, Lowering, OnnxArrays, Sym, arg, bsh, static_last
+from ..dtypes import numpy_dtype
+from ..ir import Node
+from ..planner.cores import Core
+from ..planner.cover import cover
+from ..targets import lacks_bfloat16_cuda_kernel
+from .base import Context, Match, Reject, Strategy
 
-__all__ = ["block_sparse"]
+__all__ = ["MAX_BLOCK", "MAX_KEY_BLOCKS", "STRATEGY"]
+
+BLOCK_SIZES = (64, 128, 256)
+# Block-sparse execution deduplicates the visited key blocks with (K x K) tables per query block
+# and gathers K * n keys per query: beyond this many blocks dense attention is no slower.
+MAX_KEY_BLOCKS = 64
+MAX_BLOCK = 1024  # the largest query/key block it executes (a random mask's own block size)
 
 
-def block_sparse(lw: Lowering, node: Node) -> str:
+def match(a: Core, ctx: Context) -> Match | Reject:
+    """A mask whose cover is a bounded band (plus global and random parts, no stride):
+    block size n (the random draws', the spec's `sparsity = block(n)`, else the one of
+    BLOCK_SIZES that visits the fewest keys) and K key blocks per query block."""
+    c = cover(a.mask, self_attention=a.kind == "self")
+    if c.strides:  # strided's, which said why not
+        return Reject()
+    random_blocks = {r.block for r in c.randoms}
+    if c.banded and len(random_blocks) > 1:
+        return Reject("random masks with different block sizes cannot share one execution "
+                      "block")
+    if not c.banded:
+        return Reject(f"dense masked form: `{masks.render(a.mask)}` can reach every key (no "
+                      "bounded band), so no sparse lowering applies")
+    if random_blocks:  # random draws are per block: execute at the draw's block size
+        n = random_blocks.pop()
+    elif a.sparsity.mode == "block":
+        n = a.sparsity.block
+    else:
+        n = min(BLOCK_SIZES, key=lambda b: (c.key_blocks(b) * b, -b))
+    k = c.key_blocks(n)
+    if n > MAX_BLOCK:
+        return Reject(f"dense masked form: blocks of {n} (the "
+                      f"{'random draw' if c.randoms else 'sparsity'}'s block size) exceed "
+                      f"the largest block block-sparse execution serves ({MAX_BLOCK})")
+    if k > MAX_KEY_BLOCKS:
+        return Reject(f"dense masked form: the cover ({c.describe()}) needs {k} key blocks "
+                      f"of {n} per query block, more than block-sparse execution serves "
+                      f"({MAX_KEY_BLOCKS})")
+    reasons = [f"block-sparse in standard ops: {c.describe()}; each block of {n} "
+               f"queries visits {k} key blocks ({k * n} keys), so memory grows with "
+               f"L x {k * n}, not L x S"]
+    if c.q_first or c.q_tokens:
+        reasons.append("global query rows are computed densely against all keys (few rows)")
+    return Match({"block": n, "key_blocks": k}, tuple(reasons), {"cover": c})
+
+
+def lower(lw: Lowering, node: Node) -> str:
     """Per block of n queries, gather the K key blocks the mask's cover can reach (band, global
     and random blocks), and attend over those K * n keys only. Memory: L x K * n. Rows of
     global queries (which see every key) are then recomputed densely: G x S."""
@@ -140,3 +192,6 @@ def _global_rows(lw: Lowering, node: Node, o: str, rows: list[int], q: str, k: s
         return b.op("Add", b.op("Mul", picked, g),
                     b.op("Mul", o, b.op("Sub", b.const(1.0, b.dtype), g)))
     return b.op("Where", chosen, picked, o)
+
+
+STRATEGY = Strategy("block_sparse", 80, match, lambda params: 1, lower)

@@ -1,4 +1,5 @@
-"""Causal linear attention in chunks: O(L) time and memory instead of the L x L masked
+"""Strategy `linear`: the linear kernel's own `linear_attention` node, in standard ops; causal
+linear attention in chunks: O(L) time and memory instead of the L x L masked
 product. Within a chunk of C queries, the masked C x C product; across chunks, the running
 sums of phi(k) v_k^T and phi(k) over every earlier chunk (an exclusive CumSum of each chunk's
 own sums)."""
@@ -6,14 +7,39 @@ own sums)."""
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
-from ...ir import Node
-from .. import formulas
-from .builder import Lowering, static_last
+from ..backends import formulas
+from ..backends.lower.builder import Lowering, Sym, lower, static_last
+from ..ir import Node, Op
+from ..planner.cores import Core
+from .base import Context, Match, Reject, Strategy
 
-__all__ = ["CHUNK", "causal_linear_attention"]
+__all__ = ["CHUNK", "STRATEGY"]
 
 CHUNK = 64  # queries per chunk: a chunk's C x C product against the d x dv running sums
+
+
+def match(a: Core, ctx: Context) -> Match | Reject:
+    if not a.linear:
+        return Reject()
+    return Match({}, ("linear kernel: O(L) sums in standard ops (causal: in chunks of 64 "
+                      "queries, running sums across chunks); no softmax kernel applies",))
+
+
+@lower(Op.LINEAR_ATTENTION)
+def lower_linear_attention(lw: Lowering, node: Node) -> str:
+    # O(L): running sums across chunks, over one sequence (cross attention's causal mask
+    # relates L queries to S memory rows: the masked form below)
+    if node.attr("causal") and not lw.decoding and "memory" not in lw.env:
+        return causal_linear_attention(lw, node)
+    causal = lw.indices() if node.attr("causal") else None
+    q, k, v = (lw.sym(node, i) for i in range(3))
+    real = None
+    if lw.decoding:
+        real = Sym(lw.b, lw.b.op("Cast", lw.env["attention_mask"], to=TensorProto.BOOL), "bool", 2)
+    return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), causal, real).name
+
 
 
 def causal_linear_attention(lw: Lowering, node: Node) -> str:
@@ -47,3 +73,6 @@ def causal_linear_attention(lw: Lowering, node: Node) -> str:
     y = b.op("Reshape", y, b.i64(0, 0, -1, widths[2]))
     y = b.op("Slice", y, b.i64(0), b.op("Unsqueeze", L.name, b.i64(0)), b.i64(2))
     return b.to_model(y)
+
+
+STRATEGY = Strategy("linear", 10, match, lambda params: 1, lower_linear_attention, fuses=False)

@@ -7,16 +7,47 @@ the class): work and memory grow with L x (w + L / n), not L x L. Float32 throug
 
 from __future__ import annotations
 
-from ... import masks
-from ...ir import Node
-from .. import formulas
-from .attend import qk_float32, runtime_masks, scores
-from .builder import Lowering, OnnxArrays, Sym, arg, bsh, static_last
+from .. import masks
+from ..backends import formulas
+from ..backends.lower.attend import qk_float32, runtime_masks, scores
+from ..backends.lower.builder import Lowering, OnnxArrays, Sym, arg, bsh, static_last
+from ..ir import Node
+from ..planner.cores import Core
+from ..planner.cover import cover
+from .base import Context, Match, Reject, Strategy
 
-__all__ = ["strided"]
+__all__ = ["MAX_STRIDED_BAND", "STRATEGY"]
+
+MAX_STRIDED_BAND = 1024  # strided execution gathers the band's keys for every query
 
 
-def strided(lw: Lowering, node: Node) -> str:
+def match(a: Core, ctx: Context) -> Match | Reject:
+    """A cover of one band and one residue class mod n, nothing else."""
+    c = cover(a.mask, self_attention=a.kind == "self")
+    if not c.strides:
+        return Reject()
+    why_not = []
+    if len(c.strides) > 1:
+        why_not.append(f"it mixes strides {', '.join(map(str, c.strides))}")
+    if c.randoms or c.q_first or c.q_tokens or c.k_first or c.k_tokens:
+        why_not.append("it has global or random parts besides the stride")
+    if not c.banded or c.left + c.right + 1 > MAX_STRIDED_BAND:
+        why_not.append(f"its band is wider than {MAX_STRIDED_BAND} keys")
+    if why_not:
+        return Reject("dense masked form: not strided execution: " + "; ".join(why_not))
+    n, left, right = c.strides[0], int(c.left), int(c.right)
+    return Match({"stride": n, "left": left, "right": right},
+                 (f"strided in standard ops: {c.describe()}; each query scores its band of "
+                  f"{left + right + 1} keys and its residue class mod {n} (L / {n} keys), so "
+                  f"work and memory grow with L x (L / {n} + {left + right + 1}), not L x S",))
+
+
+def growth(params) -> float:
+    """L x (w + L / n): quadratic at a fixed stride (L / n keys per query)."""
+    return 2
+
+
+def lower(lw: Lowering, node: Node) -> str:
     b, xp = lw.b, lw.xp
     expr = node.attr("expr")
     heads, kv = node.attr("heads"), node.attr("kv_heads")
@@ -101,3 +132,6 @@ def strided(lw: Lowering, node: Node) -> str:
     o = reshape(o, [0, heads, Lp, dv])
     o = b.op("Slice", o, b.i64(0), b.op("Unsqueeze", L.name, b.i64(0)), b.i64(2))
     return bsh(lw, b.to_model(o))
+
+
+STRATEGY = Strategy("strided", 70, match, growth, lower)

@@ -1,0 +1,185 @@
+"""The planner: per target, how each attention runs, and why -- a pass that applies the
+execution strategies (`attndsl/strategies/`, one module each) to the graph.
+
+`plan(graph, target, dtype) -> (graph, choices)`: for the `ort-cpu` and `ort-cuda` targets each
+attention core (`cores`) is offered to the strategies in their order (`strategies.LADDER`,
+by priority); the first whose `match` applies takes it (else `dense`, the masked L x S form),
+and the notes of those that did not apply are its reasons. A fusing strategy replaces the
+softmax core (repeat_kv .. merge_heads) by one `attention` node naming it, found by the core's
+node identities; the linear and LSH kernels keep their own nodes.
+
+`portable` is never planned: it is the dense standard-op export (the baseline), made by
+torch.onnx.export. Choices never change results; `attndsl verify` checks every target.
+Choices depend on the dtype too: a node without a CUDA kernel for its type would silently run
+on the CPU, so `ort-cuda` never emits one (`targets.has_kernel`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import Graph, Node, Op, all_nodes
+from ..targets import get
+from .cores import Choice, Core, cores, cores_of, where
+from .cover import Cover, cover
+
+__all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
+           "in_place_obstacle", "plan"]
+
+
+def choose(a: Core, target: str, dtype: str = "float32",
+           ) -> tuple[str, dict[str, object], list[str]]:
+    """(strategy, params, reasons) for one attention on a planned target: the first strategy
+    of the ladder that matches, after the notes of those that did not."""
+    strategy, params, reasons, _ = _choose(a, target, dtype)
+    return strategy.name, params, reasons
+
+
+def _choose(a: Core, target: str, dtype: str):
+    from ..strategies import DEFAULT, LADDER, Context, Match
+
+    ctx = Context(target, dtype)
+    reasons: list[str] = []
+    for strategy in LADDER:
+        found = strategy.match(a, ctx)
+        if isinstance(found, Match):
+            return strategy, dict(found.params), reasons + list(found.reasons), found.attrs
+        if found.note:
+            reasons.append(found.note)
+    return DEFAULT, {}, reasons, {}
+
+
+def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | None:
+    """Why attention `a` cannot decode in place (strategy `gqa_cache`), or None."""
+    from ..strategies.gqa_cache import in_place_obstacle as obstacle
+
+    return obstacle(a, target, dtype)
+
+
+def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list[Choice]]:
+    """The planned graph and one Choice per attention, read from the graph alone.
+
+    Requires: a graph from `ir.build`: each attention ends in a `merge_heads` node, reached
+    from its q, k and v heads through the core ops (`cores.CORE_OPS`) or a kernel's own node.
+    Ensures: on a planned target, each core a fusing strategy takes is one `attention` node
+    (same output value) carrying the strategy, its parameters and attributes; other nodes
+    unchanged.
+    A target that is not planned (portable) gets the graph as it is, unless it decodes: every
+    target lowers a decoding graph's cores to the dense masked form over cache and new keys
+    (standard ops only)."""
+    found = cores(graph)
+    switch = any(n.op is Op.SWITCH for n in graph.nodes)
+    if not get(target).planned and not graph.decoding and not switch:
+        return graph, [Choice(*where(c.prefix, graph), "dense",
+                              ("portable: standard ONNX ops only, exported by "
+                               "torch.onnx.export; no planning",))
+                       for c in found]
+    if graph.decoding:
+        return _plan_decoding(graph, found, target, dtype)
+    by_name = {n.out: n for n in all_nodes(graph.nodes)}
+    choices: list[Choice] = []
+
+    def planned(nodes: list[Node]) -> list[Node]:
+        """`nodes` with each of their cores fused (and each switch's branches planned)."""
+        for node in list(nodes):
+            if node.op is Op.SWITCH:
+                branches = tuple(tuple(planned(list(b))) for b in node.attr("branches"))
+                attrs = tuple((k, branches if k == "branches" else v) for k, v in node.attrs)
+                nodes = [replace(n, attrs=attrs) if n is node else n for n in nodes]
+            elif node.op is Op.MERGE_HEADS:
+                core = cores_of([node], by_name)[0]
+                strategy, params, reasons, attrs = _choose(core, target, dtype) if \
+                    get(target).planned else _portable(core)
+                choices.append(Choice(*where(core.prefix, graph), strategy.name,
+                                      tuple(reasons), tuple(params.items())))
+                if strategy.fuses:
+                    nodes = _fuse(nodes, core, strategy.name, params | dict(attrs))
+        return nodes
+
+    return replace(graph, nodes=tuple(planned(list(graph.nodes)))), choices
+
+
+def _portable(core: Core):
+    """A portable graph with a by_length switch: attndsl lowers it (an `If` on the length,
+    which torch.onnx.export cannot write), every core in standard ops."""
+    from ..strategies import BY_NAME
+
+    name = "linear" if core.linear else "linformer" if core.linformer else \
+        "lsh" if core.lsh else "dense"
+    return BY_NAME[name], {}, ["portable: standard ONNX ops only; the by_length `If` is "
+                               "lowered by attndsl, each core in its standard-ops form"], {}
+
+
+def _plan_decoding(graph: Graph, found: list[Core], target: str,
+                   dtype: str) -> tuple[Graph, list[Choice]]:
+    """A decoding graph: every attention in place (strategy `gqa_cache`) when every one can,
+    else every one `dense` against a growing cache (standard ops: past and new keys
+    concatenated). One model has one cache layout, as onnxruntime-genai runs it."""
+    from ..strategies import BY_NAME, Context, Match
+
+    in_place = BY_NAME["gqa_cache"]
+    matches = [(c, in_place.match(c, Context(target, dtype))) for c in found]
+    blocked = next(((c, r.note) for c, r in matches if not isinstance(r, Match)), None)
+    tail = next((n for n in graph.nodes if n.op is Op.TAIL), None)
+    if blocked is None and tail is not None:
+        layer = int(tail.out.split(".")[1])  # present.{i}.key: the i-th attention's
+        blocked = (found[layer], "a bounded cache (a window's last keys) grows and slides in "
+                                 "standard ops")
+    nodes = list(graph.nodes)
+    choices = []
+    for core, match in matches:
+        if blocked is None:
+            nodes = _fuse(nodes, core, in_place.name, dict(match.params))
+            choices.append(Choice(core.prefix, "", in_place.name, match.reasons,
+                                  tuple(match.params.items())))
+            continue
+        layer, why = blocked
+        reasons = ["decoding against a growing cache: past and new keys concatenated, the "
+                   "masked form over them (standard ops)",
+                   f"not in place: {layer.prefix.rstrip('.') or 'the attention'}: {why}"]
+        strategy = "linear" if core.linear else "dense"
+        choices.append(Choice(core.prefix, "", strategy, tuple(reasons)))
+        if not core.linear:
+            nodes = _fuse(nodes, core, "dense", {})
+    if blocked is None:
+        nodes = _cache_into_kernel(nodes)
+    return replace(graph, nodes=tuple(nodes)), choices
+
+
+def _cache_into_kernel(nodes: list[Node]) -> list[Node]:
+    """gqa_cache attention nodes take (q, new k, new v, past k, past v, attention_mask) and
+    write present.{i}.* themselves: their `cache` nodes go."""
+    caches = {n.out: n for n in nodes if n.op is Op.CACHE}
+    out = []
+    for n in nodes:
+        if n.op is Op.CACHE:
+            continue
+        if n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache":
+            q, k, v, mask, *_ = n.args  # the keys' count is the kernel's own business
+            ck, cv = caches[k], caches[v]
+            n = replace(n, args=(q, ck.args[1], cv.args[1], ck.args[0], cv.args[0], mask),
+                        attrs=(*n.attrs, ("presents", (ck.out, cv.out))))
+        out.append(n)
+    return out
+
+
+def fuse_cores(graph: Graph, strategy: str) -> Graph:
+    """The graph with every softmax core fused into one `attention` node of `strategy`, no
+    choice made: bench's PyTorch SDPA baseline runs such a graph (strategy `sdpa`)."""
+    nodes = list(graph.nodes)
+    for core in cores(graph):
+        if not (core.linear or core.linformer or core.lsh):
+            nodes = _fuse(nodes, core, strategy, {})
+    return replace(graph, nodes=tuple(nodes))
+
+
+def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) -> list[Node]:
+    """`nodes` with the core `a` (its member nodes, by identity) replaced by one `attention`
+    node of `strategy` writing the core's output."""
+    bias = dict(a.bias)
+    bias = {"bias": bias.pop("kind", None), **bias}
+    fused = Node(Op.ATTENTION, a.out, (*a.qkv, *a.runtime), tuple({
+        "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
+        "softcap": a.softcap, **bias, "expr": a.mask, "kind": a.kind, **params}.items()),
+        a.shape)
+    return [fused if n.out == a.out else n for n in nodes
+            if n.out == a.out or n.out not in a.members]

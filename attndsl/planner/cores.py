@@ -1,0 +1,188 @@
+"""The planner's view of a graph: each attention core (`Core`), read from the graph's nodes
+alone, and the planner's answer for it (`Choice`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import masks as m
+from ..ir import Graph, Node, Op, all_nodes
+from ..spec import MAX_LENGTH, Sparsity
+from .cover import INF
+
+__all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores", "cores_of",
+           "padding_only", "where"]
+
+BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
+# the ops of a softmax attention core, from the repeated kv heads to the merged heads
+CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.SOFTCAP, Op.MASK, Op.SOFTMAX,
+                      Op.ATTEND, Op.MERGE_HEADS})
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How one attention runs on one target, and why."""
+
+    layer: str  # prefix of the attention's tensors ('' or 'layers.{i}.self_attn.')
+    branch: str  # a by_length variant's lengths ('L <= 2000', 'L > 10000'), else ''
+    strategy: str
+    reasons: tuple[str, ...]
+    params: tuple[tuple[str, object], ...] = field(default=())
+
+    def text(self, label: str | None = None) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.params)
+        head = f"{self.strategy}({params})" if params else self.strategy
+        where = label or self.layer.rstrip('.') or 'attention'
+        where += f" ({self.branch})" if self.branch else ""
+        return "\n".join([f"{where}: {head}", *(f"    - {r}" for r in self.reasons)])
+
+
+@dataclass(frozen=True)
+class Core:
+    """One attention of a graph, as the planner reads it from the graph's nodes."""
+
+    prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
+    linear: bool  # a linear kernel (no softmax core to replace)
+    linformer: bool  # a Linformer kernel: softmax over k projected rows, in standard ops
+    lsh: bool  # an LSH kernel (Reformer): hashed, sorted and chunked, in standard ops
+    kind: str  # self | cross
+    heads: int
+    kv_heads: int
+    head_dim: int
+    value_dim: int
+    scale: float | None
+    softcap: float | None
+    bias: tuple[tuple[str, object], ...]  # the score bias node's attributes, or ()
+    mask: m.Mask
+    sparsity: Sparsity
+    prepared: bool  # qk_norm or RoPE run before the core
+    # the nodes a fusing strategy replaces, by identity: the core's own (repeat_kv ..
+    # merge_heads), the value it writes (and its shape), what the fused node reads
+    members: frozenset[str] = frozenset()
+    out: str = ""
+    shape: Any = None
+    qkv: tuple[str, str, str] = ("", "", "")
+    runtime: tuple[str, ...] = ()  # the mask's runtime inputs (attention_mask when decoding)
+
+    @property
+    def groups(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def bias_kind(self) -> str | None:
+        return dict(self.bias).get("kind")
+
+
+def cores(graph: Graph) -> list[Core]:
+    """Every attention of the graph, in order (one per `merge_heads`), those of by_length
+    variants included."""
+    by_name = {n.out: n for n in all_nodes(graph.nodes)}
+    return cores_of(list(all_nodes(graph.nodes)), by_name)
+
+
+def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
+    """The attentions whose `merge_heads` is one of `nodes`; q, k and v are traced back to
+    their split_heads through rotation, norms, caches, repeats and Linformer's projection,
+    which may lie outside `nodes` (a switch's branches share them)."""
+
+    def trace(name: str) -> tuple[Node, set[Op]]:
+        seen: set[Op] = set()
+        node = by_name[name]
+        while node.op is not Op.SPLIT_HEADS:
+            seen.add(node.op)
+            node = by_name[node.args[1] if node.op is Op.CACHE else node.args[0]]
+        return node, seen
+
+    found = []
+    for node in nodes:
+        if node.op is not Op.MERGE_HEADS:
+            continue
+        own = _members(node, by_name)
+        one = {op: ns[0] for op, ns in own.items()}
+        attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
+        bias, cap = one.get(Op.SCORE_BIAS), one.get(Op.SOFTCAP)
+        linear, lsh = attend.op is Op.LINEAR_ATTENTION, attend.op is Op.LSH_ATTENTION
+        q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else
+                               (*attend.args[:2], attend.args[-1]) if linear else
+                               (*scores.args, attend.args[-1]))
+        (q, q_ops), (k, k_ops), (v, _) = trace(q_src), trace(k_src), trace(v_src)
+        repeats = {n.out: n.args[0] for n in own.get(Op.REPEAT_KV, ())}
+        found.append(Core(
+            prefix=node.out.removesuffix("merged"), linear=linear,
+            linformer=Op.SEQ_PROJECT in k_ops, lsh=lsh,
+            kind="cross" if by_name[k.args[0]].args[0] == "memory" else "self",
+            heads=q.attr("heads"), kv_heads=k.attr("heads"), head_dim=q.attr("dim"),
+            value_dim=v.attr("dim"), scale=scores.attr("scale") if scores else None,
+            softcap=cap.attr("cap") if cap else None,
+            bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
+            mask=mask.attr("expr") if mask else _lsh_mask(attend) if lsh else m.Full(),
+            sparsity=mask.attr("sparsity") if mask else Sparsity("auto"),
+            prepared=bool(q_ops & {Op.ROPE, Op.NORM}),
+            members=frozenset(n.out for ns in own.values() for n in ns), out=node.out,
+            shape=node.shape,
+            qkv=(q_src, repeats.get(k_src, k_src), repeats.get(v_src, v_src)),
+            runtime=mask.args if mask else ()))
+    return found
+
+
+def _members(merge: Node, by_name: dict[str, Node]) -> dict[Op, list[Node]]:
+    """The core's own nodes by op: those of CORE_OPS reached from its merge_heads through
+    their arguments (a core's inputs come from outside them: heads, rotations, caches)."""
+    own: dict[Op, list[Node]] = {}
+    stack, seen = [merge], set()
+    while stack:
+        n = stack.pop()
+        if n.out in seen:
+            continue
+        seen.add(n.out)
+        own.setdefault(n.op, []).append(n)
+        stack += [by_name[a] for a in n.args if a in by_name and by_name[a].op in CORE_OPS]
+    return own
+
+
+def _lsh_mask(attend: Node) -> m.Mask:
+    """An LSH core's mask, from its node: causal, & its padding."""
+    keys = attend.attr("keys")
+    if not attend.attr("causal"):
+        return keys
+    return m.Causal() if keys == m.Full() else m.And(m.Causal(), keys)
+
+
+def where(prefix: str, graph: Graph) -> tuple[str, str]:
+    """(layer prefix, branch) of a core's value prefix: `layers.0.self_attn.variant1.` is
+    branch `L <= n` (or `L > n`, the last) of the switch `layers.0.self_attn.merged`."""
+    head, sep, rest = prefix.rpartition("variant")
+    if not sep or not rest.rstrip(".").isdigit():
+        return prefix, ""
+    i = int(rest.rstrip("."))
+    switch = next(n for n in all_nodes(graph.nodes) if n.out == f"{head}merged")
+    bounds = switch.attr("up_to")
+    return head, f"L <= {bounds[i]}" if i < len(bounds) else f"L > {bounds[-1]}"
+
+
+def causal_window(mask: m.Mask) -> float | None:
+    """w for `causal & window(left = w - 1, right = 0)` (INF for plain causal), else None."""
+    match mask:
+        case m.Causal():
+            return INF
+        case m.And(m.Causal(), m.Window(left, _)) | m.And(m.Window(left, _), m.Causal()):
+            # no position is MAX_LENGTH keys back: a wider window is plain causal (and ORT's
+            # local_window_size is a 32-bit int)
+            return left + 1 if left + 1 < MAX_LENGTH else INF
+    return None
+
+
+def padding_only(mask: m.Mask) -> str | None:
+    """'' for full, 'padding' for key padding (alone or with full), None otherwise."""
+    match mask:
+        case m.Full():
+            return ""
+        case m.Padding(side="right"):  # MultiHeadAttention's key lengths pad on the right
+            return "padding"
+        case m.And(a, b):
+            x, y = padding_only(a), padding_only(b)
+            if x is None or y is None:
+                return None
+            return x or y
+    return None
