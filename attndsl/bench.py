@@ -180,9 +180,9 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
                                            torch.from_numpy(segments)).numpy()
     for start in range(0, L, 1024):
         q = np.arange(start, min(L, start + 1024))[:, None]
-        vis = masks.evaluate(attn.mask, q, k, L=L, S=S, key_lengths=inputs.get("key_lengths"),
-                             segment_ids=segments, document_positions=docs,
-                             memory_segment_ids=inputs.get("memory_segment_ids"))
+        vis = masks.evaluate(attn.mask, q, k, masks.MaskContext(
+            L, S, key_lengths=inputs.get("key_lengths"), segment_ids=segments,
+            document_positions=docs, memory_segment_ids=inputs.get("memory_segment_ids")))
         total += int(np.broadcast_to(vis, (B, *np.broadcast_shapes(q.shape, k.shape))
                                      if vis.ndim == 2 else vis.shape).sum())
     return total

@@ -77,7 +77,7 @@ class Node:
         def fmt(v: Any) -> str:
             if isinstance(v, float):
                 return repr(round(v, 9))
-            if type(v).__module__ == masks.__name__:
+            if isinstance(v, masks.MaskNode):
                 return masks.render(v)
             return str(v)
 

@@ -34,7 +34,8 @@ def example_runtime_inputs(attn: Attention, L: int, S: int) -> dict[str, np.ndar
 def mask_grid(attn: Attention, L: int, S: int) -> np.ndarray:
     """Boolean (L, S) visibility for batch row 0 with the example runtime inputs."""
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
-    visible = masks.evaluate(attn.mask, q, k, L=L, S=S, **example_runtime_inputs(attn, L, S))
+    context = masks.MaskContext(L, S, **example_runtime_inputs(attn, L, S))
+    visible = masks.evaluate(attn.mask, q, k, context)
     visible = np.asarray(visible)
     return np.broadcast_to(visible[0] if visible.ndim == 3 else visible, (L, S)).copy()
 

@@ -387,8 +387,8 @@ def memory_visible(expr: masks.Mask, env: Env, keys: int) -> Tensor:
     device = env["x"].device
     ki = torch.arange(keys, device=device).unsqueeze(0)
     qi = torch.zeros((env["x"].shape[1], 1), dtype=torch.int64, device=device)
-    return masks.evaluate(expr, qi, ki, L=qi.shape[0], S=keys,
-                          key_lengths=env.get("key_lengths"))
+    return masks.evaluate(expr, qi, ki, masks.MaskContext(qi.shape[0], keys,
+                                                          key_lengths=env.get("key_lengths")))
 
 
 def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
@@ -404,15 +404,14 @@ def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
         q_pos = k_pos[:, k_pos.shape[1] - env["x"].shape[1]:]
         if keys is not None:
             k_pos, real = k_pos[:, -keys:], real[:, -keys:]
-        seen = masks.evaluate(expr, q_pos[:, :, None], k_pos[:, None, :], L=S, S=S)
+        seen = masks.evaluate(expr, q_pos[:, :, None], k_pos[:, None, :], masks.MaskContext(S, S))
         return seen & real[:, None, :]
     segments = env.get("segment_ids")
     docs = formulas.document_positions(TorchArrays(segments.device), segments) \
         if segments is not None and masks.reads_documents(expr) else None
-    return masks.evaluate(expr, qi, ki, L=qi[-1, 0] + 1, S=S,
-                          key_lengths=env.get("key_lengths"), segment_ids=segments,
-                          document_positions=docs,
-                          memory_segment_ids=env.get("memory_segment_ids"))
+    return masks.evaluate(expr, qi, ki, masks.MaskContext(
+        qi[-1, 0] + 1, S, key_lengths=env.get("key_lengths"), segment_ids=segments,
+        document_positions=docs, memory_segment_ids=env.get("memory_segment_ids")))
 
 
 @impl(Op.SWITCH)
@@ -465,7 +464,7 @@ def _kept_keys(expr: masks.Mask, n: int, env: Env, device: torch.device) -> Tens
     """(B|1, 1, n): the keys a mask of keys alone (`padding`, `full`) shows."""
     ki = torch.arange(n, device=device).unsqueeze(0)
     return masks.evaluate(expr, torch.zeros((1, 1), dtype=torch.int64, device=device), ki,
-                          L=1, S=ki[0, -1] + 1, key_lengths=env.get("key_lengths"))
+                          masks.MaskContext(1, ki[0, -1] + 1, key_lengths=env.get("key_lengths")))
 
 
 @impl(Op.SOFTMAX)

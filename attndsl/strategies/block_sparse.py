@@ -143,7 +143,7 @@ def lower(lw: Lowering, node: Node) -> str:
     q_c = OnnxArrays.minimum(q_pos, L - 1)
     k_c = OnnxArrays.minimum(k_pos, S - 1)
     s = scores(lw, node, qb, kg, q_c, k_c, 6)  # (B, Hkv, g, nq, n, K*n)
-    visible = masks.evaluate(expr, q_c, k_c, L=L, S=S, **runtime_masks(lw))
+    visible = masks.evaluate(expr, q_c, k_c, runtime_masks(lw, L, S))
     visible = visible & ok & (k_pos < S) & (q_pos < L)
     o = masked_attend(lw, s, with_head_axes(visible, expr), vg)  # (B, Hkv, g, nq, n, dv)
     o = b.op("Reshape", o, b.i64(0, heads, -1, dv))  # (B, H, nq*n, dv)
@@ -170,7 +170,7 @@ def _global_rows(lw: Lowering, node: Node, o: str, rows: list[int], q: str, k: s
     q_pos = Sym(b, b.op("Unsqueeze", at.name, b.i64(1)), "int64", 2)  # (G, 1)
     k_pos = Sym(b, b.op("Unsqueeze", lw.arange(S).name, b.i64(0)), "int64", 2)  # (1, S)
     s = scores(lw, node, qg, kf, q_pos, k_pos, 5)
-    visible = masks.evaluate(expr, q_pos, k_pos, L=L, S=S, **runtime_masks(lw))
+    visible = masks.evaluate(expr, q_pos, k_pos, runtime_masks(lw, L, S))
     og = masked_attend(lw, s, with_head_axes(visible, expr), vf)  # (B, Hkv, g, G, dv)
     og = b.op("Reshape", og, b.op("Concat", b.i64(0, heads), b.op("Shape", og, start=3),
                                   axis=0))  # (B, H, G, dv)

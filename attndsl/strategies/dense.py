@@ -47,14 +47,14 @@ def lower(lw: Lowering, node: Node) -> str:
         q_pos, k_pos = lw.indices(keys)  # (L, 1), (1, S)
     s = scores(lw, node, q, k, q_pos, k_pos, 5)
     if memory:
-        visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=lw.L, S=keys,
-                                 **runtime_masks(lw))
+        visible = masks.evaluate(node.attr("expr"), q_pos, k_pos,
+                                 runtime_masks(lw, lw.L, keys))
         visible = with_head_axes(visible, node.attr("expr"))
     elif lw.decoding:
         visible = decoding_visibility(lw, node.attr("expr"), keys)
     else:
-        visible = masks.evaluate(node.attr("expr"), q_pos, k_pos, L=lw.L, S=lw.S,
-                                 **runtime_masks(lw))
+        visible = masks.evaluate(node.attr("expr"), q_pos, k_pos,
+                                 runtime_masks(lw, lw.L, lw.S))
         visible = with_head_axes(visible, node.attr("expr"))
     o = masked_attend(lw, s, visible, v)  # (B, Hkv, g, L, dv)
     o = b.op("Reshape", o, b.op("Concat", b.i64(0, heads), b.op("Shape", o, start=3), axis=0))
@@ -79,8 +79,8 @@ def decoding_visibility(lw: Lowering, expr: masks.Mask, keys: Sym) -> Sym:
         q_tok = last(tokens, lw.L)  # (B, L): the new tokens
         k_tok = last(tokens, keys)
         real = last(Sym(b, b.op("Cast", mask, to=TensorProto.BOOL), "bool", 2), keys)
-        visible = masks.evaluate(expr, q_tok[..., None], k_tok[:, None], L=S, S=S) & \
-            real[:, None]
+        visible = masks.evaluate(expr, q_tok[..., None], k_tok[:, None],
+                                 masks.MaskContext(S, S)) & real[:, None]
         lw.memo[key] = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)
     return lw.memo[key]
 

@@ -93,7 +93,7 @@ def lower(lw: Lowering, node: Node) -> str:
     k_res = r + unsqueezed(j, 0) * n  # (n, 1, Lc)
     q_at, k_at = OnnxArrays.minimum(q_res, L - 1), OnnxArrays.minimum(k_res, L - 1)
     s_res = scores(lw, node, classes(q, g, d), classes(k, 1, d), q_at, k_at, 6)
-    seen_res = masks.evaluate(expr, q_at, k_at, L=L, S=L, **runtime_masks(lw)) & (k_res < L)
+    seen_res = masks.evaluate(expr, q_at, k_at, runtime_masks(lw, L, L)) & (k_res < L)
 
     # the band part: query p against keys p - left .. p + right, (B, Hkv, g, Lp, 1, w)
     p = unsqueezed(lw.arange(Lp), 1)  # (Lp, 1)
@@ -107,7 +107,7 @@ def lower(lw: Lowering, node: Node) -> str:
     in_class = Sym(b, b.const([[[o % n == 0 for o in range(-left, right + 1)]]], "bool"),
                    "bool", 3)  # counted in the residue part
     k_raw = unsqueezed(k_band, 1)
-    seen_band = masks.evaluate(expr, q_pos, k_pos, L=L, S=L, **runtime_masks(lw)) & \
+    seen_band = masks.evaluate(expr, q_pos, k_pos, runtime_masks(lw, L, L)) & \
         (k_raw >= 0) & (k_raw < L) & ~in_class  # (B|1, Lp, 1, w)
 
     # one softmax over both, in query order: (B, Hkv, g, Lp, w + Lc)

@@ -83,7 +83,9 @@ def with_head_axes(visible: Sym, expr: masks.Mask) -> Sym:
     return Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", visible.ndim + 2)
 
 
-def runtime_masks(lw: Lowering) -> dict[str, Sym]:
+def runtime_masks(lw: Lowering, L: Sym | int, S: Sym | int) -> masks.MaskContext:
+    """The mask context at sizes L, S with the model's runtime mask inputs (the sizes are
+    arguments, so that any node they emit comes before these inputs' own)."""
     out = {}
     if "key_lengths" in lw.env:
         out["key_lengths"] = Sym(lw.b, lw.env["key_lengths"], "int64", 1)
@@ -95,7 +97,7 @@ def runtime_masks(lw: Lowering) -> dict[str, Sym]:
         out["document_positions"] = lw.memo["document_positions"]
     if "memory_segment_ids" in lw.env:
         out["memory_segment_ids"] = Sym(lw.b, lw.env["memory_segment_ids"], "int64", 2)
-    return out
+    return masks.MaskContext(L, S, **out)
 
 
 def qk_float32(lw: Lowering, node: Node) -> tuple[str, str]:
@@ -109,4 +111,4 @@ def kept_keys(lw: Lowering, expr: masks.Mask, n: Sym) -> Sym:
     b = lw.b
     k_pos = Sym(b, b.op("Unsqueeze", lw.arange(n).name, b.i64(0)), "int64", 2)  # (1, n)
     zero = Sym(b, b.i64(0), "int64", 1)[None]  # (1, 1): the mask reads keys alone
-    return masks.evaluate(expr, zero, k_pos, L=n, S=n, **runtime_masks(lw))
+    return masks.evaluate(expr, zero, k_pos, runtime_masks(lw, n, n))
