@@ -139,7 +139,7 @@ class Layer:
         graph, _ = self.plan(target, dtype)
         # float32 copies of the dtype-rounded weights: exact, and numpy has no bfloat16
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
-        model = build_model(graph, self.spec, state, dtype, fused_norms=get(target).planned)
+        model = build_model(graph, state, dtype, fused_norms=get(target).planned)
         del module, state  # the weights now live in the model: hold them once, not twice
         return finalize(model, provenance)
 
@@ -174,7 +174,7 @@ class Layer:
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
         state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
-        model = build_model(graph, self.spec, state, dtype, fused_norms=get(target).planned)
+        model = build_model(graph, state, dtype, fused_norms=get(target).planned)
         del module, state
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
                                       kv_cache=_layout(graph))

@@ -120,7 +120,7 @@ def _decode(run, spec, batch, mask, chunks, memory=None):
     for name in graph.inputs:
         if name.startswith("past_key_values."):
             shape = graph.nodes[graph.inputs.index(name)].shape  # float[B, h, P, d]
-            h, d = (int(p) for p in shape.strip("float[]").split(",")[1::2])
+            h, d = shape.dims[1::2]
             past[name] = np.zeros((batch.shape[0], h, 0, d), dtype=np.float32)
     positions = positions_of(mask)
     outs, start = [], 0
@@ -267,7 +267,7 @@ def _decode_in_place(run, spec, rows, chunks):
         out = {}
         for name in graph.inputs:
             if name.startswith("past_key_values."):
-                h, d = (int(p) for p in shapes[name].strip("float[]").split(",")[1::2])
+                h, d = shapes[name].dims[1::2]
                 out[name] = np.zeros((batch, h, total, d), dtype=np.float32)
         return out
 

@@ -44,22 +44,21 @@ def _check_shapes(graph: Graph, given: dict[str, Tensor]) -> None:
         if node.op is not Op.INPUT:
             continue
         value = given[node.out]
-        kind, dims = node.shape.rstrip("]").split("[")
-        dims = [d.strip() for d in dims.split(",")]
+        dims = node.shape.dims
         expected = f"`{node.out}` must be {node.shape}"
         if not isinstance(value, Tensor):
             raise UsageError(f"{expected}, got {type(value).__name__} (a torch.Tensor)")
-        if value.is_floating_point() != (kind == "float"):
+        if value.is_floating_point() != node.shape.is_float:
             raise UsageError(f"{expected}, got {str(value.dtype).removeprefix('torch.')}")
         if value.dim() != len(dims):
             raise UsageError(f"{expected}, got shape {list(value.shape)} ({value.dim()} "
                              f"axes, not {len(dims)})")
         for axis, (dim, size) in enumerate(zip(dims, value.shape, strict=True)):
-            if dim.isdigit() and int(dim) != size:
+            if isinstance(dim, int) and dim != size:
                 raise UsageError(f"{expected}, got shape {list(value.shape)} (axis {axis} "
                                  f"is {size}, not {dim})")
             empty_ok = graph.decoding and dim in ("P", "M", "S")
-            if not dim.isdigit() and size < 1 and not empty_ok:
+            if isinstance(dim, str) and size < 1 and not empty_ok:
                 raise UsageError(f"{expected}, got shape {list(value.shape)}: axis {axis} "
                                  f"({dim}) is empty")
             # one B, L and S for all inputs (a bounded cache's P differs by layer)

@@ -31,7 +31,7 @@ def lower_lsh_attention(lw: Lowering, node: Node) -> str:
     if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
         n = lw.dim(q.name, 2)
         kept = lw.xp.reshape(kept_keys(lw, node.attr("keys"), n), [-1, n])
-    heads = int(lw.graph_shapes[node.args[0]].split(",")[1])  # [B, H, L, d]
+    heads = lw.graph_shapes[node.args[0]].dims[1]  # [B, H, L, d]
     dim = static_last(lw, node, 0)
     rotations = formulas.lsh_rotations(node.attr("seed"), heads, dim, node.attr("rounds"),
                                        node.attr("buckets"))

@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ...ir import Graph, Op, all_nodes
-from ...spec import Attention, Transformer
+from ...shapes import TensorType
 from . import ops
 from .builder import LOWER, ONNX_TYPE, Builder, Lowering
 from .switch import subgraph_inputs
@@ -32,8 +32,8 @@ from .switch import subgraph_inputs
 __all__ = ["build_model"]
 
 
-def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[str, np.ndarray],
-                dtype: str = "float32", fused_norms: bool = False) -> onnx.ModelProto:
+def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "float32",
+                fused_norms: bool = False) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
     the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
     Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
@@ -45,14 +45,7 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     if fused_norms and dtype == "float32":
         lw.skip_norms = ops.skip_norms(graph)
         lw.contrib_norms = True
-    attn = spec.attention if isinstance(spec, Transformer) else spec
     inputs = []
-    dims = {"x": ["batch", "length", attn.d_model],
-            "memory": ["batch", "memory_length", attn.memory_dim],
-            "key_lengths": ["batch"], "segment_ids": ["batch", "length"],
-            "memory_segment_ids": ["batch", "memory_length"],
-            "input_ids": ["batch", "length"], "position_ids": ["batch", "length"],
-            "attention_mask": ["batch", "total_length"]}
     every = list(all_nodes(graph.nodes))  # a switch's branches too
     shapes = {n.out: n.shape for n in every}
     lw.graph_shapes = shapes
@@ -65,16 +58,15 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     for node in graph.nodes:
         if node.op is Op.INPUT:
             name = node.out
-            is_float = name in ("x", "memory") or name.startswith("past_key_values.")
-            elem = ONNX_TYPE[dtype] if is_float else TensorProto.INT64
-            shape = dims.get(name) or _cache_dims(shapes[name], past_length, "past")
+            elem = ONNX_TYPE[dtype] if node.shape.is_float else TensorProto.INT64
+            shape = _cache_dims(node.shape, past_length, "past") \
+                if name.startswith("past_key_values.") else _dims(node.shape)
             inputs.append(helper.make_tensor_value_info(name, elem, shape))
             lw.env[name] = name
             lw.graph_inputs.add(name)
             continue
         lw.env[node.out] = LOWER[node.op](lw, node)
-    width = attn.d_model if graph.output_name == "y" else spec.vocab
-    outputs = [(graph.output_name, graph.output, ["batch", "length", width])]
+    outputs = [(graph.output_name, graph.output, _dims(shapes[graph.output]))]
     outputs += [(p, p, _cache_dims(shapes[p.replace("present.", "past_key_values.")],
                                    present_length, "total")) for p in graph.presents]
     value_infos = []
@@ -89,7 +81,7 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
         value_infos.append(helper.make_tensor_value_info(name, ONNX_TYPE[dtype], shape))
     _rename(b.nodes, renamed)
     b.nodes[:] = _live(b.nodes, {name for name, _, _ in outputs})
-    g = helper.make_graph(b.nodes, spec.name, inputs, value_infos)
+    g = helper.make_graph(b.nodes, graph.name, inputs, value_infos)
     opsets = [helper.make_opsetid("", 23)] + [helper.make_opsetid(d, 1)
                                               for d in sorted(b.domains)]
     model = helper.make_model(g, opset_imports=opsets)
@@ -98,10 +90,19 @@ def build_model(graph: Graph, spec: Attention | Transformer, weights: Mapping[st
     return model
 
 
-def _cache_dims(shape: str, length: str, which: str) -> list:
-    """[batch, kv_heads, <length>, head_dim] from an IR cache shape `[B, 4, P, 64]`; a cross
+# the ONNX names of the IR's symbolic axes
+_AXES = {"B": "batch", "L": "length", "S": "memory_length", "P + L": "total_length"}
+
+
+def _dims(shape: TensorType) -> list:
+    """An input's or output's ONNX dims from its IR type: `[B, L, 512]` -> batch, length, 512."""
+    return [_AXES[d] if isinstance(d, str) else d for d in shape.dims]
+
+
+def _cache_dims(shape: TensorType, length: str, which: str) -> list:
+    """[batch, kv_heads, <length>, head_dim] from an IR cache type `[B, 4, P, 64]`; a cross
     attention's (`[B, 4, M, 64]`) counts memory rows: past_ or total_memory_length."""
-    parts = [p.strip() for p in shape.strip("float[]").split(",")]
+    parts = shape.dims
     if parts[2] == "M":
         length = f"{which}_memory_length"
     return ["batch", int(parts[1]), length, int(parts[3])]

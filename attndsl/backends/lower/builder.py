@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...dtypes import numpy_dtype
 from ...ir import Node, Op
+from ...shapes import TensorType
 
 __all__ = ["LOWER", "ONNX_TYPE", "Builder", "Lowering", "OnnxArrays", "Sym", "arg",
            "bsh", "lower", "repeat", "static_last", "width"]
@@ -357,7 +358,7 @@ class Lowering:
     def sym(self, node: Node, i: int = 0) -> Sym:
         """Argument i of a node as a model-dtype `Sym` (its rank from the IR shape)."""
         name = node.args[i]
-        return Sym(self.b, self.env[name], self.b.dtype, self.graph_shapes[name].count(",") + 1)
+        return Sym(self.b, self.env[name], self.b.dtype, self.graph_shapes[name].rank)
 
     def weight(self, name: str, ndim: int = 1) -> Sym:
         return Sym(self.b, self.w(name), self.b.dtype, ndim)
@@ -439,9 +440,9 @@ def static_last(lw: Lowering, node: Node, i: int) -> int:
     return width(lw.graph_shapes[node.args[i]])
 
 
-def width(shape: str) -> int:
-    """The last (always static) axis of an IR shape text such as `[B, L, 512]`."""
-    return int(shape.rsplit(",", 1)[1].strip(" ]"))
+def width(shape: TensorType) -> int:
+    """The last (always static) axis of an IR type such as `[B, L, 512]`."""
+    return shape.last
 
 
 def repeat(lw: Lowering, x: str, groups: int) -> str:

@@ -164,7 +164,7 @@ def _rope(lw: Lowering, node: Node) -> str:
     """RoPE with cos and sin computed once per model for each (positions, frequencies): q and
     k of every layer at the same positions share them."""
     x = lw.sym(node)
-    side = node.shape.split(",")[2].strip()  # L (queries, self-attention keys) or S (memory)
+    side = node.shape.dims[2]  # L (queries, self-attention keys) or S (memory)
     theta, dim, scaling = node.attr("theta"), node.attr("dim"), node.attr("scaling")
     key = ("rope", side, node.args[1:], theta, dim, scaling)
     if key not in lw.memo:

@@ -1,0 +1,162 @@
+"""Resolved spec -> graph IR: typed nodes in execution order, with a stable text form (golden
+tests, `attndsl explain`). The mask stays a symbolic expression on its node; nothing here is
+ever materialised at a concrete length."""
+
+from __future__ import annotations
+
+from ..shapes import T, TensorType
+from ..spec import (
+    Attention,
+    Layer,
+    Transformer,
+    input_names,
+    is_lm,
+    output_name,
+)
+from ..weight_table import Weight, parameter_count, weight_table
+from .attention import absolute, attention
+from .attention import norm as emit_norm
+from .graph import Graph, GraphBuilder, Node, Op, all_nodes
+
+__all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
+           "decode_inputs", "parameter_count", "weight_table"]
+
+
+def build(spec: Layer, decode: bool = False, bounded: bool = False) -> Graph:
+    """The IR of one layer. Parameter names are the state-dict names of docs/LANGUAGE.md
+    (Weights). `decode`: the decoding form (docs/LANGUAGE.md, Decoding): the new tokens, an
+    attention_mask over cache and new tokens, their position_ids and each layer's past keys
+    and values in; the output and each layer's present keys and values out. `bounded`: a
+    layer whose mask reaches back a bounded number of keys (a window, a chunk) keeps only
+    those in its present."""
+    b = GraphBuilder()
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    for name in decode_inputs(spec) if decode else input_names(spec):
+        b.emit(Op.INPUT, name, (), _type_of(name, attn, spec))
+    x = "x"
+    if is_lm(spec):
+        x = b.emit(Op.EMBED, "x", ("input_ids",), T("B", "L", spec.d_model),
+                   weight="embed_tokens.weight", scale=spec.embedding_scale)
+    pos = ("position_ids",) if decode else ()
+    h = absolute(b, attn, x, "", pos)
+    if isinstance(spec, Transformer):
+        for i in range(spec.layers):
+            h = _block(b, spec, i, h, pos, bounded)
+        if spec.placement != "post":
+            h = emit_norm(b, "out", h, T("B", "L", spec.d_model), spec.norm, "norm")
+        if is_lm(spec):
+            h = _lm_head(b, spec, h)
+        names = ", ".join(a.name for a in spec.attentions)
+        summary = (f"{spec.layers} x {spec.norm.kind}({spec.placement}) {spec.residual} blocks "
+                   f"of attention {names} and {spec.ffn.kind}({spec.ffn.hidden})")
+        kind = "transformer"
+    else:
+        h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
+                       cache=0 if decode else None, pos=pos, bounded=bounded)
+        summary, kind = _summary(spec), "attention"
+    return Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
+                 output_name(spec), cache_names(spec) if decode else ())
+
+
+def cache_names(spec: Layer) -> tuple[str, ...]:
+    """present.{i}.key, present.{i}.value per self-attention layer i."""
+    n = spec.layers if isinstance(spec, Transformer) else 1
+    return tuple(f"present.{i}.{kv}" for i in range(n) for kv in ("key", "value"))
+
+
+def decode_inputs(spec: Layer) -> tuple[str, ...]:
+    """A decoding graph's inputs: input_ids (or x), attention_mask, position_ids, then
+    past_key_values.{i}.key, .value per layer (onnxruntime-genai's names). Cross attention
+    takes memory after x (the rows its cache appends: all of them once, then none) and
+    key_lengths last when its mask reads them."""
+    first = "input_ids" if is_lm(spec) else "x"
+    past = tuple(n.replace("present", "past_key_values") for n in cache_names(spec))
+    if isinstance(spec, Attention) and spec.kind == "cross":  # memory rows, and their padding
+        return (first, "memory", "attention_mask", "position_ids", *past,
+                *spec.runtime_inputs)
+    return (first, "attention_mask", "position_ids", *past)
+
+
+def _summary(s: Attention) -> str:
+    return (f"{s.kind}, d_model={s.d_model}, heads={s.heads}, kv_heads={s.kv_heads}, "
+            f"head_dim={s.head_dim}, value_dim={s.value_dim}")
+
+
+def _type_of(name: str, s: Attention, spec: Layer) -> TensorType:
+    if name.startswith("past_key_values."):
+        i = int(name.split(".")[1])
+        a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
+        width = a.head_dim if name.endswith(".key") else a.value_dim
+        rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
+        return T("B", a.kv_heads, rows, width, dtype="float")
+    return {"x": T("B", "L", s.d_model, dtype="float"),
+            "memory": T("B", "S", s.memory_dim, dtype="float"),
+            "key_lengths": T("B", dtype="int64"), "segment_ids": T("B", "L", dtype="int64"),
+            "memory_segment_ids": T("B", "S", dtype="int64"),
+            "input_ids": T("B", "L", dtype="int64"),
+            "attention_mask": T("B", "P + L", dtype="int64"),
+            "position_ids": T("B", "L", dtype="int64")}[name]
+
+
+def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
+    """logits = h @ W^T (W: lm_head, or embed_tokens when tied), then the final softcap."""
+    shape = T("B", "L", t.vocab)
+    weight = "embed_tokens.weight" if t.tied else "lm_head.weight"
+    if t.logit_softcap is None:
+        return b.emit(Op.LINEAR, "logits", (h,), shape, weight=weight, bias=None)
+    raw = b.emit(Op.LINEAR, "lm_logits", (h,), shape, weight=weight, bias=None)
+    return b.emit(Op.SOFTCAP, "logits", (raw,), shape, cap=t.logit_softcap)
+
+
+def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
+           bounded: bool = False) -> str:
+    p = f"layers.{i}."
+    d = T("B", "L", t.d_model)
+    drop = t.dropout or None  # residual dropout on the sublayer's output, training only
+
+    def norm(out: str, arg: str, which: str) -> str:
+        return emit_norm(b, f"{p}{out}", arg, d, t.norm, f"{p}{which}")
+
+    def attn(arg: str) -> str:
+        table = "relative_attention_bias.weight" if t.shared_relative_bias else None
+        return attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
+                          cache=i if pos else None, pos=pos, bounded=bounded)
+
+    def add(out: str, x: str, branch: str) -> str:
+        return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)
+
+    if t.residual == "parallel":  # x + attn(norm1(x)) + ffn(norm2(x)), norm2 = norm1 if shared
+        n1 = norm("attn_in", h, "attn_norm")
+        a = attn(n1)
+        f = _mlp(b, t, p, n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
+        return add("resid2", add("resid1", h, a), f)
+    if t.placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
+        a = norm("attn_out", attn(norm("attn_in", h, "attn_norm")), "post_attn_norm")
+        h = add("resid1", h, a)
+        f = norm("ffn_out", _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
+        return add("resid2", h, f)
+    if t.placement == "pre":
+        h = add("resid1", h, attn(norm("attn_in", h, "attn_norm")))
+        return add("resid2", h, _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")))
+    h = norm("h", add("resid1", h, attn(h)), "attn_norm")
+    return norm("y", add("resid2", h, _mlp(b, t, p, h)), "ffn_norm")
+
+
+def _mlp(b: GraphBuilder, t: Transformer, p: str, x: str) -> str:
+    hidden = T("B", "L", t.ffn.hidden)
+    d = T("B", "L", t.d_model)
+    ffn = t.ffn
+
+    def linear(out: str, arg: str, proj: str, shape: TensorType) -> str:
+        return b.emit(Op.LINEAR, f"{p}{out}", (arg,), shape, weight=f"{p}mlp.{proj}.weight",
+                      bias=f"{p}mlp.{proj}.bias" if ffn.bias else None)
+
+    if ffn.gated:  # down(act(gate(x)) * up(x))
+        g = linear("gate", x, "gate_proj", hidden)
+        u = linear("up", x, "up_proj", hidden)
+        g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind=ffn.activation)
+        m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
+        return linear("mlp_out", m, "down_proj", d)
+    h = linear("fc1", x, "fc1", hidden)
+    h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=ffn.activation)
+    return linear("mlp_out", h, "fc2", d)

@@ -1,0 +1,190 @@
+"""The IR of one attention: projections, heads, positions, caches and the core (scores, biases,
+softcap, mask, softmax), or a kernel's own node (linear, LSH)."""
+
+from __future__ import annotations
+
+import functools
+
+from .. import masks
+from ..shapes import T, TensorType
+from ..spec import (
+    Alibi,
+    Attention,
+    Learned,
+    LinearKernel,
+    LinformerKernel,
+    LshKernel,
+    Norm,
+    RelativeBias,
+    Rope,
+    Sinusoidal,
+)
+from ..weight_table import linformer_weights
+from .graph import GraphBuilder, Op
+
+__all__ = ["absolute", "attention", "norm"]
+
+
+def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str, ...]) -> str:
+    """x plus the sinusoidal or learned table at each token's position (0 .. L-1, or
+    position_ids when decoding)."""
+    if isinstance(s.position, Sinusoidal):
+        return b.emit(Op.ADD_POSITION, "x_pos", (x, *pos), T("B", "L", s.d_model),
+                      kind="sinusoidal")
+    if isinstance(s.position, Learned):
+        return b.emit(Op.ADD_POSITION, "x_pos", (x, *pos), T("B", "L", s.d_model),
+                      kind="learned", weight=f"{prefix}position_embeddings.weight",
+                      max_len=s.position.max_len)
+    return x
+
+
+def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
+               table: str | None = None, cache: int | None = None,
+               pos: tuple[str, ...] = (), bounded: bool = False) -> str:
+    """One attention; `table` names a relative-bias table shared with other layers; `cache`:
+    the layer's index when decoding (keys and values appended to past_key_values.{i}), with
+    `pos` the position_ids input its RoPE reads."""
+    p = prefix
+    n = "S" if s.kind == "cross" else "L"
+
+    def linear(out: str, arg: str, proj: str, width: int, length: str) -> str:
+        return b.emit(Op.LINEAR, f"{p}{out}", (arg,), T("B", length, width),
+                      weight=f"{prefix}{proj}.weight",
+                      bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
+
+    q = linear("q", x, "q_proj", s.heads * s.head_dim, "L")
+    v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
+    q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
+               heads=s.heads, dim=s.head_dim)
+    v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),
+               heads=s.kv_heads, dim=s.value_dim)
+    if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
+        o = _lsh(b, s, p, q, v)
+        return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
+    k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
+    k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
+               heads=s.kv_heads, dim=s.head_dim)
+    if s.qk_norm:
+        q = norm(b, f"{p}q_normed", q, T("B", s.heads, "L", s.head_dim), s.qk_norm,
+                  f"{prefix}q_norm", bias=False)
+        k = norm(b, f"{p}k_normed", k, T("B", s.kv_heads, n, s.head_dim), s.qk_norm,
+                  f"{prefix}k_norm", bias=False)
+    if isinstance(s.position, Rope):
+        r = s.position
+        q = b.emit(Op.ROPE, f"{p}q_rope", (q, *pos), T("B", s.heads, "L", s.head_dim),
+                   theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+        k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
+                   theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+    if cache is not None:  # keys are cached rotated: a step rotates only its own
+        n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
+        keep = masks.reach_back(s.mask) if bounded else None
+        cached = []
+        for name, t, width in (("key", k, s.head_dim), ("value", v, s.value_dim)):
+            shape = T("B", s.kv_heads, n, width)
+            present = f"present.{cache}.{name}"
+            past = f"past_key_values.{cache}.{name}"
+            if keep is None:
+                cached.append(b.emit(Op.CACHE, present, (past, t), shape))
+                continue
+            full = b.emit(Op.CACHE, f"{p}{name}_cache", (past, t), shape)
+            b.emit(Op.TAIL, present, (full,), T("B", s.kv_heads, f"<= {keep}", width),
+                   keep=keep)
+            cached.append(full)
+        k, v = cached
+    if s.variants:  # the core by query length: one branch per variant, projections shared
+        branches, outs = [], []
+        for i, variant in enumerate(s.variants):
+            sub = GraphBuilder(names=b.names)
+            outs.append(_core(sub, variant.attention, f"{p}variant{i}.", prefix, q, k, v, n,
+                              table, cache))
+            branches.append(tuple(sub.nodes))
+        o = b.emit(Op.SWITCH, f"{p}merged", (q, k, v), T("B", "L", s.heads * s.value_dim),
+                   up_to=tuple(v.up_to for v in s.variants[:-1]), branches=tuple(branches),
+                   outputs=tuple(outs))
+    else:
+        o = _core(b, s, p, prefix, q, k, v, n, table, cache)
+    if s.out_proj:
+        o = linear("out", o, "o_proj", s.d_model, "L")
+    return o
+
+
+def _lsh(b: GraphBuilder, s: Attention, p: str, q: str, v: str) -> str:
+    """Reformer's LSH attention on the shared query/key heads: `keys` is the mask's padding
+    part (the keys it shows), `causal` whether it is causal too."""
+    kernel = s.kernel
+    pads = [m for m in masks.primitives(s.mask) if isinstance(m, masks.Padding)]
+    keys = functools.reduce(masks.And, pads) if pads else masks.Full()
+    causal = any(isinstance(m, masks.Causal) for m in masks.primitives(s.mask))
+    o = b.emit(Op.LSH_ATTENTION, f"{p}attn", (q, v, *s.runtime_inputs),
+               T("B", s.heads, "L", s.value_dim), buckets=kernel.buckets,
+               rounds=kernel.rounds, chunk=kernel.chunk, seed=kernel.seed, scale=s.scale,
+               causal=causal, keys=keys)
+    return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", s.heads * s.value_dim))
+
+
+def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v: str, n: str,
+          table: str | None, cache: int | None) -> str:
+    """The attention core from q, k, v heads to merged heads (B, L, heads * value_dim); `p`
+    prefixes its value names, `prefix` its weights'."""
+    linformer = s.kernel if isinstance(s.kernel, LinformerKernel) else None
+    if linformer is not None:  # k rows, each a mix of the (kept) keys; values likewise
+        e, f = linformer_weights(s, prefix)
+
+        def rows(name: str, t: str, width: int, weight: str) -> str:
+            return b.emit(Op.SEQ_PROJECT, f"{p}{name}_rows", (t, *s.runtime_inputs),
+                          T("B", s.kv_heads, linformer.k, width), weight=weight,
+                          max_len=linformer.max_len, expr=s.mask)
+
+        k, v = rows("k", k, s.head_dim, e), rows("v", v, s.value_dim, f)
+        n = linformer.k
+    keys = k  # the keys the scores read, before any repeat over query groups
+    if s.groups > 1:
+        k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), T("B", s.heads, n, s.head_dim),
+                   groups=s.groups)
+        v = b.emit(Op.REPEAT_KV, f"{p}v_rep", (v,), T("B", s.heads, n, s.value_dim),
+                   groups=s.groups)
+    heads_out = T("B", s.heads, "L", s.value_dim)
+    if isinstance(s.kernel, LinearKernel):
+        o = b.emit(Op.LINEAR_ATTENTION, f"{p}attn", (q, k, v), heads_out,
+                   feature=s.kernel.feature, causal=s.mask == masks.Causal())
+    else:
+        sc = b.emit(Op.SCORES, f"{p}scores", (q, k), T("B", s.heads, "L", n), scale=s.scale)
+        if isinstance(s.position, Alibi):
+            a = s.position  # slopes x factor: `scaled` multiplies them by the score scale
+            sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), T("B", s.heads, "L", n),
+                        kind="alibi", slopes=a.slopes, max_bias=a.max_bias,
+                        factor=s.scale if a.scaled else 1.0, rounding=a.rounding)
+        elif isinstance(s.position, RelativeBias):
+            r = s.position
+            sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), T("B", s.heads, "L", n),
+                        kind="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
+                        bidirectional=r.bidirectional,
+                        weight=table or f"{prefix}relative_attention_bias.weight")
+        if s.softcap is not None:
+            sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), T("B", s.heads, "L", n),
+                        cap=s.softcap)
+        seen: tuple[str, ...] = ()  # Linformer: none, the mask dropped keys before the rows
+        if linformer is None:
+            # decoding: the mask reads the keys' count too (a bounded cache holds the last
+            # ones); cross attention's keys are the cached memory rows, read by index alone
+            runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
+            if cache is not None and s.kind == "cross":
+                runtime, memory = (keys, *runtime), True
+            elif cache is not None:
+                runtime, expr = ("attention_mask", keys), masks.real_keys(s.mask)
+            batched = runtime if memory is None else s.runtime_inputs
+            seen = (b.emit(Op.MASK, f"{p}mask", runtime,
+                           T(*("B",) * bool(batched), "L", n, dtype="bool"), expr=expr,
+                           sparsity=s.sparsity, memory=memory),)
+        pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, *seen), T("B", s.heads, "L", n),
+                    dropout=s.dropout)
+        o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
+    return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", s.heads * s.value_dim))
+
+
+def norm(b: GraphBuilder, out: str, arg: str, shape: TensorType, norm: Norm, module: str,
+          bias: bool | None = None) -> str:
+    """A norm node; LayerNorm has a bias unless `bias` says otherwise (q/k norms)."""
+    return b.emit(Op.NORM, out, (arg,), shape, kind=norm.kind, eps=norm.eps,
+                  unit_offset=norm.unit_offset, module=module,
+                  bias=norm.kind == "layernorm" if bias is None else bias)

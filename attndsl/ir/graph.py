@@ -1,0 +1,132 @@
+"""The graph IR's types: ops, nodes (each value typed), the graph, and the builder that
+appends nodes in execution order."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import masks
+from ..shapes import TensorType
+from ..weight_table import Weight
+
+__all__ = ["Graph", "GraphBuilder", "Node", "Op", "all_nodes"]
+
+
+class Op(enum.Enum):
+    INPUT = "input"
+    ADD_POSITION = "add_position"  # sinusoidal table or learned embedding, added to x
+    LINEAR = "linear"  # x @ W^T (+ b)
+    SPLIT_HEADS = "split_heads"  # (B, n, h*d) -> (B, h, n, d)
+    NORM = "norm"  # rmsnorm | layernorm over the last axis
+    ROPE = "rope"
+    REPEAT_KV = "repeat_kv"  # (B, Hkv, S, d) -> (B, H, S, d): head h reads kv h // groups
+    SCORES = "scores"  # scale * q @ k^T
+    SCORE_BIAS = "score_bias"  # + alibi | relative_bias
+    SOFTCAP = "softcap"
+    MASK = "mask"  # boolean visibility from index ranges (and runtime inputs)
+    SOFTMAX = "masked_softmax"  # rows with no visible key -> zeros
+    ATTEND = "attend"  # p @ v
+    LINEAR_ATTENTION = "linear_attention"
+    MERGE_HEADS = "merge_heads"  # (B, H, L, dv) -> (B, L, H*dv)
+    ATTENTION = "attention"  # planned core: q, k, v (+ runtime inputs) -> (B, L, H*dv)
+    ACTIVATION = "activation"
+    MUL = "mul"
+    ADD = "add"  # a + b (a residual: dropout on b in training)
+    EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
+    CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
+    TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
+    SWITCH = "switch"  # by_length: the branch whose up_to first holds L (the last: longer L)
+    SEQ_PROJECT = "seq_project"  # Linformer: E[:, :n] @ keys (masked keys zeroed) -> k rows
+    LSH_ATTENTION = "lsh_attention"  # Reformer: shared-QK heads hashed, sorted, chunked
+
+
+@dataclass(frozen=True)
+class Node:
+    op: Op
+    out: str
+    args: tuple[str, ...]
+    attrs: tuple[tuple[str, Any], ...]
+    shape: TensorType
+
+    def attr(self, key: str) -> Any:
+        return dict(self.attrs)[key]
+
+    def text(self) -> str:
+        def fmt(v: Any) -> str:
+            if isinstance(v, float):
+                return repr(round(v, 9))
+            if isinstance(v, masks.MaskNode):
+                return masks.render(v)
+            return str(v)
+
+        args = ", ".join(f"%{a}" for a in self.args)
+        hidden = ("branches", "outputs") if self.op is Op.SWITCH else ()
+        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs
+                         if v is not None and k not in hidden)
+        head = f"%{self.out} = {self.op.value}"
+        body = " ".join(p for p in (args, attrs) if p)
+        text = f"{head} {body}".rstrip() + f" : {self.shape}"
+        if self.op is not Op.SWITCH:
+            return text
+        lines = [text]
+        bounds = [f"L <= {n}" for n in self.attr("up_to")] + ["otherwise"]
+        for bound, nodes, out in zip(bounds, self.attr("branches"), self.attr("outputs"),
+                                     strict=True):
+            lines.append(f"    {bound}: %{out}")
+            lines += [f"      {n.text()}" for n in nodes]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    kind: str  # attention | transformer
+    summary: str
+    nodes: tuple[Node, ...]
+    output: str
+    # every tensor the nodes read, in the order a seeded module draws them (nn.Module order)
+    weights: tuple[Weight, ...] = ()
+    output_name: str = "y"  # logits for a language model
+    # a decoding graph's cache outputs (present.{i}.key, .value), values of the same names
+    presents: tuple[str, ...] = ()
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(n.out for n in self.nodes if n.op is Op.INPUT)
+
+    @property
+    def decoding(self) -> bool:
+        return bool(self.presents)
+
+    def text(self) -> str:
+        lines = [f"{self.kind} {self.name}: {self.summary}"]
+        lines += [f"  {n.text()}" for n in self.nodes]
+        lines.append(f"  output {self.output_name} = %{self.output}")
+        lines += [f"  output {p} = %{p}" for p in self.presents]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class GraphBuilder:
+    nodes: list[Node] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+
+    def emit(self, op: Op, out: str, args: tuple[str, ...], shape: TensorType,
+             **attrs: Any) -> str:
+        if out in self.names:
+            raise AssertionError(f"IR value %{out} defined twice")
+        self.names.add(out)
+        self.nodes.append(Node(op, out, args, tuple(attrs.items()), shape))
+        return out
+
+
+def all_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
+    """The nodes, each switch followed by the nodes of its branches."""
+    for n in nodes:
+        yield n
+        if n.op is Op.SWITCH:
+            for branch in n.attr("branches"):
+                yield from all_nodes(branch)

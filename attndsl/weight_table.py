@@ -1,0 +1,154 @@
+"""The weight table of a layer: every tensor its graph reads (state-dict name as in
+docs/LANGUAGE.md, Weights; shape; how a seed draws it), in the order a seeded module draws
+them, and the parameter count computed from it without expanding a stack."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .spec import (
+    Attention,
+    Learned,
+    LinformerKernel,
+    LshKernel,
+    Norm,
+    RelativeBias,
+    Transformer,
+)
+
+__all__ = ["Weight", "linformer_weights", "parameter_count", "weight_table"]
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A tensor of the layer: its state-dict name, shape, and how a seeded module draws it."""
+
+    name: str
+    shape: tuple[int, ...]
+    # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
+    # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (Linformer's
+    # E and F: uniform in +-1/sqrt(k))
+    init: str
+    fan_in: int = 0  # of a linear weight or bias
+
+
+
+def parameter_count(spec: Attention | Transformer) -> int:
+    """How many numbers the layer's weights hold, counted without expanding a stack: block i
+    holds what block i % P holds (P the pattern's length), so the weight table of the first
+    min(layers, P) blocks gives every block's count."""
+    if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions):
+        return sum(math.prod(w.shape) for w in weight_table(spec))
+    period = len(spec.attentions)
+    block = [0] * period
+    top = 0
+    for w in weight_table(replace(spec, layers=period)):
+        index = w.name.split(".")[1] if w.name.startswith("layers.") else None
+        if index is None:
+            top += math.prod(w.shape)
+        else:
+            block[int(index)] += math.prod(w.shape)
+    full, rest = divmod(spec.layers, period)
+    return top + full * sum(block) + sum(block[:rest])
+
+
+def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
+    """The layer's tensors, in the order its torch module has always drawn them from a seed:
+    per attention q, k, v, o projections (weight, then bias), q/k norms, the T5 table; a stack
+    draws its learned positions and shared T5 table first, then per block the attention, its
+    norms (`_block_norms`) and the MLP, then the final norm. Names are the nodes' weight
+    names."""
+    out: list[Weight] = []
+
+    def linear(name: str, rows: int, cols: int, bias: bool) -> None:
+        out.append(Weight(f"{name}.weight", (rows, cols), "linear", cols))
+        if bias:
+            out.append(Weight(f"{name}.bias", (rows,), "linear_bias", cols))
+
+    def norm(name: str, width: int, kind: Norm, bias: bool) -> None:
+        init = "norm_offset" if kind.unit_offset else "norm_weight"
+        out.append(Weight(f"{name}.weight", (width,), init))
+        if bias:
+            out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
+
+    def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
+        linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, "q" in s.bias)
+        if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
+            linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
+        linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
+        if s.out_proj:
+            linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
+        if s.qk_norm:
+            norm(f"{p}q_norm", s.head_dim, s.qk_norm, False)
+            norm(f"{p}k_norm", s.head_dim, s.qk_norm, False)
+        if isinstance(s.position, RelativeBias) and table:
+            out.append(Weight(f"{p}relative_attention_bias.weight",
+                              (s.position.buckets, s.heads), "embedding"))
+        if absolute and isinstance(s.position, Learned):
+            out.append(Weight(f"{p}position_embeddings.weight", (s.position.max_len, s.d_model),
+                              "embedding"))
+        for c in s.cores:  # a by_length attention: its one Linformer variant's
+            if isinstance(c.kernel, LinformerKernel) and (c.kernel.share != "layerwise" or
+                                                          isinstance(spec, Attention)):
+                for name in dict.fromkeys(linformer_weights(c, p)):  # E = F: once
+                    out.append(Weight(name, _linformer_shape(c), "sequence", c.kernel.k))
+
+    if isinstance(spec, Attention):
+        attention(spec, "", True)
+        return tuple(out)
+    a, d, ffn = spec.attention, spec.d_model, spec.ffn
+    if spec.vocab is not None:
+        out.append(Weight("embed_tokens.weight", (spec.vocab, d), "embedding"))
+    if isinstance(a.position, Learned):
+        out.append(Weight("position_embeddings.weight", (a.position.max_len, d), "embedding"))
+    if spec.shared_relative_bias:
+        out.append(Weight("relative_attention_bias.weight", (a.position.buckets, a.heads),
+                          "embedding"))
+    shared = next((c for c in a.cores if isinstance(c.kernel, LinformerKernel)
+                   and c.kernel.share == "layerwise"), None)
+    if shared is not None:
+        out.append(Weight(linformer_weights(shared, "")[0], _linformer_shape(shared),
+                          "sequence", shared.kernel.k))
+    layernorm = spec.norm.kind == "layernorm"
+    for i in range(spec.layers):
+        p = f"layers.{i}."
+        attention(spec.layer_attention(i), f"{p}self_attn.", False,
+                  table=not spec.shared_relative_bias)
+        for which in _block_norms(spec):
+            norm(f"{p}{which}", d, spec.norm, layernorm)
+        if ffn.gated:
+            linear(f"{p}mlp.gate_proj", ffn.hidden, d, ffn.bias)
+            linear(f"{p}mlp.up_proj", ffn.hidden, d, ffn.bias)
+            linear(f"{p}mlp.down_proj", d, ffn.hidden, ffn.bias)
+        else:
+            linear(f"{p}mlp.fc1", ffn.hidden, d, ffn.bias)
+            linear(f"{p}mlp.fc2", d, ffn.hidden, ffn.bias)
+    if spec.placement != "post":
+        norm("norm", d, spec.norm, layernorm)
+    if spec.vocab is not None and not spec.tied:
+        linear("lm_head", spec.vocab, d, False)
+    return tuple(out)
+
+
+def linformer_weights(s: Attention, prefix: str) -> tuple[str, str]:
+    """The E and F tensors of a Linformer attention (the same name twice when shared)."""
+    share = s.kernel.share
+    if share == "layerwise":
+        return ("linformer_e.weight",) * 2
+    e = f"{prefix}linformer_e.weight"
+    return (e, e) if share == "kv" else (e, f"{prefix}linformer_f.weight")
+
+
+def _linformer_shape(s: Attention) -> tuple[int, ...]:
+    """[kv_heads, k, max_len] per kv head (share = none), else [k, max_len]."""
+    kernel = s.kernel
+    rows = (kernel.k, kernel.max_len)
+    return (s.kv_heads, *rows) if kernel.share == "none" else rows
+
+
+def _block_norms(t: Transformer) -> tuple[str, ...]:
+    """A block's norms, in weight-table order."""
+    if t.placement == "sandwich":
+        return ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")
+    return ("attn_norm",) if t.shared_norm else ("attn_norm", "ffn_norm")
