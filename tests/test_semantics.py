@@ -11,7 +11,7 @@ import torch
 
 import attndsl
 from attndsl import masks as m
-from attndsl.backends import reference
+from attndsl.backends import reference, reference_masks
 from attndsl.positions import alibi_slopes, t5_bucket_float32
 
 
@@ -154,7 +154,7 @@ def test_positions_within_documents_in_every_backend() -> None:
                 want[b, q, k] = (segments[b, q] == segments[b, k]
                                  and ((kd < 3 and qd < 3) or kd <= qd) and qd - kd <= 4)
     assert pos[0, 12] == 0 and pos[2, 2] == 0  # a returning id starts a new document
-    got = reference._mask_of(mask, B, L, L, None, segments)
+    got = reference_masks.mask_of(mask, B, L, L, None, segments)
     assert np.array_equal(np.broadcast_to(got, (B, L, L)), want)
     layer = attndsl.loads(f"attention a {{\n d_model = 16\n heads = 2\n mask = {text}\n}}")["a"]
     module = layer.to_torch(seed=1)
@@ -191,7 +191,7 @@ def test_cross_attention_documents_read_the_memory_rows_ids() -> None:
     lengths = np.array([9, 4])
     want = np.array([[[text[b, q] == rows[b, k] and k < lengths[b] for k in range(9)]
                       for q in range(7)] for b in range(2)])
-    got = reference._mask_of(layer.spec.mask, 2, 7, 9, lengths, text, rows)
+    got = reference_masks.mask_of(layer.spec.mask, 2, 7, 9, lengths, text, rows)
     assert np.array_equal(np.broadcast_to(got, want.shape), want)
     module = layer.to_torch(seed=2)
     w = {k: v.double().numpy() for k, v in module.state_dict().items()}
@@ -457,3 +457,24 @@ def test_linformer_with_identity_projections_is_softmax_attention(tmp_path) -> N
             linformer.onnx_bytes(target=target, weights=path)), {"x": x})
     for name, y in got.items():
         np.testing.assert_allclose(y, want, atol=1e-5, err_msg=name)
+
+
+def test_the_reference_shares_no_helper_with_the_backends() -> None:
+    """The oracle (backends/reference*.py) imports from attndsl only the IR's node types and
+    the mask node classes, and calls no function of `attndsl.masks` (whose `visible` the other
+    backends run): a mistake in shared code cannot hide from it."""
+    import ast as pyast
+
+    from .conftest import ROOT
+
+    for path in sorted((ROOT / "attndsl" / "backends").glob("reference*.py")):
+        tree = pyast.parse(path.read_text())
+        for node in pyast.walk(tree):
+            if isinstance(node, pyast.ImportFrom) and node.level:
+                assert node.module in ("ir", "masks", None) or \
+                    node.module.startswith("reference"), f"{path.name} imports {node.module}"
+                if node.module is None:
+                    assert [a.name for a in node.names] == ["masks"], path.name
+            if isinstance(node, pyast.Attribute) and isinstance(node.value, pyast.Name) \
+                    and node.value.id == "m":
+                assert node.attr[0].isupper(), f"{path.name} calls masks.{node.attr}"

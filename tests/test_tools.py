@@ -179,3 +179,12 @@ def test_run_and_triton_work_on_every_example(path: Path, name: str, tmp_path: P
     saved = np.load(tmp_path / "y.npz")
     y = saved["logits" if "logits" in saved.files else "y"]
     assert y.shape[:2] == (2, 9) and np.isfinite(y).all()
+
+
+def test_no_module_is_over_400_lines() -> None:
+    """docs/ARCHITECTURE.md's promise: a module does one thing and stays readable."""
+    from .conftest import ROOT
+
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "attndsl").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long

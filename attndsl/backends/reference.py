@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 import ml_dtypes
 import numpy as np
 
-from .. import masks as m
 from ..ir import Graph, Node, Op
+from .reference_kernels import linear_attention, lsh_attention
+from .reference_masks import mask_of, visible
 
 __all__ = ["run"]
 
@@ -231,117 +232,7 @@ def _softcap(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.MASK)
 def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return _visible(node, env)
-
-
-def _visible(node: Node, env: Env) -> np.ndarray:
-    # L and S come from the graph's inputs; runtime masks carry their own.
-    x = env["x"]
-    L = x.shape[1]
-    S = env["memory"].shape[1] if "memory" in env else L
-    B = x.shape[0]
-    seen = _mask_of(node.attr("expr"), B, L, S, env.get("key_lengths"), env.get("segment_ids"),
-                    env.get("memory_segment_ids"))
-    return np.broadcast_to(seen, (B, L, S))
-
-
-def _mask_of(mask: m.Mask, B: int, L: int, S: int, key_lengths: np.ndarray | None,
-             segment_ids: np.ndarray | None,
-             memory_segment_ids: np.ndarray | None = None) -> np.ndarray:
-    """Visibility (B, L, S) of a mask expression, read from the language reference's table."""
-    q = np.arange(L)[None, :, None]  # (1, L, 1)
-    k = np.arange(S)[None, None, :]  # (1, 1, S)
-
-    def walk(e: m.Mask) -> np.ndarray:
-        match e:
-            case m.Full():
-                return np.ones((1, L, S), bool)
-            case m.Causal(align="top_left"):
-                return k <= q
-            case m.Causal():
-                return k <= q + (S - L)
-            case m.Window(a, c, align):
-                shift = S - L if align == "bottom_right" else 0
-                return (q + shift - a <= k) & (k <= q + shift + c)
-            case m.Dilated(a, c, d):
-                return (q - a <= k) & (k <= q + c) & ((q - k) % d == 0)
-            case m.Chunked(n):
-                return q // n == k // n
-            case m.Strided(n):
-                return (q - k) % n == 0
-            case m.Global(first, tokens):
-                special = np.zeros(max(L, S), bool)
-                special[: min(first, len(special))] = True
-                special[[t for t in tokens if t < len(special)]] = True
-                return special[:L][None, :, None] | special[:S][None, None, :]
-            case m.Prefix(n):
-                return np.broadcast_to(k < n, (1, L, S))
-            case m.Random(r, n, seed):
-                return _random_blocks(r, n, seed, L, S)[None]
-            case m.Padding(side):
-                n = np.asarray(key_lengths)[:, None, None]
-                return k >= S - n if side == "left" else k < n
-            case m.Document():  # a cross attention's keys: the memory rows' own ids
-                ids = np.asarray(segment_ids)
-                keys = ids if memory_segment_ids is None else np.asarray(memory_segment_ids)
-                return ids[:, :, None] == keys[:, None, :]
-            case m.Compare(op, a, c):
-                compare = {"<": np.less, "<=": np.less_equal, "==": np.equal,
-                           "!=": np.not_equal, ">=": np.greater_equal, ">": np.greater}[op]
-                docs = _document_positions(segment_ids) if segment_ids is not None else None
-                seen = compare(_index(a, q, k, docs), _index(c, q, k, docs))
-                return np.broadcast_to(seen, (seen.shape[0], L, S))
-            case m.And(a, c):
-                return walk(a) & walk(c)
-            case m.Or(a, c):
-                return walk(a) | walk(c)
-            case m.Not(a):
-                return ~walk(a)
-        raise AssertionError(f"unknown mask {e!r}")
-
-    return walk(mask)
-
-
-def _index(e: m.Index, q: np.ndarray, k: np.ndarray, docs: np.ndarray | None) -> np.ndarray:
-    """An index expression of q and k (and their positions within documents, `docs` [B, L]),
-    in int64 with floor division and modulo."""
-    if e.op in ("q", "k"):
-        return q if e.op == "q" else k
-    if e.op in ("qd", "kd"):  # (B, L, 1) or (B, 1, S)
-        return docs[:, q[0]] if e.op == "qd" else docs[:, k[0]]
-    if e.op == "const":
-        return np.int64(e.value)
-    args = [_index(x, q, k, docs) for x in e.args]
-    ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide,
-           "%": np.mod, "abs": np.abs, "min": np.minimum, "max": np.maximum}
-    return ops[e.op](*args)
-
-
-def _document_positions(segment_ids: np.ndarray) -> np.ndarray:
-    """[B, L]: how many tokens of its document (its run of equal consecutive ids) come
-    before each token."""
-    out = np.zeros(segment_ids.shape, np.int64)
-    for b, row in enumerate(segment_ids):
-        for i in range(1, len(row)):
-            out[b, i] = out[b, i - 1] + 1 if row[i] == row[i - 1] else 0
-    return out
-
-
-def _random_blocks(r: int, n: int, seed: int, L: int, S: int) -> np.ndarray:
-    """(L, S): key k visible from q when k's block is one of the r blocks drawn for q's block,
-    drawn with Python integers exactly as the language reference writes the hash."""
-    P, M = 2147483647, 48271
-    key_blocks = -(-S // n)
-    seen = np.zeros((L, S), bool)
-    for i in range(-(-L // n)):
-        for j in range(r):
-            h = ((seed % P) * M + i + 1) % P
-            h = (h * M + j + 1) % P
-            h = h * M % P
-            h = h * M % P
-            block = h % key_blocks
-            seen[i * n:(i + 1) * n, block * n:(block + 1) * n] = True
-    return seen
+    return visible(node, env)
 
 
 @impl(Op.SOFTMAX)
@@ -372,7 +263,7 @@ def _seq_project(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
     if n > node.attr("max_len"):
         raise ValueError(f"{n} keys exceed Linformer's max_len ({node.attr('max_len')})")
     e = w[node.attr("weight")][..., :n]  # (k, n) or (h, k, n)
-    kept = _mask_of(node.attr("expr"), B, 1, n, env.get("key_lengths"), None)  # (B|1, 1, n)
+    kept = mask_of(node.attr("expr"), B, 1, n, env.get("key_lengths"), None)  # (B|1, 1, n)
     kept = np.broadcast_to(kept, (B, 1, n))[:, :, :, None]  # (B, 1, n, 1): over heads
     return e @ np.where(kept, t, 0.0)
 
@@ -392,103 +283,8 @@ def _attend(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) @ _arg(node, env, 1)
 
 
-def _feature(x: np.ndarray, kind: str) -> np.ndarray:
-    if kind == "elu":
-        return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
-    if kind == "relu":
-        return np.maximum(x, 0.0)
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-@impl(Op.LINEAR_ATTENTION)
-def _linear_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    q, k, v = (_arg(node, env, i) for i in range(3))
-    fq, fk = _feature(q, node.attr("feature")), _feature(k, node.attr("feature"))
-    B, H, L, _ = q.shape
-    out = np.zeros((B, H, L, v.shape[-1]))
-    # the sums over the keys query t sees: all of them, or (causal) keys 0..t, kept running
-    kv = np.zeros((B, H, fk.shape[-1], v.shape[-1]))  # sum of phi(k_s) v_s^T
-    z = np.zeros((B, H, fk.shape[-1]))  # sum of phi(k_s)
-    if not node.attr("causal"):
-        kv, z = np.einsum("bhsd,bhse->bhde", fk, v), fk.sum(2)
-    for t in range(L):
-        if node.attr("causal") and t < k.shape[2]:
-            kv += np.einsum("bhd,bhe->bhde", fk[:, :, t], v[:, :, t])
-            z += fk[:, :, t]
-        num = np.einsum("bhd,bhde->bhe", fq[:, :, t], kv)
-        den = np.einsum("bhd,bhd->bh", fq[:, :, t], z)
-        out[:, :, t] = num / np.maximum(den, 1e-6)[..., None]
-    return out
-
-
-def _lsh_rotations(seed: int, heads: int, d: int, rounds: int, half: int) -> np.ndarray:
-    """[heads, d, rounds, half] standard normals, Box-Muller over the Park-Miller stream, as
-    the language reference writes the draw."""
-    P, M = 2147483647, 48271
-    state = seed % (P - 1) + 1
-    values = []
-    while len(values) < heads * d * rounds * half:
-        state = state * M % P
-        u1 = state / P
-        state = state * M % P
-        u2 = state / P
-        radius = math.sqrt(-2.0 * math.log(u1))
-        values += [radius * math.cos(2.0 * math.pi * u2), radius * math.sin(2.0 * math.pi * u2)]
-    n = heads * d * rounds * half
-    return np.array(values[:n], np.float32).astype(np.float64).reshape(heads, d, rounds, half)
-
-
-@impl(Op.LSH_ATTENTION)
-def _lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Reformer's LSH attention, step by step as docs/LANGUAGE.md (Kernels) says, one query
-    slot at a time."""
-    x, v = _arg(node, env, 0), _arg(node, env, 1)  # (B, H, L, d), (B, H, L, dv)
-    B, H, L, d = x.shape
-    n_buckets, rounds, c = node.attr("buckets"), node.attr("rounds"), node.attr("chunk")
-    scale, causal = node.attr("scale"), node.attr("causal")
-    R = _lsh_rotations(node.attr("seed"), H, d, rounds, n_buckets // 2)
-    shown = np.broadcast_to(_mask_of(node.attr("keys"), B, 1, L, env.get("key_lengths"),
-                                     None)[:, 0], (B, L))
-    Lp = -(-L // c) * c
-    out = np.zeros((B, H, L, v.shape[-1]))
-    for b in range(B):
-        for h in range(H):
-            xs = x[b, h]
-            keys = xs / np.sqrt((xs**2).mean(-1, keepdims=True) + 1e-6)
-            slots: list[int] = []  # every round's order, end to end; a slot holds a token
-            for r in range(rounds):
-                bucket = [n_buckets] * Lp  # empty slots and hidden keys: the extra bucket
-                for i in range(L):
-                    if shown[b, i]:
-                        rotated = xs[i] @ R[h, :, r]
-                        bucket[i] = int(np.argmax(np.concatenate([rotated, -rotated])))
-                slots += sorted(range(Lp), key=lambda i: (bucket[i], i))
-            chunks = len(slots) // c
-            o_r = np.zeros((L, rounds, v.shape[-1]))
-            lse_r = np.zeros((L, rounds))
-            seen = np.concatenate([shown[b], np.zeros(Lp - L, bool)])  # empty slots hidden
-            keys_ = np.concatenate([keys, np.zeros((Lp - L, d))])
-            values = np.concatenate([v[b, h], np.zeros((Lp - L, v.shape[-1]))])
-            for at, i in enumerate(slots):
-                if i >= L:
-                    continue
-                j = at // c
-                window = slots[j * c:(j + 1) * c]
-                if Lp > c:  # with the previous chunk, cyclically
-                    window = slots[(j - 1) % chunks * c:((j - 1) % chunks + 1) * c] + window
-                t = np.array(window)
-                s = scale * (keys_[t] @ xs[i])
-                s[~seen[t] | ((t > i) if causal else False)] = -1e9
-                s[t == i] = -1e5
-                top = s.max()
-                e = np.exp(s - top)
-                o_r[i, at // Lp] = (e / e.sum()) @ values[t]
-                lse_r[i, at // Lp] = top + math.log(e.sum())
-            weight = np.exp(lse_r - lse_r.max(1, keepdims=True))
-            weight /= weight.sum(1, keepdims=True)
-            out[b, h] = (o_r * weight[..., None]).sum(1)
-    return out
+impl(Op.LINEAR_ATTENTION)(linear_attention)
+impl(Op.LSH_ATTENTION)(lsh_attention)
 
 
 @impl(Op.MERGE_HEADS)
@@ -536,8 +332,8 @@ def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     cap = node.attr("softcap")
     if cap:
         s = cap * np.tanh(s / cap)
-    visible = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("strategy") == "linformer"
-               else _visible(node, env))  # Linformer: k projected rows, the mask applied
-    o = _masked_softmax(s, visible) @ v  # (B, H, L, dv)
+    seen = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("strategy") == "linformer"
+            else visible(node, env))  # Linformer: k projected rows, the mask applied
+    o = _masked_softmax(s, seen) @ v  # (B, H, L, dv)
     B, H, L, dv = o.shape
     return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

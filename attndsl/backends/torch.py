@@ -25,6 +25,8 @@ from ..positions import alibi_slopes, t5_bucket_float32
 from ..spec import RUNTIME_INPUTS, Attention, LshKernel, Transformer, attentions_of
 from . import formulas
 from .inputs import named_inputs
+from .torch_arrays import TorchArrays
+from .torch_masks import kept_keys, lengths, memory_visible, visible
 
 __all__ = ["GraphModule", "TorchArrays", "build_module", "export_program", "seeded_module"]
 
@@ -113,148 +115,8 @@ def seeded_module(spec: Attention | Transformer, seed: int, decode: bool = False
     return module.eval()
 
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-           "int64": torch.int64, "bool": torch.bool}
-_NAMES = {v: k for k, v in _DTYPES.items()}
-
-
-class TorchArrays:
-    """The array namespace of `backends.formulas` over eager torch tensors on `device`."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def asarray(self, values, dtype: str) -> Tensor:
-        return torch.tensor(values, dtype=_DTYPES[dtype], device=self.device)
-
-    @staticmethod
-    def astype(x: Tensor, dtype: str) -> Tensor:
-        return x.to(_DTYPES[dtype])
-
-    @staticmethod
-    def dtype(x: Tensor) -> str:
-        return _NAMES[x.dtype]
-
-    abs, log, cos, sin, tanh = (staticmethod(f) for f in (torch.abs, torch.log, torch.cos,
-                                                          torch.sin, torch.tanh))
-    sqrt, sigmoid, relu = (staticmethod(f) for f in (torch.sqrt, torch.sigmoid, torch.relu))
-    where, minimum, matmul = (staticmethod(f) for f in (torch.where, torch.minimum,
-                                                         torch.matmul))
-
-    @staticmethod
-    def maximum(x: Tensor, y: Tensor | float) -> Tensor:
-        return torch.maximum(x, torch.as_tensor(y, dtype=x.dtype, device=x.device))
-
-    @staticmethod
-    def elu(x: Tensor, alpha: float) -> Tensor:
-        return F.elu(x, alpha)
-
-    @staticmethod
-    def gelu(x: Tensor, approximate: str) -> Tensor:
-        return F.gelu(x, approximate=approximate)
-
-    @staticmethod
-    def softmax(x: Tensor, axis: int) -> Tensor:
-        return torch.softmax(x, dim=axis)
-
-    @staticmethod
-    def swap_last(x: Tensor) -> Tensor:
-        return x.transpose(-1, -2)
-
-    @staticmethod
-    def concat(xs: list[Tensor], axis: int) -> Tensor:
-        return torch.cat(xs, dim=axis)
-
-    @staticmethod
-    def interleave(x: Tensor, y: Tensor) -> Tensor:
-        return torch.stack([x, y], dim=-1).flatten(-2)
-
-    @staticmethod
-    def mean(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
-        return x.mean(dim=axis, keepdim=keepdims)
-
-    @staticmethod
-    def sum(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
-        return x.sum(dim=axis, keepdim=keepdims)
-
-    @staticmethod
-    def amax(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
-        return x.amax(dim=axis, keepdim=keepdims)
-
-    @staticmethod
-    def layer_norm(x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Tensor:
-        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
-
-    exp, argmax = staticmethod(torch.exp), staticmethod(torch.argmax)
-
-    @staticmethod
-    def shape(x: Tensor, axis: int) -> int:
-        return x.shape[axis]
-
-    @staticmethod
-    def reshape(x: Tensor, dims: list) -> Tensor:
-        return x.reshape(dims)
-
-    def arange(self, n: int) -> Tensor:
-        return torch.arange(n, device=self.device)
-
-    @staticmethod
-    def pad(x: Tensor, axis: int, n: int) -> Tensor:
-        """n zeros after the end of `axis`."""
-        after = x.dim() - axis % x.dim() - 1
-        return F.pad(x, (0, 0) * after + (0, n))
-
-    @staticmethod
-    def slice(x: Tensor, axis: int, start: int, stop: int | None) -> Tensor:
-        return x[(slice(None),) * (axis % x.dim()) + (slice(start, stop),)]
-
-    @staticmethod
-    def take(x: Tensor, indices: Tensor, axis: int) -> Tensor:
-        """NumPy's take: index_select for a vector of indices (torch.export keeps a dynamic
-        length through it), rows of axis 0 for any other."""
-        if indices.dim() == 1:
-            return x.index_select(axis, indices)
-        if axis != 0:
-            raise NotImplementedError("take of an index array along axis > 0")
-        return x[indices]
-
-    @staticmethod
-    def int_max(a: int, b: int) -> int:
-        return torch.sym_max(a, b)  # a length: no guard on which is larger
-
-    @staticmethod
-    def cumsum(x: Tensor, axis: int) -> Tensor:
-        return torch.cumsum(x, dim=axis)
-
-    @staticmethod
-    def take_along(x: Tensor, indices: Tensor, axis: int) -> Tensor:
-        return torch.gather(x, axis, indices)
-
-    @staticmethod
-    def sort(x: Tensor) -> tuple[Tensor, Tensor]:
-        values, indices = torch.sort(x, dim=-1)
-        return values, indices
-
-
 def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
     return env[node.args[i]]
-
-
-def _lengths(env: Env, keys: int | None = None) -> tuple[Tensor, Tensor]:
-    """Query and key indices, (L, 1) and (1, S), from the graph's inputs. When decoding, the L
-    new queries come after the P cached keys: queries P .. P+L-1 of keys 0 .. P+L-1, or of
-    the last `keys` of them (a bounded cache)."""
-    x = env["x"]
-    L = x.shape[1]
-    if "attention_mask" in env:
-        S = env["attention_mask"].shape[1]
-        qi = torch.arange(S - L, S, device=x.device).unsqueeze(1)
-        first = S if keys is None else keys
-        return qi, torch.arange(S - first, S, device=x.device).unsqueeze(0)
-    S = env["memory"].shape[1] if env.get("memory") is not None else L
-    qi = torch.arange(L, device=x.device).unsqueeze(1)
-    ki = torch.arange(S, device=x.device).unsqueeze(0)
-    return qi, ki
 
 
 def _positions(node: Node, env: Env, n: int, device: torch.device) -> Tensor:
@@ -328,7 +190,7 @@ def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
     pos = _positions(node, env, x.shape[2], x.device).float()[..., None]  # (n, 1) | (B, n, 1)
     if pos.dim() == 3:
         pos = pos.unsqueeze(1)  # (B, 1, n, 1): one row of positions per sequence
-    keys = _lengths(env)[1][0, -1] + 1  # as a 0-d tensor (see `visible`)
+    keys = lengths(env)[1][0, -1] + 1  # as a 0-d tensor (see `visible`)
     return formulas.rope(TorchArrays(x.device), x, pos, keys, node.attr("theta"),
                          node.attr("dim"), node.attr("interleaved"), node.attr("scaling"))
 
@@ -348,7 +210,7 @@ def _scores(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.SCORE_BIAS)
 def _score_bias(m: GraphModule, node: Node, env: Env) -> Tensor:
-    qi, ki = _lengths(env, _arg(node, env).shape[-1])
+    qi, ki = lengths(env, _arg(node, env).shape[-1])
     return _arg(node, env) + score_bias(m, dict(node.attrs), node.attr("kind"), qi, ki,
                                         _arg(node, env).shape[1])
 
@@ -379,39 +241,6 @@ def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
         return memory_visible(node.attr("expr"), env, env[node.args[0]].shape[2])
     keys = env[node.args[1]].shape[2] if "attention_mask" in node.args else None
     return visible(node.attr("expr"), env, keys)
-
-
-def memory_visible(expr: masks.Mask, env: Env, keys: int) -> Tensor:
-    """(L, S) or (B, L, S): a cross attention's decoding mask over its `keys` cached memory
-    rows, which reads the key's index alone (decoding.check_decodable)."""
-    device = env["x"].device
-    ki = torch.arange(keys, device=device).unsqueeze(0)
-    qi = torch.zeros((env["x"].shape[1], 1), dtype=torch.int64, device=device)
-    return masks.evaluate(expr, qi, ki, masks.MaskContext(qi.shape[0], keys,
-                                                          key_lengths=env.get("key_lengths")))
-
-
-def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
-    """(L, S), or (B, L, S) with runtime inputs. When decoding, keys where attention_mask is 0
-    (padding) are hidden too, and `keys` are the last ones (a bounded cache holds those)."""
-    qi, ki = _lengths(env)
-    # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower arithmetic
-    # between a tensor and a symbolic size such as `h % ceil(S / n)`
-    S = ki[0, -1] + 1
-    if "attention_mask" in env:  # masks read token positions (the decoding graph's has no
-        real = env["attention_mask"] != 0  # `padding` left: attention_mask says it)
-        k_pos = real.long().cumsum(-1) - 1  # (B, S): real tokens before each slot
-        q_pos = k_pos[:, k_pos.shape[1] - env["x"].shape[1]:]
-        if keys is not None:
-            k_pos, real = k_pos[:, -keys:], real[:, -keys:]
-        seen = masks.evaluate(expr, q_pos[:, :, None], k_pos[:, None, :], masks.MaskContext(S, S))
-        return seen & real[:, None, :]
-    segments = env.get("segment_ids")
-    docs = formulas.document_positions(TorchArrays(segments.device), segments) \
-        if segments is not None and masks.reads_documents(expr) else None
-    return masks.evaluate(expr, qi, ki, masks.MaskContext(
-        qi[-1, 0] + 1, S, key_lengths=env.get("key_lengths"), segment_ids=segments,
-        document_positions=docs, memory_segment_ids=env.get("memory_segment_ids")))
 
 
 @impl(Op.SWITCH)
@@ -451,20 +280,13 @@ def _seq_project(m: GraphModule, node: Node, env: Env) -> Tensor:
     n = t.shape[2]
     expr = node.attr("expr")
     if expr != masks.Full():
-        kept = _kept_keys(expr, n, env, t.device).reshape(-1, 1, n, 1)
+        kept = kept_keys(expr, n, env, t.device).reshape(-1, 1, n, 1)
         t = torch.where(kept, t, torch.zeros((), dtype=t.dtype, device=t.device))
     # the first n columns by index_select, not a slice: torch.export would guard n != max_len
     # (a slice of every column is the tensor itself) and refuse the dynamic length
     columns = torch.arange(n, device=t.device)
     e = m.weight(node.attr("weight")).index_select(-1, columns)
     return torch.matmul(e.to(t.dtype), t)
-
-
-def _kept_keys(expr: masks.Mask, n: int, env: Env, device: torch.device) -> Tensor:
-    """(B|1, 1, n): the keys a mask of keys alone (`padding`, `full`) shows."""
-    ki = torch.arange(n, device=device).unsqueeze(0)
-    return masks.evaluate(expr, torch.zeros((1, 1), dtype=torch.int64, device=device), ki,
-                          masks.MaskContext(1, ki[0, -1] + 1, key_lengths=env.get("key_lengths")))
 
 
 @impl(Op.SOFTMAX)
@@ -506,7 +328,7 @@ def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
             seen = seen.unsqueeze(1)
         mask = seen
         if bias is not None:
-            qi, ki = _lengths(env)
+            qi, ki = lengths(env)
             table = score_bias(m, dict(node.attrs), bias, qi, ki, node.attr("heads"))
             mask = torch.where(seen, table, torch.finfo(torch.float32).min).to(q.dtype)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=node.attr("scale"))
@@ -516,7 +338,7 @@ def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
 @impl(Op.LINEAR_ATTENTION)
 def _linear_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     q, k, v = (_arg(node, env, i) for i in range(3))
-    causal = _lengths(env) if node.attr("causal") else None
+    causal = lengths(env) if node.attr("causal") else None
     real = env["attention_mask"] != 0 if "attention_mask" in env else None
     return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
                                      causal, real)
@@ -527,7 +349,7 @@ def _lsh_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     q, v = _arg(node, env, 0), _arg(node, env, 1)
     kept = None
     if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
-        kept = _kept_keys(node.attr("keys"), q.shape[2], env, q.device).reshape(-1, q.shape[2])
+        kept = kept_keys(node.attr("keys"), q.shape[2], env, q.device).reshape(-1, q.shape[2])
     rotations = formulas.lsh_rotations(node.attr("seed"), q.shape[1], q.shape[3],
                                        node.attr("rounds"), node.attr("buckets"))
     return formulas.lsh_attention(TorchArrays(q.device), q, v, kept, node.attr("causal"),

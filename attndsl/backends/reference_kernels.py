@@ -1,0 +1,114 @@
+"""The NumPy reference's reading of the linear and LSH kernels (docs/LANGUAGE.md, Kernels),
+written from the document: the feature maps, the running sums, Reformer's rotations, buckets,
+sorted chunks and the merge of rounds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..ir import Node
+from .reference_masks import mask_of
+
+__all__ = ["linear_attention", "lsh_attention"]
+
+Env = dict[str, np.ndarray]
+
+
+def _feature(x: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "elu":
+        return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+    if kind == "relu":
+        return np.maximum(x, 0.0)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def linear_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    q, k, v = (env[node.args[i]] for i in range(3))
+    fq, fk = _feature(q, node.attr("feature")), _feature(k, node.attr("feature"))
+    B, H, L, _ = q.shape
+    out = np.zeros((B, H, L, v.shape[-1]))
+    # the sums over the keys query t sees: all of them, or (causal) keys 0..t, kept running
+    kv = np.zeros((B, H, fk.shape[-1], v.shape[-1]))  # sum of phi(k_s) v_s^T
+    z = np.zeros((B, H, fk.shape[-1]))  # sum of phi(k_s)
+    if not node.attr("causal"):
+        kv, z = np.einsum("bhsd,bhse->bhde", fk, v), fk.sum(2)
+    for t in range(L):
+        if node.attr("causal") and t < k.shape[2]:
+            kv += np.einsum("bhd,bhe->bhde", fk[:, :, t], v[:, :, t])
+            z += fk[:, :, t]
+        num = np.einsum("bhd,bhde->bhe", fq[:, :, t], kv)
+        den = np.einsum("bhd,bhd->bh", fq[:, :, t], z)
+        out[:, :, t] = num / np.maximum(den, 1e-6)[..., None]
+    return out
+
+
+def _lsh_rotations(seed: int, heads: int, d: int, rounds: int, half: int) -> np.ndarray:
+    """[heads, d, rounds, half] standard normals, Box-Muller over the Park-Miller stream, as
+    the language reference writes the draw."""
+    P, M = 2147483647, 48271
+    state = seed % (P - 1) + 1
+    values = []
+    while len(values) < heads * d * rounds * half:
+        state = state * M % P
+        u1 = state / P
+        state = state * M % P
+        u2 = state / P
+        radius = math.sqrt(-2.0 * math.log(u1))
+        values += [radius * math.cos(2.0 * math.pi * u2), radius * math.sin(2.0 * math.pi * u2)]
+    n = heads * d * rounds * half
+    return np.array(values[:n], np.float32).astype(np.float64).reshape(heads, d, rounds, half)
+
+
+def lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Reformer's LSH attention, step by step as docs/LANGUAGE.md (Kernels) says, one query
+    slot at a time."""
+    x, v = env[node.args[0]], env[node.args[1]]  # (B, H, L, d), (B, H, L, dv)
+    B, H, L, d = x.shape
+    n_buckets, rounds, c = node.attr("buckets"), node.attr("rounds"), node.attr("chunk")
+    scale, causal = node.attr("scale"), node.attr("causal")
+    R = _lsh_rotations(node.attr("seed"), H, d, rounds, n_buckets // 2)
+    shown = np.broadcast_to(mask_of(node.attr("keys"), B, 1, L, env.get("key_lengths"),
+                                     None)[:, 0], (B, L))
+    Lp = -(-L // c) * c
+    out = np.zeros((B, H, L, v.shape[-1]))
+    for b in range(B):
+        for h in range(H):
+            xs = x[b, h]
+            keys = xs / np.sqrt((xs**2).mean(-1, keepdims=True) + 1e-6)
+            slots: list[int] = []  # every round's order, end to end; a slot holds a token
+            for r in range(rounds):
+                bucket = [n_buckets] * Lp  # empty slots and hidden keys: the extra bucket
+                for i in range(L):
+                    if shown[b, i]:
+                        rotated = xs[i] @ R[h, :, r]
+                        bucket[i] = int(np.argmax(np.concatenate([rotated, -rotated])))
+                slots += sorted(range(Lp), key=lambda i: (bucket[i], i))
+            chunks = len(slots) // c
+            o_r = np.zeros((L, rounds, v.shape[-1]))
+            lse_r = np.zeros((L, rounds))
+            seen = np.concatenate([shown[b], np.zeros(Lp - L, bool)])  # empty slots hidden
+            keys_ = np.concatenate([keys, np.zeros((Lp - L, d))])
+            values = np.concatenate([v[b, h], np.zeros((Lp - L, v.shape[-1]))])
+            for at, i in enumerate(slots):
+                if i >= L:
+                    continue
+                j = at // c
+                window = slots[j * c:(j + 1) * c]
+                if Lp > c:  # with the previous chunk, cyclically
+                    window = slots[(j - 1) % chunks * c:((j - 1) % chunks + 1) * c] + window
+                t = np.array(window)
+                s = scale * (keys_[t] @ xs[i])
+                s[~seen[t] | ((t > i) if causal else False)] = -1e9
+                s[t == i] = -1e5
+                top = s.max()
+                e = np.exp(s - top)
+                o_r[i, at // Lp] = (e / e.sum()) @ values[t]
+                lse_r[i, at // Lp] = top + math.log(e.sum())
+            weight = np.exp(lse_r - lse_r.max(1, keepdims=True))
+            weight /= weight.sum(1, keepdims=True)
+            out[b, h] = (o_r * weight[..., None]).sum(1)
+    return out

@@ -1,0 +1,133 @@
+"""`TorchArrays`: the array namespace of `backends.formulas` over eager torch tensors (the
+torch module's, and through it the `portable` export's)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["TorchArrays"]
+
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+           "int64": torch.int64, "bool": torch.bool}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+class TorchArrays:
+    """The array namespace of `backends.formulas` over eager torch tensors on `device`."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def asarray(self, values, dtype: str) -> Tensor:
+        return torch.tensor(values, dtype=_DTYPES[dtype], device=self.device)
+
+    @staticmethod
+    def astype(x: Tensor, dtype: str) -> Tensor:
+        return x.to(_DTYPES[dtype])
+
+    @staticmethod
+    def dtype(x: Tensor) -> str:
+        return _NAMES[x.dtype]
+
+    abs, log, cos, sin, tanh = (staticmethod(f) for f in (torch.abs, torch.log, torch.cos,
+                                                          torch.sin, torch.tanh))
+    sqrt, sigmoid, relu = (staticmethod(f) for f in (torch.sqrt, torch.sigmoid, torch.relu))
+    where, minimum, matmul = (staticmethod(f) for f in (torch.where, torch.minimum,
+                                                         torch.matmul))
+
+    @staticmethod
+    def maximum(x: Tensor, y: Tensor | float) -> Tensor:
+        return torch.maximum(x, torch.as_tensor(y, dtype=x.dtype, device=x.device))
+
+    @staticmethod
+    def elu(x: Tensor, alpha: float) -> Tensor:
+        return F.elu(x, alpha)
+
+    @staticmethod
+    def gelu(x: Tensor, approximate: str) -> Tensor:
+        return F.gelu(x, approximate=approximate)
+
+    @staticmethod
+    def softmax(x: Tensor, axis: int) -> Tensor:
+        return torch.softmax(x, dim=axis)
+
+    @staticmethod
+    def swap_last(x: Tensor) -> Tensor:
+        return x.transpose(-1, -2)
+
+    @staticmethod
+    def concat(xs: list[Tensor], axis: int) -> Tensor:
+        return torch.cat(xs, dim=axis)
+
+    @staticmethod
+    def interleave(x: Tensor, y: Tensor) -> Tensor:
+        return torch.stack([x, y], dim=-1).flatten(-2)
+
+    @staticmethod
+    def mean(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
+        return x.mean(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def sum(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
+        return x.sum(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def amax(x: Tensor, axis: int, keepdims: bool = False) -> Tensor:
+        return x.amax(dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def layer_norm(x: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> Tensor:
+        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+    exp, argmax = staticmethod(torch.exp), staticmethod(torch.argmax)
+
+    @staticmethod
+    def shape(x: Tensor, axis: int) -> int:
+        return x.shape[axis]
+
+    @staticmethod
+    def reshape(x: Tensor, dims: list) -> Tensor:
+        return x.reshape(dims)
+
+    def arange(self, n: int) -> Tensor:
+        return torch.arange(n, device=self.device)
+
+    @staticmethod
+    def pad(x: Tensor, axis: int, n: int) -> Tensor:
+        """n zeros after the end of `axis`."""
+        after = x.dim() - axis % x.dim() - 1
+        return F.pad(x, (0, 0) * after + (0, n))
+
+    @staticmethod
+    def slice(x: Tensor, axis: int, start: int, stop: int | None) -> Tensor:
+        return x[(slice(None),) * (axis % x.dim()) + (slice(start, stop),)]
+
+    @staticmethod
+    def take(x: Tensor, indices: Tensor, axis: int) -> Tensor:
+        """NumPy's take: index_select for a vector of indices (torch.export keeps a dynamic
+        length through it), rows of axis 0 for any other."""
+        if indices.dim() == 1:
+            return x.index_select(axis, indices)
+        if axis != 0:
+            raise NotImplementedError("take of an index array along axis > 0")
+        return x[indices]
+
+    @staticmethod
+    def int_max(a: int, b: int) -> int:
+        return torch.sym_max(a, b)  # a length: no guard on which is larger
+
+    @staticmethod
+    def cumsum(x: Tensor, axis: int) -> Tensor:
+        return torch.cumsum(x, dim=axis)
+
+    @staticmethod
+    def take_along(x: Tensor, indices: Tensor, axis: int) -> Tensor:
+        return torch.gather(x, axis, indices)
+
+    @staticmethod
+    def sort(x: Tensor) -> tuple[Tensor, Tensor]:
+        values, indices = torch.sort(x, dim=-1)
+        return values, indices
