@@ -123,24 +123,23 @@ class Layer:
         """The exported ONNX model (`backends.exported.Exported`): `.files(name)` gives
         `name` and, over 2 GB, `name.data` (its tensors), byte-identical for identical
         arguments."""
-        from .backends.onnx import export
-
         _check_target(target)
         _check_dtype(dtype)
         check_dtype_target(dtype, target)
-        module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
         provenance = self._provenance(seed, target, dtype, weights)
         switch = any(a.variants for a in s.attentions_of(self.spec))
         if not get(target).planned and not switch:  # standard ops, by torch.onnx.export
+            from .backends.onnx import export
+
+            module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
             return export(self.spec, module, provenance, dtype=dtype)
+        from .backends.finalize import finalize
         from .backends.lower import build_model
-        from .backends.onnx import finalize
 
         graph, _ = self.plan(target, dtype)
-        # float32 copies of the dtype-rounded weights: exact, and numpy has no bfloat16
-        state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
+        state = self._weights(seed, weights, dtype)
         model = build_model(graph, state, dtype, fused_norms=get(target).planned)
-        del module, state  # the weights now live in the model: hold them once, not twice
+        del state  # the weights now live in the model: hold them once, not twice
         return finalize(model, provenance)
 
     def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
@@ -161,8 +160,8 @@ class Layer:
         tokens each call, in standard ops (`growing`). `bounded`: layers whose mask reaches
         back a bounded number of keys (windows, chunks) keep only those: their cache stops
         growing (`bounded`, the growing layout otherwise)."""
+        from .backends.finalize import finalize
         from .backends.lower import build_model
-        from .backends.onnx import finalize
         from .decoding import check_decodable
         from .ir import build
         from .planner import plan
@@ -171,20 +170,37 @@ class Layer:
         _check_dtype(dtype)
         check_dtype_target(dtype, target)
         check_decodable(self.spec)
-        module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
+        state = self._weights(seed, weights, dtype)
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
-        state = {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
         model = build_model(graph, state, dtype, fused_norms=get(target).planned)
-        del module, state
+        del state
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
                                       kv_cache=_layout(graph))
         return finalize(model, provenance)
 
+    def _weights(self, seed: int, weights: str | os.PathLike[str] | None,
+                 dtype: str) -> dict[str, Any]:
+        """Float32 copies of the weights as rounded to `dtype` (exact; NumPy has no bfloat16):
+        drawn from `seed` by NumPy without torch, or read from `weights` (through the torch
+        module that checks and loads them)."""
+        if weights is not None:
+            module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
+            return {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
+        from .dtypes import round_to
+        from .weight_table import seeded_weights, weight_table
+
+        _check_ints("seed", (seed,), 0, 2**63 - 1)
+        _check_memory(self.name, self.spec)
+        drawn = seeded_weights(weight_table(self.spec), seed)
+        if dtype == "float32":
+            return drawn
+        return {k: round_to(v, dtype).astype("float32") for k, v in drawn.items()}
+
     def _provenance(self, seed: int, target: str, dtype: str,
                     weights: str | os.PathLike[str] | None, **form: str):
         """What the model's metadata records (backends.onnx.Provenance)."""
-        from .backends.onnx import Provenance
-        from .weights import file_sha256
+        from .backends.finalize import Provenance
+        from .output import file_sha256
 
         limits = tuple((axis, n, why) for axis, (n, why) in s.length_limits(self.spec).items())
         return Provenance(

@@ -11,13 +11,14 @@ a symbolic link writes the file it points to and keeps the link."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 from pathlib import Path
 
 from .errors import ExportError, UsageError
 
-__all__ = ["Outputs", "check_writable", "write_atomic"]
+__all__ = ["Outputs", "check_writable", "file_sha256", "write_atomic"]
 
 
 def check_writable(path: Path) -> None:
@@ -216,3 +217,17 @@ class Outputs:
         for folder in reversed(created):
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+def file_sha256(path: str | Path) -> str:
+    """Of a file; of a folder, over its files' names and contents in name order."""
+    path = Path(path)
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if path.is_dir():
+            h.update(str(file.relative_to(path)).encode() + b"\0")
+        with open(file, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()

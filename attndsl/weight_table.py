@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from .spec import (
     Attention,
     Learned,
@@ -17,7 +19,7 @@ from .spec import (
     Transformer,
 )
 
-__all__ = ["Weight", "linformer_weights", "parameter_count", "weight_table"]
+__all__ = ["Weight", "linformer_weights", "parameter_count", "seeded_weights", "weight_table"]
 
 
 @dataclass(frozen=True)
@@ -152,3 +154,24 @@ def _block_norms(t: Transformer) -> tuple[str, ...]:
     if t.placement == "sandwich":
         return ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")
     return ("attn_norm",) if t.shared_norm else ("attn_norm", "ffn_norm")
+
+
+def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray]:
+    """Float32 weights drawn from `seed` alone (NumPy's PCG64), in the table's order
+    (docs/LANGUAGE.md, Weights): a linear weight or bias, and Linformer's E and F, uniform in
+    [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding N(0, 1); a norm
+    weight 1 + 0.1 N(0, 1); a norm bias and a unit-offset norm weight 0.1 N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for w in table:
+        if w.init in ("linear", "linear_bias", "sequence"):
+            bound = 1.0 / math.sqrt(w.fan_in)
+            value = rng.uniform(-bound, bound, w.shape)
+        elif w.init == "embedding":
+            value = rng.standard_normal(w.shape)
+        elif w.init == "norm_weight":
+            value = 1.0 + 0.1 * rng.standard_normal(w.shape)
+        else:  # norm_bias, norm_offset
+            value = 0.1 * rng.standard_normal(w.shape)
+        out[w.name] = value.astype(np.float32)
+    return out

@@ -4,7 +4,6 @@ naming the tensor and the expected shape (exit 2)."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import torch
@@ -14,21 +13,7 @@ from .checkpoints import gather, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
 from .spec import Layer
 
-__all__ = ["file_sha256", "load_into"]
-
-
-def file_sha256(path: str | Path) -> str:
-    """Of a file; of a folder, over its files' names and contents in name order."""
-    path = Path(path)
-    h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for file in files:
-        if path.is_dir():
-            h.update(str(file.relative_to(path)).encode() + b"\0")
-        with open(file, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+__all__ = ["load_into"]
 
 
 def _check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:

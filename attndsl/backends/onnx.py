@@ -8,18 +8,14 @@ Same spec + seed + weights + options -> byte-identical output."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import logging
-import os
 import warnings
 from dataclasses import dataclass
 
-import onnx
 import torch
 from torch import Tensor, nn
 
-from .. import __version__
 from ..errors import ExportError
 from ..spec import (
     MAX_LENGTH,
@@ -31,62 +27,13 @@ from ..spec import (
     length_limits,
     output_name,
 )
-from ..targets import VERIFIED_ORT, get
-from .exported import Exported, graphs
+from .exported import Exported
+from .finalize import Provenance, finalize
 
 __all__ = ["ExampleShape", "Positional", "Provenance", "dynamic_shapes", "example_inputs", "export",
            "finalize", "input_names"]
 
 OPSET = 23
-# ONNX Runtime 1.2x reads IR versions up to 10..13; the exporter writes 10. Never exceed this.
-MAX_IR_VERSION = 10
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """What `metadata_props` records about how a file was made."""
-
-    source_name: str
-    source_text: str
-    layer: str
-    seed: int
-    target: str
-    dtype: str = "float32"
-    weights_sha256: str | None = None
-    form: str = "forward"  # or decode: the decoding form (KV caches in and out)
-    kv_cache: str | None = None  # a decoding model's: in_place or growing
-    # spec.length_limits: axis -> (the longest it takes, why), read back by run and bench
-    limits: tuple[tuple[str, int, str], ...] = ()
-
-    @property
-    def spec_file(self) -> str:
-        """The spec's file name alone: how its path was typed (`./x.attn`, a home folder) must
-        not change the bytes, nor leak into the model."""
-        return os.path.basename(self.source_name)
-
-    def props(self) -> dict[str, str]:
-        props = {
-            "attndsl.version": __version__,
-            "attndsl.layer": self.layer,
-            "attndsl.spec_file": self.spec_file,
-            "attndsl.spec": self.source_text,
-            "attndsl.spec_sha256": hashlib.sha256(self.source_text.encode()).hexdigest(),
-            "attndsl.seed": str(self.seed),
-            "attndsl.target": self.target,
-            "attndsl.dtype": self.dtype,
-        }
-        if self.weights_sha256:
-            props["attndsl.weights_sha256"] = self.weights_sha256
-        if self.form != "forward":
-            props["attndsl.form"] = self.form
-        if self.kv_cache:
-            props["attndsl.kv_cache"] = self.kv_cache
-        for axis, longest, why in self.limits:
-            props[f"attndsl.max_{axis}"] = str(longest)
-            props[f"attndsl.max_{axis}.why"] = why
-        if get(self.target).planned:  # contrib kernels whose meaning is release-specific
-            props["attndsl.onnxruntime"] = " or ".join(VERIFIED_ORT)
-        return props
 
 
 @dataclass(frozen=True)
@@ -189,65 +136,6 @@ def export(spec: Attention | Transformer, module: nn.Module, provenance: Provena
                           + ("\n" + "\n".join(detail) if detail else "")) from None
     model = program.model_proto
     return finalize(model, provenance)
-
-
-def finalize(model: onnx.ModelProto, provenance: Provenance) -> Exported:
-    """Strip non-reproducible debug data, record provenance, check; the model as its files."""
-    for graph in graphs(model.graph):
-        graph.doc_string = ""
-        for node in graph.node:
-            node.doc_string = ""
-            del node.metadata_props[:]
-        for value in (*graph.input, *graph.output, *graph.value_info):
-            del value.metadata_props[:]
-        for init in graph.initializer:
-            del init.metadata_props[:]
-    for fn in model.functions:
-        for node in fn.node:
-            node.doc_string = ""
-            del node.metadata_props[:]
-    model.producer_name = "attndsl"
-    model.producer_version = __version__
-    model.doc_string = f"attndsl {provenance.layer} from {provenance.spec_file}"
-    model.ir_version = min(model.ir_version, MAX_IR_VERSION)
-    del model.metadata_props[:]
-    for key, value in sorted(provenance.props().items()):
-        model.metadata_props.add(key=key, value=value)
-    try:
-        onnx.checker.check_model(_skeleton(model), full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise ExportError(f"exported model for `{provenance.layer}` fails onnx.checker: "
-                          f"{str(exc).splitlines()[0]}") from None
-    return Exported(model, provenance.layer)
-
-
-def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with each initializer turned into a graph input of the same type and shape.
-
-    onnx.checker's full check (types and shapes through every node) then runs without copying
-    the weights several times over (serialized, parsed in C++, inferred, parsed back); the
-    weights' own data is consistent by construction (one raw_data of the declared shape)."""
-    skeleton = onnx.ModelProto()
-    _copy_fields(model, skeleton, skip="graph")
-    _copy_fields(model.graph, skeleton.graph, skip="initializer")
-    graph = model.graph
-    for tensor in graph.initializer:
-        skeleton.graph.input.append(onnx.helper.make_tensor_value_info(
-            tensor.name, tensor.data_type, list(tensor.dims)))
-    return skeleton
-
-
-def _copy_fields(source, target, *, skip: str) -> None:
-    """Copy every set field of a protobuf message but one."""
-    for field, value in source.ListFields():
-        if field.name == skip:
-            continue
-        if field.is_repeated:
-            getattr(target, field.name).extend(value)
-        elif field.message_type:
-            getattr(target, field.name).CopyFrom(value)
-        else:
-            setattr(target, field.name, value)
 
 
 @contextlib.contextmanager

@@ -126,10 +126,12 @@ def device_of(session) -> str:
 
 class Bound:
     """A session with its inputs and output bound to device buffers: `()` runs it (ORT
-    synchronises the device before returning), `output()` reads y back as float32 NumPy."""
+    synchronises the device before returning), `output()` reads y back as float32 NumPy.
+    Buffers are ONNX Runtime's own (OrtValue), so running a model needs no torch; bfloat16,
+    which NumPy cannot hand to ONNX Runtime, goes through torch tensors."""
 
     def __init__(self, session, inputs: Mapping[str, np.ndarray]):
-        import torch
+        from onnxruntime import OrtValue
 
         self.session = session
         device = device_of(session)
@@ -144,25 +146,38 @@ class Bound:
             if kind is None:
                 raise ExportError(f"input `{meta.name}` has type {meta.type}, which attndsl "
                                   "cannot feed")
-            tensor = torch.from_numpy(np.ascontiguousarray(value)).to(
-                device=device, dtype=getattr(torch, kind)).contiguous()
-            self._bind(meta.name, tensor, input_=True)
+            if kind == "bfloat16":
+                self._bind_torch(meta.name, value, kind, device, input_=True)
+            else:
+                buffer = OrtValue.ortvalue_from_numpy(
+                    np.ascontiguousarray(value.astype(kind)), device, 0)
+                self.buffers[meta.name] = buffer
+                self.binding.bind_ortvalue_input(meta.name, buffer)
             sizes.update({d: n for d, n in zip(meta.shape, value.shape, strict=False)
                           if isinstance(d, str)})
         out = session.get_outputs()[0]
         shape = [d if isinstance(d, int) else sizes.get(d) for d in out.shape]
-        if None in shape or _TYPES.get(out.type) is None:
+        kind = _TYPES.get(out.type)
+        if None in shape or kind is None:
             raise ExportError(f"cannot size output `{out.name}` {out.shape} from the inputs")
-        self.y = torch.empty(shape, dtype=getattr(torch, _TYPES[out.type]), device=device)
-        self._bind(out.name, self.y, input_=False)
+        self.through_torch = kind == "bfloat16"
+        if self.through_torch:
+            self.y = self._bind_torch(out.name, np.empty(shape), kind, device, input_=False)
+        else:
+            self.y = OrtValue.ortvalue_from_shape_and_type(shape, np.dtype(kind), device, 0)
+            self.binding.bind_ortvalue_output(out.name, self.y)
 
-    def _bind(self, name: str, tensor, *, input_: bool) -> None:
-        elem = _ELEMENT[str(tensor.dtype).removeprefix("torch.")]
+    def _bind_torch(self, name: str, value: np.ndarray, kind: str, device: str, *,
+                    input_: bool):
+        import torch
+
+        tensor = torch.from_numpy(np.ascontiguousarray(value)).to(
+            device=device, dtype=getattr(torch, kind)).contiguous()
         self.buffers[name] = tensor
-        device = tensor.device.type
         bind = self.binding.bind_input if input_ else self.binding.bind_output
-        bind(name, device, tensor.device.index or 0, elem, list(tensor.shape),
-             tensor.data_ptr())
+        bind(name, tensor.device.type, tensor.device.index or 0, _ELEMENT[kind],
+             list(tensor.shape), tensor.data_ptr())
+        return tensor
 
     def __call__(self) -> None:
         try:
@@ -171,7 +186,9 @@ class Bound:
             raise ExportError(f"ONNX Runtime failed: {str(exc).splitlines()[0]}") from None
 
     def output(self) -> np.ndarray:
-        return self.y.float().cpu().numpy()
+        if self.through_torch:  # bfloat16
+            return self.y.float().cpu().numpy()
+        return np.asarray(self.binding.copy_outputs_to_cpu()[0], dtype=np.float32)
 
 
 def placements(session) -> dict[str, set[str]]:

@@ -12,7 +12,6 @@ dtype (q and k are widened before their product, which is then exact)."""
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 
 import torch
@@ -23,6 +22,7 @@ from .. import masks
 from ..ir import Graph, Node, Op, build
 from ..positions import alibi_slopes, t5_bucket_float32
 from ..spec import RUNTIME_INPUTS, Attention, LshKernel, Transformer, attentions_of
+from ..weight_table import seeded_weights
 from . import formulas
 from .inputs import named_inputs
 from .torch_arrays import TorchArrays
@@ -89,29 +89,13 @@ def build_module(spec: Attention | Transformer, decode: bool = False,
 
 def seeded_module(spec: Attention | Transformer, seed: int, decode: bool = False,
                   bounded: bool = False) -> GraphModule:
-    """The module with weights drawn from `seed` alone (the global RNG is left untouched), in
-    the graph's weight order: linear layers as nn.Linear draws them, embeddings N(0, 1); then
-    norm weights around 1 and norm biases around 0 (drawn rather than set, so verification
-    exercises every tensor)."""
+    """The module holding the weights drawn from `seed` (`weight_table.seeded_weights`, by
+    NumPy: the same numbers the ONNX lowering stores)."""
     module = build_module(spec, decode, bounded)
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(seed)
-        params = dict(module.named_parameters())
-        for w in module.graph.weights:
-            p = params[w.name]
-            if w.init == "linear":
-                nn.init.kaiming_uniform_(p, a=math.sqrt(5))
-            elif w.init in ("linear_bias", "sequence"):  # sequence: Linformer's E and F
-                nn.init.uniform_(p, -1 / math.sqrt(w.fan_in), 1 / math.sqrt(w.fan_in))
-            elif w.init == "embedding":
-                nn.init.normal_(p)
-            else:
-                p.fill_(1.0 if w.init == "norm_weight" else 0.0)
-        for w in module.graph.weights:
-            if w.init == "norm_weight":
-                params[w.name].copy_(1.0 + 0.1 * torch.randn(w.shape))
-            elif w.init in ("norm_bias", "norm_offset"):
-                params[w.name].copy_(0.1 * torch.randn(w.shape))
+    drawn = seeded_weights(module.graph.weights, seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            p.copy_(torch.from_numpy(drawn[name]))
     return module.eval()
 
 
