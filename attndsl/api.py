@@ -200,9 +200,10 @@ class Layer:
                     weights: str | os.PathLike[str] | None, **form: str):
         """What the model's metadata records (backends.onnx.Provenance)."""
         from .backends.finalize import Provenance
+        from .output import file_sha256
+
         if weights is not None and not Path(weights).exists():  # before hashing it
             raise UsageError(f"{weights}: no such weights file or folder")
-        from .output import file_sha256
 
         limits = tuple((axis, n, why) for axis, (n, why) in s.length_limits(self.spec).items())
         return Provenance(

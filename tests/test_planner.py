@@ -146,12 +146,12 @@ def test_cover_contains_every_visible_pair(mask: m.Mask, L: int, self_attention:
     S = L if self_attention else L + 9
     c = cover(mask, self_attention=self_attention)
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
-    visible = np.broadcast_to(m.evaluate(mask, q, k, L=L, S=S), (L, S))
+    visible = np.broadcast_to(m.evaluate(mask, q, k, m.MaskContext(L, S)), (L, S))
     inside = (k >= q - c.left) & (k <= q + c.right)
     inside |= (q < c.q_first) | np.isin(q, c.q_tokens)
     inside |= (k < c.k_first) | np.isin(k, c.k_tokens)
     for r in c.randoms:
-        inside |= m.evaluate(r, q, k, L=L, S=S)
+        inside |= m.evaluate(r, q, k, m.MaskContext(L, S))
     for n in c.strides:
         assert self_attention
         inside |= (k - q) % n == 0

@@ -105,7 +105,7 @@ MASKS = [
 @pytest.mark.parametrize("mask", MASKS, ids=m.render)
 @pytest.mark.parametrize(("L", "S"), [(1, 1), (13, 13), (7, 19), (19, 7)])
 def test_mask_matches_its_definition(mask: m.Mask, L: int, S: int) -> None:
-    got = m.evaluate(mask, np.arange(L)[:, None], np.arange(S)[None, :], L=L, S=S)
+    got = m.evaluate(mask, np.arange(L)[:, None], np.arange(S)[None, :], m.MaskContext(L, S))
     want = _brute(mask, L, S)[0]
     assert np.array_equal(np.broadcast_to(got, (L, S)), want)
 
@@ -114,7 +114,7 @@ def test_mask_matches_its_definition(mask: m.Mask, L: int, S: int) -> None:
 @pytest.mark.parametrize(("L", "S"), [(1, 1), (13, 13), (7, 19), (19, 7)])
 def test_index_masks_match_their_definition(text: str, L: int, S: int) -> None:
     mask = _parsed(text)
-    got = m.evaluate(mask, np.arange(L)[:, None], np.arange(S)[None, :], L=L, S=S)
+    got = m.evaluate(mask, np.arange(L)[:, None], np.arange(S)[None, :], m.MaskContext(L, S))
     assert np.array_equal(np.broadcast_to(got, (L, S)), _brute(mask, L, S)[0])
     assert m.render(mask) == m.render(_parsed(m.render(mask)))  # its text means it
 
@@ -217,8 +217,8 @@ def test_runtime_masks_match_their_definition() -> None:
     lengths = np.array([5, 0, 9])
     seg = np.array([[0, 0, 1, 1, 1, 2, 2, 2, 2], [0] * 9, [0, 1, 2, 3, 4, 5, 6, 7, 8]])
     q, k = np.arange(9)[:, None], np.arange(9)[None, :]
-    pad = m.evaluate(m.Padding(), q, k, L=9, S=9, key_lengths=lengths)
-    doc = m.evaluate(m.And(m.Causal(), m.Document()), q, k, L=9, S=9, segment_ids=seg)
+    pad = m.evaluate(m.Padding(), q, k, m.MaskContext(9, 9, key_lengths=lengths))
+    doc = m.evaluate(m.And(m.Causal(), m.Document()), q, k, m.MaskContext(9, 9, segment_ids=seg))
     assert np.array_equal(pad, _brute(m.Padding(), 9, 9, key_lengths=lengths))
     assert np.array_equal(doc, _brute(m.And(m.Causal(), m.Document()), 9, 9, segment_ids=seg))
 

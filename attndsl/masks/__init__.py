@@ -45,11 +45,10 @@ Mask = (Full | Causal | Window | Dilated | Chunked | Strided | Global | Prefix |
         | Document | Compare | And | Or | Not)
 
 
-def evaluate(mask: Mask, q: Any, k: Any, ctx: MaskContext | None = None, *, L: Any = None,
-             S: Any = None, **runtime: Any) -> Any:
-    """Boolean visibility of key positions k from query positions q (`MaskNode.visible`):
-    in `ctx`, or in one made of L, S and the runtime inputs (`MaskContext`'s fields)."""
-    return mask.visible(q, k, ctx if ctx is not None else MaskContext(L, S, **runtime))
+def evaluate(mask: Mask, q: Any, k: Any, ctx: MaskContext) -> Any:
+    """Boolean visibility of key positions k from query positions q (`MaskNode.visible`), at
+    the sizes and runtime inputs of `ctx`."""
+    return mask.visible(q, k, ctx)
 
 
 def lookahead(mask: Mask) -> tuple[int, int] | None:

@@ -26,15 +26,9 @@ __all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
            "in_place_obstacle", "plan"]
 
 
-def choose(a: Core, target: str, dtype: str = "float32",
-           ) -> tuple[str, dict[str, object], list[str]]:
-    """(strategy, params, reasons) for one attention on a planned target: the first strategy
-    of the ladder that matches, after the notes of those that did not."""
-    strategy, params, reasons, _ = _choose(a, target, dtype)
-    return strategy.name, params, reasons
-
-
-def _choose(a: Core, target: str, dtype: str):
+def choose(a: Core, target: str, dtype: str = "float32"):
+    """(strategy, params, reasons, node attributes) for one attention on a planned target: the
+    first strategy of the ladder that matches, after the notes of those that did not."""
     from ..strategies import DEFAULT, LADDER, Context, Match
 
     ctx = Context(target, dtype)
@@ -87,7 +81,7 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
                 nodes = [replace(n, attrs=attrs) if n is node else n for n in nodes]
             elif node.op is Op.MERGE_HEADS:
                 core = cores_of([node], by_name)[0]
-                strategy, params, reasons, attrs = _choose(core, target, dtype) if \
+                strategy, params, reasons, attrs = choose(core, target, dtype) if \
                     get(target).planned else _portable(core)
                 choices.append(Choice(*where(core.prefix, graph), strategy.name,
                                       tuple(reasons), tuple(params.items())))
