@@ -12,201 +12,25 @@ model (a spec with `vocab`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .checkpoint_files import Checkpoint, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
+from .families import FAMILIES, LM_NAMES, Names
+from .families.names import Split
 from .spec import Attention, Transformer
 
-__all__ = ["FAMILIES", "Checkpoint", "gather", "open_checkpoint", "read_tensors"]
+__all__ = ["Checkpoint", "gather", "open_checkpoint", "read_tensors"]
 
-Split = Callable[[torch.Tensor, Attention, dict], torch.Tensor]
-
-
-@dataclass(frozen=True)
-class Family:
-    """Where a family keeps each tensor attndsl names. `layer` is the checkpoint prefix of
-    layer i; `names` maps attndsl's name within a layer (after `layers.{i}.`) to the
-    checkpoint's name within its layer, or to (fused name, split); `top` maps names outside the
-    layers. `bases` are prefixes a task model adds (`model.`, `transformer.`)."""
-
-    layer: str
-    names: dict[str, str | tuple[str, Split]]
-    top: dict[str, str] = field(default_factory=dict)
-    bases: tuple[str, ...] = ()
-
-
-def _rows(start: Callable[[Attention, dict], int], size: Callable[[Attention, dict], int]):
-    def split(t: torch.Tensor, a: Attention, cfg: dict) -> torch.Tensor:
-        return t[start(a, cfg): start(a, cfg) + size(a, cfg)]
-    return split
-
-
-def _per_head(part: int) -> Split:
-    """[heads, 3, head_dim] interleaving (GPT-NeoX, BLOOM, Falcon without GQA/MQA)."""
-    def split(t: torch.Tensor, a: Attention, cfg: dict) -> torch.Tensor:
-        return t.reshape(a.heads, 3, a.head_dim, *t.shape[1:])[:, part].reshape(
-            a.heads * a.head_dim, *t.shape[1:])
-    return split
-
-
-def _falcon(part: int) -> Split:
-    """Falcon's three layouts: grouped [kv, groups + 2, head_dim] (new_decoder_architecture),
-    [heads + 2, head_dim] (multi_query) or per head [heads, 3, head_dim]."""
-    def split(t: torch.Tensor, a: Attention, cfg: dict) -> torch.Tensor:
-        rest = t.shape[1:]
-        if cfg.get("new_decoder_architecture"):
-            g = a.heads // a.kv_heads
-            grouped = t.reshape(a.kv_heads, g + 2, a.head_dim, *rest)
-            piece = grouped[:, :g] if part == 0 else grouped[:, g + part - 1: g + part]
-            return piece.reshape(-1, *rest)
-        if cfg.get("multi_query", True):
-            flat = t.reshape(a.heads + 2, a.head_dim, *rest)
-            piece = flat[: a.heads] if part == 0 else flat[a.heads + part - 1]
-            return piece.reshape(-1, *rest)
-        return _per_head(part)(t, a, cfg)
-    return split
-
-
-def _qkv_names(fused: str, make: Callable[[int], Split], bias: bool = True) -> dict:
-    out = {}
-    for i, p in enumerate("qkv"):
-        out[f"self_attn.{p}_proj.weight"] = (f"{fused}.weight", make(i))
-        if bias:
-            out[f"self_attn.{p}_proj.bias"] = (f"{fused}.bias", make(i))
-    return out
-
-
-def _same(*names: str) -> dict[str, str]:
-    return {n: n for n in names}
-
-
-def _linear(ours: str, theirs: str) -> dict[str, str]:
-    return {f"{ours}.weight": f"{theirs}.weight", f"{ours}.bias": f"{theirs}.bias"}
-
-
-_ATTN = {k: v for p in "qkvo" for k, v in _linear(f"self_attn.{p}_proj",
-                                                  f"self_attn.{p}_proj").items()}
-_ATTN |= _same("self_attn.q_norm.weight", "self_attn.k_norm.weight")
-_GATED = {k: v for p in ("gate", "up", "down")
-          for k, v in _linear(f"mlp.{p}_proj", f"mlp.{p}_proj").items()}
-# a language model's token embedding and head, outside the task model's base prefix
-LM_NAMES = ("embed_tokens.weight", "lm_head.weight")
-_LM = dict(zip(LM_NAMES, LM_NAMES, strict=True))
-_LLAMA = Family("layers.{i}.", {**_ATTN, **_GATED, "attn_norm.weight": "input_layernorm.weight",
-                                "ffn_norm.weight": "post_attention_layernorm.weight"},
-                {"norm.weight": "norm.weight", **_LM}, ("model.",))
-_GEMMA = Family("layers.{i}.", {**_ATTN, **_GATED,
-                                "attn_norm.weight": "input_layernorm.weight",
-                                "post_attn_norm.weight": "post_attention_layernorm.weight",
-                                "ffn_norm.weight": "pre_feedforward_layernorm.weight",
-                                "post_ffn_norm.weight": "post_feedforward_layernorm.weight"},
-                {"norm.weight": "norm.weight", **_LM},
-                ("model.language_model.", "language_model.model.", "model."))
-
-
-def _q_rows(a: Attention, cfg: dict) -> int:
-    return a.heads * a.head_dim
-
-
-def _kv_rows(a: Attention, cfg: dict) -> int:
-    return a.kv_heads * a.head_dim
-
-
-def _half(cfg_key: str) -> Callable[[Attention, dict], int]:
-    return lambda a, cfg: cfg[cfg_key]
-
-
-_PHI3 = Family("layers.{i}.", {
-    "self_attn.q_proj.weight": ("self_attn.qkv_proj.weight", _rows(lambda a, c: 0, _q_rows)),
-    "self_attn.k_proj.weight": ("self_attn.qkv_proj.weight", _rows(_q_rows, _kv_rows)),
-    "self_attn.v_proj.weight": ("self_attn.qkv_proj.weight",
-                                _rows(lambda a, c: _q_rows(a, c) + _kv_rows(a, c), _kv_rows)),
-    "self_attn.o_proj.weight": "self_attn.o_proj.weight",
-    "mlp.gate_proj.weight": ("mlp.gate_up_proj.weight",
-                             _rows(lambda a, c: 0, _half("intermediate_size"))),
-    "mlp.up_proj.weight": ("mlp.gate_up_proj.weight",
-                           _rows(_half("intermediate_size"), _half("intermediate_size"))),
-    "mlp.down_proj.weight": "mlp.down_proj.weight",
-    "attn_norm.weight": "input_layernorm.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight"},
-    {"norm.weight": "norm.weight", **_LM}, ("model.",))
-
-
-def _norms(pairs: dict[str, str]) -> dict[str, str]:
-    return {k: v for ours, theirs in pairs.items() for k, v in _linear(ours, theirs).items()}
-
-
-_NEOX = Family("layers.{i}.", {
-    **_qkv_names("attention.query_key_value", _per_head),
-    **_linear("self_attn.o_proj", "attention.dense"),
-    **_norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
-    **_linear("mlp.fc1", "mlp.dense_h_to_4h"), **_linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    _norms({"norm": "final_layer_norm"}), ("gpt_neox.",))
-_GPTJ = Family("h.{i}.", {
-    **{k: v for p in "qkv" for k, v in _linear(f"self_attn.{p}_proj", f"attn.{p}_proj").items()},
-    **_linear("self_attn.o_proj", "attn.out_proj"), **_norms({"attn_norm": "ln_1"}),
-    **_linear("mlp.fc1", "mlp.fc_in"), **_linear("mlp.fc2", "mlp.fc_out")},
-    _norms({"norm": "ln_f"}), ("transformer.",))
-_BLOOM = Family("h.{i}.", {
-    **_qkv_names("self_attention.query_key_value", _per_head),
-    **_linear("self_attn.o_proj", "self_attention.dense"),
-    **_norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
-    **_linear("mlp.fc1", "mlp.dense_h_to_4h"), **_linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    _norms({"norm": "ln_f"}), ("transformer.",))
-_FALCON_MLP = {**_linear("self_attn.o_proj", "self_attention.dense"),
-               **_linear("mlp.fc1", "mlp.dense_h_to_4h"),
-               **_linear("mlp.fc2", "mlp.dense_4h_to_h"),
-               **_qkv_names("self_attention.query_key_value", _falcon)}
-_FALCON_TWO_NORMS = Family("h.{i}.", {**_FALCON_MLP, **_norms({"attn_norm": "ln_attn",
-                                                                "ffn_norm": "ln_mlp"})},
-                           _norms({"norm": "ln_f"}), ("transformer.",))
-_FALCON = Family("h.{i}.", {**_FALCON_MLP, **_norms({
-    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"})},
-    _norms({"norm": "ln_f"}), ("transformer.",))
-_BERT = Family("encoder.layer.{i}.", {
-    **_linear("self_attn.q_proj", "attention.self.query"),
-    **_linear("self_attn.k_proj", "attention.self.key"),
-    **_linear("self_attn.v_proj", "attention.self.value"),
-    **_linear("self_attn.o_proj", "attention.output.dense"),
-    **_norms({"attn_norm": "attention.output.LayerNorm", "ffn_norm": "output.LayerNorm"}),
-    **_linear("mlp.fc1", "intermediate.dense"), **_linear("mlp.fc2", "output.dense")},
-    {}, ("bert.",))
-_T5 = Family("encoder.block.{i}.", {
-    **{f"self_attn.{p}_proj.weight": f"layer.0.SelfAttention.{p}.weight" for p in "qkvo"},
-    "self_attn.relative_attention_bias.weight":
-        "layer.0.SelfAttention.relative_attention_bias.weight",
-    "attn_norm.weight": "layer.0.layer_norm.weight",
-    "ffn_norm.weight": "layer.1.layer_norm.weight",
-    "mlp.fc1.weight": "layer.1.DenseReluDense.wi.weight",
-    "mlp.fc2.weight": "layer.1.DenseReluDense.wo.weight",
-    "mlp.gate_proj.weight": "layer.1.DenseReluDense.wi_0.weight",
-    "mlp.up_proj.weight": "layer.1.DenseReluDense.wi_1.weight",
-    "mlp.down_proj.weight": "layer.1.DenseReluDense.wo.weight"},
-    {"norm.weight": "encoder.final_layer_norm.weight",
-     "relative_attention_bias.weight":
-         "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"})
-
-FAMILIES: dict[str, Family] = {
-    "llama": _LLAMA, "mistral": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "gemma2": _GEMMA,
-    "gemma3": _GEMMA, "gemma3_text": _GEMMA, "phi3": _PHI3, "gpt_neox": _NEOX, "gptj": _GPTJ,
-    "bloom": _BLOOM, "falcon": _FALCON, "bert": _BERT, "t5": _T5,
-}
-
-
-def family_of(cfg: dict) -> Family:
+def family_of(cfg: dict) -> Names:
+    """The name table of the checkpoint whose config is `cfg`."""
     model_type = cfg.get("model_type")
-    if model_type == "falcon" and (cfg.get("new_decoder_architecture") and
-                                   cfg.get("num_ln_in_parallel_attn") in (None, 2)):
-        return _FALCON_TWO_NORMS
     if model_type not in FAMILIES:
         raise UsageError(f"checkpoint family `{model_type}` has no name table; supported: "
                          f"{', '.join(sorted(FAMILIES))}")
-    return FAMILIES[model_type]
+    return FAMILIES[model_type].names(cfg)
 
 
 def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tuple[int, ...]],
@@ -302,7 +126,7 @@ def _strip_bases(names: dict[str, Path], bases: tuple[str, ...]) -> dict[str, st
 _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
 
-def _source(fam: Family, spec: Attention | Transformer, ours: str,
+def _source(fam: Names, spec: Attention | Transformer, ours: str,
             layer: int) -> tuple[str, Split | None, Attention]:
     """(checkpoint name, split or None, the attention of its layer) for one attndsl tensor."""
     if isinstance(spec, Attention):

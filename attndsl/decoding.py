@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .dtypes import from_ort, numpy_dtype
 from .errors import Diagnostic, SpecError, UsageError
 from .masks import (
     Document,
@@ -284,5 +285,5 @@ class _InPlace:
 
 
 def _ort_float(type_name: str):
-    return {"tensor(float)": np.float32, "tensor(float16)": np.float16}.get(type_name,
-                                                                          np.float32)
+    """The NumPy type of a cache or logits tensor of ONNX Runtime's `type_name`."""
+    return numpy_dtype(from_ort(type_name) or "float32")

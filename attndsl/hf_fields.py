@@ -7,14 +7,14 @@ that is none of these is reported rather than silently dropped."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .check.stacks import MAX_LAYERS
 from .errors import Diagnostic, SpecError, UsageError
+from .families import Family, Refusal
 
-__all__ = ["DEFAULTS", "INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "read_config",
+__all__ = ["INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "read_config",
            "read_json", "refusals", "type_problems"]
 
 _DROPOUT = "dropout, which is off at inference"
@@ -69,51 +69,24 @@ INERT: dict[str, str] = {
                                "reads",
 }
 
-# family -> field -> why, where a field is inert for that family alone
-_FAMILY_INERT: dict[str, dict[str, str]] = {
-    "gpt_neox": {"is_decoder": "GPT-NeoX is causal whatever is_decoder says (the model never "
-                               "reads it)"},
-    "t5": {"is_decoder": "T5EncoderModel builds its encoder with is_decoder = False"},
-    "gemma3": {"attn_logit_softcapping": "Gemma 3's attention never applies it (transformers "
-                                         "keeps it unused)"},
-    "gemma3_text": {"attn_logit_softcapping": "Gemma 3's attention never applies it "
-                                              "(transformers keeps it unused)"},
-    "falcon": {"num_kv_heads": "read with new_decoder_architecture; otherwise every head is a "
-                               "kv head (one with multi_query)",
-               "num_ln_in_parallel_attn": "read with new_decoder_architecture; the older "
-                                          "architecture has one norm",
-               "multi_query": "read unless new_decoder_architecture, which names its kv heads",
-               "rope_parameters": "read unless alibi, which has no rotary positions"},
-    "qwen2": {"max_window_layers": "read into layer_types by Qwen2Config; the import reads "
-                                   "it only when layer_types is absent"},
-    "qwen3": {"max_window_layers": "read into layer_types by Qwen3Config; the import reads "
-                                   "it only when layer_types is absent"},
-}
-
-# field -> (when it is refused, for which families (None: all), why)
-REFUSED: dict[str, tuple[Callable[[Any], bool], tuple[str, ...] | None, str]] = {
-    "quantization_config": (lambda v: v is not None, None,
+# field -> (when it is refused, why), for every family (a family's own: `Family.refused`)
+REFUSED: dict[str, Refusal] = {
+    "quantization_config": (lambda v: v is not None,
                             "quantized checkpoints are not imported yet: dequantize first"),
-    "pruned_heads": (lambda v: bool(v), None,
-                     "pruned heads leave layers with different head counts"),
-    "add_cross_attention": (lambda v: bool(v), ("bert",),
-                            "BERT's decoder cross attention layers are not imported"),
-    "use_bidirectional_attention": (lambda v: bool(v), ("gemma2",),
-                                    "transformers' Gemma 2 applies it in its SDPA path but "
-                                    "keeps the causal mask in its eager path"),
+    "pruned_heads": (bool, "pruned heads leave layers with different head counts"),
 }
 
 
-def inert_fields(family: str) -> dict[str, str]:
+def inert_fields(family: Family) -> dict[str, str]:
     """Every field that does not change what `family`'s imported stack computes, and why."""
-    return {**INERT, **_FAMILY_INERT.get(family, {})}
+    return {**INERT, **family.inert}
 
 
-def refusals(cfg: dict, family: str) -> list[str]:
+def refusals(cfg: dict, family: Family) -> list[str]:
     """The problems of the refused fields that `cfg` sets, one line each."""
     out = []
-    for key, (refused, families, why) in REFUSED.items():
-        if key in cfg and (families is None or family in families) and refused(cfg[key]):
+    for key, (refused, why) in {**REFUSED, **family.refused}.items():
+        if key in cfg and refused(cfg[key]):
             out.append(f"`{key}` = {_json(cfg[key])}: {why}")
     return out
 
@@ -144,7 +117,7 @@ class Recorded(dict):
         self.read.add(key)
         return super().__contains__(key)
 
-    def unread(self, family: str) -> list[str]:
+    def unread(self, family: Family) -> list[str]:
         """Fields the import neither read nor knows to be inert, in file order."""
         inert = inert_fields(family)
         return [k for k in self if k not in self.read and k not in inert]
@@ -218,56 +191,6 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
             for name, inner in (value.items() if nested else [("", value)]):
                 out += type_problems(inner or {}, f"{key}.{name + '.' if name else ''}")
     return out
-
-
-# transformers' own defaults (its config classes, 5.23) for the fields the import reads: a field
-# missing from config.json means what transformers means by it (`tests/test_hf_fields.py`
-# holds this table to the classes). Fields without a default (None) are absent.
-_LLAMA = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-          "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-06,
-          "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False}
-_GEMMA = {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-          "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-          "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06,
-          "tie_word_embeddings": True, "attention_bias": False, "query_pre_attn_scalar": 256,
-          "sliding_window": 4096}
-_QWEN = {"hidden_size": 4096, "intermediate_size": 22016, "num_hidden_layers": 32,
-         "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu",
-         "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "use_sliding_window": False,
-         "sliding_window": 4096, "max_window_layers": 28}
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": _LLAMA,
-    "mistral": {**{k: v for k, v in _LLAMA.items() if not k.endswith("_bias")},
-                "intermediate_size": 14336, "num_key_value_heads": 8, "sliding_window": 4096},
-    "qwen2": _QWEN,
-    "qwen3": {**_QWEN, "head_dim": 128, "attention_bias": False},
-    "gemma2": {**_GEMMA, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0},
-    "gemma3_text": {**_GEMMA, "use_bidirectional_attention": False},
-    "phi3": {"hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
-             "num_attention_heads": 32, "hidden_act": "silu",
-             "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
-             "tie_word_embeddings": False},
-    "gpt_neox": {"hidden_size": 6144, "num_hidden_layers": 44, "num_attention_heads": 64,
-                 "intermediate_size": 24576, "hidden_act": "gelu", "layer_norm_eps": 1e-05,
-                 "tie_word_embeddings": False, "use_parallel_residual": True,
-                 "attention_bias": True, "is_decoder": False},
-    "gptj": {"n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16,
-             "rotary_dim": 64, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
-             "tie_word_embeddings": False},
-    "falcon": {"hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
-               "layer_norm_epsilon": 1e-05, "alibi": False, "new_decoder_architecture": False,
-               "multi_query": True, "parallel_attn": True, "bias": False, "activation": "gelu",
-               "tie_word_embeddings": True},
-    "bloom": {"hidden_size": 64, "n_layer": 2, "n_head": 8, "layer_norm_epsilon": 1e-05,
-              "apply_residual_connection_post_layernorm": False, "tie_word_embeddings": True},
-    "bert": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-             "intermediate_size": 3072, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
-             "is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True},
-    "t5": {"d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
-           "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
-           "layer_norm_epsilon": 1e-06, "feed_forward_proj": "relu", "is_decoder": False},
-}
-DEFAULTS["gemma3"] = DEFAULTS["gemma3_text"]
 
 
 def read_json(file: Path, what: str) -> Any:

@@ -263,14 +263,14 @@ def test_renamed_tensors_get_the_right_hint_or_none(tmp_path: Path, family: str)
 
 def test_checkpoint_name_tables_are_documented() -> None:
     """docs/CHECKPOINTS.md lists every mapping of every family's table, as the loader has it."""
-    from attndsl.checkpoints import FAMILIES
+    from attndsl.families import FAMILIES
 
     doc = (Path(__file__).parent.parent / "docs" / "CHECKPOINTS.md").read_text()
     for family in FAMILIES.values():
-        for ours, theirs in family.names.items():
+        for ours, theirs in family.weights.names.items():
             name = theirs[0] if isinstance(theirs, tuple) else theirs
             assert f"| `{ours}` | `{name}`" in doc, (ours, name)
-        for ours, theirs in family.top.items():
+        for ours, theirs in family.weights.top.items():
             assert f"| `{ours}` (top) | `{theirs}` |" in doc, (ours, theirs)
 
 

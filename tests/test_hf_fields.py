@@ -12,8 +12,9 @@ import transformers as tf
 
 import attndsl
 from attndsl.cli import main
+from attndsl.families import FAMILIES
 from attndsl.hf_fields import REFUSED, inert_fields
-from attndsl.hf_import import FAMILIES, import_config
+from attndsl.hf_import import import_config
 from attndsl.masks import render
 
 from .test_hf_families import CASES
@@ -49,7 +50,7 @@ def test_every_field_is_read_inert_or_refused(tmp_path: Path, family: str, make)
     notes: list[str] = []
     attndsl.loads(import_config(tmp_path, notes=notes))  # it imports, and the spec checks
     assert notes == [], notes
-    inert = inert_fields(family)
+    inert = inert_fields(FAMILIES[family])
     for key in saved:
         assert key not in inert or inert[key], key  # each inert field says why
 
@@ -83,7 +84,8 @@ def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsy
     (tmp_path / "config.json").write_text(json.dumps(saved))
     assert main(["import", str(tmp_path)]) == 2
     assert f"`{field}` = {json.dumps(value)}" in capsys.readouterr().err
-    assert field not in REFUSED or REFUSED[field][2]
+    refused = {**REFUSED, **FAMILIES[family].refused}
+    assert field not in refused or refused[field][1]
 
 
 def test_qwen2_without_layer_types_slides_from_max_window_layers(tmp_path: Path) -> None:
@@ -166,11 +168,11 @@ def test_defaults_are_transformers_defaults(family: str) -> None:
     table of defaults is the config class's, for every field the import reads."""
     import dataclasses
 
-    from attndsl.hf_fields import DEFAULTS, TYPES
+    from attndsl.hf_fields import TYPES
 
     structural = {"model_type", "layer_types", "rope_parameters", "rope_scaling", "vocab_size",
                   "max_position_embeddings"}
     want = {f.name: f.default for f in dataclasses.fields(CLASSES[family])
             if f.name in TYPES and f.name not in structural
             and f.default is not dataclasses.MISSING and f.default is not None}
-    assert DEFAULTS[family] == want
+    assert FAMILIES[family].defaults == want

@@ -181,6 +181,19 @@ def test_run_and_triton_work_on_every_example(path: Path, name: str, tmp_path: P
     assert y.shape[:2] == (2, 9) and np.isfinite(y).all()
 
 
+def test_the_wheel_lists_every_package() -> None:
+    """A package missing from pyproject's list installs in editable mode and is absent from
+    a wheel: every folder of attndsl/ with an __init__.py is listed."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    root = Path(__file__).parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {".".join(p.parent.relative_to(root).parts)
+             for p in (root / "attndsl").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
+
+
 def test_no_module_is_over_400_lines() -> None:
     """docs/ARCHITECTURE.md's promise: a module does one thing and stays readable."""
     from .conftest import ROOT

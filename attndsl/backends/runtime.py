@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..dtypes import ONNX_TYPE, from_ort
 from ..errors import ExportError, UsageError
 from ..targets import HEAVY_OPS, check_ort_version
 from .exported import Exported
@@ -111,13 +112,6 @@ def make_session(model: Exported | bytes | str | os.PathLike[str], provider: str
     return session
 
 
-# ORT's type names -> torch dtype names -> ONNX element types
-_TYPES = {"tensor(float)": "float32", "tensor(float16)": "float16",
-          "tensor(bfloat16)": "bfloat16", "tensor(double)": "float64", "tensor(int64)": "int64",
-          "tensor(int32)": "int32", "tensor(bool)": "bool"}
-_ELEMENT = {"float32": 1, "float16": 10, "bfloat16": 16, "float64": 11, "int64": 7,
-            "int32": 6, "bool": 9}
-
 
 def device_of(session) -> str:
     """'cuda' or 'cpu': where a session's inputs and outputs should live."""
@@ -142,7 +136,7 @@ class Bound:
             if meta.name not in inputs:
                 raise ExportError(f"the model needs an input named `{meta.name}`")
             value = np.asarray(inputs[meta.name])
-            kind = _TYPES.get(meta.type)
+            kind = from_ort(meta.type)
             if kind is None:
                 raise ExportError(f"input `{meta.name}` has type {meta.type}, which attndsl "
                                   "cannot feed")
@@ -157,7 +151,7 @@ class Bound:
                           if isinstance(d, str)})
         out = session.get_outputs()[0]
         shape = [d if isinstance(d, int) else sizes.get(d) for d in out.shape]
-        kind = _TYPES.get(out.type)
+        kind = from_ort(out.type)
         if None in shape or kind is None:
             raise ExportError(f"cannot size output `{out.name}` {out.shape} from the inputs")
         self.through_torch = kind == "bfloat16"
@@ -175,7 +169,7 @@ class Bound:
             device=device, dtype=getattr(torch, kind)).contiguous()
         self.buffers[name] = tensor
         bind = self.binding.bind_input if input_ else self.binding.bind_output
-        bind(name, tensor.device.type, tensor.device.index or 0, _ELEMENT[kind],
+        bind(name, tensor.device.type, tensor.device.index or 0, ONNX_TYPE[kind],
              list(tensor.shape), tensor.data_ptr())
         return tensor
 

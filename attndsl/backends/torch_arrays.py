@@ -7,12 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..dtypes import dtype_name, torch_dtype
+
 __all__ = ["TorchArrays"]
 
 
-_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-           "int64": torch.int64, "bool": torch.bool}
-_NAMES = {v: k for k, v in _DTYPES.items()}
 
 
 class TorchArrays:
@@ -22,15 +21,15 @@ class TorchArrays:
         self.device = device
 
     def asarray(self, values, dtype: str) -> Tensor:
-        return torch.tensor(values, dtype=_DTYPES[dtype], device=self.device)
+        return torch.tensor(values, dtype=torch_dtype(dtype), device=self.device)
 
     @staticmethod
     def astype(x: Tensor, dtype: str) -> Tensor:
-        return x.to(_DTYPES[dtype])
+        return x.to(torch_dtype(dtype))
 
     @staticmethod
     def dtype(x: Tensor) -> str:
-        return _NAMES[x.dtype]
+        return dtype_name(x.dtype)
 
     abs, log, cos, sin, tanh = (staticmethod(f) for f in (torch.abs, torch.log, torch.cos,
                                                           torch.sin, torch.tanh))

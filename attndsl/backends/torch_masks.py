@@ -45,18 +45,13 @@ def memory_visible(expr: masks.Mask, env: Env, keys: int) -> Tensor:
 def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
     """(L, S), or (B, L, S) with runtime inputs. When decoding, keys where attention_mask is 0
     (padding) are hidden too, and `keys` are the last ones (a bounded cache holds those)."""
+    if "attention_mask" in env:  # masks read token positions
+        return formulas.decoding_visible(TorchArrays(env["x"].device), expr,
+                                         env["attention_mask"], env["x"], keys)
     qi, ki = lengths(env)
     # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower arithmetic
     # between a tensor and a symbolic size such as `h % ceil(S / n)`
     S = ki[0, -1] + 1
-    if "attention_mask" in env:  # masks read token positions (the decoding graph's has no
-        real = env["attention_mask"] != 0  # `padding` left: attention_mask says it)
-        k_pos = real.long().cumsum(-1) - 1  # (B, S): real tokens before each slot
-        q_pos = k_pos[:, k_pos.shape[1] - env["x"].shape[1]:]
-        if keys is not None:
-            k_pos, real = k_pos[:, -keys:], real[:, -keys:]
-        seen = masks.evaluate(expr, q_pos[:, :, None], k_pos[:, None, :], masks.MaskContext(S, S))
-        return seen & real[:, None, :]
     segments = env.get("segment_ids")
     docs = formulas.document_positions(TorchArrays(segments.device), segments) \
         if segments is not None and masks.reads_documents(expr) else None

@@ -16,8 +16,8 @@ from ..backends.lower.attend import (
     scores,
     with_head_axes,
 )
-from ..backends.lower.builder import ONNX_TYPE, Lowering, OnnxArrays, Sym, arg, bsh, static_last
-from ..dtypes import numpy_dtype
+from ..backends.lower.builder import Lowering, OnnxArrays, Sym, arg, bsh, static_last
+from ..dtypes import ONNX_TYPE, numpy_dtype
 from ..ir import Node
 from ..planner.cores import Core
 from ..planner.cover import cover

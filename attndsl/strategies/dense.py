@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from onnx import TensorProto
-
 from .. import masks
+from ..backends import formulas
 from ..backends.lower.attend import (
     masked_attend,
     qk_float32,
@@ -13,6 +12,7 @@ from ..backends.lower.attend import (
     with_head_axes,
 )
 from ..backends.lower.builder import Lowering, Sym, arg, bsh
+from ..backends.lower.sym import OnnxArrays
 from ..ir import Node
 from ..planner.cores import Core
 from .base import Context, Match, Reject, Strategy
@@ -62,25 +62,15 @@ def lower(lw: Lowering, node: Node) -> str:
 
 
 def decoding_visibility(lw: Lowering, expr: masks.Mask, keys: Sym) -> Sym:
-    """(B, 1, 1, L, K): the mask at token positions (real tokens before each slot), real keys
-    only, for the last K = `keys` slots (the cache's); once per model for each mask expression
-    (the expression fixes how many keys its cache keeps)."""
+    """(B, 1, 1, L, K): `formulas.decoding_visible` for the last K = `keys` slots (the
+    cache's); once per model for each mask expression (which fixes how many keys its cache
+    keeps)."""
     key = ("visible", expr)
     if key not in lw.memo:
         b = lw.b
-        S = lw.S
-        mask = lw.env["attention_mask"]
-
-        def last(x: Sym, n: Sym) -> Sym:  # the last n columns of (B, S)
-            start = b.op("Unsqueeze", (S - n).name, b.i64(0))
-            return Sym(b, b.op("Slice", x.name, start, b.i64(2**62), b.i64(1)), x.dtype, 2)
-
-        tokens = Sym(b, b.op("CumSum", mask, b.i64(1)), "int64", 2) - 1  # (B, S)
-        q_tok = last(tokens, lw.L)  # (B, L): the new tokens
-        k_tok = last(tokens, keys)
-        real = last(Sym(b, b.op("Cast", mask, to=TensorProto.BOOL), "bool", 2), keys)
-        visible = masks.evaluate(expr, q_tok[..., None], k_tok[:, None],
-                                 masks.MaskContext(S, S)) & real[:, None]
+        mask = Sym(b, lw.env["attention_mask"], "int64", 2)
+        x = Sym(b, lw.env["x"], "float32", 3)  # (its shape alone is read)
+        visible = formulas.decoding_visible(OnnxArrays(b), expr, mask, x, keys)
         lw.memo[key] = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)
     return lw.memo[key]
 

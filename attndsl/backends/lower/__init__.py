@@ -23,10 +23,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Op, all_nodes
 from ...shapes import TensorType
 from . import ops
-from .builder import LOWER, ONNX_TYPE, Builder, Lowering
+from .builder import LOWER, Builder, Lowering
 from .switch import subgraph_inputs
 
 __all__ = ["build_model"]

@@ -11,12 +11,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ...dtypes import numpy_dtype
+from ...dtypes import ONNX_TYPE, numpy_dtype
 from ...ir import Node, Op
 from ...shapes import TensorType
-from .sym import ONNX_TYPE, OnnxArrays, Sym
+from .sym import OnnxArrays, Sym
 
-__all__ = ["LOWER", "ONNX_TYPE", "Builder", "Lowering", "OnnxArrays", "Sym", "arg",
+__all__ = ["LOWER", "Builder", "Lowering", "OnnxArrays", "Sym", "arg",
            "bsh", "lower", "repeat", "static_last", "width"]
 
 

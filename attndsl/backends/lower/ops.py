@@ -4,10 +4,11 @@ to its strategy's module."""
 from __future__ import annotations
 
 from ... import masks
+from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
 from .. import formulas
 from .attend import kept_keys
-from .builder import ONNX_TYPE, Lowering, arg, lower, repeat, width
+from .builder import Lowering, arg, lower, repeat, width
 
 __all__ = ["projection_groups"]
 

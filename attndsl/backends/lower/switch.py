@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from onnx import GraphProto, helper
 
+from ...dtypes import ONNX_TYPE
 from ...ir import Node, Op
-from .builder import LOWER, ONNX_TYPE, Lowering, lower
+from .builder import LOWER, Lowering, lower
 
 __all__ = ["subgraph_inputs"]
 

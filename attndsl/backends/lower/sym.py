@@ -7,17 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from onnx import TensorProto
+
+from ...dtypes import DTYPES, ONNX_TYPE
 
 if TYPE_CHECKING:
     from .builder import Builder
 
-__all__ = ["FLOATS", "ONNX_TYPE", "OnnxArrays", "Sym"]
-
-ONNX_TYPE = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
-             "bfloat16": TensorProto.BFLOAT16, "int64": TensorProto.INT64,
-             "bool": TensorProto.BOOL, "int32": TensorProto.INT32}
-FLOATS = ("float32", "float16", "bfloat16")
+__all__ = ["OnnxArrays", "Sym"]
 
 
 class Sym:
@@ -34,7 +30,7 @@ class Sym:
             return other
         if isinstance(other, bool | np.bool_):
             return Sym(self.b, self.b.const(other, "bool"), "bool", 0)
-        if self.dtype in FLOATS:  # a scalar takes the type of the tensor it meets
+        if self.dtype in DTYPES:  # a scalar takes the type of the tensor it meets
             dtype = self.dtype
         else:
             dtype = "float32" if isinstance(other, float) else "int64"
@@ -230,10 +226,12 @@ class OnnxArrays:
         pads = [0] * (x.ndim + axis) + [n] + [0] * (x.ndim - axis - 1)
         return Sym(self.b, self.b.op("Pad", x.name, self.vector(pads)), x.dtype, x.ndim)
 
-    def slice(self, x: Sym, axis: int, start: int, stop: int | Sym | None) -> Sym:
+    def slice(self, x: Sym, axis: int, start: int | Sym, stop: int | Sym | None) -> Sym:
         b = self.b
+        first = b.i64(start) if isinstance(start, int) else \
+            b.op("Unsqueeze", start.name, b.i64(0))
         end = [2**62 if stop is None else stop]
-        return Sym(b, b.op("Slice", x.name, b.i64(start), self.vector(end), b.i64(axis)),
+        return Sym(b, b.op("Slice", x.name, first, self.vector(end), b.i64(axis)),
                    x.dtype, x.ndim)
 
     def take(self, x: Sym, indices: Sym, axis: int) -> Sym:

@@ -1,0 +1,42 @@
+"""`Family`: everything attndsl knows of one Hugging Face model type, in one record."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .names import Names
+from .text import SpecText
+
+__all__ = ["Family", "Refusal"]
+
+# (when the field's value is refused, why): a field attndsl has no form for at that value
+Refusal = tuple[Callable[[Any], bool], str]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model type, as `attndsl import` and `compile --weights` read it.
+
+    read(spec, padding) writes the spec of a config (`spec.cfg`, transformers' defaults
+    filled in); padding is None, "left" or "right". `weights` names the checkpoint's tensors
+    (`weights_for` may pick another table from the config). `defaults` are the config class's
+    defaults for every field the import reads (held to transformers' classes by the tests);
+    `inert` the fields that do not change what this family computes, and why; `refused` the
+    field values it has no form for. `encoder`: padding defaults to right; `lm`: attndsl
+    expresses its token embedding and LM head."""
+
+    model_type: str
+    read: Callable[[SpecText, str | None], None]
+    weights: Names
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    inert: Mapping[str, str] = field(default_factory=dict)
+    refused: Mapping[str, Refusal] = field(default_factory=dict)
+    encoder: bool = False
+    lm: bool = False
+    weights_for: Callable[[dict], Names] | None = None
+
+    def names(self, cfg: dict) -> Names:
+        """The name table of the checkpoint whose config is `cfg`."""
+        return self.weights if self.weights_for is None else self.weights_for(cfg)

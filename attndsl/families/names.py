@@ -1,0 +1,78 @@
+"""Where a checkpoint keeps each tensor attndsl names (`Names`), and the pieces the families'
+tables are built from: plain renames, fused projections split by rows or per head."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..spec import Attention
+
+__all__ = ["ATTN", "GATED", "LM", "LM_NAMES", "Names", "Split", "linear", "norms", "per_head",
+           "qkv_names", "rows", "same"]
+
+# a fused tensor (a NumPy array or torch tensor: both reshape and slice alike), the attention
+# of its layer and the config -> attndsl's piece of it
+Split = Callable[[Any, Attention, dict], Any]
+
+
+@dataclass(frozen=True)
+class Names:
+    """Where a family keeps each tensor attndsl names. `layer` is the checkpoint prefix of
+    layer i; `names` maps attndsl's name within a layer (after `layers.{i}.`) to the
+    checkpoint's name within its layer, or to (fused name, split); `top` maps names outside the
+    layers. `bases` are prefixes a task model adds (`model.`, `transformer.`)."""
+
+    layer: str
+    names: dict[str, str | tuple[str, Split]]
+    top: dict[str, str] = field(default_factory=dict)
+    bases: tuple[str, ...] = ()
+
+
+def rows(start: Callable[[Attention, dict], int], size: Callable[[Attention, dict], int]) -> Split:
+    """Rows start .. start + size of a fused projection."""
+    def split(t: Any, a: Attention, cfg: dict) -> Any:
+        return t[start(a, cfg): start(a, cfg) + size(a, cfg)]
+    return split
+
+
+def per_head(part: int) -> Split:
+    """[heads, 3, head_dim] interleaving (GPT-NeoX, BLOOM, Falcon without GQA/MQA)."""
+    def split(t: Any, a: Attention, cfg: dict) -> Any:
+        return t.reshape(a.heads, 3, a.head_dim, *t.shape[1:])[:, part].reshape(
+            a.heads * a.head_dim, *t.shape[1:])
+    return split
+
+
+def qkv_names(fused: str, make: Callable[[int], Split], bias: bool = True) -> dict:
+    """q, k and v projections (weights and biases) split from one fused tensor."""
+    out = {}
+    for i, p in enumerate("qkv"):
+        out[f"self_attn.{p}_proj.weight"] = (f"{fused}.weight", make(i))
+        if bias:
+            out[f"self_attn.{p}_proj.bias"] = (f"{fused}.bias", make(i))
+    return out
+
+
+def same(*names: str) -> dict[str, str]:
+    return {n: n for n in names}
+
+
+def linear(ours: str, theirs: str) -> dict[str, str]:
+    """A linear layer's (or LayerNorm's) weight and bias."""
+    return {f"{ours}.weight": f"{theirs}.weight", f"{ours}.bias": f"{theirs}.bias"}
+
+
+def norms(pairs: dict[str, str]) -> dict[str, str]:
+    return {k: v for ours, theirs in pairs.items() for k, v in linear(ours, theirs).items()}
+
+
+ATTN = {k: v for p in "qkvo" for k, v in linear(f"self_attn.{p}_proj",
+                                                 f"self_attn.{p}_proj").items()}
+ATTN |= same("self_attn.q_norm.weight", "self_attn.k_norm.weight")
+GATED = {k: v for p in ("gate", "up", "down")
+         for k, v in linear(f"mlp.{p}_proj", f"mlp.{p}_proj").items()}
+# a language model's token embedding and head, outside the task model's base prefix
+LM_NAMES = ("embed_tokens.weight", "lm_head.weight")
+LM = dict(zip(LM_NAMES, LM_NAMES, strict=True))

@@ -1,0 +1,94 @@
+"""The spec text an import writes (`SpecText`: attentions, a layer pattern and stack entries,
+and the problems found), and the pieces every family's reader writes it with."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+__all__ = ["SpecText", "act", "mask", "period"]
+
+
+class SpecText:
+    """Attentions (name -> entries), a layer pattern and stack entries, rendered as text."""
+
+    def __init__(self, cfg: dict, name: str):
+        self.cfg, self.name = cfg, name
+        self.attentions: dict[str, dict[str, str]] = {}
+        self.comments: dict[str, str] = {}
+        self.pattern: list[str] = []
+        self.stack: dict[str, str] = {}
+        self.problems: list[str] = []
+
+    def get(self, *keys: str, default: Any = None) -> Any:
+        for key in keys:
+            if self.cfg.get(key) is not None:
+                return self.cfg[key]
+        return default
+
+    def need(self, *keys: str) -> Any:
+        value = self.get(*keys)
+        if value is None:
+            self.problems.append(f"`{keys[0]}` is missing")
+            return 0
+        return value
+
+    def refuse(self, key: str, why: str) -> None:
+        self.problems.append(f"`{key}` = {json.dumps(self.cfg.get(key))}: {why}")
+
+    def text(self, source: str, unread: list[str] = ()) -> str:
+        model_type = self.cfg.get("model_type")
+        if "vocab" in self.stack:
+            what = ["# The stack is the model's token embedding, transformer layers, final norm "
+                    "and LM head:", "# a language model."]
+        else:
+            what = ["# The stack is the model's transformer layers and final norm; embeddings "
+                    "and heads stay", "# outside."]
+        lines = [f"# Imported by `attndsl import` from {source} (model_type {model_type}).",
+                 what[0], f"{what[1]} Compile with `--weights` on the checkpoint folder.", ""]
+        if unread:
+            lines[-1:-1] = textwrap.wrap(f"Not read (unknown to attndsl): {', '.join(unread)}.",
+                                         98, initial_indent="# ", subsequent_indent="# ")
+        for name, entries in self.attentions.items():
+            if name in self.comments:
+                lines.append(f"# {self.comments[name]}")
+            lines.append(f"attention {name} {{")
+            lines += [f"    {k} = {v}" for k, v in entries.items()]
+            lines += ["}", ""]
+        unique = list(dict.fromkeys(self.pattern))
+        pattern = unique[0] if len(unique) == 1 else "[" + ", ".join(self.pattern) + "]"
+        lines.append(f"transformer {self.name} {{")
+        lines += [f"    {k} = {v}" for k, v in {"attention": pattern, **self.stack}.items()]
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def act(s: SpecText, key: str, value: str, gated: bool = False) -> str:
+    table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+             "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
+    act = table.get(value)
+    if act is None or (gated and act not in ("silu", "gelu_tanh")):
+        s.refuse(key, "no such activation in attndsl" + (" for a gated MLP (silu, "
+                                                          "gelu_tanh)" if gated else ""))
+        return "silu" if gated else "gelu"
+    return act
+
+
+def mask(causal: bool, padding: str | None, window: int | None = None,
+          both_sides: bool = False) -> str:
+    """`window` keys up to the query's own (both_sides: window - 1 on each side)."""
+    parts = ["causal"] if causal else []
+    if window is not None:
+        parts.append(f"window(left = {window - 1}, right = {window - 1 if both_sides else 0})")
+    if padding is not None:
+        parts.append("padding" if padding == "right" else "padding(side = left)")
+    return " & ".join(parts) or "full"
+
+
+def period(types: list[str]) -> list[str]:
+    """The shortest prefix that repeats into `types` (cut at the end)."""
+    for n in range(1, len(types) + 1):
+        if all(types[i] == types[i % n] for i in range(len(types))):
+            return types[:n]
+    return types
