@@ -181,20 +181,23 @@ class Layer:
     def _weights(self, seed: int, weights: str | os.PathLike[str] | None,
                  dtype: str) -> dict[str, Any]:
         """Float32 copies of the weights as rounded to `dtype` (exact; NumPy has no bfloat16):
-        drawn from `seed` by NumPy without torch, or read from `weights` (through the torch
-        module that checks and loads them)."""
-        if weights is not None:
-            module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
-            return {k: v.detach().float().numpy() for k, v in module.state_dict().items()}
+        read from `weights` (`weights.read_weights`: checked against the weight table) or drawn
+        from `seed`, by NumPy without torch."""
         from .dtypes import round_to
         from .weight_table import seeded_weights, weight_table
 
         _check_ints("seed", (seed,), 0, 2**63 - 1)
         _check_memory(self.name, self.spec)
-        drawn = seeded_weights(weight_table(self.spec), seed)
+        table = weight_table(self.spec)
+        if weights is not None:
+            from .weights import read_weights
+
+            found = read_weights(weights, {w.name: w.shape for w in table}, self.spec)
+        else:
+            found = seeded_weights(table, seed)
         if dtype == "float32":
-            return drawn
-        return {k: round_to(v, dtype).astype("float32") for k, v in drawn.items()}
+            return found
+        return {k: round_to(v, dtype).astype("float32") for k, v in found.items()}
 
     def _provenance(self, seed: int, target: str, dtype: str,
                     weights: str | os.PathLike[str] | None, **form: str):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from .checkpoint_files import Checkpoint, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
@@ -34,12 +34,12 @@ def family_of(cfg: dict) -> Names:
 
 
 def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tuple[int, ...]],
-           layer: int = 0) -> dict[str, torch.Tensor]:
+           layer: int = 0) -> dict[str, np.ndarray]:
     """attndsl's tensors (`wanted`: name -> shape) from the checkpoint, or SpecError naming
     every missing, misshapen or unused tensor."""
     fam = family_of(ckpt.config)
     keys = _strip_bases(ckpt.files, fam.bases)
-    out: dict[str, torch.Tensor] = {}
+    out: dict[str, np.ndarray] = {}
     used: set[str] = set()
     missing: dict[str, list[tuple[str, tuple[int, ...], bool]]] = {}  # theirs -> [(ours, ..)]
     problems: list[Diagnostic] = []

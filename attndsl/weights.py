@@ -1,91 +1,99 @@
 """Weights files (`--weights`): .safetensors or a torch state dict (.pt/.pth/.bin), checked
-against the names and shapes of docs/LANGUAGE.md (Weights). Every problem is reported at once,
-naming the tensor and the expected shape (exit 2)."""
+against the names and shapes of docs/LANGUAGE.md (Weights), or a Hugging Face checkpoint read
+through its family's name table. Every problem is reported at once, naming the tensor and the
+expected shape (exit 2). Read as NumPy arrays: torch is imported only for a torch state dict,
+and to load a torch module (`load_into`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-import torch
-from torch import nn
+import numpy as np
 
 from .checkpoints import gather, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
 from .spec import Layer
 
-__all__ = ["load_into"]
+__all__ = ["load_into", "read_weights"]
+
+_FLOATS = ("float32", "float16", "bfloat16", "float64")
 
 
-def _check_values(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    problems = []
-    for name, t in tensors.items():
-        if not t.is_floating_point():
-            problems.append(Diagnostic(f"{path}: tensor for `{name}` is {t.dtype}, expected a "
-                                       "float tensor"))
-        elif not bool(torch.isfinite(t).all()):
-            problems.append(Diagnostic(f"{path}: tensor for `{name}` holds NaN or infinite "
-                                       "values"))
-    if problems:
-        raise SpecError(problems)
+def _float32(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a).astype(np.float32)  # exact from float16 and bfloat16
 
 
-def _read(path: Path) -> dict[str, torch.Tensor]:
-    if not path.is_file():
-        raise UsageError(f"{path}: no such weights file")
-    return dict(read_tensors(path))
+def _value_problem(path: Path, name: str, a: np.ndarray, what: str) -> Diagnostic | None:
+    """A tensor that is not float, or that holds NaN or infinite values."""
+    if a.dtype.name not in _FLOATS:
+        return Diagnostic(f"{path}: tensor {what}`{name}` is {a.dtype.name}, expected a float "
+                          "tensor")
+    bad = int(a.size - np.isfinite(_float32(a)).sum())
+    if bad:
+        return Diagnostic(f"{path}: tensor {what}`{name}` holds {bad} NaN or infinite "
+                          "value(s)", hint="a model with them computes NaN everywhere; check "
+                          "how the file was made")
+    return None
 
 
-def load_into(module: nn.Module, path: str | Path, spec: Layer | None = None,
-              layer: int = 0) -> None:
-    """Load `path` into `module`, strictly: no missing, unknown or misshapen tensors. A Hugging
-    Face checkpoint (a folder with config.json, or a file beside one) is read through its
-    family's name table (`checkpoints`), for the layers `spec` describes."""
+def read_weights(path: str | Path, wanted: dict[str, tuple[int, ...]],
+                 spec: Layer | None = None, layer: int = 0) -> dict[str, np.ndarray]:
+    """float32 arrays for `wanted` (name -> shape) from `path`, strictly: no missing, unknown,
+    misshapen, non-float or non-finite tensors. A Hugging Face checkpoint (a folder with
+    config.json, or a file beside one) is read through its family's name table
+    (`checkpoints`), for the layers `spec` describes."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such weights file or folder")
-    expected = module.state_dict()
     ckpt = open_checkpoint(path) if spec is not None else None
     if ckpt is not None:
-        wanted = {k: tuple(v.shape) for k, v in expected.items()}
         tensors = gather(ckpt, spec, wanted, layer)
-        _check_values(path, tensors)
-        with torch.no_grad():
-            module.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
-        return
+        problems = [p for name, a in tensors.items()
+                    if (p := _value_problem(path, name, a, "for ")) is not None]
+        if problems:
+            raise SpecError(problems)
+        return {k: _float32(v) for k, v in tensors.items()}
     if path.is_dir():
         raise UsageError(f"{path}: is a folder without config.json; --weights takes one file "
                          "(.safetensors or a torch state dict) or a Hugging Face checkpoint")
-    tensors = _read(path)
+    found = read_tensors(path)
+    shapes = {name: tuple(found[name].shape) for name in found}
     problems: list[Diagnostic] = []
-    for name, want in expected.items():
-        if name not in tensors:
+    for name, want in wanted.items():
+        if name not in found:
             problems.append(Diagnostic(
-                f"{path}: missing tensor `{name}` (expected shape {list(want.shape)})"))
-        elif tuple(tensors[name].shape) != tuple(want.shape):
+                f"{path}: missing tensor `{name}` (expected shape {list(want)})"))
+        elif shapes[name] != tuple(want):
             problems.append(Diagnostic(
-                f"{path}: tensor `{name}` has shape {list(tensors[name].shape)}, expected "
-                f"{list(want.shape)}"))
-        elif not tensors[name].is_floating_point():
-            problems.append(Diagnostic(
-                f"{path}: tensor `{name}` is {tensors[name].dtype}, expected a float tensor"))
-        elif not bool(torch.isfinite(tensors[name]).all()):
-            bad = int((~torch.isfinite(tensors[name])).sum())
-            problems.append(Diagnostic(
-                f"{path}: tensor `{name}` holds {bad} NaN or infinite value(s)",
-                hint="a model with them computes NaN everywhere; check how the file was made"))
-    unknown = [name for name in tensors if name not in expected]
-    missing = {name: tuple(want.shape) for name, want in expected.items()
-               if name not in tensors}
-    hints = _renames(unknown, missing, {n: tuple(tensors[n].shape) for n in unknown})
+                f"{path}: tensor `{name}` has shape {list(shapes[name])}, expected "
+                f"{list(want)}"))
+        elif (p := _value_problem(path, name, found[name], "")) is not None:
+            problems.append(p)
+    unknown = [name for name in found if name not in wanted]
+    missing = {name: tuple(want) for name, want in wanted.items() if name not in found}
+    hints = _renames(unknown, missing, {n: shapes[n] for n in unknown})
     for name in unknown:
         problems.append(Diagnostic(
-            f"{path}: unknown tensor `{name}` ({list(tensors[name].shape)})",
+            f"{path}: unknown tensor `{name}` ({list(shapes[name])})",
             hint=f"did you mean `{hints[name]}`?" if name in hints else
             "names follow the spec's layers; see docs/LANGUAGE.md, Weights"))
     if problems:
         raise SpecError(problems)
+    return {name: _float32(found[name]) for name in wanted}
+
+
+def load_into(module: Any, path: str | Path, spec: Layer | None = None,
+              layer: int = 0) -> None:
+    """Load `path` into the torch `module`, as `read_weights` reads it for the module's
+    tensors."""
+    import torch
+
+    expected = module.state_dict()
+    arrays = read_weights(path, {k: tuple(v.shape) for k, v in expected.items()}, spec, layer)
     with torch.no_grad():
-        module.load_state_dict({k: v.to(expected[k].dtype) for k, v in tensors.items()})
+        module.load_state_dict({k: torch.from_numpy(v).to(expected[k].dtype)
+                                for k, v in arrays.items()})
 
 
 def _renames(unknown: list[str], missing: dict[str, tuple[int, ...]],

@@ -12,6 +12,7 @@ import pytest
 import tomllib
 import transformers as tf
 
+import attndsl
 from attndsl.cli import main
 
 from .conftest import ROOT
@@ -322,6 +323,7 @@ def guarded(name, *args, **kwargs):
         raise SystemExit(f"imported {name}")
     return real(name, *args, **kwargs)
 builtins.__import__ = guarded
+import attndsl
 from attndsl.cli import main
 out = sys.argv[1]
 for args in (["compile", "examples/llama_lm.attn", "--export", "onnx", "-o", out],
@@ -330,18 +332,35 @@ for args in (["compile", "examples/llama_lm.attn", "--export", "onnx", "-o", out
              ["compile", "examples/llama_lm.attn", "--export", "onnx", "--decode", "-o", out],
              ["compile", "examples/llama_lm.attn", "--export", "genai", "-o", out + "/genai"],
              ["run", out + "/llama_lm.onnx", "--length", "5"],
-             ["run", out + "/bigbird_attn.onnx", "--length", "300"]):
+             ["run", out + "/bigbird_attn.onnx", "--length", "300"],
+             ["compile", "examples/llama_gqa.attn", "--name", "llama_attn", "--export", "onnx",
+              "--weights", sys.argv[2], "-o", out],
+             ["compile", sys.argv[3] + "/spec.attn", "--export", "onnx", "--weights",
+              sys.argv[3] + "/hf", "--dtype", "float16", "-o", out]):
     assert main(args) == 0, args
 '''
 
 
 def test_compile_for_onnx_runtime_and_run_never_import_torch(tmp_path: Path) -> None:
-    """`compile --target ort-cpu|ort-cuda` (forward, decoding, genai) and `run` work without
-    torch: seeded weights are drawn by NumPy and the lowering reads the graph alone (torch
-    took 2.7 s of a 3-4 s compile)."""
+    """`compile --target ort-cpu|ort-cuda` (forward, decoding, genai, with --weights from a
+    .safetensors file or a Hugging Face checkpoint) and `run` work without torch: seeded
+    weights are drawn by NumPy, .safetensors files are read by NumPy and the lowering reads the
+    graph alone (torch took 2.7 s of a 3-4 s compile)."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _NO_TORCH, str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False)
+    import torch
+    from safetensors.torch import save_file
+
+    layer = attndsl.load(ROOT / "examples/llama_gqa.attn")["llama_attn"]
+    weights = tmp_path / "w.safetensors"
+    save_file(layer.to_torch(seed=3).state_dict(), str(weights))
+    hf = tmp_path / "ckpt"
+    tf.LlamaForCausalLM(tf.LlamaConfig(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=40)).to(dtype=torch.bfloat16).save_pretrained(hf / "hf")
+    assert main(["import", str(hf / "hf"), "-o", str(hf / "spec.attn")]) == 0
+    done = subprocess.run([sys.executable, "-c", _NO_TORCH, str(tmp_path), str(weights),
+                           str(hf)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-500:]
