@@ -10,6 +10,22 @@ from hypothesis import settings
 
 import attndsl
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one worker per core: one thread each
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch's, read when it is imported
+    import onnxruntime as _ort
+
+    _session_init = _ort.InferenceSession.__init__
+
+    def _one_thread(self, model, sess_options=None, *args, **kwargs):
+        """Sessions without a thread count run on one (ONNX Runtime's default, one per core,
+        spins on cores the other workers use); a count a test asks for is kept."""
+        options = sess_options if sess_options is not None else _ort.SessionOptions()
+        if options.intra_op_num_threads == 0:
+            options.intra_op_num_threads = 1
+        _session_init(self, model, options, *args, **kwargs)
+
+    _ort.InferenceSession.__init__ = _one_thread
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.attn"))
 UPDATE = bool(os.environ.get("ATTNDSL_UPDATE_GOLDEN"))
@@ -78,3 +94,60 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("deep" if config.getoption("--deep") else "slice")
     config.addinivalue_line("markers", "fresh_exports: build every export afresh (no "
                             "sharing through the shared_exports fixture)")
+
+
+def _features(nodes, strategy: str = "") -> set[tuple]:
+    """What a planned graph exercises, sizes and names aside: each op; each attribute's kind
+    (strings, flags and presence as they are, numbers by sign, objects by class); each mask
+    primitive; recursively into a switch's branches."""
+    from attndsl import masks
+
+    out: set[tuple] = set()
+
+    def mask_parts(m) -> None:
+        out.add(("mask", type(m).__name__))
+        for child in m.children():
+            mask_parts(child)
+
+    for node in nodes:
+        op = node.op.value
+        out.add((op,))
+        for key, value in node.attrs:
+            if key in ("weight", "module", "outputs"):
+                continue
+            if key == "branches":
+                for branch in value:
+                    out |= _features(branch)
+            elif isinstance(value, masks.MaskNode):
+                mask_parts(value)
+            elif value is None or isinstance(value, str | bool):
+                out.add((op, key, value))
+            elif isinstance(value, int | float):
+                out.add((op, key, (value > 0) - (value < 0)))
+            else:
+                out.add((op, key, type(value).__name__))
+    return out
+
+
+def plan_cover(layers: list[tuple[Path, str]], targets: tuple[str, ...],
+               dtype: str = "float32") -> list[tuple[Path, str]]:
+    """A secondary sweep's layers: few, in order, whose graphs as planned for `targets` (the
+    torch module's is the portable one) exercise together every feature (`_features`) that
+    all of `layers` do: each strategy, op, norm, position, activation, mask primitive and
+    attribute kind at least once (a greedy cover). The primary sweep (test_equivalence) still
+    runs every layer through every backend and target."""
+    from attndsl.ir import build
+    from attndsl.planner import plan
+
+    found = {}
+    for path, name in layers:
+        graph = build(attndsl.load(path)[name].spec)
+        found[(path, name)] = {(t, *f) for t in targets
+                               for f in _features(plan(graph, t, dtype)[0].nodes)}
+    chosen, covered = [], set()
+    wanted = set().union(*found.values())
+    while covered != wanted:
+        best = max(found, key=lambda k: len(found[k] - covered))
+        chosen.append(best)
+        covered |= found[best]
+    return [layer for layer in layers if layer in chosen]

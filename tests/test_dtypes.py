@@ -24,13 +24,50 @@ from attndsl.ir import parameter_count
 from attndsl.spec import LshKernel, attentions_of
 from attndsl.verify import make_inputs, tolerance
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, plan_cover
 
 pytestmark = pytest.mark.usefixtures("shared_exports")  # each export built once (conftest)
 
 LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
 IDS = [f"{p.stem}:{n}" for p, n in LAYERS]
+# the numeric sweeps in float16 and bfloat16 take one layer per distinct plan (every layer runs
+# in float32 through every backend in test_equivalence)
+FLOAT16 = plan_cover(LAYERS, ("ort-cpu", "ort-cuda"), "float16")
+BFLOAT16_TORCH = plan_cover(LAYERS, ("portable",), "bfloat16")
+BFLOAT16_GRAPH = plan_cover(LAYERS, ("ort-cuda",), "bfloat16")
+
+
+def _ids(layers: list) -> list[str]:
+    return [f"{p.stem}:{n}" for p, n in layers]
 LENGTHS = (1, 7, 64, 300)
+
+
+def test_the_dtype_sweeps_take_every_strategy_and_mask_primitive() -> None:
+    """The one-layer-per-plan sweeps still run every strategy the examples plan and every mask
+    primitive they use (read here from the planner's choices and the specs, not from the
+    cover's own features)."""
+    from attndsl.ir import build
+    from attndsl.planner import plan
+
+    def strategies(layers, target, dtype):
+        return {c.strategy for p, n in layers
+                for c in plan(build(attndsl.load(p)[n].spec), target, dtype)[1]}
+
+    def primitives(layers):
+        def walk(m):
+            yield type(m).__name__
+            for child in m.children():
+                yield from walk(child)
+        return {kind for p, n in layers for a in attentions_of(attndsl.load(p)[n].spec)
+                for kind in walk(a.mask)}
+
+    for layers, target, dtype in ((FLOAT16, "ort-cpu", "float16"),
+                                  (FLOAT16, "ort-cuda", "float16"),
+                                  (BFLOAT16_GRAPH, "ort-cuda", "bfloat16")):
+        assert strategies(layers, target, dtype) == strategies(LAYERS, target, dtype)
+    for layers in (FLOAT16, BFLOAT16_TORCH, BFLOAT16_GRAPH):
+        assert primitives(layers) == primitives(LAYERS)
+    assert len(FLOAT16) < len(LAYERS)
 
 
 def _lengths(layer) -> tuple[int, ...]:
@@ -48,7 +85,7 @@ def _float_types(model: onnx.ModelProto) -> set[int]:
     return {t for t in values if t != TensorProto.INT64} | {t.data_type for t in g.initializer}
 
 
-@pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
+@pytest.mark.parametrize(("path", "name"), FLOAT16, ids=_ids(FLOAT16))
 def test_float16_matches_the_reference(path, name) -> None:
     layer = attndsl.load(path)[name]
     report = layer.verify(dtype="float16", targets=("ort-cpu", "ort-cuda"), lengths=_lengths(layer),
@@ -74,7 +111,7 @@ def test_float16_portable_export_matches_the_reference(path, name) -> None:
     assert {v.type.tensor_type.elem_type for v in model.graph.output} == {TensorProto.FLOAT16}
 
 
-@pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
+@pytest.mark.parametrize(("path", "name"), BFLOAT16_TORCH, ids=_ids(BFLOAT16_TORCH))
 def test_bfloat16_torch_module_matches_the_reference(path, name) -> None:
     layer = attndsl.load(path)[name]
     report = layer.verify(dtype="bfloat16", targets=(), lengths=_lengths(layer), batches=(1, 3),
@@ -112,7 +149,7 @@ def _retyped(model: onnx.ModelProto, src: int, dst: int) -> onnx.ModelProto:
     return out
 
 
-@pytest.mark.parametrize(("path", "name"), LAYERS, ids=IDS)
+@pytest.mark.parametrize(("path", "name"), BFLOAT16_GRAPH, ids=_ids(BFLOAT16_GRAPH))
 def test_bfloat16_graph_computes_the_reference(path, name) -> None:
     """The ort-cuda bfloat16 model stores and exchanges bfloat16 only; retyped to float16 (the
     only difference) it runs on the CPU and matches the reference on its own weights."""

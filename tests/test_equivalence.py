@@ -16,10 +16,13 @@ from attndsl.verify import default_lengths
 from .conftest import EXAMPLES
 
 LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
-pytestmark = pytest.mark.usefixtures("shared_exports")  # each export built once (conftest)
+# each layer's tests on one worker (pytest-xdist), where its exports are built once (conftest)
+PARAMS = [pytest.param(p, n, id=f"{p.stem}:{n}", marks=pytest.mark.xdist_group(f"{p.stem}:{n}"))
+          for p, n in LAYERS]
+pytestmark = pytest.mark.usefixtures("shared_exports")
 
 
-@pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
+@pytest.mark.parametrize(("path", "name"), PARAMS)
 def test_backends_match_the_reference(path, name) -> None:
     """At the lengths verify chooses for the layer (past its windows, chunks and blocks; a
     by_length example's thresholds past 600 are test_by_length's), and 64, a multiple of every
@@ -38,7 +41,7 @@ def test_backends_match_the_reference(path, name) -> None:
 
 
 @pytest.mark.parametrize("target", ["portable", "ort-cpu"])
-@pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
+@pytest.mark.parametrize(("path", "name"), PARAMS)
 def test_no_length_sized_constant_is_stored(path, name, target: str) -> None:
     """Masks and position tables are computed in the graph: the file holds the weights and only
     small constants besides, so one file serves every length."""
