@@ -114,10 +114,10 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
     matches = [(c, in_place.match(c, Context(target, dtype))) for c in found]
     blocked = next(((c, r.note) for c, r in matches if not isinstance(r, Match)), None)
     tail = next((n for n in graph.nodes if n.op is Op.TAIL), None)
-    if blocked is None and tail is not None:
-        layer = int(tail.out.split(".")[1])  # present.{i}.key: the i-th attention's
-        blocked = (found[layer], "a bounded cache (a window's last keys) grows and slides in "
-                                 "standard ops")
+    if blocked is None and tail is not None:  # the attention that reads the tailed cache
+        core = next(c for c in found if tail.args[0] in c.qkv)
+        blocked = (core, "a bounded cache (a window's last keys) grows and slides in standard "
+                         "ops")
     nodes = list(graph.nodes)
     choices = []
     for core, match in matches:
