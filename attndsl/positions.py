@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import math
 
-from .spec import LinearScaling, Llama3Scaling, LongRopeScaling, RopeScaling, YarnScaling
+from .rope_scaling import (
+    LinearScaling,
+    Llama3Scaling,
+    LongRopeScaling,
+    RopeScaling,
+    YarnScaling,
+)
 
 __all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_float32"]
 

@@ -478,3 +478,28 @@ def test_the_reference_shares_no_helper_with_the_backends() -> None:
             if isinstance(node, pyast.Attribute) and isinstance(node.value, pyast.Name) \
                     and node.value.id == "m":
                 assert node.attr[0].isupper(), f"{path.name} calls masks.{node.attr}"
+
+
+def test_the_onnx_lowering_imports_neither_the_spec_nor_torch() -> None:
+    """The lowering (backends/lower, formulas, the strategies, finalize) takes the graph,
+    its weights and a dtype: no module of it imports attndsl.spec or torch (the RoPE scalings
+    its nodes carry are `attndsl.rope_scaling`'s)."""
+    import ast as pyast
+
+    from .conftest import ROOT
+
+    package = ROOT / "attndsl"
+    files = [*sorted((package / "backends" / "lower").glob("*.py")),
+             *sorted((package / "strategies").glob("*.py")),
+             package / "backends" / "formulas.py", package / "backends" / "finalize.py",
+             package / "positions.py", package / "rope_scaling.py"]
+    for path in files:
+        for node in pyast.walk(pyast.parse(path.read_text())):
+            if isinstance(node, pyast.Import):
+                assert not any(a.name.split(".")[0] == "torch" for a in node.names), path
+            elif isinstance(node, pyast.ImportFrom):
+                module = node.module or ""
+                assert module.split(".")[0] != "torch", f"{path.name} imports {module}"
+                assert module.split(".")[-1] != "spec" and not (
+                    module in ("", "..", "...") and any(a.name == "spec" for a in node.names)), \
+                    f"{path.name} imports the spec"

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import masks
 from ..positions import rope_inv_freq, sinusoidal_inv_freq
-from ..spec import DynamicScaling, LongRopeScaling, RopeScaling
+from ..rope_scaling import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
 __all__ = ["LOWEST", "activation", "alibi_bias", "decoding_visible", "document_positions",
