@@ -139,6 +139,8 @@ class Attention:
     mask: Mask
     sparsity: Sparsity
     dropout: float
+    # learned per-head sink logits that join the softmax's denominator (`sinks = learned`)
+    sinks: bool = False
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)

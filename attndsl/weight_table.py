@@ -30,7 +30,7 @@ class Weight:
     shape: tuple[int, ...]
     # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
     # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (Linformer's
-    # E and F: uniform in +-1/sqrt(k))
+    # E and F: uniform in +-1/sqrt(k)), sink (learned sink logits: N(0, 1))
     init: str
     fan_in: int = 0  # of a linear weight or bias
 
@@ -57,8 +57,8 @@ def parameter_count(spec: Attention | Transformer) -> int:
 
 def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     """The layer's tensors, in the order its torch module has always drawn them from a seed:
-    per attention q, k, v, o projections (weight, then bias), q/k norms, the T5 table; a stack
-    draws its learned positions and shared T5 table first, then per block the attention, its
+    per attention q, k, v, o projections (weight, then bias), q/k norms, sinks, the T5 table;
+    a stack draws its learned positions and shared T5 table first, then per block the attention, its
     norms (`_block_norms`) and the MLP, then the final norm. Names are the nodes' weight
     names."""
     out: list[Weight] = []
@@ -84,6 +84,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if s.qk_norm:
             norm(f"{p}q_norm", s.head_dim, s.qk_norm, False)
             norm(f"{p}k_norm", s.head_dim, s.qk_norm, False)
+        if s.sinks:
+            out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))
@@ -159,7 +161,8 @@ def _block_norms(t: Transformer) -> tuple[str, ...]:
 def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray]:
     """Float32 weights drawn from `seed` alone (NumPy's PCG64), in the table's order
     (docs/LANGUAGE.md, Weights): a linear weight or bias, and Linformer's E and F, uniform in
-    [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding N(0, 1); a norm
+    [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
+    logits N(0, 1); a norm
     weight 1 + 0.1 N(0, 1); a norm bias and a unit-offset norm weight 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
     out = {}
@@ -167,7 +170,7 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
         if w.init in ("linear", "linear_bias", "sequence"):
             bound = 1.0 / math.sqrt(w.fan_in)
             value = rng.uniform(-bound, bound, w.shape)
-        elif w.init == "embedding":
+        elif w.init in ("embedding", "sink"):
             value = rng.standard_normal(w.shape)
         elif w.init == "norm_weight":
             value = 1.0 + 0.1 * rng.standard_normal(w.shape)

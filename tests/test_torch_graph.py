@@ -25,10 +25,10 @@ def test_module_tensors_are_the_graph_weights(path: Path, name: str) -> None:
     layer = attndsl.load(path)[name]
     graph = layer.graph()
     state = layer.to_torch().state_dict()
-    assert [(w.name, w.shape) for w in graph.weights] == [
-        (k, tuple(v.shape)) for k, v in state.items()]
+    assert {w.name: w.shape for w in graph.weights} == {
+        k: tuple(v.shape) for k, v in state.items()}
     referenced = {v for n in graph.nodes for k, v in n.attrs
-                  if k == "weight" or (k == "bias" and isinstance(v, str))}
+                  if k == "weight" or (k in ("bias", "sinks") and isinstance(v, str))}
     referenced |= {f"{v}.{t}" for n in graph.nodes for k, v in n.attrs if k == "module"
                    for t in ("weight", "bias") if f"{v}.{t}" in state}
     assert referenced == set(state)
@@ -40,7 +40,7 @@ def test_sdpa_baseline_matches_the_reference(path: Path, name: str) -> None:
     module = layer.to_torch()
     sdpa = _with_sdpa(module)
     if sdpa is None:
-        pytest.skip("SDPA cannot express this layer (softcap or a linear kernel)")
+        pytest.skip("SDPA cannot express this layer (softcap, sinks or a linear kernel)")
     weights = {k: v.detach().double().numpy() for k, v in module.state_dict().items()}
     for batch, length in ((1, 1), (3, 37)):
         inputs = make_inputs(layer.spec, batch, length, np.random.default_rng(length))

@@ -113,3 +113,112 @@ def test_alibi_press_slopes_match_bloom(heads: int) -> None:
     table = build_alibi_tensor(torch.ones(1, S), heads, torch.float32)  # (H, 1, S)
     ours = torch.tensor(alibi_slopes(heads))[:, None] * torch.arange(S)[None, :]
     assert torch.allclose(table[:, 0, :], ours.float(), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("sliding", [True, False], ids=["sliding", "full"])
+def test_learned_sinks_match_gpt_oss_attention(tmp_path, sliding: bool) -> None:
+    """gpt-oss: a learned logit per head joins the softmax's denominator and is dropped after
+    (GptOssAttention's eager path), here with YaRN, biases, GQA and the sliding window of its
+    sliding layers; every target, the dense form and GroupQueryAttention's head_sink input
+    (ort-cuda's plan on the CPU provider) alike."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import (
+        GptOssAttention,
+        GptOssRotaryEmbedding,
+    )
+
+    window, theta = 6, 150000.0
+    config = GptOssConfig(hidden_size=D_MODEL, num_attention_heads=HEADS,
+                          num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM, sliding_window=window,
+                          num_hidden_layers=2, max_position_embeddings=64,
+                          layer_types=["sliding_attention", "full_attention"],
+                          rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                           "beta_fast": 32.0, "beta_slow": 1.0,
+                                           "truncate": False, "rope_theta": theta,
+                                           "original_max_position_embeddings": ORIGINAL})
+    config._attn_implementation = "eager"
+    attn = GptOssAttention(config, layer_idx=0 if sliding else 1).eval()
+    redraw(attn, 2)
+    with torch.no_grad():
+        attn.sinks.copy_(torch.tensor([3.0, -1.0, 0.5, 6.0]))  # some rows mostly sink
+    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
+              str(tmp_path / "w.safetensors"))
+    mask = f"causal & window(left = {window - 1}, right = 0)" if sliding else "causal"
+    layer = attndsl.loads(f"""
+        attention a {{
+            d_model = {D_MODEL}
+            heads = {HEADS}
+            kv_heads = {KV_HEADS}
+            head_dim = {HEAD_DIM}
+            position = rope(theta = {theta}, scaling = yarn(factor = 4, original_max_position =
+                {ORIGINAL}, beta_fast = 32, beta_slow = 1, truncate = false))
+            mask = {mask}
+            sinks = learned
+        }}""")["a"]
+    for target, dtype in (("ort-cpu", "float32"), ("ort-cuda", "float32"), ("portable", "float32")):
+        model = layer.onnx_bytes(target=target, dtype=dtype, weights=tmp_path / "w.safetensors")
+        for L in (1, 5, 40):
+            x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+            cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(L)[None])
+            q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
+            seen = (k <= q) & ((q - k < window) if sliding else True)
+            additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
+            with torch.no_grad():
+                ref = attn(x, (cos, sin), additive)[0].numpy()
+            close(run_onnx(model, x.numpy()), ref)
+    # GroupQueryAttention with head_sink: ort-cuda's float16 plan, on the CPU provider
+    model = layer.onnx_bytes(target="ort-cuda", dtype="float16", weights=tmp_path / "w.safetensors")
+    assert b"GroupQueryAttention" in model
+    for L in (1, 5, 40):
+        x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L)).half().float()
+        cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(L)[None])
+        q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        seen = (k <= q) & ((q - k < window) if sliding else True)
+        additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
+        with torch.no_grad():
+            ref = attn(x, (cos, sin), additive)[0].numpy()
+        got = run_onnx(model, x.numpy().astype(np.float16)).astype(np.float32)
+        assert np.abs(got - ref).max() <= 2e-2 * max(1.0, float(np.abs(ref).max()))
+    torch_out = layer.to_torch(weights=tmp_path / "w.safetensors")
+    x = torch.randn(2, 9, D_MODEL, generator=torch.Generator().manual_seed(0))
+    cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(9)[None])
+    q, k = torch.arange(9)[:, None], torch.arange(9)[None, :]
+    seen = (k <= q) & ((q - k < window) if sliding else True)
+    with torch.no_grad():
+        ref = attn(x, (cos, sin), torch.zeros(9, 9).masked_fill(~seen, float("-inf"))[None, None])
+        close(torch_out(x).numpy(), ref[0].numpy())
+
+
+def test_gqa_head_sink_is_planned_for_sinks() -> None:
+    """ort-cuda in float16 runs learned sinks inside GroupQueryAttention (its head_sink input);
+    MultiHeadAttention, which has none, is never chosen for them."""
+    from attndsl.ir import build
+    from attndsl.planner import plan
+
+    layer = attndsl.loads("""
+        attention a {
+            d_model = 64
+            heads = 4
+            kv_heads = 2
+            mask = causal
+            sinks = learned
+        }
+        attention b {
+            d_model = 64
+            heads = 4
+            mask = full
+            sinks = learned
+        }""")
+    (choice,) = plan(build(layer["a"].spec), "ort-cuda", "float16")[1]
+    assert choice.strategy == "gqa" and any("head_sink" in r for r in choice.reasons)
+    (choice,) = plan(build(layer["b"].spec), "ort-cuda", "float16")[1]
+    assert choice.strategy != "mha" and any("no sink input" in r for r in choice.reasons)
+    model = onnx_model_of(layer["a"].onnx_bytes(target="ort-cuda", dtype="float16"))
+    gqa = next(n for n in model.graph.node if n.op_type == "GroupQueryAttention")
+    assert len(gqa.input) == 12 and gqa.input[11] == "sinks"
+
+
+def onnx_model_of(data: bytes):
+    import onnx
+
+    return onnx.load_from_string(data)

@@ -155,13 +155,22 @@ def softcap(xp, s: Array, cap: float) -> Array:
     return xp.tanh(s / cap) * cap
 
 
-def masked_softmax(xp, s: Array, visible: Array) -> tuple[Array, Array]:
+def masked_softmax(xp, s: Array, visible: Array, sinks: Array | None = None,
+                   ) -> tuple[Array, Array]:
     """Softmax of float32 scores over the keys where `visible`, and each row's factor: 1 if it
     sees a key, else 0 (a row with no visible key gives zeros, not a uniform average). The
     factor is returned apart so a caller can apply it to the smaller of probabilities and
-    output."""
+    output. `sinks`: float32 sink logits shaped to broadcast over the rows (a trailing axis of
+    1), each joining its rows' denominator: p = exp(s - m) / (sum exp(s - m) + exp(sink - m)),
+    m the larger of the row's largest visible score and the sink."""
     additive = xp.where(visible, xp.asarray(0.0, "float32"), xp.asarray(LOWEST, "float32"))
-    probs = xp.softmax(s + additive, axis=-1)
+    if sinks is None:
+        probs = xp.softmax(s + additive, axis=-1)
+    else:
+        z = s + additive
+        top = xp.maximum(xp.amax(z, axis=-1, keepdims=True), sinks)
+        e = xp.exp(z - top)
+        probs = e / (xp.sum(e, axis=-1, keepdims=True) + xp.exp(sinks - top))
     any_key = xp.amax(xp.astype(visible, "float32"), axis=-1, keepdims=True)
     return probs, any_key
 

@@ -239,8 +239,25 @@ def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 def _softmax(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     s = _arg(node, env, 0)
     if len(node.args) == 1:  # no mask (Linformer's rows)
-        return _masked_softmax(s, np.ones((s.shape[0], *s.shape[2:]), bool))
-    return _masked_softmax(s, _arg(node, env, 1))
+        visible = np.ones((s.shape[0], *s.shape[2:]), bool)
+    else:
+        visible = _arg(node, env, 1)
+    sinks = dict(node.attrs).get("sinks")
+    if sinks is not None:
+        return _softmax_with_sinks(s, visible, np.asarray(w[sinks], np.float64))
+    return _masked_softmax(s, visible)
+
+
+def _softmax_with_sinks(s: np.ndarray, visible: np.ndarray, sinks: np.ndarray) -> np.ndarray:
+    """p[b, h, q, k] = exp(s[b, h, q, k]) / (sum over visible k' of exp(s[b, h, q, k']) +
+    exp(sinks[h])) at visible keys, 0 elsewhere: head h's sink logit joins the denominator
+    and is dropped from the weights (docs/LANGUAGE.md, `sinks`)."""
+    visible = np.broadcast_to(visible[:, None], s.shape)
+    sink = sinks[None, :, None, None]  # (1, H, 1, 1)
+    masked = np.where(visible, s, -np.inf)
+    top = np.maximum(masked.max(-1, keepdims=True), sink)
+    e = np.exp(masked - top)  # 0 at hidden keys
+    return e / (e.sum(-1, keepdims=True) + np.exp(sink - top))
 
 
 @impl(Op.SWITCH)
@@ -334,6 +351,9 @@ def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
         s = cap * np.tanh(s / cap)
     seen = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("strategy") == "linformer"
             else visible(node, env))  # Linformer: k projected rows, the mask applied
-    o = _masked_softmax(s, seen) @ v  # (B, H, L, dv)
+    sinks = dict(node.attrs).get("sinks")
+    p = _masked_softmax(s, seen) if sinks is None else \
+        _softmax_with_sinks(s, seen, np.asarray(w[sinks], np.float64))
+    o = p @ v  # (B, H, L, dv)
     B, H, L, dv = o.shape
     return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

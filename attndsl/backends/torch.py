@@ -281,7 +281,9 @@ def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
     scores, seen = _arg(node, env, 0), _arg(node, env, 1)
     if seen.dim() == 3:
         seen = seen.unsqueeze(1)  # (B, 1, L, S)
-    probs, any_key = formulas.masked_softmax(TorchArrays(scores.device), scores, seen)
+    sinks = node.attr("sinks")  # (H,) -> (1, H, 1, 1), float32
+    sinks = m.weight(sinks).float().view(1, -1, 1, 1) if sinks is not None else None
+    probs, any_key = formulas.masked_softmax(TorchArrays(scores.device), scores, seen, sinks)
     probs = probs * any_key
     if m.training and node.attr("dropout"):
         probs = F.dropout(probs, p=node.attr("dropout"))

@@ -78,6 +78,7 @@ class Layers(Kernels):
         mask = get("mask", self.mask, m.Full())
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
+        sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
         failed = get.failed
         if d_model is None or heads is None:
             return None
@@ -145,6 +146,12 @@ class Layers(Kernels):
                        hint="pad on the right (`padding`), or use rounding = float32, whose "
                             "bias depends on distances alone")
             failed = True
+        if sinks == "learned" and not isinstance(kernel, Softmax):
+            self.error("`sinks = learned` adds a logit per head to a softmax's denominator: "
+                       f"the {type(kernel).__name__.removesuffix('Kernel').lower()} kernel has "
+                       "none", e["sinks"].value.span,
+                       hint="use `kernel = softmax`, or remove `sinks`")
+            failed = True
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
@@ -159,7 +166,7 @@ class Layers(Kernels):
             value_dim=value_dim, kind=kind, memory_dim=memory_dim, bias=bias, out_proj=out_proj,
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=qk_norm, position=position, kernel=kernel,
-            mask=mask, sparsity=sparsity, dropout=dropout,
+            mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -336,7 +343,7 @@ class Layers(Kernels):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout", "by_length")
+                   "mask", "sparsity", "dropout", "sinks", "by_length")
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 _NORMS = {"layernorm": (Param("eps"),), "rmsnorm": (Param("eps"), Param("unit_offset"))}

@@ -177,7 +177,7 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
                            T(*("B",) * bool(batched), "L", n, dtype="bool"), expr=expr,
                            sparsity=s.sparsity, memory=memory),)
         pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, *seen), T("B", s.heads, "L", n),
-                    dropout=s.dropout)
+                    dropout=s.dropout, sinks=f"{prefix}sinks" if s.sinks else None)
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
     return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", s.heads * s.value_dim))
 

@@ -173,7 +173,8 @@ def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) 
     bias = {"bias": bias.pop("kind", None), **bias}
     fused = Node(Op.ATTENTION, a.out, (*a.qkv, *a.runtime), tuple({
         "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
-        "softcap": a.softcap, **bias, "expr": a.mask, "kind": a.kind, **params}.items()),
+        "softcap": a.softcap, **bias, "sinks": a.sinks, "expr": a.mask, "kind": a.kind,
+        **params}.items()),
         a.shape)
     return [fused if n.out == a.out else n for n in nodes
             if n.out == a.out or n.out not in a.members]

@@ -64,6 +64,7 @@ class Core:
     shape: Any = None
     qkv: tuple[str, str, str] = ("", "", "")
     runtime: tuple[str, ...] = ()  # the mask's runtime inputs (attention_mask when decoding)
+    sinks: str | None = None  # the weight of its learned sink logits (heads,), if any
 
     @property
     def groups(self) -> int:
@@ -101,7 +102,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         own = _members(node, by_name)
         one = {op: ns[0] for op, ns in own.items()}
         attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
-        bias, cap = one.get(Op.SCORE_BIAS), one.get(Op.SOFTCAP)
+        bias, cap, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTCAP), one.get(Op.SOFTMAX)
         linear, lsh = attend.op is Op.LINEAR_ATTENTION, attend.op is Op.LSH_ATTENTION
         q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else
                                (*attend.args[:2], attend.args[-1]) if linear else
@@ -122,7 +123,8 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
             members=frozenset(n.out for ns in own.values() for n in ns), out=node.out,
             shape=node.shape,
             qkv=(q_src, repeats.get(k_src, k_src), repeats.get(v_src, v_src)),
-            runtime=mask.args if mask else ()))
+            runtime=mask.args if mask else (),
+            sinks=dict(soft.attrs).get("sinks") if soft else None))
     return found
 
 

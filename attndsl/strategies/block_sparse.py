@@ -14,6 +14,7 @@ from ..backends.lower.attend import (
     qk_float32,
     runtime_masks,
     scores,
+    sink_logits,
     with_head_axes,
 )
 from ..backends.lower.builder import Lowering, OnnxArrays, Sym, arg, bsh, static_last
@@ -145,7 +146,8 @@ def lower(lw: Lowering, node: Node) -> str:
     s = scores(lw, node, qb, kg, q_c, k_c, 6)  # (B, Hkv, g, nq, n, K*n)
     visible = masks.evaluate(expr, q_c, k_c, runtime_masks(lw, L, S))
     visible = visible & ok & (k_pos < S) & (q_pos < L)
-    o = masked_attend(lw, s, with_head_axes(visible, expr), vg)  # (B, Hkv, g, nq, n, dv)
+    o = masked_attend(lw, s, with_head_axes(visible, expr), vg,
+                      sink_logits(lw, node, 6))  # (B, Hkv, g, nq, n, dv)
     o = b.op("Reshape", o, b.i64(0, heads, -1, dv))  # (B, H, nq*n, dv)
     o = b.op("Slice", o, b.i64(0), unsqueeze0(L), b.i64(2))  # (B, H, L, dv)
     rows = list(range(c.q_first)) + [t for t in c.q_tokens if t >= c.q_first]
@@ -171,7 +173,8 @@ def _global_rows(lw: Lowering, node: Node, o: str, rows: list[int], q: str, k: s
     k_pos = Sym(b, b.op("Unsqueeze", lw.arange(S).name, b.i64(0)), "int64", 2)  # (1, S)
     s = scores(lw, node, qg, kf, q_pos, k_pos, 5)
     visible = masks.evaluate(expr, q_pos, k_pos, runtime_masks(lw, L, S))
-    og = masked_attend(lw, s, with_head_axes(visible, expr), vf)  # (B, Hkv, g, G, dv)
+    og = masked_attend(lw, s, with_head_axes(visible, expr), vf,
+                       sink_logits(lw, node, 5))  # (B, Hkv, g, G, dv)
     og = b.op("Reshape", og, b.op("Concat", b.i64(0, heads), b.op("Shape", og, start=3),
                                   axis=0))  # (B, H, G, dv)
     # rows[j] is the position of global row j; rows start with the prefix 0..first-1

@@ -26,6 +26,8 @@ def match(a: Core, ctx: Context) -> Match | Reject:
         why_not.append("the mask is more than full or key padding")
     if a.softcap:
         why_not.append("MultiHeadAttention has no softcap")
+    if a.sinks:
+        why_not.append("MultiHeadAttention has no sink input")
     if a.bias_kind is not None:
         why_not.append("score biases would need an L x S attention_bias input")
     if a.value_dim != a.head_dim:
