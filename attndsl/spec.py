@@ -141,6 +141,8 @@ class Attention:
     dropout: float
     # learned per-head sink logits that join the softmax's denominator (`sinks = learned`)
     sinks: bool = False
+    # a sigmoid gate from the query projection multiplies each head's output (`output_gate`)
+    output_gate: bool = False
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)

@@ -75,7 +75,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
 
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
-        linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, "q" in s.bias)
+        gate = s.value_dim if s.output_gate else 0  # each head's query rows, then its gate's
+        linear(f"{p}q_proj", s.heads * (s.head_dim + gate), s.d_model, "q" in s.bias)
         if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
             linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
         linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)

@@ -2,9 +2,9 @@
 
 `random_spec(seed)` returns spec text (with `decoding=True`, specs whose every layer can
 decode): every mask primitive (self and cross), `& | !` combinations, every position
-encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm, learned sinks, linear and
-Linformer kernels, every sparsity setting, out_proj, bias, memory_dim, by_length variants, and
-transformer stacks.
+encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm, learned sinks, output
+gates, linear and Linformer kernels, every sparsity setting, out_proj, bias, memory_dim,
+by_length variants, and transformer stacks.
 Parameters are drawn small enough that masks meet the lengths the test runs (1 to ~150), so
 blocks, bands and global rows really cut through the shapes, and never at multiples of any
 block size by construction of those lengths (see test_random_specs)."""
@@ -256,6 +256,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         _documents(random.Random(seed * 7919 + 2), entries, cross)
     if not (linear or linformer or lsh) and random.Random(seed * 7919 + 4).random() < 0.25:
         entries["sinks"] = "learned"  # its own stream: the other specs are unchanged
+    if random.Random(seed * 7919 + 5).random() < 0.2:
+        entries["output_gate"] = "sigmoid"
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:

@@ -222,3 +222,49 @@ def onnx_model_of(data: bytes):
     import onnx
 
     return onnx.load_from_string(data)
+
+
+def test_output_gate_matches_qwen3_next_attention(tmp_path) -> None:
+    """Qwen3-Next's gated attention: q_proj writes each head's queries then its gate, and
+    sigmoid(gate) multiplies the head's output before o_proj; with its unit-offset q/k
+    RMSNorm and partial rotary, on every target and the torch module."""
+    from transformers import Qwen3NextConfig
+    from transformers.models.qwen3_next.modeling_qwen3_next import (
+        Qwen3NextAttention,
+        Qwen3NextRotaryEmbedding,
+    )
+
+    config = Qwen3NextConfig(hidden_size=D_MODEL, num_attention_heads=HEADS,
+                             num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+                             partial_rotary_factor=0.25, rms_norm_eps=1e-6,
+                             max_position_embeddings=64, num_hidden_layers=1,
+                             layer_types=["full_attention"],
+                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    config._attn_implementation = "eager"
+    attn = Qwen3NextAttention(config, layer_idx=0).eval()
+    redraw(attn, 3)
+    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
+              str(tmp_path / "w.safetensors"))
+    layer = attndsl.loads(f"""
+        attention a {{
+            d_model = {D_MODEL}
+            heads = {HEADS}
+            kv_heads = {KV_HEADS}
+            head_dim = {HEAD_DIM}
+            bias = false
+            qk_norm = rmsnorm(eps = 1e-6, unit_offset = true)
+            position = rope(theta = 10000, dim = {HEAD_DIM // 4})
+            mask = causal
+            output_gate = sigmoid
+        }}""")["a"]
+    module = layer.to_torch(weights=tmp_path / "w.safetensors")
+    for target in ("ort-cpu", "portable"):
+        model = layer.onnx_bytes(target=target, weights=tmp_path / "w.safetensors")
+        for L in (1, 5, 40):
+            x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+            cos, sin = Qwen3NextRotaryEmbedding(config)(x, torch.arange(L)[None])
+            causal = torch.full((L, L), float("-inf")).triu(1)[None, None]
+            with torch.no_grad():
+                ref = attn(x, (cos, sin), causal)[0].numpy()
+                close(module(x).numpy(), ref)
+            close(run_onnx(model, x.numpy()), ref)

@@ -125,6 +125,8 @@ def activation(xp, h: Array, kind: str) -> Array:
         return xp.relu(h)
     if kind == "silu":
         return h * xp.sigmoid(h)
+    if kind == "sigmoid":  # an attention's output gate
+        return xp.sigmoid(h)
     approximate = "tanh" if kind == "gelu_tanh" else "none"
     dtype = xp.dtype(h)
     if lacks_bfloat16_cuda_kernel("Gelu", dtype):

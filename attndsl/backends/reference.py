@@ -86,6 +86,16 @@ def _split_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
     return x.reshape(B, n, node.attr("heads"), node.attr("dim")).transpose(0, 2, 1, 3)
 
 
+@impl(Op.HEAD_SLICE)
+def _head_slice(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Columns start .. stop - 1 of each head's block of the last axis."""
+    x = _arg(node, env)
+    B, n, width = x.shape
+    heads = node.attr("heads")
+    parts = x.reshape(B, n, heads, width // heads)[..., node.attr("start"):node.attr("stop")]
+    return parts.reshape(B, n, -1)
+
+
 @impl(Op.NORM)
 def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)
@@ -319,6 +329,8 @@ def _activation(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
         return np.maximum(x, 0.0)
     if kind == "silu":
         return x / (1.0 + np.exp(-x))
+    if kind == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-x))
     if kind == "gelu":
         erf = np.vectorize(math.erf)
         return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))

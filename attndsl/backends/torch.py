@@ -153,6 +153,12 @@ def _split_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
     return _arg(node, env).unflatten(-1, (heads, dim)).transpose(1, 2)  # (B, h, n, d)
 
 
+@impl(Op.HEAD_SLICE)
+def _head_slice(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env).unflatten(-1, (node.attr("heads"), -1))
+    return x[..., node.attr("start"):node.attr("stop")].flatten(-2)
+
+
 @impl(Op.MERGE_HEADS)
 def _merge_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
     return _arg(node, env).transpose(1, 2).flatten(2)  # (B, L, H * dv)

@@ -79,6 +79,8 @@ class Layers(Kernels):
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
         sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
+        gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
+                   "none")
         failed = get.failed
         if d_model is None or heads is None:
             return None
@@ -167,6 +169,7 @@ class Layers(Kernels):
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
+            output_gate=gate == "sigmoid",
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -343,7 +346,7 @@ class Layers(Kernels):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout", "sinks", "by_length")
+                   "mask", "sparsity", "dropout", "sinks", "output_gate", "by_length")
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 _NORMS = {"layernorm": (Param("eps"),), "rmsnorm": (Param("eps"), Param("unit_offset"))}

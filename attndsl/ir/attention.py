@@ -52,14 +52,15 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                       weight=f"{prefix}{proj}.weight",
                       bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
 
-    q = linear("q", x, "q_proj", s.heads * s.head_dim, "L")
+    q, gate = _query(b, s, p, linear("q", x, "q_proj", s.heads * (
+        s.head_dim + (s.value_dim if s.output_gate else 0)), "L"))
     v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
     q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
                heads=s.heads, dim=s.head_dim)
     v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),
                heads=s.kv_heads, dim=s.value_dim)
     if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
-        o = _lsh(b, s, p, q, v)
+        o = _gated(b, s, p, _lsh(b, s, p, q, v), gate)
         return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
     k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
     k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
@@ -103,9 +104,34 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    outputs=tuple(outs))
     else:
         o = _core(b, s, p, prefix, q, k, v, n, table, cache)
+    o = _gated(b, s, p, o, gate)
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")
     return o
+
+
+def _query(b: GraphBuilder, s: Attention, p: str, q: str) -> tuple[str, str | None]:
+    """The query projection's output as (queries (B, L, heads * head_dim), the output gate's
+    logits (B, L, heads * value_dim) or None): with `output_gate` each head's rows are its
+    head_dim query rows, then its value_dim gate rows."""
+    if not s.output_gate:
+        return q, None
+    width = s.head_dim + s.value_dim
+    part = b.emit(Op.HEAD_SLICE, f"{p}q_part", (q,), T("B", "L", s.heads * s.head_dim),
+                  heads=s.heads, start=0, stop=s.head_dim)
+    gate = b.emit(Op.HEAD_SLICE, f"{p}gate_logits", (q,), T("B", "L", s.heads * s.value_dim),
+                  heads=s.heads, start=s.head_dim, stop=width)
+    return part, gate
+
+
+def _gated(b: GraphBuilder, s: Attention, p: str, o: str, gate: str | None) -> str:
+    """The merged heads (B, L, heads * value_dim) times sigmoid(gate logits), or as they are
+    without `output_gate`."""
+    if gate is None:
+        return o
+    shape = T("B", "L", s.heads * s.value_dim)
+    g = b.emit(Op.ACTIVATION, f"{p}gate", (gate,), shape, kind="sigmoid")
+    return b.emit(Op.MUL, f"{p}gated", (o, g), shape)
 
 
 def _lsh(b: GraphBuilder, s: Attention, p: str, q: str, v: str) -> str:

@@ -20,6 +20,7 @@ class Op(enum.Enum):
     ADD_POSITION = "add_position"  # sinusoidal table or learned embedding, added to x
     LINEAR = "linear"  # x @ W^T (+ b)
     SPLIT_HEADS = "split_heads"  # (B, n, h*d) -> (B, h, n, d)
+    HEAD_SLICE = "head_slice"  # (B, n, h*w) -> (B, n, h*(stop-start)): columns of each head
     NORM = "norm"  # rmsnorm | layernorm over the last axis
     ROPE = "rope"
     REPEAT_KV = "repeat_kv"  # (B, Hkv, S, d) -> (B, H, S, d): head h reads kv h // groups
@@ -32,7 +33,7 @@ class Op(enum.Enum):
     LINEAR_ATTENTION = "linear_attention"
     MERGE_HEADS = "merge_heads"  # (B, H, L, dv) -> (B, L, H*dv)
     ATTENTION = "attention"  # planned core: q, k, v (+ runtime inputs) -> (B, L, H*dv)
-    ACTIVATION = "activation"
+    ACTIVATION = "activation"  # relu | silu | gelu | gelu_tanh | sigmoid
     MUL = "mul"
     ADD = "add"  # a + b (a residual: dropout on b in training)
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale

@@ -106,6 +106,14 @@ def _split_heads(lw: Lowering, node: Node) -> str:
     return b.op("Transpose", x, perm=[0, 2, 1, 3])
 
 
+@lower(Op.HEAD_SLICE)
+def _head_slice(lw: Lowering, node: Node) -> str:
+    b = lw.b
+    x = b.op("Reshape", arg(lw, node), b.i64(0, 0, node.attr("heads"), -1))
+    x = b.op("Slice", x, b.i64(node.attr("start")), b.i64(node.attr("stop")), b.i64(-1))
+    return b.op("Reshape", x, b.i64(0, 0, -1))
+
+
 @lower(Op.MERGE_HEADS)
 def _merge_heads(lw: Lowering, node: Node) -> str:
     b = lw.b
