@@ -20,7 +20,8 @@ __all__ = [
     "MAX_LENGTH", "Alibi", "Attention", "DynamicScaling", "Ffn", "Layer", "Learned",
     "LinearKernel", "LinearScaling", "LinformerKernel", "Llama3Scaling", "LongRopeScaling",
     "LshKernel", "Norm", "Position", "Program", "RelativeBias", "Rope", "RopeScaling",
-    "Sinusoidal", "Softmax", "Sparsity", "Transformer", "Variant", "YarnScaling",
+    "Sinusoidal", "Softmax", "Sparsity", "Temperature", "Transformer", "Variant",
+    "YarnScaling",
     "attentions_of", "beyond_limits", "input_names", "is_lm", "length_limits", "output_name",
     "top_layers",
 ]
@@ -98,6 +99,15 @@ class LinformerKernel:
 
 
 @dataclass(frozen=True)
+class Temperature:
+    """Llama 4's attention temperature tuning: queries at position p scaled by 1 + scale *
+    ln(1 + floor((p + 1) / floor))."""
+
+    floor: int
+    scale: float
+
+
+@dataclass(frozen=True)
 class LshKernel:
     """Reformer's LSH attention (Kitaev et al. 2020): shared query/key projection, queries
     hashed by `rounds` seeded random rotations into `buckets` buckets, sorted by (bucket,
@@ -143,6 +153,8 @@ class Attention:
     sinks: bool = False
     # a sigmoid gate from the query projection multiplies each head's output (`output_gate`)
     output_gate: bool = False
+    # queries scaled by a function of their position (`temperature = log(...)`), or None
+    temperature: Temperature | None = None
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)
@@ -206,10 +218,15 @@ GATED = {"swiglu": "silu", "geglu": "gelu_tanh"}  # gated FFN -> its gate's acti
 
 @dataclass(frozen=True)
 class Norm:
-    """LayerNorm (weight and bias) or RMSNorm (weight; `unit_offset`: scaled by 1 + weight,
-    as Gemma's), with its epsilon."""
+    """LayerNorm (weight and bias), RMSNorm (weight; `unit_offset`: scaled by 1 + weight, as
+    Gemma's) or, for q and k only, l2norm (RMSNorm without a weight, Llama 4's), with its
+    epsilon."""
 
-    kind: str  # layernorm | rmsnorm
+    kind: str  # layernorm | rmsnorm | l2norm
+
+    @property
+    def weighted(self) -> bool:
+        return self.kind != "l2norm"
     eps: float
     unit_offset: bool = False
 

@@ -82,7 +82,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
-        if s.qk_norm:
+        if s.qk_norm and s.qk_norm.weighted:
             norm(f"{p}q_norm", s.head_dim, s.qk_norm, False)
             norm(f"{p}k_norm", s.head_dim, s.qk_norm, False)
         if s.sinks:

@@ -2,9 +2,9 @@
 
 `random_spec(seed)` returns spec text (with `decoding=True`, specs whose every layer can
 decode): every mask primitive (self and cross), `& | !` combinations, every position
-encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm, learned sinks, output
-gates, linear and Linformer kernels, every sparsity setting, out_proj, bias, memory_dim,
-by_length variants, and transformer stacks.
+encoding, GQA/MQA, value_dim != head_dim, softcap, scale, qk_norm (l2norm too), learned
+sinks, output gates, query temperatures, linear and Linformer kernels, every sparsity
+setting, out_proj, bias, memory_dim, by_length variants, and transformer stacks.
 Parameters are drawn small enough that masks meet the lengths the test runs (1 to ~150), so
 blocks, bands and global rows really cut through the shapes, and never at multiples of any
 block size by construction of those lengths (see test_random_specs)."""
@@ -188,6 +188,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if r.random() < 0.3:
         entries["qk_norm"] = r.choice(["rmsnorm", "layernorm", "layernorm(eps = 1e-12)",
                                        "rmsnorm(eps = 0.25 ** 2, unit_offset = true)"])
+        if random.Random(seed * 7919 + 6).random() < 0.3:  # its own stream, as below
+            entries["qk_norm"] = "l2norm(eps = 1e-6)"
     positions = ["none", "rope", "learned", "sinusoidal"]
     if not linear and not linformer:
         positions += ["alibi", "relative_bias"]
@@ -258,6 +260,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["sinks"] = "learned"  # its own stream: the other specs are unchanged
     if random.Random(seed * 7919 + 5).random() < 0.2:
         entries["output_gate"] = "sigmoid"
+    temperature = random.Random(seed * 7919 + 7)
+    if not lsh and temperature.random() < 0.2:
+        entries["temperature"] = (f"log(floor = {temperature.randint(1, 40)}, scale = "
+                                  f"{temperature.uniform(0, 0.5):.3f})")
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:

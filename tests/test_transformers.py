@@ -268,3 +268,53 @@ def test_output_gate_matches_qwen3_next_attention(tmp_path) -> None:
                 ref = attn(x, (cos, sin), causal)[0].numpy()
                 close(module(x).numpy(), ref)
             close(run_onnx(model, x.numpy()), ref)
+
+
+@pytest.mark.parametrize("rope", [True, False], ids=["rope_chunked", "nope_temperature"])
+def test_l2_norm_chunks_and_temperature_match_llama4_attention(tmp_path, rope: bool) -> None:
+    """Llama 4's text attention: RoPE layers (interleaved pairs) with the weightless L2 q/k norm
+    under chunked local attention; NoPE layers with full causal attention and the attention
+    temperature tuning 1 + attn_scale * ln(1 + floor((p + 1) / floor_scale)) on the queries."""
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4.modeling_llama4 import (
+        Llama4TextAttention,
+        Llama4TextRotaryEmbedding,
+    )
+
+    chunk, floor, theta = 8, 4, 500000.0
+    config = Llama4TextConfig(hidden_size=D_MODEL, num_attention_heads=HEADS,
+                              num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM, rms_norm_eps=1e-5,
+                              num_hidden_layers=2, no_rope_layers=[1, 0], use_qk_norm=True,
+                              attn_temperature_tuning=True, floor_scale=floor, attn_scale=0.1,
+                              attention_chunk_size=chunk, max_position_embeddings=64,
+                              rope_parameters={"rope_type": "default", "rope_theta": theta})
+    config._attn_implementation = "eager"
+    attn = Llama4TextAttention(config, layer_idx=0 if rope else 1).eval()
+    redraw(attn, 4)
+    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
+              str(tmp_path / "w.safetensors"))
+    keys = (f"qk_norm = l2norm(eps = 1e-5)\n position = rope(theta = {theta}, interleaved = "
+            f"true)\n mask = causal & chunked({chunk})" if rope else
+            f"mask = causal\n temperature = log(floor = {floor}, scale = 0.1)")
+    layer = attndsl.loads(f"""
+        attention a {{
+            d_model = {D_MODEL}
+            heads = {HEADS}
+            kv_heads = {KV_HEADS}
+            head_dim = {HEAD_DIM}
+            bias = false
+            {keys}
+        }}""")["a"]
+    module = layer.to_torch(weights=tmp_path / "w.safetensors")
+    for target in ("ort-cpu", "portable"):
+        model = layer.onnx_bytes(target=target, weights=tmp_path / "w.safetensors")
+        for L in (1, 5, 40):
+            x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+            freqs = Llama4TextRotaryEmbedding(config)(x, torch.arange(L)[None])
+            q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
+            seen = (k <= q) & ((q // chunk == k // chunk) if rope else True)
+            additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
+            with torch.no_grad():
+                ref = attn(x, freqs, additive)[0].numpy()
+                close(module(x).numpy(), ref)
+            close(run_onnx(model, x.numpy()), ref)

@@ -100,12 +100,23 @@ def _head_slice(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
 def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)
     module, eps = node.attr("module"), node.attr("eps")
+    if node.attr("kind") == "l2norm":
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
     if node.attr("kind") == "rmsnorm":
         gain = w[f"{module}.weight"] + (1.0 if node.attr("unit_offset") else 0.0)
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * gain
     centered = x - x.mean(-1, keepdims=True)
     y = centered / np.sqrt((centered**2).mean(-1, keepdims=True) + eps) * w[f"{module}.weight"]
     return y + w[f"{module}.bias"] if node.attr("bias") else y
+
+
+@impl(Op.TEMPERATURE)
+def _temperature(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """q at position p times 1 + scale * ln(1 + floor((p + 1) / floor))."""
+    x = _arg(node, env)  # (B, h, n, d)
+    p = np.arange(x.shape[2])
+    factor = 1.0 + node.attr("scale") * np.log1p(np.floor((p + 1) / node.attr("floor")))
+    return x * factor[:, None]
 
 
 @impl(Op.ROPE)

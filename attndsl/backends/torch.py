@@ -169,9 +169,19 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
     module = node.attr("module")
     bias = m.weight(f"{module}.bias") if node.attr("bias") else None
-    return formulas.norm(TorchArrays(x.device), x, node.attr("kind"),
-                         m.weight(f"{module}.weight"), bias, node.attr("eps"),
-                         node.attr("unit_offset"))
+    weight = m.weight(f"{module}.weight") if node.attr("kind") != "l2norm" else None
+    return formulas.norm(TorchArrays(x.device), x, node.attr("kind"), weight, bias,
+                         node.attr("eps"), node.attr("unit_offset"))
+
+
+@impl(Op.TEMPERATURE)
+def _temperature(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env)
+    pos = _positions(node, env, x.shape[2], x.device)[..., None]  # (n, 1) | (B, n, 1)
+    if pos.dim() == 3:
+        pos = pos.unsqueeze(1)  # (B, 1, n, 1)
+    return formulas.temperature(TorchArrays(x.device), x, pos, node.attr("floor"),
+                                node.attr("scale"))
 
 
 @impl(Op.ROPE)

@@ -20,6 +20,7 @@ from ..spec import (
     Sinusoidal,
     Softmax,
     Sparsity,
+    Temperature,
     Variant,
 )
 from .kernels import Kernels, arg_span
@@ -81,6 +82,7 @@ class Layers(Kernels):
         sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
         gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
                    "none")
+        temperature = get("temperature", self.temperature_value, "none")
         failed = get.failed
         if d_model is None or heads is None:
             return None
@@ -154,6 +156,11 @@ class Layers(Kernels):
                        "none", e["sinks"].value.span,
                        hint="use `kernel = softmax`, or remove `sinks`")
             failed = True
+        if isinstance(temperature, Temperature) and isinstance(kernel, LshKernel):
+            self.error("an LSH kernel's keys are its queries: scaling queries by position "
+                       "would scale the keys too", e["temperature"].value.span,
+                       hint="remove `temperature`, or use another kernel")
+            failed = True
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
@@ -170,6 +177,7 @@ class Layers(Kernels):
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             output_gate=gate == "sigmoid",
+            temperature=temperature if isinstance(temperature, Temperature) else None,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -269,13 +277,16 @@ class Layers(Kernels):
     def qk_norm_value(self, e: ast.Expr) -> Norm | None:
         if isinstance(e, ast.Name) and e.id == "none":
             return None
-        return self.norm_value(e, placement=False)[0]
+        return self.norm_value(e, placement=False, table=_QK_NORMS)[0]
 
-    def norm_value(self, e: ast.Expr, placement: bool) -> tuple[Norm, str | None]:
+    def norm_value(self, e: ast.Expr, placement: bool, table: dict | None = None,
+                   ) -> tuple[Norm, str | None]:
         """`layernorm(eps = 1e-5)` or `rmsnorm(eps = 1e-6, unit_offset = false)`, with a
-        leading `placement` argument for stacks."""
-        name, _ = self.callee(e, _NORMS, "norm")
-        params = _NORMS[name]
+        leading `placement` argument for stacks (`table`: the norms allowed, q/k's add
+        `l2norm(eps = 1e-6)`)."""
+        table = _NORMS if table is None else table
+        name, _ = self.callee(e, table, "norm")
+        params = table[name]
         if placement:
             params = (Param("placement", True), *params)
         args = self.bind(e, name, params)
@@ -334,6 +345,18 @@ class Layers(Kernels):
             raise self.error(f"{what} must be in [0, 1), found {value}", e.span)
         return value
 
+    def temperature_value(self, e: ast.Expr) -> Temperature | str:
+        """`none` or `log(floor = n, scale = s)`."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return "none"
+        name, _ = self.callee(e, _TEMPERATURES, "temperature")
+        args = self.bind(e, name, _TEMPERATURES[name])
+        scale = self.number(args["scale"])
+        if not 0.0 <= scale <= FLOAT32_MAX:
+            raise self.error(f"the temperature scale must be a number >= 0 that float32 can "
+                             f"hold, found {scale:g}", args["scale"].span)
+        return Temperature(self.positive(args["floor"], "the temperature floor"), scale)
+
     def sparsity_value(self, e: ast.Expr) -> Sparsity:
         name, _ = self.callee(e, _SPARSITY, "sparsity")
         args = self.bind(e, name, _SPARSITY[name])
@@ -346,10 +369,13 @@ class Layers(Kernels):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout", "sinks", "output_gate", "by_length")
+                   "mask", "sparsity", "dropout", "sinks", "output_gate", "temperature",
+                   "by_length")
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
+_TEMPERATURES = {"log": (Param("floor", True), Param("scale", True))}
 _NORMS = {"layernorm": (Param("eps"),), "rmsnorm": (Param("eps"), Param("unit_offset"))}
+_QK_NORMS = {**_NORMS, "l2norm": (Param("eps"),)}
 PROJECTIONS = ("q", "k", "v", "o")
 PLACEMENTS = ("pre", "post", "sandwich")
 

@@ -76,6 +76,9 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
         k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
                    theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+    if s.temperature is not None:  # queries only, at their token positions
+        q = b.emit(Op.TEMPERATURE, f"{p}q_scaled", (q, *pos), T("B", s.heads, "L", s.head_dim),
+                   floor=s.temperature.floor, scale=s.temperature.scale)
     if cache is not None:  # keys are cached rotated: a step rotates only its own
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = masks.reach_back(s.mask) if bounded else None

@@ -23,6 +23,7 @@ class Op(enum.Enum):
     HEAD_SLICE = "head_slice"  # (B, n, h*w) -> (B, n, h*(stop-start)): columns of each head
     NORM = "norm"  # rmsnorm | layernorm over the last axis
     ROPE = "rope"
+    TEMPERATURE = "temperature"  # q * (1 + scale * ln(1 + floor((p + 1) / floor))) at position p
     REPEAT_KV = "repeat_kv"  # (B, Hkv, S, d) -> (B, H, S, d): head h reads kv h // groups
     SCORES = "scores"  # scale * q @ k^T
     SCORE_BIAS = "score_bias"  # + alibi | relative_bias

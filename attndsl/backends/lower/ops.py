@@ -8,7 +8,7 @@ from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
 from .. import formulas
 from .attend import kept_keys
-from .builder import Lowering, arg, lower, repeat, width
+from .builder import Lowering, Sym, arg, lower, repeat, width
 
 __all__ = ["projection_groups"]
 
@@ -124,12 +124,14 @@ def _merge_heads(lw: Lowering, node: Node) -> str:
 def _norm(lw: Lowering, node: Node) -> str:
     if node.out in lw.fused:  # computed with the residual add before it
         return lw.fused[node.out]
-    if lw.contrib_norms:
+    weighted = node.attr("kind") != "l2norm"
+    if lw.contrib_norms and weighted:
         return _contrib_norm(lw, node, [arg(lw, node)])
     module = node.attr("module")
     bias = lw.weight(f"{module}.bias") if node.attr("bias") else None
-    return formulas.norm(lw.xp, lw.sym(node), node.attr("kind"), lw.weight(f"{module}.weight"),
-                         bias, node.attr("eps"), node.attr("unit_offset")).name
+    weight = lw.weight(f"{module}.weight") if weighted else None
+    return formulas.norm(lw.xp, lw.sym(node), node.attr("kind"), weight, bias,
+                         node.attr("eps"), node.attr("unit_offset")).name
 
 
 def _contrib_norm(lw: Lowering, node: Node, inputs: list[str]):
@@ -166,6 +168,17 @@ def skip_norms(graph: Graph) -> dict[str, Node]:
         if n.op is Op.NORM and n.args[0] in adds and n.args[0] not in out:
             out[n.args[0]] = n
     return out
+
+
+@lower(Op.TEMPERATURE)
+def _temperature(lw: Lowering, node: Node) -> str:
+    b = lw.b
+    x = lw.sym(node)
+    if len(node.args) > 1:  # decoding: position_ids (B, n) -> (B, 1, n, 1)
+        pos = Sym(b, lw.env[node.args[1]], "int64", 2)[:, None, :, None]
+    else:
+        pos = lw.arange(lw.dim(x.name, 2))[:, None]  # (n, 1)
+    return formulas.temperature(lw.xp, x, pos, node.attr("floor"), node.attr("scale")).name
 
 
 @lower(Op.ROPE)
