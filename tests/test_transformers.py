@@ -57,6 +57,23 @@ def redraw(module: torch.nn.Module, seed: int) -> None:
             p.copy_(torch.randn(p.shape, generator=g) * 2 / math.sqrt(fan_in))
 
 
+def checkpoint_layer(attn: torch.nn.Module, tmp_path, seed: int, keys: str,
+                     then=None):
+    """`attn` with its weights redrawn from `seed` (then `then(attn)`, under no_grad) and
+    saved, and the attndsl attention with the shared sizes and `keys` that reads them:
+    (layer, weights path)."""
+    redraw(attn, seed)
+    if then is not None:
+        with torch.no_grad():
+            then(attn)
+    weights = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in attn.state_dict().items()}, str(weights))
+    body = "\n".join(f"    {line.strip()}" for line in keys.strip().splitlines())
+    layer = attndsl.loads(f"attention a {{\n    d_model = {D_MODEL}\n    heads = {HEADS}\n"
+                          f"    kv_heads = {KV_HEADS}\n    head_dim = {HEAD_DIM}\n{body}\n}}")
+    return layer["a"], weights
+
+
 def run_onnx(model: bytes, x: np.ndarray) -> np.ndarray:
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     return session.run(None, {"x": x})[0]
@@ -77,20 +94,12 @@ def test_rope_scaling_matches_llama_attention(tmp_path, name, params, max_pos, s
                          rope_parameters={"rope_theta": theta, **params})
     config._attn_implementation = "eager"
     attn = LlamaAttention(config, layer_idx=0).eval()
-    redraw(attn, 1)
-    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
-              str(tmp_path / "w.safetensors"))
-    layer = attndsl.loads(f"""
-        attention a {{
-            d_model = {D_MODEL}
-            heads = {HEADS}
-            kv_heads = {KV_HEADS}
-            head_dim = {HEAD_DIM}
-            bias = false
-            position = rope(theta = {theta}, scaling = {scaling})
-            mask = causal
-        }}""")["a"]
-    model = layer.onnx_bytes(target="ort-cpu", weights=tmp_path / "w.safetensors")
+    layer, weights = checkpoint_layer(attn, tmp_path, 1, f"""
+        bias = false
+        position = rope(theta = {theta}, scaling = {scaling})
+        mask = causal
+    """)
+    model = layer.onnx_bytes(target="ort-cpu", weights=weights)
     for L in (5, 40):
         x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
         rotary = LlamaRotaryEmbedding(config)  # fresh: dynamic scaling keeps state per call
@@ -138,25 +147,15 @@ def test_learned_sinks_match_gpt_oss_attention(tmp_path, sliding: bool) -> None:
                                            "original_max_position_embeddings": ORIGINAL})
     config._attn_implementation = "eager"
     attn = GptOssAttention(config, layer_idx=0 if sliding else 1).eval()
-    redraw(attn, 2)
-    with torch.no_grad():
-        attn.sinks.copy_(torch.tensor([3.0, -1.0, 0.5, 6.0]))  # some rows mostly sink
-    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
-              str(tmp_path / "w.safetensors"))
     mask = f"causal & window(left = {window - 1}, right = 0)" if sliding else "causal"
-    layer = attndsl.loads(f"""
-        attention a {{
-            d_model = {D_MODEL}
-            heads = {HEADS}
-            kv_heads = {KV_HEADS}
-            head_dim = {HEAD_DIM}
-            position = rope(theta = {theta}, scaling = yarn(factor = 4, original_max_position =
-                {ORIGINAL}, beta_fast = 32, beta_slow = 1, truncate = false))
-            mask = {mask}
-            sinks = learned
-        }}""")["a"]
+    layer, weights = checkpoint_layer(attn, tmp_path, 2, f"""
+        position = rope(theta = {theta}, scaling = yarn(factor = 4, original_max_position =
+            {ORIGINAL}, beta_fast = 32, beta_slow = 1, truncate = false))
+        mask = {mask}
+        sinks = learned
+    """, then=lambda a: a.sinks.copy_(torch.tensor([3.0, -1.0, 0.5, 6.0])))  # rows mostly sink
     for target, dtype in (("ort-cpu", "float32"), ("ort-cuda", "float32"), ("portable", "float32")):
-        model = layer.onnx_bytes(target=target, dtype=dtype, weights=tmp_path / "w.safetensors")
+        model = layer.onnx_bytes(target=target, dtype=dtype, weights=weights)
         for L in (1, 5, 40):
             x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
             cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(L)[None])
@@ -167,7 +166,7 @@ def test_learned_sinks_match_gpt_oss_attention(tmp_path, sliding: bool) -> None:
                 ref = attn(x, (cos, sin), additive)[0].numpy()
             close(run_onnx(model, x.numpy()), ref)
     # GroupQueryAttention with head_sink: ort-cuda's float16 plan, on the CPU provider
-    model = layer.onnx_bytes(target="ort-cuda", dtype="float16", weights=tmp_path / "w.safetensors")
+    model = layer.onnx_bytes(target="ort-cuda", dtype="float16", weights=weights)
     assert b"GroupQueryAttention" in model
     for L in (1, 5, 40):
         x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L)).half().float()
@@ -179,7 +178,7 @@ def test_learned_sinks_match_gpt_oss_attention(tmp_path, sliding: bool) -> None:
             ref = attn(x, (cos, sin), additive)[0].numpy()
         got = run_onnx(model, x.numpy().astype(np.float16)).astype(np.float32)
         assert np.abs(got - ref).max() <= 2e-2 * max(1.0, float(np.abs(ref).max()))
-    torch_out = layer.to_torch(weights=tmp_path / "w.safetensors")
+    torch_out = layer.to_torch(weights=weights)
     x = torch.randn(2, 9, D_MODEL, generator=torch.Generator().manual_seed(0))
     cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(9)[None])
     q, k = torch.arange(9)[:, None], torch.arange(9)[None, :]
@@ -242,24 +241,16 @@ def test_output_gate_matches_qwen3_next_attention(tmp_path) -> None:
                              rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     config._attn_implementation = "eager"
     attn = Qwen3NextAttention(config, layer_idx=0).eval()
-    redraw(attn, 3)
-    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
-              str(tmp_path / "w.safetensors"))
-    layer = attndsl.loads(f"""
-        attention a {{
-            d_model = {D_MODEL}
-            heads = {HEADS}
-            kv_heads = {KV_HEADS}
-            head_dim = {HEAD_DIM}
-            bias = false
-            qk_norm = rmsnorm(eps = 1e-6, unit_offset = true)
-            position = rope(theta = 10000, dim = {HEAD_DIM // 4})
-            mask = causal
-            output_gate = sigmoid
-        }}""")["a"]
-    module = layer.to_torch(weights=tmp_path / "w.safetensors")
+    layer, weights = checkpoint_layer(attn, tmp_path, 3, f"""
+        bias = false
+        qk_norm = rmsnorm(eps = 1e-6, unit_offset = true)
+        position = rope(theta = 10000, dim = {HEAD_DIM // 4})
+        mask = causal
+        output_gate = sigmoid
+    """)
+    module = layer.to_torch(weights=weights)
     for target in ("ort-cpu", "portable"):
-        model = layer.onnx_bytes(target=target, weights=tmp_path / "w.safetensors")
+        model = layer.onnx_bytes(target=target, weights=weights)
         for L in (1, 5, 40):
             x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
             cos, sin = Qwen3NextRotaryEmbedding(config)(x, torch.arange(L)[None])
@@ -290,24 +281,13 @@ def test_l2_norm_chunks_and_temperature_match_llama4_attention(tmp_path, rope: b
                               rope_parameters={"rope_type": "default", "rope_theta": theta})
     config._attn_implementation = "eager"
     attn = Llama4TextAttention(config, layer_idx=0 if rope else 1).eval()
-    redraw(attn, 4)
-    save_file({k: v.contiguous() for k, v in attn.state_dict().items()},
-              str(tmp_path / "w.safetensors"))
     keys = (f"qk_norm = l2norm(eps = 1e-5)\n position = rope(theta = {theta}, interleaved = "
             f"true)\n mask = causal & chunked({chunk})" if rope else
             f"mask = causal\n temperature = log(floor = {floor}, scale = 0.1)")
-    layer = attndsl.loads(f"""
-        attention a {{
-            d_model = {D_MODEL}
-            heads = {HEADS}
-            kv_heads = {KV_HEADS}
-            head_dim = {HEAD_DIM}
-            bias = false
-            {keys}
-        }}""")["a"]
-    module = layer.to_torch(weights=tmp_path / "w.safetensors")
+    layer, weights = checkpoint_layer(attn, tmp_path, 4, f"bias = false\n{keys}")
+    module = layer.to_torch(weights=weights)
     for target in ("ort-cpu", "portable"):
-        model = layer.onnx_bytes(target=target, weights=tmp_path / "w.safetensors")
+        model = layer.onnx_bytes(target=target, weights=weights)
         for L in (1, 5, 40):
             x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
             freqs = Llama4TextRotaryEmbedding(config)(x, torch.arange(L)[None])
