@@ -154,38 +154,31 @@ def test_learned_sinks_match_gpt_oss_attention(tmp_path, sliding: bool) -> None:
         mask = {mask}
         sinks = learned
     """, then=lambda a: a.sinks.copy_(torch.tensor([3.0, -1.0, 0.5, 6.0])))  # rows mostly sink
+    def reference(x: torch.Tensor) -> np.ndarray:
+        L = x.shape[1]
+        cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(L)[None])
+        q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        seen = (k <= q) & ((q - k < window) if sliding else True)
+        with torch.no_grad():
+            return attn(x, (cos, sin), torch.zeros(L, L).masked_fill(
+                ~seen, float("-inf"))[None, None])[0].numpy()
+
     for target, dtype in (("ort-cpu", "float32"), ("ort-cuda", "float32"), ("portable", "float32")):
         model = layer.onnx_bytes(target=target, dtype=dtype, weights=weights)
         for L in (1, 5, 40):
             x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
-            cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(L)[None])
-            q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
-            seen = (k <= q) & ((q - k < window) if sliding else True)
-            additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
-            with torch.no_grad():
-                ref = attn(x, (cos, sin), additive)[0].numpy()
-            close(run_onnx(model, x.numpy()), ref)
+            close(run_onnx(model, x.numpy()), reference(x))
     # GroupQueryAttention with head_sink: ort-cuda's float16 plan, on the CPU provider
     model = layer.onnx_bytes(target="ort-cuda", dtype="float16", weights=weights)
     assert b"GroupQueryAttention" in model
     for L in (1, 5, 40):
         x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L)).half().float()
-        cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(L)[None])
-        q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
-        seen = (k <= q) & ((q - k < window) if sliding else True)
-        additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
-        with torch.no_grad():
-            ref = attn(x, (cos, sin), additive)[0].numpy()
+        ref = reference(x)
         got = run_onnx(model, x.numpy().astype(np.float16)).astype(np.float32)
         assert np.abs(got - ref).max() <= 2e-2 * max(1.0, float(np.abs(ref).max()))
-    torch_out = layer.to_torch(weights=weights)
     x = torch.randn(2, 9, D_MODEL, generator=torch.Generator().manual_seed(0))
-    cos, sin = GptOssRotaryEmbedding(config)(x, torch.arange(9)[None])
-    q, k = torch.arange(9)[:, None], torch.arange(9)[None, :]
-    seen = (k <= q) & ((q - k < window) if sliding else True)
     with torch.no_grad():
-        ref = attn(x, (cos, sin), torch.zeros(9, 9).masked_fill(~seen, float("-inf"))[None, None])
-        close(torch_out(x).numpy(), ref[0].numpy())
+        close(layer.to_torch(weights=weights)(x).numpy(), reference(x))
 
 
 def test_gqa_head_sink_is_planned_for_sinks() -> None:
