@@ -327,7 +327,6 @@ class Layer:
                       dtype=dtype, progress=progress)
 
 
-
 def _layout(graph) -> str:
     """A planned decoding graph's cache layout: in_place when its attentions write the cache
     themselves, bounded when some present is a cache's tail, else growing."""

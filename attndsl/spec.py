@@ -42,8 +42,6 @@ class Learned:
     max_len: int
 
 
-
-
 @dataclass(frozen=True)
 class Rope:
     theta: float

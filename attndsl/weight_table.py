@@ -35,7 +35,6 @@ class Weight:
     fan_in: int = 0  # of a linear weight or bias
 
 
-
 def parameter_count(spec: Attention | Transformer) -> int:
     """How many numbers the layer's weights hold, counted without expanding a stack: block i
     holds what block i % P holds (P the pattern's length), so the weight table of the first

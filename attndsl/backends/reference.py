@@ -263,22 +263,13 @@ def _softmax(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
         visible = np.ones((s.shape[0], *s.shape[2:]), bool)
     else:
         visible = _arg(node, env, 1)
-    sinks = dict(node.attrs).get("sinks")
-    if sinks is not None:
-        return _softmax_with_sinks(s, visible, np.asarray(w[sinks], np.float64))
-    return _masked_softmax(s, visible)
+    return _masked_softmax(s, visible, _sinks(node, w))
 
 
-def _softmax_with_sinks(s: np.ndarray, visible: np.ndarray, sinks: np.ndarray) -> np.ndarray:
-    """p[b, h, q, k] = exp(s[b, h, q, k]) / (sum over visible k' of exp(s[b, h, q, k']) +
-    exp(sinks[h])) at visible keys, 0 elsewhere: head h's sink logit joins the denominator
-    and is dropped from the weights (docs/LANGUAGE.md, `sinks`)."""
-    visible = np.broadcast_to(visible[:, None], s.shape)
-    sink = sinks[None, :, None, None]  # (1, H, 1, 1)
-    masked = np.where(visible, s, -np.inf)
-    top = np.maximum(masked.max(-1, keepdims=True), sink)
-    e = np.exp(masked - top)  # 0 at hidden keys
-    return e / (e.sum(-1, keepdims=True) + np.exp(sink - top))
+def _sinks(node: Node, w: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """A softmax's learned sink logits (heads,), or None."""
+    name = node.attr("sinks")
+    return None if name is None else np.asarray(w[name], np.float64)
 
 
 @impl(Op.SWITCH)
@@ -306,9 +297,19 @@ def _seq_project(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
     return e @ np.where(kept, t, 0.0)
 
 
-def _masked_softmax(s: np.ndarray, visible: np.ndarray) -> np.ndarray:
+def _masked_softmax(s: np.ndarray, visible: np.ndarray, sinks: np.ndarray | None = None,
+                    ) -> np.ndarray:
+    """Softmax over the visible keys, rows with none -> zeros. With `sinks`: p[b, h, q, k] =
+    exp(s[b, h, q, k]) / (sum over visible k' of exp(s[b, h, q, k']) + exp(sinks[h])) at
+    visible keys, 0 elsewhere: head h's sink logit joins the denominator and is dropped from
+    the weights (docs/LANGUAGE.md, `sinks`)."""
     visible = np.broadcast_to(visible[:, None], s.shape)  # (B, 1, L, S) -> (B, H, L, S)
     masked = np.where(visible, s, -np.inf)
+    if sinks is not None:
+        sink = sinks[None, :, None, None]  # (1, H, 1, 1)
+        top = np.maximum(masked.max(-1, keepdims=True), sink)
+        e = np.exp(masked - top)  # 0 at hidden keys
+        return e / (e.sum(-1, keepdims=True) + np.exp(sink - top))
     top = masked.max(-1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)  # rows with no visible key
     e = np.where(visible, np.exp(masked - top), 0.0)
@@ -358,8 +359,6 @@ def _add(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) + _arg(node, env, 1)
 
 
-
-
 @impl(Op.ATTENTION)
 def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """A planned attention core: the same meaning whatever its strategy."""
@@ -374,9 +373,6 @@ def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
         s = cap * np.tanh(s / cap)
     seen = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("strategy") == "linformer"
             else visible(node, env))  # Linformer: k projected rows, the mask applied
-    sinks = dict(node.attrs).get("sinks")
-    p = _masked_softmax(s, seen) if sinks is None else \
-        _softmax_with_sinks(s, seen, np.asarray(w[sinks], np.float64))
-    o = p @ v  # (B, H, L, dv)
+    o = _masked_softmax(s, seen, _sinks(node, w)) @ v  # (B, H, L, dv)
     B, H, L, dv = o.shape
     return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

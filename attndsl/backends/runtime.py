@@ -112,7 +112,6 @@ def make_session(model: Exported | bytes | str | os.PathLike[str], provider: str
     return session
 
 
-
 def device_of(session) -> str:
     """'cuda' or 'cpu': where a session's inputs and outputs should live."""
     return "cuda" if session.get_providers()[0] == PROVIDERS["cuda"] else "cpu"

@@ -1,8 +1,7 @@
 """Graph IR -> a trainable `torch.nn.Module` that runs the graph: one small function per op
 (`@impl(Op.X)`), parameters named, shaped and drawn as the graph's weight table says (Hugging
-Face layout), so HF-style state dicts load with `load_state_dict`. The `portable` export traces
-this module, so `to_torch`, the portable export and the direct ONNX lowering all start from the
-same IR.
+Face layout, for `load_state_dict`). The `portable` export traces this module: `to_torch`, the
+portable export and the direct ONNX lowering all start from the same IR.
 
 The forward pass is written for `torch.export` as well as eager use: every size is read from the
 inputs, masks and position tables are computed from `arange` (never stored), and no Python
@@ -177,19 +176,21 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
 @impl(Op.TEMPERATURE)
 def _temperature(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
-    pos = _positions(node, env, x.shape[2], x.device)[..., None]  # (n, 1) | (B, n, 1)
-    if pos.dim() == 3:
-        pos = pos.unsqueeze(1)  # (B, 1, n, 1)
-    return formulas.temperature(TorchArrays(x.device), x, pos, node.attr("floor"),
-                                node.attr("scale"))
+    return formulas.temperature(TorchArrays(x.device), x, _head_positions(node, env, x),
+                                node.attr("floor"), node.attr("scale"))
+
+
+def _head_positions(node: Node, env: Env, x: Tensor, floating: bool = False) -> Tensor:
+    """Token positions (float32 if `floating`) for heads x: (n, 1), or (B, 1, n, 1) decoding."""
+    pos = _positions(node, env, x.shape[2], x.device)
+    pos = (pos.float() if floating else pos)[..., None]  # (n, 1) | (B, n, 1)
+    return pos.unsqueeze(1) if pos.dim() == 3 else pos
 
 
 @impl(Op.ROPE)
 def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
-    pos = _positions(node, env, x.shape[2], x.device).float()[..., None]  # (n, 1) | (B, n, 1)
-    if pos.dim() == 3:
-        pos = pos.unsqueeze(1)  # (B, 1, n, 1): one row of positions per sequence
+    pos = _head_positions(node, env, x, floating=True)
     keys = lengths(env)[1][0, -1] + 1  # as a 0-d tensor (see `visible`)
     return formulas.rope(TorchArrays(x.device), x, pos, keys, node.attr("theta"),
                          node.attr("dim"), node.attr("interleaved"), node.attr("scaling"))

@@ -12,8 +12,6 @@ from ..dtypes import dtype_name, torch_dtype
 __all__ = ["TorchArrays"]
 
 
-
-
 class TorchArrays:
     """The array namespace of `backends.formulas` over eager torch tensors on `device`."""
 

@@ -82,7 +82,7 @@ class Layers(Kernels):
         sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
         gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
                    "none")
-        temperature = get("temperature", self.temperature_value, "none")
+        temperature = get("temperature", self.temperature_value, None)
         failed = get.failed
         if d_model is None or heads is None:
             return None
@@ -156,7 +156,7 @@ class Layers(Kernels):
                        "none", e["sinks"].value.span,
                        hint="use `kernel = softmax`, or remove `sinks`")
             failed = True
-        if isinstance(temperature, Temperature) and isinstance(kernel, LshKernel):
+        if temperature is not None and isinstance(kernel, LshKernel):
             self.error("an LSH kernel's keys are its queries: scaling queries by position "
                        "would scale the keys too", e["temperature"].value.span,
                        hint="remove `temperature`, or use another kernel")
@@ -177,7 +177,7 @@ class Layers(Kernels):
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             output_gate=gate == "sigmoid",
-            temperature=temperature if isinstance(temperature, Temperature) else None,
+            temperature=temperature,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -345,10 +345,10 @@ class Layers(Kernels):
             raise self.error(f"{what} must be in [0, 1), found {value}", e.span)
         return value
 
-    def temperature_value(self, e: ast.Expr) -> Temperature | str:
+    def temperature_value(self, e: ast.Expr) -> Temperature | None:
         """`none` or `log(floor = n, scale = s)`."""
         if isinstance(e, ast.Name) and e.id == "none":
-            return "none"
+            return None
         name, _ = self.callee(e, _TEMPERATURES, "temperature")
         args = self.bind(e, name, _TEMPERATURES[name])
         scale = self.number(args["scale"])

@@ -67,9 +67,7 @@ def _read(s: SpecText, padding: str | None) -> None:
         else:
             entries["position"] = rope(s, cfg.get("rope_parameters"), head_dim)
         if cfg.get("parallel_attn") or cfg.get("new_decoder_architecture"):
-            two = cfg.get("new_decoder_architecture") and cfg.get(
-                "num_ln_in_parallel_attn") in (None, 2)
-            residual = "parallel" if two else "parallel(shared_norm = true)"
+            residual = "parallel" if _two_norms(cfg) else "parallel(shared_norm = true)"
         hidden = cfg.get("ffn_hidden_size") or 4 * d
         ffn_bias = bool(cfg.get("bias"))
         ffn_act = act(s, "activation", s.need("activation"))
@@ -130,10 +128,15 @@ _FALCON = Names("h.{i}.", {**_FALCON_MLP, **norms({
     norms({"norm": "ln_f"}), ("transformer.",))
 
 
+def _two_norms(cfg: dict) -> bool:
+    """Falcon's new decoder architecture with a norm for attention and one for the MLP."""
+    return bool(cfg.get("new_decoder_architecture")) and \
+        cfg.get("num_ln_in_parallel_attn") in (None, 2)
+
+
 def _falcon_names(cfg: dict) -> Names:
-    """Falcon's new decoder architecture with two norms keeps them as ln_attn and ln_mlp."""
-    two = cfg.get("new_decoder_architecture") and cfg.get("num_ln_in_parallel_attn") in (None, 2)
-    return _FALCON_TWO_NORMS if two else _FALCON
+    """Two norms are kept as ln_attn and ln_mlp."""
+    return _FALCON_TWO_NORMS if _two_norms(cfg) else _FALCON
 
 
 # transformers' own defaults (its config classes, 5.23) for the fields the import reads

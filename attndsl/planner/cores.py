@@ -124,7 +124,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
             shape=node.shape,
             qkv=(q_src, repeats.get(k_src, k_src), repeats.get(v_src, v_src)),
             runtime=mask.args if mask else (),
-            sinks=dict(soft.attrs).get("sinks") if soft else None))
+            sinks=soft.attr("sinks") if soft else None))
     return found
 
 

@@ -12,7 +12,7 @@ from ..planner.cover import INF
 from ..targets import GQA_HEAD_DIM_MULTIPLE, has_kernel, kernel_dtypes, kernel_skips_outside_window
 from .base import Context, Match, Reject, Strategy
 
-__all__ = ["STRATEGY", "head_sink"]
+__all__ = ["STRATEGY", "optional_inputs"]
 
 
 def match(a: Core, ctx: Context) -> Match | Reject:
@@ -67,22 +67,24 @@ def lower(lw: Lowering, node: Node) -> str:
     last = b.op("Sub", b.op("Unsqueeze", L.name, b.i64(0)), b.i64(1))
     seqlens = b.op("Cast", b.op("Expand", last, batch), to=TensorProto.INT32)
     total = b.op("Cast", L.name, to=TensorProto.INT32)
-    out = b.op("GroupQueryAttention", q, k, v, "", "", seqlens, total, *head_sink(lw, node),
-               outputs=3,
-               domain="com.microsoft", num_heads=node.attr("heads"),
-               kv_num_heads=node.attr("kv_heads"), scale=float(node.attr("scale")),
+    out = b.op("GroupQueryAttention", q, k, v, "", "", seqlens, total,
+               *optional_inputs(lw, node), outputs=3, domain="com.microsoft",
+               num_heads=node.attr("heads"), kv_num_heads=node.attr("kv_heads"),
+               scale=float(node.attr("scale")),
                softcap=float(node.attr("softcap") or 0.0),
                local_window_size=int(node.attr("local_window_size")))
     return out[0]
 
 
-def head_sink(lw: Lowering, node: Node) -> tuple[str, ...]:
-    """GroupQueryAttention's optional inputs up to head_sink (cos_cache, sin_cache,
-    position_ids, attention_bias unused): the learned sink logits (heads,) in the model dtype,
-    which the kernel adds to each row's denominator as `formulas.masked_softmax` does; none
-    without sinks."""
-    sinks = dict(node.attrs).get("sinks")
-    return () if sinks is None else ("", "", "", "", lw.w(sinks))
+def optional_inputs(lw: Lowering, node: Node, tables: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """GroupQueryAttention's inputs after total_sequence_length: cos_cache and sin_cache
+    (`tables`, when the kernel rotates), position_ids and attention_bias (unused), then
+    head_sink: the learned sink logits (heads,) in the model dtype, which the kernel adds to
+    each row's denominator as `formulas.masked_softmax` does."""
+    sinks = node.attr("sinks")
+    if sinks is None:
+        return tables
+    return (*(tables or ("", "")), "", "", lw.w(sinks))
 
 
 STRATEGY = Strategy("gqa", 50, match, growth, lower)

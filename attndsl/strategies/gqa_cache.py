@@ -15,7 +15,7 @@ from ..planner.cores import BIAS_NAMES, Core, causal_window
 from ..planner.cover import INF
 from ..targets import GQA_HEAD_DIM_MULTIPLE, get, has_kernel, kernel_dtypes
 from .base import Context, Match, Reject, Strategy
-from .gqa import head_sink
+from .gqa import optional_inputs
 
 __all__ = ["STRATEGY", "in_place_obstacle"]
 
@@ -87,10 +87,9 @@ def lower(lw: Lowering, node: Node) -> str:
                      to=TensorProto.INT32)
         lw.memo["cache_lengths"] = (seqlens, total)
     seqlens, total = lw.memo["cache_lengths"]
-    tables = [cos, sin] if rotary else []
-    sink = head_sink(lw, node)  # after cos, sin, position_ids, attention_bias
-    optional = (*tables, *[""] * (2 - len(tables)), *sink[2:]) if sink else tables
-    out = b.op("GroupQueryAttention", q, k, v, past_k, past_v, seqlens, total, *optional,
+    tables = (cos, sin) if rotary else ()
+    out = b.op("GroupQueryAttention", q, k, v, past_k, past_v, seqlens, total,
+               *optional_inputs(lw, node, tables),
                outputs=3, domain="com.microsoft", num_heads=node.attr("heads"),
                kv_num_heads=node.attr("kv_heads"), scale=float(node.attr("scale")),
                softcap=float(node.attr("softcap") or 0.0),

@@ -78,7 +78,7 @@ def masked_attend(lw: Lowering, s: str, visible: Sym, v: str, sinks: Sym | None 
 def sink_logits(lw: Lowering, node: Node, rank: int) -> Sym | None:
     """An attention node's learned sink logits (heads,) as float32 (Hkv, g, 1, ...), to
     broadcast over its scores of `rank` (B, Hkv, g, ..., keys); None without `sinks`."""
-    name = dict(node.attrs).get("sinks")
+    name = node.attr("sinks")
     if name is None:
         return None
     b = lw.b

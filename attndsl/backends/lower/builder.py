@@ -20,7 +20,6 @@ __all__ = ["LOWER", "Builder", "Lowering", "OnnxArrays", "Sym", "arg",
            "bsh", "lower", "repeat", "static_last", "width"]
 
 
-
 class Builder:
     """Collects nodes and initializers; constants are deduplicated."""
 
