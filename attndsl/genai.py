@@ -108,10 +108,20 @@ def genai_files(spec: Layer, model: dict[str, bytes], *, in_place: bool,
     hf = _hf_config(weights)
     found = hf.get("eos_token_id")
     hf_eos = found if isinstance(found, list) else [] if found is None else [found]
+    ids = {"eos": list(eos) if eos is not None else hf_eos, "bos": hf.get("bos_token_id"),
+           "pad": hf.get("pad_token_id") or 0}
+    for what, value in ids.items():
+        for token in value if isinstance(value, list) else [value]:
+            if isinstance(token, int) and not 0 <= token < spec.vocab:
+                came = "--eos" if what == "eos" and eos is not None else \
+                    f"{what}_token_id in config.json"
+                raise UsageError(f"{came}: token {token} is not in the vocabulary of `{spec.name}`"
+                                 f" (0 to {spec.vocab - 1}); onnxruntime-genai refuses the "
+                                 "folder: give the checkpoint's real token ids"
+                                 + ("" if what != "eos" else " or pass --eos"))
     config = genai_config(
         spec, context_length=context_length or hf.get("max_position_embeddings") or 4096,
-        eos=list(eos) if eos is not None else hf_eos, bos=hf.get("bos_token_id"),
-        pad=hf.get("pad_token_id") or 0, in_place=in_place)
+        eos=ids["eos"], bos=ids["bos"], pad=ids["pad"], in_place=in_place)
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
     return {GENAI_CONFIG: text.encode(), **model, **_tokenizer_files(weights)}
 

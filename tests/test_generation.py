@@ -40,6 +40,10 @@ CONFIGS = {
     "gemma2": lambda: tf.Gemma2Config(num_hidden_layers=3, head_dim=16, sliding_window=5,
                                       query_pre_attn_scalar=16, attn_logit_softcapping=5.0,
                                       final_logit_softcapping=30.0, **SIZES),
+    "smollm3": lambda: tf.SmolLM3Config(num_hidden_layers=4, no_rope_layer_interval=2,
+                                        use_sliding_window=True, sliding_window=6,
+                                        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                        **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
@@ -224,3 +228,26 @@ def test_past_original_max_position_phi3s_generate_reencodes_and_attndsl_does_no
             assert err > 1e-2, (n, err)
         if n < len(tokens):
             step = np.array([[tokens[n]]])
+
+
+def test_a_token_id_outside_the_vocabulary_is_refused_before_writing(tmp_path: Path,
+                                                                     capsys) -> None:
+    """onnxruntime-genai refuses a folder whose eos_token_id is not a token of the model (as
+    SmolLM3Config's default, 128001, in a tiny vocabulary): the export says so and writes
+    nothing; --eos overrides the config's."""
+    config = tf.LlamaConfig(num_hidden_layers=1, eos_token_id=128001, **SIZES)
+    tf.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "hf")
+    spec = tmp_path / "m.attn"
+    assert main(["import", str(tmp_path / "hf"), "-o", str(spec)]) == 0
+    out = tmp_path / "out"
+    argv = ["compile", str(spec), "--export", "genai", "--weights", str(tmp_path / "hf"),
+            "-o", str(out)]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "eos_token_id in config.json: token 128001 is not in the vocabulary" in err, err
+    assert "pass --eos" in err and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
+    assert main([*argv, "--eos", "96"]) == 0
+    folder = next(out.iterdir())
+    assert json.loads((folder / "genai_config.json").read_text())["model"]["eos_token_id"] == 96

@@ -68,6 +68,12 @@ CASES = {
             "short_factor": [1.0, 1.2, 1.5, 2.0], "long_factor": [1.0, 2.0, 4.0, 8.0],
             "original_max_position_embeddings": 8}, pad_token_id=0, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # every other layer NoPE, and those slide
+    "smollm3": (lambda: tf.SmolLM3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, no_rope_layer_interval=2, use_sliding_window=True,
+        sliding_window=4, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

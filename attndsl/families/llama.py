@@ -1,6 +1,7 @@
 """The llama-like decoders: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3 (and its text
-model): pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds sandwich norms,
-unit-offset RMSNorm, softcapping and sliding/global layer patterns."""
+model), smollm3: pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds sandwich
+norms, unit-offset RMSNorm, softcapping and sliding/global layer patterns; SmolLM3 NoPE
+layers."""
 
 from __future__ import annotations
 
@@ -57,7 +58,13 @@ def _read(s: SpecText, padding: str | None) -> None:
         types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
     rope_params = cfg.get("rope_parameters")
     bidirectional = t.startswith("gemma3") and bool(cfg.get("use_bidirectional_attention"))
-    for kind in dict.fromkeys(types):
+    # SmolLM3: no_rope_layers[i] = 0 makes layer i a NoPE layer (no position at all)
+    ropes = s.get("no_rope_layers", default=[1] * layers)
+    if not isinstance(ropes, list) or len(ropes) != layers:
+        s.refuse("no_rope_layers", f"a list of {layers} entries (one per layer) is needed")
+        ropes = [1] * layers
+    kinds = [(kind, bool(r)) for kind, r in zip(types, ropes, strict=False)]
+    for kind, roped in dict.fromkeys(kinds):
         params = rope_params
         if isinstance(rope_params, dict) and kind in rope_params:  # per layer type (Gemma 3)
             params = rope_params[kind]
@@ -69,7 +76,7 @@ def _read(s: SpecText, padding: str | None) -> None:
         if params is not None and "rope_theta" not in params:  # as standardize_rope_params
             default = 1e6 if t.startswith("gemma3") and kind == "full_attention" else 10000.0
             params = {**params, "rope_theta": cfg.get("rope_theta", default)}
-        entries = dict(base, position=rope(s, params, head_dim))
+        entries = dict(base, position=rope(s, params, head_dim) if roped else "none")
         slide = kind == "sliding_attention"
         if slide and not window:
             s.refuse("sliding_window", "sliding layers need a window size")
@@ -80,7 +87,11 @@ def _read(s: SpecText, padding: str | None) -> None:
                                     both_sides=True)
         else:
             entries["mask"] = mask(True, padding, window if slide else None)
-        name = f"{t}_attn" if len(set(types)) == 1 else f"{t}_{'local' if slide else 'global'}"
+        name = f"{t}_attn"
+        if len({k for k, _ in kinds}) > 1:
+            name = f"{t}_{'local' if slide else 'global'}"
+        if not roped:
+            name = f"{name.removesuffix('_attn')}_nope"
         s.attentions[name] = entries
         if slide and bidirectional:
             s.comments[name] = (f"sliding_window = {window}, bidirectional: each query sees the "
@@ -88,9 +99,11 @@ def _read(s: SpecText, padding: str | None) -> None:
         elif slide:
             s.comments[name] = (f"sliding_window = {window}: each query sees itself and the "
                                 f"{window - 1} keys before it")
+        elif not roped:
+            s.comments[name] = "a NoPE layer: no position encoding"
     names = list(s.attentions)
-    kinds = list(dict.fromkeys(types))
-    s.pattern = [names[kinds.index(k)] for k in period(types)]
+    unique = list(dict.fromkeys(kinds))
+    s.pattern = [names[unique.index(k)] for k in period(kinds)]
     hidden = s.need("intermediate_size")
     key = "hidden_activation" if "hidden_activation" in cfg else "hidden_act"
     gate = act(s, key, s.need(key), gated=True)
@@ -183,4 +196,11 @@ FAMILIES = [
         "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
         "num_attention_heads": 32, "hidden_act": "silu", "original_max_position_embeddings": 4096,
         "rms_norm_eps": 1e-05, "tie_word_embeddings": False}, lm=True),
+    Family("smollm3", _read, _LLAMA, {
+        **_LLAMA_DEFAULTS, "hidden_size": 2048, "intermediate_size": 11008,
+        "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 4,
+        "tie_word_embeddings": True, "use_sliding_window": False}, inert={
+            "no_rope_layer_interval": "read into no_rope_layers by SmolLM3Config",
+            "use_sliding_window": "read into layer_types by SmolLM3Config; the mask follows "
+                                  "layer_types"}, lm=True),
 ]
