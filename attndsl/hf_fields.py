@@ -138,7 +138,8 @@ _POSITIVE_NUMS = (
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
     "rope_local_base_freq", "query_pre_attn_scalar", "factor", "low_freq_factor",
     "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
-    "attention_factor")
+    "attention_factor", "embedding_multiplier", "logits_scaling", "residual_multiplier",
+    "attention_multiplier")
 _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
@@ -150,6 +151,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
     "max_window_layers": ("int", 0), "layer_types": ("list", None),
+    "no_rope_layers": ("list", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -29,6 +29,7 @@ def _lm_head(s: SpecText) -> None:
         s.stack["embedding_scale"] = f"sqrt({s.need('hidden_size')})"
     if cfg.get("final_logit_softcapping"):
         s.stack["logit_softcap"] = num(cfg["final_logit_softcapping"])
+    s.stack.update(s.head)
 
 
 def import_config(path: Path, padding: str = "auto", head: str = "auto",

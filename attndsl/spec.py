@@ -254,6 +254,12 @@ class Transformer:
     tied: bool = False
     embedding_scale: float = 1.0
     logit_softcap: float | None = None
+    # Granite: each sublayer's output times residual_scale before it joins the residual;
+    # logits times logit_scale (Cohere; Granite's 1 / logits_scaling) before the softcap;
+    # head_bias: the LM head adds lm_head.bias (Phi-2)
+    residual_scale: float = 1.0
+    logit_scale: float = 1.0
+    head_bias: bool = False
 
     @property
     def attention(self) -> Attention:

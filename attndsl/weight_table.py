@@ -131,7 +131,9 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if spec.placement != "post":
         norm("norm", d, spec.norm, layernorm)
     if spec.vocab is not None and not spec.tied:
-        linear("lm_head", spec.vocab, d, False)
+        linear("lm_head", spec.vocab, d, spec.head_bias)
+    elif spec.head_bias:  # a tied head with its own bias
+        out.append(Weight("lm_head.bias", (spec.vocab,), "linear_bias", d))
     return tuple(out)
 
 

@@ -296,6 +296,13 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    embedding_scale = " + r.choice(["sqrt(16)", "0.5"])
             if r.random() < 0.5:
                 extra += "\n    logit_softcap = " + r.choice(["30.0", "2.5"])
+            head = random.Random(seed * 7919 + 8)  # its own stream, as above
+            if head.random() < 0.3:
+                extra += "\n    logit_scale = " + head.choice(["1 / 8", "2.5"])
+            if head.random() < 0.3:
+                extra += "\n    head_bias = true"
+        if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
+            extra += "\n    residual_scale = 0.25"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{r.randint(1, 3)}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

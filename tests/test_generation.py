@@ -44,6 +44,9 @@ CONFIGS = {
                                         use_sliding_window=True, sliding_window=6,
                                         pad_token_id=0, bos_token_id=1, eos_token_id=2,
                                         **SIZES),
+    "granite": lambda: tf.GraniteConfig(num_hidden_layers=2, embedding_multiplier=3.0,
+                                        attention_multiplier=0.3, residual_multiplier=0.4,
+                                        logits_scaling=2.5, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

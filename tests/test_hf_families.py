@@ -74,6 +74,11 @@ CASES = {
         num_key_value_heads=2, no_rope_layer_interval=2, use_sliding_window=True,
         sliding_window=4, pad_token_id=0, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "granite": (lambda: tf.GraniteConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, embedding_multiplier=3.0, attention_multiplier=0.3,
+        residual_multiplier=0.4, logits_scaling=2.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

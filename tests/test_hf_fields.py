@@ -22,7 +22,7 @@ from .test_hf_families import CASES
 CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwen2Config,
            "qwen3": tf.Qwen3Config, "gemma2": tf.Gemma2Config, "gemma3": tf.Gemma3TextConfig,
            "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
-           "smollm3": tf.SmolLM3Config,
+           "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 

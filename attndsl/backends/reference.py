@@ -359,6 +359,11 @@ def _add(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) + _arg(node, env, 1)
 
 
+@impl(Op.SCALE)
+def _scale(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _arg(node, env) * node.attr("factor")
+
+
 @impl(Op.ATTENTION)
 def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """A planned attention core: the same meaning whatever its strategy."""

@@ -20,17 +20,18 @@ from torch import Tensor, nn
 from .. import masks
 from ..ir import Graph, Node, Op, build
 from ..positions import alibi_slopes, t5_bucket_float32
-from ..spec import RUNTIME_INPUTS, Attention, LshKernel, Transformer, attentions_of
+from ..spec import Attention, LshKernel, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
 from .inputs import named_inputs
 from .torch_arrays import TorchArrays
-from .torch_masks import kept_keys, lengths, memory_visible, visible
+from .torch_kernels import IMPLS as KERNELS
+from .torch_masks import lengths, memory_visible, visible
 
 __all__ = ["GraphModule", "TorchArrays", "build_module", "export_program", "seeded_module"]
 
 Env = dict[str, Tensor]
-_IMPL: dict[Op, Callable[[GraphModule, Node, Env], Tensor]] = {}
+_IMPL: dict[Op, Callable[[GraphModule, Node, Env], Tensor]] = dict(KERNELS)
 
 
 def impl(op: Op) -> Callable:
@@ -60,6 +61,9 @@ class GraphModule(nn.Module):
             self.__signature__ = inspect.Signature(
                 [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
 
+    def run_node(self, node: Node, env: Env) -> Tensor:
+        return _IMPL[node.op](self, node, env)
+
     def weight(self, name: str) -> Tensor:
         return self.get_parameter(name)  # as a parameter: torch.export keeps one copy
 
@@ -73,7 +77,7 @@ class GraphModule(nn.Module):
             if node.op is Op.INPUT:
                 env[node.out] = given[node.out]
             else:
-                env[node.out] = _IMPL[node.op](self, node, env)
+                env[node.out] = self.run_node(node, env)
         if self.graph.presents:
             return (env[self.graph.output], *(env[p] for p in self.graph.presents))
         return env[self.graph.output]
@@ -244,52 +248,6 @@ def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
     return visible(node.attr("expr"), env, keys)
 
 
-@impl(Op.SWITCH)
-def _switch(m: GraphModule, node: Node, env: Env) -> Tensor:
-    """by_length: the first variant whose up_to holds the query length L, else the last;
-    through torch.cond, so an exported program keeps every branch (one If per threshold)."""
-    bounds, branches, outputs = node.attr("up_to"), node.attr("branches"), node.attr("outputs")
-    made = {n.out for branch in branches for n in branch}
-    outer = sorted({a for branch in branches for n in branch for a in n.args} - made)
-    names = ["x", *(n for n in outer if n != "x"),
-             *(n for n in ("memory", *RUNTIME_INPUTS) if n in env)]
-
-    def variant(i: int) -> Callable[..., Tensor]:
-        def run(*operands: Tensor) -> Tensor:
-            local = dict(zip(names, operands, strict=True))
-            for n in branches[i]:
-                local[n.out] = _IMPL[n.op](m, n, local)
-            return local[outputs[i]]
-        return run
-
-    def choose(i: int) -> Callable[..., Tensor]:
-        if i == len(bounds):
-            return variant(i)
-
-        def run(*operands: Tensor) -> Tensor:
-            return torch.cond(operands[0].shape[1] <= bounds[i], variant(i), choose(i + 1),
-                              operands)
-        return run
-
-    return choose(0)(*(env[n] for n in names))
-
-
-@impl(Op.SEQ_PROJECT)
-def _seq_project(m: GraphModule, node: Node, env: Env) -> Tensor:
-    """Linformer: E[..., :n] @ keys, the keys the mask hides zeroed first."""
-    t = _arg(node, env)  # (B, h, n, d)
-    n = t.shape[2]
-    expr = node.attr("expr")
-    if expr != masks.Full():
-        kept = kept_keys(expr, n, env, t.device).reshape(-1, 1, n, 1)
-        t = torch.where(kept, t, torch.zeros((), dtype=t.dtype, device=t.device))
-    # the first n columns by index_select, not a slice: torch.export would guard n != max_len
-    # (a slice of every column is the tensor itself) and refuse the dynamic length
-    columns = torch.arange(n, device=t.device)
-    e = m.weight(node.attr("weight")).index_select(-1, columns)
-    return torch.matmul(e.to(t.dtype), t)
-
-
 @impl(Op.SOFTMAX)
 def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
     if len(node.args) == 1:  # no mask (Linformer's rows)
@@ -338,28 +296,6 @@ def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
     return out.transpose(1, 2).flatten(2)
 
 
-@impl(Op.LINEAR_ATTENTION)
-def _linear_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
-    q, k, v = (_arg(node, env, i) for i in range(3))
-    causal = lengths(env) if node.attr("causal") else None
-    real = env["attention_mask"] != 0 if "attention_mask" in env else None
-    return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
-                                     causal, real)
-
-
-@impl(Op.LSH_ATTENTION)
-def _lsh_attention(m: GraphModule, node: Node, env: Env) -> Tensor:
-    q, v = _arg(node, env, 0), _arg(node, env, 1)
-    kept = None
-    if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
-        kept = kept_keys(node.attr("keys"), q.shape[2], env, q.device).reshape(-1, q.shape[2])
-    rotations = formulas.lsh_rotations(node.attr("seed"), q.shape[1], q.shape[3],
-                                       node.attr("rounds"), node.attr("buckets"))
-    return formulas.lsh_attention(TorchArrays(q.device), q, v, kept, node.attr("causal"),
-                                  rotations, node.attr("buckets"), node.attr("rounds"),
-                                  node.attr("chunk"), node.attr("scale"))
-
-
 @impl(Op.ACTIVATION)
 def _activation(m: GraphModule, node: Node, env: Env) -> Tensor:
     h = _arg(node, env)
@@ -378,6 +314,12 @@ def _add(m: GraphModule, node: Node, env: Env) -> Tensor:
     if m.training and drop:
         branch = F.dropout(branch, p=drop)
     return _arg(node, env, 0) + branch
+
+
+@impl(Op.SCALE)
+def _scale(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env)  # the factor in the model dtype, as the models multiply
+    return x * torch.tensor(node.attr("factor"), dtype=x.dtype, device=x.device)
 
 
 def export_program(spec: Attention | Transformer, module: nn.Module,

@@ -11,9 +11,15 @@ from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 __all__ = ["Stacks"]
 
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
-         "tie_embeddings", "embedding_scale", "logit_softcap")
-_LM_KEYS = ("tie_embeddings", "embedding_scale", "logit_softcap")  # need `vocab'
+         "tie_embeddings", "embedding_scale", "logit_softcap", "residual_scale", "logit_scale",
+         "head_bias")
+_LM_KEYS = ("tie_embeddings", "embedding_scale", "logit_softcap", "logit_scale",
+            "head_bias")  # need `vocab'
 MAX_VOCAB = 1 << 24
+_EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
+                                "embedding_multiplier",
+             "residual_scale": "Granite's residual_multiplier, such as 0.22",
+             "logit_scale": "Cohere's logit_scale, such as 0.0625; Granite's 1 / logits_scaling"}
 _FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 
 
@@ -47,7 +53,11 @@ class Stacks(Layers):
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
         vocab = get("vocab", lambda x: self.positive(x, "vocab"))
         tied = get("tie_embeddings", lambda x: self.boolean(x, "tie_embeddings"), False)
-        scale = get("embedding_scale", self.embedding_scale_value, 1.0)
+        scale = get("embedding_scale", lambda x: self.multiplier(x, "embedding_scale"), 1.0)
+        residual_scale = get("residual_scale", lambda x: self.multiplier(x, "residual_scale"),
+                             1.0)
+        logit_scale = get("logit_scale", lambda x: self.multiplier(x, "logit_scale"), 1.0)
+        head_bias = get("head_bias", lambda x: self.boolean(x, "head_bias"), False)
         logit_cap = get("logit_softcap", self.softcap_value, "none")
         if get.failed or attns is None:
             return None
@@ -71,15 +81,18 @@ class Stacks(Layers):
                          placement=placement, residual=residual, shared_norm=shared_norm,
                          shared_relative_bias=shared_table, dropout=dropout, vocab=vocab,
                          tied=tied, embedding_scale=scale,
-                         logit_softcap=None if logit_cap == "none" else logit_cap)
+                         logit_softcap=None if logit_cap == "none" else logit_cap,
+                         residual_scale=residual_scale, logit_scale=logit_scale,
+                         head_bias=head_bias)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 
-    def embedding_scale_value(self, e: ast.Expr) -> float:
-        value = self._float_value(e, "embedding_scale", "a number")
+    def multiplier(self, e: ast.Expr, key: str) -> float:
+        """embedding_scale, residual_scale, logit_scale: a number > 0 that float32 holds."""
+        value = self._float_value(e, key, "a number")
         if not FLOAT32_TINY <= value <= FLOAT32_MAX:
-            raise self.error(f"embedding_scale must be a number > 0 that float32 can hold, "
-                             f"found {value:g}", e.span, hint="Gemma's is `sqrt(d_model)`")
+            raise self.error(f"{key} must be a number > 0 that float32 can hold, found "
+                             f"{value:g}", e.span, hint=_EXAMPLES[key])
         return value
 
     def ffn_value(self, e: ast.Expr) -> Ffn:

@@ -13,10 +13,10 @@ from .names import ATTN, GATED, LM, Names, rows
 from .rope import num, rope
 from .text import SpecText, act, mask, period
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "LLAMA", "LLAMA_DEFAULTS", "read"]
 
 
-def _read(s: SpecText, padding: str | None) -> None:
+def read(s: SpecText, padding: str | None) -> None:
     """llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3: pre-norm decoders with SwiGLU or
     GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping."""
     cfg, t = s.cfg, s.cfg.get("model_type")
@@ -113,7 +113,7 @@ def _read(s: SpecText, padding: str | None) -> None:
                "norm": f"rmsnorm({'sandwich' if gemma else 'pre'}, {norm_args})"}
 
 
-_LLAMA = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight",
+LLAMA = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight",
                                "ffn_norm.weight": "post_attention_layernorm.weight"},
                {"norm.weight": "norm.weight", **LM}, ("model.",))
 _GEMMA = Names("layers.{i}.", {**ATTN, **GATED,
@@ -155,7 +155,7 @@ _PHI3 = Names("layers.{i}.", {
 
 # transformers' own defaults (its config classes, 5.23) for the fields the import reads: a field
 # missing from config.json means what transformers means by it
-_LLAMA_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+LLAMA_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                    "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-06,
                    "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False}
 _GEMMA_DEFAULTS = {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
@@ -174,30 +174,30 @@ _GEMMA3_SOFTCAP = "Gemma 3's attention never applies it (transformers keeps it u
 _GEMMA3 = {**_GEMMA_DEFAULTS, "use_bidirectional_attention": False}
 
 FAMILIES = [
-    Family("llama", _read, _LLAMA, _LLAMA_DEFAULTS, lm=True),
-    Family("mistral", _read, _LLAMA,
-           {**{k: v for k, v in _LLAMA_DEFAULTS.items() if not k.endswith("_bias")},
+    Family("llama", read, LLAMA, LLAMA_DEFAULTS, lm=True),
+    Family("mistral", read, LLAMA,
+           {**{k: v for k, v in LLAMA_DEFAULTS.items() if not k.endswith("_bias")},
             "intermediate_size": 14336, "num_key_value_heads": 8, "sliding_window": 4096},
            lm=True),
-    Family("qwen2", _read, _LLAMA, _QWEN_DEFAULTS,
+    Family("qwen2", read, LLAMA, _QWEN_DEFAULTS,
            inert={"max_window_layers": _QWEN_WINDOWS.format("Qwen2")}, lm=True),
-    Family("qwen3", _read, _LLAMA, {**_QWEN_DEFAULTS, "head_dim": 128, "attention_bias": False},
+    Family("qwen3", read, LLAMA, {**_QWEN_DEFAULTS, "head_dim": 128, "attention_bias": False},
            inert={"max_window_layers": _QWEN_WINDOWS.format("Qwen3")}, lm=True),
-    Family("gemma2", _read, _GEMMA, {**_GEMMA_DEFAULTS, "final_logit_softcapping": 30.0,
+    Family("gemma2", read, _GEMMA, {**_GEMMA_DEFAULTS, "final_logit_softcapping": 30.0,
                                      "attn_logit_softcapping": 50.0},
            refused={"use_bidirectional_attention": (
                bool, "transformers' Gemma 2 applies it in its SDPA path but keeps the causal "
                      "mask in its eager path")}, lm=True),
-    Family("gemma3_text", _read, _GEMMA, _GEMMA3,
+    Family("gemma3_text", read, _GEMMA, _GEMMA3,
            inert={"attn_logit_softcapping": _GEMMA3_SOFTCAP}, lm=True),
-    Family("gemma3", _read, _GEMMA, _GEMMA3, inert={"attn_logit_softcapping": _GEMMA3_SOFTCAP},
+    Family("gemma3", read, _GEMMA, _GEMMA3, inert={"attn_logit_softcapping": _GEMMA3_SOFTCAP},
            lm=True),
-    Family("phi3", _read, _PHI3, {
+    Family("phi3", read, _PHI3, {
         "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
         "num_attention_heads": 32, "hidden_act": "silu", "original_max_position_embeddings": 4096,
         "rms_norm_eps": 1e-05, "tie_word_embeddings": False}, lm=True),
-    Family("smollm3", _read, _LLAMA, {
-        **_LLAMA_DEFAULTS, "hidden_size": 2048, "intermediate_size": 11008,
+    Family("smollm3", read, LLAMA, {
+        **LLAMA_DEFAULTS, "hidden_size": 2048, "intermediate_size": 11008,
         "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 4,
         "tie_word_embeddings": True, "use_sliding_window": False}, inert={
             "no_rope_layer_interval": "read into no_rope_layers by SmolLM3Config",

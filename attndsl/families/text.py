@@ -19,6 +19,7 @@ class SpecText:
         self.comments: dict[str, str] = {}
         self.pattern: list[str] = []
         self.stack: dict[str, str] = {}
+        self.head: dict[str, str] = {}  # stack entries of a language model's embedding and head
         self.problems: list[str] = []
 
     def get(self, *keys: str, default: Any = None) -> Any:

@@ -99,13 +99,19 @@ def _type_of(name: str, s: Attention, spec: Layer) -> TensorType:
 
 
 def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
-    """logits = h @ W^T (W: lm_head, or embed_tokens when tied), then the final softcap."""
+    """logits = h @ W^T (+ lm_head.bias) with W lm_head, or embed_tokens when tied; times
+    logit_scale; then the final softcap."""
     shape = T("B", "L", t.vocab)
     weight = "embed_tokens.weight" if t.tied else "lm_head.weight"
-    if t.logit_softcap is None:
-        return b.emit(Op.LINEAR, "logits", (h,), shape, weight=weight, bias=None)
-    raw = b.emit(Op.LINEAR, "lm_logits", (h,), shape, weight=weight, bias=None)
-    return b.emit(Op.SOFTCAP, "logits", (raw,), shape, cap=t.logit_softcap)
+    steps = [(Op.SCALE, {"factor": t.logit_scale})] if t.logit_scale != 1.0 else []
+    if t.logit_softcap is not None:
+        steps.append((Op.SOFTCAP, {"cap": t.logit_softcap}))
+    out = b.emit(Op.LINEAR, "lm_logits" if steps else "logits", (h,), shape, weight=weight,
+                 bias="lm_head.bias" if t.head_bias else None)
+    for i, (op, attrs) in enumerate(steps):
+        out = b.emit(op, "logits" if i == len(steps) - 1 else "scaled_logits", (out,), shape,
+                     **attrs)
+    return out
 
 
 def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
@@ -123,6 +129,8 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
                           cache=i if pos else None, pos=pos, bounded=bounded)
 
     def add(out: str, x: str, branch: str) -> str:
+        if t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier
+            branch = b.emit(Op.SCALE, f"{p}{out}_branch", (branch,), d, factor=t.residual_scale)
         return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)
 
     if t.residual == "parallel":  # x + attn(norm1(x)) + ffn(norm2(x)), norm2 = norm1 if shared

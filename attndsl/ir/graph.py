@@ -37,6 +37,7 @@ class Op(enum.Enum):
     ACTIVATION = "activation"  # relu | silu | gelu | gelu_tanh | sigmoid
     MUL = "mul"
     ADD = "add"  # a + b (a residual: dropout on b in training)
+    SCALE = "scale"  # x * factor, in the model dtype (Granite's residual, a logit scale)
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)

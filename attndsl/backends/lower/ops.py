@@ -32,6 +32,11 @@ def _embed(lw: Lowering, node: Node) -> str:
     return x if scale == 1.0 else b.op("Mul", x, b.const(scale, b.dtype))
 
 
+@lower(Op.SCALE)
+def _scale(lw: Lowering, node: Node) -> str:
+    return lw.b.op("Mul", arg(lw, node), lw.b.const(node.attr("factor"), lw.b.dtype))
+
+
 @lower(Op.CACHE)
 def _cache(lw: Lowering, node: Node) -> str:
     """past (B, Hkv, P, d) then the new (B, Hkv, L, d) along the sequence axis."""

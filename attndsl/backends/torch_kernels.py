@@ -1,0 +1,101 @@
+"""The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
+core by length): the by_length switch, Linformer's sequence projection, linear attention and
+LSH attention, each `(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from .. import masks
+from ..ir import Node, Op
+from ..spec import RUNTIME_INPUTS
+from . import formulas
+from .torch_arrays import TorchArrays
+from .torch_masks import kept_keys, lengths
+
+__all__ = ["IMPLS"]
+
+Env = dict[str, Tensor]
+IMPLS: dict[Op, Callable] = {}
+
+
+def impl(op: Op) -> Callable:
+    def register(fn: Callable) -> Callable:
+        IMPLS[op] = fn
+        return fn
+    return register
+
+
+def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
+    return env[node.args[i]]
+
+
+@impl(Op.SWITCH)
+def _switch(m: nn.Module, node: Node, env: Env) -> Tensor:
+    """by_length: the first variant whose up_to holds the query length L, else the last;
+    through torch.cond, so an exported program keeps every branch (one If per threshold)."""
+    bounds, branches, outputs = node.attr("up_to"), node.attr("branches"), node.attr("outputs")
+    made = {n.out for branch in branches for n in branch}
+    outer = sorted({a for branch in branches for n in branch for a in n.args} - made)
+    names = ["x", *(n for n in outer if n != "x"),
+             *(n for n in ("memory", *RUNTIME_INPUTS) if n in env)]
+
+    def variant(i: int) -> Callable[..., Tensor]:
+        def run(*operands: Tensor) -> Tensor:
+            local = dict(zip(names, operands, strict=True))
+            for n in branches[i]:
+                local[n.out] = m.run_node(n, local)
+            return local[outputs[i]]
+        return run
+
+    def choose(i: int) -> Callable[..., Tensor]:
+        if i == len(bounds):
+            return variant(i)
+
+        def run(*operands: Tensor) -> Tensor:
+            return torch.cond(operands[0].shape[1] <= bounds[i], variant(i), choose(i + 1),
+                              operands)
+        return run
+
+    return choose(0)(*(env[n] for n in names))
+
+
+@impl(Op.SEQ_PROJECT)
+def _seq_project(m: nn.Module, node: Node, env: Env) -> Tensor:
+    """Linformer: E[..., :n] @ keys, the keys the mask hides zeroed first."""
+    t = _arg(node, env)  # (B, h, n, d)
+    n = t.shape[2]
+    expr = node.attr("expr")
+    if expr != masks.Full():
+        kept = kept_keys(expr, n, env, t.device).reshape(-1, 1, n, 1)
+        t = torch.where(kept, t, torch.zeros((), dtype=t.dtype, device=t.device))
+    # the first n columns by index_select, not a slice: torch.export would guard n != max_len
+    # (a slice of every column is the tensor itself) and refuse the dynamic length
+    columns = torch.arange(n, device=t.device)
+    e = m.weight(node.attr("weight")).index_select(-1, columns)
+    return torch.matmul(e.to(t.dtype), t)
+
+
+@impl(Op.LINEAR_ATTENTION)
+def _linear_attention(m: nn.Module, node: Node, env: Env) -> Tensor:
+    q, k, v = (_arg(node, env, i) for i in range(3))
+    causal = lengths(env) if node.attr("causal") else None
+    real = env["attention_mask"] != 0 if "attention_mask" in env else None
+    return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
+                                     causal, real)
+
+
+@impl(Op.LSH_ATTENTION)
+def _lsh_attention(m: nn.Module, node: Node, env: Env) -> Tensor:
+    q, v = _arg(node, env, 0), _arg(node, env, 1)
+    kept = None
+    if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
+        kept = kept_keys(node.attr("keys"), q.shape[2], env, q.device).reshape(-1, q.shape[2])
+    rotations = formulas.lsh_rotations(node.attr("seed"), q.shape[1], q.shape[3],
+                                       node.attr("rounds"), node.attr("buckets"))
+    return formulas.lsh_attention(TorchArrays(q.device), q, v, kept, node.attr("causal"),
+                                  rotations, node.attr("buckets"), node.attr("rounds"),
+                                  node.attr("chunk"), node.attr("scale"))
