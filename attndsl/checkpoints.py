@@ -65,7 +65,8 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
              if isinstance(spec, Transformer) or k.startswith("self_attn.")}
     domain = {p + t for p in prefixes for t in table}
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
-        domain |= {v for k, v in fam.top.items() if spec.vocab is not None or k not in LM_NAMES}
+        domain |= {v for k, v in fam.top.items() if spec.vocab is not None or k not in
+                   (*LM_NAMES, *_EMBEDDING_NAMES)}
     unused = sorted(k for k in domain if k in keys and k not in used)
     every = {_name(v) for v in fam.names.values()}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
@@ -123,6 +124,9 @@ def _strip_bases(names: dict[str, Path], bases: tuple[str, ...]) -> dict[str, st
     return out
 
 
+# what a language model's embedding and head hold beside LM_NAMES (GPT-2's positions, Phi-2's
+# head bias): a stack of hidden states leaves them too
+_EMBEDDING_NAMES = ("position_embeddings.weight", "lm_head.bias")
 _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
 

@@ -48,6 +48,7 @@ INERT: dict[str, str] = {
     "sep_token_id": _TOKENS, "decoder_start_token_id": _TOKENS,
     "attention_dropout": _DROPOUT, "hidden_dropout": _DROPOUT, "attn_pdrop": _DROPOUT,
     "embd_pdrop": _DROPOUT, "resid_pdrop": _DROPOUT, "dropout_rate": _DROPOUT,
+    "embedding_dropout": _DROPOUT, "residual_dropout": _DROPOUT,
     "hidden_dropout_prob": _DROPOUT, "attention_probs_dropout_prob": _DROPOUT,
     "max_position_embeddings": "the longest sequence trained on: RoPE is computed at any "
                                "position (dynamic, yarn and longrope scalings read it)",
@@ -139,12 +140,13 @@ _POSITIVE_NUMS = (
     "rope_local_base_freq", "query_pre_attn_scalar", "factor", "low_freq_factor",
     "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
     "attention_factor", "embedding_multiplier", "logits_scaling", "residual_multiplier",
-    "attention_multiplier")
+    "attention_multiplier", "norm_epsilon", "logit_scale")
 _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
-    "add_cross_attention", "use_bidirectional_attention", "truncate")
+    "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias")
 _STRS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "activation",
          "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {

@@ -30,6 +30,11 @@ def _lm_head(s: SpecText) -> None:
     if cfg.get("final_logit_softcapping"):
         s.stack["logit_softcap"] = num(cfg["final_logit_softcapping"])
     s.stack.update(s.head)
+    for entries in s.attentions.values():
+        mask = entries.pop("mask", None)  # the mask stays last
+        entries.update(s.head_attention)
+        if mask is not None:
+            entries["mask"] = mask
 
 
 def import_config(path: Path, padding: str = "auto", head: str = "auto",

@@ -3,6 +3,7 @@ is filled in and every name resolved, so backends never look anything up or gues
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .masks import Mask, runtime_inputs
@@ -17,11 +18,11 @@ from .rope_scaling import (  # re-exported: part of the resolved spec
 from .source import Source, Span
 
 __all__ = [
-    "MAX_LENGTH", "Alibi", "Attention", "DynamicScaling", "Ffn", "Layer", "Learned",
-    "LinearKernel", "LinearScaling", "LinformerKernel", "Llama3Scaling", "LongRopeScaling",
-    "LshKernel", "Norm", "Position", "Program", "RelativeBias", "Rope", "RopeScaling",
-    "Sinusoidal", "Softmax", "Sparsity", "Temperature", "Transformer", "Variant",
-    "YarnScaling",
+    "MAX_LENGTH", "Alibi", "Attention", "Differential", "DynamicScaling", "Ffn", "Layer",
+    "Learned", "LinearKernel", "LinearScaling", "LinformerKernel", "Llama3Scaling",
+    "LongRopeScaling", "LshKernel", "Norm", "Position", "Program", "RelativeBias", "Rope",
+    "RopeScaling", "Sinusoidal", "Softmax", "Sparsity", "Temperature", "Transformer",
+    "Variant", "YarnScaling",
     "attentions_of", "beyond_limits", "input_names", "is_lm", "length_limits", "output_name",
     "top_layers",
 ]
@@ -106,6 +107,20 @@ class Temperature:
 
 
 @dataclass(frozen=True)
+class Differential:
+    """Differential attention (DiffLlama, the Differential Transformer): query heads i and
+    i + heads/2 make two softmax maps, subtracted with a learned lambda; the difference weighs
+    the values of both their kv heads, is RMS-normed per head and scaled by 1 - lambda_init.
+    `init` is lambda_init, or None for 0.8 - 0.6 exp(-0.3 l) at the layer's index l."""
+
+    init: float | None
+    eps: float
+
+    def lambda_init(self, layer: int) -> float:
+        return 0.8 - 0.6 * math.exp(-0.3 * layer) if self.init is None else self.init
+
+
+@dataclass(frozen=True)
 class LshKernel:
     """Reformer's LSH attention (Kitaev et al. 2020): shared query/key projection, queries
     hashed by `rounds` seeded random rotations into `buckets` buckets, sorted by (bucket,
@@ -153,6 +168,8 @@ class Attention:
     output_gate: bool = False
     # queries scaled by a function of their position (`temperature = log(...)`), or None
     temperature: Temperature | None = None
+    # two softmax maps subtracted (`differential = lambda(...)`), or None
+    differential: Differential | None = None
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)
@@ -221,12 +238,14 @@ class Norm:
     epsilon."""
 
     kind: str  # layernorm | rmsnorm | l2norm
+    eps: float
+    unit_offset: bool = False
+    bias: bool = False  # a layernorm's bias (Cohere's has none; q/k layernorms never)
+    across_heads: bool = False  # q/k: over all heads of a token (OLMo 2), else per head
 
     @property
     def weighted(self) -> bool:
         return self.kind != "l2norm"
-    eps: float
-    unit_offset: bool = False
 
     @staticmethod
     def default_eps(kind: str) -> float:
@@ -243,7 +262,7 @@ class Transformer:
     layers: int
     ffn: Ffn
     norm: Norm
-    placement: str  # pre | post | sandwich
+    placement: str  # pre | post | sandwich | output
     residual: str  # sequential | parallel
     shared_norm: bool  # parallel residual with one norm for both branches (GPT-J)
     shared_relative_bias: bool  # one T5 table for every layer (T5)

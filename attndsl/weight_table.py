@@ -19,7 +19,11 @@ from .spec import (
     Transformer,
 )
 
-__all__ = ["Weight", "linformer_weights", "parameter_count", "seeded_weights", "weight_table"]
+__all__ = ["LAMBDAS", "Weight", "linformer_weights", "parameter_count", "seeded_weights",
+           "weight_table"]
+
+# differential attention's lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + init
+LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 
 
 @dataclass(frozen=True)
@@ -82,10 +86,14 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
         if s.qk_norm and s.qk_norm.weighted:
-            norm(f"{p}q_norm", s.head_dim, s.qk_norm, False)
-            norm(f"{p}k_norm", s.head_dim, s.qk_norm, False)
+            whole = s.qk_norm.across_heads  # over every head of a token: one weight per feature
+            norm(f"{p}q_norm", s.head_dim * (s.heads if whole else 1), s.qk_norm, False)
+            norm(f"{p}k_norm", s.head_dim * (s.kv_heads if whole else 1), s.qk_norm, False)
         if s.sinks:
             out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
+        if s.differential:  # the lambda re-parameterisation's four vectors
+            for name in LAMBDAS:
+                out.append(Weight(f"{p}{name}", (s.head_dim,), "lambda"))
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))
@@ -114,7 +122,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if shared is not None:
         out.append(Weight(linformer_weights(shared, "")[0], _linformer_shape(shared),
                           "sequence", shared.kernel.k))
-    layernorm = spec.norm.kind == "layernorm"
+    layernorm = spec.norm.bias
     for i in range(spec.layers):
         p = f"layers.{i}."
         attention(spec.layer_attention(i), f"{p}self_attn.", False,
@@ -157,6 +165,8 @@ def _block_norms(t: Transformer) -> tuple[str, ...]:
     """A block's norms, in weight-table order."""
     if t.placement == "sandwich":
         return ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")
+    if t.placement == "output":
+        return ("post_attn_norm", "post_ffn_norm")
     return ("attn_norm",) if t.shared_norm else ("attn_norm", "ffn_norm")
 
 
@@ -165,7 +175,8 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
     (docs/LANGUAGE.md, Weights): a linear weight or bias, and Linformer's E and F, uniform in
     [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
     logits N(0, 1); a norm
-    weight 1 + 0.1 N(0, 1); a norm bias and a unit-offset norm weight 0.1 N(0, 1)."""
+    weight 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm weight and differential attention's
+    lambda vectors 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
     out = {}
     for w in table:
@@ -176,7 +187,7 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
             value = rng.standard_normal(w.shape)
         elif w.init == "norm_weight":
             value = 1.0 + 0.1 * rng.standard_normal(w.shape)
-        else:  # norm_bias, norm_offset
+        else:  # norm_bias, norm_offset, lambda
             value = 0.1 * rng.standard_normal(w.shape)
         out[w.name] = value.astype(np.float32)
     return out

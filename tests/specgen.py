@@ -190,6 +190,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                        "rmsnorm(eps = 0.25 ** 2, unit_offset = true)"])
         if random.Random(seed * 7919 + 6).random() < 0.3:  # its own stream, as below
             entries["qk_norm"] = "l2norm(eps = 1e-6)"
+        whole = random.Random(seed * 7919 + 10)  # OLMo 2's, over every head: own stream
+        if whole.random() < 0.3:
+            entries["qk_norm"] = whole.choice(["rmsnorm(eps = 1e-6, across_heads = true)",
+                                               "l2norm(across_heads = true)",
+                                               "layernorm(across_heads = true)"])
     positions = ["none", "rope", "learned", "sinusoidal"]
     if not linear and not linformer:
         positions += ["alibi", "relative_bias"]
@@ -264,6 +269,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if not lsh and temperature.random() < 0.2:
         entries["temperature"] = (f"log(floor = {temperature.randint(1, 40)}, scale = "
                                   f"{temperature.uniform(0, 0.5):.3f})")
+    diff, kv = random.Random(seed * 7919 + 12), int(entries.get("kv_heads", heads))
+    if not (linear or linformer or lsh or "output_gate" in entries) and heads % 2 == 0 and \
+            kv % 2 == 0 and diff.random() < 0.25:  # differential attention: own stream
+        entries["differential"] = diff.choice(["lambda", "lambda(init = 0.3, eps = 1e-6)",
+                                               "lambda(init = depth, eps = 0.01)"])
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -271,8 +281,14 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         ffn += r.choice(["", ", bias = true", ", bias = false"]) + ")"
         kind = r.choice(["layernorm", "rmsnorm"])
         placement = r.choice(["pre", "post", "sandwich"])
+        block = random.Random(seed * 7919 + 11)  # OLMo 2's and Cohere's norms: own stream
+        drawn = placement  # (the main stream's draws below stay those of the drawn placement)
+        if block.random() < 0.2:
+            placement = "output"
         norm = f"{kind}({placement}"
         norm += r.choice(["", ", eps = 1e-12", ", eps = 10 ** -2"])
+        if kind == "layernorm" and block.random() < 0.3:
+            norm += ", bias = false"
         if kind == "rmsnorm" and r.random() < 0.4:
             norm += ", unit_offset = true"
         pattern = "a"
@@ -284,7 +300,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                                    for k, v in other.items()) + "\n}\n"
             pattern = r.choice(["[a, b]", "[b, a, a]"])
         extra = ""
-        if placement == "pre" and r.random() < 0.4:
+        if drawn == "pre" and r.random() < 0.4 and placement == "pre":
             extra += "\n    residual = " + r.choice(["parallel", "parallel(shared_norm = true)"])
         if "relative_bias" in entries.get("position", "") and r.random() < 0.5:
             extra += "\n    relative_bias = shared"

@@ -5,7 +5,10 @@ LM head included) and `compile --export genai --weights`, then decoded greedily 
 transformers' own `generate(do_sample=False)`, for the in-place cache (ort-cpu) and the
 growing one (portable). The tokens must be identical. Mistral's window
 (6) is passed well before the 19th token; Gemma 2 alternates windows and soft-caps both the
-scores and the logits. The logits of one forward pass match the model's within 1e-4."""
+scores and the logits; SmolLM3 has NoPE layers, Granite its multipliers, GPT-2 learned
+positions, Phi-2 a parallel block and an LM head bias. The logits of one forward pass match the
+model's within 1e-4, and so do those of a left-padded batch of two through the exported
+folder's model."""
 
 from __future__ import annotations
 
@@ -47,6 +50,15 @@ CONFIGS = {
     "granite": lambda: tf.GraniteConfig(num_hidden_layers=2, embedding_multiplier=3.0,
                                         attention_multiplier=0.3, residual_multiplier=0.4,
                                         logits_scaling=2.5, **SIZES),
+    "gpt2": lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                                  vocab_size=VOCAB, bos_token_id=1, eos_token_id=2),
+    "phi": lambda: tf.PhiConfig(num_hidden_layers=2, **SIZES),
+    "starcoder2": lambda: tf.Starcoder2Config(num_hidden_layers=2, sliding_window=6,
+                                              bos_token_id=1, eos_token_id=2, **SIZES),
+    "olmo2": lambda: tf.Olmo2Config(num_hidden_layers=2, eos_token_id=2, **SIZES),
+    "cohere2": lambda: tf.Cohere2Config(num_hidden_layers=4, sliding_window=6, logit_scale=0.5,
+                                        bos_token_id=1, eos_token_id=2, **SIZES),
+    "diffllama": lambda: tf.DiffLlamaConfig(num_hidden_layers=3, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
@@ -63,9 +75,9 @@ def exported(request, tmp_path_factory):
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=family.startswith("gemma"))
-    if family.startswith("gemma"):  # x sqrt(64) and a tied head would echo the last token
-        with torch.no_grad():
-            model.model.embed_tokens.weight.mul_(0.05)
+    if family in ("gemma2", "gpt2"):  # a large embedding and a tied head would echo the last
+        with torch.no_grad():  # token (Gemma multiplies it by sqrt(64))
+            model.get_input_embeddings().weight.mul_(0.05)
     folder = root / "hf"
     model.save_pretrained(folder)
     spec = root / f"{family}.attn"
@@ -110,7 +122,9 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
     assert sorted(p.name for p in Path(folder).iterdir()) == ["genai_config.json",
                                                                "model.onnx"]
     in_place = config["search"]["past_present_share_buffer"]
-    assert in_place is (family_target(exported) == "ort-cpu")
+    # differential attention pairs each kv head's cached values with another's after the
+    # cache, which GroupQueryAttention's in-place buffer cannot: it grows its cache instead
+    assert in_place is (family_target(exported) == "ort-cpu" and family != "diffllama")
     m = og.Model(str(folder))
     for prompt, expected in zip(PROMPTS, want, strict=True):
         params = og.GeneratorParams(m)
@@ -139,6 +153,33 @@ def test_the_language_model_gives_the_logits_of_transformers(exported) -> None:
         want = model(input_ids=torch.from_numpy(ids)).logits.numpy()
     err = float(np.abs(got - want).max())
     assert err <= 1e-4 * max(1.0, float(np.abs(want).max())), (family, err)
+
+
+def test_left_padded_prompts_give_the_logits_of_transformers(exported) -> None:
+    """B = 2, the shorter prompt padded on the left: the exported folder's model (the
+    growing cache, empty) against transformers' forward pass with the same attention_mask and
+    position ids (as generate passes them), at every real token, within 1e-4."""
+    family, model, _, _, folder, target = exported
+    if target != "portable":
+        pytest.skip("the in-place cache takes right-padded batches (the test above)")
+    n = max(len(p) for p in PROMPTS)
+    ids = np.array([[0] * (n - len(p)) + p for p in PROMPTS], dtype=np.int64)
+    mask = (np.arange(n)[None] >= (n - np.array([len(p) for p in PROMPTS]))[:, None])
+    mask = mask.astype(np.int64)
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    session = ort.InferenceSession(str(Path(folder) / "model.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+    for i in session.get_inputs():
+        if i.name.startswith("past_key_values."):
+            feed[i.name] = np.zeros((2, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+    got = session.run(["logits"], feed)[0]
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                     position_ids=torch.from_numpy(positions)).logits.numpy()
+    real = mask.astype(bool)
+    err = float(np.abs(got[real] - want[real]).max())
+    assert err <= 1e-4 * max(1.0, float(np.abs(want[real]).max())), (family, err)
 
 
 def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys) -> None:

@@ -79,6 +79,28 @@ CASES = {
         num_key_value_heads=2, embedding_multiplier=3.0, attention_multiplier=0.3,
         residual_multiplier=0.4, logits_scaling=2.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
+             "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
+    "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                 num_attention_heads=4, **SMALL),
+            "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.dense"),
+    "starcoder2": (lambda: tf.Starcoder2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "olmo2": (lambda: tf.Olmo2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # three sliding layers with interleaved RoPE, then a NoPE one
+    "cohere2": (lambda: tf.Cohere2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, logit_scale=0.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "diffllama": (lambda: tf.DiffLlamaConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=8,
+        num_key_value_heads=4, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

@@ -23,6 +23,9 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "qwen3": tf.Qwen3Config, "gemma2": tf.Gemma2Config, "gemma3": tf.Gemma3TextConfig,
            "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
            "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
+           "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
+           "olmo2": tf.Olmo2Config, "cohere2": tf.Cohere2Config,
+           "diffllama": tf.DiffLlamaConfig,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 

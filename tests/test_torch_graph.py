@@ -29,6 +29,7 @@ def test_module_tensors_are_the_graph_weights(path: Path, name: str) -> None:
         k: tuple(v.shape) for k, v in state.items()}
     referenced = {v for n in graph.nodes for k, v in n.attrs
                   if k == "weight" or (k in ("bias", "sinks") and isinstance(v, str))}
+    referenced |= {w for n in graph.nodes for k, v in n.attrs if k == "weights" for w in v}
     referenced |= {f"{v}.{t}" for n in graph.nodes for k, v in n.attrs if k == "module"
                    for t in ("weight", "bias") if f"{v}.{t}" in state}
     assert referenced == set(state)

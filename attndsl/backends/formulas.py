@@ -129,6 +129,31 @@ def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
     return xp.astype(h, xp.dtype(x)) * weight
 
 
+def value_pairs(xp, v: Array, kv_heads: int) -> Array:
+    """Differential attention's values (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): kv head j holds
+    [v_j', v_j' + Hkv/2] with j' = j mod Hkv/2, so query heads i and i + H/2 weigh the same
+    pair."""
+    half = kv_heads // 2
+    pair = xp.concat([xp.slice(v, 1, 0, half), xp.slice(v, 1, half, kv_heads)], axis=3)
+    return xp.concat([pair, pair], axis=1)
+
+
+def differential(xp, o: Array, lambdas: list[Array], heads: int, lambda_init: float,
+                 eps: float) -> Array:
+    """Merged heads (B, L, H * 2 dv) -> (B, L, H * dv): head i < H/2 is
+    (1 - lambda_init) * rmsnorm(o_i - lambda o_{i + H/2}), lambda = exp(q1 . k1) -
+    exp(q2 . k2) + lambda_init in float32, narrowed to the model dtype (as DiffLlama)."""
+    q1, k1, q2, k2 = (xp.astype(w, "float32") for w in lambdas)
+    lam = xp.exp(xp.sum(q1 * k1, axis=-1)) - xp.exp(xp.sum(q2 * k2, axis=-1)) + lambda_init
+    dims = [xp.shape(o, 0), xp.shape(o, 1)]
+    x = xp.reshape(o, [*dims, heads, -1])  # (B, L, H, 2 dv)
+    d = xp.slice(x, 2, 0, heads // 2) - xp.slice(x, 2, heads // 2, heads) * xp.astype(
+        lam, xp.dtype(o))
+    h = xp.astype(d, "float32")
+    h = h / xp.sqrt(xp.mean(h * h, axis=-1, keepdims=True) + eps)
+    return xp.reshape(xp.astype(h * (1.0 - lambda_init), xp.dtype(o)), [*dims, -1])
+
+
 def activation(xp, h: Array, kind: str) -> Array:
     """relu, silu (x * sigmoid(x)), gelu (erf) or gelu_tanh; GELU of bfloat16 values is
     computed in float32 (ONNX Runtime's CUDA provider has no bfloat16 Gelu kernel)."""

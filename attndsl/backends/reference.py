@@ -16,6 +16,7 @@ import numpy as np
 from ..ir import Graph, Node, Op
 from .reference_kernels import linear_attention, lsh_attention
 from .reference_masks import mask_of, visible
+from .reference_positions import alibi_slopes, rope_frequencies, t5_bucket
 
 __all__ = ["run"]
 
@@ -125,7 +126,7 @@ def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     dim = node.attr("dim")
     n = x.shape[2]
     S = env["memory"].shape[1] if "memory" in env else env["x"].shape[1]
-    inv_freq, gain = _rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)
+    inv_freq, gain = rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)
     angle = np.arange(n)[:, None] * inv_freq[None, :]
     cos, sin = gain * np.cos(angle), gain * np.sin(angle)  # (n, dim/2)
     out = x.copy()
@@ -135,47 +136,6 @@ def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
         out[..., a] = x[..., a] * cos[:, i] - x[..., b] * sin[:, i]
         out[..., b] = x[..., b] * cos[:, i] + x[..., a] * sin[:, i]
     return out
-
-
-def _rope_frequencies(theta: float, dim: int, scaling: object, S: int) -> tuple[np.ndarray,
-                                                                               float]:
-    """docs/LANGUAGE.md, "RoPE scaling": the inverse frequencies for S keys, and the factor on
-    cos and sin."""
-    i = np.arange(dim // 2)
-    inv = theta ** (-2.0 * i / dim)
-    kind = type(scaling).__name__
-    if kind == "LinearScaling":
-        return inv / scaling.factor, 1.0
-    if kind == "DynamicScaling":
-        f, orig = scaling.factor, scaling.original_max_position
-        if orig < S:
-            inv = (theta * (f * S / orig - (f - 1)) ** (dim / (dim - 2))) ** (-2.0 * i / dim)
-        return inv, 1.0
-    if kind == "Llama3Scaling":
-        f, orig = scaling.factor, scaling.original_max_position
-        low, high = scaling.low_freq_factor, scaling.high_freq_factor
-        wavelen = 2 * np.pi / inv
-        smooth = (orig / wavelen - low) / (high - low)
-        mid = (1 - smooth) * inv / f + smooth * inv
-        return np.where(wavelen < orig / high, inv,
-                        np.where(wavelen > orig / low, inv / f, mid)), 1.0
-    if kind == "YarnScaling":
-        def turns_dim(rotations: float) -> float:
-            return dim * np.log(scaling.original_max_position / (rotations * 2 * np.pi)) / (
-                2 * np.log(theta))
-        lo, hi = turns_dim(scaling.beta_fast), turns_dim(scaling.beta_slow)
-        if scaling.truncate:
-            lo, hi = np.floor(lo), np.ceil(hi)
-        lo, hi = max(lo, 0), min(hi, dim - 1)
-        if lo == hi:
-            hi += 0.001
-        ramp = np.clip((i - lo) / (hi - lo), 0, 1)
-        return inv / scaling.factor * ramp + inv * (1 - ramp), scaling.attention_factor
-    if kind == "LongRopeScaling":
-        long = scaling.original_max_position < S
-        factors = np.array(scaling.long_factor if long else scaling.short_factor)
-        return inv / factors, scaling.attention_factor
-    return inv, 1.0
 
 
 @impl(Op.REPEAT_KV)
@@ -198,7 +158,7 @@ def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndar
     H, L, S = s.shape[1:]  # s: (B, H, L, S)
     q, k = np.arange(L)[:, None], np.arange(S)[None, :]
     if node.attr("kind" if node.op is Op.SCORE_BIAS else "bias") == "alibi":
-        slopes = np.array(_alibi_slopes(H, node.attr("slopes"), node.attr("max_bias")))
+        slopes = np.array(alibi_slopes(H, node.attr("slopes"), node.attr("max_bias")))
         if node.attr("rounding") == "bfloat16":  # slope, positions and products in bfloat16
             def bf16(x: np.ndarray) -> np.ndarray:
                 return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
@@ -208,41 +168,10 @@ def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndar
             return s - node.attr("factor") * np.abs(at_q - at_k)
         slopes = slopes * node.attr("factor")
         return s - slopes[:, None, None] * np.abs(q - k)[None]
-    bucket = _t5_bucket(k - q, node.attr("buckets"), node.attr("max_distance"),
+    bucket = t5_bucket(k - q, node.attr("buckets"), node.attr("max_distance"),
                         node.attr("bidirectional"))  # (L, S)
     table = w[node.attr("weight")]  # (buckets, H)
     return s + table[bucket].transpose(2, 0, 1)[None]
-
-
-def _alibi_slopes(heads: int, schedule: str, max_bias: float) -> list[float]:
-    """geometric: 2^(-max_bias (h+1) / H). press: the same for 2^n heads; otherwise the slopes
-    of the largest power of two below, then every other slope of the next power of two."""
-
-    def geometric(n: int) -> list[float]:
-        return [2.0 ** (-max_bias * (h + 1) / n) for h in range(n)]
-
-    if schedule == "geometric":
-        return geometric(heads)
-    below = 1
-    while below * 2 <= heads:
-        below *= 2
-    if below == heads:
-        return geometric(heads)
-    return geometric(below) + geometric(2 * below)[0::2][: heads - below]
-
-
-def _t5_bucket(relative: np.ndarray, buckets: int, max_distance: int,
-               bidirectional: bool) -> np.ndarray:
-    """T5's relative_position_bucket(k - q), its logarithm in float32 as Hugging Face takes it."""
-    n = buckets // 2 if bidirectional else buckets
-    out = np.where(relative > 0, n, 0) if bidirectional else np.zeros_like(relative)
-    distance = np.abs(relative) if bidirectional else np.maximum(-relative, 0)
-    exact = n // 2
-    f32 = np.float32
-    ratio = np.maximum(distance, 1).astype(f32) / f32(exact)
-    log_part = np.log(ratio) / f32(math.log(max_distance / exact)) * f32(n - exact)
-    large = np.minimum(exact + log_part.astype(np.int64), n - 1)
-    return out + np.where(distance < exact, distance, large)
 
 
 @impl(Op.SOFTCAP)
@@ -357,6 +286,34 @@ def _mul(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 @impl(Op.ADD)
 def _add(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) + _arg(node, env, 1)
+
+
+@impl(Op.VALUE_PAIRS)
+def _value_pairs(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Kv head j's values beside those of kv head (j mod Hkv/2) + Hkv/2, for j < Hkv/2;
+    for j >= Hkv/2, those of j - Hkv/2 then its own (docs/LANGUAGE.md, differential)."""
+    v = _arg(node, env)
+    half = v.shape[1] // 2
+    out = []
+    for j in range(v.shape[1]):
+        low = j % half
+        out.append(np.concatenate([v[:, low], v[:, low + half]], axis=-1))
+    return np.stack(out, axis=1)
+
+
+@impl(Op.DIFFERENTIAL)
+def _differential(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Head i of H/2: (1 - lambda_init) * rmsnorm(a_i - lambda a_{i + H/2}) over its 2 dv
+    features, lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init."""
+    o = _arg(node, env)
+    B, L, _ = o.shape
+    heads, init, eps = node.attr("heads"), node.attr("lambda_init"), node.attr("eps")
+    q1, k1, q2, k2 = (w[name] for name in node.attr("weights"))
+    lam = math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2)) + init
+    a = o.reshape(B, L, heads, -1)
+    d = a[:, :, : heads // 2] - lam * a[:, :, heads // 2:]
+    d = d / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
+    return ((1 - init) * d).reshape(B, L, -1)
 
 
 @impl(Op.SCALE)

@@ -316,6 +316,20 @@ def _add(m: GraphModule, node: Node, env: Env) -> Tensor:
     return _arg(node, env, 0) + branch
 
 
+@impl(Op.VALUE_PAIRS)
+def _value_pairs(m: GraphModule, node: Node, env: Env) -> Tensor:
+    v = _arg(node, env)
+    return formulas.value_pairs(TorchArrays(v.device), v, v.shape[1])
+
+
+@impl(Op.DIFFERENTIAL)
+def _differential(m: GraphModule, node: Node, env: Env) -> Tensor:
+    o = _arg(node, env)
+    return formulas.differential(TorchArrays(o.device), o,
+                                 [m.weight(w) for w in node.attr("weights")],
+                                 node.attr("heads"), node.attr("lambda_init"), node.attr("eps"))
+
+
 @impl(Op.SCALE)
 def _scale(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)  # the factor in the model dtype, as the models multiply

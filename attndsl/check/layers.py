@@ -15,19 +15,18 @@ from ..spec import (
     LinearKernel,
     LinformerKernel,
     LshKernel,
-    Norm,
     Rope,
     Sinusoidal,
     Softmax,
     Sparsity,
-    Temperature,
     Variant,
 )
-from .kernels import Kernels, arg_span
+from .kernels import arg_span
+from .mechanisms import Mechanisms
 from .positions import check_rope_dim
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Param, describe
 
-__all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "PLACEMENTS", "PROJECTIONS", "Layers"]
+__all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "PROJECTIONS", "Layers"]
 
 # float32 weights of one layer: exports over 2 GiB write external data, and compile holds
 # about three copies at its peak, so a larger layer is a typo rather than a model to build here
@@ -35,7 +34,7 @@ MAX_WEIGHT_BYTES = 1024**4
 MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
 
 
-class Layers(Kernels):
+class Layers(Mechanisms):
     attentions: dict[str, ast.AttentionDef]
     resolved_attn: dict[str, Attention | None]
 
@@ -83,6 +82,7 @@ class Layers(Kernels):
         gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
                    "none")
         temperature = get("temperature", self.temperature_value, None)
+        differential = get("differential", self.differential_value, None)
         failed = get.failed
         if d_model is None or heads is None:
             return None
@@ -150,17 +150,7 @@ class Layers(Kernels):
                        hint="pad on the right (`padding`), or use rounding = float32, whose "
                             "bias depends on distances alone")
             failed = True
-        if sinks == "learned" and not isinstance(kernel, Softmax):
-            self.error("`sinks = learned` adds a logit per head to a softmax's denominator: "
-                       f"the {type(kernel).__name__.removesuffix('Kernel').lower()} kernel has "
-                       "none", e["sinks"].value.span,
-                       hint="use `kernel = softmax`, or remove `sinks`")
-            failed = True
-        if temperature is not None and isinstance(kernel, LshKernel):
-            self.error("an LSH kernel's keys are its queries: scaling queries by position "
-                       "would scale the keys too", e["temperature"].value.span,
-                       hint="remove `temperature`, or use another kernel")
-            failed = True
+        failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at)
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
@@ -177,7 +167,7 @@ class Layers(Kernels):
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             output_gate=gate == "sigmoid",
-            temperature=temperature,
+            temperature=temperature, differential=differential,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -274,36 +264,6 @@ class Layers(Kernels):
             chosen.append(name)
         return tuple(p for p in PROJECTIONS if p in chosen)
 
-    def qk_norm_value(self, e: ast.Expr) -> Norm | None:
-        if isinstance(e, ast.Name) and e.id == "none":
-            return None
-        return self.norm_value(e, placement=False, table=_QK_NORMS)[0]
-
-    def norm_value(self, e: ast.Expr, placement: bool, table: dict | None = None,
-                   ) -> tuple[Norm, str | None]:
-        """`layernorm(eps = 1e-5)` or `rmsnorm(eps = 1e-6, unit_offset = false)`, with a
-        leading `placement` argument for stacks (`table`: the norms allowed, q/k's add
-        `l2norm(eps = 1e-6)`)."""
-        table = _NORMS if table is None else table
-        name, _ = self.callee(e, table, "norm")
-        params = table[name]
-        if placement:
-            params = (Param("placement", True), *params)
-        args = self.bind(e, name, params)
-        where = None
-        if placement:
-            where = self.word(args["placement"], PLACEMENTS, "norm placement")
-        eps = Norm.default_eps(name)
-        if "eps" in args:
-            eps = self.number(args["eps"])
-            if not FLOAT32_TINY <= eps <= 1.0:
-                raise self.error(f"norm eps must be in [{FLOAT32_TINY:.3g}, 1], found {eps:g}",
-                                 args["eps"].span, hint="typical values are 1e-5, 1e-6, 1e-12")
-        unit_offset = False
-        if "unit_offset" in args:
-            unit_offset = self.boolean(args["unit_offset"], "unit_offset")
-        return Norm(name, eps, unit_offset), where
-
     def check_size(self, params: int, name: str, span: Span) -> None:
         size = params * 4
         if size > MAX_WEIGHT_BYTES:
@@ -345,18 +305,6 @@ class Layers(Kernels):
             raise self.error(f"{what} must be in [0, 1), found {value}", e.span)
         return value
 
-    def temperature_value(self, e: ast.Expr) -> Temperature | None:
-        """`none` or `log(floor = n, scale = s)`."""
-        if isinstance(e, ast.Name) and e.id == "none":
-            return None
-        name, _ = self.callee(e, _TEMPERATURES, "temperature")
-        args = self.bind(e, name, _TEMPERATURES[name])
-        scale = self.number(args["scale"])
-        if not 0.0 <= scale <= FLOAT32_MAX:
-            raise self.error(f"the temperature scale must be a number >= 0 that float32 can "
-                             f"hold, found {scale:g}", args["scale"].span)
-        return Temperature(self.positive(args["floor"], "the temperature floor"), scale)
-
     def sparsity_value(self, e: ast.Expr) -> Sparsity:
         name, _ = self.callee(e, _SPARSITY, "sparsity")
         args = self.bind(e, name, _SPARSITY[name])
@@ -370,14 +318,10 @@ class Layers(Kernels):
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
                    "mask", "sparsity", "dropout", "sinks", "output_gate", "temperature",
-                   "by_length")
+                   "differential", "by_length")
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
-_TEMPERATURES = {"log": (Param("floor", True), Param("scale", True))}
-_NORMS = {"layernorm": (Param("eps"),), "rmsnorm": (Param("eps"), Param("unit_offset"))}
-_QK_NORMS = {**_NORMS, "l2norm": (Param("eps"),)}
 PROJECTIONS = ("q", "k", "v", "o")
-PLACEMENTS = ("pre", "post", "sandwich")
 
 
 def _divisors(n: int) -> list[int]:

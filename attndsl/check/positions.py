@@ -19,7 +19,7 @@ from ..spec import (
     Sinusoidal,
     YarnScaling,
 )
-from .masks import Masks
+from .norms import Norms
 from .values import FLOAT32_MAX, Param
 
 __all__ = ["Positions", "check_rope_dim"]
@@ -27,7 +27,7 @@ __all__ = ["Positions", "check_rope_dim"]
 MAX_FACTOR = 1e6
 
 
-class Positions(Masks):
+class Positions(Norms):
     def position_value(self, e: ast.Expr) -> Position:
         name, _ = self.callee(e, _POSITIONS, "position encoding")
         args = self.bind(e, name, _POSITIONS[name])

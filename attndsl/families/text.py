@@ -19,7 +19,10 @@ class SpecText:
         self.comments: dict[str, str] = {}
         self.pattern: list[str] = []
         self.stack: dict[str, str] = {}
-        self.head: dict[str, str] = {}  # stack entries of a language model's embedding and head
+        # what a language model adds (its embedding and head): stack entries, and attention
+        # entries (GPT-2's learned positions, which a stack of hidden states has already added)
+        self.head: dict[str, str] = {}
+        self.head_attention: dict[str, str] = {}
         self.problems: list[str] = []
 
     def get(self, *keys: str, default: Any = None) -> Any:

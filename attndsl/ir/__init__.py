@@ -126,7 +126,7 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     def attn(arg: str) -> str:
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
         return attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
-                          cache=i if pos else None, pos=pos, bounded=bounded)
+                          cache=i if pos else None, pos=pos, bounded=bounded, layer=i)
 
     def add(out: str, x: str, branch: str) -> str:
         if t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier
@@ -143,6 +143,9 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
         h = add("resid1", h, a)
         f = norm("ffn_out", _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
         return add("resid2", h, f)
+    if t.placement == "output":  # OLMo 2: h = x + norm1(attn(x)); y = h + norm2(ffn(h))
+        h = add("resid1", h, norm("attn_out", attn(h), "post_attn_norm"))
+        return add("resid2", h, norm("ffn_out", _mlp(b, t, p, h), "post_ffn_norm"))
     if t.placement == "pre":
         h = add("resid1", h, attn(norm("attn_in", h, "attn_norm")))
         return add("resid2", h, _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")))

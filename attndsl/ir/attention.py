@@ -4,6 +4,7 @@ softcap, mask, softmax), or a kernel's own node (linear, LSH)."""
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 from .. import masks
 from ..shapes import T, TensorType
@@ -19,7 +20,7 @@ from ..spec import (
     Rope,
     Sinusoidal,
 )
-from ..weight_table import linformer_weights
+from ..weight_table import LAMBDAS, linformer_weights
 from .graph import GraphBuilder, Op
 
 __all__ = ["absolute", "attention", "norm"]
@@ -40,10 +41,11 @@ def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str,
 
 def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                table: str | None = None, cache: int | None = None,
-               pos: tuple[str, ...] = (), bounded: bool = False) -> str:
+               pos: tuple[str, ...] = (), bounded: bool = False, layer: int = 0) -> str:
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
-    `pos` the position_ids input its RoPE reads."""
+    `pos` the position_ids input its RoPE reads; `layer`: its index in the stack
+    (differential attention's lambda_init at depth)."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
 
@@ -54,6 +56,10 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
 
     q, gate = _query(b, s, p, linear("q", x, "q_proj", s.heads * (
         s.head_dim + (s.value_dim if s.output_gate else 0)), "L"))
+    whole = s.qk_norm is not None and s.qk_norm.across_heads  # OLMo 2: over every head
+    if whole:
+        q = norm(b, f"{p}q_normed", q, T("B", "L", s.heads * s.head_dim), s.qk_norm,
+                 f"{prefix}q_norm", bias=False)
     v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
     q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
                heads=s.heads, dim=s.head_dim)
@@ -63,9 +69,12 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         o = _gated(b, s, p, _lsh(b, s, p, q, v), gate)
         return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
     k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
+    if whole:
+        k = norm(b, f"{p}k_normed", k, T("B", n, s.kv_heads * s.head_dim), s.qk_norm,
+                 f"{prefix}k_norm", bias=False)
     k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
                heads=s.kv_heads, dim=s.head_dim)
-    if s.qk_norm:
+    if s.qk_norm and not whole:
         q = norm(b, f"{p}q_normed", q, T("B", s.heads, "L", s.head_dim), s.qk_norm,
                   f"{prefix}q_norm", bias=False)
         k = norm(b, f"{p}k_normed", k, T("B", s.kv_heads, n, s.head_dim), s.qk_norm,
@@ -95,18 +104,28 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    keep=keep)
             cached.append(full)
         k, v = cached
-    if s.variants:  # the core by query length: one branch per variant, projections shared
+    core = s
+    if s.differential:  # each kv head's values beside its partner's: one core, wider values
+        core = replace(s, value_dim=2 * s.value_dim,
+                       variants=tuple(replace(x, attention=replace(
+                           x.attention, value_dim=2 * s.value_dim)) for x in s.variants))
+        v = b.emit(Op.VALUE_PAIRS, f"{p}v_pairs", (v,), T("B", s.kv_heads, n, core.value_dim))
+    if core.variants:  # the core by query length: one branch per variant, projections shared
         branches, outs = [], []
-        for i, variant in enumerate(s.variants):
+        for i, variant in enumerate(core.variants):
             sub = GraphBuilder(names=b.names)
             outs.append(_core(sub, variant.attention, f"{p}variant{i}.", prefix, q, k, v, n,
                               table, cache))
             branches.append(tuple(sub.nodes))
-        o = b.emit(Op.SWITCH, f"{p}merged", (q, k, v), T("B", "L", s.heads * s.value_dim),
+        o = b.emit(Op.SWITCH, f"{p}merged", (q, k, v), T("B", "L", s.heads * core.value_dim),
                    up_to=tuple(v.up_to for v in s.variants[:-1]), branches=tuple(branches),
                    outputs=tuple(outs))
     else:
-        o = _core(b, s, p, prefix, q, k, v, n, table, cache)
+        o = _core(b, core, p, prefix, q, k, v, n, table, cache)
+    if s.differential:
+        o = b.emit(Op.DIFFERENTIAL, f"{p}differential", (o,), T("B", "L", s.heads * s.value_dim),
+                   heads=s.heads, lambda_init=s.differential.lambda_init(layer),
+                   eps=s.differential.eps, weights=tuple(f"{prefix}{w}" for w in LAMBDAS))
     o = _gated(b, s, p, o, gate)
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")
@@ -213,7 +232,7 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
 
 def norm(b: GraphBuilder, out: str, arg: str, shape: TensorType, norm: Norm, module: str,
           bias: bool | None = None) -> str:
-    """A norm node; LayerNorm has a bias unless `bias` says otherwise (q/k norms)."""
+    """A norm node; a LayerNorm's bias as `norm` says, unless `bias` says otherwise."""
     return b.emit(Op.NORM, out, (arg,), shape, kind=norm.kind, eps=norm.eps,
                   unit_offset=norm.unit_offset, module=module,
-                  bias=norm.kind == "layernorm" if bias is None else bias)
+                  bias=norm.bias if bias is None else bias)

@@ -38,6 +38,8 @@ class Op(enum.Enum):
     MUL = "mul"
     ADD = "add"  # a + b (a residual: dropout on b in training)
     SCALE = "scale"  # x * factor, in the model dtype (Granite's residual, a logit scale)
+    VALUE_PAIRS = "value_pairs"  # (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): [v_j', v_j' + Hkv/2]
+    DIFFERENTIAL = "differential"  # (B, L, H * 2 dv) -> (B, L, H * dv): heads i - lambda i + H/2
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)

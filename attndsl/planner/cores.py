@@ -65,6 +65,7 @@ class Core:
     qkv: tuple[str, str, str] = ("", "", "")
     runtime: tuple[str, ...] = ()  # the mask's runtime inputs (attention_mask when decoding)
     sinks: str | None = None  # the weight of its learned sink logits (heads,), if any
+    paired_values: bool = False  # differential attention: values paired after the cache
 
     @property
     def groups(self) -> int:
@@ -93,7 +94,14 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         while node.op is not Op.SPLIT_HEADS:
             seen.add(node.op)
             node = by_name[node.args[1] if node.op is Op.CACHE else node.args[0]]
+        if by_name[node.args[0]].op is Op.NORM:  # a qk_norm across heads, before the split
+            seen.add(Op.NORM)
         return node, seen
+
+    def projected(split: Node) -> Node:
+        """The linear projection a split_heads reads (through a qk_norm across heads)."""
+        node = by_name[split.args[0]]
+        return by_name[node.args[0]] if node.op is Op.NORM else node
 
     found = []
     for node in nodes:
@@ -107,14 +115,16 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else
                                (*attend.args[:2], attend.args[-1]) if linear else
                                (*scores.args, attend.args[-1]))
-        (q, q_ops), (k, k_ops), (v, _) = trace(q_src), trace(k_src), trace(v_src)
+        (q, q_ops), (k, k_ops), (v, v_ops) = trace(q_src), trace(k_src), trace(v_src)
+        paired = Op.VALUE_PAIRS in v_ops  # differential attention: two kv heads' values
         repeats = {n.out: n.args[0] for n in own.get(Op.REPEAT_KV, ())}
         found.append(Core(
             prefix=node.out.removesuffix("merged"), linear=linear,
             linformer=Op.SEQ_PROJECT in k_ops, lsh=lsh,
-            kind="cross" if by_name[k.args[0]].args[0] == "memory" else "self",
+            kind="cross" if projected(k).args[0] == "memory" else "self",
             heads=q.attr("heads"), kv_heads=k.attr("heads"), head_dim=q.attr("dim"),
-            value_dim=v.attr("dim"), scale=scores.attr("scale") if scores else None,
+            value_dim=v.attr("dim") * (2 if paired else 1), paired_values=paired,
+            scale=scores.attr("scale") if scores else None,
             softcap=cap.attr("cap") if cap else None,
             bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
             mask=mask.attr("expr") if mask else _lsh_mask(attend) if lsh else m.Full(),

@@ -30,6 +30,8 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
         return "cross attention caches the memory's keys, not the tokens'"
     if a.linear:
         return "a linear kernel has no fused cache kernel"
+    if a.paired_values:
+        return "differential attention pairs each kv head's cached values with another's"
     if causal_window(a.mask) is None:
         return f"its mask `{m.render(a.mask)}` is not `causal` or `causal & window(left = " \
                "w - 1, right = 0)`"

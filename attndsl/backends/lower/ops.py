@@ -32,6 +32,18 @@ def _embed(lw: Lowering, node: Node) -> str:
     return x if scale == 1.0 else b.op("Mul", x, b.const(scale, b.dtype))
 
 
+@lower(Op.VALUE_PAIRS)
+def _value_pairs(lw: Lowering, node: Node) -> str:
+    return formulas.value_pairs(lw.xp, lw.sym(node), node.shape.dims[1]).name
+
+
+@lower(Op.DIFFERENTIAL)
+def _differential(lw: Lowering, node: Node) -> str:
+    weights = [lw.weight(w) for w in node.attr("weights")]
+    return formulas.differential(lw.xp, lw.sym(node), weights, node.attr("heads"),
+                                 node.attr("lambda_init"), node.attr("eps")).name
+
+
 @lower(Op.SCALE)
 def _scale(lw: Lowering, node: Node) -> str:
     return lw.b.op("Mul", arg(lw, node), lw.b.const(node.attr("factor"), lw.b.dtype))

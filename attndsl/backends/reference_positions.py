@@ -1,0 +1,83 @@
+"""The NumPy reference's position arithmetic, read from docs/LANGUAGE.md: RoPE frequencies
+under each scaling, ALiBi slopes and T5's relative-position buckets (no helper shared with the
+backends)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["alibi_slopes", "rope_frequencies", "t5_bucket"]
+
+
+def rope_frequencies(theta: float, dim: int, scaling: object,
+                     S: int) -> tuple[np.ndarray, float]:
+    """docs/LANGUAGE.md, "RoPE scaling": the inverse frequencies for S keys, and the factor on
+    cos and sin."""
+    i = np.arange(dim // 2)
+    inv = theta ** (-2.0 * i / dim)
+    kind = type(scaling).__name__
+    if kind == "LinearScaling":
+        return inv / scaling.factor, 1.0
+    if kind == "DynamicScaling":
+        f, orig = scaling.factor, scaling.original_max_position
+        if orig < S:
+            inv = (theta * (f * S / orig - (f - 1)) ** (dim / (dim - 2))) ** (-2.0 * i / dim)
+        return inv, 1.0
+    if kind == "Llama3Scaling":
+        f, orig = scaling.factor, scaling.original_max_position
+        low, high = scaling.low_freq_factor, scaling.high_freq_factor
+        wavelen = 2 * np.pi / inv
+        smooth = (orig / wavelen - low) / (high - low)
+        mid = (1 - smooth) * inv / f + smooth * inv
+        return np.where(wavelen < orig / high, inv,
+                        np.where(wavelen > orig / low, inv / f, mid)), 1.0
+    if kind == "YarnScaling":
+        def turns_dim(rotations: float) -> float:
+            return dim * np.log(scaling.original_max_position / (rotations * 2 * np.pi)) / (
+                2 * np.log(theta))
+        lo, hi = turns_dim(scaling.beta_fast), turns_dim(scaling.beta_slow)
+        if scaling.truncate:
+            lo, hi = np.floor(lo), np.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, dim - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = np.clip((i - lo) / (hi - lo), 0, 1)
+        return inv / scaling.factor * ramp + inv * (1 - ramp), scaling.attention_factor
+    if kind == "LongRopeScaling":
+        long = scaling.original_max_position < S
+        factors = np.array(scaling.long_factor if long else scaling.short_factor)
+        return inv / factors, scaling.attention_factor
+    return inv, 1.0
+
+
+def alibi_slopes(heads: int, schedule: str, max_bias: float) -> list[float]:
+    """geometric: 2^(-max_bias (h+1) / H). press: the same for 2^n heads; otherwise the slopes
+    of the largest power of two below, then every other slope of the next power of two."""
+
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-max_bias * (h + 1) / n) for h in range(n)]
+
+    if schedule == "geometric":
+        return geometric(heads)
+    below = 1
+    while below * 2 <= heads:
+        below *= 2
+    if below == heads:
+        return geometric(heads)
+    return geometric(below) + geometric(2 * below)[0::2][: heads - below]
+
+
+def t5_bucket(relative: np.ndarray, buckets: int, max_distance: int,
+               bidirectional: bool) -> np.ndarray:
+    """T5's relative_position_bucket(k - q), its logarithm in float32 as Hugging Face takes it."""
+    n = buckets // 2 if bidirectional else buckets
+    out = np.where(relative > 0, n, 0) if bidirectional else np.zeros_like(relative)
+    distance = np.abs(relative) if bidirectional else np.maximum(-relative, 0)
+    exact = n // 2
+    f32 = np.float32
+    ratio = np.maximum(distance, 1).astype(f32) / f32(exact)
+    log_part = np.log(ratio) / f32(math.log(max_distance / exact)) * f32(n - exact)
+    large = np.minimum(exact + log_part.astype(np.int64), n - 1)
+    return out + np.where(distance < exact, distance, large)

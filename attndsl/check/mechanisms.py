@@ -1,0 +1,94 @@
+"""The attention mechanisms of 2024-2026 models beside the kernel: learned sinks, the query
+temperature, differential attention (and the output gate, which needs no checking of its
+own): their values and where they cannot apply."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import ast
+from ..source import Span
+from ..spec import Differential, LshKernel, Softmax, Temperature
+from .kernels import Kernels
+from .values import FLOAT32_MAX, FLOAT32_TINY, Param
+
+__all__ = ["Mechanisms"]
+
+_TEMPERATURES = {"log": (Param("floor", True), Param("scale", True))}
+_DIFFERENTIAL = {"lambda": (Param("init"), Param("eps"))}
+
+
+class Mechanisms(Kernels):
+    def temperature_value(self, e: ast.Expr) -> Temperature | None:
+        """`none` or `log(floor = n, scale = s)`."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        name, _ = self.callee(e, _TEMPERATURES, "temperature")
+        args = self.bind(e, name, _TEMPERATURES[name])
+        scale = self.number(args["scale"])
+        if not 0.0 <= scale <= FLOAT32_MAX:
+            raise self.error(f"the temperature scale must be a number >= 0 that float32 can "
+                             f"hold, found {scale:g}", args["scale"].span)
+        return Temperature(self.positive(args["floor"], "the temperature floor"), scale)
+
+    def differential_value(self, e: ast.Expr) -> Differential | None:
+        """`none` or `lambda(init = depth | number, eps = 1e-5)`."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        name, _ = self.callee(e, _DIFFERENTIAL, "differential")
+        args = self.bind(e, name, _DIFFERENTIAL[name])
+        init = None
+        if "init" in args and not (isinstance(args["init"], ast.Name)
+                                   and args["init"].id == "depth"):
+            init = self.number(args["init"])
+            if not -FLOAT32_MAX <= init <= FLOAT32_MAX:
+                raise self.error(f"lambda init must be a number float32 can hold, found "
+                                 f"{init:g}", args["init"].span,
+                                 hint="`depth` is the paper's 0.8 - 0.6 exp(-0.3 l)")
+        eps = self.number(args["eps"]) if "eps" in args else 1e-5
+        if not FLOAT32_TINY <= eps <= 1.0:
+            raise self.error(f"the per-head norm's eps must be in [{FLOAT32_TINY:.3g}, 1], "
+                             f"found {eps:g}", args["eps"].span)
+        return Differential(init, eps)
+
+    def check_mechanisms(self, e: dict, kernel: object, heads: int, kv_heads: int | None,
+                         at: Callable[[str], Span]) -> bool:
+        """Where sinks, temperature and differential attention cannot apply; True if any
+        error was reported."""
+        failed = False
+        named = type(kernel).__name__.removesuffix("Kernel").lower()
+        if _set(e, "sinks", "learned") and not isinstance(kernel, Softmax):
+            self.error("`sinks = learned` adds a logit per head to a softmax's denominator: "
+                       f"the {named} kernel has none", at("sinks"),
+                       hint="use `kernel = softmax`, or remove `sinks`")
+            failed = True
+        if "temperature" in e and not _set(e, "temperature", "none") \
+                and isinstance(kernel, LshKernel):
+            self.error("an LSH kernel's keys are its queries: scaling queries by position "
+                       "would scale the keys too", at("temperature"),
+                       hint="remove `temperature`, or use another kernel")
+            failed = True
+        if "differential" not in e or _set(e, "differential", "none"):
+            return failed
+        if not isinstance(kernel, Softmax):
+            self.error(f"differential attention subtracts two softmax maps: the {named} "
+                       "kernel has none", at("differential"),
+                       hint="use `kernel = softmax`, or remove `differential`")
+            failed = True
+        if heads % 2 or (kv_heads or heads) % 2:
+            self.error(f"differential attention pairs query head i with i + heads / 2 and kv "
+                       f"head j with j + kv_heads / 2: heads ({heads}) and kv_heads "
+                       f"({kv_heads or heads}) must be even", at("differential"),
+                       hint="DiffLlama uses an even number of kv heads")
+            failed = True
+        if _set(e, "output_gate", "sigmoid"):
+            self.error("an output gate per head and differential attention's pairs of heads "
+                       "do not combine", at("output_gate"),
+                       hint="remove `output_gate` or `differential`")
+            failed = True
+        return failed
+
+
+def _set(e: dict, key: str, word: str) -> bool:
+    """Whether entry `key` is the word `word`."""
+    return key in e and isinstance(e[key].value, ast.Name) and e[key].value.id == word

@@ -1,0 +1,51 @@
+"""Norms: a stack's `norm` (with its placement) and an attention's `qk_norm`."""
+
+from __future__ import annotations
+
+from .. import ast
+from ..spec import Norm
+from .masks import Masks
+from .values import FLOAT32_TINY, Param
+
+__all__ = ["PLACEMENTS", "Norms"]
+
+PLACEMENTS = ("pre", "post", "sandwich", "output")
+_NORMS = {"layernorm": (Param("eps"), Param("bias")),
+          "rmsnorm": (Param("eps"), Param("unit_offset"))}
+# q and k: no bias; l2norm (no weight); across_heads (one norm over all heads of a token)
+_QK_NORMS = {"layernorm": (Param("eps"), Param("across_heads")),
+             "rmsnorm": (Param("eps"), Param("unit_offset"), Param("across_heads")),
+             "l2norm": (Param("eps"), Param("across_heads"))}
+
+
+class Norms(Masks):
+    def qk_norm_value(self, e: ast.Expr) -> Norm | None:
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        return self.norm_value(e, placement=False, table=_QK_NORMS)[0]
+
+    def norm_value(self, e: ast.Expr, placement: bool, table: dict | None = None,
+                   ) -> tuple[Norm, str | None]:
+        """`layernorm(eps = 1e-5, bias = true)` or `rmsnorm(eps = 1e-6, unit_offset = false)`,
+        with a leading `placement` argument for stacks (`table`: the norms allowed; q/k's add
+        `l2norm(eps = 1e-6)` and `across_heads`, and their layernorm has no bias)."""
+        table = _NORMS if table is None else table
+        name, _ = self.callee(e, table, "norm")
+        params = table[name]
+        if placement:
+            params = (Param("placement", True), *params)
+        args = self.bind(e, name, params)
+        where = None
+        if placement:
+            where = self.word(args["placement"], PLACEMENTS, "norm placement")
+        eps = Norm.default_eps(name)
+        if "eps" in args:
+            eps = self.number(args["eps"])
+            if not FLOAT32_TINY <= eps <= 1.0:
+                raise self.error(f"norm eps must be in [{FLOAT32_TINY:.3g}, 1], found {eps:g}",
+                                 args["eps"].span, hint="typical values are 1e-5, 1e-6, 1e-12")
+        flags = {k: self.boolean(args[k], k) for k in ("unit_offset", "bias", "across_heads")
+                 if k in args}
+        bias = flags.get("bias", table is _NORMS)  # a q/k layernorm has none
+        return Norm(name, eps, flags.get("unit_offset", False), bias=name == "layernorm" and bias,
+                    across_heads=flags.get("across_heads", False)), where

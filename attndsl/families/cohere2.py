@@ -1,0 +1,58 @@
+"""Cohere 2 (Command R7B, Command A): one bias-free LayerNorm feeds attention and the SwiGLU MLP
+in parallel; sliding-window layers rotate q and k in the interleaved (GPT-J) layout, the full
+layers between them have no positions at all (NoPE); the logits are scaled by logit_scale."""
+
+from __future__ import annotations
+
+from .base import Family
+from .names import ATTN, GATED, LM, Names
+from .rope import num, rope
+from .text import SpecText, act, mask, period
+
+__all__ = ["FAMILIES"]
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    cfg = s.cfg
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    head_dim = s.get("head_dim", default=d // max(heads, 1))  # Cohere2Config derives it
+    layers = s.need("num_hidden_layers")
+    types = cfg.get("layer_types") or [
+        "sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(layers)]
+    window = s.get("sliding_window")
+    base = {"d_model": str(d), "heads": str(heads),
+            "kv_heads": str(s.get("num_key_value_heads", default=heads)),
+            "head_dim": str(head_dim), "bias": "true" if cfg.get("attention_bias") else "false"}
+    for kind in dict.fromkeys(types):
+        slide = kind == "sliding_attention"
+        if slide and not window:
+            s.refuse("sliding_window", "sliding layers need a window size")
+            window = 1
+        name = "cohere2_local" if slide else "cohere2_global"
+        s.attentions[name] = dict(
+            base, position=rope(s, cfg.get("rope_parameters"), head_dim, interleaved=True)
+            if slide else "none", mask=mask(True, padding, window if slide else None))
+        s.comments[name] = (f"sliding_window = {window}, RoPE (interleaved)" if slide else
+                            "a full layer: no position encoding (NoPE)")
+    names = {"sliding_attention": "cohere2_local", "full_attention": "cohere2_global"}
+    s.pattern = [names[k] for k in period(types)]
+    gate = act(s, "hidden_act", s.need("hidden_act"), gated=True)
+    s.stack = {"layers": str(layers),
+               "ffn": f"{'swiglu' if gate == 'silu' else 'geglu'}({s.need('intermediate_size')})",
+               "norm": f"layernorm(pre, eps = {num(s.need('layer_norm_eps'))}, bias = false)",
+               "residual": "parallel(shared_norm = true)"}
+    if s.need("logit_scale") != 1:
+        s.head["logit_scale"] = num(cfg["logit_scale"])
+
+
+_COHERE2 = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight"},
+                 {"norm.weight": "norm.weight", **LM}, ("model.",))
+
+# transformers' defaults (Cohere2Config, 5.23) for the fields the import reads
+FAMILIES = [
+    Family("cohere2", _read, _COHERE2, {
+        "hidden_size": 8192, "intermediate_size": 22528, "num_hidden_layers": 40,
+        "num_attention_heads": 64, "hidden_act": "silu", "layer_norm_eps": 1e-5,
+        "logit_scale": 0.0625, "tie_word_embeddings": True, "attention_bias": False,
+        "sliding_window": 4096}, lm=True),
+]
