@@ -133,7 +133,9 @@ _POSITIVE_INTS = (
     "num_kv_heads", "ffn_hidden_size", "d_model", "d_kv", "d_ff", "num_layers", "num_heads",
     "relative_attention_num_buckets", "relative_attention_max_distance",
     "max_position_embeddings", "original_max_position_embeddings", "sliding_window",
-    "sliding_window_pattern", "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions")
+    "sliding_window_pattern", "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions",
+    "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "decoder_sparse_step")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -146,14 +148,14 @@ _BOOLS = (
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
-    "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias")
+    "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob")
 _STRS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "activation",
          "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
     "max_window_layers": ("int", 0), "layer_types": ("list", None),
-    "no_rope_layers": ("list", None),
+    "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -20,7 +20,7 @@ from .source import Source, Span
 __all__ = [
     "MAX_LENGTH", "Alibi", "Attention", "Differential", "DynamicScaling", "Ffn", "Layer",
     "Learned", "LinearKernel", "LinearScaling", "LinformerKernel", "Llama3Scaling",
-    "LongRopeScaling", "LshKernel", "Norm", "Position", "Program", "RelativeBias", "Rope",
+    "LongRopeScaling", "LshKernel", "Moe", "Norm", "Position", "Program", "RelativeBias", "Rope",
     "RopeScaling", "Sinusoidal", "Softmax", "Sparsity", "Temperature", "Transformer",
     "Variant", "YarnScaling",
     "attentions_of", "beyond_limits", "input_names", "is_lm", "length_limits", "output_name",
@@ -253,6 +253,21 @@ class Norm:
 
 
 @dataclass(frozen=True)
+class Moe:
+    """A mixture-of-experts feed-forward (docs/LANGUAGE.md, Transformer keys): a router picks
+    `top_k` of `experts` MLPs per token (softmax over the router's logits, the top k weights
+    renormalised when `normalize`, times `routed_scale`); each token runs only those, plus the
+    `shared` MLP when there is one. Every expert is the stack's `ffn` form."""
+
+    experts: int
+    top_k: int
+    normalize: bool
+    router_bias: bool
+    shared: Ffn | None
+    routed_scale: float
+
+
+@dataclass(frozen=True)
 class Transformer:
     """A stack of `layers` blocks; block i uses attentions[i % len(attentions)] (a layer
     pattern, such as Gemma's sliding and global layers)."""
@@ -279,6 +294,8 @@ class Transformer:
     residual_scale: float = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False
+    # a mixture of experts in every block (each expert of the form `ffn`), or None
+    moe: Moe | None = None
 
     @property
     def attention(self) -> Attention:

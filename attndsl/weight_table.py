@@ -11,6 +11,7 @@ import numpy as np
 
 from .spec import (
     Attention,
+    Ffn,
     Learned,
     LinformerKernel,
     LshKernel,
@@ -77,6 +78,13 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if bias:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
 
+    def mlp(p: str, ffn: Ffn) -> None:
+        """gate, up and down projections (swiglu, geglu), or fc1 and fc2."""
+        names = ("gate_proj", "up_proj", "down_proj") if ffn.gated else ("fc1", "fc2")
+        for name in names[:-1]:
+            linear(f"{p}{name}", ffn.hidden, spec.d_model, ffn.bias)
+        linear(f"{p}{names[-1]}", spec.d_model, ffn.hidden, ffn.bias)
+
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
         gate = s.value_dim if s.output_gate else 0  # each head's query rows, then its gate's
         linear(f"{p}q_proj", s.heads * (s.head_dim + gate), s.d_model, "q" in s.bias)
@@ -129,13 +137,15 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
                   table=not spec.shared_relative_bias)
         for which in _block_norms(spec):
             norm(f"{p}{which}", d, spec.norm, layernorm)
-        if ffn.gated:
-            linear(f"{p}mlp.gate_proj", ffn.hidden, d, ffn.bias)
-            linear(f"{p}mlp.up_proj", ffn.hidden, d, ffn.bias)
-            linear(f"{p}mlp.down_proj", d, ffn.hidden, ffn.bias)
-        else:
-            linear(f"{p}mlp.fc1", ffn.hidden, d, ffn.bias)
-            linear(f"{p}mlp.fc2", d, ffn.hidden, ffn.bias)
+        moe = spec.moe
+        if moe is None:
+            mlp(f"{p}mlp.", ffn)
+            continue
+        linear(f"{p}mlp.router", moe.experts, d, moe.router_bias)
+        for e in range(moe.experts):
+            mlp(f"{p}mlp.experts.{e}.", ffn)
+        if moe.shared is not None:
+            mlp(f"{p}mlp.shared.", moe.shared)
     if spec.placement != "post":
         norm("norm", d, spec.norm, layernorm)
     if spec.vocab is not None and not spec.tied:

@@ -319,6 +319,14 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    head_bias = true"
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
+        experts = random.Random(seed * 7919 + 13)  # a mixture of experts: own stream
+        if experts.random() < 0.2:
+            n = experts.choice([3, 8])
+            ffn = (f"moe(experts = {n}, top_k = {experts.randint(1, n)}, expert = {ffn}, "
+                   f"normalize = {experts.choice(['true', 'false'])}, router_bias = "
+                   f"{experts.choice(['true', 'false'])}, shared = "
+                   f"{experts.choice(['none', 'swiglu(8)', 'gelu(4, bias = true)'])}, "
+                   f"routed_scale = {experts.choice([1, 2.5])})")
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{r.randint(1, 3)}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

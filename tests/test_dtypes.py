@@ -30,11 +30,17 @@ pytestmark = pytest.mark.usefixtures("shared_exports")  # each export built once
 
 LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
 IDS = [f"{p.stem}:{n}" for p, n in LAYERS]
+# A mixture of experts' top-k choice is discontinuous: in half precision a token whose k-th
+# and next expert score within the rounding may route otherwise than the float64 reference
+# (as transformers' own half-precision routers do), an O(1) difference no tolerance covers.
+# Its half-precision arithmetic is checked below where the choice cannot differ (top_k =
+# experts); its routing exactly in float32 (test_equivalence, the random specs).
+HALF = [(p, n) for p, n in LAYERS if getattr(attndsl.load(p)[n].spec, "moe", None) is None]
 # the numeric sweeps in float16 and bfloat16 take one layer per distinct plan (every layer runs
 # in float32 through every backend in test_equivalence)
-FLOAT16 = plan_cover(LAYERS, ("ort-cpu", "ort-cuda"), "float16")
-BFLOAT16_TORCH = plan_cover(LAYERS, ("portable",), "bfloat16")
-BFLOAT16_GRAPH = plan_cover(LAYERS, ("ort-cuda",), "bfloat16")
+FLOAT16 = plan_cover(HALF, ("ort-cpu", "ort-cuda"), "float16")
+BFLOAT16_TORCH = plan_cover(HALF, ("portable",), "bfloat16")
+BFLOAT16_GRAPH = plan_cover(HALF, ("ort-cuda",), "bfloat16")
 
 
 def _ids(layers: list) -> list[str]:
@@ -367,3 +373,29 @@ def test_verify_runs_the_cpu_planned_target_on_cuda_only_when_asked() -> None:
         ("ort-cuda", "cuda")]
     assert verify_pairs(("ort-cpu",), ("cuda",)) == [("ort-cpu", "cuda")]
     assert verify_pairs((), ("cpu",)) == []  # torch against the reference only
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_mixture_of_experts_in_half_precision_matches_the_reference(dtype) -> None:
+    """Every expert chosen (top_k = experts): the gates, the rows grouped or gathered by expert
+    and their float32 sum, in half precision, against the float64 reference."""
+    layer = attndsl.loads("""
+attention a {
+    d_model  = 64
+    heads    = 4
+    position = rope(theta = 10000)
+    mask     = causal
+}
+
+transformer t {
+    attention = a
+    layers    = 2
+    ffn       = moe(experts = 3, top_k = 3, expert = swiglu(40), shared = gelu(24),
+                    normalize = false, routed_scale = 2.5)
+    norm      = rmsnorm(pre, eps = 1e-5)
+}
+""")["t"]
+    targets = ("ort-cpu", "ort-cuda") if dtype == "float16" else ()  # bfloat16: torch here
+    report = layer.verify(dtype=dtype, targets=targets, lengths=(1, 2, 9), batches=(1, 2),
+                          seed=4)
+    assert report.passed, report.text()

@@ -59,6 +59,12 @@ CONFIGS = {
     "cohere2": lambda: tf.Cohere2Config(num_hidden_layers=4, sliding_window=6, logit_scale=0.5,
                                         bos_token_id=1, eos_token_id=2, **SIZES),
     "diffllama": lambda: tf.DiffLlamaConfig(num_hidden_layers=3, **SIZES),
+    "mixtral": lambda: tf.MixtralConfig(num_hidden_layers=2, num_local_experts=6,
+                                        sliding_window=6, **SIZES),
+    "qwen3_moe": lambda: tf.Qwen3MoeConfig(num_hidden_layers=2, moe_intermediate_size=32,
+                                           num_experts=8, num_experts_per_tok=3,
+                                           norm_topk_prob=True, sliding_window=None,
+                                           bos_token_id=1, eos_token_id=2, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

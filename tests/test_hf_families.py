@@ -101,6 +101,16 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=8,
         num_key_value_heads=4, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "mixtral": (lambda: tf.MixtralConfig(
+        hidden_size=64, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=6, num_experts_per_tok=2, sliding_window=5,
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "qwen3_moe": (lambda: tf.Qwen3MoeConfig(
+        hidden_size=64, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=3,
+        sliding_window=None, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

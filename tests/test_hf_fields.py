@@ -25,7 +25,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
            "olmo2": tf.Olmo2Config, "cohere2": tf.Cohere2Config,
-           "diffllama": tf.DiffLlamaConfig,
+           "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,
+           "qwen3_moe": tf.Qwen3MoeConfig,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 

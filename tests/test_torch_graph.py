@@ -30,6 +30,8 @@ def test_module_tensors_are_the_graph_weights(path: Path, name: str) -> None:
     referenced = {v for n in graph.nodes for k, v in n.attrs
                   if k == "weight" or (k in ("bias", "sinks") and isinstance(v, str))}
     referenced |= {w for n in graph.nodes for k, v in n.attrs if k == "weights" for w in v}
+    referenced |= {name for n in graph.nodes for k, v in n.attrs if k == "prefix"  # experts
+                   for name in state if name.startswith(v)}
     referenced |= {f"{v}.{t}" for n in graph.nodes for k, v in n.attrs if k == "module"
                    for t in ("weight", "bias") if f"{v}.{t}" in state}
     assert referenced == set(state)

@@ -264,8 +264,10 @@ def _merge_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
 
 @impl(Op.ACTIVATION)
 def _activation(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    x = _arg(node, env)
-    kind = node.attr("kind")
+    return _act(_arg(node, env), node.attr("kind"))
+
+
+def _act(x: np.ndarray, kind: str) -> np.ndarray:
     if kind == "relu":
         return np.maximum(x, 0.0)
     if kind == "silu":
@@ -314,6 +316,51 @@ def _differential(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
     d = a[:, :, : heads // 2] - lam * a[:, :, heads // 2:]
     d = d / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
     return ((1 - init) * d).reshape(B, L, -1)
+
+
+@impl(Op.ROUTE)
+def _route(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Each token's gates over the experts: softmax of x W^T (+ b), its top_k (the lower index
+    first among equals) kept, renormalised to sum 1 with `normalize`, times `scale`; 0 for
+    the other experts."""
+    x = _arg(node, env)
+    logits = x @ w[node.attr("weight")].T
+    if node.attr("bias"):
+        logits = logits + w[node.attr("bias")]
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p = p / p.sum(-1, keepdims=True)
+    k = node.attr("top_k")
+    top = np.argsort(-p, axis=-1, kind="stable")[..., :k]
+    kept = np.take_along_axis(p, top, -1)
+    if node.attr("normalize"):
+        kept = kept / kept.sum(-1, keepdims=True)
+    gates = np.zeros_like(p)
+    np.put_along_axis(gates, top, kept * node.attr("scale"), -1)
+    return gates
+
+
+@impl(Op.EXPERTS)
+def _experts(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The sum over experts of gate * expert(x): every expert on every token (the gates of
+    the experts a token was not routed to are 0)."""
+    x, gates = _arg(node, env, 0), _arg(node, env, 1)
+    kind, bias = node.attr("kind"), node.attr("bias")
+    act = {"swiglu": "silu", "geglu": "gelu_tanh"}.get(kind, kind)
+
+    def linear(h: np.ndarray, name: str) -> np.ndarray:
+        y = h @ w[f"{name}.weight"].T
+        return y + w[f"{name}.bias"] if bias else y
+
+    y = np.zeros_like(x)
+    for e in range(node.attr("experts")):
+        p = f"{node.attr('prefix')}{e}."
+        if kind in ("swiglu", "geglu"):
+            h = linear(_act(linear(x, f"{p}gate_proj"), act) * linear(x, f"{p}up_proj"),
+                       f"{p}down_proj")
+        else:
+            h = linear(_act(linear(x, f"{p}fc1"), act), f"{p}fc2")
+        y = y + gates[..., e:e + 1] * h
+    return y
 
 
 @impl(Op.SCALE)

@@ -125,6 +125,17 @@ class TorchArrays:
         return torch.gather(x, axis, indices)
 
     @staticmethod
+    def topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """The k largest along the last axis, largest first (ties: the lower index first)."""
+        values, indices = torch.topk(x, k, dim=-1, sorted=True)
+        return values, indices
+
+    @staticmethod
+    def scatter_last(like: Tensor, indices: Tensor, values: Tensor) -> Tensor:
+        """Zeros shaped as `like`, with `values` at `indices` along the last axis."""
+        return torch.zeros_like(like).scatter(-1, indices, values)
+
+    @staticmethod
     def sort(x: Tensor) -> tuple[Tensor, Tensor]:
         values, indices = torch.sort(x, dim=-1)
         return values, indices

@@ -1,6 +1,7 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
 core by length): the by_length switch, Linformer's sequence projection, linear attention and
-LSH attention, each `(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
+LSH attention, and a mixture of experts' router and experts, each `(module, node, env) ->
+tensor` as `torch.IMPLS` runs them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from .. import masks
 from ..ir import Node, Op
 from ..spec import RUNTIME_INPUTS
 from . import formulas
+from .experts import expert_mlp, route
 from .torch_arrays import TorchArrays
 from .torch_masks import kept_keys, lengths
 
@@ -99,3 +101,34 @@ def _lsh_attention(m: nn.Module, node: Node, env: Env) -> Tensor:
     return formulas.lsh_attention(TorchArrays(q.device), q, v, kept, node.attr("causal"),
                                   rotations, node.attr("buckets"), node.attr("rounds"),
                                   node.attr("chunk"), node.attr("scale"))
+
+
+@impl(Op.ROUTE)
+def _route(m: nn.Module, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env)
+    bias = node.attr("bias")
+    logits = torch.nn.functional.linear(x, m.weight(node.attr("weight")),
+                                        m.weight(bias) if bias else None)
+    return route(TorchArrays(x.device), logits, node.attr("top_k"), node.attr("normalize"),
+                 node.attr("scale"))
+
+
+@impl(Op.EXPERTS)
+def _experts(m: nn.Module, node: Node, env: Env) -> Tensor:
+    """Each expert runs on the tokens routed to it alone (their rows gathered, its output
+    added back in float32 at those rows)."""
+    x, gates = _arg(node, env, 0), _arg(node, env, 1)
+    flat, gates = x.reshape(-1, x.shape[-1]), gates.reshape(-1, gates.shape[-1])
+    out = torch.zeros(flat.shape, dtype=torch.float32, device=x.device)
+    gated = node.attr("kind") in ("swiglu", "geglu")
+    names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
+    act = {"swiglu": "silu", "geglu": "gelu_tanh"}.get(node.attr("kind"), node.attr("kind"))
+    for e in range(node.attr("experts")):
+        rows = torch.nonzero(gates[:, e] > 0).squeeze(-1)
+        prefix = f"{node.attr('prefix')}{e}."
+        weights = [m.weight(f"{prefix}{n}.weight") for n in names]
+        biases = [m.weight(f"{prefix}{n}.bias") if node.attr("bias") else None for n in names]
+        h = expert_mlp(TorchArrays(x.device), flat.index_select(0, rows), act, gated, weights,
+                       biases)
+        out.index_add_(0, rows, h.float() * gates[:, e].index_select(0, rows)[:, None])
+    return out.to(x.dtype).reshape(x.shape)

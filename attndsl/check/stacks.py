@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .. import ast
 from ..ir import parameter_count
-from ..spec import GATED, Attention, Ffn, Learned, RelativeBias, Sinusoidal, Transformer
-from .layers import Layers
+from ..spec import Attention, Learned, RelativeBias, Sinusoidal, Transformer
+from .moe import Experts
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 
 __all__ = ["Stacks"]
@@ -20,7 +20,6 @@ _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
                                 "embedding_multiplier",
              "residual_scale": "Granite's residual_multiplier, such as 0.22",
              "logit_scale": "Cohere's logit_scale, such as 0.0625; Granite's 1 / logits_scaling"}
-_FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 
 
 # The deepest published stacks have about 130 blocks; past this the graph (tens of nodes a
@@ -28,7 +27,7 @@ _FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 MAX_LAYERS = 4096
 
 
-class Stacks(Layers):
+class Stacks(Experts):
     def layers_value(self, e: ast.Expr) -> int:
         n = self.positive(e, "layers")
         if n > MAX_LAYERS:
@@ -43,7 +42,7 @@ class Stacks(Layers):
         get.require("attention", "layers", "ffn", "norm")
         attns = get("attention", self.layer_pattern)
         layers = get("layers", self.layers_value)
-        ffn = get("ffn", self.ffn_value)
+        ffn, moe = get("ffn", self.ffn_or_moe) or (None, None)
         norm, placement = get("norm", lambda x: self.norm_value(x, placement=True)) or (None,
                                                                                      None)
         residual, shared_norm = get("residual", self.residual_value, ("sequential", False)) or (
@@ -83,7 +82,7 @@ class Stacks(Layers):
                          tied=tied, embedding_scale=scale,
                          logit_softcap=None if logit_cap == "none" else logit_cap,
                          residual_scale=residual_scale, logit_scale=logit_scale,
-                         head_bias=head_bias)
+                         head_bias=head_bias, moe=moe)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 
@@ -94,15 +93,6 @@ class Stacks(Layers):
             raise self.error(f"{key} must be a number > 0 that float32 can hold, found "
                              f"{value:g}", e.span, hint=_EXAMPLES[key])
         return value
-
-    def ffn_value(self, e: ast.Expr) -> Ffn:
-        """`relu(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`, `geglu(n)`
-        (none by default); `bias = true | false` overrides."""
-        name, _ = self.callee(e, dict.fromkeys(_FFNS), "ffn")
-        args = self.bind(e, name, (Param("hidden", True), Param("bias")))
-        hidden = self.positive(args["hidden"], "ffn width")
-        bias = self.boolean(args["bias"], "bias") if "bias" in args else name not in GATED
-        return Ffn(name, hidden, bias)
 
     def layer_pattern(self, e: ast.Expr) -> tuple[Attention, ...]:
         """`a` (every layer) or `[a, b, ...]` (layer i uses item i % n): attentions of one

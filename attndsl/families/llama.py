@@ -37,7 +37,7 @@ def read(s: SpecText, padding: str | None) -> None:
         if t == "gemma2" and cfg.get("attn_logit_softcapping"):  # Gemma 3 never applies it
             base["softcap"] = num(cfg["attn_logit_softcapping"])
     norm_args = f"eps = {num(eps)}" + (", unit_offset = true" if gemma else "")
-    if t in ("qwen3", "gemma3", "gemma3_text"):
+    if t in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
         base["qk_norm"] = f"rmsnorm({norm_args})"
     layers = s.need("num_hidden_layers")
     types = cfg.get("layer_types")
@@ -49,7 +49,7 @@ def read(s: SpecText, padding: str | None) -> None:
                  for i in range(layers)]
     types = types or ["full_attention"] * layers
     window = s.get("sliding_window")
-    if t == "mistral" or t == "phi3":
+    if t in ("mistral", "mixtral", "qwen3_moe", "phi3"):  # every layer slides with a window
         types = ["sliding_attention" if window else "full_attention"] * layers
     elif t in ("qwen2", "qwen3") and not cfg.get("use_sliding_window"):
         types = ["full_attention"] * layers

@@ -16,6 +16,7 @@ from ..spec import (
 from ..weight_table import Weight, parameter_count, weight_table
 from .attention import absolute, attention
 from .attention import norm as emit_norm
+from .ffn import feed_forward
 from .graph import Graph, GraphBuilder, Node, Op, all_nodes
 
 __all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
@@ -48,7 +49,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False) -> Graph:
             h = _lm_head(b, spec, h)
         names = ", ".join(a.name for a in spec.attentions)
         summary = (f"{spec.layers} x {spec.norm.kind}({spec.placement}) {spec.residual} blocks "
-                   f"of attention {names} and {spec.ffn.kind}({spec.ffn.hidden})")
+                   f"of attention {names} and {_ffn_summary(spec)}")
         kind = "transformer"
     else:
         h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
@@ -75,6 +76,14 @@ def decode_inputs(spec: Layer) -> tuple[str, ...]:
         return (first, "memory", "attention_mask", "position_ids", *past,
                 *spec.runtime_inputs)
     return (first, "attention_mask", "position_ids", *past)
+
+
+def _ffn_summary(t: Transformer) -> str:
+    mlp = f"{t.ffn.kind}({t.ffn.hidden})"
+    if t.moe is None:
+        return mlp
+    return f"top-{t.moe.top_k} of {t.moe.experts} experts {mlp}" + (
+        f" and a shared {t.moe.shared.kind}({t.moe.shared.hidden})" if t.moe.shared else "")
 
 
 def _summary(s: Attention) -> str:
@@ -136,38 +145,18 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     if t.residual == "parallel":  # x + attn(norm1(x)) + ffn(norm2(x)), norm2 = norm1 if shared
         n1 = norm("attn_in", h, "attn_norm")
         a = attn(n1)
-        f = _mlp(b, t, p, n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
+        f = feed_forward(b, t, p, n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
         return add("resid2", add("resid1", h, a), f)
     if t.placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
         a = norm("attn_out", attn(norm("attn_in", h, "attn_norm")), "post_attn_norm")
         h = add("resid1", h, a)
-        f = norm("ffn_out", _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
+        f = norm("ffn_out", feed_forward(b, t, p, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
         return add("resid2", h, f)
     if t.placement == "output":  # OLMo 2: h = x + norm1(attn(x)); y = h + norm2(ffn(h))
         h = add("resid1", h, norm("attn_out", attn(h), "post_attn_norm"))
-        return add("resid2", h, norm("ffn_out", _mlp(b, t, p, h), "post_ffn_norm"))
+        return add("resid2", h, norm("ffn_out", feed_forward(b, t, p, h), "post_ffn_norm"))
     if t.placement == "pre":
         h = add("resid1", h, attn(norm("attn_in", h, "attn_norm")))
-        return add("resid2", h, _mlp(b, t, p, norm("ffn_in", h, "ffn_norm")))
+        return add("resid2", h, feed_forward(b, t, p, norm("ffn_in", h, "ffn_norm")))
     h = norm("h", add("resid1", h, attn(h)), "attn_norm")
-    return norm("y", add("resid2", h, _mlp(b, t, p, h)), "ffn_norm")
-
-
-def _mlp(b: GraphBuilder, t: Transformer, p: str, x: str) -> str:
-    hidden = T("B", "L", t.ffn.hidden)
-    d = T("B", "L", t.d_model)
-    ffn = t.ffn
-
-    def linear(out: str, arg: str, proj: str, shape: TensorType) -> str:
-        return b.emit(Op.LINEAR, f"{p}{out}", (arg,), shape, weight=f"{p}mlp.{proj}.weight",
-                      bias=f"{p}mlp.{proj}.bias" if ffn.bias else None)
-
-    if ffn.gated:  # down(act(gate(x)) * up(x))
-        g = linear("gate", x, "gate_proj", hidden)
-        u = linear("up", x, "up_proj", hidden)
-        g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind=ffn.activation)
-        m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
-        return linear("mlp_out", m, "down_proj", d)
-    h = linear("fc1", x, "fc1", hidden)
-    h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=ffn.activation)
-    return linear("mlp_out", h, "fc2", d)
+    return norm("y", add("resid2", h, feed_forward(b, t, p, h)), "ffn_norm")

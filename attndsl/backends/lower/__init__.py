@@ -26,7 +26,7 @@ from onnx import TensorProto, helper
 from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Op, all_nodes
 from ...shapes import TensorType
-from . import ops
+from . import moe, ops  # noqa: F401 (their @lower functions)
 from .builder import LOWER, Builder, Lowering
 from .switch import subgraph_inputs
 

@@ -12,7 +12,7 @@ from ...dtypes import ONNX_TYPE
 from ...ir import Node, Op
 from .builder import LOWER, Lowering, lower
 
-__all__ = ["subgraph_inputs"]
+__all__ = ["subgraph", "subgraph_inputs"]
 
 
 @lower(Op.SWITCH)
@@ -21,20 +21,6 @@ def _switch(lw: Lowering, node: Node) -> str:
     bounds, branches = node.attr("up_to"), node.attr("branches")
     length = lw.L
     conditions = [(length <= n).name for n in bounds]  # computed here, read by the If nodes
-
-    def subgraph(name: str, build: Callable[[], str]) -> GraphProto:
-        """What `build` lowers, as a graph of its own: its nodes, constants and memo entries
-        stay inside it (a value made in one branch is unknown to the others)."""
-        saved = b.nodes, b.consts, lw.memo
-        b.nodes, b.consts, lw.memo = [], dict(b.consts), dict(lw.memo)
-        try:
-            out = build()
-            if out not in {o for n in b.nodes for o in n.output}:  # a value from outside
-                out = b.op("Identity", out)
-            return helper.make_graph(b.nodes, name, [], [
-                helper.make_tensor_value_info(out, ONNX_TYPE[b.dtype], None)])
-        finally:
-            b.nodes, b.consts, lw.memo = saved
 
     def variant(i: int) -> str:
         for n in branches[i]:
@@ -45,11 +31,28 @@ def _switch(lw: Lowering, node: Node) -> str:
         """The value of variants i.. : an If on condition i, or the last variant itself."""
         if i == len(bounds):
             return variant(i)
-        then = subgraph(f"{node.out}_variant{i}", lambda: variant(i))
-        otherwise = subgraph(f"{node.out}_after{i}", lambda: choose(i + 1))
+        then = subgraph(lw, f"{node.out}_variant{i}", lambda: variant(i))
+        otherwise = subgraph(lw, f"{node.out}_after{i}", lambda: choose(i + 1))
         return b.op("If", conditions[i], then_branch=then, else_branch=otherwise)
 
     return choose(0)
+
+
+def subgraph(lw: Lowering, name: str, build: Callable[[], str]) -> GraphProto:
+    """What `build` lowers, as a graph of its own (an If's branch) with one output of the
+    model dtype: its nodes, constants and memo entries stay inside it (a value made in one
+    branch is unknown to the others)."""
+    b = lw.b
+    saved = b.nodes, b.consts, lw.memo
+    b.nodes, b.consts, lw.memo = [], dict(b.consts), dict(lw.memo)
+    try:
+        out = build()
+        if out not in {o for n in b.nodes for o in n.output}:  # a value from outside
+            out = b.op("Identity", out)
+        return helper.make_graph(b.nodes, name, [], [
+            helper.make_tensor_value_info(out, ONNX_TYPE[b.dtype], None)])
+    finally:
+        b.nodes, b.consts, lw.memo = saved
 
 
 def subgraph_inputs(n) -> set[str]:

@@ -249,6 +249,19 @@ class OnnxArrays:
         name = self.b.op("GatherElements", x.name, indices.name, axis=axis)
         return Sym(self.b, name, x.dtype, indices.ndim)
 
+    def topk(self, x: Sym, k: int) -> tuple[Sym, Sym]:
+        """The k largest along the last axis, largest first (TopK: ties, the lower index)."""
+        values, indices = self.b.op("TopK", x.name, self.b.i64(k), outputs=2, axis=-1,
+                                    largest=1, sorted=1)
+        return Sym(self.b, values, x.dtype, x.ndim), Sym(self.b, indices, "int64", x.ndim)
+
+    def scatter_last(self, like: Sym, indices: Sym, values: Sym) -> Sym:
+        """Zeros shaped as `like`, with `values` at `indices` along the last axis."""
+        b = self.b
+        zeros = b.op("Mul", like.name, b.const(0.0, like.dtype))
+        return Sym(b, b.op("ScatterElements", zeros, indices.name, values.name, axis=-1),
+                   like.dtype, like.ndim)
+
     def sort(self, x: Sym) -> tuple[Sym, Sym]:
         b = self.b
         count = b.op("Shape", x.name, start=-1)

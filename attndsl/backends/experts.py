@@ -1,0 +1,39 @@
+"""The arithmetic of a mixture of experts, written once over an array namespace (`TorchArrays`,
+`OnnxArrays`) for the torch module and the ONNX lowering: the router's gates and one expert's
+MLP. Which tokens run which expert (each token only its own) is the backends' own part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formulas import activation
+
+__all__ = ["expert_mlp", "route"]
+
+Array = Any
+
+
+def route(xp, logits: Array, top_k: int, normalize: bool, scale: float) -> Array:
+    """Gates (.., experts), float32: softmax of the router's logits over the experts, the top_k
+    kept (renormalised to sum 1 when `normalize`) and times `scale`, 0 for the others."""
+    probs = xp.softmax(xp.astype(logits, "float32"), axis=-1)
+    weights, indices = xp.topk(probs, top_k)
+    if normalize:
+        weights = weights / xp.sum(weights, axis=-1, keepdims=True)
+    if scale != 1.0:
+        weights = weights * scale
+    return xp.scatter_last(probs, indices, weights)
+
+
+def expert_mlp(xp, x: Array, act: str, gated: bool, weights: list[Array],
+               biases: list[Array | None]) -> Array:
+    """One expert: down(act(gate(x)) * up(x)) with weights (gate, up, down) when `gated`, else
+    fc2(act(fc1(x))); nn.Linear layout [out, in]; a bias None where there is none."""
+
+    def linear(h: Array, i: int) -> Array:
+        y = xp.matmul(h, xp.swap_last(weights[i]))
+        return y if biases[i] is None else y + biases[i]
+
+    if gated:
+        return linear(activation(xp, linear(x, 0), act) * linear(x, 1), 2)
+    return linear(activation(xp, linear(x, 0), act), 1)

@@ -1,0 +1,139 @@
+"""A mixture of experts in ONNX. The router's gates come from `experts.route`. The experts'
+weights are stored stacked, [experts, in, out] per projection, and each token runs its top_k
+experts alone, in one of two forms chosen at run time by an If on the number of routed rows
+R = tokens x top_k:
+
+- R < experts (decoding a few tokens): each routed row gathers its expert's weights and
+  multiplies by them (batched MatMul): the weights of the experts no token chose are never
+  read;
+- otherwise (prompts): the routed rows are sorted by expert into a zero-padded block [experts,
+  C, d] (C the most rows any expert got), every expert multiplies its own rows at once
+  (batched MatMul), and each row is read back and added, in float32, to its token.
+
+Either way a token's work is its top_k experts', whatever their count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Node, Op
+from ..experts import route
+from ..formulas import activation
+from .builder import Lowering, arg, lower
+from .switch import subgraph
+from .sym import Sym
+
+__all__: list[str] = []
+
+
+@lower(Op.ROUTE)
+def _route(lw: Lowering, node: Node) -> str:
+    x = lw.sym(node)
+    logits = lw.xp.matmul(x, lw.xp.swap_last(lw.weight(node.attr("weight"), 2)))
+    if node.attr("bias"):
+        logits = logits + lw.weight(node.attr("bias"))
+    gates = route(lw.xp, logits, node.attr("top_k"), node.attr("normalize"),
+                  node.attr("scale"))
+    return lw.b.op("Identity", gates.name)
+
+
+def _stacked(lw: Lowering, node: Node, proj: str) -> tuple[str, str | None]:
+    """The experts' `proj` weights as one [experts, in, out] initializer (and biases
+    [experts, 1, out]), stacked from their per-expert tensors once per model."""
+    prefix, n = node.attr("prefix"), node.attr("experts")
+    name = f"{prefix}{proj}.weight"
+    if name not in lw.used:
+        lw.used.add(name)
+        lw.b.initializer(name, np.stack([np.asarray(lw.weights[f"{prefix}{e}.{proj}.weight"]).T
+                                         for e in range(n)]))
+        if node.attr("bias"):
+            lw.used.add(f"{prefix}{proj}.bias")
+            lw.b.initializer(f"{prefix}{proj}.bias", np.stack(
+                [np.asarray(lw.weights[f"{prefix}{e}.{proj}.bias"])[None] for e in range(n)]))
+    return name, f"{prefix}{proj}.bias" if node.attr("bias") else None
+
+
+def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
+    """The expert MLP on rows h (.., rows, in): `pick(stacked)` selects, from a stacked
+    [experts, ...] tensor, the weights (or biases) that multiply those rows."""
+    gated = node.attr("kind") in ("swiglu", "geglu")
+    names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
+    act = {"swiglu": "silu", "geglu": "gelu_tanh"}.get(node.attr("kind"), node.attr("kind"))
+    b = lw.b
+
+    def linear(x: Sym, proj: str) -> Sym:
+        weight, bias = _stacked(lw, node, proj)
+        y = Sym(b, b.op("MatMul", x.name, pick(weight)), b.dtype, x.ndim)
+        return y if bias is None else Sym(b, b.op("Add", y.name, pick(bias)), b.dtype, x.ndim)
+
+    if gated:
+        return linear(activation(lw.xp, linear(h, names[0]), act) * linear(h, names[1]),
+                      names[2])
+    return linear(activation(lw.xp, linear(h, names[0]), act), names[1])
+
+
+@lower(Op.EXPERTS)
+def _experts(lw: Lowering, node: Node) -> str:
+    b = lw.b
+    x, gates = arg(lw, node, 0), arg(lw, node, 1)
+    n, k = node.attr("experts"), node.attr("top_k")
+    flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), b.op("Shape", x, start=-1), axis=0))
+    table = b.op("Reshape", gates, b.i64(-1, n))  # (T, experts), float32
+    weight, expert = b.op("TopK", table, b.i64(k), outputs=2, axis=-1, largest=1, sorted=1)
+    expert = b.op("Reshape", expert, b.i64(-1))  # (R,): routed row r = token r // k
+    weight = b.op("Reshape", weight, b.i64(-1, 1))  # (R, 1)
+    token = b.op("Div", b.op("Range", b.const(0, "int64"), b.op("Shape", expert),
+                             b.const(1, "int64")), b.const(k, "int64"))
+    rows = b.op("Gather", flat, token, axis=0)  # (R, d)
+    zeros = b.op("Mul", b.op("Cast", flat, to=1), b.const(0.0, "float32"))  # (T, d) float32
+
+    def gathered() -> str:
+        """Each routed row times its own expert's gathered weights."""
+        h = Sym(b, b.op("Unsqueeze", rows, b.i64(1)), b.dtype, 3)  # (R, 1, d)
+        y = _experts_on(lw, node, h, lambda t: b.op("Gather", t, expert, axis=0))
+        return _added(lw, zeros, token, b.op("Squeeze", y.name, b.i64(1)), weight)
+
+    def grouped() -> str:
+        """Routed rows sorted by expert into [experts, C, d], multiplied expert by expert."""
+        count = b.op("Shape", expert)
+        order = b.op("TopK", b.op("Cast", expert, to=1), count, outputs=2, axis=0, largest=0,
+                     sorted=1)[1]  # by expert; among one expert's rows, the lower row first
+        by = b.op("Gather", expert, order, axis=0)
+        hits = b.op("Cast", b.op("Equal", b.op("Unsqueeze", expert, b.i64(1)), b.op(
+            "Range", b.const(0, "int64"), b.const(n, "int64"), b.const(1, "int64"))), to=7)
+        sizes = b.op("ReduceSum", hits, b.i64(0), keepdims=0)  # rows per expert, (experts,)
+        start = b.op("CumSum", sizes, b.const(0, "int64"), exclusive=1)
+        slot = b.op("Sub", b.op("Range", b.const(0, "int64"), b.op("Squeeze", count, b.i64(0)),
+                                b.const(1, "int64")), b.op("Gather", start, by, axis=0))
+        where = b.op("Concat", b.op("Unsqueeze", by, b.i64(1)), b.op("Unsqueeze", slot, b.i64(1)),
+                     axis=1)  # (R, 2): (expert, slot)
+        widest = b.op("ReduceMax", sizes, b.i64(0), keepdims=1)
+        shape = b.op("Concat", b.const([n], "int64"), widest, b.op("Shape", flat, start=1),
+                     axis=0)
+        block = b.op("ScatterND", b.op("ConstantOfShape", shape, value=_zero(b.dtype)), where,
+                     b.op("Gather", rows, order, axis=0))  # (experts, C, d)
+        y = _experts_on(lw, node, Sym(b, block, b.dtype, 3), lambda t: t)
+        back = b.op("GatherND", y.name, where)  # (R, d), in sorted order
+        return _added(lw, zeros, b.op("Gather", token, order, axis=0), back,
+                      b.op("Gather", weight, order, axis=0))
+
+    few = b.op("Less", b.op("Squeeze", b.op("Shape", expert), b.i64(0)), b.const(n, "int64"))
+    out = b.op("If", few, then_branch=subgraph(lw, f"{node.out}_gathered", gathered),
+               else_branch=subgraph(lw, f"{node.out}_grouped", grouped))
+    return b.op("Reshape", out, b.op("Shape", x))
+
+
+def _added(lw: Lowering, zeros: str, token: str, y: str, weight: str) -> str:
+    """Routed rows y (R, d) times their gate weights, added in float32 to their tokens'
+    rows, in the model dtype."""
+    b = lw.b
+    total = b.op("ScatterND", zeros, b.op("Unsqueeze", token, b.i64(1)),
+                 b.op("Mul", b.op("Cast", y, to=1), weight), reduction="add")
+    return Sym(b, total, "float32", 2).astype(b.dtype).name
+
+
+def _zero(dtype: str):
+    from onnx import helper
+
+    from ...dtypes import ONNX_TYPE
+    return helper.make_tensor("zero", ONNX_TYPE[dtype], [1], [0])

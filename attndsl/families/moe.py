@@ -1,0 +1,87 @@
+"""The mixture-of-experts decoders built on Llama: Mixtral (8 SwiGLU experts w1, w3, w2 under
+`block_sparse_moe`, top 2 renormalised) and Qwen3-MoE (`mlp.experts`, q/k RMSNorm, top k
+renormalised with norm_topk_prob): `ffn = moe(...)` in every layer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .base import Family
+from .llama import LLAMA
+from .llama import read as read_llama
+from .names import Names
+from .text import SpecText
+
+__all__ = ["FAMILIES"]
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    read_llama(s, padding)
+    cfg, mixtral = s.cfg, s.cfg.get("model_type") == "mixtral"
+    experts = s.need("num_local_experts", "num_experts")  # Qwen3MoeConfig saves the former
+    hidden = s.need("intermediate_size" if mixtral else "moe_intermediate_size")
+    normalize = "true" if mixtral or cfg.get("norm_topk_prob") else "false"
+    if not mixtral:
+        if cfg.get("mlp_only_layers"):
+            s.refuse("mlp_only_layers", "layers with a dense MLP among mixture-of-experts "
+                                        "layers have no attndsl form yet")
+        if s.get("decoder_sparse_step", default=1) != 1:
+            s.refuse("decoder_sparse_step", "mixture-of-experts layers every n layers have no "
+                                            "attndsl form yet")
+    s.stack["ffn"] = (f"moe(experts = {experts}, top_k = {s.need('num_experts_per_tok')}, "
+                      f"expert = swiglu({hidden}), normalize = {normalize})")
+
+
+def _experts(layer: str, moe: str, gate: str, up: str, down: str, router: str) -> Names:
+    """A table with the experts' weights, `{e}` standing for the expert's index."""
+    names = {k: v for k, v in LLAMA.names.items() if not k.startswith("mlp.")}
+    names |= {f"mlp.experts.{{e}}.{ours}.weight": f"{moe}.experts.{{e}}.{theirs}.weight"
+              for ours, theirs in (("gate_proj", gate), ("up_proj", up), ("down_proj", down))}
+    names["mlp.router.weight"] = f"{moe}.{router}.weight"
+    return Names(layer, names, LLAMA.top, LLAMA.bases)
+
+
+_MIXTRAL = _experts("layers.{i}.", "block_sparse_moe", "w1", "w3", "w2", "gate")
+_QWEN3_MOE = _experts("layers.{i}.", "mlp", "gate_proj", "up_proj", "down_proj", "gate")
+
+
+def _expanded(table: Names) -> Callable[[dict], Names]:
+    """The table for a config: `{e}` expanded to its experts 0 .. n - 1."""
+    def names(cfg: dict) -> Names:
+        n = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+        out = {}
+        for ours, theirs in table.names.items():
+            if "{e}" not in ours:
+                out[ours] = theirs
+                continue
+            for e in range(n if isinstance(n, int) else 0):
+                out[ours.replace("{e}", str(e))] = theirs.replace("{e}", str(e))
+        return Names(table.layer, out, table.top, table.bases)
+    return names
+
+
+_ROUTER = {"router_aux_loss_coef": "the load-balancing loss's weight, for training",
+           "output_router_logits": "what transformers returns, not what it computes"}
+# transformers' defaults (MixtralConfig, Qwen3MoeConfig, 5.23) for the fields the import reads
+FAMILIES = [
+    Family("mixtral", _read, _MIXTRAL, {
+        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu",
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "num_experts_per_tok": 2,
+        "num_local_experts": 8},
+        inert={**_ROUTER, "router_jitter_noise": "noise on the router's logits in training"},
+        lm=True, weights_for=_expanded(_MIXTRAL)),
+    Family("qwen3_moe", _read, _QWEN3_MOE, {
+        "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "hidden_act": "silu",
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "attention_bias": False,
+        "sliding_window": 4096, "decoder_sparse_step": 1, "moe_intermediate_size": 768,
+        "num_experts_per_tok": 8, "num_experts": 128, "norm_topk_prob": False,
+        "use_sliding_window": False},
+        inert={**_ROUTER,
+               "intermediate_size": "the dense MLP's width, for mlp_only_layers (refused)",
+               "use_sliding_window": "transformers' Qwen3-MoE masks with sliding_window "
+                                     "whenever it is set",
+               "num_experts": "saved as num_local_experts, which the import reads first"},
+        lm=True, weights_for=_expanded(_QWEN3_MOE)),
+]

@@ -1,0 +1,49 @@
+"""The IR of a block's feed-forward: one MLP, or a mixture of experts: a router's top-k
+weights per token (`route`), the experts each token was routed to (`experts`, which runs a
+token through its own experts only) and the shared expert beside them."""
+
+from __future__ import annotations
+
+from ..shapes import T, TensorType
+from ..spec import Ffn, Transformer
+from .graph import GraphBuilder, Op
+
+__all__ = ["feed_forward", "mlp"]
+
+
+def feed_forward(b: GraphBuilder, t: Transformer, p: str, x: str) -> str:
+    """Block `p`'s feed-forward of x: `mlp.*`, or its mixture of experts."""
+    d = T("B", "L", t.d_model)
+    m = t.moe
+    if m is None:
+        return mlp(b, t.ffn, p, f"{p}mlp.", x, d)
+    gates = b.emit(Op.ROUTE, f"{p}routing", (x,), T("B", "L", m.experts),
+                   weight=f"{p}mlp.router.weight",
+                   bias=f"{p}mlp.router.bias" if m.router_bias else None, top_k=m.top_k,
+                   normalize=m.normalize, scale=m.routed_scale)
+    y = b.emit(Op.EXPERTS, f"{p}routed", (x, gates), d, experts=m.experts, top_k=m.top_k,
+               kind=t.ffn.kind, bias=t.ffn.bias, prefix=f"{p}mlp.experts.")
+    if m.shared is None:
+        return y
+    shared = mlp(b, m.shared, f"{p}shared_", f"{p}mlp.shared.", x, d)
+    return b.emit(Op.ADD, f"{p}moe_out", (y, shared), d)
+
+
+def mlp(b: GraphBuilder, ffn: Ffn, p: str, w: str, x: str, d: TensorType) -> str:
+    """fc2(act(fc1(x))), or down(act(gate(x)) * up(x)) for the gated forms; `p` prefixes the
+    node names, `w` the weights' (`layers.0.mlp.`)."""
+    hidden = T("B", "L", ffn.hidden)
+
+    def linear(out: str, arg: str, proj: str, shape: TensorType) -> str:
+        return b.emit(Op.LINEAR, f"{p}{out}", (arg,), shape, weight=f"{w}{proj}.weight",
+                      bias=f"{w}{proj}.bias" if ffn.bias else None)
+
+    if ffn.gated:  # down(act(gate(x)) * up(x))
+        g = linear("gate", x, "gate_proj", hidden)
+        u = linear("up", x, "up_proj", hidden)
+        g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind=ffn.activation)
+        m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
+        return linear("mlp_out", m, "down_proj", d)
+    h = linear("fc1", x, "fc1", hidden)
+    h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=ffn.activation)
+    return linear("mlp_out", h, "fc2", d)
