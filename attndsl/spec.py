@@ -215,9 +215,13 @@ class Variant:
 
 @dataclass(frozen=True)
 class Ffn:
-    kind: str  # relu | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu (gated)
+    kind: str  # relu | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu | clamped_swiglu
     hidden: int
     bias: bool
+    # clamped_swiglu (gpt-oss): (clamp(up, -limit, limit) + 1) * g sigmoid(alpha g), g =
+    # min(gate, limit)
+    alpha: float = 1.702
+    limit: float = 7.0
 
     @property
     def gated(self) -> bool:
@@ -228,7 +232,8 @@ class Ffn:
         return GATED.get(self.kind, self.kind)
 
 
-GATED = {"swiglu": "silu", "geglu": "gelu_tanh"}  # gated FFN -> its gate's activation
+# gated FFN -> its gate's activation (clamped_swiglu: its own, with the up projection's clamp)
+GATED = {"swiglu": "silu", "geglu": "gelu_tanh", "clamped_swiglu": "clamped_swiglu"}
 
 
 @dataclass(frozen=True)

@@ -320,6 +320,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
         experts = random.Random(seed * 7919 + 13)  # a mixture of experts: own stream
+        if experts.random() < 0.2:  # gpt-oss's clamped unit, tight enough to clamp
+            ffn = f"clamped_swiglu({r.choice([8, 24])}, bias = true, limit = 0.75)"
         if experts.random() < 0.2:
             n = experts.choice([3, 8])
             ffn = (f"moe(experts = {n}, top_k = {experts.randint(1, n)}, expert = {ffn}, "

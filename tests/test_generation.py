@@ -65,6 +65,10 @@ CONFIGS = {
                                            num_experts=8, num_experts_per_tok=3,
                                            norm_topk_prob=True, sliding_window=None,
                                            bos_token_id=1, eos_token_id=2, **SIZES),
+    "gpt_oss": lambda: tf.GptOssConfig(num_hidden_layers=2, head_dim=16, num_local_experts=6,
+                                       num_experts_per_tok=2, sliding_window=6,
+                                       swiglu_limit=1.5, bos_token_id=1, eos_token_id=2,
+                                       **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

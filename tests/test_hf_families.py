@@ -111,6 +111,12 @@ CASES = {
         num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=3,
         sliding_window=None, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sliding and full layers, sinks, YaRN, clamped SwiGLU experts with biases, a router bias
+    "gpt_oss": (lambda: tf.GptOssConfig(
+        hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=6, num_experts_per_tok=2,
+        sliding_window=5, swiglu_limit=1.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .formulas import activation
+from .formulas import activation, clamped_glu
 
 __all__ = ["expert_mlp", "route"]
 
@@ -26,14 +26,17 @@ def route(xp, logits: Array, top_k: int, normalize: bool, scale: float) -> Array
 
 
 def expert_mlp(xp, x: Array, act: str, gated: bool, weights: list[Array],
-               biases: list[Array | None]) -> Array:
-    """One expert: down(act(gate(x)) * up(x)) with weights (gate, up, down) when `gated`, else
-    fc2(act(fc1(x))); nn.Linear layout [out, in]; a bias None where there is none."""
+               biases: list[Array | None], clamp: tuple[float, float] = (1.702, 7.0)) -> Array:
+    """One expert: down(act(gate(x)) * up(x)) with weights (gate, up, down) when `gated` (the
+    clamped unit with `clamp` = (alpha, limit) for clamped_swiglu), else fc2(act(fc1(x)));
+    nn.Linear layout [out, in]; a bias None where there is none."""
 
     def linear(h: Array, i: int) -> Array:
         y = xp.matmul(h, xp.swap_last(weights[i]))
         return y if biases[i] is None else y + biases[i]
 
+    if act == "clamped_swiglu":
+        return linear(clamped_glu(xp, linear(x, 0), linear(x, 1), *clamp), 2)
     if gated:
         return linear(activation(xp, linear(x, 0), act) * linear(x, 1), 2)
     return linear(activation(xp, linear(x, 0), act), 1)

@@ -170,6 +170,13 @@ def activation(xp, h: Array, kind: str) -> Array:
     return xp.gelu(h, approximate)
 
 
+def clamped_glu(xp, gate: Array, up: Array, alpha: float, limit: float) -> Array:
+    """gpt-oss's gated unit: (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g) with
+    g = min(gate, limit)."""
+    g = xp.minimum(gate, limit)
+    return (xp.maximum(xp.minimum(up, limit), -limit) + 1.0) * g * xp.sigmoid(g * alpha)
+
+
 def alibi_bias(xp, slopes: Array, q_pos: Array, k_pos: Array, rounding: str = "float32",
                factor: float = 1.0) -> Array:
     """-slope_h * |i - j| (float32), slopes (`positions.alibi_slopes`, already times the

@@ -280,6 +280,17 @@ def _act(x: np.ndarray, kind: str) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
+@impl(Op.CLAMPED_GLU)
+def _clamped_glu(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _glu(_arg(node, env, 0), _arg(node, env, 1), node.attr("alpha"), node.attr("limit"))
+
+
+def _glu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndarray:
+    """(clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)."""
+    g = np.minimum(gate, limit)
+    return (np.clip(up, -limit, limit) + 1.0) * g / (1.0 + np.exp(-alpha * g))
+
+
 @impl(Op.MUL)
 def _mul(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) * _arg(node, env, 1)
@@ -344,8 +355,7 @@ def _experts(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """The sum over experts of gate * expert(x): every expert on every token (the gates of
     the experts a token was not routed to are 0)."""
     x, gates = _arg(node, env, 0), _arg(node, env, 1)
-    kind, bias = node.attr("kind"), node.attr("bias")
-    act = {"swiglu": "silu", "geglu": "gelu_tanh"}.get(kind, kind)
+    act, bias = node.attr("act"), node.attr("bias")
 
     def linear(h: np.ndarray, name: str) -> np.ndarray:
         y = h @ w[f"{name}.weight"].T
@@ -354,7 +364,10 @@ def _experts(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     y = np.zeros_like(x)
     for e in range(node.attr("experts")):
         p = f"{node.attr('prefix')}{e}."
-        if kind in ("swiglu", "geglu"):
+        if act == "clamped_swiglu":
+            h = linear(_glu(linear(x, f"{p}gate_proj"), linear(x, f"{p}up_proj"),
+                            node.attr("alpha"), node.attr("limit")), f"{p}down_proj")
+        elif node.attr("gated"):
             h = linear(_act(linear(x, f"{p}gate_proj"), act) * linear(x, f"{p}up_proj"),
                        f"{p}down_proj")
         else:

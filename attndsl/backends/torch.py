@@ -330,6 +330,13 @@ def _differential(m: GraphModule, node: Node, env: Env) -> Tensor:
                                  node.attr("heads"), node.attr("lambda_init"), node.attr("eps"))
 
 
+@impl(Op.CLAMPED_GLU)
+def _clamped_glu(m: GraphModule, node: Node, env: Env) -> Tensor:
+    g = _arg(node, env)
+    return formulas.clamped_glu(TorchArrays(g.device), g, _arg(node, env, 1), node.attr("alpha"),
+                                node.attr("limit"))
+
+
 @impl(Op.SCALE)
 def _scale(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)  # the factor in the model dtype, as the models multiply

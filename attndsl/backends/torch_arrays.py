@@ -32,8 +32,11 @@ class TorchArrays:
     abs, log, cos, sin, tanh = (staticmethod(f) for f in (torch.abs, torch.log, torch.cos,
                                                           torch.sin, torch.tanh))
     sqrt, sigmoid, relu = (staticmethod(f) for f in (torch.sqrt, torch.sigmoid, torch.relu))
-    where, minimum, matmul = (staticmethod(f) for f in (torch.where, torch.minimum,
-                                                         torch.matmul))
+    where, matmul = (staticmethod(f) for f in (torch.where, torch.matmul))
+
+    @staticmethod
+    def minimum(x: Tensor, y: Tensor | float) -> Tensor:
+        return torch.minimum(x, torch.as_tensor(y, dtype=x.dtype, device=x.device))
 
     @staticmethod
     def maximum(x: Tensor, y: Tensor | float) -> Tensor:

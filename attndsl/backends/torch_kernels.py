@@ -120,15 +120,14 @@ def _experts(m: nn.Module, node: Node, env: Env) -> Tensor:
     x, gates = _arg(node, env, 0), _arg(node, env, 1)
     flat, gates = x.reshape(-1, x.shape[-1]), gates.reshape(-1, gates.shape[-1])
     out = torch.zeros(flat.shape, dtype=torch.float32, device=x.device)
-    gated = node.attr("kind") in ("swiglu", "geglu")
+    gated, act = node.attr("gated"), node.attr("act")
     names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
-    act = {"swiglu": "silu", "geglu": "gelu_tanh"}.get(node.attr("kind"), node.attr("kind"))
     for e in range(node.attr("experts")):
         rows = torch.nonzero(gates[:, e] > 0).squeeze(-1)
         prefix = f"{node.attr('prefix')}{e}."
         weights = [m.weight(f"{prefix}{n}.weight") for n in names]
         biases = [m.weight(f"{prefix}{n}.bias") if node.attr("bias") else None for n in names]
         h = expert_mlp(TorchArrays(x.device), flat.index_select(0, rows), act, gated, weights,
-                       biases)
+                       biases, (node.attr("alpha"), node.attr("limit")))
         out.index_add_(0, rows, h.float() * gates[:, e].index_select(0, rows)[:, None])
     return out.to(x.dtype).reshape(x.shape)

@@ -27,10 +27,21 @@ class Experts(Layers):
         """`relu(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`, `geglu(n)`
         (none by default); `bias = true | false` overrides."""
         name, _ = self.callee(e, dict.fromkeys(FFNS), "ffn")
-        args = self.bind(e, name, (Param("hidden", True), Param("bias")))
+        clamped = name == "clamped_swiglu"
+        args = self.bind(e, name, (Param("hidden", True), Param("bias"))
+                         + ((Param("alpha"), Param("limit")) if clamped else ()))
         hidden = self.positive(args["hidden"], "ffn width")
         bias = self.boolean(args["bias"], "bias") if "bias" in args else name not in GATED
-        return Ffn(name, hidden, bias)
+        if not clamped:
+            return Ffn(name, hidden, bias)
+        values = {}
+        for key, default in (("alpha", 1.702), ("limit", 7.0)):
+            values[key] = self.number(args[key]) if key in args else default
+            if not FLOAT32_TINY <= values[key] <= FLOAT32_MAX:
+                raise self.error(f"{key} must be a number > 0 that float32 can hold, found "
+                                 f"{values[key]:g}", args[key].span,
+                                 hint="gpt-oss: alpha = 1.702, limit = 7.0")
+        return Ffn(name, hidden, bias, values["alpha"], values["limit"])
 
     def moe_value(self, e: ast.Expr) -> tuple[Ffn, Moe]:
         """`moe(experts = E, top_k = k, expert = swiglu(n), normalize = true, router_bias =

@@ -12,7 +12,7 @@ from .llama import read as read_llama
 from .names import Names
 from .text import SpecText
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "ROUTER_INERT", "expanded"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -45,8 +45,9 @@ _MIXTRAL = _experts("layers.{i}.", "block_sparse_moe", "w1", "w3", "w2", "gate")
 _QWEN3_MOE = _experts("layers.{i}.", "mlp", "gate_proj", "up_proj", "down_proj", "gate")
 
 
-def _expanded(table: Names) -> Callable[[dict], Names]:
-    """The table for a config: `{e}` expanded to its experts 0 .. n - 1."""
+def expanded(table: Names) -> Callable[[dict], Names]:
+    """The table for a config: `{e}` expanded to its experts 0 .. n - 1 (n: num_local_experts
+    or num_experts); a fused entry's split made for expert e by `make(e)`."""
     def names(cfg: dict) -> Names:
         n = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
         out = {}
@@ -55,12 +56,14 @@ def _expanded(table: Names) -> Callable[[dict], Names]:
                 out[ours] = theirs
                 continue
             for e in range(n if isinstance(n, int) else 0):
-                out[ours.replace("{e}", str(e))] = theirs.replace("{e}", str(e))
+                out[ours.replace("{e}", str(e))] = (
+                    (theirs[0], theirs[1](e)) if isinstance(theirs, tuple)
+                    else theirs.replace("{e}", str(e)))
         return Names(table.layer, out, table.top, table.bases)
     return names
 
 
-_ROUTER = {"router_aux_loss_coef": "the load-balancing loss's weight, for training",
+ROUTER_INERT = {"router_aux_loss_coef": "the load-balancing loss's weight, for training",
            "output_router_logits": "what transformers returns, not what it computes"}
 # transformers' defaults (MixtralConfig, Qwen3MoeConfig, 5.23) for the fields the import reads
 FAMILIES = [
@@ -69,8 +72,8 @@ FAMILIES = [
         "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_act": "silu",
         "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "num_experts_per_tok": 2,
         "num_local_experts": 8},
-        inert={**_ROUTER, "router_jitter_noise": "noise on the router's logits in training"},
-        lm=True, weights_for=_expanded(_MIXTRAL)),
+        inert={**ROUTER_INERT, "router_jitter_noise": "noise on the router's logits in training"},
+        lm=True, weights_for=expanded(_MIXTRAL)),
     Family("qwen3_moe", _read, _QWEN3_MOE, {
         "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
         "num_attention_heads": 32, "num_key_value_heads": 4, "hidden_act": "silu",
@@ -78,10 +81,10 @@ FAMILIES = [
         "sliding_window": 4096, "decoder_sparse_step": 1, "moe_intermediate_size": 768,
         "num_experts_per_tok": 8, "num_experts": 128, "norm_topk_prob": False,
         "use_sliding_window": False},
-        inert={**_ROUTER,
+        inert={**ROUTER_INERT,
                "intermediate_size": "the dense MLP's width, for mlp_only_layers (refused)",
                "use_sliding_window": "transformers' Qwen3-MoE masks with sliding_window "
                                      "whenever it is set",
                "num_experts": "saved as num_local_experts, which the import reads first"},
-        lm=True, weights_for=_expanded(_QWEN3_MOE)),
+        lm=True, weights_for=expanded(_QWEN3_MOE)),
 ]

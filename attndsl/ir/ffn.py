@@ -22,7 +22,9 @@ def feed_forward(b: GraphBuilder, t: Transformer, p: str, x: str) -> str:
                    bias=f"{p}mlp.router.bias" if m.router_bias else None, top_k=m.top_k,
                    normalize=m.normalize, scale=m.routed_scale)
     y = b.emit(Op.EXPERTS, f"{p}routed", (x, gates), d, experts=m.experts, top_k=m.top_k,
-               kind=t.ffn.kind, bias=t.ffn.bias, prefix=f"{p}mlp.experts.")
+               act=t.ffn.activation, gated=t.ffn.gated, bias=t.ffn.bias, alpha=t.ffn.alpha,
+               limit=t.ffn.limit,
+               prefix=f"{p}mlp.experts.")
     if m.shared is None:
         return y
     shared = mlp(b, m.shared, f"{p}shared_", f"{p}mlp.shared.", x, d)
@@ -41,8 +43,12 @@ def mlp(b: GraphBuilder, ffn: Ffn, p: str, w: str, x: str, d: TensorType) -> str
     if ffn.gated:  # down(act(gate(x)) * up(x))
         g = linear("gate", x, "gate_proj", hidden)
         u = linear("up", x, "up_proj", hidden)
-        g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind=ffn.activation)
-        m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
+        if ffn.kind == "clamped_swiglu":
+            m = b.emit(Op.CLAMPED_GLU, f"{p}gated", (g, u), hidden, alpha=ffn.alpha,
+                       limit=ffn.limit)
+        else:
+            g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind=ffn.activation)
+            m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
         return linear("mlp_out", m, "down_proj", d)
     h = linear("fc1", x, "fc1", hidden)
     h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=ffn.activation)

@@ -36,6 +36,7 @@ class Op(enum.Enum):
     ATTENTION = "attention"  # planned core: q, k, v (+ runtime inputs) -> (B, L, H*dv)
     ACTIVATION = "activation"  # relu | silu | gelu | gelu_tanh | sigmoid
     MUL = "mul"
+    CLAMPED_GLU = "clamped_glu"  # (gate, up) -> (clamp(up, -l, l) + 1) g sigmoid(alpha g)
     ADD = "add"  # a + b (a residual: dropout on b in training)
     SCALE = "scale"  # x * factor, in the model dtype (Granite's residual, a logit scale)
     VALUE_PAIRS = "value_pairs"  # (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): [v_j', v_j' + Hkv/2]

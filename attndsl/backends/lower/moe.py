@@ -18,7 +18,7 @@ import numpy as np
 
 from ...ir import Node, Op
 from ..experts import route
-from ..formulas import activation
+from ..formulas import activation, clamped_glu
 from .builder import Lowering, arg, lower
 from .switch import subgraph
 from .sym import Sym
@@ -56,9 +56,8 @@ def _stacked(lw: Lowering, node: Node, proj: str) -> tuple[str, str | None]:
 def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
     """The expert MLP on rows h (.., rows, in): `pick(stacked)` selects, from a stacked
     [experts, ...] tensor, the weights (or biases) that multiply those rows."""
-    gated = node.attr("kind") in ("swiglu", "geglu")
+    gated, act = node.attr("gated"), node.attr("act")
     names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
-    act = {"swiglu": "silu", "geglu": "gelu_tanh"}.get(node.attr("kind"), node.attr("kind"))
     b = lw.b
 
     def linear(x: Sym, proj: str) -> Sym:
@@ -66,6 +65,9 @@ def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
         y = Sym(b, b.op("MatMul", x.name, pick(weight)), b.dtype, x.ndim)
         return y if bias is None else Sym(b, b.op("Add", y.name, pick(bias)), b.dtype, x.ndim)
 
+    if act == "clamped_swiglu":
+        return linear(clamped_glu(lw.xp, linear(h, names[0]), linear(h, names[1]),
+                                  node.attr("alpha"), node.attr("limit")), names[2])
     if gated:
         return linear(activation(lw.xp, linear(h, names[0]), act) * linear(h, names[1]),
                       names[2])

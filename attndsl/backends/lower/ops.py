@@ -44,6 +44,12 @@ def _differential(lw: Lowering, node: Node) -> str:
                                  node.attr("lambda_init"), node.attr("eps")).name
 
 
+@lower(Op.CLAMPED_GLU)
+def _clamped_glu(lw: Lowering, node: Node) -> str:
+    return formulas.clamped_glu(lw.xp, lw.sym(node, 0), lw.sym(node, 1), node.attr("alpha"),
+                                node.attr("limit")).name
+
+
 @lower(Op.SCALE)
 def _scale(lw: Lowering, node: Node) -> str:
     return lw.b.op("Mul", arg(lw, node), lw.b.const(node.attr("factor"), lw.b.dtype))
