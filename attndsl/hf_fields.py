@@ -135,7 +135,8 @@ _POSITIVE_INTS = (
     "max_position_embeddings", "original_max_position_embeddings", "sliding_window",
     "sliding_window_pattern", "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions",
     "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-    "decoder_sparse_step")
+    "decoder_sparse_step", "intermediate_size_mlp", "attention_chunk_size", "floor_scale",
+    "interleave_moe_layer_step", "no_rope_layer_interval")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -148,7 +149,8 @@ _BOOLS = (
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
-    "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob")
+    "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
+    "use_qk_norm", "attn_temperature_tuning")
 _STRS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "activation",
          "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
@@ -156,11 +158,15 @@ TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
     "max_window_layers": ("int", 0), "layer_types": ("list", None),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
+    "moe_layers": ("list", None), "attn_scale": ("num", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
     "short_factor": ("list", None), "long_factor": ("list", None),
 }
+_LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention")
+# lists of layer indices (moe_layers, mlp_only_layers) or 0/1 flags (no_rope_layers)
+_INDEX_LISTS = ("moe_layers", "mlp_only_layers", "no_rope_layers")
 _WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
          "bool": "true or false", "str": "a string",
          "list": "a list", "dict": "an object"}
@@ -188,10 +194,12 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
         elif kind == "list" and key in ("short_factor", "long_factor") and not all(
                 isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value):
             out.append(f"`{where}{key}` = {_json(value)}: expected a list of numbers > 0")
-        elif key == "layer_types" and not all(
-                v in ("sliding_attention", "full_attention") for v in value):
-            out.append(f"`{key}` = {_json(value)}: expected a list of \"sliding_attention\" "
-                       "and \"full_attention\"")
+        elif key == "layer_types" and not all(v in _LAYER_TYPES for v in value):
+            out.append(f"`{key}` = {_json(value)}: expected a list of \"sliding_attention\", "
+                       "\"chunked_attention\" and \"full_attention\"")
+        elif key in _INDEX_LISTS and not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+            out.append(f"`{where}{key}` = {_json(value)}: expected a list of integers >= 0")
         elif kind == "dict" and key in ("rope_parameters", "rope_scaling"):
             nested = all(isinstance(v, dict | None) for v in value.values()) and value
             for name, inner in (value.items() if nested else [("", value)]):

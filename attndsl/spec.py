@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .blocks import GATED, Ffn, Moe, Norm  # re-exported: part of the resolved spec
 from .masks import Mask, runtime_inputs
 from .rope_scaling import (  # re-exported: part of the resolved spec
     DynamicScaling,
@@ -18,7 +19,7 @@ from .rope_scaling import (  # re-exported: part of the resolved spec
 from .source import Source, Span
 
 __all__ = [
-    "MAX_LENGTH", "Alibi", "Attention", "Differential", "DynamicScaling", "Ffn", "Layer",
+    "GATED", "MAX_LENGTH", "Alibi", "Attention", "Differential", "DynamicScaling", "Ffn", "Layer",
     "Learned", "LinearKernel", "LinearScaling", "LinformerKernel", "Llama3Scaling",
     "LongRopeScaling", "LshKernel", "Moe", "Norm", "Position", "Program", "RelativeBias", "Rope",
     "RopeScaling", "Sinusoidal", "Softmax", "Sparsity", "Temperature", "Transformer",
@@ -214,65 +215,6 @@ class Variant:
 
 
 @dataclass(frozen=True)
-class Ffn:
-    kind: str  # relu | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu | clamped_swiglu
-    hidden: int
-    bias: bool
-    # clamped_swiglu (gpt-oss): (clamp(up, -limit, limit) + 1) * g sigmoid(alpha g), g =
-    # min(gate, limit)
-    alpha: float = 1.702
-    limit: float = 7.0
-
-    @property
-    def gated(self) -> bool:
-        return self.kind in GATED
-
-    @property
-    def activation(self) -> str:
-        return GATED.get(self.kind, self.kind)
-
-
-# gated FFN -> its gate's activation (clamped_swiglu: its own, with the up projection's clamp)
-GATED = {"swiglu": "silu", "geglu": "gelu_tanh", "clamped_swiglu": "clamped_swiglu"}
-
-
-@dataclass(frozen=True)
-class Norm:
-    """LayerNorm (weight and bias), RMSNorm (weight; `unit_offset`: scaled by 1 + weight, as
-    Gemma's) or, for q and k only, l2norm (RMSNorm without a weight, Llama 4's), with its
-    epsilon."""
-
-    kind: str  # layernorm | rmsnorm | l2norm
-    eps: float
-    unit_offset: bool = False
-    bias: bool = False  # a layernorm's bias (Cohere's has none; q/k layernorms never)
-    across_heads: bool = False  # q/k: over all heads of a token (OLMo 2), else per head
-
-    @property
-    def weighted(self) -> bool:
-        return self.kind != "l2norm"
-
-    @staticmethod
-    def default_eps(kind: str) -> float:
-        return 1e-5 if kind == "layernorm" else 1e-6
-
-
-@dataclass(frozen=True)
-class Moe:
-    """A mixture-of-experts feed-forward (docs/LANGUAGE.md, Transformer keys): a router picks
-    `top_k` of `experts` MLPs per token (softmax over the router's logits, the top k weights
-    renormalised when `normalize`, times `routed_scale`); each token runs only those, plus the
-    `shared` MLP when there is one. Every expert is the stack's `ffn` form."""
-
-    experts: int
-    top_k: int
-    normalize: bool
-    router_bias: bool
-    shared: Ffn | None
-    routed_scale: float
-
-
-@dataclass(frozen=True)
 class Transformer:
     """A stack of `layers` blocks; block i uses attentions[i % len(attentions)] (a layer
     pattern, such as Gemma's sliding and global layers)."""
@@ -299,8 +241,17 @@ class Transformer:
     residual_scale: float = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False
-    # a mixture of experts in every block (each expert of the form `ffn`), or None
+    # a mixture of experts (each expert of the form `ffn`) in every block but its
+    # dense_layers, or None
     moe: Moe | None = None
+
+    def layer_moe(self, i: int) -> Moe | None:
+        """Block i's mixture of experts, or None where it runs one MLP (`layer_ffn(i)`)."""
+        return None if self.moe is None or i in self.moe.dense_layers else self.moe
+
+    def layer_ffn(self, i: int) -> Ffn:
+        """Block i's MLP: its experts' form in a mixture, else the one it runs."""
+        return self.moe.dense if self.moe and i in self.moe.dense_layers else self.ffn
 
     @property
     def attention(self) -> Attention:

@@ -138,7 +138,9 @@ def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
             pairs = max(pairs, batch * core.heads * length * S)
         width = max(width, a.d_model, a.memory_dim, a.heads * max(a.head_dim, a.value_dim))
     if isinstance(spec, Transformer):
-        width = max(width, spec.ffn.hidden * (2 if spec.ffn.gated else 1), spec.vocab or 0)
+        mlps = (spec.ffn, *((spec.moe.dense, spec.moe.shared) if spec.moe else ()))
+        width = max(width, spec.vocab or 0,
+                    *(f.hidden * (2 if f.gated else 1) for f in mlps if f is not None))
     tokens = batch * max(length, S)
     return REFERENCE_BYTES_PER_PAIR * (pairs + tokens * width)
 

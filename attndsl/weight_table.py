@@ -117,7 +117,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if isinstance(spec, Attention):
         attention(spec, "", True)
         return tuple(out)
-    a, d, ffn = spec.attention, spec.d_model, spec.ffn
+    a, d = spec.attention, spec.d_model
     if spec.vocab is not None:
         out.append(Weight("embed_tokens.weight", (spec.vocab, d), "embedding"))
     if isinstance(a.position, Learned):
@@ -137,7 +137,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
                   table=not spec.shared_relative_bias)
         for which in _block_norms(spec):
             norm(f"{p}{which}", d, spec.norm, layernorm)
-        moe = spec.moe
+        moe, ffn = spec.layer_moe(i), spec.layer_ffn(i)
         if moe is None:
             mlp(f"{p}mlp.", ffn)
             continue
@@ -146,6 +146,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             mlp(f"{p}mlp.experts.{e}.", ffn)
         if moe.shared is not None:
             mlp(f"{p}mlp.shared.", moe.shared)
+        if moe.shared_gate:
+            linear(f"{p}mlp.shared_gate", 1, d, False)
     if spec.placement != "post":
         norm("norm", d, spec.norm, layernorm)
     if spec.vocab is not None and not spec.tied:

@@ -319,16 +319,35 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    head_bias = true"
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
+        layers = r.randint(1, 3)
         experts = random.Random(seed * 7919 + 13)  # a mixture of experts: own stream
         if experts.random() < 0.2:  # gpt-oss's clamped unit, tight enough to clamp
             ffn = f"clamped_swiglu({r.choice([8, 24])}, bias = true, limit = 0.75)"
         if experts.random() < 0.2:
             n = experts.choice([3, 8])
-            ffn = (f"moe(experts = {n}, top_k = {experts.randint(1, n)}, expert = {ffn}, "
-                   f"normalize = {experts.choice(['true', 'false'])}, router_bias = "
-                   f"{experts.choice(['true', 'false'])}, shared = "
-                   f"{experts.choice(['none', 'swiglu(8)', 'gelu(4, bias = true)'])}, "
-                   f"routed_scale = {experts.choice([1, 2.5])})")
+            top_k, normalize = experts.randint(1, n), experts.choice(["true", "false"])
+            bias = experts.choice(["true", "false"])
+            shared = experts.choice(["none", "swiglu(8)", "gelu(4, bias = true)"])
+            ffn = (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
+                   f"{normalize}, router_bias = {bias}, shared = {shared}, routed_scale = "
+                   f"{experts.choice([1, 2.5])}{_routing(seed, layers, shared != 'none')})")
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
-                 f"{r.randint(1, 3)}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
+                 f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
+
+
+def _routing(seed: int, layers: int, shared: bool) -> str:
+    """Llama 4's and Qwen2-MoE's routing (a sigmoid router, the gate on the expert's input,
+    a gated shared expert) and dense layers among the mixtures: their own stream."""
+    r = random.Random(seed * 7919 + 14)
+    out = ""
+    if r.random() < 0.5:
+        out += ", router = sigmoid"
+    if r.random() < 0.4:
+        out += ", gate = input"
+    if r.random() < 0.3 and shared:
+        out += ", shared_gate = true"
+    if layers > 1 and r.random() < 0.4:
+        dense = sorted(r.sample(range(layers), r.randint(1, layers - 1)))
+        out += f", dense = {r.choice(['swiglu(12)', 'relu(6)'])}, dense_layers = {dense}"
+    return out

@@ -69,6 +69,14 @@ CONFIGS = {
                                        num_experts_per_tok=2, sliding_window=6,
                                        swiglu_limit=1.5, bos_token_id=1, eos_token_id=2,
                                        **SIZES),
+    # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
+    # temperature (floor 64: constant over these short rows, see the test of it below), dense
+    # and mixture layers
+    "llama4_text": lambda: tf.Llama4TextConfig(
+        num_hidden_layers=4, head_dim=16, intermediate_size_mlp=80, num_local_experts=5,
+        num_experts_per_tok=2, interleave_moe_layer_step=2, attention_chunk_size=4,
+        no_rope_layer_interval=2, floor_scale=64, attn_scale=0.5, bos_token_id=1,
+        eos_token_id=2, pad_token_id=0, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
@@ -94,7 +102,7 @@ def exported(request, tmp_path_factory):
     assert main(["import", str(folder), "-o", str(spec)]) == 0
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
                  "-o", str(root / "out"), "--target", target]) == 0
-    return family, model, folder, spec, root / "out" / family, target
+    return family, model, folder, spec, root / "out" / family.replace("_text", ""), target
 
 
 def family_target(exported) -> str:
@@ -133,8 +141,10 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
                                                                "model.onnx"]
     in_place = config["search"]["past_present_share_buffer"]
     # differential attention pairs each kv head's cached values with another's after the
-    # cache, which GroupQueryAttention's in-place buffer cannot: it grows its cache instead
-    assert in_place is (family_target(exported) == "ort-cpu" and family != "diffllama")
+    # cache, and Llama 4's chunks are no window GroupQueryAttention knows: both grow their
+    # cache instead of the in-place buffer
+    assert in_place is (family_target(exported) == "ort-cpu"
+                        and family not in ("diffllama", "llama4_text"))
     m = og.Model(str(folder))
     for prompt, expected in zip(PROMPTS, want, strict=True):
         params = og.GeneratorParams(m)
@@ -305,3 +315,42 @@ def test_a_token_id_outside_the_vocabulary_is_refused_before_writing(tmp_path: P
     assert main([*argv, "--eos", "96"]) == 0
     folder = next(out.iterdir())
     assert json.loads((folder / "genai_config.json").read_text())["model"]["eos_token_id"] == 96
+
+
+def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_path: Path) -> None:
+    """Llama 4's NoPE layers scale each query by 1 + a ln(1 + floor((p + 1) / f)): with f = 2
+    it changes every other token. transformers' left-padded batch reads p as the slot, padding
+    included, and so differs from its own run of the row alone; attndsl's decoding form reads
+    the row's positions and gives that unpadded run (docs/CHECKPOINTS.md)."""
+    config = tf.Llama4TextConfig(
+        num_hidden_layers=2, head_dim=16, intermediate_size_mlp=80, num_local_experts=3,
+        num_experts_per_tok=1, attention_chunk_size=4, no_rope_layer_interval=2,
+        floor_scale=2, attn_scale=0.5, bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES)
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    redraw(model, 11, unit_offset=False)
+    model.save_pretrained(tmp_path / "hf")
+    spec = tmp_path / "l4.attn"
+    assert main(["import", str(tmp_path / "hf"), "-o", str(spec)]) == 0
+    assert main(["compile", str(spec), "--export", "genai", "--weights", str(tmp_path / "hf"),
+                 "-o", str(tmp_path / "out"), "--target", "portable"]) == 0
+    n = max(len(p) for p in PROMPTS)
+    ids = np.array([[0] * (n - len(p)) + p for p in PROMPTS], dtype=np.int64)
+    mask = (ids != 0).astype(np.int64)
+    mask[0] = 1
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    session = ort.InferenceSession(str(tmp_path / "out" / "llama4" / "model.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+    for i in session.get_inputs():
+        if i.name.startswith("past_key_values."):
+            feed[i.name] = np.zeros((2, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+    got = session.run(["logits"], feed)[0]
+    short = PROMPTS[1]
+    with torch.no_grad():
+        alone = model(input_ids=torch.tensor([short])).logits[0].numpy()
+        batched = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                        position_ids=torch.from_numpy(positions)).logits[1, -len(short):]
+    bound = 1e-4 * max(1.0, float(np.abs(alone).max()))
+    assert float(np.abs(got[1, -len(short):] - alone).max()) <= bound
+    assert float(np.abs(batched.numpy() - alone).max()) > 100 * bound, \
+        "transformers now reads real positions: the quirk documented is gone"

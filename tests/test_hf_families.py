@@ -117,6 +117,24 @@ CASES = {
         num_key_value_heads=2, head_dim=16, num_local_experts=6, num_experts_per_tok=2,
         sliding_window=5, swiglu_limit=1.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
+    # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
+    # the expert's input, a shared expert); right padding: transformers counts chunks from
+    # each row's first real token, which a one-pass model with left padding does not
+    # (docs/CHECKPOINTS.md; the decoding form does, tests/test_generation.py)
+    "llama4_text": (lambda: tf.Llama4TextConfig(
+        hidden_size=64, intermediate_size=32, intermediate_size_mlp=96, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=5,
+        num_experts_per_tok=2, interleave_moe_layer_step=2, attention_chunk_size=5,
+        floor_scale=4, attn_scale=0.5, **SMALL),
+        "right", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a dense layer among the mixtures (mlp_only_layers) and every other layer dense
+    "qwen3_moe_dense": (lambda: tf.Qwen3MoeConfig(
+        hidden_size=64, moe_intermediate_size=32, intermediate_size=80, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=8,
+        num_experts_per_tok=3, sliding_window=None, decoder_sparse_step=2,
+        mlp_only_layers=[3], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

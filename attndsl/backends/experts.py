@@ -13,10 +13,12 @@ __all__ = ["expert_mlp", "route"]
 Array = Any
 
 
-def route(xp, logits: Array, top_k: int, normalize: bool, scale: float) -> Array:
-    """Gates (.., experts), float32: softmax of the router's logits over the experts, the top_k
-    kept (renormalised to sum 1 when `normalize`) and times `scale`, 0 for the others."""
-    probs = xp.softmax(xp.astype(logits, "float32"), axis=-1)
+def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float) -> Array:
+    """Gates (.., experts), float32: softmax of the router's logits over the experts (or the
+    sigmoid of each, `router = sigmoid`), the top_k kept (renormalised to sum 1 when
+    `normalize`) and times `scale`, 0 for the others."""
+    logits = xp.astype(logits, "float32")
+    probs = xp.softmax(logits, axis=-1) if router == "softmax" else xp.sigmoid(logits)
     weights, indices = xp.topk(probs, top_k)
     if normalize:
         weights = weights / xp.sum(weights, axis=-1, keepdims=True)

@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
+from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention
 from .reference_masks import mask_of, visible
 from .reference_positions import alibi_slopes, rope_frequencies, t5_bucket
@@ -264,31 +265,12 @@ def _merge_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
 
 @impl(Op.ACTIVATION)
 def _activation(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return _act(_arg(node, env), node.attr("kind"))
-
-
-def _act(x: np.ndarray, kind: str) -> np.ndarray:
-    if kind == "relu":
-        return np.maximum(x, 0.0)
-    if kind == "silu":
-        return x / (1.0 + np.exp(-x))
-    if kind == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-x))
-    if kind == "gelu":
-        erf = np.vectorize(math.erf)
-        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    return act(_arg(node, env), node.attr("kind"))
 
 
 @impl(Op.CLAMPED_GLU)
-def _clamped_glu(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return _glu(_arg(node, env, 0), _arg(node, env, 1), node.attr("alpha"), node.attr("limit"))
-
-
-def _glu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndarray:
-    """(clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)."""
-    g = np.minimum(gate, limit)
-    return (np.clip(up, -limit, limit) + 1.0) * g / (1.0 + np.exp(-alpha * g))
+def _clampedglu(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return glu(_arg(node, env, 0), _arg(node, env, 1), node.attr("alpha"), node.attr("limit"))
 
 
 @impl(Op.MUL)
@@ -331,49 +313,17 @@ def _differential(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
 
 @impl(Op.ROUTE)
 def _route(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Each token's gates over the experts: softmax of x W^T (+ b), its top_k (the lower index
-    first among equals) kept, renormalised to sum 1 with `normalize`, times `scale`; 0 for
-    the other experts."""
-    x = _arg(node, env)
-    logits = x @ w[node.attr("weight")].T
-    if node.attr("bias"):
-        logits = logits + w[node.attr("bias")]
-    p = np.exp(logits - logits.max(-1, keepdims=True))
-    p = p / p.sum(-1, keepdims=True)
-    k = node.attr("top_k")
-    top = np.argsort(-p, axis=-1, kind="stable")[..., :k]
-    kept = np.take_along_axis(p, top, -1)
-    if node.attr("normalize"):
-        kept = kept / kept.sum(-1, keepdims=True)
-    gates = np.zeros_like(p)
-    np.put_along_axis(gates, top, kept * node.attr("scale"), -1)
-    return gates
+    bias = node.attr("bias")
+    return route(_arg(node, env), w[node.attr("weight")], w[bias] if bias else None,
+                 node.attr("top_k"), node.attr("router"), node.attr("normalize"),
+                 node.attr("scale"))
 
 
 @impl(Op.EXPERTS)
 def _experts(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The sum over experts of gate * expert(x): every expert on every token (the gates of
-    the experts a token was not routed to are 0)."""
-    x, gates = _arg(node, env, 0), _arg(node, env, 1)
-    act, bias = node.attr("act"), node.attr("bias")
-
-    def linear(h: np.ndarray, name: str) -> np.ndarray:
-        y = h @ w[f"{name}.weight"].T
-        return y + w[f"{name}.bias"] if bias else y
-
-    y = np.zeros_like(x)
-    for e in range(node.attr("experts")):
-        p = f"{node.attr('prefix')}{e}."
-        if act == "clamped_swiglu":
-            h = linear(_glu(linear(x, f"{p}gate_proj"), linear(x, f"{p}up_proj"),
-                            node.attr("alpha"), node.attr("limit")), f"{p}down_proj")
-        elif node.attr("gated"):
-            h = linear(_act(linear(x, f"{p}gate_proj"), act) * linear(x, f"{p}up_proj"),
-                       f"{p}down_proj")
-        else:
-            h = linear(_act(linear(x, f"{p}fc1"), act), f"{p}fc2")
-        y = y + gates[..., e:e + 1] * h
-    return y
+    attrs = ("experts", "prefix", "gated", "bias", "gate", "alpha", "limit")
+    return experts(_arg(node, env, 0), _arg(node, env, 1), w, unit=node.attr("act"),
+                   **{k: node.attr(k) for k in attrs})
 
 
 @impl(Op.SCALE)

@@ -109,25 +109,31 @@ def _route(m: nn.Module, node: Node, env: Env) -> Tensor:
     bias = node.attr("bias")
     logits = torch.nn.functional.linear(x, m.weight(node.attr("weight")),
                                         m.weight(bias) if bias else None)
-    return route(TorchArrays(x.device), logits, node.attr("top_k"), node.attr("normalize"),
-                 node.attr("scale"))
+    return route(TorchArrays(x.device), logits, node.attr("top_k"), node.attr("router"),
+                 node.attr("normalize"), node.attr("scale"))
 
 
 @impl(Op.EXPERTS)
 def _experts(m: nn.Module, node: Node, env: Env) -> Tensor:
     """Each expert runs on the tokens routed to it alone (their rows gathered, its output
-    added back in float32 at those rows)."""
+    added back in float32 at those rows), its gate times its output or (`gate = input`) its
+    input rows, in the model dtype."""
     x, gates = _arg(node, env, 0), _arg(node, env, 1)
     flat, gates = x.reshape(-1, x.shape[-1]), gates.reshape(-1, gates.shape[-1])
     out = torch.zeros(flat.shape, dtype=torch.float32, device=x.device)
     gated, act = node.attr("gated"), node.attr("act")
     names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
+    on_input = node.attr("gate") == "input"
     for e in range(node.attr("experts")):
         rows = torch.nonzero(gates[:, e] > 0).squeeze(-1)
         prefix = f"{node.attr('prefix')}{e}."
         weights = [m.weight(f"{prefix}{n}.weight") for n in names]
         biases = [m.weight(f"{prefix}{n}.bias") if node.attr("bias") else None for n in names]
-        h = expert_mlp(TorchArrays(x.device), flat.index_select(0, rows), act, gated, weights,
-                       biases, (node.attr("alpha"), node.attr("limit")))
-        out.index_add_(0, rows, h.float() * gates[:, e].index_select(0, rows)[:, None])
+        gate = gates[:, e].index_select(0, rows)[:, None]
+        h = flat.index_select(0, rows)
+        if on_input:
+            h = h * gate.to(h.dtype)
+        h = expert_mlp(TorchArrays(x.device), h, act, gated, weights, biases,
+                       (node.attr("alpha"), node.attr("limit"))).float()
+        out.index_add_(0, rows, h if on_input else h * gate)
     return out.to(x.dtype).reshape(x.shape)

@@ -11,7 +11,9 @@ __all__ = ["Experts"]
 
 FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 _MOE = (Param("experts", True), Param("top_k", True), Param("expert", True),
-        Param("normalize"), Param("router_bias"), Param("shared"), Param("routed_scale"))
+        Param("normalize"), Param("router_bias"), Param("shared"), Param("routed_scale"),
+        Param("router"), Param("gate"), Param("shared_gate"), Param("dense"),
+        Param("dense_layers"))
 # a layer's experts: past this the graph (a few nodes an expert) is a typo, not a model (the
 # largest published routers pick among 384)
 MAX_EXPERTS = 1024
@@ -45,7 +47,9 @@ class Experts(Layers):
 
     def moe_value(self, e: ast.Expr) -> tuple[Ffn, Moe]:
         """`moe(experts = E, top_k = k, expert = swiglu(n), normalize = true, router_bias =
-        false, shared = none | swiglu(m), routed_scale = 1.0)`."""
+        false, shared = none | swiglu(m), routed_scale = 1.0, router = softmax | sigmoid,
+        gate = output | input, shared_gate = false, dense = none | swiglu(m), dense_layers =
+        [i, ...])`."""
         args = self.bind(e, "moe", _MOE)
         experts = self.positive(args["experts"], "experts")
         if experts > MAX_EXPERTS:
@@ -61,13 +65,11 @@ class Experts(Layers):
             raise self.error("an expert is one MLP, not a mixture", args["expert"].span,
                              hint="`expert = swiglu(n)`")
         expert = self.ffn_value(args["expert"])
-        shared = None
-        if "shared" in args and not (isinstance(args["shared"], ast.Name)
-                                     and args["shared"].id == "none"):
-            if isinstance(args["shared"], ast.Call) and args["shared"].func == "moe":
-                raise self.error("the shared expert is one MLP, not a mixture",
-                                 args["shared"].span, hint="`shared = swiglu(n)`")
-            shared = self.ffn_value(args["shared"])
+        shared, dense = self._one_mlp(args, "shared"), self._one_mlp(args, "dense")
+        layers = self._dense_layers(args, dense)
+        if "shared_gate" in args and shared is None:
+            raise self.error("`shared_gate` gates the shared expert, and there is none",
+                             args["shared_gate"].span, hint="add `shared = swiglu(n)`")
         scale = 1.0
         if "routed_scale" in args:
             scale = self.number(args["routed_scale"])
@@ -75,6 +77,59 @@ class Experts(Layers):
                 raise self.error(f"routed_scale must be a number > 0 that float32 can hold, "
                                  f"found {scale:g}", args["routed_scale"].span,
                                  hint="DeepSeek-V3's routed_scaling_factor is 2.5")
-        flags = {k: self.boolean(args[k], k) for k in ("normalize", "router_bias") if k in args}
+        flags = {k: self.boolean(args[k], k) for k in ("normalize", "router_bias", "shared_gate")
+                 if k in args}
+        words = {k: self.word(args[k], choices, k) for k, choices in (
+            ("router", ("softmax", "sigmoid")), ("gate", ("output", "input"))) if k in args}
         return expert, Moe(experts, top_k, flags.get("normalize", True),
-                           flags.get("router_bias", False), shared, scale)
+                           flags.get("router_bias", False), shared, scale,
+                           router=words.get("router", "softmax"),
+                           gate=words.get("gate", "output"),
+                           shared_gate=flags.get("shared_gate", False), dense=dense,
+                           dense_layers=layers)
+
+    def _one_mlp(self, args: dict[str, ast.Expr], key: str) -> Ffn | None:
+        """`shared` or `dense`: one MLP, or `none`."""
+        if key not in args or (isinstance(args[key], ast.Name) and args[key].id == "none"):
+            return None
+        if isinstance(args[key], ast.Call) and args[key].func == "moe":
+            raise self.error(f"the {key} MLP is one MLP, not a mixture", args[key].span,
+                             hint=f"`{key} = swiglu(n)`")
+        return self.ffn_value(args[key])
+
+    def _dense_layers(self, args: dict[str, ast.Expr], dense: Ffn | None) -> tuple[int, ...]:
+        """The blocks that run `dense` instead of the mixture: a list of distinct indices,
+        given together with `dense`."""
+        if "dense_layers" not in args:
+            if dense is not None:
+                raise self.error("`dense` is the MLP of the `dense_layers`, and none are named",
+                                 args["dense"].span,
+                                 hint="add `dense_layers = [0, ...]`, or remove `dense`")
+            return ()
+        e = args["dense_layers"]
+        if dense is None:
+            raise self.error("`dense_layers` run the `dense` MLP, and there is none", e.span,
+                             hint="add `dense = swiglu(n)` (the dense layers' MLP)")
+        if not isinstance(e, ast.List) or not e.items:
+            raise self.error("dense_layers must be a non-empty list of layer indices, like "
+                             "[0, 1, 2]", e.span)
+        layers = [self.non_negative(i, "a layer index") for i in e.items]
+        for item, i in zip(e.items, layers, strict=True):
+            if layers.count(i) > 1:
+                raise self.error(f"layer {i} is listed twice", item.span)
+        return tuple(sorted(layers))
+
+    def check_dense_layers(self, moe: Moe | None, layers: int, ffn: ast.Expr) -> None:
+        """Every dense layer is one of the stack's blocks, and not all of them are dense."""
+        if moe is None or not moe.dense_layers:
+            return
+        e = self.bind(ffn, "moe", _MOE)["dense_layers"]
+        for item in e.items:
+            i = self.non_negative(item, "a layer index")
+            if i >= layers:
+                raise self.error(f"layer {i} is not in the stack: its layers are 0 .. "
+                                 f"{layers - 1}", item.span,
+                                 hint=f"dense_layers name blocks of `layers = {layers}`")
+        if len(moe.dense_layers) == layers:
+            raise self.error("every layer is dense: the mixture of experts would never run",
+                             e.span, hint="use `ffn = <the dense MLP>` for a dense stack")

@@ -60,6 +60,7 @@ class Stacks(Experts):
         logit_cap = get("logit_softcap", self.softcap_value, "none")
         if get.failed or attns is None:
             return None
+        self.check_dense_layers(moe, layers, e["ffn"].value)
         if vocab is not None and vocab > MAX_VOCAB:
             raise self.error(f"vocab must be at most 2**24 = {MAX_VOCAB}, found {vocab}",
                              e["vocab"].value.span)

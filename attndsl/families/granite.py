@@ -17,12 +17,13 @@ def _read(s: SpecText, padding: str | None) -> None:
     read_llama(s, padding)
     for entries in s.attentions.values():
         entries["scale"] = num(s.need("attention_multiplier"))
-    if s.need("residual_multiplier") != 1:
-        s.stack["residual_scale"] = num(s.cfg["residual_multiplier"])
-    if s.need("embedding_multiplier") != 1:
-        s.head["embedding_scale"] = num(s.cfg["embedding_multiplier"])
-    if s.need("logits_scaling") != 1:
-        s.head["logit_scale"] = f"1 / {num(s.cfg['logits_scaling'])}"
+    # need() gives 0 for a missing field, having recorded the problem: nothing is written then
+    if (residual := s.need("residual_multiplier")) not in (0, 1):
+        s.stack["residual_scale"] = num(residual)
+    if (embedding := s.need("embedding_multiplier")) not in (0, 1):
+        s.head["embedding_scale"] = num(embedding)
+    if (logits := s.need("logits_scaling")) not in (0, 1):
+        s.head["logit_scale"] = f"1 / {num(logits)}"
 
 
 # transformers' defaults (GraniteConfig, 5.23) for the fields the import reads

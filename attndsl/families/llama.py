@@ -48,6 +48,8 @@ def read(s: SpecText, padding: str | None) -> None:
         types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
                  for i in range(layers)]
     types = types or ["full_attention"] * layers
+    if "chunked_attention" in types:
+        s.refuse("layer_types", f"{t} has no chunked attention layers (Llama 4 has)")
     window = s.get("sliding_window")
     if t in ("mistral", "mixtral", "qwen3_moe", "phi3"):  # every layer slides with a window
         types = ["sliding_attention" if window else "full_attention"] * layers
@@ -199,7 +201,8 @@ FAMILIES = [
     Family("smollm3", read, LLAMA, {
         **LLAMA_DEFAULTS, "hidden_size": 2048, "intermediate_size": 11008,
         "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 4,
-        "tie_word_embeddings": True, "use_sliding_window": False}, inert={
+        "tie_word_embeddings": True, "use_sliding_window": False, "no_rope_layer_interval": 4},
+        inert={
             "no_rope_layer_interval": "read into no_rope_layers by SmolLM3Config",
             "use_sliding_window": "read into layer_types by SmolLM3Config; the mask follows "
                                   "layer_types"}, lm=True),

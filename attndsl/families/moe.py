@@ -21,28 +21,36 @@ def _read(s: SpecText, padding: str | None) -> None:
     experts = s.need("num_local_experts", "num_experts")  # Qwen3MoeConfig saves the former
     hidden = s.need("intermediate_size" if mixtral else "moe_intermediate_size")
     normalize = "true" if mixtral or cfg.get("norm_topk_prob") else "false"
-    if not mixtral:
-        if cfg.get("mlp_only_layers"):
-            s.refuse("mlp_only_layers", "layers with a dense MLP among mixture-of-experts "
-                                        "layers have no attndsl form yet")
-        if s.get("decoder_sparse_step", default=1) != 1:
-            s.refuse("decoder_sparse_step", "mixture-of-experts layers every n layers have no "
-                                            "attndsl form yet")
-    s.stack["ffn"] = (f"moe(experts = {experts}, top_k = {s.need('num_experts_per_tok')}, "
-                      f"expert = swiglu({hidden}), normalize = {normalize})")
+    ffn = (f"moe(experts = {experts}, top_k = {s.need('num_experts_per_tok')}, "
+           f"expert = swiglu({hidden}), normalize = {normalize}")
+    layers = s.need("num_hidden_layers")
+    # Qwen3-MoE: layer i is a mixture unless listed in mlp_only_layers or (i + 1) is not a
+    # multiple of decoder_sparse_step; those run a dense MLP of intermediate_size
+    only = [] if mixtral else (s.get("mlp_only_layers") or [])
+    step = 1 if mixtral else s.get("decoder_sparse_step", default=1)
+    dense = [i for i in range(layers) if i in only or (i + 1) % step != 0]
+    if len(dense) == layers:
+        s.stack["ffn"] = f"swiglu({s.need('intermediate_size')})"
+    elif dense:
+        s.stack["ffn"] = (f"{ffn}, dense = swiglu({s.need('intermediate_size')}), "
+                          f"dense_layers = {dense})")
+    else:
+        s.stack["ffn"] = ffn + ")"
 
 
-def _experts(layer: str, moe: str, gate: str, up: str, down: str, router: str) -> Names:
-    """A table with the experts' weights, `{e}` standing for the expert's index."""
-    names = {k: v for k, v in LLAMA.names.items() if not k.startswith("mlp.")}
+def _experts(layer: str, moe: str, gate: str, up: str, down: str, router: str,
+             dense: bool) -> Names:
+    """A table with the experts' weights, `{e}` standing for the expert's index (and with
+    `dense`, the dense layers' `mlp.*`)."""
+    names = {k: v for k, v in LLAMA.names.items() if dense or not k.startswith("mlp.")}
     names |= {f"mlp.experts.{{e}}.{ours}.weight": f"{moe}.experts.{{e}}.{theirs}.weight"
               for ours, theirs in (("gate_proj", gate), ("up_proj", up), ("down_proj", down))}
     names["mlp.router.weight"] = f"{moe}.{router}.weight"
     return Names(layer, names, LLAMA.top, LLAMA.bases)
 
 
-_MIXTRAL = _experts("layers.{i}.", "block_sparse_moe", "w1", "w3", "w2", "gate")
-_QWEN3_MOE = _experts("layers.{i}.", "mlp", "gate_proj", "up_proj", "down_proj", "gate")
+_MIXTRAL = _experts("layers.{i}.", "block_sparse_moe", "w1", "w3", "w2", "gate", False)
+_QWEN3_MOE = _experts("layers.{i}.", "mlp", "gate_proj", "up_proj", "down_proj", "gate", True)
 
 
 def expanded(table: Names) -> Callable[[dict], Names]:
@@ -82,7 +90,6 @@ FAMILIES = [
         "num_experts_per_tok": 8, "num_experts": 128, "norm_topk_prob": False,
         "use_sliding_window": False},
         inert={**ROUTER_INERT,
-               "intermediate_size": "the dense MLP's width, for mlp_only_layers (refused)",
                "use_sliding_window": "transformers' Qwen3-MoE masks with sliding_window "
                                      "whenever it is set",
                "num_experts": "saved as num_local_experts, which the import reads first"},

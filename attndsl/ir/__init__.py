@@ -82,8 +82,12 @@ def _ffn_summary(t: Transformer) -> str:
     mlp = f"{t.ffn.kind}({t.ffn.hidden})"
     if t.moe is None:
         return mlp
-    return f"top-{t.moe.top_k} of {t.moe.experts} experts {mlp}" + (
-        f" and a shared {t.moe.shared.kind}({t.moe.shared.hidden})" if t.moe.shared else "")
+    m = t.moe
+    text = f"top-{m.top_k} of {m.experts} experts {mlp}" + (
+        f" and a shared {m.shared.kind}({m.shared.hidden})" if m.shared else "")
+    if m.dense is not None:
+        text += f", {m.dense.kind}({m.dense.hidden}) in layers {list(m.dense_layers)}"
+    return text
 
 
 def _summary(s: Attention) -> str:
@@ -145,18 +149,18 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     if t.residual == "parallel":  # x + attn(norm1(x)) + ffn(norm2(x)), norm2 = norm1 if shared
         n1 = norm("attn_in", h, "attn_norm")
         a = attn(n1)
-        f = feed_forward(b, t, p, n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
+        f = feed_forward(b, t, i, n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
         return add("resid2", add("resid1", h, a), f)
     if t.placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
         a = norm("attn_out", attn(norm("attn_in", h, "attn_norm")), "post_attn_norm")
         h = add("resid1", h, a)
-        f = norm("ffn_out", feed_forward(b, t, p, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
+        f = norm("ffn_out", feed_forward(b, t, i, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
         return add("resid2", h, f)
     if t.placement == "output":  # OLMo 2: h = x + norm1(attn(x)); y = h + norm2(ffn(h))
         h = add("resid1", h, norm("attn_out", attn(h), "post_attn_norm"))
-        return add("resid2", h, norm("ffn_out", feed_forward(b, t, p, h), "post_ffn_norm"))
+        return add("resid2", h, norm("ffn_out", feed_forward(b, t, i, h), "post_ffn_norm"))
     if t.placement == "pre":
         h = add("resid1", h, attn(norm("attn_in", h, "attn_norm")))
-        return add("resid2", h, feed_forward(b, t, p, norm("ffn_in", h, "ffn_norm")))
+        return add("resid2", h, feed_forward(b, t, i, norm("ffn_in", h, "ffn_norm")))
     h = norm("h", add("resid1", h, attn(h)), "attn_norm")
-    return norm("y", add("resid2", h, feed_forward(b, t, p, h)), "ffn_norm")
+    return norm("y", add("resid2", h, feed_forward(b, t, i, h)), "ffn_norm")

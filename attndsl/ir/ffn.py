@@ -11,23 +11,29 @@ from .graph import GraphBuilder, Op
 __all__ = ["feed_forward", "mlp"]
 
 
-def feed_forward(b: GraphBuilder, t: Transformer, p: str, x: str) -> str:
-    """Block `p`'s feed-forward of x: `mlp.*`, or its mixture of experts."""
+def feed_forward(b: GraphBuilder, t: Transformer, i: int, x: str) -> str:
+    """Block i's feed-forward of x: `mlp.*`, or its mixture of experts."""
+    p = f"layers.{i}."
     d = T("B", "L", t.d_model)
-    m = t.moe
+    m, ffn = t.layer_moe(i), t.layer_ffn(i)
     if m is None:
-        return mlp(b, t.ffn, p, f"{p}mlp.", x, d)
+        return mlp(b, ffn, p, f"{p}mlp.", x, d)
     gates = b.emit(Op.ROUTE, f"{p}routing", (x,), T("B", "L", m.experts),
                    weight=f"{p}mlp.router.weight",
                    bias=f"{p}mlp.router.bias" if m.router_bias else None, top_k=m.top_k,
-                   normalize=m.normalize, scale=m.routed_scale)
+                   router=m.router, normalize=m.normalize, scale=m.routed_scale)
     y = b.emit(Op.EXPERTS, f"{p}routed", (x, gates), d, experts=m.experts, top_k=m.top_k,
-               act=t.ffn.activation, gated=t.ffn.gated, bias=t.ffn.bias, alpha=t.ffn.alpha,
-               limit=t.ffn.limit,
-               prefix=f"{p}mlp.experts.")
+               act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
+               limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.")
     if m.shared is None:
         return y
     shared = mlp(b, m.shared, f"{p}shared_", f"{p}mlp.shared.", x, d)
+    if m.shared_gate:  # Qwen2-MoE: shared(x) * sigmoid(x W_g^T), one gate per token
+        one = T("B", "L", 1)
+        g = b.emit(Op.LINEAR, f"{p}shared_scale", (x,), one,
+                   weight=f"{p}mlp.shared_gate.weight", bias=None)
+        g = b.emit(Op.ACTIVATION, f"{p}shared_scale_act", (g,), one, kind="sigmoid")
+        shared = b.emit(Op.MUL, f"{p}shared_scaled", (shared, g), d)
     return b.emit(Op.ADD, f"{p}moe_out", (y, shared), d)
 
 

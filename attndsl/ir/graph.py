@@ -41,7 +41,7 @@ class Op(enum.Enum):
     SCALE = "scale"  # x * factor, in the model dtype (Granite's residual, a logit scale)
     VALUE_PAIRS = "value_pairs"  # (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): [v_j', v_j' + Hkv/2]
     ROUTE = "route"  # x -> (B, L, experts): each token's top-k routing weights, 0 elsewhere
-    EXPERTS = "experts"  # (x, gates) -> sum over a token's routed experts of gate * expert(x)
+    EXPERTS = "experts"  # (x, gates) -> sum of gate * expert(x) (or expert(gate * x)), routed
     DIFFERENTIAL = "differential"  # (B, L, H * 2 dv) -> (B, L, H * dv): heads i - lambda i + H/2
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended

@@ -32,8 +32,8 @@ def _route(lw: Lowering, node: Node) -> str:
     logits = lw.xp.matmul(x, lw.xp.swap_last(lw.weight(node.attr("weight"), 2)))
     if node.attr("bias"):
         logits = logits + lw.weight(node.attr("bias"))
-    gates = route(lw.xp, logits, node.attr("top_k"), node.attr("normalize"),
-                  node.attr("scale"))
+    gates = route(lw.xp, logits, node.attr("top_k"), node.attr("router"),
+                  node.attr("normalize"), node.attr("scale"))
     return lw.b.op("Identity", gates.name)
 
 
@@ -87,6 +87,9 @@ def _experts(lw: Lowering, node: Node) -> str:
     token = b.op("Div", b.op("Range", b.const(0, "int64"), b.op("Shape", expert),
                              b.const(1, "int64")), b.const(k, "int64"))
     rows = b.op("Gather", flat, token, axis=0)  # (R, d)
+    if node.attr("gate") == "input":  # Llama 4: each routed row times its gate, then 1 after
+        rows = b.op("Mul", rows, Sym(b, weight, "float32", 2).astype(b.dtype).name)
+        weight = None
     zeros = b.op("Mul", b.op("Cast", flat, to=1), b.const(0.0, "float32"))  # (T, d) float32
 
     def gathered() -> str:
@@ -117,7 +120,7 @@ def _experts(lw: Lowering, node: Node) -> str:
         y = _experts_on(lw, node, Sym(b, block, b.dtype, 3), lambda t: t)
         back = b.op("GatherND", y.name, where)  # (R, d), in sorted order
         return _added(lw, zeros, b.op("Gather", token, order, axis=0), back,
-                      b.op("Gather", weight, order, axis=0))
+                      None if weight is None else b.op("Gather", weight, order, axis=0))
 
     few = b.op("Less", b.op("Squeeze", b.op("Shape", expert), b.i64(0)), b.const(n, "int64"))
     out = b.op("If", few, then_branch=subgraph(lw, f"{node.out}_gathered", gathered),
@@ -125,12 +128,13 @@ def _experts(lw: Lowering, node: Node) -> str:
     return b.op("Reshape", out, b.op("Shape", x))
 
 
-def _added(lw: Lowering, zeros: str, token: str, y: str, weight: str) -> str:
-    """Routed rows y (R, d) times their gate weights, added in float32 to their tokens'
-    rows, in the model dtype."""
+def _added(lw: Lowering, zeros: str, token: str, y: str, weight: str | None) -> str:
+    """Routed rows y (R, d) times their gate weights (None: already applied to the input),
+    added in float32 to their tokens' rows, in the model dtype."""
     b = lw.b
+    y = b.op("Cast", y, to=1)
     total = b.op("ScatterND", zeros, b.op("Unsqueeze", token, b.i64(1)),
-                 b.op("Mul", b.op("Cast", y, to=1), weight), reduction="add")
+                 y if weight is None else b.op("Mul", y, weight), reduction="add")
     return Sym(b, total, "float32", 2).astype(b.dtype).name
 
 

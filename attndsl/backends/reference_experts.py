@@ -1,0 +1,84 @@
+"""The NumPy reference's reading of the feed-forward units and of a mixture of experts
+(docs/LANGUAGE.md, Transformer keys), written from the document: the activations, gpt-oss's
+clamped unit, the router's gates, and the experts, every expert computed on every token and
+the routed ones kept."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = ["act", "experts", "glu", "route"]
+
+
+def act(x: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "relu":
+        return np.maximum(x, 0.0)
+    if kind == "silu":
+        return x / (1.0 + np.exp(-x))
+    if kind == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-x))
+    if kind == "gelu":
+        erf = np.vectorize(math.erf)
+        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def glu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndarray:
+    """(clamp(up, -limit, limit) + 1) * g * sigmoid(alpha g), g = min(gate, limit)."""
+    g = np.minimum(gate, limit)
+    return (np.clip(up, -limit, limit) + 1.0) * g / (1.0 + np.exp(-alpha * g))
+
+
+def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int, router: str,
+          normalize: bool, scale: float) -> np.ndarray:
+    """Each token's gates over the experts: p = softmax(x W^T + b) over the experts, or the
+    sigmoid of each logit; its top_k by p (the lower index first among equals) kept,
+    renormalised to sum 1 with `normalize`, times `scale`; 0 for the other experts."""
+    logits = x @ weight.T
+    if bias is not None:
+        logits = logits + bias
+    if router == "softmax":
+        p = np.exp(logits - logits.max(-1, keepdims=True))
+        p = p / p.sum(-1, keepdims=True)
+    else:
+        p = 1.0 / (1.0 + np.exp(-logits))
+    top = np.argsort(-p, axis=-1, kind="stable")[..., :top_k]
+    kept = np.take_along_axis(p, top, -1)
+    if normalize:
+        kept = kept / kept.sum(-1, keepdims=True)
+    gates = np.zeros_like(p)
+    np.put_along_axis(gates, top, kept * scale, -1)
+    return gates
+
+
+def experts(x: np.ndarray, gates: np.ndarray, w: Mapping[str, np.ndarray], *, experts: int,
+            prefix: str, unit: str, gated: bool, bias: bool, gate: str, alpha: float,
+            limit: float) -> np.ndarray:
+    """sum over experts e of g_e * expert_e(x) (`gate = output`) or expert_e(g_e * x)
+    (`gate = input`, over the experts with g_e > 0): every expert on every token; `unit` the
+    experts' activation (or `clamped_swiglu`)."""
+
+    def linear(h: np.ndarray, name: str) -> np.ndarray:
+        y = h @ w[f"{name}.weight"].T
+        return y + w[f"{name}.bias"] if bias else y
+
+    def mlp(h: np.ndarray, p: str) -> np.ndarray:
+        if unit == "clamped_swiglu":
+            return linear(glu(linear(h, f"{p}gate_proj"), linear(h, f"{p}up_proj"), alpha,
+                              limit), f"{p}down_proj")
+        if gated:
+            return linear(act(linear(h, f"{p}gate_proj"), unit)
+                          * linear(h, f"{p}up_proj"), f"{p}down_proj")
+        return linear(act(linear(h, f"{p}fc1"), unit), f"{p}fc2")
+
+    y = np.zeros_like(x)
+    for e in range(experts):
+        g = gates[..., e:e + 1]
+        if gate == "input":
+            y = y + np.where(g > 0, mlp(g * x, f"{prefix}{e}."), 0.0)
+        else:
+            y = y + g * mlp(x, f"{prefix}{e}.")
+    return y
