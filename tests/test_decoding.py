@@ -19,7 +19,7 @@ from attndsl.backends import reference
 from attndsl.decoding import check_decodable, padded, positions_of
 from attndsl.errors import SpecError
 from attndsl.ir import build
-from attndsl.masks import Full, Padding, Prefix, Random, lookahead, primitives, reach_back
+from attndsl.masks import Full, Padding, Prefix, Random, kept_keys, lookahead, primitives
 from attndsl.planner import cores, in_place_obstacle
 from attndsl.spec import Alibi, LinearKernel, LshKernel, RelativeBias, Rope, Transformer, is_lm
 
@@ -229,7 +229,7 @@ def _check_decoding(layer) -> None:
     if memory is not None and "memory" not in memory:
         memory = None  # the decoding form reads real keys from attention_mask
     runners = {"torch": _Torch(layer, 2)} | {t: _Onnx(layer, 2, t) for t in TARGETS}
-    if any(reach_back(a.mask) is not None for a in _attentions(spec)):  # windows, chunks
+    if any(kept_keys(a.mask) is not None for a in _attentions(spec)):  # windows, chunks, sinks
         runners |= {"torch bounded": _Torch(layer, 2, bounded=True),
                     "portable bounded": _Onnx(layer, 2, "portable", bounded=True),
                     "ort-cpu bounded": _Onnx(layer, 2, "ort-cpu", bounded=True)}
@@ -364,6 +364,40 @@ def test_a_bounded_cache_stops_growing_at_the_window() -> None:
     long = cache_bytes(True, 400, 50)
     assert max(long) == small == 2 * 63 * 2 * 32 * 4
     assert cache_bytes(False, 400, 1)[-1] == 2 * 401 * 2 * 32 * 4
+
+
+@pytest.mark.parametrize("target", ["ort-cpu", "portable"])
+def test_a_bounded_cache_keeps_the_sink_tokens_beside_the_window(target) -> None:
+    """streaming_llm (4 sink tokens, window 24): the bounded present holds 4 + 23 keys however
+    long the stream, and those are the keys of each row's first 4 real tokens (a row left-
+    padded by 30 slots keeps its own, not padding) and of the last 23 slots: the growing
+    cache's keys at those slots, for every row and step."""
+    layer = attndsl.load(EXAMPLES[0].parent / "streaming_llm.attn")["streaming"]
+    rng = np.random.default_rng(1)
+    runs = {bounded: ort.InferenceSession(layer.decoder_bytes(target=target, bounded=bounded),
+                                          providers=["CPUExecutionProvider"])
+            for bounded in (True, False)}
+    past = {bounded: {n: np.zeros((2, 2, 0, 16), np.float32) for n in (
+        "past_key_values.0.key", "past_key_values.0.value")} for bounded in runs}
+    mask, T = np.zeros((2, 0), np.int64), 40
+    for step in range(30):
+        new = np.ones((2, T), np.int64)
+        new[1, : 30 if step == 0 else 0] = 0
+        mask = np.concatenate([mask, new], 1)
+        feed = {"x": rng.standard_normal((2, T, 128)).astype(np.float32),
+                "attention_mask": mask, "position_ids": np.maximum(np.cumsum(mask, 1) - 1,
+                                                                   0)[:, -T:]}
+        outs = {b: s.run(None, feed | past[b]) for b, s in runs.items()}
+        np.testing.assert_allclose(outs[True][0], outs[False][0], atol=1e-4)
+        kept, full = outs[True][1], outs[False][1]
+        assert kept.shape[2] == min(full.shape[2], 4 + 23)
+        if full.shape[2] > 27:
+            for row in range(2):
+                first = np.flatnonzero(mask[row])[:4]  # the row's first real tokens' slots
+                np.testing.assert_array_equal(kept[row, :, :4], full[row][:, first])
+                np.testing.assert_array_equal(kept[row, :, 4:], full[row, :, -23:])
+        past = {b: dict(zip(past[b], outs[b][1:], strict=True)) for b in runs}
+        T = 1
 
 
 @pytest.mark.parametrize("target", ["ort-cpu", "portable"])

@@ -28,12 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import masks
 from ..positions import rope_inv_freq, sinusoidal_inv_freq
 from ..rope_scaling import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
-__all__ = ["LOWEST", "activation", "alibi_bias", "decoding_visible", "document_positions",
+__all__ = ["LOWEST", "activation", "alibi_bias", "document_positions",
            "linear_attention", "lsh_attention", "lsh_rotations", "masked_softmax", "norm",
            "rope", "rope_frequencies", "sinusoidal_table", "softcap"]
 
@@ -265,26 +264,6 @@ def document_positions(xp, segment_ids: Array) -> Array:
     run = xp.cumsum(xp.astype(first, "int64"), 1) - 1  # (B, L): the token's run, from 0
     starts, _ = xp.sort(xp.where(first, pos, pos + L))  # the runs' first positions, in order
     return pos - xp.take_along(starts, run, 1)
-
-
-def decoding_visible(xp, expr: Any, attention_mask: Array, x: Array,
-                     keys: Array | None = None) -> Array:
-    """(B, L, K) bool: what each of the L new tokens of x (B, L, d) sees of the last K =
-    `keys` (default: all) of the S slots of attention_mask (B, S) when decoding. Masks read
-    token positions: a slot's is the number of real tokens (attention_mask 1) before it, so
-    left padding shifts nothing; padded slots are hidden."""
-    S = xp.shape(attention_mask, 1)
-
-    def last(a: Array, n: Array) -> Array:  # the last n columns of (B, S)
-        return xp.slice(a, 1, S - n, None)
-
-    keys = S if keys is None else keys
-    tokens = xp.cumsum(attention_mask, 1) - 1  # (B, S)
-    q_tok = last(tokens, xp.shape(x, 1))
-    k_tok = last(tokens, keys)
-    real = last(xp.astype(attention_mask, "bool"), keys)
-    seen = masks.evaluate(expr, q_tok[..., None], k_tok[:, None], masks.MaskContext(S, S))
-    return seen & real[:, None]
 
 
 LSH_SELF_SCORE = -1e5  # a token's score with itself (kept only when it has no other key)

@@ -23,6 +23,7 @@ from ..positions import alibi_slopes, t5_bucket_float32
 from ..spec import Attention, LshKernel, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
+from .cache_slots import bounded_present
 from .inputs import named_inputs
 from .torch_arrays import TorchArrays
 from .torch_kernels import IMPLS as KERNELS
@@ -123,7 +124,11 @@ def _embed(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.TAIL)
 def _tail(m: GraphModule, node: Node, env: Env) -> Tensor:
-    return _arg(node, env)[:, :, -node.attr("keep"):]
+    full, sinks = _arg(node, env), node.attr("sinks")
+    if not sinks:
+        return full[:, :, -node.attr("keep"):]
+    return bounded_present(TorchArrays(full.device), full, env["attention_mask"], sinks,
+                           node.attr("keep"))
 
 
 @impl(Op.CACHE)

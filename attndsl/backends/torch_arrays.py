@@ -120,6 +120,16 @@ class TorchArrays:
         return torch.sym_max(a, b)  # a length: no guard on which is larger
 
     @staticmethod
+    def int_min(a: int, b: int) -> int:
+        return torch.sym_min(a, b)  # a length: no guard on which is smaller
+
+    @staticmethod
+    def take_slots(x: Tensor, index: Tensor) -> Tensor:
+        """x (B, H, K, d) at slots index (B, n) of each row: (B, H, n, d)."""
+        return torch.gather(x, 2, index[:, None, :, None].expand(-1, x.shape[1], -1,
+                                                                 x.shape[3]))
+
+    @staticmethod
     def cumsum(x: Tensor, axis: int) -> Tensor:
         return torch.cumsum(x, dim=axis)
 

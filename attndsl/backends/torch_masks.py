@@ -8,6 +8,7 @@ from torch import Tensor
 
 from .. import masks
 from . import formulas
+from .cache_slots import decoding_visible
 from .torch_arrays import TorchArrays
 
 __all__ = ["kept_keys", "lengths", "memory_visible", "visible"]
@@ -44,10 +45,10 @@ def memory_visible(expr: masks.Mask, env: Env, keys: int) -> Tensor:
 
 def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
     """(L, S), or (B, L, S) with runtime inputs. When decoding, keys where attention_mask is 0
-    (padding) are hidden too, and `keys` are the last ones (a bounded cache holds those)."""
+    (padding) are hidden too, and `keys` are the cache's (`cache_slots` says which)."""
     if "attention_mask" in env:  # masks read token positions
-        return formulas.decoding_visible(TorchArrays(env["x"].device), expr,
-                                         env["attention_mask"], env["x"], keys)
+        return decoding_visible(TorchArrays(env["x"].device), expr, env["attention_mask"],
+                                env["x"], keys)
     qi, ki = lengths(env)
     # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower arithmetic
     # between a tensor and a symbolic size such as `h % ceil(S / n)`

@@ -90,7 +90,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    floor=s.temperature.floor, scale=s.temperature.scale)
     if cache is not None:  # keys are cached rotated: a step rotates only its own
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
-        keep = masks.reach_back(s.mask) if bounded else None
+        keep = _kept(s) if bounded else None
         cached = []
         for name, t, width in (("key", k, s.head_dim), ("value", v, s.value_dim)):
             shape = T("B", s.kv_heads, n, width)
@@ -100,8 +100,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                 cached.append(b.emit(Op.CACHE, present, (past, t), shape))
                 continue
             full = b.emit(Op.CACHE, f"{p}{name}_cache", (past, t), shape)
-            b.emit(Op.TAIL, present, (full,), T("B", s.kv_heads, f"<= {keep}", width),
-                   keep=keep)
+            b.emit(Op.TAIL, present, (full,), T("B", s.kv_heads, f"<= {sum(keep)}", width),
+                   keep=keep[1], sinks=keep[0])
             cached.append(full)
         k, v = cached
     core = s
@@ -228,6 +228,16 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
                     dropout=s.dropout, sinks=f"{prefix}sinks" if s.sinks else None)
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
     return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", s.heads * s.value_dim))
+
+
+def _kept(s: Attention) -> tuple[int, int] | None:
+    """(sinks, recent): the keys a bounded cache keeps (`masks.kept_keys`), or None where it
+    grows: cross attention (its keys are memory rows), an unbounded mask, or sink tokens with
+    ALiBi or T5 biases (which read a key's distance from the cache's slot order)."""
+    keep = None if s.kind == "cross" else masks.kept_keys(masks.real_keys(s.mask))
+    if keep and keep[0] and isinstance(s.position, Alibi | RelativeBias):
+        return None
+    return keep
 
 
 def norm(b: GraphBuilder, out: str, arg: str, shape: TensorType, norm: Norm, module: str,

@@ -37,7 +37,7 @@ __all__ = [
     "INF", "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Compare", "Cover",
     "Dilated", "Document", "Full", "Global", "Index", "Mask", "MaskContext", "MaskNode", "Not",
     "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate", "fix", "index_value",
-    "lookahead", "primitives", "random_key_block", "reach_back", "reads_documents",
+    "kept_keys", "lookahead", "primitives", "random_key_block", "reach_back", "reads_documents",
     "real_keys", "render", "render_index", "runtime_inputs",
 ]
 
@@ -86,6 +86,13 @@ def real_keys(mask: Mask) -> Mask:
     """The mask of a decoding graph: `padding` becomes `full`, for there the attention_mask
     input says which keys are real (and is applied to every mask)."""
     return mask.real_keys()
+
+
+def kept_keys(mask: Mask) -> tuple[int, int] | None:
+    """(n, r): the keys a query can see at most are those at positions below n (StreamingLLM's
+    sink tokens: `prefix(n)`) and the r before its own (`reach_back`); `&` takes the smaller
+    bound, `|` both. None when unbounded. A bounded decoding cache keeps those n + r keys."""
+    return mask.kept_keys()
 
 
 def reach_back(mask: Mask) -> int | None:

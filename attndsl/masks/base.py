@@ -55,6 +55,12 @@ class MaskNode:
         """How many keys before its own a query can see at most; None: unbounded."""
         return None
 
+    def kept_keys(self) -> tuple[int, int] | None:
+        """(n, r): a query sees at most the keys at positions below n (sink tokens) and the r
+        keys before its own (and its own); None: unbounded."""
+        r = self.reach_back()
+        return None if r is None else (0, r)
+
     def parameters(self) -> set[int]:
         """The sizes at which its visibility changes (for `lookahead`'s search)."""
         return set()

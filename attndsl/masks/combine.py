@@ -37,6 +37,12 @@ class And(MaskNode):
         ra, rb = self.left.reach_back(), self.right.reach_back()
         return rb if ra is None else ra if rb is None else min(ra, rb)
 
+    def kept_keys(self) -> tuple[int, int] | None:  # either side's bound, the smaller
+        found = [k for k in (self.left.kept_keys(), self.right.kept_keys()) if k is not None]
+        if (r := self.reach_back()) is not None:
+            found.append((0, r))
+        return min(found, key=sum, default=None)
+
     def real_keys(self) -> MaskNode:
         a, b = self.left.real_keys(), self.right.real_keys()
         return a if b == Full() else b if a == Full() else And(a, b)
@@ -64,6 +70,10 @@ class Or(MaskNode):
     def reach_back(self) -> int | None:  # the farther bound
         ra, rb = self.left.reach_back(), self.right.reach_back()
         return None if ra is None or rb is None else max(ra, rb)
+
+    def kept_keys(self) -> tuple[int, int] | None:  # both sides' keys
+        ka, kb = self.left.kept_keys(), self.right.kept_keys()
+        return None if ka is None or kb is None else (max(ka[0], kb[0]), max(ka[1], kb[1]))
 
     def real_keys(self) -> MaskNode:
         return Or(self.left.real_keys(), self.right.real_keys())

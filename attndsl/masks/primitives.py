@@ -157,6 +157,9 @@ class Prefix(MaskNode):
     def text(self) -> str:
         return f"prefix({self.n})"
 
+    def kept_keys(self) -> tuple[int, int] | None:  # the first n positions: sink tokens
+        return self.n, 0
+
     def cover(self, self_attention: bool) -> Cover:
         return Cover(-INF, -INF, k_first=self.n)
 

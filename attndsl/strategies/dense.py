@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import masks
-from ..backends import formulas
+from ..backends.cache_slots import decoding_visible
 from ..backends.lower.attend import (
     masked_attend,
     qk_float32,
@@ -63,15 +63,15 @@ def lower(lw: Lowering, node: Node) -> str:
 
 
 def decoding_visibility(lw: Lowering, expr: masks.Mask, keys: Sym) -> Sym:
-    """(B, 1, 1, L, K): `formulas.decoding_visible` for the last K = `keys` slots (the
-    cache's); once per model for each mask expression (which fixes how many keys its cache
-    keeps)."""
+    """(B, 1, 1, L, K): `cache_slots.decoding_visible` for the K = `keys` keys of the call
+    (the cache's and the new); once per model for each mask expression (which fixes how many
+    keys its cache keeps)."""
     key = ("visible", expr)
     if key not in lw.memo:
         b = lw.b
         mask = Sym(b, lw.env["attention_mask"], "int64", 2)
         x = Sym(b, lw.env["x"], "float32", 3)  # (its shape alone is read)
-        visible = formulas.decoding_visible(OnnxArrays(b), expr, mask, x, keys)
+        visible = decoding_visible(OnnxArrays(b), expr, mask, x, keys)
         lw.memo[key] = Sym(b, b.op("Unsqueeze", visible.name, b.i64(1, 2)), "bool", 5)
     return lw.memo[key]
 

@@ -7,8 +7,10 @@ from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
 from .. import formulas
+from ..cache_slots import bounded_present
 from .attend import kept_keys
 from .builder import Lowering, Sym, arg, lower, repeat, width
+from .sym import OnnxArrays
 
 __all__ = ["projection_groups"]
 
@@ -63,9 +65,14 @@ def _cache(lw: Lowering, node: Node) -> str:
 
 @lower(Op.TAIL)
 def _tail(lw: Lowering, node: Node) -> str:
-    """The last `keep` slots of a cache (all of them while it is shorter)."""
-    b = lw.b
-    return b.op("Slice", arg(lw, node), b.i64(-node.attr("keep")), b.i64(2**62), b.i64(2))
+    """The last `keep` slots of a cache (all of them while it is shorter), after the keys of
+    its `sinks` first positions when it has sink tokens (`cache_slots.bounded_present`)."""
+    b, sinks = lw.b, node.attr("sinks")
+    if not sinks:
+        return b.op("Slice", arg(lw, node), b.i64(-node.attr("keep")), b.i64(2**62), b.i64(2))
+    full = Sym(b, arg(lw, node), b.dtype, 4)
+    mask = Sym(b, lw.env["attention_mask"], "int64", 2)
+    return bounded_present(OnnxArrays(b), full, mask, sinks, node.attr("keep")).name
 
 
 @lower(Op.SEQ_PROJECT)

@@ -242,6 +242,18 @@ class OnnxArrays:
     def int_max(a: Sym, b: int) -> Sym:
         return a._binary("Max", b)
 
+    @staticmethod
+    def int_min(a: Sym, b: int) -> Sym:
+        return a._binary("Min", b)
+
+    def take_slots(self, x: Sym, index: Sym) -> Sym:
+        """x (B, H, K, d) at slots index (B, n) of each row: (B, H, n, d)."""
+        b = self.b
+        shape = b.op("Concat", b.op("Shape", x.name, end=2), b.op("Shape", index.name, start=1),
+                     b.op("Shape", x.name, start=3), axis=0)
+        expanded = b.op("Expand", b.op("Unsqueeze", index.name, b.i64(1, 3)), shape)
+        return Sym(b, b.op("GatherElements", x.name, expanded, axis=2), x.dtype, 4)
+
     def cumsum(self, x: Sym, axis: int) -> Sym:
         return Sym(self.b, self.b.op("CumSum", x.name, self.b.i64(axis)), x.dtype, x.ndim)
 
