@@ -310,13 +310,14 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _label(layers: list[str]) -> str | None:
-    """`layers.0-3.self_attn` (or `layers.0,2.self_attn`) for several layers of a stack."""
+    """`layers.0-3.self_attn` (or `layers.0,2.mlp`) for several layers of a stack."""
     if len(layers) == 1:
         return None
     indices = [int(p.split(".")[1]) for p in layers]
+    part = layers[0].split(".", 2)[2].rstrip(".")
     if indices == list(range(indices[0], indices[-1] + 1)):
-        return f"layers.{indices[0]}-{indices[-1]}.self_attn"
-    return f"layers.{','.join(map(str, indices))}.self_attn"
+        return f"layers.{indices[0]}-{indices[-1]}.{part}"
+    return f"layers.{','.join(map(str, indices))}.{part}"
 
 
 @command("generate")

@@ -1,8 +1,10 @@
 """Mixture-of-experts cost against the number of experts: two stacks alike but for their
 experts (8 or 64 SwiGLU experts, each token routed to 2), and beside them the same 64 experts
 with every token routed to all of them (top_k = 64: what running all experts for all tokens
-costs). Per-token latency on ONNX Runtime (ort-cpu) for each number of tokens per call (1:
-decoding's shape; more: a prompt), timed round-robin after a warm-up.
+costs). Each in both ONNX forms of ort-cpu: com.microsoft.MoE (what ort-cpu plans for these
+softmax-routed SwiGLU experts) and the gather/scatter graph (what ort-cuda and the forms the
+kernel cannot run get). Per-token latency on ONNX Runtime's CPU provider for each number of
+tokens per call (1: decoding's shape; more: a prompt), timed round-robin after a warm-up.
 
     .venv/bin/python benchmarks/moe_experts.py [--tokens 1,256,1024] [--repeat 10]
 
@@ -12,6 +14,7 @@ top_k, not the number of experts (64 vs 8 experts at top-2 within 1.3x)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 
@@ -19,6 +22,8 @@ import numpy as np
 import onnxruntime as ort
 
 import attndsl
+from attndsl.backends.finalize import finalize
+from attndsl.backends.lower import build_model
 
 SPEC = """
 attention attn {{
@@ -52,10 +57,11 @@ def main() -> None:
     sessions = {}
     for label, experts, top_k in FORMS:
         layer = attndsl.loads(SPEC.format(experts=experts, top_k=top_k))["moe_stack"]
-        sessions[label] = ort.InferenceSession(layer.onnx_bytes(target="ort-cpu"), options,
-                                               providers=["CPUExecutionProvider"])
+        for form in ("moe", "graph"):
+            sessions[f"{label}, {form}"] = ort.InferenceSession(
+                _model(layer, form), options, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
-    print("| tokens per call | experts | ms per token | vs 8 experts, top-2 |")
+    print("| tokens per call | experts, form | ms per token | vs 8 experts, top-2 (same form) |")
     print("|---|---|---|---|")
     for L in (int(n) for n in args.tokens.split(",")):
         x = rng.standard_normal((1, L, 256)).astype(np.float32)
@@ -67,10 +73,22 @@ def main() -> None:
                 start = time.perf_counter()
                 session.run(None, {"x": x})
                 timings[label].append((time.perf_counter() - start) * 1e3 / L)
-        base = statistics.median(timings[FORMS[0][0]])
         for label, cells in timings.items():
+            base = statistics.median(timings[f"{FORMS[0][0]}, {label.rsplit(', ', 1)[1]}"])
             ms = statistics.median(cells)
             print(f"| {L} | {label} | {ms:.4f} | {ms / base:.2f}x |", flush=True)
+
+
+def _model(layer, form: str) -> bytes:
+    """The ort-cpu model of a stack with its mixtures as planned (`moe`: com.microsoft.MoE)
+    or as the gather/scatter graph (`graph`)."""
+    graph, _ = layer.plan("ort-cpu")
+    nodes = tuple(dataclasses.replace(n, attrs=tuple(
+        (k, form if k == "kernel" else v) for k, v in n.attrs)) for n in graph.nodes)
+    state = layer._weights(0, None, "float32")
+    model = build_model(dataclasses.replace(graph, nodes=nodes), state, "float32",
+                        fused_norms=True)
+    return finalize(model, layer._provenance(0, "ort-cpu", "float32", None)).bytes()
 
 
 if __name__ == "__main__":

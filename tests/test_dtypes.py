@@ -55,9 +55,10 @@ def test_the_dtype_sweeps_take_every_strategy_and_mask_primitive() -> None:
     from attndsl.ir import build
     from attndsl.planner import plan
 
-    def strategies(layers, target, dtype):
+    def strategies(layers, target, dtype):  # the attentions' (mixtures of experts: below)
         return {c.strategy for p, n in layers
-                for c in plan(build(attndsl.load(p)[n].spec), target, dtype)[1]}
+                for c in plan(build(attndsl.load(p)[n].spec), target, dtype)[1]
+                if not c.strategy.startswith("experts_")}
 
     def primitives(layers):
         def walk(m):
@@ -378,7 +379,8 @@ def test_verify_runs_the_cpu_planned_target_on_cuda_only_when_asked() -> None:
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_mixture_of_experts_in_half_precision_matches_the_reference(dtype) -> None:
     """Every expert chosen (top_k = experts): the gates, the rows grouped or gathered by expert
-    and their float32 sum, in half precision, against the float64 reference."""
+    and their float32 sum (ort-cuda's graph; ort-cpu's com.microsoft.MoE in float16), in half
+    precision, against the float64 reference."""
     layer = attndsl.loads("""
 attention a {
     d_model  = 64

@@ -21,6 +21,7 @@ from ..ir import Graph, Node, Op, all_nodes
 from ..targets import get
 from .cores import Choice, Core, cores, cores_of, where
 from .cover import Cover, cover
+from .experts import plan_experts
 
 __all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
            "in_place_obstacle", "plan"]
@@ -50,7 +51,8 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
 
 
 def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list[Choice]]:
-    """The planned graph and one Choice per attention, read from the graph alone.
+    """The planned graph and one Choice per attention (then one per mixture of experts, on a
+    planned target: `experts.plan_experts`), read from the graph alone.
 
     Requires: a graph from `ir.build`: each attention ends in a `merge_heads` node, reached
     from its q, k and v heads through the core ops (`cores.CORE_OPS`) or a kernel's own node.
@@ -68,7 +70,8 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
                                "torch.onnx.export; no planning",))
                        for c in found]
     if graph.decoding:
-        return _plan_decoding(graph, found, target, dtype)
+        graph, choices = _plan_decoding(graph, found, target, dtype)
+        return _with_experts(graph, choices, target, dtype)
     by_name = {n.out: n for n in all_nodes(graph.nodes)}
     choices: list[Choice] = []
 
@@ -89,7 +92,17 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
                     nodes = _fuse(nodes, core, strategy.name, params | dict(attrs))
         return nodes
 
-    return replace(graph, nodes=tuple(planned(list(graph.nodes)))), choices
+    graph = replace(graph, nodes=tuple(planned(list(graph.nodes))))
+    return _with_experts(graph, choices, target, dtype)
+
+
+def _with_experts(graph: Graph, choices: list[Choice], target: str,
+                  dtype: str) -> tuple[Graph, list[Choice]]:
+    """On a planned target, each mixture of experts' kernel (`experts.plan_experts`) too."""
+    if not get(target).planned:
+        return graph, choices
+    graph, more = plan_experts(graph, target, dtype)
+    return graph, choices + more
 
 
 def _portable(core: Core):

@@ -32,6 +32,7 @@ def _route(lw: Lowering, node: Node) -> str:
     logits = lw.xp.matmul(x, lw.xp.swap_last(lw.weight(node.attr("weight"), 2)))
     if node.attr("bias"):
         logits = logits + lw.weight(node.attr("bias"))
+    lw.memo[("router_logits", node.out)] = logits  # what com.microsoft.MoE routes by
     gates = route(lw.xp, logits, node.attr("top_k"), node.attr("router"),
                   node.attr("normalize"), node.attr("scale"))
     return lw.b.op("Identity", gates.name)
@@ -76,6 +77,8 @@ def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
 
 @lower(Op.EXPERTS)
 def _experts(lw: Lowering, node: Node) -> str:
+    if dict(node.attrs).get("kernel") == "moe":
+        return _moe_kernel(lw, node)
     b = lw.b
     x, gates = arg(lw, node, 0), arg(lw, node, 1)
     n, k = node.attr("experts"), node.attr("top_k")
@@ -143,3 +146,58 @@ def _zero(dtype: str):
 
     from ...dtypes import ONNX_TYPE
     return helper.make_tensor("zero", ONNX_TYPE[dtype], [1], [0])
+
+
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _moe_kernel(lw: Lowering, node: Node) -> str:
+    """The mixture as one com.microsoft.MoE node (planner/experts.py says when): the router's
+    logits in, its softmax, top-k and renormalisation inside; fc1 [experts, 2 n, d] with each
+    expert's gate and up rows interleaved (SwiGLU: g * sigmoid(alpha g) * (u + beta), g
+    clamped above and u both ways at `swiglu_limit`: alpha 1, beta 0 and no limit for plain
+    SwiGLU, gpt-oss's alpha, 1 and limit for its clamped unit), fc2 [experts, d, n]; times
+    the routed scale after."""
+    b, route = lw.b, lw.nodes[node.args[1]]
+    x = arg(lw, node, 0)
+    prefix, n, gated = node.attr("prefix"), node.attr("experts"), node.attr("gated")
+    width = b.op("Shape", x, start=-1)
+    flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), width, axis=0))
+    logits = b.op("Reshape", lw.memo[("router_logits", route.out)].name, b.i64(-1, n))
+
+    def stacked(name: str, make) -> str:
+        key = f"{prefix}{name}"
+        if key not in lw.used:
+            lw.used.add(key)
+            b.initializer(key, np.stack([make(f"{prefix}{e}.") for e in range(n)]))
+        return key
+
+    def tensor(name: str) -> np.ndarray:
+        return np.asarray(lw.weights[name])
+
+    def interleaved(p: str, part: str) -> np.ndarray:
+        gate, up = tensor(f"{p}gate_proj.{part}"), tensor(f"{p}up_proj.{part}")
+        out = np.empty((2 * gate.shape[0], *gate.shape[1:]), gate.dtype)
+        out[0::2], out[1::2] = gate, up
+        return out
+
+    first, last = ("gate_proj", "down_proj") if gated else ("fc1", "fc2")
+    fc1 = stacked("moe_fc1.weight", (lambda p: interleaved(p, "weight")) if gated else
+                  (lambda p: tensor(f"{p}{first}.weight")))
+    fc2 = stacked("moe_fc2.weight", lambda p: tensor(f"{p}{last}.weight"))
+    bias1 = bias2 = ""
+    if node.attr("bias"):
+        bias1 = stacked("moe_fc1.bias", (lambda p: interleaved(p, "bias")) if gated else
+                        (lambda p: tensor(f"{p}{first}.bias")))
+        bias2 = stacked("moe_fc2.bias", lambda p: tensor(f"{p}{last}.bias"))
+    clamped = node.attr("act") == "clamped_swiglu"
+    attrs = dict(k=node.attr("top_k"), normalize_routing_weights=int(route.attr("normalize")),
+                 activation_type="swiglu" if gated else "relu")
+    if gated:
+        attrs |= dict(swiglu_fusion=1, activation_alpha=node.attr("alpha") if clamped else 1.0,
+                      activation_beta=1.0 if clamped else 0.0,
+                      swiglu_limit=node.attr("limit") if clamped else _FLOAT32_MAX)
+    y = b.op("MoE", flat, logits, fc1, bias1, fc2, bias2, domain="com.microsoft", **attrs)
+    if route.attr("scale") != 1.0:
+        y = b.op("Mul", y, b.const(route.attr("scale"), b.dtype))
+    return b.op("Reshape", y, b.op("Shape", x))
