@@ -56,7 +56,9 @@ class Norm:
 class Moe:
     """A mixture-of-experts feed-forward (docs/LANGUAGE.md, Transformer keys): a router picks
     `top_k` of `experts` MLPs per token (`router`: softmax or sigmoid of the router's logits,
-    the top k weights renormalised when `normalize`, times `routed_scale`); each token runs
+    chosen by those plus a learned `selection_bias` and among the `top_groups` best of
+    `groups` groups, the top k weights renormalised when `normalize`, times `routed_scale`);
+    each token runs
     only those, its gate multiplying the expert's output (or, `gate = input`, its input), plus
     the `shared` MLP when there is one (times sigmoid(x W) with `shared_gate`). Every expert is
     the stack's `ffn` form; the layers in `dense_layers` run the `dense` MLP instead."""
@@ -72,3 +74,7 @@ class Moe:
     shared_gate: bool = False
     dense: Ffn | None = None
     dense_layers: tuple[int, ...] = ()
+    selection_bias: bool = False  # DeepSeek-V3's e_score_correction_bias: added to choose
+    groups: int = 1  # group-limited routing (DeepSeek): experts in `groups` groups, of which
+    top_groups: int = 1  # the `top_groups` best (by `group_score`: top2 | max) are eligible
+    group_score: str = "top2"

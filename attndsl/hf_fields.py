@@ -132,11 +132,11 @@ _POSITIVE_INTS = (
     "intermediate_size", "vocab_size", "n_embd", "n_head", "n_layer", "n_inner", "rotary_dim",
     "num_kv_heads", "ffn_hidden_size", "d_model", "d_kv", "d_ff", "num_layers", "num_heads",
     "relative_attention_num_buckets", "relative_attention_max_distance",
-    "max_position_embeddings", "original_max_position_embeddings", "sliding_window",
+    "max_position_embeddings", "original_max_position_embeddings",
     "sliding_window_pattern", "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions",
     "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
     "decoder_sparse_step", "intermediate_size_mlp", "attention_chunk_size", "floor_scale",
-    "interleave_moe_layer_step", "no_rope_layer_interval")
+    "interleave_moe_layer_step", "no_rope_layer_interval", "shared_expert_intermediate_size")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -150,13 +150,15 @@ _BOOLS = (
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
-    "use_qk_norm", "attn_temperature_tuning")
+    "use_qk_norm", "attn_temperature_tuning", "qkv_bias")
 _STRS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "activation",
          "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
     "max_window_layers": ("int", 0), "layer_types": ("list", None),
+    # 0: none (Qwen2MoeConfig writes 0 without use_sliding_window); sliding layers refuse it
+    "sliding_window": ("int", 0),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built

@@ -35,7 +35,8 @@ class Weight:
     shape: tuple[int, ...]
     # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
     # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (Linformer's
-    # E and F: uniform in +-1/sqrt(k)), sink (learned sink logits: N(0, 1))
+    # E and F: uniform in +-1/sqrt(k)), sink (learned sink logits: N(0, 1)), selection (a
+    # router's selection bias: 0.1 N(0, 1))
     init: str
     fan_in: int = 0  # of a linear weight or bias
 
@@ -142,6 +143,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             mlp(f"{p}mlp.", ffn)
             continue
         linear(f"{p}mlp.router", moe.experts, d, moe.router_bias)
+        if moe.selection_bias:
+            out.append(Weight(f"{p}mlp.router.selection_bias", (moe.experts,), "selection"))
         for e in range(moe.experts):
             mlp(f"{p}mlp.experts.{e}.", ffn)
         if moe.shared is not None:
@@ -187,8 +190,8 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
     (docs/LANGUAGE.md, Weights): a linear weight or bias, and Linformer's E and F, uniform in
     [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
     logits N(0, 1); a norm
-    weight 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm weight and differential attention's
-    lambda vectors 0.1 N(0, 1)."""
+    weight 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm weight, differential attention's
+    lambda vectors and a router's selection bias 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
     out = {}
     for w in table:
@@ -199,7 +202,7 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
             value = rng.standard_normal(w.shape)
         elif w.init == "norm_weight":
             value = 1.0 + 0.1 * rng.standard_normal(w.shape)
-        else:  # norm_bias, norm_offset, lambda
+        else:  # norm_bias, norm_offset, lambda, selection
             value = 0.1 * rng.standard_normal(w.shape)
         out[w.name] = value.astype(np.float32)
     return out

@@ -328,17 +328,19 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             top_k, normalize = experts.randint(1, n), experts.choice(["true", "false"])
             bias = experts.choice(["true", "false"])
             shared = experts.choice(["none", "swiglu(8)", "gelu(4, bias = true)"])
+            routing = _routing(seed, layers, shared != "none", n, top_k)
             ffn = (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
                    f"{normalize}, router_bias = {bias}, shared = {shared}, routed_scale = "
-                   f"{experts.choice([1, 2.5])}{_routing(seed, layers, shared != 'none')})")
+                   f"{experts.choice([1, 2.5])}{routing})")
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
 
 
-def _routing(seed: int, layers: int, shared: bool) -> str:
-    """Llama 4's and Qwen2-MoE's routing (a sigmoid router, the gate on the expert's input,
-    a gated shared expert) and dense layers among the mixtures: their own stream."""
+def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> str:
+    """Llama 4's, Qwen2-MoE's and DeepSeek's routing (a sigmoid router, the gate on the
+    expert's input, a gated shared expert, a selection bias, group-limited choice) and dense
+    layers among the mixtures: their own stream."""
     r = random.Random(seed * 7919 + 14)
     out = ""
     if r.random() < 0.5:
@@ -350,4 +352,8 @@ def _routing(seed: int, layers: int, shared: bool) -> str:
     if layers > 1 and r.random() < 0.4:
         dense = sorted(r.sample(range(layers), r.randint(1, layers - 1)))
         out += f", dense = {r.choice(['swiglu(12)', 'relu(6)'])}, dense_layers = {dense}"
+    if r.random() < 0.3:  # DeepSeek's choice: a selection bias, groups of experts
+        out += ", selection_bias = true"
+    if experts == 8 and top_k <= 4 and r.random() < 0.4:  # 4 groups of 2, 2 kept
+        out += f", groups = 4, top_groups = 2, group_score = {r.choice(['top2', 'max'])}"
     return out

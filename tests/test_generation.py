@@ -69,6 +69,10 @@ CONFIGS = {
                                        num_experts_per_tok=2, sliding_window=6,
                                        swiglu_limit=1.5, bos_token_id=1, eos_token_id=2,
                                        **SIZES),
+    "qwen2_moe": lambda: tf.Qwen2MoeConfig(num_hidden_layers=2, moe_intermediate_size=32,
+                                           shared_expert_intermediate_size=48, num_experts=6,
+                                           num_experts_per_tok=2, bos_token_id=1,
+                                           eos_token_id=2, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

@@ -135,6 +135,13 @@ CASES = {
         num_experts_per_tok=3, sliding_window=None, decoder_sparse_step=2,
         mlp_only_layers=[3], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a shared expert gated per token, q/k/v biases, a dense layer (decoder_sparse_step 2)
+    "qwen2_moe": (lambda: tf.Qwen2MoeConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=6, num_experts_per_tok=2, norm_topk_prob=True,
+        decoder_sparse_step=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

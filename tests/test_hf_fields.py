@@ -27,7 +27,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "olmo2": tf.Olmo2Config, "cohere2": tf.Cohere2Config,
            "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,
            "qwen3_moe": tf.Qwen3MoeConfig, "gpt_oss": tf.GptOssConfig,
-           "llama4_text": tf.Llama4TextConfig,
+           "llama4_text": tf.Llama4TextConfig, "qwen2_moe": tf.Qwen2MoeConfig,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 

@@ -291,3 +291,50 @@ def test_l2_norm_chunks_and_temperature_match_llama4_attention(tmp_path, rope: b
                 ref = attn(x, freqs, additive)[0].numpy()
                 close(module(x).numpy(), ref)
             close(run_onnx(model, x.numpy()), ref)
+
+
+@pytest.mark.parametrize("version", ["v3", "v2"])
+def test_group_limited_routing_matches_deepseek_routers(version: str) -> None:
+    """DeepSeek-V3's router (the sigmoid of each logit, chosen by it plus
+    e_score_correction_bias among the 2 of 4 groups whose best two sum highest, renormalised,
+    times 2.5) and DeepSeek-V2's group-limited greedy one (softmax, groups ranked by their best
+    expert): the gates of the language's formula, in the reference and in the arithmetic the
+    torch module and the ONNX lowering share, against transformers' router modules."""
+    from transformers import DeepseekV2Config, DeepseekV3Config
+    from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkRouter
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
+
+    from attndsl.backends import experts, reference_experts
+    from attndsl.backends.torch_arrays import TorchArrays
+
+    common = dict(hidden_size=32, n_routed_experts=8, num_experts_per_tok=3, n_group=4,
+                  topk_group=2, routed_scaling_factor=2.5)
+    g = torch.Generator().manual_seed(5)
+    if version == "v3":
+        router = DeepseekV3TopkRouter(DeepseekV3Config(norm_topk_prob=True, **common))
+        with torch.no_grad():
+            router.e_score_correction_bias.copy_(0.3 * torch.randn(8, generator=g))
+        form = dict(router="sigmoid", normalize=True, group_score="top2")
+        selection = router.e_score_correction_bias.numpy().astype(np.float64)
+    else:
+        router = DeepseekV2TopkRouter(DeepseekV2Config(topk_method="group_limited_greedy",
+                                                       **common))
+        form = dict(router="softmax", normalize=False, group_score="max")
+        selection = None
+    with torch.no_grad():
+        router.weight.copy_(torch.randn(8, 32, generator=g) / 2)
+    x = torch.randn(40, 32, generator=g)
+    with torch.no_grad():
+        _, weights, indices = router(x)
+    want = np.zeros((40, 8))
+    np.put_along_axis(want, indices.numpy(), weights.double().numpy(), -1)
+    ref = reference_experts.route(x.double().numpy(), router.weight.detach().double().numpy(),
+                                  None, 3, scale=2.5, selection=selection, groups=4,
+                                  top_groups=2, **form)
+    np.testing.assert_allclose(ref, want, atol=1e-6)
+    logits = x @ router.weight.detach().T
+    ours = experts.route(TorchArrays(x.device), logits, 3, form["router"], form["normalize"],
+                         2.5, None if selection is None else torch.from_numpy(selection).float(),
+                         4, 2, form["group_score"])
+    np.testing.assert_allclose(ours.numpy(), want, atol=1e-5)
+    assert (want > 0).sum(-1).tolist() == [3] * 40

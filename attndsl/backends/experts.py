@@ -13,13 +13,30 @@ __all__ = ["expert_mlp", "route"]
 Array = Any
 
 
-def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float) -> Array:
-    """Gates (.., experts), float32: softmax of the router's logits over the experts (or the
-    sigmoid of each, `router = sigmoid`), the top_k kept (renormalised to sum 1 when
-    `normalize`) and times `scale`, 0 for the others."""
+def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float,
+          selection: Array | None = None, groups: int = 1, top_groups: int = 1,
+          group_score: str = "top2") -> Array:
+    """Gates (T, experts), float32, from the router's logits (T, experts): p = softmax over
+    the experts (or the sigmoid of each, `router = sigmoid`); the top_k experts by p +
+    `selection` (a bias that chooses without weighing), among the `top_groups` of `groups`
+    groups of experts whose best two (`top2`, summed) or best one (`max`) score highest; their
+    p kept (renormalised to sum 1 when `normalize`) and times `scale`, 0 for the others."""
     logits = xp.astype(logits, "float32")
     probs = xp.softmax(logits, axis=-1) if router == "softmax" else xp.sigmoid(logits)
-    weights, indices = xp.topk(probs, top_k)
+    choice = probs if selection is None else probs + xp.astype(selection, "float32")
+    if groups > 1:
+        experts = xp.shape(logits, 1)
+        by_group = xp.reshape(choice, [-1, groups, experts // groups])
+        best = xp.topk(by_group, 2)[0] if group_score == "top2" else xp.topk(by_group, 1)[0]
+        _, kept = xp.topk(xp.sum(best, axis=-1), top_groups)  # (T, top_groups)
+        hit = xp.scatter_last(xp.sum(best, axis=-1), kept, xp.astype(kept >= 0, "float32"))
+        eligible = xp.reshape(hit[..., None] + by_group * 0.0, [-1, experts]) > 0.5
+        choice = xp.where(eligible, choice, xp.asarray(-3.0e38, "float32"))
+    if choice is probs:
+        weights, indices = xp.topk(probs, top_k)
+    else:  # chosen by another score: weighed by p
+        _, indices = xp.topk(choice, top_k)
+        weights = xp.take_along(probs, indices, -1)
     if normalize:
         weights = weights / xp.sum(weights, axis=-1, keepdims=True)
     if scale != 1.0:

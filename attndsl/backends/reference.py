@@ -313,10 +313,11 @@ def _differential(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
 
 @impl(Op.ROUTE)
 def _route(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    bias = node.attr("bias")
+    bias, selection = node.attr("bias"), node.attr("selection")
     return route(_arg(node, env), w[node.attr("weight")], w[bias] if bias else None,
                  node.attr("top_k"), node.attr("router"), node.attr("normalize"),
-                 node.attr("scale"))
+                 node.attr("scale"), w[selection] if selection else None, node.attr("groups"),
+                 node.attr("top_groups"), node.attr("group_score"))
 
 
 @impl(Op.EXPERTS)

@@ -33,10 +33,13 @@ def glu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndar
 
 
 def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int, router: str,
-          normalize: bool, scale: float) -> np.ndarray:
+          normalize: bool, scale: float, selection: np.ndarray | None = None, groups: int = 1,
+          top_groups: int = 1, group_score: str = "top2") -> np.ndarray:
     """Each token's gates over the experts: p = softmax(x W^T + b) over the experts, or the
-    sigmoid of each logit; its top_k by p (the lower index first among equals) kept,
-    renormalised to sum 1 with `normalize`, times `scale`; 0 for the other experts."""
+    sigmoid of each logit; the experts chosen by s = p + selection bias: with groups, only
+    those of the top_groups groups (of consecutive experts) whose two best s summed (`top2`)
+    or best s (`max`) rank highest; the top_k by s (the lower index first among equals);
+    their p kept, renormalised to sum 1 with `normalize`, times `scale`; 0 for the others."""
     logits = x @ weight.T
     if bias is not None:
         logits = logits + bias
@@ -45,7 +48,16 @@ def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int
         p = p / p.sum(-1, keepdims=True)
     else:
         p = 1.0 / (1.0 + np.exp(-logits))
-    top = np.argsort(-p, axis=-1, kind="stable")[..., :top_k]
+    s = p if selection is None else p + selection
+    if groups > 1:
+        size = p.shape[-1] // groups
+        ranked = -np.sort(-s.reshape(*s.shape[:-1], groups, size), axis=-1)
+        score = ranked[..., :2].sum(-1) if group_score == "top2" else ranked[..., 0]
+        best = np.argsort(-score, axis=-1, kind="stable")[..., :top_groups]
+        allowed = np.zeros(score.shape, bool)
+        np.put_along_axis(allowed, best, True, -1)
+        s = np.where(np.repeat(allowed, size, axis=-1), s, -np.inf)
+    top = np.argsort(-s, axis=-1, kind="stable")[..., :top_k]
     kept = np.take_along_axis(p, top, -1)
     if normalize:
         kept = kept / kept.sum(-1, keepdims=True)

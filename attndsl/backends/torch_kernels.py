@@ -106,11 +106,14 @@ def _lsh_attention(m: nn.Module, node: Node, env: Env) -> Tensor:
 @impl(Op.ROUTE)
 def _route(m: nn.Module, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
-    bias = node.attr("bias")
+    bias, selection = node.attr("bias"), node.attr("selection")
     logits = torch.nn.functional.linear(x, m.weight(node.attr("weight")),
                                         m.weight(bias) if bias else None)
-    return route(TorchArrays(x.device), logits, node.attr("top_k"), node.attr("router"),
-                 node.attr("normalize"), node.attr("scale"))
+    gates = route(TorchArrays(x.device), logits.reshape(-1, logits.shape[-1]),
+                  node.attr("top_k"), node.attr("router"), node.attr("normalize"),
+                  node.attr("scale"), m.weight(selection) if selection else None,
+                  node.attr("groups"), node.attr("top_groups"), node.attr("group_score"))
+    return gates.reshape(logits.shape)
 
 
 @impl(Op.EXPERTS)

@@ -13,7 +13,8 @@ FFNS = ("relu", "gelu", "gelu_tanh", *GATED)
 _MOE = (Param("experts", True), Param("top_k", True), Param("expert", True),
         Param("normalize"), Param("router_bias"), Param("shared"), Param("routed_scale"),
         Param("router"), Param("gate"), Param("shared_gate"), Param("dense"),
-        Param("dense_layers"))
+        Param("dense_layers"), Param("selection_bias"), Param("groups"), Param("top_groups"),
+        Param("group_score"))
 # a layer's experts: past this the graph (a few nodes an expert) is a typo, not a model (the
 # largest published routers pick among 384)
 MAX_EXPERTS = 1024
@@ -49,7 +50,8 @@ class Experts(Layers):
         """`moe(experts = E, top_k = k, expert = swiglu(n), normalize = true, router_bias =
         false, shared = none | swiglu(m), routed_scale = 1.0, router = softmax | sigmoid,
         gate = output | input, shared_gate = false, dense = none | swiglu(m), dense_layers =
-        [i, ...])`."""
+        [i, ...], selection_bias = false, groups = 1, top_groups = 1, group_score = top2 |
+        max)`."""
         args = self.bind(e, "moe", _MOE)
         experts = self.positive(args["experts"], "experts")
         if experts > MAX_EXPERTS:
@@ -77,16 +79,50 @@ class Experts(Layers):
                 raise self.error(f"routed_scale must be a number > 0 that float32 can hold, "
                                  f"found {scale:g}", args["routed_scale"].span,
                                  hint="DeepSeek-V3's routed_scaling_factor is 2.5")
-        flags = {k: self.boolean(args[k], k) for k in ("normalize", "router_bias", "shared_gate")
-                 if k in args}
+        flags = {k: self.boolean(args[k], k) for k in ("normalize", "router_bias", "shared_gate",
+                                                        "selection_bias") if k in args}
         words = {k: self.word(args[k], choices, k) for k, choices in (
-            ("router", ("softmax", "sigmoid")), ("gate", ("output", "input"))) if k in args}
+            ("router", ("softmax", "sigmoid")), ("gate", ("output", "input")),
+            ("group_score", ("top2", "max"))) if k in args}
+        groups, top_groups = self._groups(args, experts, top_k, words.get("group_score", "top2"))
         return expert, Moe(experts, top_k, flags.get("normalize", True),
                            flags.get("router_bias", False), shared, scale,
                            router=words.get("router", "softmax"),
                            gate=words.get("gate", "output"),
                            shared_gate=flags.get("shared_gate", False), dense=dense,
-                           dense_layers=layers)
+                           dense_layers=layers,
+                           selection_bias=flags.get("selection_bias", False), groups=groups,
+                           top_groups=top_groups, group_score=words.get("group_score", "top2"))
+
+    def _groups(self, args: dict[str, ast.Expr], experts: int, top_k: int,
+                score: str) -> tuple[int, int]:
+        """`groups` dividing the experts, `top_groups` of them holding at least top_k experts
+        (and two per group for a top2 group score)."""
+        if "groups" not in args:
+            for key in ("top_groups", "group_score"):
+                if key in args:
+                    raise self.error(f"`{key}` needs `groups`", args[key].span,
+                                     hint="DeepSeek-V3: groups = 8, top_groups = 4")
+            return 1, 1
+        groups = self.positive(args["groups"], "groups")
+        if experts % groups:
+            raise self.error(f"{experts} experts do not split into {groups} groups",
+                             args["groups"].span, hint="groups must divide experts")
+        size = experts // groups
+        if score == "top2" and size < 2:
+            raise self.error(f"a group's score is the sum of its two best experts, and "
+                             f"{groups} groups of {experts} experts hold one each",
+                             args["groups"].span, hint="fewer groups, or `group_score = max`")
+        top = self.positive(args["top_groups"], "top_groups") if "top_groups" in args else 1
+        if top > groups:
+            raise self.error(f"top_groups ({top}) must be at most groups ({groups})",
+                             args["top_groups"].span)
+        if top * size < top_k:
+            at = args.get("top_groups", args["groups"])
+            raise self.error(f"{top} of {groups} groups hold {top * size} experts, fewer than "
+                             f"top_k = {top_k}", at.span,
+                             hint="top_groups * experts / groups must be at least top_k")
+        return groups, top
 
     def _one_mlp(self, args: dict[str, ast.Expr], key: str) -> Ffn | None:
         """`shared` or `dense`: one MLP, or `none`."""

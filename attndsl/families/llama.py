@@ -58,6 +58,10 @@ def read(s: SpecText, padding: str | None) -> None:
     elif t in ("qwen2", "qwen3") and not cfg.get("layer_types"):  # as Qwen2Config derives them
         first = s.need("max_window_layers")
         types = ["sliding_attention" if i >= first else "full_attention" for i in range(layers)]
+    elif t == "qwen2_moe" and not cfg.get("layer_types"):  # as Qwen2MoeConfig derives them
+        below = s.need("max_window_layers")
+        types = ["sliding_attention" if (i + 1) % 2 and i < below and
+                 cfg.get("use_sliding_window") else "full_attention" for i in range(layers)]
     rope_params = cfg.get("rope_parameters")
     bidirectional = t.startswith("gemma3") and bool(cfg.get("use_bidirectional_attention"))
     # SmolLM3: no_rope_layers[i] = 0 makes layer i a NoPE layer (no position at all)

@@ -1,6 +1,8 @@
 """The mixture-of-experts decoders built on Llama: Mixtral (8 SwiGLU experts w1, w3, w2 under
-`block_sparse_moe`, top 2 renormalised) and Qwen3-MoE (`mlp.experts`, q/k RMSNorm, top k
-renormalised with norm_topk_prob): `ffn = moe(...)` in every layer."""
+`block_sparse_moe`, top 2 renormalised), Qwen3-MoE (`mlp.experts`, q/k RMSNorm, top k
+renormalised with norm_topk_prob) and Qwen2-MoE (Qwen2's q/k/v biases, and a shared expert
+scaled per token by the sigmoid of `shared_expert_gate`): `ffn = moe(...)`, with Qwen's
+dense layers (mlp_only_layers, decoder_sparse_step) among them."""
 
 from __future__ import annotations
 
@@ -23,6 +25,11 @@ def _read(s: SpecText, padding: str | None) -> None:
     normalize = "true" if mixtral or cfg.get("norm_topk_prob") else "false"
     ffn = (f"moe(experts = {experts}, top_k = {s.need('num_experts_per_tok')}, "
            f"expert = swiglu({hidden}), normalize = {normalize}")
+    if cfg.get("model_type") == "qwen2_moe":
+        for entries in s.attentions.values():
+            entries["bias"] = "[q, k, v]" if s.need("qkv_bias") else "false"
+        ffn += (f", shared = swiglu({s.need('shared_expert_intermediate_size')}), "
+                "shared_gate = true")
     layers = s.need("num_hidden_layers")
     # Qwen3-MoE: layer i is a mixture unless listed in mlp_only_layers or (i + 1) is not a
     # multiple of decoder_sparse_step; those run a dense MLP of intermediate_size
@@ -51,6 +58,12 @@ def _experts(layer: str, moe: str, gate: str, up: str, down: str, router: str,
 
 _MIXTRAL = _experts("layers.{i}.", "block_sparse_moe", "w1", "w3", "w2", "gate", False)
 _QWEN3_MOE = _experts("layers.{i}.", "mlp", "gate_proj", "up_proj", "down_proj", "gate", True)
+_QWEN2_MOE = Names(_QWEN3_MOE.layer, {
+    **_QWEN3_MOE.names,
+    **{f"mlp.shared.{p}.weight": f"mlp.shared_expert.{p}.weight"
+       for p in ("gate_proj", "up_proj", "down_proj")},
+    "mlp.shared_gate.weight": "mlp.shared_expert_gate.weight"}, _QWEN3_MOE.top,
+    _QWEN3_MOE.bases)
 
 
 def expanded(table: Names) -> Callable[[dict], Names]:
@@ -73,7 +86,8 @@ def expanded(table: Names) -> Callable[[dict], Names]:
 
 ROUTER_INERT = {"router_aux_loss_coef": "the load-balancing loss's weight, for training",
            "output_router_logits": "what transformers returns, not what it computes"}
-# transformers' defaults (MixtralConfig, Qwen3MoeConfig, 5.23) for the fields the import reads
+# transformers' defaults (MixtralConfig, Qwen3MoeConfig, Qwen2MoeConfig, 5.23) for the fields
+# the import reads
 FAMILIES = [
     Family("mixtral", _read, _MIXTRAL, {
         "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
@@ -94,4 +108,17 @@ FAMILIES = [
                                      "whenever it is set",
                "num_experts": "saved as num_local_experts, which the import reads first"},
         lm=True, weights_for=expanded(_QWEN3_MOE)),
+    Family("qwen2_moe", _read, _QWEN2_MOE, {
+        "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "hidden_act": "silu",
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "use_sliding_window": False,
+        "sliding_window": 4096, "max_window_layers": 28, "decoder_sparse_step": 1,
+        "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+        "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": False,
+        "qkv_bias": True},
+        inert={**ROUTER_INERT, "use_sliding_window": "read into layer_types by "
+                                                    "Qwen2MoeConfig; the mask follows them",
+               "max_window_layers": "read into layer_types by Qwen2MoeConfig; the import "
+                                    "reads it only when layer_types is absent"},
+        lm=True, weights_for=expanded(_QWEN2_MOE)),
 ]

@@ -21,7 +21,9 @@ def feed_forward(b: GraphBuilder, t: Transformer, i: int, x: str) -> str:
     gates = b.emit(Op.ROUTE, f"{p}routing", (x,), T("B", "L", m.experts),
                    weight=f"{p}mlp.router.weight",
                    bias=f"{p}mlp.router.bias" if m.router_bias else None, top_k=m.top_k,
-                   router=m.router, normalize=m.normalize, scale=m.routed_scale)
+                   router=m.router, normalize=m.normalize, scale=m.routed_scale,
+                   selection=f"{p}mlp.router.selection_bias" if m.selection_bias else None,
+                   groups=m.groups, top_groups=m.top_groups, group_score=m.group_score)
     y = b.emit(Op.EXPERTS, f"{p}routed", (x, gates), d, experts=m.experts, top_k=m.top_k,
                act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
                limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.")

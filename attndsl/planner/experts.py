@@ -22,6 +22,8 @@ def _obstacle(route: Node, experts: Node, provider: str | None, dtype: str) -> s
         return f"no com.microsoft.MoE kernel attndsl uses on {provider} for {dtype}"
     if route.attr("router") != "softmax":
         return "its router is a sigmoid; the kernel's is a softmax"
+    if route.attr("selection") or route.attr("groups") > 1:
+        return "it chooses by a selection bias or among groups; the kernel by the softmax alone"
     if experts.attr("gate") != "output":
         return "its gate scales the expert's input; the kernel's scales the output"
     act, gated = experts.attr("act"), experts.attr("gated")

@@ -28,14 +28,18 @@ __all__: list[str] = []
 
 @lower(Op.ROUTE)
 def _route(lw: Lowering, node: Node) -> str:
-    x = lw.sym(node)
+    x, b = lw.sym(node), lw.b
     logits = lw.xp.matmul(x, lw.xp.swap_last(lw.weight(node.attr("weight"), 2)))
     if node.attr("bias"):
         logits = logits + lw.weight(node.attr("bias"))
     lw.memo[("router_logits", node.out)] = logits  # what com.microsoft.MoE routes by
-    gates = route(lw.xp, logits, node.attr("top_k"), node.attr("router"),
-                  node.attr("normalize"), node.attr("scale"))
-    return lw.b.op("Identity", gates.name)
+    experts = lw.graph_shapes[node.out].dims[-1]
+    flat = Sym(b, b.op("Reshape", logits.name, b.i64(-1, experts)), logits.dtype, 2)
+    selection = node.attr("selection")
+    gates = route(lw.xp, flat, node.attr("top_k"), node.attr("router"), node.attr("normalize"),
+                  node.attr("scale"), lw.weight(selection) if selection else None,
+                  node.attr("groups"), node.attr("top_groups"), node.attr("group_score"))
+    return b.op("Reshape", gates.name, b.op("Shape", logits.name))
 
 
 def _stacked(lw: Lowering, node: Node, proj: str) -> tuple[str, str | None]:
