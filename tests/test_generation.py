@@ -186,24 +186,29 @@ def test_left_padded_prompts_give_the_logits_of_transformers(exported) -> None:
     family, model, _, _, folder, target = exported
     if target != "portable":
         pytest.skip("the in-place cache takes right-padded batches (the test above)")
-    n = max(len(p) for p in PROMPTS)
-    ids = np.array([[0] * (n - len(p)) + p for p in PROMPTS], dtype=np.int64)
-    mask = (np.arange(n)[None] >= (n - np.array([len(p) for p in PROMPTS]))[:, None])
-    mask = mask.astype(np.int64)
-    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
-    session = ort.InferenceSession(str(Path(folder) / "model.onnx"),
-                                   providers=["CPUExecutionProvider"])
-    feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
-    for i in session.get_inputs():
-        if i.name.startswith("past_key_values."):
-            feed[i.name] = np.zeros((2, i.shape[1], 0, i.shape[3]), dtype=np.float32)
-    got = session.run(["logits"], feed)[0]
+    ids, mask, positions, got = _left_padded_logits(Path(folder) / "model.onnx")
     with torch.no_grad():
         want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                      position_ids=torch.from_numpy(positions)).logits.numpy()
     real = mask.astype(bool)
     err = float(np.abs(got[real] - want[real]).max())
     assert err <= 1e-4 * max(1.0, float(np.abs(want[real]).max())), (family, err)
+
+
+def _left_padded_logits(model: Path):
+    """PROMPTS left-padded into one batch: (input_ids, attention_mask, position_ids) and the
+    logits of one call of the decoding model with an empty cache."""
+    n = max(len(p) for p in PROMPTS)
+    ids = np.array([[0] * (n - len(p)) + p for p in PROMPTS], dtype=np.int64)
+    mask = (np.arange(n)[None] >= (n - np.array([len(p) for p in PROMPTS]))[:, None])
+    mask = mask.astype(np.int64)
+    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+    for i in session.get_inputs():
+        if i.name.startswith("past_key_values."):
+            feed[i.name] = np.zeros((2, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+    return ids, mask, positions, session.run(["logits"], feed)[0]
 
 
 def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys) -> None:
@@ -337,18 +342,7 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
     assert main(["import", str(tmp_path / "hf"), "-o", str(spec)]) == 0
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(tmp_path / "hf"),
                  "-o", str(tmp_path / "out"), "--target", "portable"]) == 0
-    n = max(len(p) for p in PROMPTS)
-    ids = np.array([[0] * (n - len(p)) + p for p in PROMPTS], dtype=np.int64)
-    mask = (ids != 0).astype(np.int64)
-    mask[0] = 1
-    positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
-    session = ort.InferenceSession(str(tmp_path / "out" / "llama4" / "model.onnx"),
-                                   providers=["CPUExecutionProvider"])
-    feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
-    for i in session.get_inputs():
-        if i.name.startswith("past_key_values."):
-            feed[i.name] = np.zeros((2, i.shape[1], 0, i.shape[3]), dtype=np.float32)
-    got = session.run(["logits"], feed)[0]
+    ids, mask, positions, got = _left_padded_logits(tmp_path / "out" / "llama4" / "model.onnx")
     short = PROMPTS[1]
     with torch.no_grad():
         alone = model(input_ids=torch.tensor([short])).logits[0].numpy()
