@@ -136,7 +136,9 @@ _POSITIVE_INTS = (
     "sliding_window_pattern", "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions",
     "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
     "decoder_sparse_step", "intermediate_size_mlp", "attention_chunk_size", "floor_scale",
-    "interleave_moe_layer_step", "no_rope_layer_interval", "shared_expert_intermediate_size")
+    "interleave_moe_layer_step", "no_rope_layer_interval", "shared_expert_intermediate_size",
+    "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_routed_experts",
+    "n_group", "topk_group")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -150,7 +152,7 @@ _BOOLS = (
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
-    "use_qk_norm", "attn_temperature_tuning", "qkv_bias")
+    "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave")
 _STRS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "activation",
          "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
@@ -161,6 +163,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "sliding_window": ("int", 0),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
     "moe_layers": ("list", None), "attn_scale": ("num", None),
+    "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
+    "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -19,12 +19,42 @@ from .rope_scaling import (  # re-exported: part of the resolved spec
 from .source import Source, Span
 
 __all__ = [
-    "GATED", "MAX_LENGTH", "Alibi", "Attention", "Differential", "DynamicScaling", "Ffn", "Layer",
-    "Learned", "LinearKernel", "LinearScaling", "LinformerKernel", "Llama3Scaling",
-    "LongRopeScaling", "LshKernel", "Moe", "Norm", "Position", "Program", "RelativeBias", "Rope",
-    "RopeScaling", "Sinusoidal", "Softmax", "Sparsity", "Temperature", "Transformer",
-    "Variant", "YarnScaling",
-    "attentions_of", "beyond_limits", "input_names", "is_lm", "length_limits", "output_name",
+    "GATED",
+    "MAX_LENGTH",
+    "Alibi",
+    "Attention",
+    "Differential",
+    "DynamicScaling",
+    "Ffn",
+    "Latent",
+    "Layer",
+    "Learned",
+    "LinearKernel",
+    "LinearScaling",
+    "LinformerKernel",
+    "Llama3Scaling",
+    "LongRopeScaling",
+    "LshKernel",
+    "Moe",
+    "Norm",
+    "Position",
+    "Program",
+    "RelativeBias",
+    "Rope",
+    "RopeScaling",
+    "Sinusoidal",
+    "Softmax",
+    "Sparsity",
+    "Temperature",
+    "Transformer",
+    "Variant",
+    "YarnScaling",
+    "attentions_of",
+    "beyond_limits",
+    "input_names",
+    "is_lm",
+    "length_limits",
+    "output_name",
     "top_layers",
 ]
 
@@ -122,6 +152,19 @@ class Differential:
 
 
 @dataclass(frozen=True)
+class Latent:
+    """Multi-head latent attention (DeepSeek-V2/V3, `latent = mla(...)`): queries through a
+    rank-`q_rank` bottleneck with its RMSNorm (or one projection without it), keys and values
+    from one RMS-normed latent of `kv_rank` features per token, and a shared key of `rope_dim`
+    features that RoPE rotates beside the last rope_dim features of each query head."""
+
+    kv_rank: int
+    rope_dim: int
+    q_rank: int | None
+    eps: float
+
+
+@dataclass(frozen=True)
 class LshKernel:
     """Reformer's LSH attention (Kitaev et al. 2020): shared query/key projection, queries
     hashed by `rounds` seeded random rotations into `buckets` buckets, sorted by (bucket,
@@ -171,6 +214,8 @@ class Attention:
     temperature: Temperature | None = None
     # two softmax maps subtracted (`differential = lambda(...)`), or None
     differential: Differential | None = None
+    # multi-head latent attention's projections (`latent = mla(...)`), or None
+    latent: Latent | None = None
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)

@@ -43,21 +43,28 @@ class Weight:
 
 def parameter_count(spec: Attention | Transformer) -> int:
     """How many numbers the layer's weights hold, counted without expanding a stack: block i
-    holds what block i % P holds (P the pattern's length), so the weight table of the first
-    min(layers, P) blocks gives every block's count."""
+    holds what block i % P holds (P the pattern's length), a mixture's dense layers what a
+    dense block of that attention holds, so the weight tables of P blocks give every block's
+    count."""
     if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions):
         return sum(math.prod(w.shape) for w in weight_table(spec))
     period = len(spec.attentions)
-    block = [0] * period
-    top = 0
-    for w in weight_table(replace(spec, layers=period)):
-        index = w.name.split(".")[1] if w.name.startswith("layers.") else None
-        if index is None:
-            top += math.prod(w.shape)
-        else:
-            block[int(index)] += math.prod(w.shape)
-    full, rest = divmod(spec.layers, period)
-    return top + full * sum(block) + sum(block[:rest])
+    moe = spec.moe
+
+    def blocks(form: Transformer) -> tuple[list[int], int]:
+        block, top = [0] * period, 0
+        for w in weight_table(replace(form, layers=period)):
+            if w.name.startswith("layers."):
+                block[int(w.name.split(".")[1])] += math.prod(w.shape)
+            else:
+                top += math.prod(w.shape)
+        return block, top
+
+    block, top = blocks(spec if moe is None else replace(spec, moe=replace(moe,
+                                                                            dense_layers=())))
+    dense = blocks(replace(spec, moe=None, ffn=moe.dense))[0] if moe and moe.dense else block
+    layers = set(moe.dense_layers) if moe else set()
+    return top + sum((dense if i in layers else block)[i % period] for i in range(spec.layers))
 
 
 def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
@@ -86,12 +93,29 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             linear(f"{p}{name}", ffn.hidden, spec.d_model, ffn.bias)
         linear(f"{p}{names[-1]}", spec.d_model, ffn.hidden, ffn.bias)
 
+    def latent(s: Attention, p: str) -> None:
+        """Multi-head latent attention's projections and norms (HF DeepseekV3Attention's)."""
+        lat, rms = s.latent, Norm("rmsnorm", s.latent.eps)
+        if lat.q_rank is None:
+            linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, "q" in s.bias)
+        else:
+            linear(f"{p}q_a_proj", lat.q_rank, s.d_model, "q" in s.bias)
+            norm(f"{p}q_a_layernorm", lat.q_rank, rms, False)
+            linear(f"{p}q_b_proj", s.heads * s.head_dim, lat.q_rank, False)
+        linear(f"{p}kv_a_proj_with_mqa", lat.kv_rank + lat.rope_dim, s.d_model, "k" in s.bias)
+        norm(f"{p}kv_a_layernorm", lat.kv_rank, rms, False)
+        linear(f"{p}kv_b_proj", s.heads * (s.head_dim - lat.rope_dim + s.value_dim),
+               lat.kv_rank, False)
+
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
         gate = s.value_dim if s.output_gate else 0  # each head's query rows, then its gate's
-        linear(f"{p}q_proj", s.heads * (s.head_dim + gate), s.d_model, "q" in s.bias)
-        if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
-            linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
-        linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
+        if s.latent is not None:
+            latent(s, p)
+        else:
+            linear(f"{p}q_proj", s.heads * (s.head_dim + gate), s.d_model, "q" in s.bias)
+            if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
+                linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
+            linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
         if s.qk_norm and s.qk_norm.weighted:

@@ -274,6 +274,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             kv % 2 == 0 and diff.random() < 0.25:  # differential attention: own stream
         entries["differential"] = diff.choice(["lambda", "lambda(init = 0.3, eps = 1e-6)",
                                                "lambda(init = depth, eps = 0.01)"])
+    _latent(random.Random(seed * 7919 + 15), entries, cross or linear or linformer or lsh)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -357,3 +358,21 @@ def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> 
     if experts == 8 and top_k <= 4 and r.random() < 0.4:  # 4 groups of 2, 2 kept
         out += f", groups = 4, top_groups = 2, group_score = {r.choice(['top2', 'max'])}"
     return out
+
+
+def _latent(r: random.Random, entries: dict, excluded: bool) -> None:
+    """DeepSeek's multi-head latent attention, in place of the drawn projections (its own
+    stream): a q bottleneck or none, a latent, rope features joined to each head's others."""
+    if excluded or "by_length" in entries or r.random() >= 0.15 or \
+            entries.get("out_proj") == "false":
+        return
+    for key in ("kv_heads", "qk_norm", "differential", "output_gate", "temperature"):
+        entries.pop(key, None)
+    rope, nope = r.choice([2, 4, 8]), r.randint(1, 9)
+    entries["head_dim"] = str(rope + nope)
+    entries["value_dim"] = str(r.choice([3, 8, 16]))
+    q_rank = r.choice(["none", "5", "24"])
+    entries["latent"] = (f"mla(kv_rank = {r.choice([4, 12, 33])}, rope_dim = {rope}, "
+                         f"q_rank = {q_rank}, eps = {r.choice(['1e-6', '0.01'])})")
+    entries["position"] = r.choice(["none", "rope(theta = 10000)",
+                                    "rope(theta = 500, interleaved = true)"])

@@ -142,6 +142,19 @@ CASES = {
         num_key_value_heads=2, num_experts=6, num_experts_per_tok=2, norm_topk_prob=True,
         decoder_sparse_step=2, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # multi-head latent attention (q bottleneck, latent, shared rope key, YaRN with DeepSeek's
+    # softmax-scale correction), a dense first layer, sigmoid routing by score plus
+    # e_score_correction_bias among 2 of 4 groups, a shared expert
+    "deepseek_v3": (lambda: tf.DeepseekV3Config(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        n_group=4, topk_group=2, n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=32,
+        kv_lora_rank=20, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+        max_position_embeddings=64, rope_parameters={
+            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+            "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

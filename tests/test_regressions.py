@@ -444,3 +444,27 @@ def test_verify_chooses_lengths_quickly_whatever_the_window() -> None:
     chosen = default_lengths(layer.spec)
     assert time.process_time() - start < 1.0
     assert max(chosen) <= MAX_LENGTH and 1 in chosen
+
+
+def test_a_mixture_of_experts_prompt_sums_each_tokens_experts_exactly_on_two_threads() -> None:
+    """The graph form of a mixture added each token's routed rows with a ScatterND of
+    reduction `add`, whose duplicate indices ONNX Runtime's CPU kernel adds from several
+    threads at once: a prompt of many tokens came out differently from run to run (rows off
+    by 0.1 to 0.4). Now each token's k rows are summed by a reduction: every run equals the
+    reference."""
+    import onnxruntime as ort
+
+    from attndsl.ir import build
+
+    layer = attndsl.load(ROOT / "examples" / "deepseek_mla.attn")["deepseek_lm"]
+    ids = np.random.default_rng(0).integers(0, 500, (3, 293)).astype(np.int64)
+    weights = {k: v.detach().double().numpy() for k, v in layer.to_torch(seed=0).state_dict()
+               .items()}
+    want = reference.run(build(layer.spec), {"input_ids": ids}, weights)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(layer.onnx_bytes(target="ort-cpu"), options,
+                                   providers=["CPUExecutionProvider"])
+    for _ in range(4):
+        got = session.run(None, {"input_ids": ids})[0]
+        assert float(np.abs(got - want).max()) <= tolerance(want)

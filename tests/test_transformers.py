@@ -338,3 +338,55 @@ def test_group_limited_routing_matches_deepseek_routers(version: str) -> None:
                          4, 2, form["group_score"])
     np.testing.assert_allclose(ours.numpy(), want, atol=1e-5)
     assert (want > 0).sum(-1).tolist() == [3] * 40
+
+
+@pytest.mark.parametrize(("q_rank", "interleave"), [(32, True), (None, False)],
+                         ids=["q_lora_interleaved", "q_proj_rotate_half"])
+def test_latent_attention_matches_deepseek_v3_attention(tmp_path, q_rank, interleave) -> None:
+    """DeepSeek-V3's multi-head latent attention: queries through the rank-32 bottleneck and
+    its RMSNorm (or one projection), keys and values from the RMS-normed rank-20 latent, the
+    shared rope key of 8 features beside each head's 16 latent ones, values of 16, RoPE in
+    DeepSeek-V3's interleaved layout or rotate-half; the torch module and both ONNX targets
+    against DeepseekV3Attention."""
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+        DeepseekV3Attention,
+        DeepseekV3RotaryEmbedding,
+    )
+
+    theta = 10000.0
+    config = DeepseekV3Config(hidden_size=D_MODEL, num_attention_heads=HEADS,
+                              num_key_value_heads=HEADS, q_lora_rank=q_rank, kv_lora_rank=20,
+                              qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+                              rope_interleave=interleave, rms_norm_eps=1e-6,
+                              max_position_embeddings=64, attention_bias=False,
+                              rope_parameters={"rope_type": "default", "rope_theta": theta})
+    config._attn_implementation = "eager"
+    attn = DeepseekV3Attention(config, layer_idx=0).eval()
+    redraw(attn, 6)
+    weights = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in attn.state_dict().items()}, str(weights))
+    rank = "none" if q_rank is None else q_rank
+    layer = attndsl.loads(f"""
+attention a {{
+    d_model   = {D_MODEL}
+    heads     = {HEADS}
+    head_dim  = 24
+    value_dim = 16
+    bias      = false
+    latent    = mla(q_rank = {rank}, kv_rank = 20, rope_dim = 8, eps = 1e-6)
+    position  = rope(theta = {theta}, interleaved = {str(interleave).lower()})
+    mask      = causal
+}}""")["a"]
+    module = layer.to_torch(weights=weights)
+    for target in ("ort-cpu", "portable"):
+        model = layer.onnx_bytes(target=target, weights=weights)
+        for L in (1, 5, 40):
+            x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+            cos_sin = DeepseekV3RotaryEmbedding(config)(x, torch.arange(L)[None])
+            causal = torch.ones(L, L, dtype=torch.bool).tril()
+            additive = torch.zeros(L, L).masked_fill(~causal, float("-inf"))[None, None]
+            with torch.no_grad():
+                ref = attn(x, cos_sin, additive)[0].numpy()
+                close(module(x).numpy(), ref)
+            close(run_onnx(model, x.numpy()), ref)

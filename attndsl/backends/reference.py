@@ -98,6 +98,13 @@ def _head_slice(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
     return parts.reshape(B, n, -1)
 
 
+@impl(Op.JOIN_HEADS)
+def _join_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Each head's features, then the second's (one head of it shared by every head)."""
+    a, c = _arg(node, env, 0), _arg(node, env, 1)
+    return np.concatenate([a, np.broadcast_to(c, (*a.shape[:3], c.shape[-1]))], axis=-1)
+
+
 @impl(Op.NORM)
 def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)

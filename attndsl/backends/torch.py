@@ -167,6 +167,12 @@ def _head_slice(m: GraphModule, node: Node, env: Env) -> Tensor:
     return x[..., node.attr("start"):node.attr("stop")].flatten(-2)
 
 
+@impl(Op.JOIN_HEADS)
+def _join_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
+    a, c = _arg(node, env, 0), _arg(node, env, 1)
+    return torch.cat([a, c.expand(-1, a.shape[1], -1, -1)], dim=-1)
+
+
 @impl(Op.MERGE_HEADS)
 def _merge_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
     return _arg(node, env).transpose(1, 2).flatten(2)  # (B, L, H * dv)

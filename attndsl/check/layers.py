@@ -22,7 +22,7 @@ from ..spec import (
     Variant,
 )
 from .kernels import arg_span
-from .mechanisms import Mechanisms
+from .latent import Latents
 from .positions import check_rope_dim
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Param, describe
 
@@ -34,7 +34,7 @@ MAX_WEIGHT_BYTES = 1024**4
 MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
 
 
-class Layers(Mechanisms):
+class Layers(Latents):
     attentions: dict[str, ast.AttentionDef]
     resolved_attn: dict[str, Attention | None]
 
@@ -83,6 +83,7 @@ class Layers(Mechanisms):
                    "none")
         temperature = get("temperature", self.temperature_value, None)
         differential = get("differential", self.differential_value, None)
+        latent = get("latent", self.latent_value, None)
         failed = get.failed
         if d_model is None or heads is None:
             return None
@@ -120,7 +121,7 @@ class Layers(Mechanisms):
             failed = True
         scale_value = 1.0 / math.sqrt(head_dim) if scale == "auto" else scale
         if isinstance(position, Rope):
-            rope_dim = position.dim if position.dim else head_dim
+            rope_dim = position.dim or (latent.rope_dim if latent else head_dim)
             if rope_dim % 2 or rope_dim > head_dim:
                 span = arg_span(e["position"].value, "dim") or at("position")
                 self.error(f"rotary dim ({rope_dim}) must be even and at most head_dim "
@@ -151,6 +152,9 @@ class Layers(Mechanisms):
                             "bias depends on distances alone")
             failed = True
         failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at)
+        if latent is not None:
+            failed |= self.check_latent(e, latent, kind, kernel, heads, kv_heads, head_dim,
+                                        position, at)
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
@@ -167,7 +171,7 @@ class Layers(Mechanisms):
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             output_gate=gate == "sigmoid",
-            temperature=temperature, differential=differential,
+            temperature=temperature, differential=differential, latent=latent,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -318,7 +322,7 @@ class Layers(Mechanisms):
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
                    "mask", "sparsity", "dropout", "sinks", "output_gate", "temperature",
-                   "differential", "by_length")
+                   "differential", "latent", "by_length")
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 PROJECTIONS = ("q", "k", "v", "o")

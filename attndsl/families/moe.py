@@ -70,7 +70,8 @@ def expanded(table: Names) -> Callable[[dict], Names]:
     """The table for a config: `{e}` expanded to its experts 0 .. n - 1 (n: num_local_experts
     or num_experts); a fused entry's split made for expert e by `make(e)`."""
     def names(cfg: dict) -> Names:
-        n = cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+        n = cfg.get("num_local_experts") or cfg.get("num_experts") or \
+            cfg.get("n_routed_experts") or 0
         out = {}
         for ours, theirs in table.names.items():
             if "{e}" not in ours:

@@ -22,6 +22,7 @@ from ..spec import (
 )
 from ..weight_table import LAMBDAS, linformer_weights
 from .graph import GraphBuilder, Op
+from .latent import latent_heads
 
 __all__ = ["absolute", "attention", "norm"]
 
@@ -54,40 +55,45 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                       weight=f"{prefix}{proj}.weight",
                       bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
 
-    q, gate = _query(b, s, p, linear("q", x, "q_proj", s.heads * (
-        s.head_dim + (s.value_dim if s.output_gate else 0)), "L"))
-    whole = s.qk_norm is not None and s.qk_norm.across_heads  # OLMo 2: over every head
-    if whole:
-        q = norm(b, f"{p}q_normed", q, T("B", "L", s.heads * s.head_dim), s.qk_norm,
-                 f"{prefix}q_norm", bias=False)
-    v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
-    q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
-               heads=s.heads, dim=s.head_dim)
-    v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),
-               heads=s.kv_heads, dim=s.value_dim)
-    if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
-        o = _gated(b, s, p, _lsh(b, s, p, q, v), gate)
-        return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
-    k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
-    if whole:
-        k = norm(b, f"{p}k_normed", k, T("B", n, s.kv_heads * s.head_dim), s.qk_norm,
-                 f"{prefix}k_norm", bias=False)
-    k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
-               heads=s.kv_heads, dim=s.head_dim)
-    if s.qk_norm and not whole:
-        q = norm(b, f"{p}q_normed", q, T("B", s.heads, "L", s.head_dim), s.qk_norm,
-                  f"{prefix}q_norm", bias=False)
-        k = norm(b, f"{p}k_normed", k, T("B", s.kv_heads, n, s.head_dim), s.qk_norm,
-                  f"{prefix}k_norm", bias=False)
-    if isinstance(s.position, Rope):
-        r = s.position
-        q = b.emit(Op.ROPE, f"{p}q_rope", (q, *pos), T("B", s.heads, "L", s.head_dim),
-                   theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
-        k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
-                   theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
-    if s.temperature is not None:  # queries only, at their token positions
-        q = b.emit(Op.TEMPERATURE, f"{p}q_scaled", (q, *pos), T("B", s.heads, "L", s.head_dim),
-                   floor=s.temperature.floor, scale=s.temperature.scale)
+    if s.latent is not None:  # DeepSeek: queries, keys and values from latents
+        q, k, v = latent_heads(b, s, p, prefix, x, pos)
+        gate = None
+    else:
+        q, gate = _query(b, s, p, linear("q", x, "q_proj", s.heads * (
+            s.head_dim + (s.value_dim if s.output_gate else 0)), "L"))
+        whole = s.qk_norm is not None and s.qk_norm.across_heads  # OLMo 2: over every head
+        if whole:
+            q = norm(b, f"{p}q_normed", q, T("B", "L", s.heads * s.head_dim), s.qk_norm,
+                     f"{prefix}q_norm", bias=False)
+        v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
+        q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
+                   heads=s.heads, dim=s.head_dim)
+        v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),
+                   heads=s.kv_heads, dim=s.value_dim)
+        if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
+            o = _gated(b, s, p, _lsh(b, s, p, q, v), gate)
+            return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
+        k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
+        if whole:
+            k = norm(b, f"{p}k_normed", k, T("B", n, s.kv_heads * s.head_dim), s.qk_norm,
+                     f"{prefix}k_norm", bias=False)
+        k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
+                   heads=s.kv_heads, dim=s.head_dim)
+        if s.qk_norm and not whole:
+            q = norm(b, f"{p}q_normed", q, T("B", s.heads, "L", s.head_dim), s.qk_norm,
+                      f"{prefix}q_norm", bias=False)
+            k = norm(b, f"{p}k_normed", k, T("B", s.kv_heads, n, s.head_dim), s.qk_norm,
+                      f"{prefix}k_norm", bias=False)
+        if isinstance(s.position, Rope):
+            r = s.position
+            q = b.emit(Op.ROPE, f"{p}q_rope", (q, *pos), T("B", s.heads, "L", s.head_dim),
+                       theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+            k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
+                       theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+        if s.temperature is not None:  # queries only, at their token positions
+            q = b.emit(Op.TEMPERATURE, f"{p}q_scaled", (q, *pos),
+                       T("B", s.heads, "L", s.head_dim), floor=s.temperature.floor,
+                       scale=s.temperature.scale)
     if cache is not None:  # keys are cached rotated: a step rotates only its own
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = _kept(s) if bounded else None

@@ -91,19 +91,19 @@ def _experts(lw: Lowering, node: Node) -> str:
     weight, expert = b.op("TopK", table, b.i64(k), outputs=2, axis=-1, largest=1, sorted=1)
     expert = b.op("Reshape", expert, b.i64(-1))  # (R,): routed row r = token r // k
     weight = b.op("Reshape", weight, b.i64(-1, 1))  # (R, 1)
-    token = b.op("Div", b.op("Range", b.const(0, "int64"), b.op("Shape", expert),
-                             b.const(1, "int64")), b.const(k, "int64"))
+    routed = b.op("Range", b.const(0, "int64"), b.op("Squeeze", b.op("Shape", expert),
+                                                    b.i64(0)), b.const(1, "int64"))
+    token = b.op("Div", routed, b.const(k, "int64"))  # (R,): each routed row's token
     rows = b.op("Gather", flat, token, axis=0)  # (R, d)
     if node.attr("gate") == "input":  # Llama 4: each routed row times its gate, then 1 after
         rows = b.op("Mul", rows, Sym(b, weight, "float32", 2).astype(b.dtype).name)
         weight = None
-    zeros = b.op("Mul", b.op("Cast", flat, to=1), b.const(0.0, "float32"))  # (T, d) float32
 
     def gathered() -> str:
         """Each routed row times its own expert's gathered weights."""
         h = Sym(b, b.op("Unsqueeze", rows, b.i64(1)), b.dtype, 3)  # (R, 1, d)
         y = _experts_on(lw, node, h, lambda t: b.op("Gather", t, expert, axis=0))
-        return _added(lw, zeros, token, b.op("Squeeze", y.name, b.i64(1)), weight)
+        return _summed(lw, b.op("Squeeze", y.name, b.i64(1)), weight, k)
 
     def grouped() -> str:
         """Routed rows sorted by expert into [experts, C, d], multiplied expert by expert."""
@@ -125,9 +125,11 @@ def _experts(lw: Lowering, node: Node) -> str:
         block = b.op("ScatterND", b.op("ConstantOfShape", shape, value=_zero(b.dtype)), where,
                      b.op("Gather", rows, order, axis=0))  # (experts, C, d)
         y = _experts_on(lw, node, Sym(b, block, b.dtype, 3), lambda t: t)
-        back = b.op("GatherND", y.name, where)  # (R, d), in sorted order
-        return _added(lw, zeros, b.op("Gather", token, order, axis=0), back,
-                      None if weight is None else b.op("Gather", weight, order, axis=0))
+        # each routed row's (expert, slot), in token order again: `order` inverted
+        unsorted = b.op("TopK", b.op("Cast", order, to=1), count, outputs=2, axis=0,
+                        largest=0, sorted=1)[1]
+        back = b.op("GatherND", y.name, b.op("Gather", where, unsorted, axis=0))  # (R, d)
+        return _summed(lw, back, weight, k)
 
     few = b.op("Less", b.op("Squeeze", b.op("Shape", expert), b.i64(0)), b.const(n, "int64"))
     out = b.op("If", few, then_branch=subgraph(lw, f"{node.out}_gathered", gathered),
@@ -135,13 +137,17 @@ def _experts(lw: Lowering, node: Node) -> str:
     return b.op("Reshape", out, b.op("Shape", x))
 
 
-def _added(lw: Lowering, zeros: str, token: str, y: str, weight: str | None) -> str:
-    """Routed rows y (R, d) times their gate weights (None: already applied to the input),
-    added in float32 to their tokens' rows, in the model dtype."""
+def _summed(lw: Lowering, y: str, weight: str | None, k: int) -> str:
+    """Routed rows y (R, d) in token order (row r of token r // k) times their gate weights
+    (None: already applied to the input), each token's k rows summed in float32, in the model
+    dtype: a reduction over a reshape, not a scatter-add (whose duplicate indices ONNX Runtime
+    adds from several threads at once)."""
     b = lw.b
     y = b.op("Cast", y, to=1)
-    total = b.op("ScatterND", zeros, b.op("Unsqueeze", token, b.i64(1)),
-                 y if weight is None else b.op("Mul", y, weight), reduction="add")
+    if weight is not None:
+        y = b.op("Mul", y, weight)
+    rows = b.op("Reshape", y, b.op("Concat", b.i64(-1, k), b.op("Shape", y, start=1), axis=0))
+    total = b.op("ReduceSum", rows, b.i64(1), keepdims=0)  # (T, d)
     return Sym(b, total, "float32", 2).astype(b.dtype).name
 
 

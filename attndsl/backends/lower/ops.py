@@ -144,6 +144,15 @@ def _head_slice(lw: Lowering, node: Node) -> str:
     return b.op("Reshape", x, b.i64(0, 0, -1))
 
 
+@lower(Op.JOIN_HEADS)
+def _join_heads(lw: Lowering, node: Node) -> str:
+    """(B, H, n, a) and (B, H | 1, n, c) -> (B, H, n, a + c): the second broadcast over heads."""
+    b = lw.b
+    a, c = arg(lw, node, 0), arg(lw, node, 1)
+    shape = b.op("Concat", b.op("Shape", a, end=3), b.op("Shape", c, start=3), axis=0)
+    return b.op("Concat", a, b.op("Expand", c, shape), axis=-1)
+
+
 @lower(Op.MERGE_HEADS)
 def _merge_heads(lw: Lowering, node: Node) -> str:
     b = lw.b

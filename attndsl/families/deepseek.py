@@ -1,0 +1,116 @@
+"""DeepSeek-V3 (and Kimi K2, which shares its config): multi-head latent attention (a query
+bottleneck of q_lora_rank, keys and values from a kv_lora_rank latent, a shared RoPE key of
+qk_rope_head_dim features, YaRN with its softmax-scale correction), and a mixture of experts
+with a sigmoid router choosing by score plus e_score_correction_bias among the topk_group
+best of n_group groups, renormalised, times routed_scaling_factor, beside n_shared_experts
+shared experts; the first first_k_dense_replace layers run a dense SwiGLU instead."""
+
+from __future__ import annotations
+
+import math
+
+from .base import Family
+from .llama import LLAMA
+from .moe import ROUTER_INERT, expanded
+from .names import Names
+from .rope import num, rope
+from .text import SpecText
+
+__all__ = ["FAMILIES"]
+
+
+def _softmax_scale(params: dict | None, head_dim: int) -> float:
+    """head_dim ** -0.5, times mscale^2 with YaRN's mscale_all_dim (DeepSeek's
+    yarn_apply_mscale: mscale = 0.1 * mscale_all_dim * ln(factor) + 1 for a factor above 1)."""
+    scale = head_dim ** -0.5
+    params = params or {}
+    if params.get("rope_type", "default") != "default" and params.get("mscale_all_dim"):
+        factor = params.get("factor", 1.0)
+        if factor > 1:
+            mscale = 0.1 * params["mscale_all_dim"] * math.log(factor) + 1.0
+            scale *= mscale * mscale
+    return scale
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    cfg = s.cfg
+    heads, rope_dim = s.need("num_attention_heads"), s.need("qk_rope_head_dim")
+    nope, eps = s.need("qk_nope_head_dim"), s.need("rms_norm_eps")
+    if s.get("num_key_value_heads", default=heads) != heads:
+        s.refuse("num_key_value_heads", "latent attention expands its keys and values for "
+                                        "every head: it must equal num_attention_heads")
+    head_dim = nope + rope_dim
+    q_rank = cfg.get("q_lora_rank")
+    entries = {"d_model": str(s.need("hidden_size")), "heads": str(heads),
+               "head_dim": str(head_dim), "value_dim": str(s.need("v_head_dim")),
+               "bias": "true" if cfg.get("attention_bias") else "false",
+               "latent": (f"mla(q_rank = {q_rank if q_rank else 'none'}, kv_rank = "
+                          f"{s.need('kv_lora_rank')}, rope_dim = {rope_dim}, eps = {num(eps)})"),
+               "position": rope(s, cfg.get("rope_parameters"), head_dim,
+                                interleaved=bool(cfg.get("rope_interleave")), dim=rope_dim)}
+    scale = _softmax_scale(cfg.get("rope_parameters"), head_dim)
+    if scale != head_dim ** -0.5:
+        entries["scale"] = num(scale)
+    entries["mask"] = "causal" + ("" if padding is None else " & padding" if padding == "right"
+                                  else " & padding(side = left)")
+    s.attentions["deepseek_mla"] = entries
+    s.comments["deepseek_mla"] = "multi-head latent attention"
+    s.pattern = ["deepseek_mla"]
+    layers, hidden = s.need("num_hidden_layers"), s.need("moe_intermediate_size")
+    if s.get("hidden_act", default="silu") != "silu":
+        s.refuse("hidden_act", "DeepSeek's MLPs and experts are SwiGLU (silu)")
+    ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
+           f"{s.need('num_experts_per_tok')}, expert = swiglu({hidden}), router = sigmoid, "
+           f"normalize = {'true' if cfg.get('norm_topk_prob') else 'false'}, routed_scale = "
+           f"{num(s.need('routed_scaling_factor'))}, selection_bias = true")
+    groups, top = s.get("n_group", default=1), s.get("topk_group", default=1)
+    if groups > 1:
+        ffn += f", groups = {groups}, top_groups = {top}"
+    if s.get("n_shared_experts", default=0):
+        ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
+    first = min(s.get("first_k_dense_replace", default=0), layers)
+    if first == layers:
+        ffn = f"swiglu({s.need('intermediate_size')})"
+    elif first:
+        ffn += (f", dense = swiglu({s.need('intermediate_size')}), dense_layers = "
+                f"{list(range(first))})")
+    else:
+        ffn += ")"
+    s.stack = {"layers": str(layers), "ffn": ffn, "norm": f"rmsnorm(pre, eps = {num(eps)})"}
+
+
+_ATTN = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+_DEEPSEEK = Names("layers.{i}.", {
+    **{f"self_attn.{p}.{t}": f"self_attn.{p}.{t}" for p in _ATTN for t in ("weight", "bias")},
+    **{f"self_attn.{n}.weight": f"self_attn.{n}.weight"
+       for n in ("q_a_layernorm", "kv_a_layernorm")},
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    **{f"mlp.{p}.weight": f"mlp.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj")},
+    **{f"mlp.experts.{{e}}.{p}.weight": f"mlp.experts.{{e}}.{p}.weight"
+       for p in ("gate_proj", "up_proj", "down_proj")},
+    **{f"mlp.shared.{p}.weight": f"mlp.shared_experts.{p}.weight"
+       for p in ("gate_proj", "up_proj", "down_proj")},
+    "mlp.router.weight": "mlp.gate.weight",
+    "mlp.router.selection_bias": "mlp.gate.e_score_correction_bias"},
+    LLAMA.top, LLAMA.bases)
+
+# transformers' defaults (DeepseekV3Config, 5.23) for the fields the import reads
+FAMILIES = [
+    Family("deepseek_v3", _read, _DEEPSEEK, {
+        "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+        "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
+        "n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5,
+        "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "qk_nope_head_dim": 128, "n_group": 8, "topk_group": 4, "num_experts_per_tok": 8,
+        "first_k_dense_replace": 3, "norm_topk_prob": True, "hidden_act": "silu",
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "rope_interleave": True,
+        "attention_bias": False},
+        inert={**ROUTER_INERT,
+               "num_nextn_predict_layers": "multi-token prediction layers, for training and "
+                                           "speculative decoding, not in the model's forward",
+               "head_dim": "DeepseekV3Config sets it to qk_rope_head_dim",
+               "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
+               "pretraining_tp": "transformers' DeepSeek-V3 forward does not read it"},
+        lm=True, weights_for=expanded(_DEEPSEEK)),
+]
