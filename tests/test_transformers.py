@@ -79,6 +79,20 @@ def run_onnx(model: bytes, x: np.ndarray) -> np.ndarray:
     return session.run(None, {"x": x})[0]
 
 
+def compare_everywhere(layer, weights, reference) -> None:
+    """The torch module and both ONNX targets against `reference(x, L)` (no grad) for x of
+    lengths 1, 5 and 40."""
+    module = layer.to_torch(weights=weights)
+    for target in ("ort-cpu", "portable"):
+        model = layer.onnx_bytes(target=target, weights=weights)
+        for L in (1, 5, 40):
+            x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+            with torch.no_grad():
+                ref = reference(x, L)
+                close(module(x).numpy(), ref)
+            close(run_onnx(model, x.numpy()), ref)
+
+
 def close(ours: np.ndarray, ref: np.ndarray) -> None:
     err = float(np.abs(ours - ref).max())
     assert err <= 1e-4 * max(1.0, float(np.abs(ref).max())), err
@@ -278,19 +292,15 @@ def test_l2_norm_chunks_and_temperature_match_llama4_attention(tmp_path, rope: b
             f"true)\n mask = causal & chunked({chunk})" if rope else
             f"mask = causal\n temperature = log(floor = {floor}, scale = 0.1)")
     layer, weights = checkpoint_layer(attn, tmp_path, 4, f"bias = false\n{keys}")
-    module = layer.to_torch(weights=weights)
-    for target in ("ort-cpu", "portable"):
-        model = layer.onnx_bytes(target=target, weights=weights)
-        for L in (1, 5, 40):
-            x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
-            freqs = Llama4TextRotaryEmbedding(config)(x, torch.arange(L)[None])
-            q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
-            seen = (k <= q) & ((q // chunk == k // chunk) if rope else True)
-            additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
-            with torch.no_grad():
-                ref = attn(x, freqs, additive)[0].numpy()
-                close(module(x).numpy(), ref)
-            close(run_onnx(model, x.numpy()), ref)
+
+    def reference(x: torch.Tensor, L: int) -> np.ndarray:
+        freqs = Llama4TextRotaryEmbedding(config)(x, torch.arange(L)[None])
+        q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        seen = (k <= q) & ((q // chunk == k // chunk) if rope else True)
+        additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
+        return attn(x, freqs, additive)[0].numpy()
+
+    compare_everywhere(layer, weights, reference)
 
 
 @pytest.mark.parametrize("version", ["v3", "v2"])
@@ -378,15 +388,11 @@ attention a {{
     position  = rope(theta = {theta}, interleaved = {str(interleave).lower()})
     mask      = causal
 }}""")["a"]
-    module = layer.to_torch(weights=weights)
-    for target in ("ort-cpu", "portable"):
-        model = layer.onnx_bytes(target=target, weights=weights)
-        for L in (1, 5, 40):
-            x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
-            cos_sin = DeepseekV3RotaryEmbedding(config)(x, torch.arange(L)[None])
-            causal = torch.ones(L, L, dtype=torch.bool).tril()
-            additive = torch.zeros(L, L).masked_fill(~causal, float("-inf"))[None, None]
-            with torch.no_grad():
-                ref = attn(x, cos_sin, additive)[0].numpy()
-                close(module(x).numpy(), ref)
-            close(run_onnx(model, x.numpy()), ref)
+
+    def reference(x: torch.Tensor, L: int) -> np.ndarray:
+        cos_sin = DeepseekV3RotaryEmbedding(config)(x, torch.arange(L)[None])
+        causal = torch.ones(L, L, dtype=torch.bool).tril()
+        additive = torch.zeros(L, L).masked_fill(~causal, float("-inf"))[None, None]
+        return attn(x, cos_sin, additive)[0].numpy()
+
+    compare_everywhere(layer, weights, reference)
