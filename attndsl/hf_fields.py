@@ -153,8 +153,8 @@ _BOOLS = (
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave")
-_STRS = ("model_type", "hidden_act", "hidden_activation", "activation_function", "activation",
-         "feed_forward_proj", "position_embedding_type", "rope_type", "type")
+_STRS = ("model_type", "topk_method", "hidden_act", "hidden_activation", "activation_function",
+         "activation", "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),

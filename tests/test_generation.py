@@ -354,19 +354,22 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
         "transformers now reads real positions: the quirk documented is gone"
 
 
+@pytest.mark.parametrize("version", ["v3", "v2"])
 @pytest.mark.parametrize("target", TARGETS)
-def test_deepseek_v3_generates_as_transformers(tmp_path: Path, target: str, capsys) -> None:
-    """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer):
+def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version: str,
+                                            capsys) -> None:
+    """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer) and
+    V2-Lite's form (no q bottleneck, greedy softmax routing):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
     for a left-padded batch, and the decoding model its logits. onnxruntime-genai allocates
     one head size for keys and values, and latent attention's differ (24 and 16 here): the
     genai export refuses it with that reason (docs/CHECKPOINTS.md)."""
-    config = tf.DeepseekV3Config(
-        num_hidden_layers=2, moe_intermediate_size=32, n_routed_experts=8,
-        num_experts_per_tok=2, n_group=4, topk_group=2, n_shared_experts=1,
-        first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=20, qk_rope_head_dim=8,
-        qk_nope_head_dim=16, v_head_dim=16, bos_token_id=1, eos_token_id=2,
-        **(SIZES | {"num_key_value_heads": 4}))
+    common = dict(num_hidden_layers=2, moe_intermediate_size=32, n_routed_experts=8,
+                  num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
+                  kv_lora_rank=20, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+                  bos_token_id=1, eos_token_id=2, **(SIZES | {"num_key_value_heads": 4}))
+    config = (tf.DeepseekV3Config(n_group=4, topk_group=2, q_lora_rank=32, **common)
+              if version == "v3" else tf.DeepseekV2Config(q_lora_rank=None, **common))
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -378,7 +381,7 @@ def test_deepseek_v3_generates_as_transformers(tmp_path: Path, target: str, caps
     assert "one head size" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    decoder = out / "deepseek_v3.decode.onnx"
+    decoder = out / f"deepseek_{version}.decode.onnx"
     want = _transformers_tokens(model)
     assert len({t for row in want for t in row}) >= 4, "a degenerate model proves little"
     argv = ["generate", str(decoder), "--max-new", str(NEW), "--json"]

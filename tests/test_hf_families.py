@@ -155,6 +155,14 @@ CASES = {
             "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # DeepSeek-V2-Lite's form: no q bottleneck; group-limited greedy softmax routing
+    "deepseek_v2": (lambda: tf.DeepseekV2Config(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        n_group=4, topk_group=2, topk_method="group_limited_greedy", n_shared_experts=2,
+        first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=20, qk_rope_head_dim=8,
+        qk_nope_head_dim=16, v_head_dim=16, routed_scaling_factor=1.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

@@ -1,9 +1,12 @@
-"""DeepSeek-V3 (and Kimi K2, which shares its config): multi-head latent attention (a query
-bottleneck of q_lora_rank, keys and values from a kv_lora_rank latent, a shared RoPE key of
-qk_rope_head_dim features, YaRN with its softmax-scale correction), and a mixture of experts
-with a sigmoid router choosing by score plus e_score_correction_bias among the topk_group
-best of n_group groups, renormalised, times routed_scaling_factor, beside n_shared_experts
-shared experts; the first first_k_dense_replace layers run a dense SwiGLU instead."""
+"""DeepSeek-V3 (and Kimi K2, which shares its config) and DeepSeek-V2: multi-head latent
+attention (a query bottleneck of q_lora_rank, keys and values from a kv_lora_rank latent, a
+shared RoPE key of qk_rope_head_dim features, YaRN with its softmax-scale correction), and a
+mixture of experts with a sigmoid router choosing by score plus e_score_correction_bias among
+the topk_group best of n_group groups, renormalised, times routed_scaling_factor, beside
+n_shared_experts shared experts; the first first_k_dense_replace layers run a dense SwiGLU
+instead. DeepSeek-V2 differs in its router alone (a softmax, top-k either greedy or among the
+topk_group groups with the best single expert, never renormalised) and its always interleaved
+RoPE."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ def _softmax_scale(params: dict | None, head_dim: int) -> float:
 
 
 def _read(s: SpecText, padding: str | None) -> None:
-    cfg = s.cfg
+    cfg, v2 = s.cfg, s.cfg.get("model_type") == "deepseek_v2"
     heads, rope_dim = s.need("num_attention_heads"), s.need("qk_rope_head_dim")
     nope, eps = s.need("qk_nope_head_dim"), s.need("rms_norm_eps")
     if s.get("num_key_value_heads", default=heads) != heads:
@@ -46,8 +49,8 @@ def _read(s: SpecText, padding: str | None) -> None:
                "bias": "true" if cfg.get("attention_bias") else "false",
                "latent": (f"mla(q_rank = {q_rank if q_rank else 'none'}, kv_rank = "
                           f"{s.need('kv_lora_rank')}, rope_dim = {rope_dim}, eps = {num(eps)})"),
-               "position": rope(s, cfg.get("rope_parameters"), head_dim,
-                                interleaved=bool(cfg.get("rope_interleave")), dim=rope_dim)}
+               "position": rope(s, cfg.get("rope_parameters"), head_dim, dim=rope_dim,
+                                interleaved=v2 or bool(cfg.get("rope_interleave")))}
     scale = _softmax_scale(cfg.get("rope_parameters"), head_dim)
     if scale != head_dim ** -0.5:
         entries["scale"] = num(scale)
@@ -57,23 +60,32 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.comments["deepseek_mla"] = "multi-head latent attention"
     s.pattern = ["deepseek_mla"]
     layers, hidden = s.need("num_hidden_layers"), s.need("moe_intermediate_size")
+    dense = s.need("intermediate_size")  # the dense layers' MLP (first_k_dense_replace)
     if s.get("hidden_act", default="silu") != "silu":
         s.refuse("hidden_act", "DeepSeek's MLPs and experts are SwiGLU (silu)")
     ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
-           f"{s.need('num_experts_per_tok')}, expert = swiglu({hidden}), router = sigmoid, "
-           f"normalize = {'true' if cfg.get('norm_topk_prob') else 'false'}, routed_scale = "
-           f"{num(s.need('routed_scaling_factor'))}, selection_bias = true")
-    groups, top = s.get("n_group", default=1), s.get("topk_group", default=1)
-    if groups > 1:
-        ffn += f", groups = {groups}, top_groups = {top}"
+           f"{s.need('num_experts_per_tok')}, expert = swiglu({hidden}), routed_scale = "
+           f"{num(s.need('routed_scaling_factor'))}")
+    if v2:  # a softmax, never renormalised; groups ranked by their best expert
+        ffn += ", normalize = false"
+        method = s.get("topk_method", default="greedy")
+        if method not in ("greedy", "group_limited_greedy"):
+            s.refuse("topk_method", "DeepSeek-V2's routers are greedy and group_limited_greedy")
+        grouped = method == "group_limited_greedy"
+    else:
+        ffn += (f", router = sigmoid, normalize = "
+                f"{'true' if cfg.get('norm_topk_prob') else 'false'}, selection_bias = true")
+        grouped = True
+    groups, top = s.get("n_group", default=1) or 1, s.get("topk_group", default=1) or 1
+    if grouped and groups > 1:
+        ffn += f", groups = {groups}, top_groups = {top}" + (", group_score = max" if v2 else "")
     if s.get("n_shared_experts", default=0):
         ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
     first = min(s.get("first_k_dense_replace", default=0), layers)
     if first == layers:
-        ffn = f"swiglu({s.need('intermediate_size')})"
+        ffn = f"swiglu({dense})"
     elif first:
-        ffn += (f", dense = swiglu({s.need('intermediate_size')}), dense_layers = "
-                f"{list(range(first))})")
+        ffn += f", dense = swiglu({dense}), dense_layers = {list(range(first))})"
     else:
         ffn += ")"
     s.stack = {"layers": str(layers), "ffn": ffn, "norm": f"rmsnorm(pre, eps = {num(eps)})"}
@@ -95,7 +107,12 @@ _DEEPSEEK = Names("layers.{i}.", {
     "mlp.router.selection_bias": "mlp.gate.e_score_correction_bias"},
     LLAMA.top, LLAMA.bases)
 
-# transformers' defaults (DeepseekV3Config, 5.23) for the fields the import reads
+_DEEPSEEK_V2 = Names(_DEEPSEEK.layer, {k: v for k, v in _DEEPSEEK.names.items()
+                                       if k != "mlp.router.selection_bias"},
+                     _DEEPSEEK.top, _DEEPSEEK.bases)
+
+# transformers' defaults (DeepseekV3Config, DeepseekV2Config, 5.23) for the fields the import
+# reads
 FAMILIES = [
     Family("deepseek_v3", _read, _DEEPSEEK, {
         "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
@@ -113,4 +130,19 @@ FAMILIES = [
                "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
                "pretraining_tp": "transformers' DeepSeek-V3 forward does not read it"},
         lm=True, weights_for=expanded(_DEEPSEEK)),
+    Family("deepseek_v2", _read, _DEEPSEEK_V2, {
+        "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "n_shared_experts": 2,
+        "n_routed_experts": 64, "routed_scaling_factor": 1.0, "kv_lora_rank": 512,
+        "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "qk_nope_head_dim": 128, "first_k_dense_replace": 0, "topk_method": "greedy",
+        "hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
+        "attention_bias": False, "mlp_bias": False, "norm_topk_prob": False},
+        inert={**ROUTER_INERT,
+               "norm_topk_prob": "transformers' DeepSeek-V2 router never renormalises",
+               "head_dim": "DeepseekV2Config sets it to qk_rope_head_dim",
+               "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
+               "pretraining_tp": "transformers' DeepSeek-V2 forward does not read it"},
+        refused={"mlp_bias": (bool, "DeepSeek-V2's MLPs with biases have no import yet")},
+        lm=True, weights_for=expanded(_DEEPSEEK_V2)),
 ]
