@@ -81,9 +81,9 @@ def bounded_present(xp, full: Array, attention_mask: Array, sinks: int, recent: 
     """The present a bounded cache keeps of `full` (B, H, K, d), the past and new keys of a
     call over attention_mask (B, S): every key while K <= sinks + recent, else the sinks'
     keys then the last `recent` (the module says which)."""
-    keys = xp.shape(full, 2)
     if not sinks:
         return xp.slice(full, 2, -recent, None)
+    keys = xp.shape(full, 2)
     S, K = _count(xp, xp.shape(attention_mask, 1)), _count(xp, keys)
     j = xp.arange(sinks)  # (n,)
     slots = _sink_slots(xp, attention_mask, sinks)  # (B, n)

@@ -27,9 +27,9 @@ def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: fl
     if groups > 1:
         experts = xp.shape(logits, 1)
         by_group = xp.reshape(choice, [-1, groups, experts // groups])
-        best = xp.topk(by_group, 2)[0] if group_score == "top2" else xp.topk(by_group, 1)[0]
-        _, kept = xp.topk(xp.sum(best, axis=-1), top_groups)  # (T, top_groups)
-        hit = xp.scatter_last(xp.sum(best, axis=-1), kept, xp.astype(kept >= 0, "float32"))
+        score = xp.sum(xp.topk(by_group, 2 if group_score == "top2" else 1)[0], axis=-1)
+        _, kept = xp.topk(score, top_groups)  # (T, top_groups)
+        hit = xp.scatter_last(score, kept, xp.astype(kept >= 0, "float32"))
         eligible = xp.reshape(hit[..., None] + by_group * 0.0, [-1, experts]) > 0.5
         choice = xp.where(eligible, choice, xp.asarray(-3.0e38, "float32"))
     if choice is probs:

@@ -124,11 +124,9 @@ def _embed(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.TAIL)
 def _tail(m: GraphModule, node: Node, env: Env) -> Tensor:
-    full, sinks = _arg(node, env), node.attr("sinks")
-    if not sinks:
-        return full[:, :, -node.attr("keep"):]
-    return bounded_present(TorchArrays(full.device), full, env["attention_mask"], sinks,
-                           node.attr("keep"))
+    full = _arg(node, env)
+    return bounded_present(TorchArrays(full.device), full, env["attention_mask"],
+                           node.attr("sinks"), node.attr("keep"))
 
 
 @impl(Op.CACHE)

@@ -14,7 +14,7 @@ import math
 
 from .base import Family
 from .llama import LLAMA
-from .moe import ROUTER_INERT, expanded
+from .moe import ROUTER_INERT, expanded, mixture
 from .names import Names
 from .rope import num, rope
 from .text import SpecText
@@ -82,13 +82,8 @@ def _read(s: SpecText, padding: str | None) -> None:
     if s.get("n_shared_experts", default=0):
         ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
     first = min(s.get("first_k_dense_replace", default=0), layers)
-    if first == layers:
-        ffn = f"swiglu({dense})"
-    elif first:
-        ffn += f", dense = swiglu({dense}), dense_layers = {list(range(first))})"
-    else:
-        ffn += ")"
-    s.stack = {"layers": str(layers), "ffn": ffn, "norm": f"rmsnorm(pre, eps = {num(eps)})"}
+    s.stack = {"layers": str(layers), "ffn": mixture(ffn, list(range(first)), layers, dense),
+               "norm": f"rmsnorm(pre, eps = {num(eps)})"}
 
 
 _ATTN = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")

@@ -13,7 +13,7 @@ from typing import Any
 from ..spec import Attention
 from .base import Family
 from .llama import LLAMA
-from .moe import ROUTER_INERT, expanded
+from .moe import ROUTER_INERT, expanded, mixture
 from .names import Names, Split
 from .rope import num, rope
 from .text import SpecText, period
@@ -80,13 +80,8 @@ def _read(s: SpecText, padding: str | None) -> None:
     ffn = (f"moe(experts = {s.need('num_local_experts')}, top_k = "
            f"{s.need('num_experts_per_tok')}, expert = swiglu({hidden}), router = sigmoid, "
            f"normalize = false, gate = input, shared = swiglu({hidden})")
-    if not moe_layers:  # every layer dense
-        ffn = f"swiglu({dense_hidden})"
-    elif dense:
-        ffn += f", dense = swiglu({dense_hidden}), dense_layers = {dense})"
-    else:
-        ffn += ")"
-    s.stack = {"layers": str(layers), "ffn": ffn, "norm": f"rmsnorm(pre, eps = {num(eps)})"}
+    s.stack = {"layers": str(layers), "ffn": mixture(ffn, dense, layers, dense_hidden),
+               "norm": f"rmsnorm(pre, eps = {num(eps)})"}
 
 
 def _half(start: int, weight: bool):

@@ -14,7 +14,7 @@ from .llama import read as read_llama
 from .names import Names
 from .text import SpecText
 
-__all__ = ["FAMILIES", "ROUTER_INERT", "expanded"]
+__all__ = ["FAMILIES", "ROUTER_INERT", "expanded", "mixture"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -36,13 +36,15 @@ def _read(s: SpecText, padding: str | None) -> None:
     only = [] if mixtral else (s.get("mlp_only_layers") or [])
     step = 1 if mixtral else s.get("decoder_sparse_step", default=1)
     dense = [i for i in range(layers) if i in only or (i + 1) % step != 0]
+    s.stack["ffn"] = mixture(ffn, dense, layers, s.need("intermediate_size"))
+
+
+def mixture(moe: str, dense: list[int], layers: int, width: int) -> str:
+    """The stack's `ffn`: `moe` (an unclosed `moe(...` call) closed, with the blocks in
+    `dense` running `swiglu(width)` instead; that MLP alone when every block is dense."""
     if len(dense) == layers:
-        s.stack["ffn"] = f"swiglu({s.need('intermediate_size')})"
-    elif dense:
-        s.stack["ffn"] = (f"{ffn}, dense = swiglu({s.need('intermediate_size')}), "
-                          f"dense_layers = {dense})")
-    else:
-        s.stack["ffn"] = ffn + ")"
+        return f"swiglu({width})"
+    return f"{moe}, dense = swiglu({width}), dense_layers = {dense})" if dense else moe + ")"
 
 
 def _experts(layer: str, moe: str, gate: str, up: str, down: str, router: str,

@@ -42,20 +42,30 @@ def _route(lw: Lowering, node: Node) -> str:
     return b.op("Reshape", gates.name, b.op("Shape", logits.name))
 
 
-def _stacked(lw: Lowering, node: Node, proj: str) -> tuple[str, str | None]:
+def _stacked(lw: Lowering, node: Node, name: str, make) -> str:
+    """Initializer `{prefix}{name}`: each expert's `make(f"{prefix}{e}.")` stacked along a new
+    first axis, once per model."""
+    prefix = node.attr("prefix")
+    key = f"{prefix}{name}"
+    if key not in lw.used:
+        lw.used.add(key)
+        lw.b.initializer(key, np.stack([make(f"{prefix}{e}.")
+                                        for e in range(node.attr("experts"))]))
+    return key
+
+
+def _tensor(lw: Lowering, name: str) -> np.ndarray:
+    return np.asarray(lw.weights[name])
+
+
+def _projection(lw: Lowering, node: Node, proj: str) -> tuple[str, str | None]:
     """The experts' `proj` weights as one [experts, in, out] initializer (and biases
-    [experts, 1, out]), stacked from their per-expert tensors once per model."""
-    prefix, n = node.attr("prefix"), node.attr("experts")
-    name = f"{prefix}{proj}.weight"
-    if name not in lw.used:
-        lw.used.add(name)
-        lw.b.initializer(name, np.stack([np.asarray(lw.weights[f"{prefix}{e}.{proj}.weight"]).T
-                                         for e in range(n)]))
-        if node.attr("bias"):
-            lw.used.add(f"{prefix}{proj}.bias")
-            lw.b.initializer(f"{prefix}{proj}.bias", np.stack(
-                [np.asarray(lw.weights[f"{prefix}{e}.{proj}.bias"])[None] for e in range(n)]))
-    return name, f"{prefix}{proj}.bias" if node.attr("bias") else None
+    [experts, 1, out])."""
+    weight = _stacked(lw, node, f"{proj}.weight", lambda p: _tensor(lw, f"{p}{proj}.weight").T)
+    if not node.attr("bias"):
+        return weight, None
+    return weight, _stacked(lw, node, f"{proj}.bias",
+                            lambda p: _tensor(lw, f"{p}{proj}.bias")[None])
 
 
 def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
@@ -66,7 +76,7 @@ def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
     b = lw.b
 
     def linear(x: Sym, proj: str) -> Sym:
-        weight, bias = _stacked(lw, node, proj)
+        weight, bias = _projection(lw, node, proj)
         y = Sym(b, b.op("MatMul", x.name, pick(weight)), b.dtype, x.ndim)
         return y if bias is None else Sym(b, b.op("Add", y.name, pick(bias)), b.dtype, x.ndim)
 
@@ -170,36 +180,26 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
     the routed scale after."""
     b, route = lw.b, lw.nodes[node.args[1]]
     x = arg(lw, node, 0)
-    prefix, n, gated = node.attr("prefix"), node.attr("experts"), node.attr("gated")
+    n, gated = node.attr("experts"), node.attr("gated")
     width = b.op("Shape", x, start=-1)
     flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), width, axis=0))
     logits = b.op("Reshape", lw.memo[("router_logits", route.out)].name, b.i64(-1, n))
 
-    def stacked(name: str, make) -> str:
-        key = f"{prefix}{name}"
-        if key not in lw.used:
-            lw.used.add(key)
-            b.initializer(key, np.stack([make(f"{prefix}{e}.") for e in range(n)]))
-        return key
-
-    def tensor(name: str) -> np.ndarray:
-        return np.asarray(lw.weights[name])
-
     def interleaved(p: str, part: str) -> np.ndarray:
-        gate, up = tensor(f"{p}gate_proj.{part}"), tensor(f"{p}up_proj.{part}")
+        gate, up = _tensor(lw, f"{p}gate_proj.{part}"), _tensor(lw, f"{p}up_proj.{part}")
         out = np.empty((2 * gate.shape[0], *gate.shape[1:]), gate.dtype)
         out[0::2], out[1::2] = gate, up
         return out
 
-    first, last = ("gate_proj", "down_proj") if gated else ("fc1", "fc2")
-    fc1 = stacked("moe_fc1.weight", (lambda p: interleaved(p, "weight")) if gated else
-                  (lambda p: tensor(f"{p}{first}.weight")))
-    fc2 = stacked("moe_fc2.weight", lambda p: tensor(f"{p}{last}.weight"))
-    bias1 = bias2 = ""
-    if node.attr("bias"):
-        bias1 = stacked("moe_fc1.bias", (lambda p: interleaved(p, "bias")) if gated else
-                        (lambda p: tensor(f"{p}{first}.bias")))
-        bias2 = stacked("moe_fc2.bias", lambda p: tensor(f"{p}{last}.bias"))
+    def fc1(part: str) -> str:
+        return _stacked(lw, node, f"moe_fc1.{part}", (lambda p: interleaved(p, part)) if gated
+                        else (lambda p: _tensor(lw, f"{p}fc1.{part}")))
+
+    def fc2(part: str) -> str:
+        return _stacked(lw, node, f"moe_fc2.{part}",
+                        lambda p: _tensor(lw, f"{p}{'down_proj' if gated else 'fc2'}.{part}"))
+
+    biased = node.attr("bias")
     clamped = node.attr("act") == "clamped_swiglu"
     attrs = dict(k=node.attr("top_k"), normalize_routing_weights=int(route.attr("normalize")),
                  activation_type="swiglu" if gated else "relu")
@@ -207,7 +207,8 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
         attrs |= dict(swiglu_fusion=1, activation_alpha=node.attr("alpha") if clamped else 1.0,
                       activation_beta=1.0 if clamped else 0.0,
                       swiglu_limit=node.attr("limit") if clamped else _FLOAT32_MAX)
-    y = b.op("MoE", flat, logits, fc1, bias1, fc2, bias2, domain="com.microsoft", **attrs)
+    y = b.op("MoE", flat, logits, fc1("weight"), fc1("bias") if biased else "", fc2("weight"),
+             fc2("bias") if biased else "", domain="com.microsoft", **attrs)
     if route.attr("scale") != 1.0:
         y = b.op("Mul", y, b.const(route.attr("scale"), b.dtype))
     return b.op("Reshape", y, b.op("Shape", x))

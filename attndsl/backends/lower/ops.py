@@ -67,12 +67,11 @@ def _cache(lw: Lowering, node: Node) -> str:
 def _tail(lw: Lowering, node: Node) -> str:
     """The last `keep` slots of a cache (all of them while it is shorter), after the keys of
     its `sinks` first positions when it has sink tokens (`cache_slots.bounded_present`)."""
-    b, sinks = lw.b, node.attr("sinks")
-    if not sinks:
-        return b.op("Slice", arg(lw, node), b.i64(-node.attr("keep")), b.i64(2**62), b.i64(2))
+    b = lw.b
     full = Sym(b, arg(lw, node), b.dtype, 4)
     mask = Sym(b, lw.env["attention_mask"], "int64", 2)
-    return bounded_present(OnnxArrays(b), full, mask, sinks, node.attr("keep")).name
+    return bounded_present(OnnxArrays(b), full, mask, node.attr("sinks"),
+                           node.attr("keep")).name
 
 
 @lower(Op.SEQ_PROJECT)
