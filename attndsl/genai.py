@@ -51,6 +51,12 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
     if not is_lm(spec):
         raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
                          "models (add `vocab = N` to the transformer)")
+    latent = next((a for a in spec.attentions if a.latent is not None), None)
+    if latent is not None:
+        raise UsageError(f"`{spec.name}`: onnxruntime-genai keeps a key and a value cache of one "
+                         f"head size per layer, and latent attention (`{latent.name}`) caches "
+                         "one latent row per token, no values: use `--export onnx --decode` "
+                         "and `attndsl generate`")
     heads = {a.head_dim for a in spec.attentions} | {a.value_dim for a in spec.attentions}
     kv = {a.kv_heads for a in spec.attentions}
     q = {a.heads for a in spec.attentions}

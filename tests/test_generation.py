@@ -361,9 +361,9 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer) and
     V2-Lite's form (no q bottleneck, greedy softmax routing):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
-    for a left-padded batch, and the decoding model its logits. onnxruntime-genai allocates
-    one head size for keys and values, and latent attention's differ (24 and 16 here): the
-    genai export refuses it with that reason (docs/CHECKPOINTS.md)."""
+    for a left-padded batch, and the decoding model its logits, caching the latent alone
+    (20 + 8 values per token). onnxruntime-genai keeps a key and a value cache per layer:
+    the genai export refuses it with that reason (docs/CHECKPOINTS.md)."""
     common = dict(num_hidden_layers=2, moe_intermediate_size=32, n_routed_experts=8,
                   num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
                   kv_lora_rank=20, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
@@ -378,10 +378,14 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     capsys.readouterr()
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
                  "-o", str(out)]) == 2
-    assert "one head size" in capsys.readouterr().err and not out.exists()
+    assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
     decoder = out / f"deepseek_{version}.decode.onnx"
+    caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
+              if i.name.startswith("past_key_values.")}
+    assert caches == {f"past_key_values.{i}.key": ["batch", 1, "past_length", 20 + 8]
+                      for i in range(2)}  # the latent and the RoPE key alone
     want = _transformers_tokens(model)
     assert len({t for row in want for t in row}) >= 4, "a degenerate model proves little"
     argv = ["generate", str(decoder), "--max-new", str(NEW), "--json"]

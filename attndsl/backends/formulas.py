@@ -137,6 +137,19 @@ def value_pairs(xp, v: Array, kv_heads: int) -> Array:
     return xp.concat([pair, pair], axis=1)
 
 
+def head_linear(xp, x: Array, w: Array, heads: int, block: int, start: int, stop: int,
+                transposed: bool) -> Array:
+    """(B, n, heads * i) -> (B, n, heads * o): head h's features times W_h, rows start ..
+    stop - 1 of head h's block of w (heads * block, c) (i = stop - start, o = c), or times
+    W_h^T if transposed (i = c, o = stop - start): latent attention's absorbed projections."""
+    W = xp.slice(xp.reshape(w, [heads, block, xp.shape(w, 1)]), 1, start, stop)
+    if transposed:
+        W = xp.swap_last(W)
+    dims = [xp.shape(x, 0), xp.shape(x, 1)]
+    y = xp.matmul(xp.reshape(x, [*dims, heads, 1, -1]), W)  # (B, n, heads, 1, o)
+    return xp.reshape(y, [*dims, -1])
+
+
 def differential(xp, o: Array, lambdas: list[Array], heads: int, lambda_init: float,
                  eps: float) -> Array:
     """Merged heads (B, L, H * 2 dv) -> (B, L, H * dv): head i < H/2 is

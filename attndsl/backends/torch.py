@@ -165,6 +165,13 @@ def _head_slice(m: GraphModule, node: Node, env: Env) -> Tensor:
     return x[..., node.attr("start"):node.attr("stop")].flatten(-2)
 
 
+@impl(Op.HEAD_LINEAR)
+def _head_linear(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env)
+    return formulas.head_linear(TorchArrays(x.device), x, m.weight(node.attr("weight")).to(
+        x.dtype), *(node.attr(a) for a in ("heads", "block", "start", "stop", "transposed")))
+
+
 @impl(Op.JOIN_HEADS)
 def _join_heads(m: GraphModule, node: Node, env: Env) -> Tensor:
     a, c = _arg(node, env, 0), _arg(node, env, 1)

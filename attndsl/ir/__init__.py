@@ -23,17 +23,19 @@ __all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
            "decode_inputs", "parameter_count", "weight_table"]
 
 
-def build(spec: Layer, decode: bool = False, bounded: bool = False) -> Graph:
+def build(spec: Layer, decode: bool = False, bounded: bool = False,
+          latent_cache: bool = True) -> Graph:
     """The IR of one layer. Parameter names are the state-dict names of docs/LANGUAGE.md
     (Weights). `decode`: the decoding form (docs/LANGUAGE.md, Decoding): the new tokens, an
     attention_mask over cache and new tokens, their position_ids and each layer's past keys
     and values in; the output and each layer's present keys and values out. `bounded`: a
     layer whose mask reaches back a bounded number of keys (a window, a chunk) keeps only
-    those in its present."""
+    those in its present. `latent_cache`: latent attention decodes against a cache of its
+    latents (False: of every head's expanded keys and values, as a baseline to measure)."""
     b = GraphBuilder()
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    for name in decode_inputs(spec) if decode else input_names(spec):
-        b.emit(Op.INPUT, name, (), _type_of(name, attn, spec))
+    for name in decode_inputs(spec, latent_cache) if decode else input_names(spec):
+        b.emit(Op.INPUT, name, (), _type_of(name, attn, spec, latent_cache))
     x = "x"
     if is_lm(spec):
         x = b.emit(Op.EMBED, "x", ("input_ids",), T("B", "L", spec.d_model),
@@ -42,7 +44,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False) -> Graph:
     h = absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
         for i in range(spec.layers):
-            h = _block(b, spec, i, h, pos, bounded)
+            h = _block(b, spec, i, h, pos, bounded, latent_cache)
         if spec.placement != "post":
             h = emit_norm(b, "out", h, T("B", "L", spec.d_model), spec.norm, "norm")
         if is_lm(spec):
@@ -53,25 +55,30 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False) -> Graph:
         kind = "transformer"
     else:
         h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
-                       cache=0 if decode else None, pos=pos, bounded=bounded)
+                       cache=0 if decode else None, pos=pos, bounded=bounded,
+                       latent_cache=latent_cache)
         summary, kind = _summary(spec), "attention"
     return Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
-                 output_name(spec), cache_names(spec) if decode else ())
+                 output_name(spec), cache_names(spec, latent_cache) if decode else ())
 
 
-def cache_names(spec: Layer) -> tuple[str, ...]:
-    """present.{i}.key, present.{i}.value per self-attention layer i."""
-    n = spec.layers if isinstance(spec, Transformer) else 1
-    return tuple(f"present.{i}.{kv}" for i in range(n) for kv in ("key", "value"))
+def cache_names(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
+    """present.{i}.key, present.{i}.value per layer i; a latent attention's layer has its
+    key alone (each token's latent and RoPE key: the values are the latent)."""
+    attns = [spec.layer_attention(i) for i in range(spec.layers)] \
+        if isinstance(spec, Transformer) else [spec]
+    return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns)
+                 for kv in (("key",) if a.latent and latent_cache else ("key", "value")))
 
 
-def decode_inputs(spec: Layer) -> tuple[str, ...]:
+def decode_inputs(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
     """A decoding graph's inputs: input_ids (or x), attention_mask, position_ids, then
     past_key_values.{i}.key, .value per layer (onnxruntime-genai's names). Cross attention
     takes memory after x (the rows its cache appends: all of them once, then none) and
     key_lengths last when its mask reads them."""
     first = "input_ids" if is_lm(spec) else "x"
-    past = tuple(n.replace("present", "past_key_values") for n in cache_names(spec))
+    past = tuple(n.replace("present", "past_key_values")
+                 for n in cache_names(spec, latent_cache))
     if isinstance(spec, Attention) and spec.kind == "cross":  # memory rows, and their padding
         return (first, "memory", "attention_mask", "position_ids", *past,
                 *spec.runtime_inputs)
@@ -95,12 +102,14 @@ def _summary(s: Attention) -> str:
             f"head_dim={s.head_dim}, value_dim={s.value_dim}")
 
 
-def _type_of(name: str, s: Attention, spec: Layer) -> TensorType:
+def _type_of(name: str, s: Attention, spec: Layer, latent_cache: bool) -> TensorType:
     if name.startswith("past_key_values."):
         i = int(name.split(".")[1])
         a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
         width = a.head_dim if name.endswith(".key") else a.value_dim
         rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
+        if a.latent is not None and latent_cache:  # one latent and RoPE key per token
+            return T("B", 1, rows, a.latent.kv_rank + a.latent.rope_dim, dtype="float")
         return T("B", a.kv_heads, rows, width, dtype="float")
     return {"x": T("B", "L", s.d_model, dtype="float"),
             "memory": T("B", "S", s.memory_dim, dtype="float"),
@@ -128,7 +137,7 @@ def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
 
 
 def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
-           bounded: bool = False) -> str:
+           bounded: bool = False, latent_cache: bool = True) -> str:
     p = f"layers.{i}."
     d = T("B", "L", t.d_model)
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -139,7 +148,8 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     def attn(arg: str) -> str:
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
         return attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
-                          cache=i if pos else None, pos=pos, bounded=bounded, layer=i)
+                          cache=i if pos else None, pos=pos, bounded=bounded, layer=i,
+                          latent_cache=latent_cache)
 
     def add(out: str, x: str, branch: str) -> str:
         if t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier

@@ -22,7 +22,7 @@ from ..spec import (
 )
 from ..weight_table import LAMBDAS, linformer_weights
 from .graph import GraphBuilder, Op
-from .latent import latent_heads
+from .latent import absorbed_heads, latent_heads, unabsorbed
 
 __all__ = ["absolute", "attention", "norm"]
 
@@ -42,11 +42,13 @@ def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str,
 
 def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                table: str | None = None, cache: int | None = None,
-               pos: tuple[str, ...] = (), bounded: bool = False, layer: int = 0) -> str:
+               pos: tuple[str, ...] = (), bounded: bool = False, layer: int = 0,
+               latent_cache: bool = True) -> str:
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
     `pos` the position_ids input its RoPE reads; `layer`: its index in the stack
-    (differential attention's lambda_init at depth)."""
+    (differential attention's lambda_init at depth); `latent_cache`: latent attention caches
+    its latents (else every head's expanded keys and values)."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
 
@@ -55,7 +57,12 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                       weight=f"{prefix}{proj}.weight",
                       bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
 
-    if s.latent is not None:  # DeepSeek: queries, keys and values from latents
+    absorbed = None  # decoding latent attention: the core over the cached latents
+    if s.latent is not None and cache is not None and latent_cache:
+        q, k, v, absorbed = absorbed_heads(b, s, p, prefix, x, pos, cache,
+                                           _kept(s) if bounded else None)
+        gate, n = None, "P + L"
+    elif s.latent is not None:  # DeepSeek: queries, keys and values from latents
         q, k, v = latent_heads(b, s, p, prefix, x, pos)
         gate = None
     else:
@@ -94,7 +101,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
             q = b.emit(Op.TEMPERATURE, f"{p}q_scaled", (q, *pos),
                        T("B", s.heads, "L", s.head_dim), floor=s.temperature.floor,
                        scale=s.temperature.scale)
-    if cache is not None:  # keys are cached rotated: a step rotates only its own
+    if cache is not None and absorbed is None:  # keys cached rotated: a step rotates its own
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = _kept(s) if bounded else None
         cached = []
@@ -110,7 +117,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    keep=keep[1], sinks=keep[0])
             cached.append(full)
         k, v = cached
-    core = s
+    core = absorbed or s
     if s.differential:  # each kv head's values beside its partner's: one core, wider values
         core = replace(s, value_dim=2 * s.value_dim,
                        variants=tuple(replace(x, attention=replace(
@@ -128,6 +135,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    outputs=tuple(outs))
     else:
         o = _core(b, core, p, prefix, q, k, v, n, table, cache)
+    if absorbed is not None:
+        o = unabsorbed(b, s, p, prefix, o)
     if s.differential:
         o = b.emit(Op.DIFFERENTIAL, f"{p}differential", (o,), T("B", "L", s.heads * s.value_dim),
                    heads=s.heads, lambda_init=s.differential.lambda_init(layer),

@@ -138,9 +138,20 @@ def _split_heads(lw: Lowering, node: Node) -> str:
 @lower(Op.HEAD_SLICE)
 def _head_slice(lw: Lowering, node: Node) -> str:
     b = lw.b
+    if node.attr("heads") == 1:  # any rank: a latent cache's first features too
+        return b.op("Slice", arg(lw, node), b.i64(node.attr("start")),
+                    b.i64(node.attr("stop")), b.i64(-1))
     x = b.op("Reshape", arg(lw, node), b.i64(0, 0, node.attr("heads"), -1))
     x = b.op("Slice", x, b.i64(node.attr("start")), b.i64(node.attr("stop")), b.i64(-1))
     return b.op("Reshape", x, b.i64(0, 0, -1))
+
+
+@lower(Op.HEAD_LINEAR)
+def _head_linear(lw: Lowering, node: Node) -> str:
+    """Weights sliced and transposed from their initializer: folded at session start."""
+    return formulas.head_linear(lw.xp, lw.sym(node), lw.weight(node.attr("weight"), 2),
+                                *(node.attr(a) for a in ("heads", "block", "start", "stop",
+                                                         "transposed"))).name
 
 
 @lower(Op.JOIN_HEADS)
