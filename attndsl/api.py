@@ -127,8 +127,10 @@ class Layer:
         _check_dtype(dtype)
         check_dtype_target(dtype, target)
         provenance = self._provenance(seed, target, dtype, weights)
-        switch = any(a.variants for a in s.attentions_of(self.spec))
-        if not get(target).planned and not switch:  # standard ops, by torch.onnx.export
+        # by_length's If and the delta rule's Scan: attndsl lowers them, in standard ops
+        lowered = any(a.variants or isinstance(a.kernel, s.DeltaRule)
+                      for a in s.attentions_of(self.spec))
+        if not get(target).planned and not lowered:  # standard ops, by torch.onnx.export
             from .backends.onnx import export
 
             module = self.to_torch(seed=seed, weights=weights, dtype=dtype)

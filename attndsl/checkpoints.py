@@ -63,12 +63,13 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     prefixes = tuple(fam.layer.format(i=i) for i in picked_layers)
     table = {_name(v) for k, v in fam.names.items()
              if isinstance(spec, Transformer) or k.startswith("self_attn.")}
+    table |= {_name(v) for t in fam.by_kernel.values() for v in t.values()}
     domain = {p + t for p in prefixes for t in table}
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
         domain |= {v for k, v in fam.top.items() if spec.vocab is not None or k not in
                    (*LM_NAMES, *_EMBEDDING_NAMES)}
     unused = sorted(k for k in domain if k in keys and k not in used)
-    every = {_name(v) for v in fam.names.values()}
+    every = {_name(v) for v in fam.every()}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
 
     def stray(k: str, layer_prefix: str | None) -> bool:
@@ -141,7 +142,7 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
             return fam.top.get(ours, ours), None, spec.attention
         i, inner = int(match.group(1)), match.group(2)
         attn = spec.layer_attention(i)
-    source = fam.names.get(inner, inner)
+    source = fam.layer_names(attn.kernel).get(inner, inner)
     if isinstance(source, tuple):
         return fam.layer.format(i=i) + source[0], source[1], attn
     return fam.layer.format(i=i) + source, None, attn

@@ -210,7 +210,9 @@ class _Growing:
         self.session = session
         self.ids, self.mask = padded(prompts, pad)
         inputs = {i.name: i for i in session.get_inputs()}
-        self.past = {n: np.zeros((len(prompts), i.shape[1], 0, i.shape[3]),
+        # empty caches: their symbolic length 0; a fixed-size state (the delta rule's) zeros
+        self.past = {n: np.zeros([len(prompts)] + [d if isinstance(d, int) else 0
+                                                   for d in i.shape[1:]],
                                  dtype=_ort_float(i.type))
                      for n, i in inputs.items() if n.startswith("past_key_values.")}
         self.presents = [o.name for o in session.get_outputs()][1:]

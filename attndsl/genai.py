@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .hf_fields import read_json
-from .spec import Layer, Transformer, is_lm
+from .spec import DeltaRule, Layer, Transformer, is_lm
 
 __all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "genai_config", "genai_files",
            "load_decoder"]
@@ -57,6 +57,12 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
                          f"head size per layer, and latent attention (`{latent.name}`) caches "
                          "one latent row per token, no values: use `--export onnx --decode` "
                          "and `attndsl generate`")
+    delta = next((a for a in spec.attentions if isinstance(a.kernel, DeltaRule)), None)
+    if delta is not None:
+        raise UsageError(f"`{spec.name}`: onnxruntime-genai keeps a key and a value cache per "
+                         f"layer, and the delta rule (`{delta.name}`) carries a state and a "
+                         "convolution window: use `--export onnx --decode` and `attndsl "
+                         "generate`")
     heads = {a.head_dim for a in spec.attentions} | {a.value_dim for a in spec.attentions}
     kv = {a.kv_heads for a in spec.attentions}
     q = {a.heads for a in spec.attentions}

@@ -138,7 +138,9 @@ _POSITIVE_INTS = (
     "decoder_sparse_step", "intermediate_size_mlp", "attention_chunk_size", "floor_scale",
     "interleave_moe_layer_step", "no_rope_layer_interval", "shared_expert_intermediate_size",
     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_routed_experts",
-    "n_group", "topk_group")
+    "n_group", "topk_group", "linear_conv_kernel_dim", "linear_key_head_dim",
+    "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
+    "full_attention_interval")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -170,7 +172,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
     "short_factor": ("list", None), "long_factor": ("list", None),
 }
-_LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention")
+_LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention", "linear_attention")
 # lists of layer indices (moe_layers, mlp_only_layers) or 0/1 flags (no_rope_layers)
 _INDEX_LISTS = ("moe_layers", "mlp_only_layers", "no_rope_layers")
 _WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
@@ -202,7 +204,7 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
             out.append(f"`{where}{key}` = {_json(value)}: expected a list of numbers > 0")
         elif key == "layer_types" and not all(v in _LAYER_TYPES for v in value):
             out.append(f"`{key}` = {_json(value)}: expected a list of \"sliding_attention\", "
-                       "\"chunked_attention\" and \"full_attention\"")
+                       "\"chunked_attention\", \"linear_attention\" and \"full_attention\"")
         elif key in _INDEX_LISTS and not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
             out.append(f"`{where}{key}` = {_json(value)}: expected a list of integers >= 0")

@@ -7,6 +7,14 @@ import math
 from dataclasses import dataclass, field
 
 from .blocks import GATED, Ffn, Moe, Norm  # re-exported: part of the resolved spec
+from .kernels import (  # re-exported: part of the resolved spec
+    DeltaRule,
+    Kernel,
+    LinearKernel,
+    LinformerKernel,
+    LshKernel,
+    Softmax,
+)
 from .masks import Mask, runtime_inputs
 from .rope_scaling import (  # re-exported: part of the resolved spec
     DynamicScaling,
@@ -23,6 +31,7 @@ __all__ = [
     "MAX_LENGTH",
     "Alibi",
     "Attention",
+    "DeltaRule",
     "Differential",
     "DynamicScaling",
     "Ffn",
@@ -107,28 +116,6 @@ Position = Sinusoidal | Learned | Rope | Alibi | RelativeBias | None
 
 
 @dataclass(frozen=True)
-class Softmax:
-    pass
-
-
-@dataclass(frozen=True)
-class LinearKernel:
-    feature: str  # elu | relu | softmax
-
-
-@dataclass(frozen=True)
-class LinformerKernel:
-    """Keys and values projected along the sequence to `k` rows (Wang et al. 2020): E and F
-    of [k, max_len], sliced to the keys' count. share: none (E, F per kv head), headwise (one
-    E, one F for the layer's heads), kv (E = F), layerwise (one E for every layer of a stack,
-    keys and values)."""
-
-    k: int
-    max_len: int
-    share: str
-
-
-@dataclass(frozen=True)
 class Temperature:
     """Llama 4's attention temperature tuning: queries at position p scaled by 1 + scale *
     ln(1 + floor((p + 1) / floor))."""
@@ -165,19 +152,6 @@ class Latent:
 
 
 @dataclass(frozen=True)
-class LshKernel:
-    """Reformer's LSH attention (Kitaev et al. 2020): shared query/key projection, queries
-    hashed by `rounds` seeded random rotations into `buckets` buckets, sorted by (bucket,
-    position) and attended in chunks of `chunk` with the previous chunk; the rounds merged by
-    their log-sum-exp. docs/LANGUAGE.md (Kernels) has every step."""
-
-    buckets: int
-    rounds: int
-    chunk: int
-    seed: int
-
-
-@dataclass(frozen=True)
 class Sparsity:
     mode: str  # dense | block | auto
     block: int | None = None
@@ -202,7 +176,7 @@ class Attention:
     softcap: float | None
     qk_norm: Norm | None  # per head, on q and k (no bias)
     position: Position
-    kernel: Softmax | LinearKernel | LinformerKernel | LshKernel
+    kernel: Kernel
     mask: Mask
     sparsity: Sparsity
     dropout: float

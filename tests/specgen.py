@@ -275,6 +275,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["differential"] = diff.choice(["lambda", "lambda(init = 0.3, eps = 1e-6)",
                                                "lambda(init = depth, eps = 0.01)"])
     _latent(random.Random(seed * 7919 + 15), entries, cross or linear or linformer or lsh)
+    _delta(random.Random(seed * 7919 + 16), entries, cross or linear or linformer or lsh)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -297,6 +298,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)
             other = dict(entries, mask=mask if not (linear or linformer or lsh) else
                          _LSH_MASKS[1] if lsh else entries["mask"])
+            if "delta_rule" in entries.get("kernel", ""):  # a hybrid stack, as Qwen3-Next's
+                other = {k: v for k, v in other.items() if k != "kernel"}
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
                                                    for k, v in other.items()) + "\n}\n"
             pattern = r.choice(["[a, b]", "[b, a, a]"])
@@ -358,6 +361,24 @@ def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> 
     if experts == 8 and top_k <= 4 and r.random() < 0.4:  # 4 groups of 2, 2 kept
         out += f", groups = 4, top_groups = 2, group_score = {r.choice(['top2', 'max'])}"
     return out
+
+
+def _delta(r: random.Random, entries: dict, excluded: bool) -> None:
+    """The gated delta rule (Qwen3-Next's linear layers) in place of the softmax core (its
+    own stream): key heads dividing the heads, a convolution of 1 to 4 taps, chunks from 1
+    to beyond the test's lengths."""
+    if excluded or "by_length" in entries or "latent" in entries or r.random() >= 0.12:
+        return
+    for key in ("kv_heads", "qk_norm", "position", "softcap", "sparsity", "output_gate",
+                "temperature", "sinks", "differential", "dropout", "documents"):
+        entries.pop(key, None)
+    heads = int(entries["heads"])
+    key_heads = r.choice([d for d in range(1, heads + 1) if heads % d == 0])
+    entries["kernel"] = (f"delta_rule(key_heads = {key_heads}, conv = {r.choice([1, 2, 4])}, "
+                         f"chunk = {r.choice([1, 5, 16, 64])}, "
+                         f"eps = {r.choice(['1e-6', '0.01'])})")
+    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
+                                "padding & causal"])
 
 
 def _latent(r: random.Random, entries: dict, excluded: bool) -> None:

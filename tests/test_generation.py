@@ -206,8 +206,9 @@ def _left_padded_logits(model: Path):
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
     for i in session.get_inputs():
-        if i.name.startswith("past_key_values."):
-            feed[i.name] = np.zeros((2, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+        if i.name.startswith("past_key_values."):  # empty; a fixed-size state: zeros
+            feed[i.name] = np.zeros([2] + [d if isinstance(d, int) else 0 for d in i.shape[1:]],
+                                    dtype=np.float32)
     return ids, mask, positions, session.run(["logits"], feed)[0]
 
 

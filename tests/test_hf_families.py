@@ -163,6 +163,16 @@ CASES = {
         first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=20, qk_rope_head_dim=8,
         qk_nope_head_dim=16, v_head_dim=16, routed_scaling_factor=1.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # gated delta-rule layers (2 key heads serving 4 value heads, a 4-tap convolution) and
+    # a gated softmax layer (unit-offset q/k norm, RoPE on a quarter of each head), a mixture
+    # with a gated shared expert and a dense layer; left padding, which the delta rule skips
+    "qwen3_next": (lambda: tf.Qwen3NextConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=8, num_experts=6, num_experts_per_tok=2,
+        mlp_only_layers=[2], **SMALL),
+        "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.out_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),
@@ -362,7 +372,8 @@ def test_checkpoint_name_tables_are_documented() -> None:
 
     doc = (Path(__file__).parent.parent / "docs" / "CHECKPOINTS.md").read_text()
     for family in FAMILIES.values():
-        for ours, theirs in family.weights.names.items():
+        tables = [family.weights.names, *family.weights.by_kernel.values()]
+        for ours, theirs in (pair for table in tables for pair in table.items()):
             name = theirs[0] if isinstance(theirs, tuple) else theirs
             assert f"| `{ours}` | `{name}`" in doc, (ours, name)
         for ours, theirs in family.weights.top.items():

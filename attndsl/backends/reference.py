@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
+from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention
 from .reference_masks import mask_of, visible
@@ -260,6 +261,8 @@ def _attend(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 impl(Op.LINEAR_ATTENTION)(linear_attention)
+impl(Op.CAUSAL_CONV)(causal_conv)
+impl(Op.DELTA_RULE)(delta_rule)
 impl(Op.LSH_ATTENTION)(lsh_attention)
 
 

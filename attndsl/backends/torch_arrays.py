@@ -35,6 +35,20 @@ class TorchArrays:
     where, matmul = (staticmethod(f) for f in (torch.where, torch.matmul))
 
     @staticmethod
+    def softplus(x: Tensor) -> Tensor:
+        return F.softplus(x)
+
+    @staticmethod
+    def scan(step, state: Tensor, xs: list[Tensor], axis: int) -> tuple[Tensor, Tensor]:
+        """(the last state, the outputs stacked along axis) of state, y_i = step(state,
+        [x[i] for x in xs]) over the indices of `axis`, in order."""
+        ys = []
+        for i in range(xs[0].shape[axis]):
+            state, y = step(state, [x.select(axis, i) for x in xs])
+            ys.append(y)
+        return state, torch.stack(ys, dim=axis)
+
+    @staticmethod
     def minimum(x: Tensor, y: Tensor | float) -> Tensor:
         return torch.minimum(x, torch.as_tensor(y, dtype=x.dtype, device=x.device))
 

@@ -1,7 +1,7 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
-core by length): the by_length switch, Linformer's sequence projection, linear attention and
-LSH attention, and a mixture of experts' router and experts, each `(module, node, env) ->
-tensor` as `torch.IMPLS` runs them."""
+core by length): the by_length switch, Linformer's sequence projection, linear attention,
+LSH attention, the gated delta rule, and a mixture of experts' router and experts, each
+`(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from .. import masks
 from ..ir import Node, Op
 from ..spec import RUNTIME_INPUTS
 from . import formulas
+from .delta import causal_conv, decoded, delta_gates, delta_rule, new_tokens
 from .experts import expert_mlp, route
 from .torch_arrays import TorchArrays
 from .torch_masks import kept_keys, lengths
@@ -88,6 +89,44 @@ def _linear_attention(m: nn.Module, node: Node, env: Env) -> Tensor:
     real = env["attention_mask"] != 0 if "attention_mask" in env else None
     return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
                                      causal, real)
+
+
+def _real(node: Node, env: Env, L: int, xp: TorchArrays) -> Tensor | None:
+    """The delta rule's real tokens (B, L), float32: a decoding call's from attention_mask,
+    one pass's from its mask's padding (key_lengths), or None (every token)."""
+    if node.attr("decoding"):
+        return new_tokens(xp, env["attention_mask"], L)
+    if node.attr("padding") is None:
+        return None
+    return kept_keys(node.attr("padding"), L, env, xp.device).reshape(-1, L).float()
+
+
+@impl(Op.CAUSAL_CONV)
+def _causal_conv(m: nn.Module, node: Node, env: Env) -> Tensor:
+    parts = [env[a] for a in node.args[:3]]
+    xp = TorchArrays(parts[0].device)
+    weight = m.weight(node.attr("weight")).to(parts[0].dtype)
+    past = env[node.args[3]] if node.attr("decoding") else None  # the past inputs
+    out = causal_conv(xp, parts, weight, node.attr("width"), past,
+                      _real(node, env, parts[0].shape[1], xp))
+    return out[0] if node.attr("part") == "output" else out[1]
+
+
+@impl(Op.DELTA_RULE)
+def _delta_rule(m: nn.Module, node: Node, env: Env) -> Tensor:
+    q, k, v, b, a = (_arg(node, env, i) for i in range(5))
+    xp = TorchArrays(q.device)
+    beta, g = delta_gates(xp, b, a, *(m.weight(w) for w in node.attr("weights")))
+    decoding = node.attr("decoding")
+    o, last = delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"),
+                         v.shape[1] // q.shape[1], _arg(node, env, 5) if decoding else None,
+                         _real(node, env, q.shape[2], xp))
+    return decoded(xp, o, last) if decoding else o
+
+
+@impl(Op.ROWS)
+def _rows(m: nn.Module, node: Node, env: Env) -> Tensor:
+    return _arg(node, env)[:, :, node.attr("start"):node.attr("stop")]
 
 
 @impl(Op.LSH_ATTENTION)

@@ -10,6 +10,8 @@ from .. import masks as m
 from ..source import Span
 from ..spec import (
     Alibi,
+    DeltaRule,
+    Kernel,
     Learned,
     LinearKernel,
     LinformerKernel,
@@ -20,7 +22,7 @@ from ..spec import (
     Softmax,
 )
 from .positions import Positions
-from .values import Param
+from .values import FLOAT32_TINY, Param
 
 __all__ = ["MAX_LSH_ROTATIONS", "Kernels", "arg_span"]
 
@@ -28,11 +30,20 @@ MAX_LSH_ROTATIONS = 2**26  # numbers drawn into the graph (256 MB of float32)
 
 
 class Kernels(Positions):
-    def kernel_value(self, e: ast.Expr) -> Softmax | LinearKernel:
+    def kernel_value(self, e: ast.Expr) -> Kernel:
         name, _ = self.callee(e, _KERNELS, "kernel")
         args = self.bind(e, name, _KERNELS[name])
         if name == "softmax":
             return Softmax()
+        if name == "delta_rule":  # key_heads 0: as many as heads (resolved with the layer)
+            eps = self.number(args["eps"]) if "eps" in args else 1e-6
+            if not FLOAT32_TINY <= eps <= 1.0:
+                raise self.error(f"the gated norm's eps must be in [{FLOAT32_TINY:.3g}, 1], "
+                                 f"found {eps:g}", args["eps"].span)
+            return DeltaRule(
+                self.positive(args["key_heads"], "key_heads") if "key_heads" in args else 0,
+                self.positive(args["conv"], "conv") if "conv" in args else 4,
+                self.positive(args["chunk"], "chunk") if "chunk" in args else 64, eps)
         if name == "lsh":
             return LshKernel(
                 self.positive(args["buckets"], "LSH buckets"),
@@ -151,7 +162,8 @@ class Kernels(Positions):
 
 _KERNELS = {"softmax": (), "linear": (Param("feature"),),
             "linformer": (Param("k", True), Param("max_len", True), Param("share")),
-            "lsh": (Param("buckets", True), Param("rounds"), Param("chunk"), Param("seed"))}
+            "lsh": (Param("buckets", True), Param("rounds"), Param("chunk"), Param("seed")),
+            "delta_rule": (Param("key_heads"), Param("conv"), Param("chunk"), Param("eps"))}
 _LINFORMER_SHARING = ("none", "headwise", "kv", "layerwise")
 
 

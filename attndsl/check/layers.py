@@ -12,6 +12,7 @@ from ..source import Span
 from ..spec import (
     Alibi,
     Attention,
+    DeltaRule,
     LinearKernel,
     LinformerKernel,
     LshKernel,
@@ -155,6 +156,10 @@ class Layers(Latents):
         if latent is not None:
             failed |= self.check_latent(e, latent, kind, kernel, heads, kv_heads, head_dim,
                                         position, at)
+        if isinstance(kernel, DeltaRule):
+            problem, kernel = self.check_delta(e, kernel, heads, kv_heads, kind, mask, position,
+                                               dropout, at)
+            failed |= problem
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
@@ -241,6 +246,12 @@ class Layers(Latents):
             if attn is None:
                 return None
             variants.append(Variant(up_to, replace(attn, name=d.name)))
+        delta = next((item for item, v in zip(e.items, variants, strict=True)
+                      if isinstance(v.attention.kernel, DeltaRule)), None)
+        if delta is not None:
+            raise self.error("a by_length variant cannot use the delta rule: it has its own "
+                             "projections, while the variants share q, k and v", delta.span,
+                             hint="give the delta-rule layer its own attention")
         lsh = next((item for item, v in zip(e.items, variants, strict=True)
                     if isinstance(v.attention.kernel, LshKernel)), None)
         if lsh is not None:

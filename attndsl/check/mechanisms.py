@@ -9,7 +9,7 @@ from collections.abc import Callable
 from .. import ast
 from ..source import Span
 from ..spec import Differential, LshKernel, Softmax, Temperature
-from .kernels import Kernels
+from .delta import DeltaRules
 from .values import FLOAT32_MAX, FLOAT32_TINY, Param
 
 __all__ = ["Mechanisms"]
@@ -18,7 +18,7 @@ _TEMPERATURES = {"log": (Param("floor", True), Param("scale", True))}
 _DIFFERENTIAL = {"lambda": (Param("init"), Param("eps"))}
 
 
-class Mechanisms(Kernels):
+class Mechanisms(DeltaRules):
     def temperature_value(self, e: ast.Expr) -> Temperature | None:
         """`none` or `log(floor = n, scale = s)`."""
         if isinstance(e, ast.Name) and e.id == "none":

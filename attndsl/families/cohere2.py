@@ -19,6 +19,9 @@ def _read(s: SpecText, padding: str | None) -> None:
     layers = s.need("num_hidden_layers")
     types = cfg.get("layer_types") or [
         "sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(layers)]
+    if any(t not in ("sliding_attention", "full_attention") for t in types):
+        s.refuse("layer_types", "Cohere 2's layers are sliding_attention or full_attention")
+        return
     window = s.get("sliding_window")
     base = {"d_model": str(d), "heads": str(heads),
             "kv_heads": str(s.get("num_key_value_heads", default=heads)),

@@ -50,6 +50,8 @@ def read(s: SpecText, padding: str | None) -> None:
     types = types or ["full_attention"] * layers
     if "chunked_attention" in types:
         s.refuse("layer_types", f"{t} has no chunked attention layers (Llama 4 has)")
+    if "linear_attention" in types:
+        s.refuse("layer_types", f"{t} has no linear attention layers (Qwen3-Next has)")
     window = s.get("sliding_window")
     if t in ("mistral", "mixtral", "qwen3_moe", "phi3"):  # every layer slides with a window
         types = ["sliding_attention" if window else "full_attention"] * layers

@@ -7,6 +7,7 @@ dense layers (mlp_only_layers, decoder_sparse_step) among them."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from .base import Family
 from .llama import LLAMA
@@ -83,7 +84,7 @@ def expanded(table: Names) -> Callable[[dict], Names]:
                 out[ours.replace("{e}", str(e))] = (
                     (theirs[0], theirs[1](e)) if isinstance(theirs, tuple)
                     else theirs.replace("{e}", str(e)))
-        return Names(table.layer, out, table.top, table.bases)
+        return replace(table, names=out)
     return names
 
 

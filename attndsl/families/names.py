@@ -22,12 +22,24 @@ class Names:
     """Where a family keeps each tensor attndsl names. `layer` is the checkpoint prefix of
     layer i; `names` maps attndsl's name within a layer (after `layers.{i}.`) to the
     checkpoint's name within its layer, or to (fused name, split); `top` maps names outside the
-    layers. `bases` are prefixes a task model adds (`model.`, `transformer.`)."""
+    layers. `bases` are prefixes a task model adds (`model.`, `transformer.`); `by_kernel`
+    the entries of layers whose kernel differs (`layer_names`)."""
 
     layer: str
     names: dict[str, str | tuple[str, Split]]
     top: dict[str, str] = field(default_factory=dict)
     bases: tuple[str, ...] = ()
+    # entries that replace `names`' in the layers whose attention has a kernel of this class
+    # name (Qwen3-Next's delta-rule layers keep their projections under `linear_attn.`)
+    by_kernel: dict[str, dict[str, str | tuple[str, Split]]] = field(default_factory=dict)
+
+    def layer_names(self, kernel: object) -> dict[str, str | tuple[str, Split]]:
+        """The table of a layer whose attention has `kernel`."""
+        return self.names | self.by_kernel.get(type(kernel).__name__, {})
+
+    def every(self) -> list[str | tuple[str, Split]]:
+        """Every entry, of every kind of layer."""
+        return [*self.names.values(), *(v for t in self.by_kernel.values() for v in t.values())]
 
 
 def rows(start: Callable[[Attention, dict], int], size: Callable[[Attention, dict], int]) -> Split:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..shapes import T, TensorType
 from ..spec import (
     Attention,
+    DeltaRule,
     Layer,
     Transformer,
     input_names,
@@ -64,11 +65,13 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
 
 def cache_names(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
     """present.{i}.key, present.{i}.value per layer i; a latent attention's layer has its
-    key alone (each token's latent and RoPE key: the values are the latent)."""
+    key alone (each token's latent and RoPE key: the values are the latent), a delta-rule
+    layer its convolution's last inputs and its state (`conv`, `state`)."""
     attns = [spec.layer_attention(i) for i in range(spec.layers)] \
         if isinstance(spec, Transformer) else [spec]
-    return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns)
-                 for kv in (("key",) if a.latent and latent_cache else ("key", "value")))
+    return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns) for kv in (
+        ("conv", "state") if isinstance(a.kernel, DeltaRule) else
+        ("key",) if a.latent and latent_cache else ("key", "value")))
 
 
 def decode_inputs(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
@@ -108,6 +111,11 @@ def _type_of(name: str, s: Attention, spec: Layer, latent_cache: bool) -> Tensor
         a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
         width = a.head_dim if name.endswith(".key") else a.value_dim
         rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
+        if isinstance(a.kernel, DeltaRule):  # fixed sizes: the window, the state
+            if name.endswith(".conv"):
+                width = 2 * a.kernel.key_heads * a.head_dim + a.heads * a.value_dim
+                return T("B", a.kernel.conv - 1, width, dtype="float")
+            return T("B", a.heads, a.head_dim, a.value_dim, dtype="float")
         if a.latent is not None and latent_cache:  # one latent and RoPE key per token
             return T("B", 1, rows, a.latent.kv_rank + a.latent.rope_dim, dtype="float")
         return T("B", a.kv_heads, rows, width, dtype="float")

@@ -11,6 +11,7 @@ from ..shapes import T, TensorType
 from ..spec import (
     Alibi,
     Attention,
+    DeltaRule,
     Learned,
     LinearKernel,
     LinformerKernel,
@@ -21,6 +22,7 @@ from ..spec import (
     Sinusoidal,
 )
 from ..weight_table import LAMBDAS, linformer_weights
+from .delta import delta_rule
 from .graph import GraphBuilder, Op
 from .latent import absorbed_heads, latent_heads, unabsorbed
 
@@ -57,6 +59,9 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                       weight=f"{prefix}{proj}.weight",
                       bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
 
+    if isinstance(s.kernel, DeltaRule):  # its own projections, recurrence and gated norm
+        o = delta_rule(b, s, p, prefix, x, cache)
+        return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
     absorbed = None  # decoding latent attention: the core over the cached latents
     if s.latent is not None and cache is not None and latent_cache:
         q, k, v, absorbed = absorbed_heads(b, s, p, prefix, x, pos, cache,

@@ -52,6 +52,14 @@ class Op(enum.Enum):
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
     SWITCH = "switch"  # by_length: the branch whose up_to first holds L (the last: longer L)
     SEQ_PROJECT = "seq_project"  # Linformer: E[:, :n] @ keys (masked keys zeroed) -> k rows
+    # (q, k, v) (B, L, c_i) each -> (B, L, sum c_i): silu of each channel's causal convolution
+    # over the last `width` tokens (the delta rule's), with the past's inputs when decoding
+    # (part = state: the last width - 1 inputs, the next call's past_key_values.{i}.conv)
+    CAUSAL_CONV = "causal_conv"
+    # (q, k, v heads, beta and decay logits) -> (B, H, L, dv); decoding (+ past state and
+    # attention_mask) -> (B, H, L + dk, dv): the outputs, then the final state's dk rows
+    DELTA_RULE = "delta_rule"
+    ROWS = "rows"  # x[:, :, start:stop] (negative: from the end): a packed output's parts
     LSH_ATTENTION = "lsh_attention"  # Reformer: shared-QK heads hashed, sorted, chunked
 
 

@@ -63,7 +63,7 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
     target lowers a decoding graph's cores to the dense masked form over cache and new keys
     (standard ops only)."""
     found = cores(graph)
-    switch = any(n.op is Op.SWITCH for n in graph.nodes)
+    switch = any(n.op in (Op.SWITCH, Op.DELTA_RULE) for n in graph.nodes)  # attndsl lowers
     if not get(target).planned and not graph.decoding and not switch:
         return graph, [Choice(*where(c.prefix, graph), "dense",
                               ("portable: standard ONNX ops only, exported by "
@@ -82,7 +82,9 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
                 branches = tuple(tuple(planned(list(b))) for b in node.attr("branches"))
                 attrs = tuple((k, branches if k == "branches" else v) for k, v in node.attrs)
                 nodes = [replace(n, attrs=attrs) if n is node else n for n in nodes]
-            elif node.op is Op.MERGE_HEADS:
+            elif node.op is Op.DELTA_RULE:
+                choices.append(delta_choice(node))
+            elif node.op is Op.MERGE_HEADS and cores_of([node], by_name):
                 core = cores_of([node], by_name)[0]
                 strategy, params, reasons, attrs = choose(core, target, dtype) if \
                     get(target).planned else _portable(core)
@@ -94,6 +96,16 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
 
     graph = replace(graph, nodes=tuple(planned(list(graph.nodes))))
     return _with_experts(graph, choices, target, dtype)
+
+
+def delta_choice(node: Node) -> Choice:
+    """A delta-rule layer's form: one, on every target (standard ops)."""
+    chunk = node.attr("chunk")
+    return Choice(node.out.removesuffix("attn"), "", "delta_rule", (
+        f"the gated delta rule in chunks of {chunk}: each chunk's products at once (O(L x "
+        f"{chunk} x d)), one Scan step per chunk carrying the d_k x d_v state per head (when "
+        "decoding: from the cached state and convolution window)",),
+        (("chunk", chunk),))
 
 
 def _with_experts(graph: Graph, choices: list[Choice], target: str,
@@ -131,6 +143,10 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         core = next(c for c in found if tail.args[0] in c.qkv)
         blocked = (core, "a bounded cache (a window's last keys) grows and slides in standard "
                          "ops")
+    rules = [n for n in graph.nodes if n.op is Op.DELTA_RULE]
+    if blocked is None and rules:
+        blocked = (None, "a delta-rule layer carries a state and a convolution window, which "
+                         "GroupQueryAttention's max_length buffers do not hold")
     nodes = list(graph.nodes)
     choices = []
     for core, match in matches:
@@ -140,15 +156,16 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
                                   tuple(match.params.items())))
             continue
         layer, why = blocked
+        name = "a layer" if layer is None else layer.prefix.rstrip(".") or "the attention"
         reasons = ["decoding against a growing cache: past and new keys concatenated, the "
-                   "masked form over them (standard ops)",
-                   f"not in place: {layer.prefix.rstrip('.') or 'the attention'}: {why}"]
+                   "masked form over them (standard ops)", f"not in place: {name}: {why}"]
         strategy = "linear" if core.linear else "dense"
         choices.append(Choice(core.prefix, "", strategy, tuple(reasons)))
         if not core.linear:
             nodes = _fuse(nodes, core, "dense", {})
     if blocked is None:
         nodes = _cache_into_kernel(nodes)
+    choices += [delta_choice(n) for n in rules]
     return replace(graph, nodes=tuple(nodes)), choices
 
 

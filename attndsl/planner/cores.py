@@ -110,6 +110,8 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         own = _members(node, by_name)
         one = {op: ns[0] for op, ns in own.items()}
         attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
+        if attend.op not in (Op.ATTEND, Op.LINEAR_ATTENTION, Op.LSH_ATTENTION):
+            continue  # no attention core (the delta rule's heads, normed): nothing to plan
         bias, cap, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTCAP), one.get(Op.SOFTMAX)
         linear, lsh = attend.op is Op.LINEAR_ATTENTION, attend.op is Op.LSH_ATTENTION
         q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else

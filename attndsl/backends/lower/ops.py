@@ -8,6 +8,7 @@ from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
 from .. import formulas
 from ..cache_slots import bounded_present
+from ..delta import causal_conv, decoded, delta_gates, delta_rule, new_tokens
 from .attend import kept_keys
 from .builder import Lowering, Sym, arg, lower, repeat, width
 from .sym import OnnxArrays
@@ -144,6 +145,46 @@ def _head_slice(lw: Lowering, node: Node) -> str:
     x = b.op("Reshape", arg(lw, node), b.i64(0, 0, node.attr("heads"), -1))
     x = b.op("Slice", x, b.i64(node.attr("start")), b.i64(node.attr("stop")), b.i64(-1))
     return b.op("Reshape", x, b.i64(0, 0, -1))
+
+
+def _real(lw: Lowering, node: Node, like: Sym, axis: int) -> Sym | None:
+    """The delta rule's real tokens (B, L), float32: a decoding call's from attention_mask,
+    one pass's from its mask's padding (key_lengths), or None (every token)."""
+    xp, L = lw.xp, lw.xp.shape(like, axis)
+    if node.attr("decoding"):
+        return new_tokens(xp, Sym(lw.b, lw.env["attention_mask"], "int64", 2), L)
+    if node.attr("padding") is None:
+        return None
+    kept = kept_keys(lw, node.attr("padding"), L)  # (B, 1, L)
+    return xp.astype(xp.reshape(kept, [xp.shape(kept, 0), -1]), "float32")
+
+
+@lower(Op.CAUSAL_CONV)
+def _causal_conv(lw: Lowering, node: Node) -> str:
+    parts = [lw.sym(node, i) for i in range(3)]
+    past = lw.sym(node, 3) if node.attr("decoding") else None  # the past inputs
+    out = causal_conv(lw.xp, parts, lw.weight(node.attr("weight"), 3), node.attr("width"),
+                      past, _real(lw, node, parts[0], 1))
+    return (out[0] if node.attr("part") == "output" else out[1]).name
+
+
+@lower(Op.DELTA_RULE)
+def _delta_rule(lw: Lowering, node: Node) -> str:
+    """The chunked form: the chunks' products in parallel, one Scan step per chunk."""
+    q, k, v, b, a = (lw.sym(node, i) for i in range(5))
+    xp = lw.xp
+    beta, g = delta_gates(xp, b, a, *(lw.weight(w) for w in node.attr("weights")))
+    groups = lw.graph_shapes[node.args[2]].dims[1] // lw.graph_shapes[node.args[0]].dims[1]
+    decoding = node.attr("decoding")
+    o, last = delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"),
+                         groups, lw.sym(node, 5) if decoding else None,
+                         _real(lw, node, q, 2))
+    return (decoded(xp, o, last) if decoding else o).name
+
+
+@lower(Op.ROWS)
+def _rows(lw: Lowering, node: Node) -> str:
+    return lw.xp.slice(lw.sym(node), 2, node.attr("start"), node.attr("stop")).name
 
 
 @lower(Op.HEAD_LINEAR)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import onnx
+from onnx import helper
 
 from ...dtypes import DTYPES, ONNX_TYPE
 
@@ -192,6 +194,35 @@ class OnnxArrays:
                    x.dtype, x.ndim)
 
     def exp(self, x: Sym) -> Sym: return self._unary("Exp", x)
+    def softplus(self, x: Sym) -> Sym: return self._unary("Softplus", x)
+
+    def scan(self, step, state: Sym, xs: list[Sym], axis: int) -> tuple[Sym, Sym]:
+        """ONNX Scan: (the last state, the outputs stacked along axis) of state, y_i =
+        step(state, [x[i] for x in xs]) over the indices of `axis`; the body is its own
+        graph (it reads the enclosing graph's values by name)."""
+        b = self.b
+        saved = b.nodes, b.consts
+        b.nodes, b.consts = [], dict(b.consts)
+        b.count += 1
+        tag = f"scan{b.count}"
+        names = [f"{tag}_state", *(f"{tag}_x{i}" for i in range(len(xs)))]
+        inner = [Sym(b, names[0], state.dtype, state.ndim),
+                 *(Sym(b, n, x.dtype, x.ndim - 1) for n, x in zip(names[1:], xs, strict=True))]
+
+        def info(s: Sym) -> onnx.ValueInfoProto:
+            return helper.make_tensor_value_info(s.name, ONNX_TYPE[s.dtype], [None] * s.ndim)
+
+        try:
+            new, y = step(inner[0], inner[1:])
+            new = Sym(b, b.op("Identity", new.name), new.dtype, new.ndim)
+            y = Sym(b, b.op("Identity", y.name), y.dtype, y.ndim)
+            body = helper.make_graph(b.nodes, tag, [info(s) for s in inner], [info(new), info(y)])
+        finally:
+            b.nodes, b.consts = saved
+        last, ys = b.op("Scan", state.name, *(x.name for x in xs), outputs=2, body=body,
+                        num_scan_inputs=len(xs), scan_input_axes=[axis] * len(xs),
+                        scan_output_axes=[axis])
+        return Sym(b, last, state.dtype, state.ndim), Sym(b, ys, y.dtype, y.ndim + 1)
 
     def argmax(self, x: Sym, axis: int) -> Sym:
         name = self.b.op("ArgMax", x.name, axis=axis, keepdims=0)

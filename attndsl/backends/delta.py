@@ -1,0 +1,135 @@
+"""The gated delta rule's arithmetic (docs/LANGUAGE.md, Kernels: `delta_rule`), once over an
+array namespace (`TorchArrays`, `OnnxArrays`) as `formulas` is: the causal depthwise
+convolution, the gates, and the recurrence in its chunked form (Yang et al. 2024, "Gated Delta
+Networks"; as transformers' torch_chunk_gated_delta_rule): within a chunk of C tokens the
+updates are matrix products, the unit lower-triangular system (I + A) solved as the product
+(I - A)(I + A^2)(I + A^4)... (A is nilpotent: A^C = 0), and one sequential step per chunk
+carries the state (`scan`). Work O(L C d + L d^2) per head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formulas import activation
+
+__all__ = ["causal_conv", "decoded", "delta_gates", "delta_rule", "new_tokens"]
+
+Array = Any
+L2_EPS = 1e-6  # q and k: x / sqrt(sum(x^2) + 1e-6), as transformers' (and FLA's) l2norm
+
+
+def new_tokens(xp, attention_mask: Array, L: Any) -> Array:
+    """A decoding call's real new tokens, float32 (B, L): 1 where the last L columns of the
+    attention_mask are not 0."""
+    mask = xp.slice(attention_mask, 1, xp.shape(attention_mask, 1) - L, None)
+    return xp.astype(mask != 0, "float32")
+
+
+def causal_conv(xp, parts: list[Array], w: Array, width: int, past: Array | None = None,
+                real: Array | None = None) -> tuple[Array, Array]:
+    """(silu(y) (B, L, C), the last width - 1 inputs (B, width - 1, C)) of parts (B, L, c_i)
+    laid side by side: y_t[c] = sum_j w[c, 0, j] x_{t - width + 1 + j}[c], the inputs before
+    the first token those of `past` (B, width - 1, C), or zeros; a slot where `real` (B, L)
+    is 0 (padding) has zero inputs. Computed in float32, returned in the parts' dtype."""
+    x = xp.concat(parts, axis=2)
+    dtype = xp.dtype(x)
+    x = xp.astype(x, "float32")
+    if real is not None:
+        x = x * xp.reshape(real, [xp.shape(x, 0), -1, 1])
+    past = xp.pad(xp.slice(x, 1, 0, 0), 1, width - 1) if past is None else \
+        xp.astype(past, "float32")
+    full = xp.concat([past, x], axis=1)
+    taps = xp.swap_last(xp.reshape(xp.astype(w, "float32"), [-1, width]))  # (width, C)
+    L = xp.shape(x, 1)
+    y = None
+    for j in range(width):
+        term = xp.slice(full, 1, j, L + j) * xp.slice(taps, 0, j, j + 1)
+        y = term if y is None else y + term
+    return (xp.astype(activation(xp, y, "silu"), dtype),
+            xp.astype(xp.slice(full, 1, L, None), dtype))
+
+
+def delta_gates(xp, beta_logits: Array, decay_logits: Array, a_log: Array,
+                dt_bias: Array) -> tuple[Array, Array]:
+    """(beta, g), float32 (B, H, L), of the logits (B, L, H): beta = sigmoid(b) and the log
+    decay g = -exp(A_log) softplus(a + dt_bias)."""
+    b, a = xp.astype(beta_logits, "float32"), xp.astype(decay_logits, "float32")
+    g = -(xp.exp(xp.astype(a_log, "float32")) * xp.softplus(a + xp.astype(dt_bias, "float32")))
+    return xp.swap_last(xp.sigmoid(b)), xp.swap_last(g)
+
+
+def _l2norm(xp, x: Array) -> Array:
+    return x / xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True) + L2_EPS)
+
+
+def _repeat_heads(xp, x: Array, groups: int) -> Array:
+    """(B, h, L, d) -> (B, h * groups, L, d): head i reads head i // groups."""
+    if groups == 1:
+        return x
+    B, h, L, d = (xp.shape(x, i) for i in range(4))
+    x5 = xp.reshape(x, [B, h, 1, L, d])
+    return xp.reshape(xp.concat([x5] * groups, axis=2), [B, -1, L, d])
+
+
+def delta_rule(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: int,
+               scale: float, groups: int, state: Array | None = None,
+               real: Array | None = None) -> tuple[Array, Array]:
+    """(o (B, H, L, dv) in v's dtype, the final state (B, H, dk, dv) float32) of q, k (B, Hk,
+    L, dk), v (B, H, L, dv) and the gates (B, H, L) (`delta_gates`), from `state` or zeros:
+    per value head, S_t = exp(g_t) S_{t-1} + k_t (beta_t (v_t - (exp(g_t) S_{t-1})^T k_t))^T
+    and o_t = S_t^T q_t, with q, k L2-normed (q times `scale`); value head h reads key head
+    h // groups. A slot where `real` (B, L) is 0 (padding) leaves the state as it is (beta =
+    g = 0 there)."""
+    dtype = xp.dtype(v)
+    if real is not None:
+        keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
+        beta, g = beta * keep, g * keep
+    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
+    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
+    v = xp.astype(v, "float32")
+    B, H, L = xp.shape(v, 0), xp.shape(v, 1), xp.shape(v, 2)
+    pad = (chunk - L % chunk) % chunk  # padded tokens: beta = g = 0, k = v = 0, no update
+    q, k, v = (xp.pad(t, 2, pad) for t in (q, k, v))
+    beta, g = (xp.reshape(xp.pad(t, 2, pad), [B, H, -1, chunk]) for t in (beta, g))
+    if state is None:  # zeros (B, H, dk, dv): a one-token outer product times 0
+        state = xp.matmul(xp.swap_last(xp.slice(k, 2, 0, 1)), xp.slice(v, 2, 0, 1) * 0.0)
+    qc, kc, vc = (xp.reshape(t, [B, H, -1, chunk, xp.shape(t, 3)]) for t in (q, k, v))
+    idx = xp.arange(chunk)
+    row, col = xp.reshape(idx, [chunk, 1]), xp.reshape(idx, [1, chunk])
+    lower, strict = row >= col, row > col
+    zero = xp.asarray(0.0, "float32")
+    cum = xp.cumsum(g, axis=3)  # (B, H, n, C): log decay from the chunk's start
+    ci = xp.reshape(cum, [B, H, -1, chunk, 1])
+    diff = xp.where(lower, ci - xp.reshape(cum, [B, H, -1, 1, chunk]), zero)
+    pair = xp.where(lower, xp.exp(diff), zero)  # exp(cum_i - cum_j), j <= i
+    b5 = xp.reshape(beta, [B, H, -1, chunk, 1])
+    kb = kc * b5
+    m = -xp.where(strict, xp.matmul(kb, xp.swap_last(kc)) * pair, zero)
+    solve, power = xp.astype(row == col, "float32") + m, m  # (I - A) ...
+    span = 2
+    while span < chunk:  # ... (I + A^2)(I + A^4)... = (I + A)^-1
+        power = xp.matmul(power, power)
+        solve = solve + xp.matmul(solve, power)
+        span *= 2
+    u = xp.matmul(solve, vc * b5)  # each token's write, before the state's read
+    w = xp.matmul(solve, kb * xp.exp(ci))  # its decayed keys that read the state
+    attn = xp.matmul(qc, xp.swap_last(kc)) * pair
+    last = xp.slice(ci, 3, chunk - 1, chunk)  # (B, H, n, 1, 1)
+    qd, kd, cd = qc * xp.exp(ci), kc * xp.exp(last - ci), xp.exp(last)
+
+    def step(s: Array, xs: list[Array]) -> tuple[Array, Array]:
+        u_i, w_i, q_i, a_i, k_i, c_i = xs
+        new = u_i - xp.matmul(w_i, s)
+        out = xp.matmul(q_i, s) + xp.matmul(a_i, new)
+        return s * c_i + xp.matmul(xp.swap_last(k_i), new), out
+
+    state, o = xp.scan(step, xp.astype(state, "float32"), [u, w, qd, attn, kd, cd], axis=2)
+    o = xp.slice(xp.reshape(o, [B, H, -1, xp.shape(o, 4)]), 2, 0, L)
+    return xp.astype(o, dtype), state
+
+
+
+def decoded(xp, o: Array, state: Array) -> Array:
+    """A decoding call's outputs (B, H, L, dv) and final state (B, H, dk, dv) packed along
+    axis 2 in o's dtype: the IR's `rows` take them apart."""
+    return xp.concat([o, xp.astype(state, xp.dtype(o))], axis=2)

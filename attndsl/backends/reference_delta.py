@@ -1,0 +1,69 @@
+"""The NumPy reference's reading of the gated delta rule (docs/LANGUAGE.md, Kernels:
+`delta_rule`), written from the document: the causal convolution token by token and the
+recurrence one token at a time, in float64 (the chunked form is the backends')."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..ir import Node
+
+__all__ = ["causal_conv", "delta_rule"]
+
+Env = dict[str, np.ndarray]
+
+
+def _real(node: Node, env: Env, B: int, L: int) -> np.ndarray:
+    """(B, L) bool: the tokens the mask's `padding` shows (key_lengths; all without one)."""
+    padding = node.attr("padding")
+    if padding is None:
+        return np.ones((B, L), bool)
+    n, t = env["key_lengths"][:, None], np.arange(L)[None, :]
+    return t >= L - n if padding.side == "left" else t < n
+
+
+def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """silu(y), y_t[c] = sum_{j=0}^{K-1} W[c, 0, j] x_{t-K+1+j}[c], x = [q | k | v] and no
+    input before the first token; a padding slot's input is 0."""
+    x = np.concatenate([env[a] for a in node.args[:3]], axis=-1)
+    x = x * _real(node, env, x.shape[0], x.shape[1])[..., None]
+    weight, K = w[node.attr("weight")], node.attr("width")
+    y = np.zeros_like(x)
+    for t in range(x.shape[1]):
+        for j in range(K):
+            s = t - K + 1 + j
+            if s >= 0:
+                y[:, t] += weight[:, 0, j] * x[:, s]
+    return y / (1.0 + np.exp(-y))
+
+
+def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per value head h (key head h // (heads / key_heads)), from S = 0 (d_k x d_v):
+    beta_t = sigmoid(b_t), g_t = -exp(A_log) softplus(a_t + dt_bias), q and k L2-normed
+    (x / sqrt(sum x^2 + 1e-6)), q times the scale; S <- exp(g_t) S, then
+    S <- S + k_t (beta_t (v_t - S^T k_t))^T, and o_t = S^T q_t. A padding slot leaves S as
+    it is."""
+    q, k, v, b, a = (env[node.args[i]] for i in range(5))
+    B, H, L, dv = v.shape
+    real = _real(node, env, B, L)
+    groups = H // q.shape[1]
+    a_log, dt_bias = (w[name] for name in node.attr("weights"))
+    beta = 1.0 / (1.0 + np.exp(-b))  # (B, L, H)
+    g = -np.exp(a_log) * np.logaddexp(0.0, a + dt_bias)
+    out = np.zeros((B, H, L, dv))
+    for h in range(H):
+        qh, kh = q[:, h // groups], k[:, h // groups]  # (B, L, dk)
+        qh = qh / np.sqrt((qh * qh).sum(-1, keepdims=True) + 1e-6) * node.attr("scale")
+        kh = kh / np.sqrt((kh * kh).sum(-1, keepdims=True) + 1e-6)
+        S = np.zeros((B, qh.shape[-1], dv))
+        for t in range(L):
+            decayed = np.exp(g[:, t, h])[:, None, None] * S
+            kt = kh[:, t]
+            delta = beta[:, t, h][:, None] * (v[:, h, t] - np.einsum("bkv,bk->bv", decayed,
+                                                                       kt))
+            S = np.where(real[:, t, None, None], decayed + kt[:, :, None] * delta[:, None, :],
+                         S)
+            out[:, h, t] = np.einsum("bkv,bk->bv", S, qh[:, t])
+    return out

@@ -1,0 +1,61 @@
+"""The attention kernels a layer's `kernel` names: the softmax, a linear feature map,
+Linformer's projected keys, Reformer's LSH and the gated delta rule (docs/LANGUAGE.md,
+Kernels). Part of the resolved spec (`spec` re-exports them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DeltaRule", "Kernel", "LinearKernel", "LinformerKernel", "LshKernel", "Softmax"]
+
+
+@dataclass(frozen=True)
+class Softmax:
+    pass
+
+
+@dataclass(frozen=True)
+class LinearKernel:
+    feature: str  # elu | relu | softmax
+
+
+@dataclass(frozen=True)
+class LinformerKernel:
+    """Keys and values projected along the sequence to `k` rows (Wang et al. 2020): E and F
+    of [k, max_len], sliced to the keys' count. share: none (E, F per kv head), headwise (one
+    E, one F for the layer's heads), kv (E = F), layerwise (one E for every layer of a stack,
+    keys and values)."""
+
+    k: int
+    max_len: int
+    share: str
+
+
+@dataclass(frozen=True)
+class LshKernel:
+    """Reformer's LSH attention (Kitaev et al. 2020): shared query/key projection, queries
+    hashed by `rounds` seeded random rotations into `buckets` buckets, sorted by (bucket,
+    position) and attended in chunks of `chunk` with the previous chunk; the rounds merged by
+    their log-sum-exp. docs/LANGUAGE.md (Kernels) has every step."""
+
+    buckets: int
+    rounds: int
+    chunk: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class DeltaRule:
+    """Gated delta-rule linear attention (Gated DeltaNet, Qwen3-Next's linear layers): a
+    causal depthwise convolution of width `conv` on q, k and v, L2-normed q and k of
+    `key_heads` heads (each serving heads / key_heads value heads), per-head beta and decay
+    gates, the delta-rule state update, computed in chunks of `chunk` tokens; a gated RMSNorm
+    (eps `eps`) on its output."""
+
+    key_heads: int
+    conv: int
+    chunk: int
+    eps: float
+
+
+Kernel = Softmax | LinearKernel | LinformerKernel | LshKernel | DeltaRule
