@@ -19,6 +19,7 @@ from .arguments import build_parser
 from .check import check
 from .errors import AttnError, Diagnostic, SpecError, UsageError
 from .fmt import format_module
+from .genai import check_genai
 from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
 from .spec import is_lm, top_layers
@@ -171,6 +172,8 @@ def _compile(args: argparse.Namespace) -> int:
             written.append(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 "
                            f"{hashlib.sha256(data).hexdigest()[:12]}...)")
             continue
+        if args.export == "genai":
+            check_genai(layer.spec)  # before the model is built
         if args.export == "genai" or args.decode:
             model = layer.decoder_model(target=target, seed=args.seed, weights=args.weights,
                                         dtype=args.dtype, bounded=args.bounded_cache)

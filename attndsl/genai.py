@@ -12,7 +12,7 @@ from .errors import UsageError
 from .hf_fields import read_json
 from .spec import DeltaRule, Layer, Transformer, is_lm
 
-__all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "genai_config", "genai_files",
+__all__ = ["GENAI_CONFIG", "check_genai", "MODEL_FILE", "TOKENIZER_FILES", "genai_config", "genai_files",
            "load_decoder"]
 
 GENAI_CONFIG = "genai_config.json"
@@ -39,15 +39,13 @@ def load_decoder(path: Path) -> tuple[Path, dict]:
     return path, {}
 
 
-def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (),
-                 bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE,
-                 in_place: bool = False) -> dict:
-    """onnxruntime-genai's genai_config.json for the decoding model of `spec` (checked against
-    onnxruntime-genai 0.18). `in_place`: the runtime binds one max_length buffer per cache as
-    both past and present (past_present_share_buffer true); else the cache grows. Either way
-    sliding windows live in the model (GroupQueryAttention's local_window_size, or its masks)
-    and the runtime keeps every key: no sliding_window section, which would make the runtime
-    trim a cache the model still indexes."""
+def check_genai(spec: Layer) -> None:
+    """UsageError unless onnxruntime-genai can run the decoding model of `spec` (asked before
+    anything is built): a language model whose layers each keep a key and a value cache of
+    one head size and head count."""
+    if not isinstance(spec, Transformer):
+        raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
+                         "models (a transformer with `vocab = N`)")
     if not is_lm(spec):
         raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
                          "models (add `vocab = N` to the transformer)")
@@ -69,6 +67,18 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
     if len(heads) > 1 or len(kv) > 1 or len(q) > 1:
         raise UsageError(f"`{spec.name}`: onnxruntime-genai needs one head size and head count "
                          "in every layer")
+
+
+def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (),
+                 bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE,
+                 in_place: bool = False) -> dict:
+    """onnxruntime-genai's genai_config.json for the decoding model of `spec` (checked against
+    onnxruntime-genai 0.18). `in_place`: the runtime binds one max_length buffer per cache as
+    both past and present (past_present_share_buffer true); else the cache grows. Either way
+    sliding windows live in the model (GroupQueryAttention's local_window_size, or its masks)
+    and the runtime keeps every key: no sliding_window section, which would make the runtime
+    trim a cache the model still indexes."""
+    check_genai(spec)  # so every layer has the first one's head size and counts
     eos_ids = list(eos) or [0]
     return {
         "model": {
@@ -77,7 +87,7 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
             "decoder": {
                 "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
                 "filename": filename,
-                "head_size": heads.pop(),
+                "head_size": spec.attention.head_dim,
                 "hidden_size": spec.d_model,
                 "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask",
                            "position_ids": "position_ids",
@@ -85,9 +95,9 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
                            "past_value_names": "past_key_values.%d.value"},
                 "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
                             "present_value_names": "present.%d.value"},
-                "num_attention_heads": q.pop(),
+                "num_attention_heads": spec.attention.heads,
                 "num_hidden_layers": spec.layers,
-                "num_key_value_heads": kv.pop(),
+                "num_key_value_heads": spec.attention.kv_heads,
             },
             "eos_token_id": eos_ids if len(eos_ids) > 1 else eos_ids[0],
             "pad_token_id": pad,

@@ -12,7 +12,7 @@ from typing import Any
 
 from .formulas import activation
 
-__all__ = ["causal_conv", "decoded", "delta_gates", "delta_rule", "new_tokens"]
+__all__ = ["causal_conv", "decoded", "delta_gates", "delta_rule", "delta_step", "new_tokens"]
 
 Array = Any
 L2_EPS = 1e-6  # q and k: x / sqrt(sum(x^2) + 1e-6), as transformers' (and FLA's) l2norm
@@ -127,6 +127,24 @@ def delta_rule(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: i
     o = xp.slice(xp.reshape(o, [B, H, -1, xp.shape(o, 4)]), 2, 0, L)
     return xp.astype(o, dtype), state
 
+
+
+def delta_step(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
+               groups: int, state: Array, real: Array | None = None) -> tuple[Array, Array]:
+    """`delta_rule` for one token (L = 1), a decoding step: the recurrence itself, O(dk dv)
+    per head, with no chunk to pad."""
+    dtype = xp.dtype(v)
+    if real is not None:
+        keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
+        beta, g = beta * keep, g * keep
+    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
+    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)  # (B, H, 1, dk)
+    v = xp.astype(v, "float32")
+    shape = [xp.shape(v, 0), xp.shape(v, 1), 1, 1]
+    s = xp.astype(state, "float32") * xp.exp(xp.reshape(g, shape))
+    delta = (v - xp.matmul(k, s)) * xp.reshape(beta, shape)  # (B, H, 1, dv)
+    s = s + xp.matmul(xp.swap_last(k), delta)
+    return xp.astype(xp.matmul(q, s), dtype), s
 
 
 def decoded(xp, o: Array, state: Array) -> Array:

@@ -14,7 +14,7 @@ from .. import masks
 from ..ir import Node, Op
 from ..spec import RUNTIME_INPUTS
 from . import formulas
-from .delta import causal_conv, decoded, delta_gates, delta_rule, new_tokens
+from .delta import causal_conv, decoded, delta_gates, delta_rule, delta_step, new_tokens
 from .experts import expert_mlp, route
 from .torch_arrays import TorchArrays
 from .torch_masks import kept_keys, lengths
@@ -117,10 +117,13 @@ def _delta_rule(m: nn.Module, node: Node, env: Env) -> Tensor:
     q, k, v, b, a = (_arg(node, env, i) for i in range(5))
     xp = TorchArrays(q.device)
     beta, g = delta_gates(xp, b, a, *(m.weight(w) for w in node.attr("weights")))
-    decoding = node.attr("decoding")
-    o, last = delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"),
-                         v.shape[1] // q.shape[1], _arg(node, env, 5) if decoding else None,
-                         _real(node, env, q.shape[2], xp))
+    decoding, groups, real = node.attr("decoding"), v.shape[1] // q.shape[1], \
+        _real(node, env, q.shape[2], xp)
+    if decoding and q.shape[2] == 1:  # a step: the recurrence itself
+        return decoded(xp, *delta_step(xp, q, k, v, beta, g, node.attr("scale"), groups,
+                                       _arg(node, env, 5), real))
+    o, last = delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"), groups,
+                         _arg(node, env, 5) if decoding else None, real)
     return decoded(xp, o, last) if decoding else o
 
 

@@ -8,9 +8,10 @@ from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
 from .. import formulas
 from ..cache_slots import bounded_present
-from ..delta import causal_conv, decoded, delta_gates, delta_rule, new_tokens
+from ..delta import causal_conv, decoded, delta_gates, delta_rule, delta_step, new_tokens
 from .attend import kept_keys
 from .builder import Lowering, Sym, arg, lower, repeat, width
+from .switch import subgraph
 from .sym import OnnxArrays
 
 __all__ = ["projection_groups"]
@@ -175,11 +176,18 @@ def _delta_rule(lw: Lowering, node: Node) -> str:
     xp = lw.xp
     beta, g = delta_gates(xp, b, a, *(lw.weight(w) for w in node.attr("weights")))
     groups = lw.graph_shapes[node.args[2]].dims[1] // lw.graph_shapes[node.args[0]].dims[1]
-    decoding = node.attr("decoding")
-    o, last = delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"),
-                         groups, lw.sym(node, 5) if decoding else None,
-                         _real(lw, node, q, 2))
-    return (decoded(xp, o, last) if decoding else o).name
+    real = _real(lw, node, q, 2)
+    if not node.attr("decoding"):
+        return delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"),
+                          groups, None, real)[0].name
+    state = lw.sym(node, 5)  # a step (one token): the recurrence itself; else the chunks
+    step = subgraph(lw, f"{node.out}_step", lambda: decoded(xp, *delta_step(
+        xp, q, k, v, beta, g, node.attr("scale"), groups, state, real)).name)
+    chunks = subgraph(lw, f"{node.out}_chunks", lambda: decoded(xp, *delta_rule(
+        xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"), groups, state,
+        real)).name)
+    one = xp.shape(q, 2) == 1
+    return lw.b.op("If", one.name, then_branch=step, else_branch=chunks)
 
 
 @lower(Op.ROWS)
