@@ -12,8 +12,8 @@ from .errors import UsageError
 from .hf_fields import read_json
 from .spec import DeltaRule, Layer, Transformer, is_lm
 
-__all__ = ["GENAI_CONFIG", "check_genai", "MODEL_FILE", "TOKENIZER_FILES", "genai_config", "genai_files",
-           "load_decoder"]
+__all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "genai_config",
+           "genai_files", "load_decoder"]
 
 GENAI_CONFIG = "genai_config.json"
 MODEL_FILE = "model.onnx"
