@@ -387,6 +387,13 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
               if i.name.startswith("past_key_values.")}
     assert caches == {f"past_key_values.{i}.key": ["batch", 1, "past_length", 20 + 8]
                       for i in range(2)}  # the latent and the RoPE key alone
+    generates_as(model, decoder, capsys)
+
+
+def generates_as(model, decoder: Path, capsys) -> None:
+    """`attndsl generate` with the decoding model `decoder` gives transformers' greedy tokens
+    of `model` for PROMPTS (a left-padded batch), and one call its logits at every real
+    token within 1e-4 x max(1, max |ref|)."""
     want = _transformers_tokens(model)
     assert len({t for row in want for t in row}) >= 4, "a degenerate model proves little"
     argv = ["generate", str(decoder), "--max-new", str(NEW), "--json"]

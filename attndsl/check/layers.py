@@ -246,18 +246,12 @@ class Layers(Latents):
             if attn is None:
                 return None
             variants.append(Variant(up_to, replace(attn, name=d.name)))
-        delta = next((item for item, v in zip(e.items, variants, strict=True)
-                      if isinstance(v.attention.kernel, DeltaRule)), None)
-        if delta is not None:
-            raise self.error("a by_length variant cannot use the delta rule: it has its own "
-                             "projections, while the variants share q, k and v", delta.span,
-                             hint="give the delta-rule layer its own attention")
-        lsh = next((item for item, v in zip(e.items, variants, strict=True)
-                    if isinstance(v.attention.kernel, LshKernel)), None)
-        if lsh is not None:
-            raise self.error("a by_length variant cannot use an LSH kernel: its keys are its "
-                             "queries, while the variants share one k projection", lsh.span,
-                             hint="give the LSH layer its own attention")
+        for kernel, why, name in _OWN_PROJECTIONS:  # variants share the layer's q, k and v
+            item = next((item for item, v in zip(e.items, variants, strict=True)
+                         if isinstance(v.attention.kernel, kernel)), None)
+            if item is not None:
+                raise self.error(f"a by_length variant cannot use {why}", item.span,
+                                 hint=f"give the {name} layer its own attention")
         if sum(isinstance(v.attention.kernel, LinformerKernel) for v in variants) > 1:
             raise self.error("at most one variant may use a Linformer kernel (its E and F "
                              "are the layer's)", e.span)
@@ -335,6 +329,12 @@ _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kin
                    "mask", "sparsity", "dropout", "sinks", "output_gate", "temperature",
                    "differential", "latent", "by_length")
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
+# kernels whose projections are their own: (kernel, why a variant cannot use it, its name)
+_OWN_PROJECTIONS = (
+    (DeltaRule, "the delta rule: it has its own projections, while the variants share q, k "
+                "and v", "delta-rule"),
+    (LshKernel, "an LSH kernel: its keys are its queries, while the variants share one k "
+                "projection", "LSH"))
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 PROJECTIONS = ("q", "k", "v", "o")
 
