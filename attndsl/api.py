@@ -13,8 +13,10 @@ from .check import check
 from .errors import UsageError
 from .output import Outputs
 from .parser import MAX_BYTES, decode, parse
+from .quantize import check_quantization
 from .source import Source
 from .targets import DEFAULT_TARGET, check_dtype_target, get, verify_pairs
+from .usage import check_dtype, check_ints, check_memory, check_target
 
 __all__ = ["DEFAULT_OUTPUT_DIR", "Layer", "Program", "load", "loads", "read_source"]
 
@@ -103,9 +105,9 @@ class Layer:
         from .dtypes import torch_dtype
         from .weights import load_into
 
-        _check_dtype(dtype)
-        _check_ints("seed", (seed,), 0, 2**63 - 1)
-        _check_memory(self.name, self.spec)
+        check_dtype(dtype)
+        check_ints("seed", (seed,), 0, 2**63 - 1)
+        check_memory(self.name, self.spec)
         module = seeded_module(self.spec, seed)
         if weights is not None:
             load_into(module, weights, self.spec)
@@ -119,14 +121,18 @@ class Layer:
         return self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype).bytes()
 
     def onnx_model(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
-                   weights: str | os.PathLike[str] | None = None, dtype: str = "float32"):
+                   weights: str | os.PathLike[str] | None = None, dtype: str = "float32",
+                   quantize=None):
         """The exported ONNX model (`backends.exported.Exported`): `.files(name)` gives
         `name` and, over 2 GB, `name.data` (its tensors), byte-identical for identical
-        arguments."""
-        _check_target(target)
-        _check_dtype(dtype)
+        arguments. `quantize` (quantize.Quantization): the projections' weights as
+        MatMulNBits blocks (docs/QUANTIZATION.md)."""
+        check_target(target)
+        check_dtype(dtype)
         check_dtype_target(dtype, target)
-        provenance = self._provenance(seed, target, dtype, weights)
+        check_quantization(quantize, target, dtype)
+        provenance = self._provenance(seed, target, dtype, weights,
+                                      quantization=quantize and quantize.text())
         # by_length's If and the delta rule's Scan: attndsl lowers them, in standard ops
         lowered = any(a.variants or isinstance(a.kernel, s.DeltaRule)
                       for a in s.attentions_of(self.spec))
@@ -140,7 +146,8 @@ class Layer:
 
         graph, _ = self.plan(target, dtype)
         state = self._weights(seed, weights, dtype)
-        model = build_model(graph, state, dtype, fused_norms=get(target).planned)
+        model = build_model(graph, state, dtype, fused_norms=get(target).planned,
+                            quantization=quantize)
         del state  # the weights now live in the model: hold them once, not twice
         return finalize(model, provenance)
 
@@ -153,7 +160,7 @@ class Layer:
 
     def decoder_model(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
                       weights: str | os.PathLike[str] | None = None,
-                      dtype: str = "float32", bounded: bool = False):
+                      dtype: str = "float32", bounded: bool = False, quantize=None):
         """The decoding model (docs/LANGUAGE.md, Decoding): new tokens, attention_mask,
         position_ids and past_key_values.{i}.key/.value in; logits (or y) and
         present.{i}.key/.value out. On ort-cpu and ort-cuda, when every attention can,
@@ -161,23 +168,26 @@ class Layer:
         `attndsl.kv_cache` = in_place); otherwise (and on portable) the cache grows by the new
         tokens each call, in standard ops (`growing`). `bounded`: layers whose mask reaches
         back a bounded number of keys (windows, chunks) keep only those: their cache stops
-        growing (`bounded`, the growing layout otherwise)."""
+        growing (`bounded`, the growing layout otherwise). `quantize`: as `onnx_model`."""
         from .backends.finalize import finalize
         from .backends.lower import build_model
         from .decoding import check_decodable
         from .ir import build
         from .planner import plan
 
-        _check_target(target)
-        _check_dtype(dtype)
+        check_target(target)
+        check_dtype(dtype)
         check_dtype_target(dtype, target)
+        check_quantization(quantize, target, dtype)
         check_decodable(self.spec)
         state = self._weights(seed, weights, dtype)
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
-        model = build_model(graph, state, dtype, fused_norms=get(target).planned)
+        model = build_model(graph, state, dtype, fused_norms=get(target).planned,
+                            quantization=quantize)
         del state
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
-                                      kv_cache=_layout(graph))
+                                      kv_cache=_layout(graph),
+                                      quantization=quantize and quantize.text())
         return finalize(model, provenance)
 
     def _weights(self, seed: int, weights: str | os.PathLike[str] | None,
@@ -188,8 +198,8 @@ class Layer:
         from .dtypes import round_to
         from .weight_table import seeded_weights, weight_table
 
-        _check_ints("seed", (seed,), 0, 2**63 - 1)
-        _check_memory(self.name, self.spec)
+        check_ints("seed", (seed,), 0, 2**63 - 1)
+        check_memory(self.name, self.spec)
         table = weight_table(self.spec)
         if weights is not None:
             from .weights import read_weights
@@ -202,7 +212,7 @@ class Layer:
         return {k: round_to(v, dtype).astype("float32") for k, v in found.items()}
 
     def _provenance(self, seed: int, target: str, dtype: str,
-                    weights: str | os.PathLike[str] | None, **form: str):
+                    weights: str | os.PathLike[str] | None, **form: str | None):
         """What the model's metadata records (backends.onnx.Provenance)."""
         from .backends.finalize import Provenance
         from .output import file_sha256
@@ -224,7 +234,7 @@ class Layer:
         from .ir import build
         from .planner import plan
 
-        _check_target(target)
+        check_target(target)
         check_decodable(self.spec)
         graph = build(self.spec, decode=True, bounded=bounded)
         return graph, plan(graph, target, dtype)[1]
@@ -242,8 +252,8 @@ class Layer:
         """(planned graph IR, [planner.Choice per attention]) for a target and dtype."""
         from .planner import plan
 
-        _check_target(target)
-        _check_dtype(dtype)
+        check_target(target)
+        check_dtype(dtype)
         return plan(self.graph(), target, dtype)
 
     def export_onnx(self, directory: str | os.PathLike[str] = DEFAULT_OUTPUT_DIR, *,
@@ -288,7 +298,7 @@ class Layer:
     def verify(self, *, lengths: Any = None, batches: Any = None,
                providers: tuple[str, ...] = ("cpu",), targets: tuple[str, ...] | None = None,
                seed: int = 0, weights: str | os.PathLike[str] | None = None,
-               dtype: str = "float32", progress: Any = None):
+               dtype: str = "float32", progress: Any = None, quantize=None):
         """Reference vs torch vs each target's export on ONNX Runtime (per provider), at
         several shapes -> verify.Report. `lengths`: those given, or (None) chosen from the spec
         with the reason for each (`verify.default_lengths`: past every window, chunk and block,
@@ -298,35 +308,50 @@ class Layer:
 
         By default every target runs on the CPU provider, and `portable` and `ort-cuda` on
         CUDA (`ort-cpu` is planned for the CPU: its float32 GroupQueryAttention has no CUDA
-        kernel); targets given explicitly run on every provider."""
+        kernel); targets given explicitly run on every provider. `quantize`: the planned
+        targets' quantized exports against the reference (and torch) on the dequantized
+        weights, the quantization's own error against the float weights reported apart."""
         from .backends import runtime
         from .verify import DEFAULT_BATCHES, verify
 
-        _check_dtype(dtype)
-        _check_ints("seed", (seed,), 0, 2**63 - 1)
+        check_dtype(dtype)
+        check_ints("seed", (seed,), 0, 2**63 - 1)
         if lengths:
-            _check_ints("lengths", tuple(lengths), 1, s.MAX_LENGTH)
+            check_ints("lengths", tuple(lengths), 1, s.MAX_LENGTH)
         if batches:
-            _check_ints("batches", tuple(batches), 1, 1 << 16)
+            check_ints("batches", tuple(batches), 1, 1 << 16)
         for provider in providers:  # fail before the slow export, not after
             runtime.require(provider)
         on: dict[str, tuple[str, ...]] = {}  # target -> its providers
         for target, provider in verify_pairs(targets, providers):
             on[target] = (*on.get(target, ()), provider)
+        if quantize is not None and targets is None:  # MatMulNBits: planned targets only
+            on = {t: p for t, p in on.items() if get(t).planned}
         for target, its_providers in on.items():
-            _check_target(target)
+            check_target(target)
             check_dtype_target(dtype, target, its_providers)
+            check_quantization(quantize, target, dtype)
         module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
+        float_state = None
+        if quantize is not None:  # torch and the oracle on what the quantized model holds
+            from .quantize import dequantized, quantized_weights
+
+            float_state = {k: _numpy(v) for k, v in module.state_dict().items()}
+            names = quantized_weights(self.graph(), quantize)
+            module.load_state_dict({k: torch_tensor(v) for k, v in dequantized(
+                float_state, names, quantize).items()})
         runners = []
         for target, its_providers in on.items():
-            exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype)
+            exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype,
+                                       quantize=quantize)
             for provider in its_providers:
                 session = runtime.make_session(exported, provider, profile=provider == "cuda")
                 runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
         state = {k: _numpy(v) for k, v in module.state_dict().items()}
         return verify(self.spec, module, state, runners, targets=tuple(on), seed=seed,
                       lengths=lengths or None, batches=batches or DEFAULT_BATCHES,
-                      dtype=dtype, progress=progress)
+                      dtype=dtype, progress=progress, quantize=quantize,
+                      float_weights=float_state)
 
 
 def _layout(graph) -> str:
@@ -339,43 +364,11 @@ def _layout(graph) -> str:
     return "bounded" if any(n.op is Op.TAIL for n in graph.nodes) else "growing"
 
 
-def _check_ints(name: str, values: tuple, lo: int, hi: int) -> None:
-    """UsageError unless every value is an integer in [lo, hi] (the command line's ranges)."""
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise UsageError(f"{name}: expected an integer in [{lo}, {hi}], got {v!r}")
+def torch_tensor(value: Any):
+    """A float32 torch tensor of a NumPy array (a state dict's value)."""
+    import torch
 
-
-BUILD_COPIES = 3  # a build holds the weights as a module, as arrays and in the ONNX model
-
-
-def _check_memory(name: str, spec: s.Layer) -> None:
-    """UsageError, before anything is allocated, where BUILD_COPIES float32 copies of the
-    layer's weights would not fit in the machine's physical memory."""
-    from .ir import parameter_count
-
-    try:
-        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):  # no sysconf (Windows): nothing to check
-        return
-    params = parameter_count(spec)
-    need = params * 4 * BUILD_COPIES
-    if need > have:
-        raise UsageError(f"`{name}` holds {params:,} weights: building it takes about "
-                         f"{need / 1024**3:,.1f} GiB ({BUILD_COPIES} float32 copies) and this "
-                         f"machine has {have / 1024**3:,.1f} GiB; build it on a larger machine "
-                         "or make it smaller")
-
-
-def _check_target(target: str) -> None:
-    get(target)
-
-
-def _check_dtype(dtype: str) -> None:
-    from .dtypes import DTYPES
-
-    if dtype not in DTYPES:
-        raise UsageError(f"unknown dtype `{dtype}`: choose from {', '.join(DTYPES)}")
+    return torch.from_numpy(value).float()
 
 
 def _numpy(value: Any):

@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--weights", help=".safetensors file or torch state dict, tensors named as in "
                                       "docs/LANGUAGE.md (Weights); or a Hugging Face checkpoint "
                                       "folder (docs/CHECKPOINTS.md)")
+    _quantize_options(k)
 
     im = sub.add_parser("import", help="write the spec of a Hugging Face model's config.json")
     im.add_argument("source", help="a checkpoint folder or its config.json")
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--weights")
     v.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="tolerance 1e-4 (float32) or 2e-2 (float16, bfloat16) x max(1, |ref|)")
+    _quantize_options(v)
     v.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     v.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     v.add_argument("--save-inputs", metavar="P.json",
@@ -109,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--decode: intra-op threads of every backend (default 2)")
     bn.add_argument("--baselines", type=_word_list, default=("genai", "transformers"),
                     help="--decode: genai,transformers (those installed run)")
+    bn.add_argument("--precisions", type=_word_list, default=("fp32",),
+                    help="--decode: fp32,int8,int4: attndsl's model (--quantize) and the "
+                         "builder's at each (default fp32)")
     bn.add_argument("--name")
     bn.add_argument("--lengths", type=_ints(1, MAX_LENGTH), default=(1024, 4096, 8192))
     bn.add_argument("--batch", type=_BATCH, default=1)
@@ -164,6 +169,41 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=_SEED, default=0, help="seed for random inputs")
     r.add_argument("--output", help="write the outputs to this .npz")
     return p
+
+
+def _quantize_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quantize", choices=("int4", "int8"), default=None,
+                   help="weights of every projection, MLP and the LM head as MatMulNBits "
+                        "blocks, the token embedding as GatherBlockQuantized "
+                        "(docs/QUANTIZATION.md; ort-cpu, ort-cuda)")
+    p.add_argument("--quant-block", type=int, default=32,
+                   help="inputs per scale: 16, 32 (default), 64, 128 or 256")
+    p.add_argument("--quant-asymmetric", action="store_true",
+                   help="a zero point per block (default: symmetric, zero point 2^(bits-1))")
+    p.add_argument("--quant-accuracy", type=int, default=None,
+                   help="MatMulNBits' accuracy_level, 0 to 4 (default 4 on ort-cpu: "
+                        "activations quantized to int8 per block; 0 on ort-cuda)")
+
+
+def quantization(args: argparse.Namespace, target: str | None = None):
+    """The `--quantize` options as a quantize.Quantization (checked against the target and
+    dtype, UsageError), or None. `target` (verify: the first of --targets, else ort-cpu)
+    chooses the default accuracy_level."""
+    from .quantize import Quantization, check_quantization
+
+    if args.quantize is None:
+        return None
+    if getattr(args, "export", None) == "torch":
+        raise UsageError("--quantize writes ONNX Runtime's MatMulNBits: it goes with --export "
+                         "onnx, genai or triton")
+    target = target or (args.targets[0] if getattr(args, "targets", None) else DEFAULT_TARGET)
+    accuracy = args.quant_accuracy
+    if accuracy is None:
+        accuracy = 4 if target == "ort-cpu" else 0
+    q = Quantization(int(args.quantize[3:]), args.quant_block, not args.quant_asymmetric,
+                     accuracy)
+    check_quantization(q, target, args.dtype)
+    return q
 
 
 def _count(lo: int, hi: int) -> Callable[[str], int]:

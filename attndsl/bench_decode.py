@@ -86,12 +86,19 @@ def measure_bandwidth(threads: int, mib: float = 512, repeat: int = 7) -> float:
     return w.nbytes / best
 
 
+# bytes a weight takes per precision: int4 and int8 codes with a float32 scale per block of 32
+BYTES_PER_WEIGHT = {"fp32": 4.0, "int8": 1 + 4 / 32, "int4": 0.5 + 4 / 32}
+
+
 def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int = 64,
                  threads: int = 2, repeat: int = 3,
                  baselines: Sequence[str] = ("genai", "transformers"),
+                 precisions: Sequence[str] = ("fp32",),
                  progress: Callable[[str], None] | None = None) -> tuple[list[DecodeRow], dict]:
     """Rows for every prompt length and backend (medians of `repeat` generations, run
-    round-robin), and the machine facts the table states."""
+    round-robin), and the machine facts the table states. Each of `precisions` (fp32, int8,
+    int4) gives attndsl's model and the builder's at that precision (`--quantize`: blocks of
+    32, symmetric, accuracy_level 4, the builder's CPU defaults); transformers runs fp32."""
     from .hf_fields import read_config
 
     cfg, _ = read_config(source)
@@ -104,14 +111,14 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
     llc = last_level_cache()
     cached: dict[float, float] = {}  # working-set MiB -> bandwidth measured at that size
 
-    def floor(prompt: int) -> float:
-        """ms: weights plus the average cache read over the generated tokens, over DRAM's
-        bandwidth; or, when they fit in the last-level cache, over the bandwidth measured at
-        their size (from the cache: no DRAM floor applies)."""
+    def floor(prompt: int, precision: str = "fp32") -> float:
+        """ms: weights (at `precision`) plus the average cache read over the generated
+        tokens, over DRAM's bandwidth; or, when they fit in the last-level cache, over the
+        bandwidth measured at their size (from the cache: no DRAM floor applies)."""
         keys = prompt + (new - 1) / 2
         if window:
             keys = min(keys, window)
-        step = weights + 2 * layers * kv * head * 4 * keys
+        step = weights * BYTES_PER_WEIGHT[precision] / 4 + 2 * layers * kv * head * 4 * keys
         if llc is None or step > llc:
             return 1000.0 * step / bandwidth
         mib = round(step / 2**20, 1)
@@ -121,14 +128,15 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
 
     runners: list[tuple[str, Callable[[list[int], int], tuple[float, list[float]]]]] = []
     with tempfile.TemporaryDirectory(prefix="attndsl-bench-") as tmp:
-        runners.append(("attndsl (ort-cpu)", _attndsl(source, Path(tmp), threads)))
         notes = {}
-        if "genai" in baselines:
-            made = _genai_builder(source, Path(tmp), threads)
-            if isinstance(made, str):
-                notes["onnxruntime-genai builder"] = made
-            else:
-                runners.append(("onnxruntime-genai builder", made))
+        for p in precisions:
+            runners.append((f"attndsl (ort-cpu, {p})", _attndsl(source, Path(tmp), threads, p)))
+            if "genai" in baselines:
+                made = _genai_builder(source, Path(tmp), threads, p)
+                if isinstance(made, str):
+                    notes[f"onnxruntime-genai builder ({p})"] = made
+                else:
+                    runners.append((f"onnxruntime-genai builder ({p})", made))
         if "transformers" in baselines:
             made = _transformers(source, threads)
             if isinstance(made, str):
@@ -150,8 +158,11 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
                     firsts[name].append(first)
                     steps[name].append(float(np.median(times)))
             for name, _ in runners:
+                precision = name.rsplit(" ", 1)[-1].strip("()") if "(" in name else "fp32"
+                precision = precision if precision in BYTES_PER_WEIGHT else "fp32"
                 rows.append(DecodeRow(name, prompt, new, 1000 * float(np.median(firsts[name])),
-                                      1000 * float(np.median(steps[name])), floor(prompt)))
+                                      1000 * float(np.median(steps[name])),
+                                      floor(prompt, precision)))
         for name, why in notes.items():
             rows.append(DecodeRow(name, 0, new, math.nan, math.nan, math.nan, why))
     facts = {"threads": threads, "bandwidth_gb_s": bandwidth / 1e9,
@@ -173,16 +184,18 @@ def _weight_bytes(source: Path, cfg: dict) -> int:
     return total - (0 if tied else embed) + 4 * cfg["hidden_size"]
 
 
-def _attndsl(source: Path, tmp: Path, threads: int):
+def _attndsl(source: Path, tmp: Path, threads: int, precision: str = "fp32"):
     from .api import loads
     from .backends.runtime import make_session
     from .decoding import generate
     from .hf_import import import_config
+    from .quantize import Quantization
 
     program = loads(import_config(source), "imported.attn")
     layer = next(program[n] for n in program if getattr(program[n].spec, "vocab", None))
-    session = make_session(layer.decoder_model(target="ort-cpu", weights=source), "cpu",
-                           threads=threads)
+    quantize = None if precision == "fp32" else Quantization(int(precision[3:]))
+    session = make_session(layer.decoder_model(target="ort-cpu", weights=source,
+                                               quantize=quantize), "cpu", threads=threads)
 
     def run(ids: list[int], new: int) -> tuple[float, list[float]]:
         g = generate(session, [ids], new)
@@ -192,8 +205,9 @@ def _attndsl(source: Path, tmp: Path, threads: int):
     return run
 
 
-def _genai_builder(source: Path, tmp: Path, threads: int):
-    """onnxruntime-genai's own model of the checkpoint (fp32, CPU), or why there is none."""
+def _genai_builder(source: Path, tmp: Path, threads: int, precision: str = "fp32"):
+    """onnxruntime-genai's own model of the checkpoint (CPU, at `precision`), or why there is
+    none."""
     try:
         import onnxruntime_genai as og
     except ImportError:
@@ -201,9 +215,9 @@ def _genai_builder(source: Path, tmp: Path, threads: int):
     if not (source / "tokenizer.json").is_file():  # the builder saves a tokenizer
         return "the builder needs tokenizer.json in the checkpoint folder " \
                "(benchmarks/make_llama.py writes one)"
-    out = tmp / "genai_builder"
+    out = tmp / f"genai_builder_{precision}"
     cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(source), "-o",
-           str(out), "-p", "fp32", "-e", "cpu"]
+           str(out), "-p", precision, "-e", "cpu"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return f"its builder failed: {done.stderr.strip().splitlines()[-1:]}"
@@ -270,7 +284,11 @@ def _transformers(source: Path, threads: int):
 
 
 def render_decode(rows: list[DecodeRow], facts: dict, markdown: bool = False) -> str:
-    base = {r.prompt: r for r in rows if r.backend == "onnxruntime-genai builder"}
+    """The table; "vs genai" compares each row with the builder's model at its precision (the
+    fp32 one for transformers)."""
+    builder = "onnxruntime-genai builder"
+    base = {(r.prompt, r.backend.removeprefix(builder)): r for r in rows
+            if r.backend.startswith(builder)}
     head = ["prompt", "backend", "first token ms", "ms/token", "tokens/s", "floor ms/token",
             "x floor", "ms/token vs genai", "first token vs genai"]
     lines = []
@@ -278,7 +296,8 @@ def render_decode(rows: list[DecodeRow], facts: dict, markdown: bool = False) ->
         if r.note:
             lines.append([str(r.prompt or "-"), r.backend, "-", "-", "-", "-", "-", "-", r.note])
             continue
-        b = base.get(r.prompt)
+        b = base.get((r.prompt, f" ({r.backend.rsplit('(', 1)[-1].split(', ')[-1]}"
+                      if "(" in r.backend else " (fp32)"))
         lines.append([str(r.prompt), r.backend, f"{r.first_token_ms:.1f}",
                       f"{r.ms_per_token:.2f}", f"{r.tokens_per_s:.1f}", f"{r.floor_ms:.2f}",
                       f"{r.ms_per_token / r.floor_ms:.2f}x",
@@ -293,8 +312,8 @@ def render_decode(rows: list[DecodeRow], facts: dict, markdown: bool = False) ->
         out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True))
                 for line in lines]
     summary = (f"{facts['threads']} threads; read bandwidth {facts['bandwidth_gb_s']:.1f} GB/s "
-               f"(measured, DRAM); {facts['weights_mb']:.0f} MB of weights read per token; "
-               "float32")
+               f"(measured, DRAM); {facts['weights_mb']:.0f} MB of float32 weights read per "
+               "token (int8: 0.28x, int4: 0.16x with their scales)")
     if facts.get("in_cache"):
         sizes = ", ".join(f"{bw:.1f} GB/s at {mib:g} MiB"
                           for mib, bw in facts["in_cache"].items())

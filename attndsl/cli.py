@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .api import Layer, load, read_source
-from .arguments import build_parser
+from .arguments import build_parser, quantization
 from .check import check
 from .errors import AttnError, Diagnostic, SpecError, UsageError
 from .fmt import format_module
@@ -154,6 +154,7 @@ def _compile(args: argparse.Namespace) -> int:
                          "allocates every present at the full length, so a genai folder keeps "
                          "full caches")
     target = args.target or (TRITON_TARGET if args.export == "triton" else DEFAULT_TARGET)
+    quantize = quantization(args, target)  # None without --quantize; checked here
     if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
     out_dir = Path(args.output)
@@ -174,12 +175,10 @@ def _compile(args: argparse.Namespace) -> int:
             continue
         if args.export == "genai":
             check_genai(layer.spec)  # before the model is built
-        if args.export == "genai" or args.decode:
-            model = layer.decoder_model(target=target, seed=args.seed, weights=args.weights,
-                                        dtype=args.dtype, bounded=args.bounded_cache)
-        else:
-            model = layer.onnx_model(target=target, seed=args.seed, weights=args.weights,
-                                     dtype=args.dtype)
+        decoding = args.export == "genai" or args.decode
+        model = (layer.decoder_model if decoding else layer.onnx_model)(
+            target=target, seed=args.seed, weights=args.weights, dtype=args.dtype,
+            quantize=quantize, **({"bounded": args.bounded_cache} if decoding else {}))
         what = model.summary()
         if args.export == "genai":
             from .genai import MODEL_FILE, genai_files
@@ -227,7 +226,7 @@ def _verify(args: argparse.Namespace) -> int:
         report = layer.verify(lengths=args.lengths or None,  # None: chosen from the spec
                               batches=args.batches, providers=args.providers,
                               targets=args.targets, seed=args.seed, weights=args.weights,
-                              dtype=args.dtype, progress=progress)
+                              dtype=args.dtype, progress=progress, quantize=quantization(args))
         if progress:
             print("\r\033[K", end="", file=sys.stderr)
         reports.append(report)

@@ -92,9 +92,13 @@ def bench_decode(args: argparse.Namespace, progress: Callable[[str], None] | Non
     if unknown:
         raise UsageError(f"unknown baseline {', '.join(unknown)}: choose from genai, "
                          "transformers")
+    odd = [p for p in args.precisions if p not in ("fp32", "int8", "int4")]
+    if odd:
+        raise UsageError(f"unknown precision {', '.join(odd)}: choose from fp32, int8, int4")
     rows, facts = bench_decode(source, prompts=args.prompts, new=args.new,
                                threads=args.threads, repeat=args.repeat or 3,
-                               baselines=args.baselines, progress=progress)
+                               baselines=args.baselines, precisions=args.precisions,
+                               progress=progress)
     if progress:
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:

@@ -52,12 +52,14 @@ def shared_exports(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureReque
     real = attndsl.Layer.onnx_model
 
     def onnx_model(self, *, target: str = "ort-cpu", seed: int = 0, weights=None,
-                   dtype: str = "float32"):
+                   dtype: str = "float32", quantize=None):
         if weights is not None:
-            return real(self, target=target, seed=seed, weights=weights, dtype=dtype)
-        key = (self.spec, target, seed, dtype)
+            return real(self, target=target, seed=seed, weights=weights, dtype=dtype,
+                        quantize=quantize)
+        key = (self.spec, target, seed, dtype, quantize)
         if key not in _EXPORTS:
-            _EXPORTS[key] = real(self, target=target, seed=seed, dtype=dtype)
+            _EXPORTS[key] = real(self, target=target, seed=seed, dtype=dtype,
+                                 quantize=quantize)
         return _EXPORTS[key]
 
     monkeypatch.setattr(attndsl.Layer, "onnx_model", onnx_model)

@@ -227,10 +227,11 @@ def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys) -> Non
                    check=True, capture_output=True)
     capsys.readouterr()
     assert main(["bench", str(folder), "--decode", "--prompts", "5,9", "--new", "3",
-                 "--repeat", "1", "--json"]) == 0
+                 "--repeat", "1", "--json", "--precisions", "fp32,int4"]) == 0
     report = json.loads(capsys.readouterr().out)
     backends = {r["backend"] for r in report["rows"]}
-    assert {"attndsl (ort-cpu)", "transformers generate"} <= backends
+    assert {"attndsl (ort-cpu, fp32)", "attndsl (ort-cpu, int4)",
+            "transformers generate"} <= backends
     timed = [r for r in report["rows"] if not r["note"]]
     assert {r["prompt"] for r in timed} == {5, 9}
     assert all(r["first_token_ms"] > 0 and r["ms_per_token"] > 0 for r in timed)
@@ -245,7 +246,7 @@ def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys) -> Non
     assert main(["bench", str(folder), "--decode", "--prompts", "5", "--new", "3",
                  "--repeat", "1", "--baselines", "transformers"]) == 0
     table = capsys.readouterr().out
-    assert "first token ms" in table and "attndsl (ort-cpu)" in table
+    assert "first token ms" in table and "attndsl (ort-cpu, fp32)" in table
     assert ("no DRAM floor applies" in table) == bool(last_level_cache())
     assert main(["bench", str(tmp_path), "--decode"]) == 2  # no checkpoint there
 

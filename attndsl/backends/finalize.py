@@ -33,6 +33,7 @@ class Provenance:
     weights_sha256: str | None = None
     form: str = "forward"  # or decode: the decoding form (KV caches in and out)
     kv_cache: str | None = None  # a decoding model's: in_place or growing
+    quantization: str | None = None  # quantize.Quantization.text() of a quantized export
     # spec.length_limits: axis -> (the longest it takes, why), read back by run and bench
     limits: tuple[tuple[str, int, str], ...] = ()
 
@@ -59,6 +60,8 @@ class Provenance:
             props["attndsl.form"] = self.form
         if self.kv_cache:
             props["attndsl.kv_cache"] = self.kv_cache
+        if self.quantization:
+            props["attndsl.quantization"] = self.quantization
         for axis, longest, why in self.limits:
             props[f"attndsl.max_{axis}"] = str(longest)
             props[f"attndsl.max_{axis}.why"] = why

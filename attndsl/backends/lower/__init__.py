@@ -34,15 +34,21 @@ __all__ = ["build_model"]
 
 
 def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "float32",
-                fused_norms: bool = False) -> onnx.ModelProto:
+                fused_norms: bool = False, quantization=None) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
     the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
     Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
-    planned targets; else in standard ops."""
+    planned targets; else in standard ops. `quantization` (quantize.Quantization): the
+    projections' weights as com.microsoft.MatMulNBits blocks."""
     from ... import strategies  # noqa: F401  (the strategies' lowerings register themselves)
 
     b = Builder(dtype)
     lw = Lowering(b, weights)
+    if quantization is not None:  # the projections' weights as MatMulNBits (quantize.py)
+        from ...quantize import quantized_weights
+
+        lw.quantization = quantization
+        lw.quantized = frozenset(quantized_weights(graph, quantization))
     if fused_norms and dtype == "float32":
         lw.skip_norms = ops.skip_norms(graph)
         lw.contrib_norms = True

@@ -20,13 +20,16 @@ __all__ = ["LOWER", "Builder", "Lowering", "OnnxArrays", "Sym", "arg",
            "bsh", "lower", "repeat", "static_last", "width"]
 
 
+ONNX_TYPE_OF = {np.uint8: TensorProto.UINT8}  # the typed initializers' element types
+
+
 class Builder:
     """Collects nodes and initializers; constants are deduplicated."""
 
     def __init__(self, dtype: str = "float32") -> None:
         self.dtype = dtype  # the model's float type
         self.nodes: list[onnx.NodeProto] = []
-        self.weights: list[tuple[str, np.ndarray]] = []  # stored into the model at the end
+        self.weights: list[tuple[str, np.ndarray, bool]] = []  # stored into the model at the end
         self.count = 0
         self.consts: dict[tuple, str] = {}
         self.domains: set[str] = set()
@@ -60,8 +63,10 @@ class Builder:
     def i64(self, *values: int) -> str:
         return self.const(list(values), "int64")
 
-    def initializer(self, name: str, array: np.ndarray) -> str:
-        self.weights.append((name, array))
+    def initializer(self, name: str, array: np.ndarray, typed: bool = False) -> str:
+        """A weight stored in the model dtype, or (`typed`) in its own (a quantized weight's
+        uint8 codes)."""
+        self.weights.append((name, array, typed))
         return name
 
     def store_weights(self, graph: onnx.GraphProto) -> None:
@@ -70,12 +75,13 @@ class Builder:
         (torch's and the model's) rather than once per protobuf step."""
         np_type = numpy_dtype(self.dtype)
         element = ONNX_TYPE[self.dtype]
-        for name, array in self.weights:
+        for name, array, typed in self.weights:
             tensor = graph.initializer.add()
             tensor.name = name
-            tensor.data_type = element
+            tensor.data_type = ONNX_TYPE_OF[array.dtype.type] if typed else element
             tensor.dims.extend(array.shape)
-            tensor.raw_data = np.ascontiguousarray(array.astype(np_type, copy=False)).tobytes()
+            stored = array if typed else array.astype(np_type, copy=False)
+            tensor.raw_data = np.ascontiguousarray(stored).tobytes()
         self.weights.clear()
 
     def to_float32(self, name: str) -> str:
@@ -106,6 +112,8 @@ class Lowering:
         self.nodes: dict[str, Node] = {}  # the graph's IR nodes by output
         self.contrib_norms = False  # norms as ORT's contrib kernels (float32, planned targets)
         self.skip_norms: dict[str, Node] = {}  # residual add -> the norm of its sum
+        self.quantization = None  # quantize.Quantization: these weights become MatMulNBits
+        self.quantized: frozenset[str] = frozenset()
 
     def w(self, name: str) -> str:
         if name not in self.used:

@@ -3,9 +3,12 @@ to its strategy's module."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
+from ...quantize import quantize
 from .. import formulas
 from ..cache_slots import bounded_present
 from ..delta import causal_conv, decoded, delta_gates, delta_rule, delta_step, new_tokens
@@ -31,7 +34,19 @@ def _add_position(lw: Lowering, node: Node) -> str:
 @lower(Op.EMBED)
 def _embed(lw: Lowering, node: Node) -> str:
     b = lw.b
-    x = b.op("Gather", lw.w(node.attr("weight")), arg(lw, node), axis=0)
+    name = node.attr("weight")
+    if lw.quantization is not None and name in lw.quantized:  # the table in blocks
+        q = lw.quantization
+        w = quantize(lw.weights[name], q)
+        inputs = [b.initializer(f"{name}.rows.int{q.bits}", w.data.reshape(w.n, -1),
+                                typed=True), arg(lw, node),
+                  b.initializer(f"{name}.rows.scales", w.scales)]
+        if w.zero_points is not None:
+            inputs.append(b.initializer(f"{name}.rows.zero_points", w.zero_points, typed=True))
+        x = b.op("GatherBlockQuantized", *inputs, domain="com.microsoft", bits=q.bits,
+                 block_size=q.block, gather_axis=0, quantize_axis=1)
+    else:
+        x = b.op("Gather", lw.w(name), arg(lw, node), axis=0)
     scale = node.attr("scale")  # in the model dtype, as Gemma's normalizer
     return x if scale == 1.0 else b.op("Mul", x, b.const(scale, b.dtype))
 
@@ -104,10 +119,15 @@ def _linear(lw: Lowering, node: Node) -> str:
     if node.out in lw.fused:
         return lw.fused[node.out]
     group = lw.siblings.get(node.out, [node])
-    weights = [b.op("Transpose", lw.w(n.attr("weight")), perm=[1, 0]) for n in group]
-    # projections of one input become one GEMM; the weight concat is folded at session start
-    w = weights[0] if len(group) == 1 else b.op("Concat", *weights, axis=1)
-    y = b.op("MatMul", arg(lw, node), w)
+    names = [n.attr("weight") for n in group]
+    if lw.quantization is not None and all(n in lw.quantized for n in names):
+        y = _nbits(lw, arg(lw, node), names)
+    else:
+        weights = [b.op("Transpose", lw.w(n), perm=[1, 0]) for n in names]
+        # projections of one input become one GEMM; the weight concat is folded at session
+        # start
+        w = weights[0] if len(group) == 1 else b.op("Concat", *weights, axis=1)
+        y = b.op("MatMul", arg(lw, node), w)
     if node.attr("bias"):
         biases = [lw.w(n.attr("bias")) for n in group]
         y = b.op("Add", y, biases[0] if len(group) == 1 else b.op("Concat", *biases, axis=0))
@@ -121,13 +141,36 @@ def _linear(lw: Lowering, node: Node) -> str:
     return lw.fused[node.out]
 
 
+def _nbits(lw: Lowering, x: str, names: list[str]) -> str:
+    """x @ W^T with W the weights `names` stacked by rows (one input's projections, one
+    GEMM), quantized: com.microsoft.MatMulNBits over its blocks (`quantize`)."""
+    q = lw.quantization
+    w = quantize(np.concatenate([lw.weights[n] for n in names], axis=0), q)
+    key = "+".join([names[0], *(n.rsplit(".", 2)[-2] for n in names[1:])])
+    b = lw.b
+    inputs = [b.initializer(f"{key}.int{q.bits}", w.data, typed=True),
+              b.initializer(f"{key}.scales", w.scales)]
+    if w.zero_points is not None:
+        inputs.append(b.initializer(f"{key}.zero_points", w.zero_points, typed=True))
+    return b.op("MatMulNBits", x, *inputs, domain="com.microsoft", K=w.k, N=w.n, bits=q.bits,
+                block_size=q.block, accuracy_level=q.accuracy or None)
+
+
 def projection_groups(graph: Graph) -> dict[str, list[Node]]:
-    """LINEAR nodes reading the same value with the same bias setting, by output name."""
+    """LINEAR nodes reading the same value with the same bias setting, by output name; an
+    attention's q, k and v first, in that order (GroupQueryAttention takes them packed so)."""
     by_input: dict[tuple[str, bool], list[Node]] = {}
     for n in graph.nodes:
         if n.op is Op.LINEAR:
             by_input.setdefault((n.args[0], n.attr("bias") is not None), []).append(n)
-    return {n.out: group for group in by_input.values() if len(group) > 1 for n in group}
+
+    def rank(n: Node) -> int:
+        proj = n.attr("weight").rsplit(".", 2)[-2]
+        return ("q_proj", "k_proj", "v_proj").index(proj) if proj in ("q_proj", "k_proj",
+                                                                      "v_proj") else 3
+
+    return {n.out: sorted(group, key=rank) for group in by_input.values() if len(group) > 1
+            for n in group}
 
 
 @lower(Op.SPLIT_HEADS)
