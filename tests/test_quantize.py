@@ -122,7 +122,7 @@ def test_a_quantized_llama_generates_the_dequantized_models_tokens(tmp_path, bit
     assert meta["attndsl.quantization"].startswith(f"int{bits}, block 32, symmetric")
     q = Quantization(bits, 32, True, 0)
     with torch.no_grad():  # transformers' model on what the quantized one computes with
-        for name, p in model.named_parameters():
+        for p in model.parameters():
             if p.dim() == 2:  # projections, MLPs, the head and the embedding (64 = 2 blocks)
                 p.copy_(torch.from_numpy(dequantize(quantize(p.numpy(), q), q)))
     want = _transformers_tokens(model)
