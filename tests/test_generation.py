@@ -149,6 +149,15 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
     # cache instead of the in-place buffer
     assert in_place is (family_target(exported) == "ort-cpu"
                         and family not in ("diffllama", "llama4_text"))
+    genai_generates(og, Path(folder), want)
+
+
+def genai_generates(og, folder: Path, want: list[list[int]]) -> None:
+    """onnxruntime-genai's greedy tokens from the folder for each of PROMPTS are `want`'s,
+    up to and with the folder's eos."""
+    config = json.loads((folder / "genai_config.json").read_text())
+    eos = config["model"]["eos_token_id"]
+    eos = set(eos) if isinstance(eos, list) else {eos}
     m = og.Model(str(folder))
     for prompt, expected in zip(PROMPTS, want, strict=True):
         params = og.GeneratorParams(m)
@@ -159,10 +168,8 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
         while not generator.is_done():
             generator.generate_next_token()
             tokens.append(int(generator.get_next_tokens()[0]))
-        eos = config["model"]["eos_token_id"]
-        eos = set(eos) if isinstance(eos, list) else {eos}
         cut = next((i + 1 for i, t in enumerate(expected) if t in eos), len(expected))
-        assert tokens == expected[:cut], family
+        assert tokens == expected[:cut], folder
 
 
 def test_the_language_model_gives_the_logits_of_transformers(exported) -> None:

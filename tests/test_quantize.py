@@ -26,7 +26,7 @@ from attndsl.quantize import Quantization, dequantize, dequantized, quantize, qu
 from attndsl.weight_table import seeded_weights, weight_table
 
 from .conftest import EXAMPLES
-from .test_generation import NEW, PROMPTS, SIZES, _transformers_tokens
+from .test_generation import NEW, PROMPTS, SIZES, _transformers_tokens, genai_generates
 from .test_hf_families import redraw
 
 FORMS = [Quantization(bits, block, symmetric, 0) for bits in (4, 8)
@@ -133,18 +133,7 @@ def test_a_quantized_llama_generates_the_dequantized_models_tokens(tmp_path, bit
     capsys.readouterr()
     assert main(gen) == 0
     assert json.loads(capsys.readouterr().out)["tokens"] == want
-    m = og.Model(str(out / "llama"))
-    for prompt, expected in zip(PROMPTS, want, strict=True):
-        params = og.GeneratorParams(m)
-        params.set_search_options(max_length=len(prompt) + NEW, do_sample=False)
-        generator = og.Generator(m, params)
-        generator.append_tokens([prompt])
-        tokens = []
-        while not generator.is_done():
-            generator.generate_next_token()
-            tokens.append(int(generator.get_next_tokens()[0]))
-        cut = next((i + 1 for i, t in enumerate(expected) if t == 2), len(expected))
-        assert tokens == expected[:cut]
+    genai_generates(og, out / "llama", want)
 
 
 def test_quantize_is_refused_where_matmulnbits_cannot_run(tmp_path, capsys) -> None:
