@@ -160,7 +160,8 @@ class Layer:
 
     def decoder_model(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
                       weights: str | os.PathLike[str] | None = None,
-                      dtype: str = "float32", bounded: bool = False, quantize=None):
+                      dtype: str = "float32", bounded: bool = False, quantize=None,
+                      max_length: int | None = None):
         """The decoding model (docs/LANGUAGE.md, Decoding): new tokens, attention_mask,
         position_ids and past_key_values.{i}.key/.value in; logits (or y) and
         present.{i}.key/.value out. On ort-cpu and ort-cuda, when every attention can,
@@ -168,11 +169,14 @@ class Layer:
         `attndsl.kv_cache` = in_place); otherwise (and on portable) the cache grows by the new
         tokens each call, in standard ops (`growing`). `bounded`: layers whose mask reaches
         back a bounded number of keys (windows, chunks) keep only those: their cache stops
-        growing (`bounded`, the growing layout otherwise). `quantize`: as `onnx_model`."""
+        growing (`bounded`, the growing layout otherwise). `quantize`: as `onnx_model`.
+        `max_length`: no call will hold more tokens (a genai folder's context length), so
+        GroupQueryAttention's rotary tables are constants ONNX Runtime folds at session start
+        rather than computed for every call."""
         from .backends.finalize import finalize
         from .backends.lower import build_model
         from .decoding import check_decodable
-        from .ir import build
+        from .ir import Op, build
         from .planner import plan
 
         check_target(target)
@@ -183,10 +187,12 @@ class Layer:
         state = self._weights(seed, weights, dtype)
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
         model = build_model(graph, state, dtype, fused_norms=get(target).planned,
-                            quantization=quantize)
+                            quantization=quantize, max_length=max_length)
         del state
+        folded = max_length if any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache"
+                                   for n in graph.nodes) else None  # its rotary tables
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
-                                      kv_cache=_layout(graph),
+                                      kv_cache=_layout(graph), max_total_length=folded,
                                       quantization=quantize and quantize.text())
         return finalize(model, provenance)
 
@@ -212,7 +218,7 @@ class Layer:
         return {k: round_to(v, dtype).astype("float32") for k, v in found.items()}
 
     def _provenance(self, seed: int, target: str, dtype: str,
-                    weights: str | os.PathLike[str] | None, **form: str | None):
+                    weights: str | os.PathLike[str] | None, **form: str | int | None):
         """What the model's metadata records (backends.onnx.Provenance)."""
         from .backends.finalize import Provenance
         from .output import file_sha256

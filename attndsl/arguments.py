@@ -185,6 +185,19 @@ def _quantize_options(p: argparse.ArgumentParser) -> None:
                         "activations quantized to int8 per block; 0 on ort-cuda)")
 
 
+def compile_options(args: argparse.Namespace):
+    """compile's options that go together, checked (UsageError) before anything is built:
+    (the target, its default by export; the quantization or None)."""
+    if args.decode and args.export != "onnx":
+        raise UsageError("--decode goes with --export onnx (--export genai always decodes)")
+    if args.bounded_cache and not args.decode:
+        raise UsageError("--bounded-cache goes with --export onnx --decode: onnxruntime-genai "
+                         "allocates every present at the full length, so a genai folder keeps "
+                         "full caches")
+    target = args.target or (TRITON_TARGET if args.export == "triton" else DEFAULT_TARGET)
+    return target, quantization(args, target)
+
+
 def quantization(args: argparse.Namespace, target: str | None = None):
     """The `--quantize` options as a quantize.Quantization (checked against the target and
     dtype, UsageError), or None. `target` (verify: the first of --targets, else ort-cpu)

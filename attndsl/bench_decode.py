@@ -1,15 +1,18 @@
 """`attndsl bench --decode HF_FOLDER`: generation speed, side by side in one run: attndsl's
 decoding model (imported from the checkpoint, run by `decoding.generate` in ONNX Runtime),
-and, where installed, onnxruntime-genai running the model its own builder makes from the same
-checkpoint, and transformers' `generate`. Per prompt length: the first-token latency (prefill)
+and, where installed, onnxruntime-genai running attndsl's genai folder and the model its own
+builder makes from the same checkpoint (the same loop for both), and transformers'
+`generate`. Per prompt length: the first-token latency (prefill)
 and the median ms per later token, against the memory-bandwidth floor: the bytes a token step
 must read (every weight once, but one embedding row, and the KV cache) over the bandwidth this
 machine measures with the same thread count."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -131,12 +134,14 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
         notes = {}
         for p in precisions:
             runners.append((f"attndsl (ort-cpu, {p})", _attndsl(source, Path(tmp), threads, p)))
-            if "genai" in baselines:
-                made = _genai_builder(source, Path(tmp), threads, p)
-                if isinstance(made, str):
-                    notes[f"onnxruntime-genai builder ({p})"] = made
-                else:
-                    runners.append((f"onnxruntime-genai builder ({p})", made))
+            if "genai" in baselines:  # attndsl's genai folder, and the builder's, in genai
+                for name, make in (("attndsl folder in onnxruntime-genai", _attndsl_folder),
+                                   ("onnxruntime-genai builder", _builder_folder)):
+                    made = _in_genai(make(source, Path(tmp), p), threads)
+                    if isinstance(made, str):
+                        notes[f"{name} ({p})"] = made
+                    else:
+                        runners.append((f"{name} ({p})", made))
         if "transformers" in baselines:
             made = _transformers(source, threads)
             if isinstance(made, str):
@@ -205,13 +210,9 @@ def _attndsl(source: Path, tmp: Path, threads: int, precision: str = "fp32"):
     return run
 
 
-def _genai_builder(source: Path, tmp: Path, threads: int, precision: str = "fp32"):
+def _builder_folder(source: Path, tmp: Path, precision: str) -> Path | str:
     """onnxruntime-genai's own model of the checkpoint (CPU, at `precision`), or why there is
     none."""
-    try:
-        import onnxruntime_genai as og
-    except ImportError:
-        return "not installed (pip install onnxruntime-genai)"
     if not (source / "tokenizer.json").is_file():  # the builder saves a tokenizer
         return "the builder needs tokenizer.json in the checkpoint folder " \
                "(benchmarks/make_llama.py writes one)"
@@ -221,13 +222,42 @@ def _genai_builder(source: Path, tmp: Path, threads: int, precision: str = "fp32
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return f"its builder failed: {done.stderr.strip().splitlines()[-1:]}"
-    config_file = out / "genai_config.json"
+    return out
+
+
+def _attndsl_folder(source: Path, tmp: Path, precision: str) -> Path | str:
+    """attndsl's onnxruntime-genai folder of the checkpoint (`compile --export genai`), or
+    why there is none."""
+    from .cli import main
+
+    spec, out = tmp / f"attndsl_{precision}.attn", tmp / f"attndsl_{precision}"
+    quantize = [] if precision == "fp32" else ["--quantize", precision]
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), \
+            contextlib.redirect_stderr(quiet):
+        made = main(["import", str(source), "-o", str(spec)]) == 0 and main(
+            ["compile", str(spec), "--export", "genai", "--weights", str(source), "-o",
+             str(out), *quantize]) == 0
+    if not made:
+        return "attndsl compile --export genai failed on this checkpoint"
+    return next(p for p in out.iterdir() if p.is_dir())
+
+
+def _in_genai(folder: Path | str, threads: int):
+    """A greedy run of the folder in onnxruntime-genai with `threads` intra-op threads, or why
+    there is none."""
+    try:
+        import onnxruntime_genai as og
+    except ImportError:
+        return "not installed (pip install onnxruntime-genai)"
+    if isinstance(folder, str):
+        return folder
+    config_file = folder / "genai_config.json"
     config = json.loads(config_file.read_text())
     options = config["model"]["decoder"]["session_options"]
     options["intra_op_num_threads"] = threads
     options["inter_op_num_threads"] = 1
     config_file.write_text(json.dumps(config, indent=4))
-    model = og.Model(str(out))
+    model = og.Model(str(folder))
 
     def run(ids: list[int], new: int) -> tuple[float, list[float]]:
         params = og.GeneratorParams(model)

@@ -15,15 +15,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .api import Layer, load, read_source
-from .arguments import build_parser, quantization
+from .arguments import build_parser, compile_options, quantization
 from .check import check
 from .errors import AttnError, Diagnostic, SpecError, UsageError
 from .fmt import format_module
-from .genai import check_genai
+from .genai import check_genai, folder_context
 from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
 from .spec import is_lm, top_layers
-from .targets import DEFAULT_TARGET, TRITON_TARGET, check_dtype_target
+from .targets import check_dtype_target
 
 __all__ = ["main"]
 
@@ -147,14 +147,7 @@ def _compile(args: argparse.Namespace) -> int:
                              f"({', '.join(la.name for la in tops)}); name the one --weights is "
                              "for with --name")
         layers = tops
-    if args.decode and args.export != "onnx":
-        raise UsageError("--decode goes with --export onnx (--export genai always decodes)")
-    if args.bounded_cache and not args.decode:
-        raise UsageError("--bounded-cache goes with --export onnx --decode: onnxruntime-genai "
-                         "allocates every present at the full length, so a genai folder keeps "
-                         "full caches")
-    target = args.target or (TRITON_TARGET if args.export == "triton" else DEFAULT_TARGET)
-    quantize = quantization(args, target)  # None without --quantize; checked here
+    target, quantize = compile_options(args)  # checked before anything is built
     if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
     out_dir = Path(args.output)
@@ -175,10 +168,13 @@ def _compile(args: argparse.Namespace) -> int:
             continue
         if args.export == "genai":
             check_genai(layer.spec)  # before the model is built
-        decoding = args.export == "genai" or args.decode
+        decoding = args.export == "genai" or args.decode  # genai: its rotary tables folded
+        longest = folder_context(args.weights, args.context_length) if args.export == "genai" \
+            else None
         model = (layer.decoder_model if decoding else layer.onnx_model)(
             target=target, seed=args.seed, weights=args.weights, dtype=args.dtype,
-            quantize=quantize, **({"bounded": args.bounded_cache} if decoding else {}))
+            quantize=quantize, **({"bounded": args.bounded_cache, "max_length": longest}
+                                  if decoding else {}))
         what = model.summary()
         if args.export == "genai":
             from .genai import MODEL_FILE, genai_files

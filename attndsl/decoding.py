@@ -179,6 +179,13 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
             "  = help: compile its decoding form: `attndsl compile SPEC --export genai` (a "
             "folder for onnxruntime-genai) or `--export onnx --decode`")
     meta = session.get_modelmeta().custom_metadata_map
+    longest = max(len(p) for p in prompts) + max_new - 1  # tokens the last call holds
+    if "attndsl.max_total_length" in meta and longest > int(meta["attndsl.max_total_length"]):
+        raise UsageError(
+            f"this model holds at most {meta['attndsl.max_total_length']} tokens (the context "
+            f"length it was compiled for: its rotary tables), and the longest prompt plus "
+            f"--max-new needs {longest}\n  = help: ask for fewer new tokens, or compile with "
+            "a larger --context-length")
     if meta.get("attndsl.kv_cache") == "in_place":
         step = _InPlace(session, prompts, max_new, pad)
     else:

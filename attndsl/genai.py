@@ -12,8 +12,8 @@ from .errors import UsageError
 from .hf_fields import read_json
 from .spec import DeltaRule, Layer, Transformer, is_lm
 
-__all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "genai_config",
-           "genai_files", "load_decoder"]
+__all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "folder_context",
+           "genai_config", "genai_files", "load_decoder"]
 
 GENAI_CONFIG = "genai_config.json"
 MODEL_FILE = "model.onnx"
@@ -142,7 +142,7 @@ def genai_files(spec: Layer, model: dict[str, bytes], *, in_place: bool,
                                  "folder: give the checkpoint's real token ids"
                                  + ("" if what != "eos" else " or pass --eos"))
     config = genai_config(
-        spec, context_length=context_length or hf.get("max_position_embeddings") or 4096,
+        spec, context_length=folder_context(weights, context_length),
         eos=ids["eos"], bos=ids["bos"], pad=ids["pad"], in_place=in_place)
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
     return {GENAI_CONFIG: text.encode(), **model, **_tokenizer_files(weights)}
@@ -171,6 +171,12 @@ def _tokenizer_files(weights: str | None) -> dict[str, bytes]:
         except OSError as exc:
             raise UsageError(f"{folder / name}: cannot read: {exc.strerror or exc}") from None
     return files
+
+
+def folder_context(weights: str | None, given: int | None = None) -> int:
+    """A folder's context length: `given` (--context-length), else the checkpoint's
+    max_position_embeddings, else 4096."""
+    return given or _hf_config(weights).get("max_position_embeddings") or 4096
 
 
 def _hf_config(weights: str | None) -> dict:

@@ -145,6 +145,11 @@ def _check_limits(session, feed: dict[str, np.ndarray]) -> None:
     """UsageError for inputs longer than the model takes: ONNX Runtime itself would fail deep
     in the graph (a MatMul dimension mismatch, a Gather index out of range)."""
     first = "input_ids" if "input_ids" in feed else "x"
+    total = session.get_modelmeta().custom_metadata_map.get("attndsl.max_total_length")
+    if total and "attention_mask" in feed and feed["attention_mask"].shape[1] > int(total):
+        raise UsageError(f"the model holds at most {total} tokens (the context length it was "
+                         f"compiled for), not {feed['attention_mask'].shape[1]}\n  = help: run "
+                         "it with --length up to that")
     if first not in feed or feed[first].ndim < 2 or "past_key_values.0.key" in feed:
         return  # a decoding model's limit is the positions it has reached, not the call's
     memory = feed["memory"].shape[1] if "memory" in feed else None

@@ -468,3 +468,32 @@ def test_a_mixture_of_experts_prompt_sums_each_tokens_experts_exactly_on_two_thr
     for _ in range(4):
         got = session.run(None, {"input_ids": ids})[0]
         assert float(np.abs(got - want).max()) <= tolerance(want)
+
+
+def test_q_k_v_are_packed_in_order_for_grouped_query_attention() -> None:
+    """The q, k and v projections were stacked q|v|k (their order in the IR since LSH needs no
+    k), so GroupQueryAttention never took its packed input and in-kernel rotary: every
+    decoding model ran separate projections and standard-ops RoPE (found measuring int4
+    decode against onnxruntime-genai's builder). The packed path is taken again."""
+    layer = attndsl.load(ROOT / "examples" / "llama_lm.attn")["llama_lm"]
+    model = onnx.load_from_string(layer.decoder_bytes(target="ort-cpu"))
+    gqa = [n for n in model.graph.node if n.op_type == "GroupQueryAttention"]
+    assert gqa and all(n.input[1] == "" and n.input[2] == "" for n in gqa)  # packed q|k|v
+    assert all(any(a.name == "do_rotary" and a.i == 1 for a in n.attribute) for n in gqa)
+
+
+def test_a_genai_folder_refuses_sequences_past_its_context(tmp_path, capsys) -> None:
+    """A genai folder's rotary tables are constants of its context length (folded at session
+    start); `attndsl generate` and `run` asked for more refuse with the reason (exit 2), not
+    an "internal error" from GroupQueryAttention's cos_cache check."""
+    from attndsl.cli import main
+
+    assert main(["compile", str(ROOT / "examples" / "llama_lm.attn"), "--export", "genai",
+                 "--context-length", "16", "-o", str(tmp_path)]) == 0
+    folder = str(tmp_path / "llama_lm")
+    capsys.readouterr()
+    assert main(["generate", folder, "--prompt-ids", "1,2,3", "--max-new", "30"]) == 2
+    assert "at most 16 tokens" in capsys.readouterr().err
+    assert main(["generate", folder, "--prompt-ids", "1,2,3", "--max-new", "14"]) == 0
+    assert main(["run", f"{folder}/model.onnx", "--length", "20"]) == 2
+    assert "at most 16 tokens" in capsys.readouterr().err

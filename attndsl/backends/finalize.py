@@ -34,6 +34,7 @@ class Provenance:
     form: str = "forward"  # or decode: the decoding form (KV caches in and out)
     kv_cache: str | None = None  # a decoding model's: in_place or growing
     quantization: str | None = None  # quantize.Quantization.text() of a quantized export
+    max_total_length: int | None = None  # a decoding model's longest sequence, when bounded
     # spec.length_limits: axis -> (the longest it takes, why), read back by run and bench
     limits: tuple[tuple[str, int, str], ...] = ()
 
@@ -62,6 +63,8 @@ class Provenance:
             props["attndsl.kv_cache"] = self.kv_cache
         if self.quantization:
             props["attndsl.quantization"] = self.quantization
+        if self.max_total_length:
+            props["attndsl.max_total_length"] = str(self.max_total_length)
         for axis, longest, why in self.limits:
             props[f"attndsl.max_{axis}"] = str(longest)
             props[f"attndsl.max_{axis}.why"] = why

@@ -9,10 +9,11 @@ from onnx import TensorProto
 
 from .. import masks as m
 from ..backends import formulas
-from ..backends.lower.builder import Lowering, arg, bsh
+from ..backends.lower.builder import Lowering, Sym, arg, bsh
 from ..ir import Node, Op
 from ..planner.cores import BIAS_NAMES, Core, causal_window
 from ..planner.cover import INF
+from ..rope_scaling import DynamicScaling, LongRopeScaling
 from ..targets import GQA_HEAD_DIM_MULTIPLE, get, has_kernel, kernel_dtypes
 from .base import Context, Match, Reject, Strategy
 from .gqa import optional_inputs
@@ -130,11 +131,18 @@ def _packed_projections(lw: Lowering, node: Node):
 
 def _rotary_tables(lw: Lowering, rope: Node) -> tuple[str, str]:
     """cos and sin [S, dim / 2] at positions 0 .. S-1 (S = attention_mask's length), the
-    kernel's cos_cache and sin_cache, once per model for each RoPE."""
+    kernel's cos_cache and sin_cache, once per model for each RoPE. With a known longest call
+    (`lw.max_length`, a genai folder's context) and frequencies that do not depend on the
+    length (every scaling but dynamic and longrope), the tables hold that many positions and
+    are made of constants, which ONNX Runtime folds once at session start: a step then
+    computes no trigonometry (the kernel reads the rows it needs)."""
     theta, dim, scaling = rope.attr("theta"), rope.attr("dim"), rope.attr("scaling")
     key = ("rotary_cache", theta, dim, scaling)
     if key not in lw.memo:
-        cos, sin = formulas.rope_tables(lw.xp, lw.positions(lw.S), lw.S, theta, dim, scaling,
+        rows = lw.S  # every call's own positions; with a known longest call, constants
+        if lw.max_length and not isinstance(scaling, DynamicScaling | LongRopeScaling):
+            rows = Sym(lw.b, lw.b.const(lw.max_length, "int64"), "int64", 0)  # folded
+        cos, sin = formulas.rope_tables(lw.xp, lw.positions(rows), rows, theta, dim, scaling,
                                         lw.b.dtype)
         lw.memo[key] = (cos.name, sin.name)
     return lw.memo[key]

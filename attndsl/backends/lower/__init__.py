@@ -34,16 +34,19 @@ __all__ = ["build_model"]
 
 
 def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "float32",
-                fused_norms: bool = False, quantization=None) -> onnx.ModelProto:
+                fused_norms: bool = False, quantization=None,
+                max_length: int | None = None) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
     the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
     Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
     planned targets; else in standard ops. `quantization` (quantize.Quantization): the
-    projections' weights as com.microsoft.MatMulNBits blocks."""
+    projections' weights as com.microsoft.MatMulNBits blocks. `max_length`: no call holds
+    more tokens (strategies may fold tables of that many positions)."""
     from ... import strategies  # noqa: F401  (the strategies' lowerings register themselves)
 
     b = Builder(dtype)
     lw = Lowering(b, weights)
+    lw.max_length = max_length  # a decoding model's longest call, when known
     if quantization is not None:  # the projections' weights as MatMulNBits (quantize.py)
         from ...quantize import quantized_weights
 

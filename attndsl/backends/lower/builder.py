@@ -114,6 +114,7 @@ class Lowering:
         self.skip_norms: dict[str, Node] = {}  # residual add -> the norm of its sum
         self.quantization = None  # quantize.Quantization: these weights become MatMulNBits
         self.quantized: frozenset[str] = frozenset()
+        self.max_length: int | None = None  # a decoding model's longest call, when known
 
     def w(self, name: str) -> str:
         if name not in self.used:
