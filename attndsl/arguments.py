@@ -47,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --decode: a window's (or chunk's) layer keeps only the keys later "
                         "queries can see, so its cache stops growing (standard ops)")
     k.add_argument("--context-length", type=_LENGTH, default=None,
-                   help="genai: the longest sequence (default: the checkpoint's "
-                        "max_position_embeddings, else 4096)")
+                   help="genai (and --decode): the longest sequence a model holds: its "
+                        "rotary tables are folded for it, longer calls refused (genai default: "
+                        "the checkpoint's max_position_embeddings, else 4096; --decode: none)")
     k.add_argument("--eos", type=_ints(0, 1 << 24), default=None,
                    help="genai: end-of-sequence token ids (default: the checkpoint's, else 0)")
     k.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT_DIR), metavar="DIR",

@@ -198,9 +198,12 @@ def _attndsl(source: Path, tmp: Path, threads: int, precision: str = "fp32"):
 
     program = loads(import_config(source), "imported.attn")
     layer = next(program[n] for n in program if getattr(program[n].spec, "vocab", None))
+    from .genai import folder_context
+
     quantize = None if precision == "fp32" else Quantization(int(precision[3:]))
-    session = make_session(layer.decoder_model(target="ort-cpu", weights=source,
-                                               quantize=quantize), "cpu", threads=threads)
+    session = make_session(layer.decoder_model(
+        target="ort-cpu", weights=source, quantize=quantize,
+        max_length=folder_context(str(source))), "cpu", threads=threads)
 
     def run(ids: list[int], new: int) -> tuple[float, list[float]]:
         g = generate(session, [ids], new)

@@ -170,7 +170,7 @@ def _compile(args: argparse.Namespace) -> int:
             check_genai(layer.spec)  # before the model is built
         decoding = args.export == "genai" or args.decode  # genai: its rotary tables folded
         longest = folder_context(args.weights, args.context_length) if args.export == "genai" \
-            else None
+            else args.context_length  # --decode: only when asked
         model = (layer.decoder_model if decoding else layer.onnx_model)(
             target=target, seed=args.seed, weights=args.weights, dtype=args.dtype,
             quantize=quantize, **({"bounded": args.bounded_cache, "max_length": longest}

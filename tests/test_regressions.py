@@ -497,3 +497,9 @@ def test_a_genai_folder_refuses_sequences_past_its_context(tmp_path, capsys) -> 
     assert main(["generate", folder, "--prompt-ids", "1,2,3", "--max-new", "14"]) == 0
     assert main(["run", f"{folder}/model.onnx", "--length", "20"]) == 2
     assert "at most 16 tokens" in capsys.readouterr().err
+    assert main(["compile", str(ROOT / "examples" / "llama_lm.attn"), "--export", "onnx",
+                 "--decode", "--context-length", "16", "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    decoder = str(tmp_path / "llama_lm.decode.onnx")
+    assert main(["generate", decoder, "--prompt-ids", "1,2,3", "--max-new", "30"]) == 2
+    assert "at most 16 tokens" in capsys.readouterr().err
