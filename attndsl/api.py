@@ -219,18 +219,29 @@ class Layer:
 
     def _provenance(self, seed: int, target: str, dtype: str,
                     weights: str | os.PathLike[str] | None, **form: str | int | None):
-        """What the model's metadata records (backends.onnx.Provenance)."""
-        from .backends.finalize import Provenance
+        """What the model's metadata records (backends.onnx.Provenance); `weights` a file, a
+        folder or a trained module (its tensors' fingerprint)."""
         from .output import file_sha256
+        from .weights import fingerprint, in_memory
 
+        arrays = in_memory(weights) if weights is not None else None
+        if arrays is not None:  # a trained module's (or a state dict's) own tensors
+            return self._record(seed, target, dtype, fingerprint(arrays), **form)
         if weights is not None and not Path(weights).exists():  # before hashing it
             raise UsageError(f"{weights}: no such weights file or folder")
+        return self._record(seed, target, dtype, file_sha256(weights) if weights else None,
+                            **form)
+
+    def _record(self, seed: int, target: str, dtype: str, weights_sha256: str | None,
+                **form: str | int | None):
+        """The Provenance of a model of this layer."""
+        from .backends.finalize import Provenance
 
         limits = tuple((axis, n, why) for axis, (n, why) in s.length_limits(self.spec).items())
         return Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
-            seed=seed, target=target, dtype=dtype,
-            weights_sha256=file_sha256(weights) if weights else None, limits=limits, **form)
+            seed=seed, target=target, dtype=dtype, weights_sha256=weights_sha256,
+            limits=limits, **form)
 
     def decoder_plan(self, *, target: str = DEFAULT_TARGET, dtype: str = "float32",
                      bounded: bool = False):
@@ -267,7 +278,9 @@ class Layer:
                     weights: str | os.PathLike[str] | None = None,
                     dtype: str = "float32") -> Path:
         """Write `<directory>/<name>.onnx` (and over 2 GB its tensors, `<name>.onnx.data`)
-        atomically and return its path."""
+        atomically and return its path. `weights` (here and in every method that takes it): a
+        file or checkpoint folder, or a trained module (`to_torch`'s, after training) or a
+        state dict, whose own tensors are exported, checked as a file's are."""
         exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype)
         path = Path(directory) / f"{self.name}.onnx"
         outputs = Outputs()

@@ -6,6 +6,7 @@ and to load a torch module (`load_into`)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,38 @@ def _value_problem(path: Path, name: str, a: np.ndarray, what: str) -> Diagnosti
     return None
 
 
-def read_weights(path: str | Path, wanted: dict[str, tuple[int, ...]],
+def in_memory(source: Any) -> dict[str, np.ndarray] | None:
+    """The tensors of a trained torch module (its `state_dict()`) or of a mapping of names to
+    tensors or arrays, as NumPy arrays; None for a path."""
+    if hasattr(source, "state_dict"):
+        source = source.state_dict()
+    if not hasattr(source, "items"):
+        return None
+    return {k: v.detach().cpu().float().numpy() if hasattr(v, "detach") else np.asarray(v)
+            for k, v in source.items()}
+
+
+def fingerprint(arrays: dict[str, np.ndarray]) -> str:
+    """sha256 of in-memory weights (names, shapes, float32 values in name order): what a
+    model compiled from them records in place of a file's hash."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name], dtype=np.float32)
+        digest.update(f"{name}{list(a.shape)}".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def read_weights(path: Any, wanted: dict[str, tuple[int, ...]],
                  spec: Layer | None = None, layer: int = 0) -> dict[str, np.ndarray]:
     """float32 arrays for `wanted` (name -> shape) from `path`, strictly: no missing, unknown,
     misshapen, non-float or non-finite tensors. A Hugging Face checkpoint (a folder with
     config.json, or a file beside one) is read through its family's name table
-    (`checkpoints`), for the layers `spec` describes."""
+    (`checkpoints`), for the layers `spec` describes; a trained module or a mapping of names
+    to tensors (`in_memory`) is checked alike."""
+    arrays = in_memory(path)
+    if arrays is not None:
+        return _checked(Path("the given weights"), arrays, wanted)
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such weights file or folder")
@@ -57,7 +84,13 @@ def read_weights(path: str | Path, wanted: dict[str, tuple[int, ...]],
     if path.is_dir():
         raise UsageError(f"{path}: is a folder without config.json; --weights takes one file "
                          "(.safetensors or a torch state dict) or a Hugging Face checkpoint")
-    found = read_tensors(path)
+    return _checked(path, read_tensors(path), wanted)
+
+
+def _checked(path: Path, found: dict[str, np.ndarray],
+             wanted: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """`found` as float32 arrays for `wanted`, or SpecError naming every missing, unknown,
+    misshapen, non-float or non-finite tensor."""
     shapes = {name: tuple(found[name].shape) for name in found}
     problems: list[Diagnostic] = []
     for name, want in wanted.items():
@@ -83,10 +116,10 @@ def read_weights(path: str | Path, wanted: dict[str, tuple[int, ...]],
     return {name: _float32(found[name]) for name in wanted}
 
 
-def load_into(module: Any, path: str | Path, spec: Layer | None = None,
+def load_into(module: Any, path: Any, spec: Layer | None = None,
               layer: int = 0) -> None:
-    """Load `path` into the torch `module`, as `read_weights` reads it for the module's
-    tensors."""
+    """Load `path` (or a trained module's tensors) into the torch `module`, as
+    `read_weights` reads it for the module's tensors."""
     import torch
 
     expected = module.state_dict()
