@@ -1,0 +1,79 @@
+"""Gradients of the torch module (issue 28): for every example layer and random specs from the
+property generator, the module's float64 autograd gradients (of the inputs and of every
+parameter) give the directional derivative of the NumPy oracle (central differences, float64)
+along a random direction, and the float32 module's gradients are finite and agree with them.
+At L = 7 (B = 3, a row whose keys are all hidden where the spec pads) and L = 1 (B = 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import attndsl
+from attndsl.backends import reference
+from attndsl.ir import build
+from attndsl.verify import make_inputs
+
+from .conftest import EXAMPLES
+
+LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
+EPS = 1e-7  # small enough that no ReLU or routing kink falls inside (T5's did at 1e-6)
+
+
+def _gradients(module, inputs: dict, r: np.ndarray, dtype) -> dict[str, torch.Tensor]:
+    feed = {k: torch.tensor(v, dtype=dtype, requires_grad=True) if v.dtype.kind == "f"
+            else torch.from_numpy(v) for k, v in inputs.items()}
+    (module(**feed) * torch.from_numpy(r).to(dtype)).sum().backward()
+    out = {k: p.grad.double() for k, p in module.named_parameters() if p.grad is not None}
+    return out | {f"input:{k}": t.grad.double() for k, t in feed.items()
+                  if t.is_floating_point() and t.grad is not None}
+
+
+def _check(layer, length: int) -> None:
+    inputs = make_inputs(layer.spec, 3 if length > 1 else 2, length, np.random.default_rng(length))
+    module = layer.to_torch(seed=2).double()
+    weights = {k: v.detach().numpy() for k, v in module.state_dict().items()}
+    graph = build(layer.spec)
+    rng = np.random.default_rng(7)
+    r = rng.standard_normal(reference.run(graph, inputs, weights).shape)
+    grads = _gradients(module, inputs, r, torch.float64)
+    # the directional derivative of the oracle's sum(y * r) along random (inputs, weights)
+    directions = {k: rng.standard_normal(v.shape) for k, v in weights.items()}
+    directions |= {f"input:{k}": rng.standard_normal(v.shape) for k, v in inputs.items()
+                   if v.dtype.kind == "f"}
+
+    def moved(sign: float) -> float:
+        w = {k: v + sign * EPS * directions[k] for k, v in weights.items()}
+        x = {k: v + sign * EPS * directions[f"input:{k}"] if v.dtype.kind == "f" else v
+             for k, v in inputs.items()}
+        return float((reference.run(graph, x, w) * r).sum())
+
+    numeric = (moved(1.0) - moved(-1.0)) / (2 * EPS)
+    analytic = sum(float((grads[k].numpy() * d).sum()) for k, d in directions.items()
+                   if k in grads)
+    # 1e-4: the module keeps float32 where the formulas' dtype rules say (a norm's statistics),
+    # so its float64 gradients are good to about 1e-5, while a wrong one is off by O(1)
+    assert abs(numeric - analytic) <= 1e-4 * max(1.0, abs(numeric)), (numeric, analytic)
+    # a router's selection bias only chooses experts (DeepSeek trains it by load balancing,
+    # not by gradient): every other weight gets one
+    unused = [k for k in weights if k not in grads and not k.endswith("selection_bias")]
+    assert not unused, f"no gradient reaches {unused}"
+    g32 = _gradients(layer.to_torch(seed=2), inputs, r, torch.float32)
+    for k, g in grads.items():
+        assert torch.isfinite(g32[k]).all(), k
+        assert float((g32[k] - g).abs().max()) <= 2e-3 * max(1.0, float(g.abs().max())), k
+
+
+@pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
+def test_module_gradients_are_the_oracles(path, name) -> None:
+    layer = attndsl.load(path)[name]
+    for length in (7, 1):
+        _check(layer, length)
+
+
+def test_random_spec_gradients_are_the_oracles(spec_seed: int) -> None:
+    from .specgen import random_spec
+
+    program = attndsl.loads(random_spec(spec_seed), f"random-{spec_seed}.attn")
+    _check(program[list(program)[-1]], 7)
