@@ -176,7 +176,7 @@ class Layer:
         from .backends.finalize import finalize
         from .backends.lower import build_model
         from .decoding import check_decodable
-        from .ir import Op, build
+        from .ir import build
         from .planner import plan
 
         check_target(target)
@@ -189,11 +189,11 @@ class Layer:
         model = build_model(graph, state, dtype, fused_norms=get(target).planned,
                             quantization=quantize, max_length=max_length)
         del state
-        folded = max_length if any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache"
-                                   for n in graph.nodes) else None  # its rotary tables
+        layout = _layout(graph)  # in place: GroupQueryAttention, its rotary tables folded
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
-                                      kv_cache=_layout(graph), max_total_length=folded,
-                                      quantization=quantize and quantize.text())
+                                      kv_cache=layout,
+                                      max_total_length=max_length if layout == "in_place"
+                                      else None, quantization=quantize and quantize.text())
         return finalize(model, provenance)
 
     def _weights(self, seed: int, weights: str | os.PathLike[str] | None,
@@ -354,11 +354,11 @@ class Layer:
         float_state = None
         if quantize is not None:  # torch and the oracle on what the quantized model holds
             from .quantize import dequantized, quantized_weights
+            from .weights import load_into
 
             float_state = {k: _numpy(v) for k, v in module.state_dict().items()}
             names = quantized_weights(self.graph(), quantize)
-            module.load_state_dict({k: torch_tensor(v) for k, v in dequantized(
-                float_state, names, quantize).items()})
+            load_into(module, dequantized(float_state, names, quantize))
         runners = []
         for target, its_providers in on.items():
             exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype,
@@ -381,13 +381,6 @@ def _layout(graph) -> str:
     if any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache" for n in graph.nodes):
         return "in_place"
     return "bounded" if any(n.op is Op.TAIL for n in graph.nodes) else "growing"
-
-
-def torch_tensor(value: Any):
-    """A float32 torch tensor of a NumPy array (a state dict's value)."""
-    import torch
-
-    return torch.from_numpy(value).float()
 
 
 def _numpy(value: Any):

@@ -35,6 +35,7 @@ class DecodeRow:
     ms_per_token: float
     floor_ms: float  # bytes read per token step / measured bandwidth
     note: str = ""
+    precision: str = "fp32"  # of its weights: fp32, int8 or int4
 
     @property
     def tokens_per_s(self) -> float:
@@ -89,6 +90,7 @@ def measure_bandwidth(threads: int, mib: float = 512, repeat: int = 7) -> float:
     return w.nbytes / best
 
 
+BUILDER = "onnxruntime-genai builder"
 # bytes a weight takes per precision: int4 and int8 codes with a float32 scale per block of 32
 BYTES_PER_WEIGHT = {"fp32": 4.0, "int8": 1 + 4 / 32, "int4": 0.5 + 4 / 32}
 
@@ -129,45 +131,45 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
             cached[mib] = measure_bandwidth(threads, mib)
         return 1000.0 * step / cached[mib]
 
-    runners: list[tuple[str, Callable[[list[int], int], tuple[float, list[float]]]]] = []
+    # (name, precision, run)
+    runners: list[tuple[str, str, Callable[[list[int], int], tuple[float, list[float]]]]] = []
     with tempfile.TemporaryDirectory(prefix="attndsl-bench-") as tmp:
         notes = {}
         for p in precisions:
-            runners.append((f"attndsl (ort-cpu, {p})", _attndsl(source, Path(tmp), threads, p)))
+            runners.append((f"attndsl (ort-cpu, {p})", p,
+                            _attndsl(source, Path(tmp), threads, p)))
             if "genai" in baselines:  # attndsl's genai folder, and the builder's, in genai
                 for name, make in (("attndsl folder in onnxruntime-genai", _attndsl_folder),
-                                   ("onnxruntime-genai builder", _builder_folder)):
+                                   (BUILDER, _builder_folder)):
                     made = _in_genai(make(source, Path(tmp), p), threads)
                     if isinstance(made, str):
                         notes[f"{name} ({p})"] = made
                     else:
-                        runners.append((f"{name} ({p})", made))
+                        runners.append((f"{name} ({p})", p, made))
         if "transformers" in baselines:
             made = _transformers(source, threads)
             if isinstance(made, str):
                 notes["transformers generate"] = made
             else:
-                runners.append(("transformers generate", made))
+                runners.append(("transformers generate", "fp32", made))
         rows = []
         rng = np.random.default_rng(0)
         vocab = cfg["vocab_size"]
         for prompt in prompts:
             ids = [int(t) for t in rng.integers(3, vocab, size=prompt)]
-            firsts: dict[str, list[float]] = {name: [] for name, _ in runners}
-            steps: dict[str, list[float]] = {name: [] for name, _ in runners}
+            firsts: dict[str, list[float]] = {name: [] for name, _, _ in runners}
+            steps: dict[str, list[float]] = {name: [] for name, _, _ in runners}
             for r in range(repeat):  # round-robin: a slow spell hits every backend alike
-                for name, run in runners:
+                for name, _, run in runners:
                     if progress:
                         progress(f"decode bench: prompt {prompt}, run {r + 1}/{repeat}, {name}")
                     first, times = run(ids, new)
                     firsts[name].append(first)
                     steps[name].append(float(np.median(times)))
-            for name, _ in runners:
-                precision = name.rsplit(" ", 1)[-1].strip("()") if "(" in name else "fp32"
-                precision = precision if precision in BYTES_PER_WEIGHT else "fp32"
+            for name, precision, _ in runners:
                 rows.append(DecodeRow(name, prompt, new, 1000 * float(np.median(firsts[name])),
                                       1000 * float(np.median(steps[name])),
-                                      floor(prompt, precision)))
+                                      floor(prompt, precision), precision=precision))
         for name, why in notes.items():
             rows.append(DecodeRow(name, 0, new, math.nan, math.nan, math.nan, why))
     facts = {"threads": threads, "bandwidth_gb_s": bandwidth / 1e9,
@@ -193,13 +195,12 @@ def _attndsl(source: Path, tmp: Path, threads: int, precision: str = "fp32"):
     from .api import loads
     from .backends.runtime import make_session
     from .decoding import generate
+    from .genai import folder_context
     from .hf_import import import_config
     from .quantize import Quantization
 
     program = loads(import_config(source), "imported.attn")
     layer = next(program[n] for n in program if getattr(program[n].spec, "vocab", None))
-    from .genai import folder_context
-
     quantize = None if precision == "fp32" else Quantization(int(precision[3:]))
     session = make_session(layer.decoder_model(
         target="ort-cpu", weights=source, quantize=quantize,
@@ -319,9 +320,7 @@ def _transformers(source: Path, threads: int):
 def render_decode(rows: list[DecodeRow], facts: dict, markdown: bool = False) -> str:
     """The table; "vs genai" compares each row with the builder's model at its precision (the
     fp32 one for transformers)."""
-    builder = "onnxruntime-genai builder"
-    base = {(r.prompt, r.backend.removeprefix(builder)): r for r in rows
-            if r.backend.startswith(builder)}
+    base = {(r.prompt, r.precision): r for r in rows if r.backend.startswith(BUILDER)}
     head = ["prompt", "backend", "first token ms", "ms/token", "tokens/s", "floor ms/token",
             "x floor", "ms/token vs genai", "first token vs genai"]
     lines = []
@@ -329,8 +328,7 @@ def render_decode(rows: list[DecodeRow], facts: dict, markdown: bool = False) ->
         if r.note:
             lines.append([str(r.prompt or "-"), r.backend, "-", "-", "-", "-", "-", "-", r.note])
             continue
-        b = base.get((r.prompt, f" ({r.backend.rsplit('(', 1)[-1].split(', ')[-1]}"
-                      if "(" in r.backend else " (fp32)"))
+        b = base.get((r.prompt, r.precision))
         lines.append([str(r.prompt), r.backend, f"{r.first_token_ms:.1f}",
                       f"{r.ms_per_token:.2f}", f"{r.tokens_per_s:.1f}", f"{r.floor_ms:.2f}",
                       f"{r.ms_per_token / r.floor_ms:.2f}x",

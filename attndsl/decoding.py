@@ -38,7 +38,8 @@ from .spec import (
     Transformer,
 )
 
-__all__ = ["Generation", "check_decodable", "generate", "padded", "positions_of"]
+__all__ = ["Generation", "check_decodable", "first_past", "generate", "padded",
+           "positions_of"]
 
 
 def check_decodable(spec: Layer) -> None:
@@ -116,6 +117,13 @@ def _cross_blocker(a: Attention) -> Diagnostic | None:
                           "decoding form", a.span("kernel"),
                           hint="decode cross attention with `kernel = softmax`")
     return None
+
+
+def first_past(batch: int, dims: Sequence) -> list[int]:
+    """The shape of a first call's past for an input of `dims` (an ONNX input's, or an IR
+    type's): `batch` rows, 0 along a symbolic length (an empty cache), static sizes kept (a
+    fixed-size state such as the delta rule's, zeros)."""
+    return [batch] + [d if isinstance(d, int) else 0 for d in dims[1:]]
 
 
 def positions_of(mask: np.ndarray) -> np.ndarray:
@@ -217,10 +225,7 @@ class _Growing:
         self.session = session
         self.ids, self.mask = padded(prompts, pad)
         inputs = {i.name: i for i in session.get_inputs()}
-        # empty caches: their symbolic length 0; a fixed-size state (the delta rule's) zeros
-        self.past = {n: np.zeros([len(prompts)] + [d if isinstance(d, int) else 0
-                                                   for d in i.shape[1:]],
-                                 dtype=_ort_float(i.type))
+        self.past = {n: np.zeros(first_past(len(prompts), i.shape), dtype=_ort_float(i.type))
                      for n, i in inputs.items() if n.startswith("past_key_values.")}
         self.presents = [o.name for o in session.get_outputs()][1:]
 

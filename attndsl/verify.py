@@ -43,9 +43,6 @@ __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "default_lengths", "make_i
 DEFAULT_LENGTHS = (1, 7, 61, 293)  # one token, and primes: no multiple of any block
 DEFAULT_BATCHES = (1, 3)
 TOLERANCE = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 2e-2}
-# a quantized model whose MatMulNBits quantize activations (accuracy_level >= 1; int8 per block
-# at 4) is held to the half-precision tolerance against the oracle on its dequantized weights
-QUANTIZED_TOLERANCE = TOLERANCE["float16"]
 # The reference forms each softmax core's scores as float64 [B, H, L, S] tensors, about eight
 # of them at its peak (measured: 5-8 x 8 bytes a pair), and as many copies of each token's
 # widest activation; torch (float32) and ONNX Runtime need less. A shape whose reference would
@@ -259,7 +256,7 @@ def _quantization_error(batch: int, length: int, S: int | None, ref: np.ndarray,
     """The reference on the dequantized weights against it on the float ones: what the
     quantization itself changes (reported, never failed)."""
     err = float(np.abs(ref - full).max()) if ref.size else 0.0
-    note = f"{quantize.text().split(',')[0]} weights vs float32"
+    note = f"int{quantize.bits} weights vs float32"
     if getattr(spec, "vocab", None):
         agree = float((ref.argmax(-1) == full.argmax(-1)).mean())
         note += f"; top-1 agreement {100 * agree:.1f}%"
@@ -275,11 +272,13 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
            progress: Callable[[str], None] | None = None, quantize=None,
            float_weights: dict[str, np.ndarray] | None = None) -> Report:
     """Compare torch and every runner (e.g. ONNX Runtime per provider) against the reference.
-    A quantized export (`quantize`; `weights` then the dequantized ones) is held to the
-    tolerance of its activations (QUANTIZED_TOLERANCE), and the quantization's own error,
+    A quantized export (`quantize`; `weights` then the dequantized ones) whose MatMulNBits
+    quantize activations (accuracy_level >= 1) is held to the half-precision tolerance, and
+    the quantization's own error,
     the reference on `weights` against it on `float_weights`, is reported apart (a row that
     always passes: max error, and for logits the top-1 agreement)."""
     graph = build(spec)
+    # activations quantized (accuracy_level >= 1): the half-precision tolerance
     tol_dtype = dtype if quantize is None or not quantize.accuracy else "float16"
     if lengths is None:
         lengths = default_lengths(spec)

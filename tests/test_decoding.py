@@ -16,7 +16,7 @@ import torch
 
 import attndsl
 from attndsl.backends import reference
-from attndsl.decoding import check_decodable, padded, positions_of
+from attndsl.decoding import check_decodable, first_past, padded, positions_of
 from attndsl.errors import SpecError
 from attndsl.ir import Op, build
 from attndsl.masks import Full, Padding, Prefix, Random, kept_keys, lookahead, primitives
@@ -120,8 +120,7 @@ def _decode(run, spec, batch, mask, chunks, memory=None):
     for name in graph.inputs:
         if name.startswith("past_key_values."):  # float[B, h, P, d]: empty; a state: zeros
             shape = graph.nodes[graph.inputs.index(name)].shape
-            past[name] = np.zeros([batch.shape[0]] + [d if isinstance(d, int) else 0
-                                                      for d in shape.dims[1:]], np.float32)
+            past[name] = np.zeros(first_past(batch.shape[0], shape.dims), np.float32)
     positions = positions_of(mask)
     outs, start = [], 0
     for n in chunks:

@@ -23,6 +23,7 @@ import transformers as tf
 
 import attndsl
 from attndsl.cli import main
+from attndsl.decoding import first_past
 
 from .test_hf_families import redraw
 
@@ -214,8 +215,7 @@ def _left_padded_logits(model: Path):
     feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
     for i in session.get_inputs():
         if i.name.startswith("past_key_values."):  # empty; a fixed-size state: zeros
-            feed[i.name] = np.zeros([2] + [d if isinstance(d, int) else 0 for d in i.shape[1:]],
-                                    dtype=np.float32)
+            feed[i.name] = np.zeros(first_past(2, i.shape), dtype=np.float32)
     return ids, mask, positions, session.run(["logits"], feed)[0]
 
 

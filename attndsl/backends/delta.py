@@ -12,7 +12,8 @@ from typing import Any
 
 from .formulas import activation
 
-__all__ = ["causal_conv", "decoded", "delta_gates", "delta_rule", "delta_step", "new_tokens"]
+__all__ = ["causal_conv", "conv_window", "decoded", "delta_gates", "delta_rule", "delta_step",
+           "new_tokens"]
 
 Array = Any
 L2_EPS = 1e-6  # q and k: x / sqrt(sum(x^2) + 1e-6), as transformers' (and FLA's) l2norm
@@ -25,28 +26,29 @@ def new_tokens(xp, attention_mask: Array, L: Any) -> Array:
     return xp.astype(mask != 0, "float32")
 
 
-def causal_conv(xp, parts: list[Array], w: Array, width: int, past: Array | None = None,
-                real: Array | None = None) -> tuple[Array, Array]:
-    """(silu(y) (B, L, C), the last width - 1 inputs (B, width - 1, C)) of parts (B, L, c_i)
-    laid side by side: y_t[c] = sum_j w[c, 0, j] x_{t - width + 1 + j}[c], the inputs before
-    the first token those of `past` (B, width - 1, C), or zeros; a slot where `real` (B, L)
-    is 0 (padding) has zero inputs. Computed in float32, returned in the parts' dtype."""
-    x = xp.concat(parts, axis=2)
-    dtype = xp.dtype(x)
-    x = xp.astype(x, "float32")
+def conv_window(xp, parts: list[Array], width: int, past: Array | None = None,
+                real: Array | None = None) -> Array:
+    """float32 (B, width - 1 + L, C): the inputs of parts (B, L, c_i) laid side by side,
+    after those of `past` (B, width - 1, C) or zeros; a slot where `real` (B, L) is 0
+    (padding) has zero inputs. Its last width - 1 rows are the next call's past."""
+    x = xp.astype(xp.concat(parts, axis=2), "float32")
     if real is not None:
         x = x * xp.reshape(real, [xp.shape(x, 0), -1, 1])
     past = xp.pad(xp.slice(x, 1, 0, 0), 1, width - 1) if past is None else \
         xp.astype(past, "float32")
-    full = xp.concat([past, x], axis=1)
+    return xp.concat([past, x], axis=1)
+
+
+def causal_conv(xp, full: Array, w: Array, width: int, dtype: str) -> Array:
+    """silu(y) (B, L, C) in `dtype` over a `conv_window` of L + width - 1 rows: y_t[c] =
+    sum_j w[c, 0, j] x_{t - width + 1 + j}[c]."""
     taps = xp.swap_last(xp.reshape(xp.astype(w, "float32"), [-1, width]))  # (width, C)
-    L = xp.shape(x, 1)
+    L = xp.shape(full, 1) - (width - 1)
     y = None
     for j in range(width):
         term = xp.slice(full, 1, j, L + j) * xp.slice(taps, 0, j, j + 1)
         y = term if y is None else y + term
-    return (xp.astype(activation(xp, y, "silu"), dtype),
-            xp.astype(xp.slice(full, 1, L, None), dtype))
+    return xp.astype(activation(xp, y, "silu"), dtype)
 
 
 def delta_gates(xp, beta_logits: Array, decay_logits: Array, a_log: Array,
@@ -71,6 +73,18 @@ def _repeat_heads(xp, x: Array, groups: int) -> Array:
     return xp.reshape(xp.concat([x5] * groups, axis=2), [B, -1, L, d])
 
 
+def _prepared(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
+              groups: int, real: Array | None) -> tuple[Array, ...]:
+    """q, k L2-normed (q times `scale`) and repeated to the value heads, v, and the gates
+    (zero at a padding slot where `real` is 0, so it leaves the state as it is), float32."""
+    if real is not None:
+        keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
+        beta, g = beta * keep, g * keep
+    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
+    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
+    return q, k, xp.astype(v, "float32"), beta, g
+
+
 def delta_rule(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: int,
                scale: float, groups: int, state: Array | None = None,
                real: Array | None = None) -> tuple[Array, Array]:
@@ -81,12 +95,7 @@ def delta_rule(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: i
     h // groups. A slot where `real` (B, L) is 0 (padding) leaves the state as it is (beta =
     g = 0 there)."""
     dtype = xp.dtype(v)
-    if real is not None:
-        keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
-        beta, g = beta * keep, g * keep
-    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
-    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
-    v = xp.astype(v, "float32")
+    q, k, v, beta, g = _prepared(xp, q, k, v, beta, g, scale, groups, real)
     B, H, L = xp.shape(v, 0), xp.shape(v, 1), xp.shape(v, 2)
     pad = (chunk - L % chunk) % chunk  # padded tokens: beta = g = 0, k = v = 0, no update
     q, k, v = (xp.pad(t, 2, pad) for t in (q, k, v))
@@ -128,18 +137,12 @@ def delta_rule(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: i
     return xp.astype(o, dtype), state
 
 
-
 def delta_step(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
                groups: int, state: Array, real: Array | None = None) -> tuple[Array, Array]:
     """`delta_rule` for one token (L = 1), a decoding step: the recurrence itself, O(dk dv)
     per head, with no chunk to pad."""
     dtype = xp.dtype(v)
-    if real is not None:
-        keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
-        beta, g = beta * keep, g * keep
-    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
-    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)  # (B, H, 1, dk)
-    v = xp.astype(v, "float32")
+    q, k, v, beta, g = _prepared(xp, q, k, v, beta, g, scale, groups, real)  # (B, H, 1, d)
     shape = [xp.shape(v, 0), xp.shape(v, 1), 1, 1]
     s = xp.astype(state, "float32") * xp.exp(xp.reshape(g, shape))
     delta = (v - xp.matmul(k, s)) * xp.reshape(beta, shape)  # (B, H, 1, dv)

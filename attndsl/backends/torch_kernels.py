@@ -14,7 +14,15 @@ from .. import masks
 from ..ir import Node, Op
 from ..spec import RUNTIME_INPUTS
 from . import formulas
-from .delta import causal_conv, decoded, delta_gates, delta_rule, delta_step, new_tokens
+from .delta import (
+    causal_conv,
+    conv_window,
+    decoded,
+    delta_gates,
+    delta_rule,
+    delta_step,
+    new_tokens,
+)
 from .experts import expert_mlp, route
 from .torch_arrays import TorchArrays
 from .torch_masks import kept_keys, lengths
@@ -104,12 +112,12 @@ def _real(node: Node, env: Env, L: int, xp: TorchArrays) -> Tensor | None:
 @impl(Op.CAUSAL_CONV)
 def _causal_conv(m: nn.Module, node: Node, env: Env) -> Tensor:
     parts = [env[a] for a in node.args[:3]]
-    xp = TorchArrays(parts[0].device)
-    weight = m.weight(node.attr("weight")).to(parts[0].dtype)
+    xp, width = TorchArrays(parts[0].device), node.attr("width")
     past = env[node.args[3]] if node.attr("decoding") else None  # the past inputs
-    out = causal_conv(xp, parts, weight, node.attr("width"), past,
-                      _real(node, env, parts[0].shape[1], xp))
-    return out[0] if node.attr("part") == "output" else out[1]
+    full = conv_window(xp, parts, width, past, _real(node, env, parts[0].shape[1], xp))
+    if node.attr("part") == "state":  # the last width - 1 inputs
+        return full[:, full.shape[1] - (width - 1):].to(parts[0].dtype)
+    return causal_conv(xp, full, m.weight(node.attr("weight")), width, xp.dtype(parts[0]))
 
 
 @impl(Op.DELTA_RULE)
@@ -117,14 +125,16 @@ def _delta_rule(m: nn.Module, node: Node, env: Env) -> Tensor:
     q, k, v, b, a = (_arg(node, env, i) for i in range(5))
     xp = TorchArrays(q.device)
     beta, g = delta_gates(xp, b, a, *(m.weight(w) for w in node.attr("weights")))
-    decoding, groups, real = node.attr("decoding"), v.shape[1] // q.shape[1], \
-        _real(node, env, q.shape[2], xp)
-    if decoding and q.shape[2] == 1:  # a step: the recurrence itself
+    groups, real = v.shape[1] // q.shape[1], _real(node, env, q.shape[2], xp)
+    if not node.attr("decoding"):
+        return delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"), groups,
+                          None, real)[0]
+    state = _arg(node, env, 5)
+    if q.shape[2] == 1:  # a step: the recurrence itself
         return decoded(xp, *delta_step(xp, q, k, v, beta, g, node.attr("scale"), groups,
-                                       _arg(node, env, 5), real))
-    o, last = delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"), groups,
-                         _arg(node, env, 5) if decoding else None, real)
-    return decoded(xp, o, last) if decoding else o
+                                       state, real))
+    return decoded(xp, *delta_rule(xp, q, k, v, beta, g, node.attr("chunk"),
+                                   node.attr("scale"), groups, state, real))
 
 
 @impl(Op.ROWS)

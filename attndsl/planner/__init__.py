@@ -63,8 +63,9 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
     target lowers a decoding graph's cores to the dense masked form over cache and new keys
     (standard ops only)."""
     found = cores(graph)
-    switch = any(n.op in (Op.SWITCH, Op.DELTA_RULE) for n in graph.nodes)  # attndsl lowers
-    if not get(target).planned and not graph.decoding and not switch:
+    # by_length's If and the delta rule's Scan: attndsl lowers them, even on portable
+    lowered = any(n.op in (Op.SWITCH, Op.DELTA_RULE) for n in graph.nodes)
+    if not get(target).planned and not graph.decoding and not lowered:
         return graph, [Choice(*where(c.prefix, graph), "dense",
                               ("portable: standard ONNX ops only, exported by "
                                "torch.onnx.export; no planning",))

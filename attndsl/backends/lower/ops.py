@@ -11,7 +11,15 @@ from ...ir import Graph, Node, Op
 from ...quantize import quantize
 from .. import formulas
 from ..cache_slots import bounded_present
-from ..delta import causal_conv, decoded, delta_gates, delta_rule, delta_step, new_tokens
+from ..delta import (
+    causal_conv,
+    conv_window,
+    decoded,
+    delta_gates,
+    delta_rule,
+    delta_step,
+    new_tokens,
+)
 from .attend import kept_keys
 from .builder import Lowering, Sym, arg, lower, repeat, width
 from .switch import subgraph
@@ -165,12 +173,13 @@ def projection_groups(graph: Graph) -> dict[str, list[Node]]:
             by_input.setdefault((n.args[0], n.attr("bias") is not None), []).append(n)
 
     def rank(n: Node) -> int:
-        proj = n.attr("weight").rsplit(".", 2)[-2]
-        return ("q_proj", "k_proj", "v_proj").index(proj) if proj in ("q_proj", "k_proj",
-                                                                      "v_proj") else 3
+        return _QKV.get(n.attr("weight").rsplit(".", 2)[-2], len(_QKV))
 
     return {n.out: sorted(group, key=rank) for group in by_input.values() if len(group) > 1
             for n in group}
+
+
+_QKV = {"q_proj": 0, "k_proj": 1, "v_proj": 2}  # GroupQueryAttention's packed order
 
 
 @lower(Op.SPLIT_HEADS)
@@ -206,10 +215,13 @@ def _real(lw: Lowering, node: Node, like: Sym, axis: int) -> Sym | None:
 @lower(Op.CAUSAL_CONV)
 def _causal_conv(lw: Lowering, node: Node) -> str:
     parts = [lw.sym(node, i) for i in range(3)]
+    xp, width = lw.xp, node.attr("width")
     past = lw.sym(node, 3) if node.attr("decoding") else None  # the past inputs
-    out = causal_conv(lw.xp, parts, lw.weight(node.attr("weight"), 3), node.attr("width"),
-                      past, _real(lw, node, parts[0], 1))
-    return (out[0] if node.attr("part") == "output" else out[1]).name
+    full = conv_window(xp, parts, width, past, _real(lw, node, parts[0], 1))
+    if node.attr("part") == "state":  # the last width - 1 inputs
+        return xp.astype(xp.slice(full, 1, xp.shape(full, 1) - (width - 1), None),
+                         lw.b.dtype).name
+    return causal_conv(xp, full, lw.weight(node.attr("weight"), 3), width, lw.b.dtype).name
 
 
 @lower(Op.DELTA_RULE)
