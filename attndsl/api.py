@@ -16,7 +16,7 @@ from .parser import MAX_BYTES, decode, parse
 from .quantize import check_quantization
 from .source import Source
 from .targets import DEFAULT_TARGET, check_dtype_target, get, verify_pairs
-from .usage import check_dtype, check_ints, check_memory, check_target
+from .usage import check_dtype, check_ints, check_memory, check_path, check_target
 
 __all__ = ["DEFAULT_OUTPUT_DIR", "Layer", "Program", "load", "loads", "read_source"]
 
@@ -97,10 +97,11 @@ class Layer:
         return build(self.spec)
 
     def to_torch(self, seed: int = 0, weights: str | os.PathLike[str] | None = None,
-                 dtype: str = "float32"):
+                 dtype: str = "float32", path: str = "auto"):
         """A trainable torch.nn.Module in eval mode: weights from `weights` (.safetensors or a
         state dict, names per docs/LANGUAGE.md, Weights) or drawn from `seed` (in float32, then
-        rounded to `dtype`, so every dtype holds the same weights up to rounding)."""
+        rounded to `dtype`, so every dtype holds the same weights up to rounding). `path`: how
+        its attentions run (`auto`, `flex` or `dense`; `explain --target torch`)."""
         from .backends.torch import seeded_module
         from .dtypes import torch_dtype
         from .weights import load_into
@@ -108,7 +109,8 @@ class Layer:
         check_dtype(dtype)
         check_ints("seed", (seed,), 0, 2**63 - 1)
         check_memory(self.name, self.spec)
-        module = seeded_module(self.spec, seed)
+        check_path(path)
+        module = seeded_module(self.spec, seed, path=path)
         if weights is not None:
             load_into(module, weights, self.spec)
         return module.to(torch_dtype(dtype))
@@ -139,7 +141,7 @@ class Layer:
         if not get(target).planned and not lowered:  # standard ops, by torch.onnx.export
             from .backends.onnx import export
 
-            module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
+            module = self.to_torch(seed=seed, weights=weights, dtype=dtype, path="dense")
             return export(self.spec, module, provenance, dtype=dtype)
         from .backends.finalize import finalize
         from .backends.lower import build_model
@@ -266,9 +268,12 @@ class Layer:
         return _layout(plan(build(self.spec, decode=True, bounded=bounded), target, dtype)[0])
 
     def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):
-        """(planned graph IR, [planner.Choice per attention]) for a target and dtype."""
-        from .planner import plan
+        """(planned graph IR, [planner.Choice per attention]) for a target and dtype; target
+        `torch`: the torch module's paths (`to_torch`'s default)."""
+        from .planner import plan, plan_torch
 
+        if target == "torch":
+            return plan_torch(self.graph())
         check_target(target)
         check_dtype(dtype)
         return plan(self.graph(), target, dtype)
@@ -305,7 +310,8 @@ class Layer:
                 hint="export it as ONNX (`--export onnx`, every target): one `If` per "
                      "threshold")])
 
-        return export_program(self.spec, self.to_torch(seed=seed, weights=weights, dtype=dtype),
+        return export_program(self.spec, self.to_torch(seed=seed, weights=weights, dtype=dtype,
+                                                       path="dense"),
                               dtype=dtype)
 
     def reference(self, inputs: dict[str, Any], weights: dict[str, Any]):

@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="print the graph IR and the planner's choices")
     e.add_argument("file")
     e.add_argument("--name")
-    e.add_argument("--target", default=DEFAULT_TARGET, choices=TARGETS)
+    e.add_argument("--target", default=DEFAULT_TARGET, choices=(*TARGETS, "torch"),
+                   help="torch: how the torch module (to_torch) runs each attention")
     e.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="the plan depends on it on ort-cuda")
     e.add_argument("--decode", action="store_true",

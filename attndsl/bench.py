@@ -233,8 +233,8 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
     if device == "cuda":  # ORT prints the attention kernel of each fused node it creates
         os.environ["ORT_ENABLE_ATTENTION_KERNEL_DEBUG_INFO"] = "1"
     _return_freed_memory()
-    module = layer.to_torch(seed=seed, dtype=dtype).to(device)
-    sdpa = _with_sdpa(layer.to_torch(seed=seed, dtype=dtype).to(device))
+    module = layer.to_torch(seed=seed, dtype=dtype, path="dense").to(device)  # the exact form
+    sdpa = _with_sdpa(layer.to_torch(seed=seed, dtype=dtype, path="dense").to(device))
     sdpa_is_flash = _sdpa_needs_no_mask(attn)
     models = {t: layer.onnx_model(target=t, seed=seed, dtype=dtype) for t in targets}
 

@@ -282,6 +282,9 @@ def _explain(args: argparse.Namespace) -> int:
 
     if args.bounded_cache and not args.decode:
         raise UsageError("--bounded-cache goes with --decode")
+    if args.decode and args.target == "torch":
+        raise UsageError("--target torch explains the one-pass module (a decoding torch module "
+                         "runs the exact dense form): drop --decode, or name an ONNX target")
     for i, layer in enumerate(_layers(args.file, args.name)):
         if i:
             print()

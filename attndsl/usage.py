@@ -9,7 +9,8 @@ from . import spec as s
 from .errors import UsageError
 from .targets import get
 
-__all__ = ["BUILD_COPIES", "check_dtype", "check_ints", "check_memory", "check_target"]
+__all__ = ["BUILD_COPIES", "check_dtype", "check_ints", "check_memory", "check_path",
+           "check_target"]
 
 
 def check_ints(name: str, values: tuple, lo: int, hi: int) -> None:
@@ -49,3 +50,11 @@ def check_dtype(dtype: str) -> None:
 
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype `{dtype}`: choose from {', '.join(DTYPES)}")
+
+
+def check_path(path: str) -> None:
+    """A torch module's attention path (planner.torch_paths.PATHS)."""
+    from .planner.torch_paths import PATHS
+
+    if path not in PATHS:
+        raise UsageError(f"unknown torch path `{path}`: choose from {', '.join(PATHS)}")

@@ -1,8 +1,11 @@
 """Gradients of the torch module (issue 28): for every example layer and random specs from the
-property generator, the module's float64 autograd gradients (of the inputs and of every
-parameter) give the directional derivative of the NumPy oracle (central differences, float64)
-along a random direction, and the float32 module's gradients are finite and agree with them.
-At L = 7 (B = 3, a row whose keys are all hidden where the spec pads) and L = 1 (B = 2)."""
+property generator, on each of the module's paths (`auto`: SDPA and block-sparse attention where
+the torch plan takes them; `dense`: the graph's own nodes), the module's float64 autograd
+gradients (of the inputs and of every parameter) give the directional derivative of the NumPy
+oracle (central differences, float64) along a random direction, and the float32 module's
+gradients are finite and agree with them. At L = 7 (B = 3, a row whose keys are all hidden where
+the spec pads), L = 1 (B = 2) and, for layers the torch plan runs block-sparse, L = 70 (several
+blocks of 16, 32 or 64 queries, the last one partial)."""
 
 from __future__ import annotations
 
@@ -30,9 +33,9 @@ def _gradients(module, inputs: dict, r: np.ndarray, dtype) -> dict[str, torch.Te
                   if t.is_floating_point() and t.grad is not None}
 
 
-def _check(layer, length: int) -> None:
+def _check(layer, length: int, path: str) -> None:
     inputs = make_inputs(layer.spec, 3 if length > 1 else 2, length, np.random.default_rng(length))
-    module = layer.to_torch(seed=2).double()
+    module = layer.to_torch(seed=2, path=path).double()
     weights = {k: v.detach().numpy() for k, v in module.state_dict().items()}
     graph = build(layer.spec)
     rng = np.random.default_rng(7)
@@ -59,21 +62,31 @@ def _check(layer, length: int) -> None:
     # not by gradient): every other weight gets one
     unused = [k for k in weights if k not in grads and not k.endswith("selection_bias")]
     assert not unused, f"no gradient reaches {unused}"
-    g32 = _gradients(layer.to_torch(seed=2), inputs, r, torch.float32)
+    g32 = _gradients(layer.to_torch(seed=2, path=path), inputs, r, torch.float32)
     for k, g in grads.items():
         assert torch.isfinite(g32[k]).all(), k
         assert float((g32[k] - g).abs().max()) <= 2e-3 * max(1.0, float(g.abs().max())), k
 
 
+@pytest.mark.parametrize("torch_path", ["auto", "dense"])
 @pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
-def test_module_gradients_are_the_oracles(path, name) -> None:
+def test_module_gradients_are_the_oracles(path, name, torch_path) -> None:
     layer = attndsl.load(path)[name]
-    for length in (7, 1):
-        _check(layer, length)
+    blocked = any(c.strategy == "block_sparse" for c in layer.plan("torch")[1])
+    for length in (7, 1, 70) if blocked and torch_path == "auto" else (7, 1):
+        _check(layer, length, torch_path)
 
 
-def test_random_spec_gradients_are_the_oracles(spec_seed: int) -> None:
+@pytest.mark.parametrize("torch_path", ["auto", "dense"])
+def test_random_spec_gradients_are_the_oracles(spec_seed: int, torch_path: str) -> None:
     from .specgen import random_spec
 
     program = attndsl.loads(random_spec(spec_seed), f"random-{spec_seed}.attn")
-    _check(program[list(program)[-1]], 7)
+    _check(program[list(program)[-1]], 40 if torch_path == "auto" else 7, torch_path)
+
+
+def test_planned_paths_are_the_ones_tested() -> None:
+    """The examples exercise every torch path (so the gradients above cover each)."""
+    taken = {c.strategy for path, name in LAYERS
+             for c in attndsl.load(path)[name].plan("torch")[1]}
+    assert {"sdpa", "block_sparse", "dense"} <= taken, taken

@@ -17,15 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import masks
 from ..ir import Graph, Node, Op, build
-from ..positions import alibi_slopes, t5_bucket_float32
 from ..spec import Attention, LshKernel, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
 from .cache_slots import bounded_present
 from .inputs import named_inputs
 from .torch_arrays import TorchArrays
+from .torch_attention import attention, score_bias
 from .torch_kernels import IMPLS as KERNELS
 from .torch_masks import lengths, memory_visible, visible
 
@@ -46,9 +45,10 @@ class GraphModule(nn.Module):
     """Runs `graph`: forward(x, [memory], [key_lengths], [segment_ids]) -> y. Its parameters are
     the graph's weights, under their state-dict names (`layers.0.self_attn.q_proj.weight`)."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, path: str = "dense"):
         super().__init__()
         self.graph = graph
+        self.attention_path = path  # how planned attention nodes run (torch_attention)
         for w in graph.weights:
             *path, leaf = w.name.split(".")
             owner: nn.Module = self
@@ -84,18 +84,21 @@ class GraphModule(nn.Module):
         return env[self.graph.output]
 
 
-def build_module(spec: Attention | Transformer, decode: bool = False,
-                 bounded: bool = False) -> GraphModule:
+def build_module(spec: Attention | Transformer, decode: bool = False, bounded: bool = False,
+                 path: str = "dense") -> GraphModule:
     """A module for a resolved attention or transformer (weights uninitialised: see
-    `seeded_module`); `decode`, `bounded`: its decoding form (ir.build)."""
-    return GraphModule(build(spec, decode, bounded))
+    `seeded_module`); `decode`, `bounded`: its decoding form (ir.build); `path`: how its
+    attentions run (planner.torch_paths: `auto`, `flex`, or `dense`, the graph's own nodes)."""
+    from ..planner.torch_paths import plan_torch
+
+    return GraphModule(plan_torch(build(spec, decode, bounded), path)[0], path)
 
 
 def seeded_module(spec: Attention | Transformer, seed: int, decode: bool = False,
-                  bounded: bool = False) -> GraphModule:
+                  bounded: bool = False, path: str = "dense") -> GraphModule:
     """The module holding the weights drawn from `seed` (`weight_table.seeded_weights`, by
     NumPy: the same numbers the ONNX lowering stores)."""
-    module = build_module(spec, decode, bounded)
+    module = build_module(spec, decode, bounded, path)
     drawn = seeded_weights(module.graph.weights, seed)
     with torch.no_grad():
         for name, p in module.named_parameters():
@@ -231,23 +234,9 @@ def _scores(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.SCORE_BIAS)
 def _score_bias(m: GraphModule, node: Node, env: Env) -> Tensor:
-    qi, ki = lengths(env, _arg(node, env).shape[-1])
-    return _arg(node, env) + score_bias(m, dict(node.attrs), node.attr("kind"), qi, ki,
-                                        _arg(node, env).shape[1])
-
-
-def score_bias(m: GraphModule, attrs: dict, kind: str, qi: Tensor, ki: Tensor,
-               heads: int) -> Tensor:
-    """The float32 score bias of ALiBi or T5 relative positions, (H, L, S)."""
-    if kind == "alibi":
-        slopes = torch.tensor(alibi_slopes(heads, attrs["slopes"], attrs["max_bias"],
-                                           attrs["factor"], attrs["rounding"]),
-                              dtype=torch.float32, device=qi.device)
-        return formulas.alibi_bias(TorchArrays(qi.device), slopes[:, None, None], qi, ki,
-                                   attrs["rounding"], attrs["factor"])
-    bucket = t5_bucket_float32(torch, ki - qi, attrs["buckets"], attrs["max_distance"],
-                               attrs["bidirectional"])  # (L, S)
-    return F.embedding(bucket, m.weight(attrs["weight"])).permute(2, 0, 1).float()
+    s = _arg(node, env)
+    qi, ki = lengths(env, s.shape[-1])
+    return s + score_bias(m, dict(node.attrs), s.shape[1], qi, ki)
 
 
 @impl(Op.SOFTCAP)
@@ -289,27 +278,7 @@ def _attend(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.ATTENTION)
 def _attention(m: GraphModule, node: Node, env: Env) -> Tensor:
-    """A fused core through F.scaled_dot_product_attention with a dense boolean mask (no mask
-    for plain causal or unmasked attention without biases): what a user would write in PyTorch,
-    and the baseline `attndsl bench` measures against."""
-    q, k, v = (_arg(node, env, i) for i in range(3))
-    groups = node.attr("heads") // node.attr("kv_heads")
-    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-    expr, bias = node.attr("expr"), node.attr("bias")
-    if bias is None and expr in (masks.Causal(), masks.Full()):
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=expr == masks.Causal(),
-                                             scale=node.attr("scale"))
-    else:
-        seen = visible(expr, env)
-        if seen.dim() == 3:
-            seen = seen.unsqueeze(1)
-        mask = seen
-        if bias is not None:
-            qi, ki = lengths(env)
-            table = score_bias(m, dict(node.attrs), bias, qi, ki, node.attr("heads"))
-            mask = torch.where(seen, table, torch.finfo(torch.float32).min).to(q.dtype)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=node.attr("scale"))
-    return out.transpose(1, 2).flatten(2)
+    return attention(m, node, env)
 
 
 @impl(Op.ACTIVATION)

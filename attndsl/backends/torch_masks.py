@@ -11,7 +11,7 @@ from . import formulas
 from .cache_slots import decoding_visible
 from .torch_arrays import TorchArrays
 
-__all__ = ["kept_keys", "lengths", "memory_visible", "visible"]
+__all__ = ["kept_keys", "lengths", "mask_context", "memory_visible", "visible"]
 
 Env = dict[str, Tensor]
 
@@ -52,13 +52,18 @@ def visible(expr: masks.Mask, env: Env, keys: int | None = None) -> Tensor:
     qi, ki = lengths(env)
     # lengths as 0-d tensors (the last index + 1): torch.onnx.export cannot lower arithmetic
     # between a tensor and a symbolic size such as `h % ceil(S / n)`
-    S = ki[0, -1] + 1
+    return masks.evaluate(expr, qi, ki, mask_context(env, qi[-1, 0] + 1, ki[0, -1] + 1,
+                                                     masks.reads_documents(expr)))
+
+
+def mask_context(env: Env, L, S, documents: bool = True) -> masks.MaskContext:
+    """The mask context at sizes L, S with the module's runtime mask inputs."""
     segments = env.get("segment_ids")
     docs = formulas.document_positions(TorchArrays(segments.device), segments) \
-        if segments is not None and masks.reads_documents(expr) else None
-    return masks.evaluate(expr, qi, ki, masks.MaskContext(
-        qi[-1, 0] + 1, S, key_lengths=env.get("key_lengths"), segment_ids=segments,
-        document_positions=docs, memory_segment_ids=env.get("memory_segment_ids")))
+        if segments is not None and documents else None
+    return masks.MaskContext(L, S, key_lengths=env.get("key_lengths"), segment_ids=segments,
+                             document_positions=docs,
+                             memory_segment_ids=env.get("memory_segment_ids"))
 
 
 def kept_keys(expr: masks.Mask, n: int, env: Env, device: torch.device) -> Tensor:

@@ -22,9 +22,10 @@ from ..targets import get
 from .cores import Choice, Core, cores, cores_of, where
 from .cover import Cover, cover
 from .experts import plan_experts
+from .torch_paths import plan_torch
 
 __all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
-           "in_place_obstacle", "plan"]
+           "in_place_obstacle", "plan", "plan_torch"]
 
 
 def choose(a: Core, target: str, dtype: str = "float32"):

@@ -1,0 +1,237 @@
+"""The torch module's fused attention (`attention` nodes of a planned module, planner.torch_paths):
+PyTorch's own fast paths where the mask allows, attndsl's block-sparse form elsewhere.
+
+- `sdpa`: F.scaled_dot_product_attention, with `is_causal` (no mask tensor) for plain causal
+  or unmasked attention, else a boolean L x S mask (1 byte a pair; the fused kernels keep no
+  L x S scores). Rows with no visible key attend to every key and are then set to zero, so
+  their gradients are zeros rather than NaN. It is also bench's PyTorch baseline, which passes
+  biases as a float mask.
+- `block_sparse`: per block of n queries, only the K key blocks the planner's cover reaches (the
+  ONNX lowering's form, strategies/block_sparse.py, in torch ops with autograd): memory grows
+  with L x K*n. On CUDA, or on request, FlexAttention runs it instead (`flex`).
+- `flex`: torch's FlexAttention, compiled once per shape family, with a BlockMask from the
+  mask's own `visible` (masks.evaluate) as its mask_mod and the score formulas (ALiBi, T5
+  buckets, softcap) as its score_mod. Torch 2.13 has no FlexAttention backward on the CPU."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import masks
+from ..errors import UsageError
+from ..ir import Node
+from ..positions import alibi_slopes, t5_bucket_float32
+from . import formulas
+from .torch_arrays import TorchArrays
+from .torch_masks import mask_context, visible
+
+__all__ = ["attention", "score_bias"]
+
+Env = dict[str, Tensor]
+
+
+def attention(m: nn.Module, node: Node, env: Env) -> Tensor:
+    """An `attention` node: (B, L, H * dv) from q (B, H, L, d), k and v (B, Hkv, S, d)."""
+    q, k, v = (env[node.args[i]] for i in range(3))
+    if node.attr("strategy") == "block_sparse":
+        if _takes_flex(m, node, q):
+            out = _flex(m, node, env, q, k, v)
+        else:
+            out = _blocks(m, node, env, q, k, v)
+    else:
+        out = _sdpa(m, node, env, q, k, v)
+    return out.transpose(1, 2).flatten(2)
+
+
+def _dropout(m: nn.Module, node: Node) -> float:
+    return dict(node.attrs).get("dropout", 0.0) if m.training else 0.0
+
+
+def _takes_flex(m: nn.Module, node: Node, q: Tensor) -> bool:
+    """FlexAttention runs a block-sparse node on CUDA (or where the module's path is `flex`)
+    unless the node has sink logits or trains with dropout, which it has no place for."""
+    path = getattr(m, "attention_path", "auto")
+    if path == "dense" or not (q.is_cuda or path == "flex"):
+        return False
+    if node.attr("sinks") is not None or _dropout(m, node):
+        return False
+    if not q.is_cuda and torch.is_grad_enabled() and q.requires_grad:
+        raise UsageError("path = 'flex' on the CPU: torch's FlexAttention has no CPU backward; "
+                         "train with path = 'auto' (attndsl's block-sparse form), or run "
+                         "under torch.no_grad()")
+    return True
+
+
+def _sdpa(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    groups = node.attr("heads") // node.attr("kv_heads")
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    expr, bias, scale = node.attr("expr"), node.attr("bias"), node.attr("scale")
+    drop = _dropout(m, node)
+    plain = expr == masks.Full() or (expr == masks.Causal() and q.shape[2] == k.shape[2])
+    if bias is None and plain:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=expr == masks.Causal(),
+                                              scale=scale, dropout_p=drop)
+    seen = visible(expr, env)
+    if seen.dim() == 3:
+        seen = seen.unsqueeze(1)  # (B, 1, L, S)
+    any_key = seen.any(dim=-1, keepdim=True)
+    mask = seen | ~any_key  # an empty row attends to every key, then is zeroed
+    if bias is not None:
+        qi, ki = (torch.arange(n, device=q.device) for n in (q.shape[2], k.shape[2]))
+        table = score_bias(m, dict(node.attrs), node.attr("heads"), qi[:, None], ki[None, :])
+        mask = torch.where(mask, table, torch.finfo(torch.float32).min).to(q.dtype)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=drop)
+    return out * any_key.to(out.dtype)
+
+
+def score_bias(m: nn.Module, attrs: dict, heads: int, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    """The float32 score bias of ALiBi or T5 relative positions, (H, ...) at the broadcast of
+    the positions q_pos and k_pos (of one rank); `attrs`: a score_bias node's, or a fused
+    attention's (the kind as `bias`)."""
+    nd = max(q_pos.dim(), k_pos.dim())
+    if attrs.get("bias", attrs.get("kind")) == "alibi":
+        slopes = torch.tensor(alibi_slopes(heads, attrs["slopes"], attrs["max_bias"],
+                                           attrs["factor"], attrs["rounding"]),
+                              dtype=torch.float32, device=q_pos.device)
+        return formulas.alibi_bias(TorchArrays(q_pos.device), slopes.view(-1, *[1] * nd),
+                                   q_pos, k_pos, attrs["rounding"], attrs["factor"])
+    bucket = t5_bucket_float32(torch, k_pos - q_pos, attrs["buckets"], attrs["max_distance"],
+                               attrs["bidirectional"])
+    return F.embedding(bucket, m.get_parameter(attrs["weight"])).movedim(-1, 0).float()
+
+
+def _scores(m: nn.Module, node: Node, q: Tensor, k: Tensor, q_pos: Tensor,
+            k_pos: Tensor) -> Tensor:
+    """scale * q.k (+ bias) (softcap), float32: q (B, Hkv, g, ..., n, d), k (B, Hkv, 1, ...,
+    m, d), biases at positions q_pos (..., n, 1) and k_pos (..., 1, m)."""
+    s = torch.matmul(q.float() * node.attr("scale"), k.float().transpose(-1, -2))
+    if node.attr("bias"):
+        bias = score_bias(m, dict(node.attrs), node.attr("heads"), q_pos, k_pos)  # (H, ...)
+        s = s + bias.reshape(node.attr("kv_heads"), -1, *bias.shape[1:])
+    cap = node.attr("softcap")
+    return formulas.softcap(TorchArrays(s.device), s, cap) if cap else s
+
+
+def _attend(m: nn.Module, node: Node, s: Tensor, seen: Tensor, v: Tensor) -> Tensor:
+    """The masked softmax of scores s (B, Hkv, g, ..., keys) @ v; empty rows give zeros."""
+    sinks = node.attr("sinks")
+    if sinks is not None:  # (H,) -> (Hkv, g, 1, ..., 1) against the rows
+        kv = node.attr("kv_heads")
+        sinks = m.get_parameter(sinks).float().view(kv, -1, *[1] * (s.dim() - 3))
+    if masks.runtime_inputs(node.attr("expr")):
+        seen = seen.unsqueeze(1).unsqueeze(1)  # (B, 1, 1, ...)
+    probs, any_key = formulas.masked_softmax(TorchArrays(s.device), s, seen, sinks)
+    drop = _dropout(m, node)
+    if drop:
+        probs = F.dropout(probs, p=drop)
+    return torch.matmul(probs.to(v.dtype), v) * any_key.to(v.dtype)
+
+
+def _blocks(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """Per block of n queries, the K key blocks the cover reaches (band, global and random
+    blocks, each visited once), attended over those K * n keys; rows of global queries then
+    recomputed against every key. (B, H, L, dv)."""
+    n, K, c = node.attr("block"), node.attr("key_blocks"), node.attr("cover")
+    expr, heads, kv = node.attr("expr"), node.attr("heads"), node.attr("kv_heads")
+    B, _, L, d = q.shape
+    S, dv, dev = k.shape[2], v.shape[-1], q.device
+    nq, nk = -(-L // n), -(-S // n)
+    qb = F.pad(q, (0, 0, 0, nq * n - L)).view(B, kv, heads // kv, nq, n, d)
+    kb = F.pad(k, (0, 0, 0, nk * n - S)).view(B, kv, nk, n, d)
+    vb = F.pad(v, (0, 0, 0, nk * n - S)).view(B, kv, nk, n, dv)
+
+    i = torch.arange(nq, device=dev)[:, None]  # (nq, 1)
+    band = torch.arange(-math.ceil(c.left / n), math.ceil(c.right / n) + 1, device=dev)
+    parts = [i + band]
+    if c.global_key_blocks(n):
+        parts.append(torch.tensor(c.global_key_blocks(n), device=dev).expand(nq, -1))
+    parts += [masks.random_key_block(r.seed, i, j, nk) for r in c.randoms for j in range(r.blocks)]
+    raw = torch.cat(parts, dim=1)  # (nq, K)
+    in_range = (raw >= 0) & (raw < nk)
+    earlier = torch.ones(K, K, dtype=torch.bool, device=dev).tril(-1)
+    dup = ((raw[:, :, None] == raw[:, None, :]) & earlier & in_range[:, None, :]).any(-1)
+    idx = raw.clamp(0, nk - 1)
+    kg = kb[:, :, idx].reshape(B, kv, 1, nq, K * n, d)
+    vg = vb[:, :, idx].reshape(B, kv, 1, nq, K * n, dv)
+
+    offsets = torch.arange(n, device=dev)
+    q_pos = (i * n + offsets)[:, :, None]  # (nq, n, 1)
+    k_pos = (idx[:, :, None] * n + offsets).reshape(nq, 1, K * n)
+    ok = (in_range & ~dup)[:, :, None].expand(nq, K, n).reshape(nq, 1, K * n)
+    q_c, k_c = q_pos.clamp(max=L - 1), k_pos.clamp(max=S - 1)  # in range for runtime inputs
+    s = _scores(m, node, qb, kg, q_c, k_c)  # (B, Hkv, g, nq, n, K*n)
+    seen = masks.evaluate(expr, q_c, k_c, mask_context(env, L, S))
+    seen = seen & ok & (k_pos < S) & (q_pos < L)
+    o = _attend(m, node, s, seen, vg).reshape(B, heads, nq * n, dv)[:, :, :L]
+    rows = [t for t in range(min(c.q_first, L))] + [t for t in c.q_tokens
+                                                    if c.q_first <= t < L]
+    if not rows:
+        return o
+    at = torch.tensor(rows, device=dev)
+    qg = q[:, :, at].reshape(B, kv, heads // kv, len(rows), d)
+    q_pos, k_pos = at[:, None], torch.arange(S, device=dev)[None, :]
+    s = _scores(m, node, qg, k.unsqueeze(2), q_pos, k_pos)  # (B, Hkv, g, G, S)
+    seen = masks.evaluate(expr, q_pos, k_pos, mask_context(env, L, S))
+    og = _attend(m, node, s, seen, v.unsqueeze(2)).reshape(B, heads, len(rows), dv)
+    return o.index_copy(2, at, og)
+
+
+_COMPILED: dict[str, Callable] = {}
+
+
+def _flex(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """FlexAttention with a BlockMask of the mask's visibility and the score formulas as its
+    score_mod; rows with no visible key are zeros (FlexAttention's own rule). The mods are
+    made once per distinct attention (its compiled kernel serves every call and length) and read
+    the call's sizes and runtime inputs from `state`; a mask without runtime inputs keeps its
+    BlockMask per length."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if "flex" not in _COMPILED:  # compiled once; torch recompiles per mask and shape family
+        _COMPILED["flex"] = torch.compile(flex_attention)
+    B, _, L, _ = q.shape
+    S = k.shape[2]
+    cache = m.__dict__.setdefault("_flex_cache", {})
+    if node.attrs not in cache:  # one per distinct attention: a stack's layers share theirs
+        cache[node.attrs] = _mods(m, node)
+    mask_mod, score_mod, state = cache[node.attrs]
+    state["ctx"] = masks.MaskContext(torch.tensor(L, device=q.device),
+                                     torch.tensor(S, device=q.device))
+    runtime = bool(masks.runtime_inputs(node.attr("expr")))
+    key = (L, S, q.device)
+    if runtime:  # (B, L, S): the runtime inputs differ per batch row and call
+        state["seen"] = visible(node.attr("expr"), env)
+        block_mask = create_block_mask(mask_mod, B, None, L, S, device=q.device)
+    else:
+        if key not in state:
+            state[key] = create_block_mask(mask_mod, None, None, L, S, device=q.device)
+        block_mask = state[key]
+    return _COMPILED["flex"](q, k, v, score_mod=score_mod, block_mask=block_mask,
+                             scale=node.attr("scale"),
+                             enable_gqa=node.attr("heads") != node.attr("kv_heads"))
+
+
+def _mods(m: nn.Module, node: Node) -> tuple[Callable, Callable | None, dict]:
+    """(mask_mod, score_mod or None, the state they read) of one attention node."""
+    expr, cap, attrs, heads = (node.attr("expr"), node.attr("softcap"), dict(node.attrs),
+                               node.attr("heads"))
+    state: dict = {}
+    if masks.runtime_inputs(expr):
+        def mask_mod(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
+            return state["seen"][b, qi, ki]
+    else:
+        def mask_mod(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
+            return masks.evaluate(expr, qi, ki, state["ctx"])
+    if not (node.attr("bias") or cap):
+        return mask_mod, None, state
+
+    def score_mod(s: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
+        if attrs["bias"]:
+            s = s + score_bias(m, attrs, heads, qi, ki)[h]
+        return formulas.softcap(TorchArrays(s.device), s, cap) if cap else s
+    return mask_mod, score_mod, state
