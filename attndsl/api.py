@@ -12,7 +12,7 @@ from . import spec as s
 from .check import check
 from .errors import UsageError
 from .output import Outputs
-from .parser import MAX_BYTES, decode, parse
+from .parser import decode, parse, read_source
 from .quantize import check_quantization
 from .source import Source
 from .targets import DEFAULT_TARGET, check_dtype_target, get, verify_pairs
@@ -21,21 +21,6 @@ from .usage import check_dtype, check_ints, check_memory, check_path, check_targ
 __all__ = ["DEFAULT_OUTPUT_DIR", "Layer", "Program", "load", "loads", "read_source"]
 
 DEFAULT_OUTPUT_DIR = Path("exported")
-
-
-def read_source(path: str | os.PathLike[str]) -> Source:
-    """Read a spec file; unreadable files are a UsageError (one line, exit 2)."""
-    p = Path(path)
-    try:
-        with p.open("rb") as f:
-            data = f.read(MAX_BYTES + 1)  # enough to tell it is too large (/dev/zero, a disk)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, expected an .attn file") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return decode(data, str(path))
 
 
 def load(path: str | os.PathLike[str]) -> Program:
@@ -72,6 +57,11 @@ class Program:
     def __len__(self) -> int:
         return len(self.resolved.layers)
 
+    def _repr_html_(self) -> str:  # Jupyter
+        from .notebook import program_html
+
+        return program_html(self)
+
 
 class Layer:
     """One attention or transformer of a checked program.
@@ -89,6 +79,11 @@ class Layer:
 
     def __repr__(self) -> str:
         return f"Layer({type(self.spec).__name__.lower()} {self.name!r})"
+
+    def _repr_html_(self) -> str:  # Jupyter
+        from .notebook import layer_html
+
+        return layer_html(self)
 
     def graph(self):
         """The graph IR (`attndsl.ir.Graph`)."""

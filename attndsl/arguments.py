@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("compile", help="export layers to ONNX or a torch.export program")
     k.add_argument("file")
     k.add_argument("--name", help="the layer to compile (default: every layer in the file)")
+    k.add_argument("-q", "--quiet", action="store_true", help="no progress bar on stderr")
     k.add_argument("--export", required=True, choices=("onnx", "torch", "triton", "genai"),
                    help="triton: a model repository DIR/<layer>/{config.pbtxt,1/model.onnx}; "
                         "genai: an onnxruntime-genai folder DIR/<layer>/{genai_config.json,"
@@ -126,8 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "generations per backend, default 3)")
     bn.add_argument("--json", action="store_true")
     bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
-    bn.add_argument("--plot", metavar="P.png", help="latency against length, log-log")
+    bn.add_argument("--plot", metavar="P.svg|P.png", help="latency against length, log-log "
+                    "(.svg: labelled axes and legend; .png: the lines, colours printed)")
     bn.add_argument("-q", "--quiet", action="store_true")
+
+    sub.add_parser("lsp", help="the language server for editors, over stdin/stdout "
+                   "(needs attndsl[editor])")
 
     sh = sub.add_parser("show", help="draw a layer's mask (terminal grid, PNG)")
     sh.add_argument("file")
@@ -136,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--memory-length", type=_SHOW_LENGTH, default=None,
                     help="keys for cross attention")
     sh.add_argument("--png", help="also write a PNG: one panel per head where biases differ")
+    sh.add_argument("--svg", help="also write an SVG: the PNG's panels with axes (query / key "
+                    "index), a legend and, for biases, a colour bar")
 
     e = sub.add_parser("explain", help="print the graph IR and the planner's choices")
     e.add_argument("file")

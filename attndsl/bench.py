@@ -320,7 +320,7 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
             for i in range(repeat):
                 for name, run in live:
                     if progress:
-                        progress(f"{layer.name} L={L}: round {i + 1}/{repeat}, {name}")
+                        progress(f"bench {layer.name} L={L}: {name}", i, repeat)
                     start = time.perf_counter()
                     with torch.inference_mode():
                         run()

@@ -162,7 +162,7 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
             for r in range(repeat):  # round-robin: a slow spell hits every backend alike
                 for name, _, run in runners:
                     if progress:
-                        progress(f"decode bench: prompt {prompt}, run {r + 1}/{repeat}, {name}")
+                        progress(f"decode bench: prompt {prompt}, {name}", r, repeat)
                     first, times = run(ids, new)
                     firsts[name].append(first)
                     steps[name].append(float(np.median(times)))

@@ -20,6 +20,7 @@ from .checkpoint_files import Checkpoint, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
 from .families import FAMILIES, LM_NAMES, Names
 from .families.names import Split
+from .progress import report
 from .spec import Attention, Transformer
 
 __all__ = ["Checkpoint", "gather", "open_checkpoint", "read_tensors"]
@@ -44,7 +45,8 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     missing: dict[str, list[tuple[str, tuple[int, ...], bool]]] = {}  # theirs -> [(ours, ..)]
     problems: list[Diagnostic] = []
     picked_layers = range(spec.layers) if isinstance(spec, Transformer) else [layer]
-    for ours, shape in wanted.items():
+    for i, (ours, shape) in enumerate(wanted.items()):
+        report(f"reading {ckpt.root.name}", i, len(wanted))
         theirs, split, attn = _source(fam, spec, ours, layer)
         if theirs not in keys:
             missing.setdefault(theirs, []).append((ours, shape, split is not None))

@@ -22,6 +22,7 @@ from .fmt import format_module
 from .genai import check_genai, folder_context
 from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
+from .progress import progress_bar, report, reporting
 from .spec import is_lm, top_layers
 from .targets import check_dtype_target
 
@@ -38,14 +39,11 @@ def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]],
     return register
 
 
-def _progress(args: argparse.Namespace) -> Callable[[str], None] | None:
-    if getattr(args, "json", False) or getattr(args, "quiet", False) or not sys.stderr.isatty():
-        return None
+def _progress(args: argparse.Namespace):
+    """The command's progress bar (progress.Bar) on a terminal; None off one, -q or --json."""
+    from .progress import current
 
-    def show(message: str) -> None:
-        print(f"\r\033[K{message}", end="", file=sys.stderr, flush=True)
-
-    return show
+    return current()
 
 
 def _layers(path: str, name: str | None) -> list[Layer]:
@@ -157,7 +155,8 @@ def _compile(args: argparse.Namespace) -> int:
     # no new folder behind, and keeps what an earlier compile wrote.
     outputs = Outputs()
     written: list[str] = []
-    for layer in layers:
+    for i, layer in enumerate(layers):
+        report(f"compiling {layer.name}", i, len(layers))
         if args.export == "torch":
             data = layer.torch_program_bytes(seed=args.seed, weights=args.weights,
                                              dtype=args.dtype)
@@ -224,7 +223,7 @@ def _verify(args: argparse.Namespace) -> int:
                               targets=args.targets, seed=args.seed, weights=args.weights,
                               dtype=args.dtype, progress=progress, quantize=quantization(args))
         if progress:
-            print("\r\033[K", end="", file=sys.stderr)
+            progress.close()
         reports.append(report)
         if not args.json:
             print(report.text())
@@ -255,14 +254,22 @@ def _bench(args: argparse.Namespace) -> int:
     return bench(args, lambda: _layers(args.file, args.name), progress)
 
 
+@command("lsp")
+def _lsp(args: argparse.Namespace) -> int:
+    from .lsp import serve
+
+    return serve()
+
+
 @command("show")
 def _show(args: argparse.Namespace) -> int:
     from .png import encode_png
     from .show import png_panels, terminal_grid
 
     layers = _layers(args.file, args.name)
-    if args.png and len(layers) > 1:
-        raise UsageError(f"{args.file} has {len(layers)} layers; choose one with --name for --png")
+    if (args.png or args.svg) and len(layers) > 1:
+        raise UsageError(f"{args.file} has {len(layers)} layers; choose one with --name for a "
+                         "picture")
     for i, layer in enumerate(layers):
         if i:
             print()
@@ -273,12 +280,18 @@ def _show(args: argparse.Namespace) -> int:
         write_atomic(path, encode_png(png_panels(layers[0].spec, args.length,
                                                  args.memory_length)))
         print(f"wrote {path}")
+    if args.svg:
+        from .svg import mask_svg
+
+        write_atomic(Path(args.svg), mask_svg(layers[0].spec, args.length,
+                                              args.memory_length).encode())
+        print(f"wrote {args.svg}")
     return 0
 
 
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
-    from .planner import Choice
+    from .planner.cores import render_choices
 
     if args.bounded_cache and not args.decode:
         raise UsageError("--bounded-cache goes with --decode")
@@ -300,25 +313,9 @@ def _explain(args: argparse.Namespace) -> int:
             choices = layer.plan(args.target, args.dtype)[1]
             print(f"plan for target {args.target}" + ("" if args.dtype == "float32" else
                                                       f" ({args.dtype})") + ":")
-        # layers with the same choice (a stack's, of one attention spec) are printed once
-        groups: dict[tuple, list[str]] = {}
-        for c in choices:
-            groups.setdefault((c.branch, c.strategy, c.reasons, c.params), []).append(c.layer)
-        for (branch, *rest), layers in groups.items():
-            text = Choice(layers[0], branch, *rest).text(_label(layers))
-            print("  " + text.replace("\n", "\n  "))
+        if choices:
+            print(render_choices(choices))
     return 0
-
-
-def _label(layers: list[str]) -> str | None:
-    """`layers.0-3.self_attn` (or `layers.0,2.mlp`) for several layers of a stack."""
-    if len(layers) == 1:
-        return None
-    indices = [int(p.split(".")[1]) for p in layers]
-    part = layers[0].split(".", 2)[2].rstrip(".")
-    if indices == list(range(indices[0], indices[-1] + 1)):
-        return f"layers.{indices[0]}-{indices[-1]}.{part}"
-    return f"layers.{','.join(map(str, indices))}.{part}"
 
 
 @command("generate")
@@ -334,13 +331,11 @@ def _generate(args: argparse.Namespace) -> int:
         eos = tuple(found) if isinstance(found, list) else (found,)
     runtime.require(args.provider)
     session = runtime.make_session(model, args.provider)  # its external data beside it
-    show = None
-    if not args.json and not args.quiet and sys.stderr.isatty():
-        def show(done: int, total: int) -> None:
-            print(f"\r\033[Ktoken {done}/{total}", end="", file=sys.stderr, flush=True)
+    bar = _progress(args)
+    show = (lambda done, total: bar("generating", done, total)) if bar else None
     result = generate(session, args.prompt_ids, args.max_new, eos=eos, progress=show)
-    if show:
-        print("\r\033[K", end="", file=sys.stderr)
+    if bar:
+        bar.close()
     rate = 1000.0 / result.ms_per_token if result.step_s else float("nan")
     if args.json:
         print(json.dumps({"tokens": result.tokens, "first_token_ms": 1000 * result.first_token_s,
@@ -369,7 +364,9 @@ _OUT_OF_MEMORY = ("error: out of memory\n  = help: the model, or its inputs at t
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return _COMMANDS[args.command](args)
+        quiet = getattr(args, "json", False) or getattr(args, "quiet", False)
+        with reporting(progress_bar(quiet or args.command == "lsp")):
+            return _COMMANDS[args.command](args)
     except AttnError as exc:
         print(exc.render(), file=sys.stderr)
         return exc.exit_code

@@ -37,7 +37,7 @@ def bench(args: argparse.Namespace, load: Callable[[], list],
                 if exponent is not None:
                     theory[(layer.name, f"{target} on {provider}")] = exponent
     if progress:
-        print("\r\033[K", end="", file=sys.stderr)
+        progress.close()
     if args.json:
         print(to_json(rows))
     elif args.markdown:
@@ -53,7 +53,17 @@ def bench(args: argparse.Namespace, load: Callable[[], list],
         growth = render_growth(rows, theory)
         if growth:
             print(f"\n# growth with L (log-log least squares over L >= 1024)\n{growth}")
-    if args.plot:
+    if args.plot and args.plot.endswith(".svg"):  # labelled axes and the legend inside
+        from .bench_report import _COLOURS
+        from .svg import latency_svg
+
+        series: dict[str, list[tuple[int, float]]] = {}
+        for r in rows:
+            if r.latency_ms:
+                series.setdefault(f"{r.layer}: {r.backend}", []).append((r.length, r.latency_ms))
+        write_atomic(Path(args.plot), latency_svg(series, _COLOURS).encode())
+        print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
+    elif args.plot:
         from .png import encode_png
 
         image, legend = plot_png(rows)
@@ -100,7 +110,7 @@ def bench_decode(args: argparse.Namespace, progress: Callable[[str], None] | Non
                                baselines=args.baselines, precisions=args.precisions,
                                progress=progress)
     if progress:
-        print("\r\033[K", end="", file=sys.stderr)
+        progress.close()
     if args.json:
         print(json.dumps({"facts": facts, "rows": [r.__dict__ for r in rows]}, indent=2))
         return 0

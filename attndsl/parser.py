@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from importlib import resources
+from pathlib import Path
 
 import lark
 
 from . import ast
-from .errors import Diagnostic, SpecError
+from .errors import Diagnostic, SpecError, UsageError
 from .source import Source, Span
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "decode", "parse"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "decode", "parse", "read_source"]
 
 MAX_BYTES = 1 << 20  # a spec is a few hundred lines; anything near this is not a spec
 MAX_DEPTH = 64  # nesting of ( [ ! - and operator chains that a person could still read
@@ -281,3 +283,18 @@ class _Builder:
 
 _BINOPS = {"or_op": "|", "and_op": "&", "add_op": "+", "sub_op": "-", "mul_op": "*",
            "floordiv_op": "//", "div_op": "/", "pow_op": "**", "mod_op": "%"}
+
+
+def read_source(path: str | os.PathLike[str]) -> Source:
+    """Read a spec file; unreadable files are a UsageError (one line, exit 2)."""
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)  # enough to tell it is too large (/dev/zero, a disk)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, expected an .attn file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return decode(data, str(path))

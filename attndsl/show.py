@@ -10,7 +10,8 @@ from . import masks
 from .positions import alibi_slopes, t5_bucket_float32
 from .spec import Alibi, Attention, LshKernel, RelativeBias, Transformer
 
-__all__ = ["PANEL_GAP", "example_runtime_inputs", "mask_grid", "panel_scale", "png_panels",
+__all__ = ["PANEL_GAP", "RAMP", "VISIBLE", "example_runtime_inputs", "head_panels", "mask_grid",
+           "panel_scale", "png_panels",
            "terminal_grid"]
 
 PANEL_GAP = 4  # pixels between panels (and around the picture)
@@ -102,9 +103,10 @@ def panel_scale(L: int, S: int) -> int:
     return max(1, 256 // max(L, S))
 
 
-def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> np.ndarray:
-    """RGB picture: one panel per head when biases differ by head, else a single panel.
-    Masked pairs are white; visible pairs are dark, or coloured by the head's score bias."""
+def head_panels(spec: Attention | Transformer, L: int, S: int | None = None
+                ) -> list[tuple[np.ndarray, tuple[float, float] | None]]:
+    """One (RGB (L, S, 3), bias range or None) per head where biases differ by head, else one:
+    masked pairs white, visible pairs dark or coloured by the head's score bias (`_panel`)."""
     attn = _layer_attention(spec, L)
     S = S or L
     grid = mask_grid(attn, L, S)
@@ -123,8 +125,14 @@ def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> n
         biases = [table[bucket, h] for h in range(attn.heads)]
     else:
         biases = [None]
+    return [_panel(grid, bias) for bias in biases]
+
+
+def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> np.ndarray:
+    """RGB picture: the head panels (`head_panels`) side by side."""
+    S = S or L
     s = panel_scale(L, S)
-    panels = [_panel(grid, bias) for bias in biases]
+    panels = [rgb for rgb, _ in head_panels(spec, L, S)]
     height = L * s + 2 * PANEL_GAP
     width = len(panels) * (S * s + PANEL_GAP) + PANEL_GAP
     image = np.full((height, width, 3), 255, np.uint8)
@@ -135,15 +143,20 @@ def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> n
     return image
 
 
-def _panel(grid: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+VISIBLE = (40, 60, 120)
+RAMP = ((40, 60, 120), (255, 220, 30))  # a bias's colours: dark blue (low) to yellow (high)
+
+
+def _panel(grid: np.ndarray, bias: np.ndarray | None
+           ) -> tuple[np.ndarray, tuple[float, float] | None]:
     out = np.full((*grid.shape, 3), 255, np.uint8)
     if bias is None:
-        out[grid] = (40, 60, 120)
-        return out
+        out[grid] = VISIBLE
+        return out, None
     values = bias[grid]
-    lo, hi = (values.min(), values.max()) if values.size else (0.0, 1.0)
+    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
     t = (bias - lo) / (hi - lo) if hi > lo else np.ones_like(bias)
-    # a dark-blue (low) to yellow (high) ramp
-    ramp = np.stack([40 + 215 * t, 60 + 160 * t, 120 - 90 * t], axis=-1)
+    (r0, g0, b0), (r1, g1, b1) = RAMP
+    ramp = np.stack([r0 + (r1 - r0) * t, g0 + (g1 - g0) * t, b0 + (b1 - b0) * t], axis=-1)
     out[grid] = np.clip(ramp[grid], 0, 255).astype(np.uint8)
-    return out
+    return out, (lo, hi)

@@ -290,7 +290,7 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
     shapes = [(b, L) for L in report.why for b in batches]
     for i, (batch, length) in enumerate(shapes):
         if progress:
-            progress(f"{spec.name}: shape {i + 1}/{len(shapes)} (B={batch}, L={length})")
+            progress(f"verify {spec.name}: B={batch}, L={length}", i, len(shapes))
         S = memory_length(length) if "memory" in input_names(spec) else None
         skip = beyond_limits(limits, length, S)
         need = reference_bytes(spec, batch, length, S)

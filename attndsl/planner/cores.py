@@ -12,7 +12,7 @@ from ..spec import MAX_LENGTH, Sparsity
 from .cover import INF
 
 __all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores", "cores_of",
-           "padding_only", "where"]
+           "padding_only", "render_choices", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
 # the ops of a softmax attention core, from the repeated kv heads to the merged heads
@@ -201,3 +201,26 @@ def padding_only(mask: m.Mask) -> str | None:
                 return None
             return x or y
     return None
+
+
+def render_choices(choices: list[Choice]) -> str:
+    """The choices as `explain` prints them, indented; layers with the same choice (a stack's,
+    of one attention spec) once, as `layers.0-3.self_attn` (or `layers.0,2.mlp`)."""
+    groups: dict[tuple, list[str]] = {}
+    for c in choices:
+        groups.setdefault((c.branch, c.strategy, c.reasons, c.params), []).append(c.layer)
+    out = []
+    for (branch, *rest), layers in groups.items():
+        text = Choice(layers[0], branch, *rest).text(_label(layers))
+        out.append("  " + text.replace("\n", "\n  "))
+    return "\n".join(out)
+
+
+def _label(layers: list[str]) -> str | None:
+    if len(layers) == 1:
+        return None
+    indices = [int(p.split(".")[1]) for p in layers]
+    part = layers[0].split(".", 2)[2].rstrip(".")
+    if indices == list(range(indices[0], indices[-1] + 1)):
+        return f"layers.{indices[0]}-{indices[-1]}.{part}"
+    return f"layers.{','.join(map(str, indices))}.{part}"

@@ -25,6 +25,7 @@ from onnx import TensorProto, helper
 
 from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Op, all_nodes
+from ...progress import report
 from ...shapes import TensorType
 from . import moe, ops  # noqa: F401 (their @lower functions)
 from .builder import LOWER, Builder, Lowering
@@ -65,7 +66,8 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
                    for n in graph.nodes)
     past_length, present_length = ("max_length",) * 2 if in_place else ("past_length",
                                                                         "total_length")
-    for node in graph.nodes:
+    for i, node in enumerate(graph.nodes):
+        report(f"lowering {graph.name}", i, len(graph.nodes))
         if node.op is Op.INPUT:
             name = node.out
             elem = ONNX_TYPE[dtype] if node.shape.is_float else TensorProto.INT64

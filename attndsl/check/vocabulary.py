@@ -1,0 +1,55 @@
+"""The language's words, read from the checker's own tables (so an editor's completion never
+drifts from what `check` accepts): the keys of each definition kind and, per key, the calls its
+value may be with their parameters (required ones first)."""
+
+from __future__ import annotations
+
+from .kernels import _KERNELS
+from .latent import _MLA
+from .layers import _ATTENTION_KEYS, _SPARSITY
+from .masks import _MASK_PARAMS
+from .mechanisms import _DIFFERENTIAL, _TEMPERATURES
+from .moe import _MOE, FFNS
+from .norms import _NORMS, _QK_NORMS, PLACEMENTS
+from .positions import _POSITIONS, _SCALINGS
+from .stacks import _KEYS
+
+__all__ = ["DEFINITIONS", "KEYS", "VALUES", "WORDS", "calls"]
+
+DEFINITIONS = ("let", "mask", "attention", "transformer")
+KEYS = {"attention": _ATTENTION_KEYS, "transformer": _KEYS}
+
+
+def _params(table: dict) -> dict[str, tuple[tuple[str, bool], ...]]:
+    return {name: tuple((p.name, p.required) for p in params) for name, params in table.items()}
+
+
+_FFN = {name: (("hidden", True), ("bias", False)) for name in FFNS}
+# key -> {call or word: ((parameter, required), ...)}; `mask` values also combine with & | !
+VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
+    "mask": _params(_MASK_PARAMS),
+    "position": _params(_POSITIONS),
+    "kernel": _params(_KERNELS),
+    "qk_norm": {"none": (), **_params(_QK_NORMS)},
+    "norm": {name: (("placement", True), *params) for name, params in _params(_NORMS).items()},
+    "sparsity": _params(_SPARSITY),
+    "temperature": {"none": (), **_params(_TEMPERATURES)},
+    "differential": {"none": (), **_params(_DIFFERENTIAL)},
+    "latent": {"none": (), "mla": tuple((p.name, p.required) for p in _MLA)},
+    "ffn": {**_FFN, "moe": tuple((p.name, p.required) for p in _MOE)},
+    "scaling": _params(_SCALINGS),  # rope(scaling = ...)
+}
+# plain words some keys take
+WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
+         "scale": ("auto",), "softcap": ("none",), "sinks": ("none", "learned"),
+         "output_gate": ("none", "sigmoid"), "tie_embeddings": ("true", "false"),
+         "placement": PLACEMENTS}
+
+
+def calls() -> dict[str, tuple[tuple[str, bool], ...]]:
+    """Every call name the language knows, with its parameters (the first table naming it)."""
+    found: dict[str, tuple[tuple[str, bool], ...]] = {}
+    for table in VALUES.values():
+        for name, params in table.items():
+            found.setdefault(name, params)
+    return found
