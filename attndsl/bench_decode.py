@@ -159,8 +159,11 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
             ids = [int(t) for t in rng.integers(3, vocab, size=prompt)]
             firsts: dict[str, list[float]] = {name: [] for name, _, _ in runners}
             steps: dict[str, list[float]] = {name: [] for name, _, _ in runners}
-            for r in range(repeat):  # round-robin: a slow spell hits every backend alike
-                for name, _, run in runners:
+            for _, _, run in runners:  # warm-up at this prompt length (arenas, caches)
+                run(ids, 2)
+            for r in range(repeat):  # round-robin: a slow spell hits every backend alike,
+                # in the opposite order every other round: no backend always runs first
+                for name, _, run in runners if r % 2 == 0 else runners[::-1]:
                     if progress:
                         progress(f"decode bench: prompt {prompt}, {name}", r, repeat)
                     first, times = run(ids, new)

@@ -116,13 +116,20 @@ def quantized_weights(graph, q: Quantization) -> tuple[str, ...]:
     """The weights a quantized export stores in blocks: those read by linear nodes alone
     (q, k, v, o projections, MLPs, the LM head) as MatMulNBits, and the token embedding
     (its width a multiple of the block) as GatherBlockQuantized, a tied LM head reading it
-    too; not a weight another op reads (latent attention's kv_b_proj when decoding absorbs
-    it, a mixture's experts)."""
+    too; a mixture's experts (both their widths multiples of the block) as com.microsoft.QMoE
+    where the mixture runs as ONNX Runtime's kernel, else stored as the float values their
+    blocks give; not a weight another op reads (latent attention's kv_b_proj when decoding
+    absorbs it)."""
     from .ir import Op, all_nodes
 
     shapes = {w.name: w.shape for w in graph.weights}
     quantized, other = set(), set()
     for node in all_nodes(graph.nodes):
+        if node.op is Op.EXPERTS:  # QMoE's blocks run along both of an expert's widths
+            names = [w for w in shapes if w.startswith(node.attr("prefix"))
+                     and w.endswith(".weight")]
+            if all(side % q.block == 0 for w in names for side in shapes[w]):
+                quantized |= set(names)
         for key, value in node.attrs:
             if not isinstance(value, str) or value not in shapes:
                 continue

@@ -187,6 +187,19 @@ def test_pygments_lexer_reads_every_example() -> None:
         assert any(t in Name.Builtin for t, _ in tokens), path
 
 
+def test_docs_attn_blocks_lex_cleanly() -> None:
+    """The docs' ```attn code blocks (rendered with the lexer) hold no error token."""
+    from pygments.lexers import get_lexer_by_name
+    from pygments.token import Error
+
+    lexer = get_lexer_by_name("attn")
+    blocks = [b for doc in ("README.md", "docs/LANGUAGE.md")
+              for b in re.findall(r"^```attn\n(.*?)^```", (ROOT / doc).read_text(), re.M | re.S)]
+    assert len(blocks) >= 6
+    for block in blocks:
+        assert not [t for t in lexer.get_tokens(block) if t[0] in Error], block
+
+
 def _textmate_scopes(grammar: dict, text: str) -> list[tuple[str, str]]:
     """(text, scope) of each match of the grammar's top-level `match` patterns, scanning as a
     TextMate engine does: at each position the earliest match, the first pattern on ties."""

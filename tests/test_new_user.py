@@ -305,7 +305,7 @@ def test_readme_tutorial_hash_and_counts_are_current(tmp_path: Path, capsys) -> 
     import re
 
     readme = (ROOT / "README.md").read_text()
-    spec = re.search(r"```\n(# my_layer\.attn.*?)```", readme, re.S).group(1)
+    spec = re.search(r"```attn\n(# my_layer\.attn.*?)```", readme, re.S).group(1)
     (tmp_path / "my_layer.attn").write_text(spec)
     assert main(["compile", str(tmp_path / "my_layer.attn"), "--export", "onnx", "-o",
                  str(tmp_path)]) == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Node, Op
+from ...quantize import dequantize, quantize
 from ..experts import route
 from ..formulas import activation, clamped_glu
 from .builder import Lowering, arg, lower
@@ -55,6 +56,11 @@ def _stacked(lw: Lowering, node: Node, name: str, make) -> str:
 
 
 def _tensor(lw: Lowering, name: str) -> np.ndarray:
+    """A weight; an expert's of a quantized model (the gather/scatter form): the float values
+    its blocks give (`quantize.dequantize`), as the kernel form computes with."""
+    if lw.quantization is not None and name in lw.quantized:
+        q = lw.quantization
+        return dequantize(quantize(np.asarray(lw.weights[name], np.float32), q), q)
     return np.asarray(lw.weights[name])
 
 
@@ -200,6 +206,7 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
                         lambda p: _tensor(lw, f"{p}{'down_proj' if gated else 'fc2'}.{part}"))
 
     biased = node.attr("bias")
+    names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
     clamped = node.attr("act") == "clamped_swiglu"
     attrs = dict(k=node.attr("top_k"), normalize_routing_weights=int(route.attr("normalize")),
                  activation_type="swiglu" if gated else "relu")
@@ -207,8 +214,57 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
         attrs |= dict(swiglu_fusion=1, activation_alpha=node.attr("alpha") if clamped else 1.0,
                       activation_beta=1.0 if clamped else 0.0,
                       swiglu_limit=node.attr("limit") if clamped else _FLOAT32_MAX)
-    y = b.op("MoE", flat, logits, fc1("weight"), fc1("bias") if biased else "", fc2("weight"),
-             fc2("bias") if biased else "", domain="com.microsoft", **attrs)
+    q = lw.quantization
+    if q is not None and f"{node.attr('prefix')}0.{names[-1]}.weight" in lw.quantized and (
+            q.bits == 4 or (q.symmetric and q.accuracy == 4)):
+        y = _qmoe(lw, node, flat, logits, fc1, fc2, biased, attrs)
+    else:
+        y = b.op("MoE", flat, logits, fc1("weight"), fc1("bias") if biased else "",
+                 fc2("weight"), fc2("bias") if biased else "", domain="com.microsoft", **attrs)
     if route.attr("scale") != 1.0:
         y = b.op("Mul", y, b.const(route.attr("scale"), b.dtype))
     return b.op("Reshape", y, b.op("Shape", x))
+
+
+def _qmoe(lw: Lowering, node: Node, flat: str, logits: str, fc1, fc2, biased: bool,
+          attrs: dict) -> str:
+    """com.microsoft.QMoE: MoE's inputs with each expert's fc1 [2 n, d] (gate and up rows
+    interleaved) and fc2 [d, n] in MatMulNBits' blocks (`quantize`: per output row, a scale
+    per `block` inputs, the codes packed along the inputs), stacked [experts, rows, inputs x
+    bits / 8], scales [experts, rows, inputs / block], zero points when asymmetric. For int4
+    experts, and int8 ones that are symmetric at accuracy_level 4: ONNX Runtime 1.31's 8-bit
+    experts always quantize their activations (so not at a lower level), and its asymmetric
+    8-bit experts read their zero points otherwise than MatMulNBits (measured off by 8e-2);
+    those run as com.microsoft.MoE on the float values of their blocks."""
+    b, q = lw.b, lw.quantization
+    prefix, gated = node.attr("prefix"), node.attr("gated")
+
+    def raw(name: str) -> np.ndarray:
+        return np.asarray(lw.weights[name], np.float32)
+
+    def rows(p: str, fc: int) -> np.ndarray:
+        if not gated:
+            return raw(f"{p}fc{fc}.weight")
+        if fc == 2:
+            return raw(f"{p}down_proj.weight")
+        gate, up = raw(f"{p}gate_proj.weight"), raw(f"{p}up_proj.weight")
+        out = np.empty((2 * gate.shape[0], gate.shape[1]), np.float32)
+        out[0::2], out[1::2] = gate, up
+        return out
+
+    blocks = []
+    for fc in (1, 2):
+        parts = [quantize(rows(f"{prefix}{e}.", fc), q) for e in range(node.attr("experts"))]
+        key = f"{prefix}qmoe_fc{fc}"
+        data = np.stack([w.data.reshape(w.n, -1) for w in parts])
+        scales = np.stack([w.scales.reshape(w.n, -1) for w in parts])
+        zero = (b.initializer(f"{key}.zero_points", np.stack([w.zero_points for w in parts]),
+                              typed=True) if not q.symmetric else "")
+        blocks.append((b.initializer(f"{key}.int{q.bits}", data, typed=True),
+                       b.initializer(f"{key}.scales", scales), zero))
+    args = [flat, logits, *blocks[0][:2], fc1("bias") if biased else "", *blocks[1][:2],
+            fc2("bias") if biased else "", "", "", "", blocks[0][2], blocks[1][2]]
+    while args[-1] == "":
+        args.pop()
+    return b.op("QMoE", *args, domain="com.microsoft", expert_weight_bits=q.bits,
+                block_size=q.block, accuracy_level=q.accuracy, **attrs)
