@@ -4,15 +4,17 @@ masks or biases differ by head (ALiBi slopes, T5 relative-bias tables)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import masks
+from .glyphs import HEIGHT, WIDTH, text_width
 from .positions import alibi_slopes, t5_bucket_float32
 from .spec import Alibi, Attention, LshKernel, RelativeBias, Transformer
 
-__all__ = ["PANEL_GAP", "RAMP", "VISIBLE", "example_runtime_inputs", "head_panels", "mask_grid",
-           "panel_scale", "png_panels",
-           "terminal_grid"]
+__all__ = ["PANEL_GAP", "RAMP", "VISIBLE", "Layout", "example_runtime_inputs", "head_panels",
+           "mask_grid", "panel_scale", "png_layout", "png_panels", "terminal_grid"]
 
 PANEL_GAP = 4  # pixels between panels (and around the picture)
 
@@ -128,19 +130,89 @@ def head_panels(spec: Attention | Transformer, L: int, S: int | None = None
     return [_panel(grid, bias) for bias in biases]
 
 
-def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> np.ndarray:
-    """RGB picture: the head panels (`head_panels`) side by side."""
-    S = S or L
+@dataclass(frozen=True)
+class Layout:
+    """Where `png_panels` puts things: panel i's cell (q, k) starts at pixel (y, x) = (top + q
+    * scale, left + i * pitch + k * scale)."""
+
+    left: int
+    top: int
+    scale: int
+    pitch: int
+
+
+def png_layout(L: int, S: int, panels: int) -> Layout:
     s = panel_scale(L, S)
-    panels = [rgb for rgb, _ in head_panels(spec, L, S)]
-    height = L * s + 2 * PANEL_GAP
-    width = len(panels) * (S * s + PANEL_GAP) + PANEL_GAP
+    text = 2 * (HEIGHT + 3)  # a row of tick numbers and the axis' name above it
+    return Layout(left=PANEL_GAP + text_width(str(L - 1)) + 4 + HEIGHT + 6,
+                  top=PANEL_GAP + text + (HEIGHT + 3 if panels > 1 else 0), scale=s,
+                  pitch=S * s + max(PANEL_GAP, 4 * (WIDTH + 1)))
+
+
+def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> np.ndarray:
+    """RGB picture: the head panels (`head_panels`) side by side, with axes (the key index k
+    along the top, the query index q down the left, ticks at round numbers), each panel's
+    head and bias range, a legend and, for biases, a colour bar (low to high)."""
+    from .glyphs import draw_text
+
+    S = S or L
+    panels = head_panels(spec, L, S)
+    at = png_layout(L, S, len(panels))
+    s, biased = at.scale, panels[0][1] is not None
+    legend = 3 * (HEIGHT + 4) + (2 * (HEIGHT + 4) if biased else 0)
+    height = at.top + L * s + PANEL_GAP + legend + PANEL_GAP
+    width = max(at.left + len(panels) * at.pitch,
+                at.left + 64 + text_width("score bias: low -> high (each head over its range)")
+                + PANEL_GAP)
     image = np.full((height, width, 3), 255, np.uint8)
-    for i, panel in enumerate(panels):
-        big = np.repeat(np.repeat(panel, s, axis=0), s, axis=1)
-        x0 = PANEL_GAP + i * (S * s + PANEL_GAP)
-        image[PANEL_GAP:PANEL_GAP + L * s, x0:x0 + S * s] = big
+    grey = (110, 110, 110)
+    draw_text(image, "key index k ->", at.left, PANEL_GAP)
+    for i, (rgb, _) in enumerate(panels):
+        x0 = at.left + i * at.pitch
+        image[at.top:at.top + L * s, x0:x0 + S * s] = np.repeat(np.repeat(rgb, s, 0), s, 1)
+        for k in _ticks(S):
+            label = str(k)
+            draw_text(image, label, x0 + k * s + s // 2 - text_width(label) // 2,
+                      at.top - HEIGHT - 3 - (HEIGHT + 3 if len(panels) > 1 else 0), grey)
+            image[at.top - 2:at.top, x0 + k * s + s // 2] = grey
+        if len(panels) > 1:
+            draw_text(image, f"head {i}", x0, at.top - HEIGHT - 2)
+    for q in _ticks(L):
+        label = str(q)
+        y = at.top + q * s + s // 2
+        draw_text(image, label, at.left - 4 - text_width(label), y - HEIGHT // 2, grey)
+    for j, ch in enumerate("q|v"):  # the axis' name and an arrow, down the left edge
+        draw_text(image, ch, PANEL_GAP, at.top + j * (HEIGHT + 2))
+    y = at.top + L * s + PANEL_GAP + 2
+    if biased:  # each panel's bias range under it
+        for i, (_, (lo, hi)) in enumerate(panels):
+            draw_text(image, f"{lo + 0.0:.3g} .. {hi + 0.0:.3g}", at.left + i * at.pitch, y, grey)
+        y += HEIGHT + 4
+    swatch = RAMP[1] if biased else VISIBLE
+    image[y:y + HEIGHT, at.left:at.left + HEIGHT] = swatch
+    draw_text(image, "visible" + (": coloured by the score bias" if biased else ""),
+              at.left + HEIGHT + 4, y)
+    y += HEIGHT + 4
+    image[y:y + HEIGHT, at.left:at.left + HEIGHT] = grey
+    image[y + 1:y + HEIGHT - 1, at.left + 1:at.left + HEIGHT - 1] = 255
+    draw_text(image, "hidden", at.left + HEIGHT + 4, y)
+    if biased:
+        y += HEIGHT + 4
+        ramp = np.linspace(0, 1, 60)[None, :, None]
+        lo, hi = np.array(RAMP[0]), np.array(RAMP[1])
+        image[y:y + HEIGHT, at.left:at.left + 60] = (lo + (hi - lo) * ramp).astype(np.uint8)
+        draw_text(image, "score bias: low -> high (each head over its range)", at.left + 64, y)
     return image
+
+
+def _ticks(n: int) -> list[int]:
+    """0, the last index, and round numbers between (none crowding the last)."""
+    if n <= 1:
+        return [0]
+    step = 10 ** int(np.log10(max(1, n - 1)))
+    if (n - 1) / step < 3:
+        step = max(1, step // 2)
+    return sorted({0, n - 1, *range(step, n - 1, step)} - set(range(n - 1 - step // 2, n - 1)))
 
 
 VISIBLE = (40, 60, 120)

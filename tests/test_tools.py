@@ -18,7 +18,7 @@ import pytest
 import attndsl
 from attndsl.cli import main
 from attndsl.polygraphy_json import decode_array
-from attndsl.show import PANEL_GAP, panel_scale
+from attndsl.show import png_layout
 
 from .conftest import EXAMPLES, ROOT
 
@@ -60,13 +60,17 @@ def test_show_draws_every_example(path: Path, name: str, tmp_path: Path,
     visible = sum(row.count("█") for row in rows)
     assert f"density: {visible} of {13 * 13} pairs" in out
     width, height, pixels = _png_size_and_pixels(png.read_bytes())
-    s = panel_scale(13, 13)
     panels = attn.heads if type(attn.position).__name__ in ("Alibi", "RelativeBias") else 1
-    assert (width, height) == (panels * (13 * s + PANEL_GAP) + PANEL_GAP, 13 * s + 2 * PANEL_GAP)
-    # the first panel's white cells are exactly the masked pairs of the grid
-    cells = pixels[PANEL_GAP:PANEL_GAP + 13 * s:s, PANEL_GAP:PANEL_GAP + 13 * s:s]
-    drawn = ~(cells == 255).all(-1)
-    assert drawn.sum() == visible
+    at = png_layout(13, 13, panels)
+    assert width >= at.left + panels * at.pitch and height > at.top + 13 * at.scale
+    # each panel's white cells are exactly the masked pairs of the grid
+    for i in range(panels):
+        x0 = at.left + i * at.pitch
+        cells = pixels[at.top:at.top + 13 * at.scale:at.scale, x0:x0 + 13 * at.scale:at.scale]
+        assert (~(cells == 255).all(-1)).sum() == visible
+    # the axes are labelled: dark pixels in the margins above and left of the panels
+    assert (pixels[:at.top - 2, at.left:] < 128).any()
+    assert (pixels[at.top:, :at.left - 2] < 128).any()
 
 
 def test_show_grid_matches_the_mask(capsys: pytest.CaptureFixture[str]) -> None:
