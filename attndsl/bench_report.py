@@ -133,9 +133,12 @@ _COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 
 def plot_png(rows: list[Measurement]) -> tuple[np.ndarray, list[tuple[str, tuple[int, ...]]]]:
     """Latency against length on log-log axes, one coloured line per (layer, backend); grid
     lines at each measured length and at every power of ten milliseconds. Returns the RGB image
-    and the legend (label, colour), which the caller prints: the picture carries no text."""
+    and the legend (label, colour), which the caller prints; the axes are labelled in the
+    picture (lengths in tokens, latency in ms, both log scale)."""
+    from .glyphs import draw_text, text_width
+
     width, height = PLOT_SIZE
-    margin = 30
+    margin = 40
     image = np.full((height, width, 3), 255, np.uint8)
     points = [r for r in rows if r.latency_ms]
     series: dict[str, list[Measurement]] = {}
@@ -154,10 +157,16 @@ def plot_png(rows: list[Measurement]) -> tuple[np.ndarray, list[tuple[str, tuple
 
     for x in xs:
         image[margin:height - margin, px(x, y0)[0]] = 220
+        label = str(round(2 ** x))
+        draw_text(image, label, px(x, y0)[0] - text_width(label) // 2, height - margin + 4)
     for y in np.arange(y0, y1 + 1):
         image[px(x0, y)[1], margin:width - margin] = 220
+        label = f"{10.0 ** y:g}"
+        draw_text(image, label, margin - 3 - text_width(label), px(x0, y)[1] - 3)
     image[height - margin, margin:width - margin] = 0
     image[margin:height - margin, margin] = 0
+    draw_text(image, "sequence length L (tokens, log scale)", width // 2 - 110, height - 12)
+    draw_text(image, "latency (ms, log scale)", margin, 6)
     legend = []
     for i, (label, runs) in enumerate(series.items()):
         colour = _COLOURS[i % len(_COLOURS)]
