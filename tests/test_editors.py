@@ -293,7 +293,7 @@ def test_notebook_html_shows_picture_plans_and_size() -> None:
     assert "<code>dense</code>" in html  # ALiBi, unbounded causal: dense on torch
     assert program._repr_html_().count("<svg") == len(program)
     plain = attndsl.load(ROOT / "examples/longformer.attn")["longformer_attn"]._repr_html_()
-    assert "score bias" not in plain and "block_sparse" in plain
+    assert 'linearGradient id="bias"' not in plain and "block_sparse" in plain
     assert "23" in _svg_texts(plain[plain.index("<svg"):plain.index("</svg>") + 6])  # last tick
 
 

@@ -1,6 +1,8 @@
 """Gradients of the torch module (issue 28): for every example layer and random specs from the
 property generator, on each of the module's paths (`auto`: SDPA and block-sparse attention where
-the torch plan takes them; `dense`: the graph's own nodes), the module's float64 autograd
+the torch plan takes them; `blocks`: the same with block-sparse attentions in attndsl's own
+block-sparse form even where small shapes would take SDPA; `dense`: the graph's own nodes),
+the module's float64 autograd
 gradients (of the inputs and of every parameter) give the directional derivative of the NumPy
 oracle (central differences, float64) along a random direction, and the float32 module's
 gradients are finite and agree with them. At L = 7 (B = 3, a row whose keys are all hidden where
@@ -14,7 +16,7 @@ import pytest
 import torch
 
 import attndsl
-from attndsl.backends import reference
+from attndsl.backends import reference, torch_attention
 from attndsl.ir import build
 from attndsl.verify import make_inputs
 
@@ -68,21 +70,37 @@ def _check(layer, length: int, path: str) -> None:
         assert float((g32[k] - g).abs().max()) <= 2e-3 * max(1.0, float(g.abs().max())), k
 
 
-@pytest.mark.parametrize("torch_path", ["auto", "dense"])
+# `blocks`: the planned module with attndsl's block-sparse form at every shape (at small ones
+# `auto` runs a bias-free block-sparse attention as SDPA with its mask: torch_attention)
+PATHS = ["auto", "blocks", "dense"]
+
+
+def _path(torch_path: str, monkeypatch) -> str:
+    if torch_path == "blocks":
+        monkeypatch.setattr(torch_attention, "SDPA_PAIRS", 0)
+        return "auto"
+    return torch_path
+
+
+@pytest.mark.parametrize("torch_path", PATHS)
 @pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
-def test_module_gradients_are_the_oracles(path, name, torch_path) -> None:
+def test_module_gradients_are_the_oracles(path, name, torch_path, monkeypatch) -> None:
     layer = attndsl.load(path)[name]
     blocked = any(c.strategy == "block_sparse" for c in layer.plan("torch")[1])
-    for length in (7, 1, 70) if blocked and torch_path == "auto" else (7, 1):
-        _check(layer, length, torch_path)
+    if torch_path == "blocks" and not blocked:
+        pytest.skip("no block-sparse attention: the same module as `auto`")
+    for length in (7, 1, 70) if blocked and torch_path != "dense" else (7, 1):
+        _check(layer, length, _path(torch_path, monkeypatch))
 
 
-@pytest.mark.parametrize("torch_path", ["auto", "dense"])
-def test_random_spec_gradients_are_the_oracles(spec_seed: int, torch_path: str) -> None:
+@pytest.mark.parametrize("torch_path", PATHS)
+def test_random_spec_gradients_are_the_oracles(spec_seed: int, torch_path: str,
+                                               monkeypatch) -> None:
     from .specgen import random_spec
 
     program = attndsl.loads(random_spec(spec_seed), f"random-{spec_seed}.attn")
-    _check(program[list(program)[-1]], 40 if torch_path == "auto" else 7, torch_path)
+    _check(program[list(program)[-1]], 7 if torch_path == "dense" else 40,
+           _path(torch_path, monkeypatch))
 
 
 def test_planned_paths_are_the_ones_tested() -> None:

@@ -66,12 +66,18 @@ def test_flex_forward_is_the_oracles_on_cpu() -> None:
             assert _oracle_error(layer, module, 3, length) < 2e-5, (layer.name, length)
 
 
-def test_block_sparse_is_the_oracles_at_many_blocks() -> None:
-    """The default path, several query blocks and a partial last one, with biases."""
-    for layer in _layers():
-        module = layer.to_torch(seed=1)
-        for length in (200, 1):
-            assert _oracle_error(layer, module, 2, length) < 2e-5, (layer.name, length)
+def test_block_sparse_is_the_oracles_at_many_blocks(monkeypatch) -> None:
+    """The default path, several query blocks and a partial last one, with biases; in the
+    block-sparse form (SDPA_PAIRS = 0) and as small shapes run it (SDPA with the mask where
+    there is no bias, softcap or sink)."""
+    from attndsl.backends import torch_attention
+
+    for pairs in (0, torch_attention.SDPA_PAIRS):
+        monkeypatch.setattr(torch_attention, "SDPA_PAIRS", pairs)
+        for layer in _layers():
+            module = layer.to_torch(seed=1)
+            for length in (200, 1):
+                assert _oracle_error(layer, module, 2, length) < 2e-5, (layer.name, length)
 
 
 def test_flex_has_no_cpu_backward() -> None:

@@ -8,7 +8,8 @@ PyTorch's own fast paths where the mask allows, attndsl's block-sparse form else
   biases as a float mask.
 - `block_sparse`: per block of n queries, only the K key blocks the planner's cover reaches (the
   ONNX lowering's form, strategies/block_sparse.py, in torch ops with autograd): memory grows
-  with L x K*n. On CUDA, or on request, FlexAttention runs it instead (`flex`).
+  with L x K*n. On CUDA, or on request, FlexAttention runs it instead (`flex`); at small shapes
+  (`SDPA_PAIRS`) without biases, softcap or sinks, `sdpa` with the mask does.
 - `flex`: torch's FlexAttention, compiled once per shape family, with a BlockMask from the
   mask's own `visible` (masks.evaluate) as its mask_mod and the score formulas (ALiBi, T5
   buckets, softcap) as its score_mod. Torch 2.13 has no FlexAttention backward on the CPU."""
@@ -33,6 +34,11 @@ from .torch_masks import mask_context, visible
 __all__ = ["attention", "score_bias"]
 
 Env = dict[str, Tensor]
+# Up to this many query-key pairs a block-sparse attention without a score bias, softcap or
+# sink logits runs as SDPA with its boolean mask (on the CPU the fused kernel is faster there
+# than the gathered blocks: BENCHMARKS.md, Training the torch module; the tests set it to 0 to
+# run the blocks at small shapes)
+SDPA_PAIRS = 1536 * 1536
 
 
 def attention(m: nn.Module, node: Node, env: Env) -> Tensor:
@@ -41,6 +47,9 @@ def attention(m: nn.Module, node: Node, env: Env) -> Tensor:
     if node.attr("strategy") == "block_sparse":
         if _takes_flex(m, node, q):
             out = _flex(m, node, env, q, k, v)
+        elif q.shape[2] * k.shape[2] <= SDPA_PAIRS and not (
+                node.attr("bias") or node.attr("softcap") or node.attr("sinks")):
+            out = _sdpa(m, node, env, q, k, v)  # few blocks: SDPA's fused kernel is faster
         else:
             out = _blocks(m, node, env, q, k, v)
     else:
@@ -76,17 +85,32 @@ def _sdpa(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -
     if bias is None and plain:
         return F.scaled_dot_product_attention(q, k, v, is_causal=expr == masks.Causal(),
                                               scale=scale, dropout_p=drop)
-    seen = visible(expr, env)
-    if seen.dim() == 3:
-        seen = seen.unsqueeze(1)  # (B, 1, L, S)
-    any_key = seen.any(dim=-1, keepdim=True)
-    mask = seen | ~any_key  # an empty row attends to every key, then is zeroed
+    mask, any_key = _boolean_mask(m, node, env, q.shape[2], k.shape[2], q.device)
     if bias is not None:
         qi, ki = (torch.arange(n, device=q.device) for n in (q.shape[2], k.shape[2]))
         table = score_bias(m, dict(node.attrs), node.attr("heads"), qi[:, None], ki[None, :])
         mask = torch.where(mask, table, torch.finfo(torch.float32).min).to(q.dtype)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=drop)
     return out * any_key.to(out.dtype)
+
+
+def _boolean_mask(m: nn.Module, node: Node, env: Env, L: int, S: int,
+                  device: torch.device) -> tuple[Tensor, Tensor]:
+    """(SDPA's boolean mask, each row's `any key`): an empty row attends to every key, then is
+    zeroed. A planned module keeps a mask without runtime inputs per shape (up to 4 x
+    SDPA_PAIRS pairs): a training loop at one length computes it once."""
+    expr = node.attr("expr")
+    keep = (getattr(m, "attention_path", "dense") != "dense" and "attention_mask" not in env
+            and not masks.runtime_inputs(expr) and L * S <= 4 * SDPA_PAIRS)
+    cache = m.__dict__.setdefault("_mask_cache", {}) if keep else {}
+    key = (node.attrs, L, S, device)
+    if key not in cache:
+        seen = visible(expr, env)
+        if seen.dim() == 3:
+            seen = seen.unsqueeze(1)  # (B, 1, L, S)
+        any_key = seen.any(dim=-1, keepdim=True)
+        cache[key] = (seen | ~any_key, any_key)
+    return cache[key]
 
 
 def score_bias(m: nn.Module, attrs: dict, heads: int, q_pos: Tensor, k_pos: Tensor) -> Tensor:

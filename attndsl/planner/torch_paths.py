@@ -48,7 +48,9 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
                        "trainable: autograd through the gathered blocks; "
                        f"{flex} with a BlockMask of "
                        "the same mask" + ("" if core.sinks is None else
-                                          " (not with sink logits: the block-sparse form)"))
+                                          " (not with sink logits: the block-sparse form)"),
+                       "up to 1536 x 1536 query-key pairs, without a score bias, softcap or "
+                       "sinks: SDPA with the mask (faster there than gathered blocks)")
             nodes = _fuse(nodes, core, "block_sparse",
                           {**found.params, **dict(found.attrs), "dropout": dropout})
             choices.append(Choice(layer, branch, "block_sparse", reasons,
