@@ -17,7 +17,7 @@ import torch
 from . import __version__
 from .bench import Measurement
 
-__all__ = ["FIT_FROM", "PLOT_SIZE", "growth_exponents", "machine_summary", "plot_png",
+__all__ = ["COLOURS", "FIT_FROM", "PLOT_SIZE", "growth_exponents", "machine_summary", "plot_png",
            "render_growth", "render_table", "to_json"]
 
 FIT_FROM = 1024  # the growth exponents fit lengths from here up
@@ -126,7 +126,7 @@ def to_json(rows: list[Measurement]) -> str:
 
 
 PLOT_SIZE = (640, 400)
-_COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
+COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
             (140, 86, 75), (227, 119, 194), (127, 127, 127)]
 
 
@@ -169,7 +169,7 @@ def plot_png(rows: list[Measurement]) -> tuple[np.ndarray, list[tuple[str, tuple
     draw_text(image, "latency (ms, log scale)", margin, 6)
     legend = []
     for i, (label, runs) in enumerate(series.items()):
-        colour = _COLOURS[i % len(_COLOURS)]
+        colour = COLOURS[i % len(COLOURS)]
         legend.append((label, colour))
         coords = [px(np.log2(r.length), np.log10(r.latency_ms))
                   for r in sorted(runs, key=lambda r: r.length)]

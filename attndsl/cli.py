@@ -22,7 +22,7 @@ from .fmt import format_module
 from .genai import check_genai, folder_context
 from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
-from .progress import progress_bar, report, reporting
+from .progress import current, progress_bar, report, reporting
 from .spec import is_lm, top_layers
 from .targets import check_dtype_target
 
@@ -37,13 +37,6 @@ def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]],
         _COMMANDS[name] = fn
         return fn
     return register
-
-
-def _progress(args: argparse.Namespace):
-    """The command's progress bar (progress.Bar) on a terminal; None off one, -q or --json."""
-    from .progress import current
-
-    return current()
 
 
 def _layers(path: str, name: str | None) -> list[Layer]:
@@ -215,7 +208,7 @@ def _verify(args: argparse.Namespace) -> int:
     for path in (args.save_inputs, args.save_outputs):
         if path:  # before the run, not after it
             check_writable(Path(path))
-    progress = _progress(args)
+    progress = current()
     reports = []
     for layer in layers:
         report = layer.verify(lengths=args.lengths or None,  # None: chosen from the spec
@@ -248,7 +241,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from .cli_bench import bench, bench_decode
 
-    progress = _progress(args)
+    progress = current()
     if args.decode:
         return bench_decode(args, progress)
     return bench(args, lambda: _layers(args.file, args.name), progress)
@@ -331,7 +324,7 @@ def _generate(args: argparse.Namespace) -> int:
         eos = tuple(found) if isinstance(found, list) else (found,)
     runtime.require(args.provider)
     session = runtime.make_session(model, args.provider)  # its external data beside it
-    bar = _progress(args)
+    bar = current()
     show = (lambda done, total: bar("generating", done, total)) if bar else None
     result = generate(session, args.prompt_ids, args.max_new, eos=eos, progress=show)
     if bar:

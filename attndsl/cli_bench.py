@@ -54,14 +54,14 @@ def bench(args: argparse.Namespace, load: Callable[[], list],
         if growth:
             print(f"\n# growth with L (log-log least squares over L >= 1024)\n{growth}")
     if args.plot and args.plot.endswith(".svg"):  # labelled axes and the legend inside
-        from .bench_report import _COLOURS
+        from .bench_report import COLOURS
         from .svg import latency_svg
 
         series: dict[str, list[tuple[int, float]]] = {}
         for r in rows:
             if r.latency_ms:
                 series.setdefault(f"{r.layer}: {r.backend}", []).append((r.length, r.latency_ms))
-        write_atomic(Path(args.plot), latency_svg(series, _COLOURS).encode())
+        write_atomic(Path(args.plot), latency_svg(series, COLOURS).encode())
         print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
     elif args.plot:
         from .png import encode_png

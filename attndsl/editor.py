@@ -127,8 +127,6 @@ def _context(text: str, offset: int) -> _Context:
     line = before[before.rfind("\n") + 1:]
     at_key = not opened and bool(re.fullmatch(r"\s*[A-Za-z_]*", line)) and (
         block is not None or key is None or not tail.strip())
-    if opened and tail.strip() == "" and call is None:
-        at_key = False
     return _Context(block, key if not at_key else None, call, at_key)
 
 

@@ -66,9 +66,7 @@ def server():
         text = editor.formatted(document.source)
         if text is None or text == document.source:
             return None if text is None else []
-        lines = document.lines
-        end = (len(lines), 0)
-        return [t.TextEdit(to_range(document, (0, 0), end), text)]
+        return [t.TextEdit(to_range(document, (0, 0), (len(document.lines), 0)), text)]
 
     @ls.feature(t.TEXT_DOCUMENT_HOVER)
     def hover(params: t.HoverParams) -> t.Hover | None:

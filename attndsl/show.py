@@ -14,7 +14,7 @@ from .positions import alibi_slopes, t5_bucket_float32
 from .spec import Alibi, Attention, LshKernel, RelativeBias, Transformer
 
 __all__ = ["PANEL_GAP", "RAMP", "VISIBLE", "Layout", "example_runtime_inputs", "head_panels",
-           "mask_grid", "panel_scale", "png_layout", "png_panels", "terminal_grid"]
+           "mask_grid", "panel_scale", "png_layout", "png_panels", "terminal_grid", "ticks"]
 
 PANEL_GAP = 4  # pixels between panels (and around the picture)
 
@@ -170,14 +170,14 @@ def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> n
     for i, (rgb, _) in enumerate(panels):
         x0 = at.left + i * at.pitch
         image[at.top:at.top + L * s, x0:x0 + S * s] = np.repeat(np.repeat(rgb, s, 0), s, 1)
-        for k in _ticks(S):
+        for k in ticks(S):
             label = str(k)
             draw_text(image, label, x0 + k * s + s // 2 - text_width(label) // 2,
                       at.top - HEIGHT - 3 - (HEIGHT + 3 if len(panels) > 1 else 0), grey)
             image[at.top - 2:at.top, x0 + k * s + s // 2] = grey
         if len(panels) > 1:
             draw_text(image, f"head {i}", x0, at.top - HEIGHT - 2)
-    for q in _ticks(L):
+    for q in ticks(L):
         label = str(q)
         y = at.top + q * s + s // 2
         draw_text(image, label, at.left - 4 - text_width(label), y - HEIGHT // 2, grey)
@@ -205,7 +205,7 @@ def png_panels(spec: Attention | Transformer, L: int, S: int | None = None) -> n
     return image
 
 
-def _ticks(n: int) -> list[int]:
+def ticks(n: int) -> list[int]:
     """0, the last index, and round numbers between (none crowding the last)."""
     if n <= 1:
         return [0]

@@ -12,23 +12,13 @@ from html import escape
 import numpy as np
 
 from .png import encode_png
-from .show import RAMP, VISIBLE, head_panels
+from .show import RAMP, VISIBLE, head_panels, ticks
 from .spec import Attention, Transformer
 
 __all__ = ["latency_svg", "mask_svg"]
 
 _SIDE = 240  # a panel's longer side, in SVG units
 _FONT = 'font-family="sans-serif" font-size="11"'
-
-
-def _ticks(n: int) -> list[int]:
-    """0, the last index, and round numbers between."""
-    if n <= 1:
-        return [0]
-    step = max(1, 10 ** int(np.log10(max(1, n - 1))))
-    if (n - 1) / step < 3:
-        step = max(1, step // 2)
-    return sorted({0, n - 1, *range(step, n - 1, step)} - set(range(n - 1 - step // 3, n - 1)))
 
 
 def _rgb(c: tuple[int, int, int]) -> str:
@@ -62,11 +52,11 @@ def mask_svg(spec: Attention | Transformer, L: int, S: int | None = None) -> str
         if bias is not None:
             out.append(f'<text x="{x0 + w / 2:.1f}" y="{top + h + 14:.1f}" text-anchor="middle" '
                        f'{_FONT}>bias {bias[0]:.3g} … {bias[1]:.3g}</text>')
-        for k in _ticks(S):
+        for k in ticks(S):
             x = x0 + (k + 0.5) * cell
             out.append(f'<text x="{x:.1f}" y="{top - 5}" text-anchor="middle" {_FONT}>{k}</text>')
         if i == 0:
-            for q in _ticks(L):
+            for q in ticks(L):
                 y = top + (q + 0.5) * cell + 4
                 out.append(f'<text x="{left - 5}" y="{y:.1f}" text-anchor="end" {_FONT}>{q}'
                            '</text>')

@@ -16,6 +16,7 @@ PyTorch's own fast paths where the mask allows, attndsl's block-sparse form else
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -26,6 +27,7 @@ from torch import Tensor, nn
 from .. import masks
 from ..errors import UsageError
 from ..ir import Node
+from ..planner.torch_paths import SDPA_SIDE
 from ..positions import alibi_slopes, t5_bucket_float32
 from . import formulas
 from .torch_arrays import TorchArrays
@@ -35,10 +37,9 @@ __all__ = ["attention", "score_bias"]
 
 Env = dict[str, Tensor]
 # Up to this many query-key pairs a block-sparse attention without a score bias, softcap or
-# sink logits runs as SDPA with its boolean mask (on the CPU the fused kernel is faster there
-# than the gathered blocks: BENCHMARKS.md, Training the torch module; the tests set it to 0 to
-# run the blocks at small shapes)
-SDPA_PAIRS = 1536 * 1536
+# sink logits runs as SDPA with its boolean mask (planner.torch_paths.SDPA_SIDE; the tests
+# set it to 0 to run the blocks at small shapes)
+SDPA_PAIRS = SDPA_SIDE * SDPA_SIDE
 
 
 def attention(m: nn.Module, node: Node, env: Env) -> Tensor:
@@ -192,8 +193,7 @@ def _blocks(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor)
     seen = masks.evaluate(expr, q_c, k_c, mask_context(env, L, S))
     seen = seen & ok & (k_pos < S) & (q_pos < L)
     o = _attend(m, node, s, seen, vg).reshape(B, heads, nq * n, dv)[:, :, :L]
-    rows = [t for t in range(min(c.q_first, L))] + [t for t in c.q_tokens
-                                                    if c.q_first <= t < L]
+    rows = [*range(min(c.q_first, L)), *(t for t in c.q_tokens if c.q_first <= t < L)]
     if not rows:
         return o
     at = torch.tensor(rows, device=dev)
@@ -205,7 +205,12 @@ def _blocks(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor)
     return o.index_copy(2, at, og)
 
 
-_COMPILED: dict[str, Callable] = {}
+@functools.cache
+def _compiled_flex() -> Callable:
+    """flex_attention compiled once; torch recompiles it per mask and shape family."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention)
 
 
 def _flex(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
@@ -214,10 +219,8 @@ def _flex(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -
     made once per distinct attention (its compiled kernel serves every call and length) and read
     the call's sizes and runtime inputs from `state`; a mask without runtime inputs keeps its
     BlockMask per length."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import create_block_mask
 
-    if "flex" not in _COMPILED:  # compiled once; torch recompiles per mask and shape family
-        _COMPILED["flex"] = torch.compile(flex_attention)
     B, _, L, _ = q.shape
     S = k.shape[2]
     cache = m.__dict__.setdefault("_flex_cache", {})
@@ -235,7 +238,7 @@ def _flex(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -
         if key not in state:
             state[key] = create_block_mask(mask_mod, None, None, L, S, device=q.device)
         block_mask = state[key]
-    return _COMPILED["flex"](q, k, v, score_mod=score_mod, block_mask=block_mask,
+    return _compiled_flex()(q, k, v, score_mod=score_mod, block_mask=block_mask,
                              scale=node.attr("scale"),
                              enable_gqa=node.attr("heads") != node.attr("kv_heads"))
 

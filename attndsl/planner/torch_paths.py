@@ -18,9 +18,13 @@ from dataclasses import replace
 from ..ir import Graph, Op
 from .cores import Choice, Core, cores, where
 
-__all__ = ["PATHS", "plan_torch"]
+__all__ = ["PATHS", "SDPA_SIDE", "plan_torch"]
 
 PATHS = ("auto", "dense", "flex")
+# up to SDPA_SIDE x SDPA_SIDE query-key pairs a block-sparse attention without a score bias,
+# softcap or sink logits runs as SDPA with its mask (torch_attention.SDPA_PAIRS): on the CPU
+# SDPA's fused kernel is faster there than gathered blocks (BENCHMARKS.md)
+SDPA_SIDE = 1536
 
 
 def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
@@ -37,7 +41,7 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
         layer, branch = where(core.prefix, graph)
         own = _own(core, graph, path)
         if own:
-            choices.append(Choice(layer, branch, "dense" if own[0] else _kernel(core), own[1:]))
+            choices.append(Choice(layer, branch, *own))
             continue
         dropout = next(by_name[n].attr("dropout") for n in core.members
                        if by_name[n].op is Op.SOFTMAX)
@@ -49,8 +53,9 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
                        f"{flex} with a BlockMask of "
                        "the same mask" + ("" if core.sinks is None else
                                           " (not with sink logits: the block-sparse form)"),
-                       "up to 1536 x 1536 query-key pairs, without a score bias, softcap or "
-                       "sinks: SDPA with the mask (faster there than gathered blocks)")
+                       f"up to {SDPA_SIDE} x {SDPA_SIDE} query-key pairs, without a score "
+                       "bias, softcap or sinks: SDPA with the mask (faster there than gathered "
+                       "blocks)")
             nodes = _fuse(nodes, core, "block_sparse",
                           {**found.params, **dict(found.attrs), "dropout": dropout})
             choices.append(Choice(layer, branch, "block_sparse", reasons,
@@ -67,22 +72,21 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
     return replace(graph, nodes=tuple(nodes)), choices
 
 
-def _own(core: Core, graph: Graph, path: str) -> tuple:
-    """(is dense, reasons...) for an attention that keeps its own nodes, else ()."""
+def _own(core: Core, graph: Graph, path: str) -> tuple[str, tuple[str]] | None:
+    """(strategy, (reason,)) for an attention that keeps its own nodes, else None."""
     if core.linear or core.lsh or core.linformer:
-        return (False, "its kernel's own nodes (no L x S scores to fuse)")
+        kernel = "linear" if core.linear else "lsh" if core.lsh else "linformer"
+        return kernel, ("its kernel's own nodes (no L x S scores to fuse)",)
     if graph.decoding:
-        return (True, "decoding: the exact dense form over the cache and the new keys")
-    if path == "dense":
-        return (True, "path = 'dense': the exact dense form, as the portable and torch.export "
-                      "exports trace it")
-    if where(core.prefix, graph)[1]:
-        return (True, "a by_length branch: torch.cond runs each variant's own nodes")
-    return ()
-
-
-def _kernel(core: Core) -> str:
-    return "linear" if core.linear else "lsh" if core.lsh else "linformer"
+        why = "decoding: the exact dense form over the cache and the new keys"
+    elif path == "dense":
+        why = "path = 'dense': the exact dense form, as the portable and torch.export exports " \
+              "trace it"
+    elif where(core.prefix, graph)[1]:
+        why = "a by_length branch: torch.cond runs each variant's own nodes"
+    else:
+        return None
+    return "dense", (why,)
 
 
 def _sdpa_blocker(core: Core) -> str | None:

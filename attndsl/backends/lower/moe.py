@@ -191,14 +191,9 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
     flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), width, axis=0))
     logits = b.op("Reshape", lw.memo[("router_logits", route.out)].name, b.i64(-1, n))
 
-    def interleaved(p: str, part: str) -> np.ndarray:
-        gate, up = _tensor(lw, f"{p}gate_proj.{part}"), _tensor(lw, f"{p}up_proj.{part}")
-        out = np.empty((2 * gate.shape[0], *gate.shape[1:]), gate.dtype)
-        out[0::2], out[1::2] = gate, up
-        return out
-
     def fc1(part: str) -> str:
-        return _stacked(lw, node, f"moe_fc1.{part}", (lambda p: interleaved(p, part)) if gated
+        return _stacked(lw, node, f"moe_fc1.{part}", (lambda p: _interleaved(
+            _tensor(lw, f"{p}gate_proj.{part}"), _tensor(lw, f"{p}up_proj.{part}"))) if gated
                         else (lambda p: _tensor(lw, f"{p}fc1.{part}")))
 
     def fc2(part: str) -> str:
@@ -206,7 +201,6 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
                         lambda p: _tensor(lw, f"{p}{'down_proj' if gated else 'fc2'}.{part}"))
 
     biased = node.attr("bias")
-    names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
     clamped = node.attr("act") == "clamped_swiglu"
     attrs = dict(k=node.attr("top_k"), normalize_routing_weights=int(route.attr("normalize")),
                  activation_type="swiglu" if gated else "relu")
@@ -214,9 +208,7 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
         attrs |= dict(swiglu_fusion=1, activation_alpha=node.attr("alpha") if clamped else 1.0,
                       activation_beta=1.0 if clamped else 0.0,
                       swiglu_limit=node.attr("limit") if clamped else _FLOAT32_MAX)
-    q = lw.quantization
-    if q is not None and f"{node.attr('prefix')}0.{names[-1]}.weight" in lw.quantized and (
-            q.bits == 4 or (q.symmetric and q.accuracy == 4)):
+    if _in_blocks(lw, node):
         y = _qmoe(lw, node, flat, logits, fc1, fc2, biased, attrs)
     else:
         y = b.op("MoE", flat, logits, fc1("weight"), fc1("bias") if biased else "",
@@ -224,6 +216,20 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
     if route.attr("scale") != 1.0:
         y = b.op("Mul", y, b.const(route.attr("scale"), b.dtype))
     return b.op("Reshape", y, b.op("Shape", x))
+
+
+def _interleaved(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """Rows gate[0], up[0], gate[1], up[1], ...: MoE's fused SwiGLU fc1 (swiglu_fusion = 1)."""
+    out = np.empty((2 * gate.shape[0], *gate.shape[1:]), gate.dtype)
+    out[0::2], out[1::2] = gate, up
+    return out
+
+
+def _in_blocks(lw: Lowering, node: Node) -> bool:
+    """Whether a mixture's experts are stored as QMoE blocks (see `_qmoe` for which)."""
+    q, prefix = lw.quantization, node.attr("prefix")
+    return q is not None and any(w.startswith(prefix) for w in lw.quantized) and (
+        q.bits == 4 or (q.symmetric and q.accuracy == 4))
 
 
 def _qmoe(lw: Lowering, node: Node, flat: str, logits: str, fc1, fc2, biased: bool,
@@ -247,10 +253,7 @@ def _qmoe(lw: Lowering, node: Node, flat: str, logits: str, fc1, fc2, biased: bo
             return raw(f"{p}fc{fc}.weight")
         if fc == 2:
             return raw(f"{p}down_proj.weight")
-        gate, up = raw(f"{p}gate_proj.weight"), raw(f"{p}up_proj.weight")
-        out = np.empty((2 * gate.shape[0], gate.shape[1]), np.float32)
-        out[0::2], out[1::2] = gate, up
-        return out
+        return _interleaved(raw(f"{p}gate_proj.weight"), raw(f"{p}up_proj.weight"))
 
     blocks = []
     for fc in (1, 2):
