@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,17 @@ __all__ = ["DEFAULT_OUTPUT_DIR", "Layer", "Program", "load", "loads", "read_sour
 DEFAULT_OUTPUT_DIR = Path("exported")
 
 
-def load(path: str | os.PathLike[str]) -> Program:
-    """Parse and check a spec file. Raises SpecError (with rendered diagnostics) if invalid."""
+def load(path: str | os.PathLike[str], *, padding: str = "auto", head: str = "auto") -> Program:
+    """Parse and check a spec file, or import a Hugging Face checkpoint folder or config.json
+    as `attndsl import` (its options; warnings as Python warnings). Raises SpecError if invalid."""
+    if Path(path).is_dir() or Path(path).suffix == ".json":  # a checkpoint's config
+        from .hf_import import import_config
+
+        notes: list[str] = []
+        text = import_config(Path(path), padding, head, notes)
+        for note in notes:
+            warnings.warn(note, stacklevel=2)
+        return loads(text, f"<the spec imported from {path}>")
     return Program(check(parse(read_source(path))))
 
 
@@ -97,6 +107,7 @@ class Layer:
         state dict, names per docs/LANGUAGE.md, Weights) or drawn from `seed` (in float32, then
         rounded to `dtype`, so every dtype holds the same weights up to rounding). `path`: how
         its attentions run (`auto`, `flex` or `dense`; `explain --target torch`)."""
+        from .backends.inputs import check_float_dtype
         from .backends.torch import seeded_module
         from .dtypes import torch_dtype
         from .weights import load_into
@@ -108,6 +119,7 @@ class Layer:
         module = seeded_module(self.spec, seed, path=path)
         if weights is not None:
             load_into(module, weights, self.spec)
+        module.register_forward_pre_hook(check_float_dtype, with_kwargs=True)
         return module.to(torch_dtype(dtype))
 
     def onnx_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
@@ -144,9 +156,8 @@ class Layer:
         graph, _ = self.plan(target, dtype)
         state = self._weights(seed, weights, dtype)
         model = build_model(graph, state, dtype, fused_norms=get(target).planned,
-                            quantization=quantize)
-        del state  # the weights now live in the model: hold them once, not twice
-        return finalize(model, provenance)
+                            quantization=quantize, deferred=(deferred := {}))
+        return finalize(model, provenance, deferred)
 
     def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
                       weights: str | os.PathLike[str] | None = None,
@@ -172,7 +183,7 @@ class Layer:
         rather than computed for every call."""
         from .backends.finalize import finalize
         from .backends.lower import build_model
-        from .decoding import check_decodable
+        from .decoding import cache_layout, check_decodable
         from .ir import build
         from .planner import plan
 
@@ -183,36 +194,46 @@ class Layer:
         check_decodable(self.spec)
         state = self._weights(seed, weights, dtype)
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
-        model = build_model(graph, state, dtype, fused_norms=get(target).planned,
-                            quantization=quantize, max_length=max_length)
-        del state
-        layout = _layout(graph)  # in place: GroupQueryAttention, its rotary tables folded
+        model = build_model(graph, state, dtype, fused_norms=get(target).planned,  # weights
+                            quantization=quantize, max_length=max_length,  # read as written
+                            deferred=(deferred := {}))
+        layout = cache_layout(graph)  # in place: GroupQueryAttention, its rotary tables folded
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
                                       kv_cache=layout,
                                       max_total_length=max_length if layout == "in_place"
                                       else None, quantization=quantize and quantize.text())
-        return finalize(model, provenance)
+        return finalize(model, provenance, deferred)
+
+    def generate(self, prompt_ids: Any, max_new: int = 32, **options: Any):
+        """Greedy new tokens of this language model for prompts of token ids, in ONNX
+        Runtime (`decoding.generate_layer`: its options) -> decoding.Generation."""
+        from .decoding import generate_layer
+
+        return generate_layer(self, prompt_ids, max_new, **options)
 
     def _weights(self, seed: int, weights: str | os.PathLike[str] | None,
-                 dtype: str) -> dict[str, Any]:
-        """Float32 copies of the weights as rounded to `dtype` (exact; NumPy has no bfloat16):
-        read from `weights` (`weights.read_weights`: checked against the weight table) or drawn
-        from `seed`, by NumPy without torch."""
+                 dtype: str) -> Mapping[str, Any]:
+        """The weights in float32 as rounded to `dtype` (exact; NumPy has no bfloat16), each
+        read from `weights` (`read_weights`: checked against the weight table) or drawn from
+        `seed` when asked for (`weights.Weights`: an export holds one at a time)."""
         from .dtypes import round_to
-        from .weight_table import seeded_weights, weight_table
+        from .weight_table import weight_table
+        from .weights import Weights, seeded
 
         check_ints("seed", (seed,), 0, 2**63 - 1)
-        check_memory(self.name, self.spec)
+        if hasattr(weights, "state_dict") or hasattr(weights, "items"):  # held in memory
+            check_memory(self.name, self.spec)
         table = weight_table(self.spec)
         if weights is not None:
             from .weights import read_weights
 
-            found = read_weights(weights, {w.name: w.shape for w in table}, self.spec)
-        else:
-            found = seeded_weights(table, seed)
+            found = read_weights(weights, {w.name: w.shape for w in table}, self.spec,
+                                 streamed=True)
+        else:  # drawn when the file is written, one at a time, as a file's are read
+            found = seeded(table, seed)
         if dtype == "float32":
             return found
-        return {k: round_to(v, dtype).astype("float32") for k, v in found.items()}
+        return Weights.of(found, lambda v: round_to(v, dtype).astype("float32"))
 
     def _provenance(self, seed: int, target: str, dtype: str,
                     weights: str | os.PathLike[str] | None, **form: str | int | None):
@@ -257,10 +278,12 @@ class Layer:
                        bounded: bool = False) -> str:
         """The cache layout of `decoder_bytes` with these options (in_place, bounded or
         growing), from the plan alone: no weights are drawn or read."""
+        from .decoding import cache_layout
         from .ir import build
         from .planner import plan
 
-        return _layout(plan(build(self.spec, decode=True, bounded=bounded), target, dtype)[0])
+        graph = build(self.spec, decode=True, bounded=bounded)
+        return cache_layout(plan(graph, target, dtype)[0])
 
     def plan(self, target: str = DEFAULT_TARGET, dtype: str = "float32"):
         """(planned graph IR, [planner.Choice per attention]) for a target and dtype; target
@@ -284,7 +307,7 @@ class Layer:
         exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype)
         path = Path(directory) / f"{self.name}.onnx"
         outputs = Outputs()
-        for name, data in exported.files(path.name).items():
+        for name, data in exported.streams(path.name).items():
             outputs.file(path.with_name(name), data)
         outputs.commit()
         return path
@@ -294,17 +317,9 @@ class Layer:
                             dtype: str = "float32") -> bytes:
         """A `torch.export` program (load with `torch.export.load`), serialized."""
         from .backends.torch import export_program
-        from .errors import Diagnostic, SpecError
+        from .usage import check_torch_program
 
-        switched = next((a for a in s.attentions_of(self.spec) if a.variants), None)
-        if switched is not None:
-            raise SpecError([Diagnostic(
-                f"`{switched.name}` chooses its core by length, which a torch.export program "
-                "cannot hold yet: torch.cond branches with tensor constants fail to serialize "
-                "(pytorch/pytorch#180354)", switched.span("by_length"),
-                hint="export it as ONNX (`--export onnx`, every target): one `If` per "
-                     "threshold")])
-
+        check_torch_program(self.spec)
         return export_program(self.spec, self.to_torch(seed=seed, weights=weights, dtype=dtype,
                                                        path="dense"),
                               dtype=dtype)
@@ -312,7 +327,10 @@ class Layer:
     def reference(self, inputs: dict[str, Any], weights: dict[str, Any]):
         """The NumPy reference output (float64) for named inputs and a state dict."""
         from .backends import reference
+        from .usage import check_token_ids
 
+        if "input_ids" in inputs:  # NumPy's indexing would wrap a negative id
+            check_token_ids(inputs["input_ids"], self.spec.vocab)
         return reference.run(self.graph(), inputs, {k: _numpy(v) for k, v in weights.items()})
 
     def verify(self, *, lengths: Any = None, batches: Any = None,
@@ -336,10 +354,8 @@ class Layer:
 
         check_dtype(dtype)
         check_ints("seed", (seed,), 0, 2**63 - 1)
-        if lengths:
-            check_ints("lengths", tuple(lengths), 1, s.MAX_LENGTH)
-        if batches:
-            check_ints("batches", tuple(batches), 1, 1 << 16)
+        check_ints("lengths", tuple(lengths or ()), 1, s.MAX_LENGTH)
+        check_ints("batches", tuple(batches or ()), 1, 1 << 16)
         for provider in providers:  # fail before the slow export, not after
             runtime.require(provider)
         on: dict[str, tuple[str, ...]] = {}  # target -> its providers
@@ -372,16 +388,6 @@ class Layer:
                       lengths=lengths or None, batches=batches or DEFAULT_BATCHES,
                       dtype=dtype, progress=progress, quantize=quantize,
                       float_weights=float_state)
-
-
-def _layout(graph) -> str:
-    """A planned decoding graph's cache layout: in_place when its attentions write the cache
-    themselves, bounded when some present is a cache's tail, else growing."""
-    from .ir import Op
-
-    if any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache" for n in graph.nodes):
-        return "in_place"
-    return "bounded" if any(n.op is Op.TAIL for n in graph.nodes) else "growing"
 
 
 def _numpy(value: Any):

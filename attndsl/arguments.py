@@ -4,21 +4,82 @@ range-checked here, so a bad value is a usage error, exit 2, before any work).""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import difflib
+import sys
+from collections.abc import Callable, Sequence
 
 from . import __version__
 from .api import DEFAULT_OUTPUT_DIR
 from .dtypes import DTYPES
 from .errors import UsageError
 from .spec import MAX_LENGTH
-from .targets import DEFAULT_TARGET, TARGETS, TRITON_TARGET
+from .targets import (
+    CPU_TARGET,
+    CUDA_TARGET,
+    DEFAULT_TARGET,
+    PORTABLE_TARGET,
+    TARGETS,
+    TORCH_PLAN,
+    TRITON_TARGET,
+    get,
+    names,
+)
 
-__all__ = ["MAX_VERIFY_LENGTH", "build_parser"]
+__all__ = ["MAX_VERIFY_LENGTH", "build_parser", "did_you_mean"]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        # argparse reports a subcommand's unknown options here, at the top, without the
+        # subcommand's options at hand: look them up to suggest the one meant
+        given = list(sys.argv[1:] if args is None else args)
+        commands = [c for a in self._actions if isinstance(a, argparse._SubParsersAction)
+                    for c in a.choices]
+        unknown = [a.split("=", 1)[0] for a in given
+                   if a.startswith("-") and a.split("=", 1)[0] not in self._option_string_actions]
+        if commands and unknown and not set(given) & set(commands):  # else: "command required"
+            self.error(f"unrecognized arguments: {' '.join(unknown)}" + did_you_mean(
+                unknown, [*self._option_string_actions, *commands]))
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            known = [o for a in self._actions for o in a.option_strings]
+            for action in self._actions:
+                if isinstance(action, argparse._SubParsersAction) and \
+                        getattr(parsed, action.dest, None) in action.choices:
+                    known += [o for a in action.choices[getattr(parsed, action.dest)]._actions
+                              for o in a.option_strings]
+            self.error(f"unrecognized arguments: {' '.join(extras)}" + did_you_mean(
+                [a.split("=", 1)[0] for a in extras if a.startswith("-")], known))
+        if getattr(parsed, "allow_unused_weights", False):  # the weights say it to the reader
+            if not parsed.weights:
+                self.error("--allow-unused-weights goes with --weights")
+            from .checkpoints import allow_unused_weights
+
+            parsed.weights = allow_unused_weights(
+                parsed.weights, lambda message: print(f"warning: {message}", file=sys.stderr))
+        return parsed
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        try:  # an unknown subcommand or choice: name the closest one
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            hint = did_you_mean([str(value)], [str(c) for c in action.choices or ()])
+            raise argparse.ArgumentError(action, exc.message + hint) from None
+
+
+def did_you_mean(given: Sequence[str], known: Sequence[str]) -> str:
+    """A help line naming the closest known word to each given one (difflib), or ""."""
+    close = {g: m[0] for g in given if (m := difflib.get_close_matches(g, known, n=1))}
+    if not close:
+        return ""
+    if len(close) == 1 and len(given) == 1:  # as the spec's diagnostics put it
+        return f"\n  = help: did you mean `{next(iter(close.values()))}`?"
+    return "\n  = help: did you mean " + ", ".join(f"`{m}` (for {g})"
+                                                   for g, m in close.items()) + "?"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,14 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     c = sub.add_parser("check", help="check spec files; print diagnostics")
-    c.add_argument("files", nargs="+")
+    c.add_argument("files", nargs="+", metavar="FILE",
+                   help=".attn spec files; each is checked on its own (exit 2 if any fails)")
 
     f = sub.add_parser("fmt", help="format spec files canonically (in place)")
-    f.add_argument("files", nargs="+")
+    f.add_argument("files", nargs="+", metavar="FILE",
+                   help=".attn spec files, each rewritten in place unless --check or --diff")
     f.add_argument("--check", action="store_true", help="exit 1 if a file is not formatted")
     f.add_argument("--diff", action="store_true", help="print a diff instead of writing")
     k = sub.add_parser("compile", help="export layers to ONNX or a torch.export program")
-    k.add_argument("file")
+    k.add_argument("file", help="the .attn spec file")
     k.add_argument("--name", help="the layer to compile (default: every layer in the file)")
     k.add_argument("-q", "--quiet", action="store_true", help="no progress bar on stderr")
     k.add_argument("--export", required=True, choices=("onnx", "torch", "triton", "genai"),
@@ -52,19 +115,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "rotary tables are folded for it, longer calls refused (genai default: "
                         "the checkpoint's max_position_embeddings, else 4096; --decode: none)")
     k.add_argument("--eos", type=_ints(0, 1 << 24), default=None,
-                   help="genai: end-of-sequence token ids (default: the checkpoint's, else 0)")
+                   help="genai: end-of-sequence token ids (default: the checkpoint's "
+                        "config.json, else its generation_config.json, else none; 0 without "
+                        "a checkpoint)")
     k.add_argument("-o", "--output", default=str(DEFAULT_OUTPUT_DIR), metavar="DIR",
                    help="output folder (default: exported/)")
     k.add_argument("--target", default=None, choices=TARGETS,
-                   help=f"default {DEFAULT_TARGET} ({TRITON_TARGET} for triton); portable = dense "
-                        "standard ops only")
+                   help=f"default {DEFAULT_TARGET} ({TRITON_TARGET} for triton); "
+                        f"{PORTABLE_TARGET} = dense standard ops only")
     k.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="weights, inputs and outputs (softmax is float32); bfloat16 needs "
-                        "--target ort-cuda or portable")
-    k.add_argument("--seed", type=_SEED, default=0, help="weights seed (default 0)")
+                        f"--target {CUDA_TARGET} or {PORTABLE_TARGET}")
+    k.add_argument("--seed", type=_SEED, default=None,
+                   help="draws the weights when there is no --weights (default 0)")
     k.add_argument("--weights", help=".safetensors file or torch state dict, tensors named as in "
                                       "docs/LANGUAGE.md (Weights); or a Hugging Face checkpoint "
                                       "folder (docs/CHECKPOINTS.md)")
+    k.add_argument("--allow-unused-weights", action="store_true",
+                   help="with --weights: leave out (with a warning naming them) tensors the "
+                        "spec does not use, which are refused otherwise")
     _quantize_options(k)
 
     im = sub.add_parser("import", help="write the spec of a Hugging Face model's config.json")
@@ -78,17 +147,24 @@ def build_parser() -> argparse.ArgumentParser:
                          "generates); none: the stack alone; auto: lm where attndsl can")
 
     v = sub.add_parser("verify", help="compare reference, torch and ONNX Runtime")
-    v.add_argument("file")
+    v.add_argument("file", help="the .attn spec file")
     v.add_argument("--name", help="the layer to verify (default: every layer)")
     v.add_argument("--lengths", type=_ints(1, MAX_VERIFY_LENGTH), default=(),
-                   help="extra lengths, comma-separated (always: 1,7,64,300)")
+                   help="the lengths to check, comma-separated, instead of those chosen from "
+                        "the spec (default: 1, primes, and the first prime past every window, "
+                        "chunk, block and by_length threshold; each printed with its reason)")
     v.add_argument("--batches", type=_ints(1, 64), default=(1, 3), help="default 1,3")
     v.add_argument("--providers", type=_word_list, default=("cpu",), help="cpu,cuda")
     v.add_argument("--targets", "--target", type=_targets, default=None,
                    help="comma-separated, default all: " + ",".join(TARGETS) + " (on the CUDA "
-                        "provider: portable,ort-cuda)")
-    v.add_argument("--seed", type=_SEED, default=0)
-    v.add_argument("--weights")
+                        f"provider: {names(provider='cuda', sep=',')})")
+    v.add_argument("--seed", type=_SEED, default=0,
+                   help="draws the inputs, and the weights when there is no --weights (default 0)")
+    v.add_argument("--weights", help="as compile's --weights: the layer's weights (default: "
+                                      "drawn from --seed)")
+    v.add_argument("--allow-unused-weights", action="store_true",
+                   help="with --weights: leave out (with a warning naming them) tensors the "
+                        "spec does not use, which are refused otherwise")
     v.add_argument("--dtype", default="float32", choices=DTYPES,
                    help="tolerance 1e-4 (float32) or 2e-2 (float16, bfloat16) x max(1, |ref|)")
     _quantize_options(v)
@@ -116,28 +192,36 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--precisions", type=_word_list, default=("fp32",),
                     help="--decode: fp32,int8,int4: attndsl's model (--quantize) and the "
                          "builder's at each (default fp32)")
-    bn.add_argument("--name")
-    bn.add_argument("--lengths", type=_ints(1, MAX_LENGTH), default=(1024, 4096, 8192))
-    bn.add_argument("--batch", type=_BATCH, default=1)
-    bn.add_argument("--targets", "--target", type=_targets, default=_BENCH_TARGETS)
-    bn.add_argument("--providers", type=_word_list, default=("cpu",))
-    bn.add_argument("--dtype", default="float32", choices=DTYPES)
+    bn.add_argument("--name", help="the layer to measure (default: every layer in the file)")
+    bn.add_argument("--lengths", type=_ints(1, MAX_LENGTH), default=(1024, 4096, 8192),
+                    help="sequence lengths L, comma-separated (default 1024,4096,8192)")
+    bn.add_argument("--batch", type=_BATCH, default=1, help="batch size B (default 1)")
+    bn.add_argument("--targets", "--target", type=_targets, default=_BENCH_TARGETS,
+                    help="comma-separated, of " + ",".join(TARGETS) + " (default "
+                         + ",".join(_BENCH_TARGETS) + ": the dense baseline and the default "
+                         "plan); the torch modules always run")
+    bn.add_argument("--providers", type=_word_list, default=("cpu",),
+                    help="ONNX Runtime providers, cpu,cuda (default cpu)")
+    bn.add_argument("--dtype", default="float32", choices=DTYPES,
+                    help="weights, inputs and outputs (default float32)")
     bn.add_argument("--repeat", type=_count(1, 10_000), default=None,
                     help="timed runs after a warm-up (default 5, at least 5; --decode: "
                          "generations per backend, default 3)")
-    bn.add_argument("--json", action="store_true")
+    bn.add_argument("--json", action="store_true", help="machine-readable rows on stdout")
     bn.add_argument("--markdown", action="store_true", help="a Markdown table with the machine")
     bn.add_argument("--plot", metavar="P.svg|P.png", help="latency against length, log-log "
                     "(.svg: labelled axes and legend; .png: the lines, colours printed)")
-    bn.add_argument("-q", "--quiet", action="store_true")
+    bn.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
     sub.add_parser("lsp", help="the language server for editors, over stdin/stdout "
                    "(needs attndsl[editor])")
 
     sh = sub.add_parser("show", help="draw a layer's mask (terminal grid, PNG)")
-    sh.add_argument("file")
-    sh.add_argument("--name")
-    sh.add_argument("--length", type=_SHOW_LENGTH, default=24, help="queries (rows), default 24")
+    sh.add_argument("file", help="the .attn spec file")
+    sh.add_argument("--name", help="the layer to draw (default: every layer in the file)")
+    sh.add_argument("--length", type=_SHOW_LENGTH, default=None,
+                    help="queries (rows), 1 to 2048 (default: the first prime past the mask's "
+                         "longest window, chunk or span, as verify picks, else 24)")
     sh.add_argument("--memory-length", type=_SHOW_LENGTH, default=None,
                     help="keys for cross attention")
     sh.add_argument("--png", help="also write a PNG: one panel per head where biases differ")
@@ -145,12 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "index), a legend and, for biases, a colour bar")
 
     e = sub.add_parser("explain", help="print the graph IR and the planner's choices")
-    e.add_argument("file")
-    e.add_argument("--name")
-    e.add_argument("--target", default=DEFAULT_TARGET, choices=(*TARGETS, "torch"),
+    e.add_argument("file", help="the .attn spec file")
+    e.add_argument("--name", help="the layer to explain (default: every layer in the file)")
+    e.add_argument("--target", default=DEFAULT_TARGET, choices=(*TARGETS, TORCH_PLAN),
                    help="torch: how the torch module (to_torch) runs each attention")
     e.add_argument("--dtype", default="float32", choices=DTYPES,
-                   help="the plan depends on it on ort-cuda")
+                   help=f"the plan depends on it on {CUDA_TARGET}")
     e.add_argument("--decode", action="store_true",
                    help="the decoding form (KV caches) and its cache layout")
     e.add_argument("--bounded-cache", action="store_true",
@@ -162,18 +246,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated token ids; repeat for a batch (left-padded)")
     g.add_argument("--max-new", type=_count(1, MAX_LENGTH), default=32,
                    help="new tokens per prompt (default 32)")
-    g.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
+    g.add_argument("--provider", default="cpu", choices=("cpu", "cuda"),
+                   help="ONNX Runtime's execution provider (default cpu)")
     g.add_argument("--eos", type=_ints(0, 1 << 24), default=None,
-                   help="stop tokens (default: the genai folder's eos_token_id; none for a file)")
+                   help="stop tokens (default: the genai folder's eos_token_id; none for a "
+                        "file, or where the folder's is [])")
     g.add_argument("--json", action="store_true", help="tokens and timings as JSON")
-    g.add_argument("-q", "--quiet", action="store_true")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bar on stderr")
 
     r = sub.add_parser("run", help="run an exported .onnx model in ONNX Runtime")
-    r.add_argument("model")
+    r.add_argument("model", help="an exported .onnx model")
     r.add_argument("--inputs", help=".npz with arrays named as the model's inputs")
-    r.add_argument("--provider", default="cpu", choices=("cpu", "cuda"))
-    r.add_argument("--batch", type=_BATCH, default=1)
-    r.add_argument("--length", type=_LENGTH, default=16)
+    r.add_argument("--provider", default="cpu", choices=("cpu", "cuda"),
+                   help="ONNX Runtime's execution provider (default cpu)")
+    r.add_argument("--batch", type=_BATCH, default=1,
+                   help="B of the random inputs, without --inputs (default 1)")
+    r.add_argument("--length", type=_LENGTH, default=16,
+                   help="L of the random inputs, without --inputs (default 16)")
     r.add_argument("--memory-length", type=_LENGTH, default=None, help="S (default: --length)")
     r.add_argument("--seed", type=_SEED, default=0, help="seed for random inputs")
     r.add_argument("--output", help="write the outputs to this .npz")
@@ -184,36 +273,51 @@ def _quantize_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quantize", choices=("int4", "int8"), default=None,
                    help="weights of every projection, MLP and the LM head as MatMulNBits "
                         "blocks, the token embedding as GatherBlockQuantized "
-                        "(docs/QUANTIZATION.md; ort-cpu, ort-cuda)")
-    p.add_argument("--quant-block", type=int, default=32,
-                   help="inputs per scale: 16, 32 (default), 64, 128 or 256")
+                        f"(docs/QUANTIZATION.md; {CPU_TARGET}, {CUDA_TARGET})")
+    # None, not the default, so that one given without --quantize is refused, not ignored
+    p.add_argument("--quant-block", type=int, default=None,
+                   help="with --quantize: inputs per scale, 16, 32 (default), 64, 128 or 256")
     p.add_argument("--quant-asymmetric", action="store_true",
-                   help="a zero point per block (default: symmetric, zero point 2^(bits-1))")
+                   help="with --quantize: a zero point per block (default: symmetric, zero "
+                        "point 2^(bits-1))")
     p.add_argument("--quant-accuracy", type=int, default=None,
-                   help="MatMulNBits' accuracy_level, 0 to 4 (default 4 on ort-cpu: "
-                        "activations quantized to int8 per block; 0 on ort-cuda)")
+                   help="with --quantize: MatMulNBits' accuracy_level, 0 to 4 (default 4 on "
+                        f"{CPU_TARGET}: activations quantized to int8 per block; 0 on "
+                        f"{CUDA_TARGET})")
 
 
 def compile_options(args: argparse.Namespace):
     """compile's options that go together, checked (UsageError) before anything is built:
-    (the target, its default by export; the quantization or None)."""
+    (the target, its default by export; the quantization or None). Sets `args.seed` to its
+    default where it was not given."""
     if args.decode and args.export != "onnx":
         raise UsageError("--decode goes with --export onnx (--export genai always decodes)")
     if args.bounded_cache and not args.decode:
         raise UsageError("--bounded-cache goes with --export onnx --decode: onnxruntime-genai "
                          "allocates every present at the full length, so a genai folder keeps "
                          "full caches")
+    if args.weights and args.seed is not None:  # weights from a file: no seed draws anything
+        raise UsageError("--seed draws random weights; with --weights nothing is drawn: drop one")
+    args.seed = 0 if args.seed is None else args.seed  # the default, once checked
     target = args.target or (TRITON_TARGET if args.export == "triton" else DEFAULT_TARGET)
     return target, quantization(args, target)
 
 
 def quantization(args: argparse.Namespace, target: str | None = None):
     """The `--quantize` options as a quantize.Quantization (checked against the target and
-    dtype, UsageError), or None. `target` (verify: the first of --targets, else ort-cpu)
+    dtype, UsageError), or None. `target` (verify: the first of --targets, else DEFAULT_TARGET)
     chooses the default accuracy_level."""
     from .quantize import Quantization, check_quantization
 
     if args.quantize is None:
+        given = [flag for flag, value in (("--quant-block", args.quant_block),
+                                          ("--quant-asymmetric", args.quant_asymmetric or None),
+                                          ("--quant-accuracy", args.quant_accuracy))
+                 if value is not None]
+        if given:  # it would change nothing: say so rather than export a float model silently
+            raise UsageError(f"{' and '.join(given)} only shape{'s' * (len(given) == 1)} a "
+                             "quantized export: add --quantize int4 or int8, or drop "
+                             f"{'it' if len(given) == 1 else 'them'}")
         return None
     if getattr(args, "export", None) == "torch":
         raise UsageError("--quantize writes ONNX Runtime's MatMulNBits: it goes with --export "
@@ -221,9 +325,9 @@ def quantization(args: argparse.Namespace, target: str | None = None):
     target = target or (args.targets[0] if getattr(args, "targets", None) else DEFAULT_TARGET)
     accuracy = args.quant_accuracy
     if accuracy is None:
-        accuracy = 4 if target == "ort-cpu" else 0
-    q = Quantization(int(args.quantize[3:]), args.quant_block, not args.quant_asymmetric,
-                     accuracy)
+        accuracy = 4 if get(target).provider == "cpu" else 0  # int8 activations pay on CPUs
+    block = Quantization.block if args.quant_block is None else args.quant_block
+    q = Quantization(int(args.quantize[3:]), block, not args.quant_asymmetric, accuracy)
     check_quantization(q, target, args.dtype)
     return q
 
@@ -263,7 +367,7 @@ MAX_VERIFY_LENGTH = 2048
 _SEED = _count(0, 2**63 - 1)
 _BATCH = _count(1, 1 << 16)
 _LENGTH = _count(1, MAX_LENGTH)
-_SHOW_LENGTH = _count(1, 2048)  # one character (and at least one pixel) per key
+_SHOW_LENGTH = _count(1, 2048)  # show.MAX_SHOW_LENGTH: at least one pixel per key
 # bench compares the dense baseline(s) with the default plan
 _BENCH_TARGETS = (*(n for n, t in TARGETS.items() if not t.planned), DEFAULT_TARGET)
 
@@ -273,7 +377,8 @@ def _targets(text: str) -> tuple[str, ...]:
     unknown = [t for t in targets if t not in TARGETS]
     if unknown or not targets:
         raise argparse.ArgumentTypeError(f"unknown target {', '.join(unknown) or text!r}: "
-                                         f"choose from {', '.join(TARGETS)}")
+                                         f"choose from {', '.join(TARGETS)}"
+                                         + did_you_mean(unknown, list(TARGETS)))
     return targets
 
 

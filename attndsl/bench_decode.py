@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .targets import CPU_TARGET  # the bench runs on the CPU: its plan
+
 __all__ = ["DecodeRow", "bench_decode", "measure_bandwidth", "render_decode"]
 
 
@@ -136,7 +138,7 @@ def bench_decode(source: Path, *, prompts: Sequence[int] = (128, 2048), new: int
     with tempfile.TemporaryDirectory(prefix="attndsl-bench-") as tmp:
         notes = {}
         for p in precisions:
-            runners.append((f"attndsl (ort-cpu, {p})", p,
+            runners.append((f"attndsl ({CPU_TARGET}, {p})", p,
                             _attndsl(source, Path(tmp), threads, p)))
             if "genai" in baselines:  # attndsl's genai folder, and the builder's, in genai
                 for name, make in (("attndsl folder in onnxruntime-genai", _attndsl_folder),
@@ -206,7 +208,7 @@ def _attndsl(source: Path, tmp: Path, threads: int, precision: str = "fp32"):
     layer = next(program[n] for n in program if getattr(program[n].spec, "vocab", None))
     quantize = None if precision == "fp32" else Quantization(int(precision[3:]))
     session = make_session(layer.decoder_model(
-        target="ort-cpu", weights=source, quantize=quantize,
+        target=CPU_TARGET, weights=source, quantize=quantize,
         max_length=folder_context(str(source))), "cpu", threads=threads)
 
     def run(ids: list[int], new: int) -> tuple[float, list[float]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,15 @@ from .dtypes import numpy_dtype
 from .errors import Diagnostic, SpecError, UsageError
 from .hf_fields import read_config, read_json
 
-__all__ = ["Checkpoint", "open_checkpoint", "read_tensors"]
+__all__ = ["Checkpoint", "Unread", "open_checkpoint", "read_tensors"]
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A tensor that was checked and dropped: `read()` reads it again (a streamed export)."""
+
+    shape: tuple[int, ...]
+    read: Callable[[], np.ndarray]
 
 
 @dataclass
@@ -32,6 +40,8 @@ class Checkpoint:
     config: dict
     files: dict[str, Path]  # tensor name -> file holding it
     _cache: dict[Path, Mapping[str, np.ndarray]] = field(default_factory=dict)
+    # streamed: each tensor `gather` takes is passed here (to check its values), then dropped
+    inspect: Callable[[str, np.ndarray], None] | None = None
 
     def _file(self, name: str) -> Mapping[str, np.ndarray]:
         path = self.files[name]
@@ -41,6 +51,15 @@ class Checkpoint:
 
     def tensor(self, name: str) -> np.ndarray:
         return self._file(name)[name]
+
+    def kept(self, ours: str, tensor: np.ndarray,
+             again: Callable[[], np.ndarray]) -> np.ndarray | Unread:
+        """What a reader keeps of `tensor` (attndsl's `ours`): the tensor; streamed (with
+        `inspect`), the tensor is inspected and an `Unread` that reads it `again` is kept."""
+        if self.inspect is None:
+            return tensor
+        self.inspect(ours, tensor)
+        return Unread(tuple(tensor.shape), again)
 
     def shape(self, name: str) -> tuple[int, ...]:
         found = self._file(name)
@@ -108,6 +127,7 @@ class _SafetensorsFile(Mapping[str, np.ndarray]):
         for name, entry in header.items():
             if name != "__metadata__":
                 self._entries[name] = _entry(name, entry, size - self._start)
+        _check_layout(header, size - self._start)
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self._entries[name][1]
@@ -148,6 +168,31 @@ def _entry(name: str, entry: Any, data_size: int) -> tuple[Any, tuple[int, ...],
         raise ValueError(f"`{name}`: shape {shape} of {kind} does not fill its "
                          f"{offsets[1] - offsets[0]} bytes")
     return dtype, tuple(shape), offsets[0]
+
+
+def _check_layout(header: dict, data_size: int) -> None:
+    """The data section as the format and its reference reader (the safetensors library)
+    require it: the tensors' byte ranges, in order, tile it exactly, from its first byte to the
+    end of the file; overlapping tensors (one byte read as two tensors), gaps and trailing
+    bytes are refused as that reader refuses them."""
+    ranges = sorted((tuple(e["data_offsets"]), name) for name, e in header.items()
+                    if name != "__metadata__")
+    end, before, gap = 0, None, None
+    for (begin, stop), name in ranges:
+        if begin < end:  # the worse fault first: bytes read as two tensors
+            raise ValueError(f"`{name}` has data_offsets {[begin, stop]}, which overlap "
+                             f"`{before}`'s: the tensors must fill the data section one "
+                             "after another")
+        if begin > end and gap is None:
+            gap = (f"`{name}` has data_offsets {[begin, stop]}, which leave bytes "
+                   f"{end}..{begin} of the data unused: the tensors must fill the data "
+                   "section one after another")
+        end, before = stop, name
+    if gap is not None:
+        raise ValueError(gap)
+    if end != data_size:
+        raise ValueError(f"its tensors end at byte {end} of its {data_size} bytes of data: "
+                         "the file holds bytes no tensor describes")
 
 
 def _shards(index: Path, folder: Path) -> dict[str, Path]:

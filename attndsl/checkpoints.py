@@ -5,13 +5,20 @@ describes picked out: layer i of a stack is the checkpoint's layer i; an attenti
 checkpoint's layer 0 (`layer` chooses another).
 
 Strict where it matters: every tensor the spec needs must be there with its shape, and every
-tensor of a picked layer must be used (a checkpoint bias the spec leaves out would otherwise be
-dropped silently). Other layers are not read, nor embeddings and heads but for a language
-model (a spec with `vocab`)."""
+tensor of the checkpoint must be used or known to lie outside the spec (a bias the spec leaves
+out, a qk-norm it lacks, layers past its own would otherwise be dropped silently, and the spec
+would not describe the model): the other layers of an attention alone, embeddings and heads
+but for a language model (a spec with `vocab`), what the family's table lists as outside
+(`Names.outside`, `Names.past_layers`), old buffers and task heads. `allow_unused_weights`
+leaves the rest out with a warning instead."""
 
 from __future__ import annotations
 
+import os
 import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,21 +30,66 @@ from .families.names import Split
 from .progress import report
 from .spec import Attention, Transformer
 
-__all__ = ["Checkpoint", "gather", "open_checkpoint", "read_tensors"]
+__all__ = ["Checkpoint", "UnusedWeights", "allow_unused_weights", "gather", "open_checkpoint",
+           "read_tensors"]
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, stacklevel=4)
+
+
+@dataclass(frozen=True)
+class UnusedWeights:
+    """A weights path (a file or a checkpoint folder) whose tensors the spec does not use are
+    left out, named in one warning, rather than refused: `allow_unused_weights(path)`, given
+    wherever a method takes `weights` (the command line's --allow-unused-weights). A path
+    (os.PathLike) to everything else."""
+
+    path: str | os.PathLike[str]
+    warn: Callable[[str], None] = _warn
+    # what was said already: a command reads its weights for each backend, and says it once
+    said: set[str] = field(default_factory=set, compare=False)
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    def __str__(self) -> str:
+        return os.fspath(self.path)
+
+    def tell(self, message: str) -> None:
+        if message not in self.said:
+            self.said.add(message)
+            self.warn(message)
+
+
+def allow_unused_weights(path: str | os.PathLike[str],
+                         warn: Callable[[str], None] | None = None) -> UnusedWeights:
+    """`path` as weights that may hold tensors the spec does not use: they are left out and
+    named once through `warn` (default: a Python warning), not refused (exit 2)."""
+    if isinstance(path, UnusedWeights):
+        return path
+    return UnusedWeights(path) if warn is None else UnusedWeights(path, warn)
+
 
 def family_of(cfg: dict) -> Names:
     """The name table of the checkpoint whose config is `cfg`."""
     model_type = cfg.get("model_type")
     if model_type not in FAMILIES:
-        raise UsageError(f"checkpoint family `{model_type}` has no name table; supported: "
+        from .hf_fields import unknown_family
+
+        raise UsageError(f"{unknown_family(cfg)}: no name table for its tensors; supported: "
                          f"{', '.join(sorted(FAMILIES))}")
     return FAMILIES[model_type].names(cfg)
 
 
 def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tuple[int, ...]],
-           layer: int = 0) -> dict[str, np.ndarray]:
+           layer: int = 0, allow_unused: bool = False,
+           warn: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
     """attndsl's tensors (`wanted`: name -> shape) from the checkpoint, or SpecError naming
-    every missing, misshapen or unused tensor."""
+    every missing, misshapen or unused tensor (every tensor the checkpoint holds is read by
+    the spec or known to lie outside it: other layers of an attention alone, embeddings and
+    heads of a stack of hidden states, buffers and task heads). `allow_unused`: unused
+    tensors are left out, and `warn` is given one line naming them all."""
     fam = family_of(ckpt.config)
     keys = _strip_bases(ckpt.files, fam.bases)
     out: dict[str, np.ndarray] = {}
@@ -52,16 +104,19 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
             missing.setdefault(theirs, []).append((ours, shape, split is not None))
             continue
         used.add(theirs)
-        t = ckpt.tensor(keys[theirs])
-        if split is not None:
-            t = split(t, attn, ckpt.config)
+
+        def read(name: str = keys[theirs], split: Split | None = split,
+                 attn: Attention = attn) -> np.ndarray:
+            t = ckpt.tensor(name)
+            return t if split is None else split(t, attn, ckpt.config)
+        t = read()
         if tuple(t.shape) != shape:
             problems.append(Diagnostic(
                 f"{ckpt.root}: `{keys[theirs]}` gives `{ours}` the shape {list(t.shape)}, "
                 f"expected {list(shape)}", hint="the spec's sizes differ from config.json; "
                 "`attndsl import` writes a spec that matches"))
             continue
-        out[ours] = t
+        out[ours] = ckpt.kept(ours, t, read)  # streamed: checked now, read again when used
     prefixes = tuple(fam.layer.format(i=i) for i in picked_layers)
     table = {_name(v) for k, v in fam.names.items()
              if isinstance(spec, Transformer) or k.startswith("self_attn.")}
@@ -70,6 +125,8 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
         domain |= {v for k, v in fam.top.items() if spec.vocab is not None or k not in
                    (*LM_NAMES, *_EMBEDDING_NAMES)}
+        if spec.tied:  # a head stored beside the embedding it is tied to: transformers
+            domain -= {fam.top.get("lm_head.weight")}  # ties them on loading, as attndsl does
     unused = sorted(k for k in domain if k in keys and k not in used)
     every = {_name(v) for v in fam.every()}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
@@ -92,17 +149,90 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
             full = keys[near[0]][: len(keys[near[0]]) - len(near[0])] + theirs
             hint = (f"this checkpoint's `{keys[near[0]]}` is unused and has that shape: if it "
                     f"is the tensor, name it `{full}`")
-        what = ", ".join(f"`{o}`" for o, _, _ in wants)
-        problems.append(Diagnostic(f"{ckpt.root}: missing `{theirs}` (for {what}, shape "
-                                   f"{list(shape)})", hint=hint))
-    for k in unused:
+        # the checkpoint's own name (with the prefix its other tensors carry), and the spec's
+        # where it differs (a rename, or the pieces of a fused tensor)
+        what = ", ".join(f"`{o}`" for o, _, _ in wants if o != theirs)
         problems.append(Diagnostic(
-            f"{ckpt.root}: `{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the spec",
-            hint="the spec leaves out a tensor of this layer (a bias, a norm?); "
-                 "`attndsl import` writes a spec that matches"))
+            f"{ckpt.root}: missing `{_full_name(theirs, keys)}` (shape {list(shape)}"
+            + (f"; the spec's {what}" if what else "") + ")", hint=hint))
+    # (line, hint) for every tensor the spec does not use: of the layers it describes, then
+    # the rest of the checkpoint
+    unread = [(f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the spec",
+               "the spec leaves out a tensor of this layer (a bias, a norm?); `attndsl "
+               "import` writes a spec that matches") for k in unused]
+    unread += _strays(ckpt, fam, spec, keys, used | domain)
+    if allow_unused and unread and warn is not None:  # named in one warning, left out
+        warn(f"{ckpt.root}: left out, as not used by the spec: "
+             + "; ".join(line.removesuffix(" is not used by the spec") for line, _ in unread))
+    elif not allow_unused:
+        problems += [Diagnostic(f"{ckpt.root}: {line}", hint=f"{hint}; {_ALLOW}")
+                     for line, hint in unread]
     if problems:
         raise SpecError(problems)
     return out
+
+
+_STRAY_HINT = ("attndsl does not read this tensor, so the spec does not describe the model that "
+               "has it (a qk-norm, another layer, a vision tower?)")
+_ALLOW = "--allow-unused-weights leaves it out, with a warning"
+# what any checkpoint may carry that no spec reads: buffers older transformers saved (RoPE's
+# inv_freq, GPT-2's and GPT-NeoX's causal-mask buffers, BERT's position ids), and task heads
+# outside the stack (classification, question answering, BERT's pooler and MLM head)
+_NOT_NEEDED = re.compile(
+    r"(.+\.)?(rotary_emb\.inv_freq|(attn|attention)\.(masked_)?bias|position_ids)"
+    r"|(score|classifier|qa_outputs|pooler|cls|multiple_choice_head)(\.\w+)*\.(weight|bias)")
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers")
+
+
+def _strays(ckpt: Checkpoint, fam: Names, spec: Attention | Transformer, keys: dict[str, str],
+            accounted: set[str]) -> list[tuple[str, str]]:
+    """The checkpoint's tensors that the spec does not use and that no name table knows to be
+    outside it, one line each: names the family's table does not know (Hunyuan's
+    `query_layernorm` in a Llama checkpoint, an unrelated tensor), layers past the config's
+    count (unless the family keeps a multi-token prediction module there), and for a stack,
+    the layers past its own (one line for them all); each with its hint."""
+    known_top = {*fam.top.values(), *LM_NAMES, *_EMBEDDING_NAMES}
+    every = {_name(v) for v in fam.every()}
+    outside = re.compile("|".join(fam.outside) or "(?!)")
+    layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"(\d+)"))
+    count = next((c for c in (ckpt.config.get(k) for k in _LAYER_COUNTS) if isinstance(c, int)),
+                 None)
+    lines: list[tuple[str, str]] = []
+    past: list[str] = []
+    for k in sorted(keys):
+        if k in accounted or _NOT_NEEDED.fullmatch(k) or outside.fullmatch(k):
+            continue
+        match = layer_re.match(k)
+        if match is None:
+            if k not in known_top:
+                lines.append((f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the "
+                              "spec", _STRAY_HINT))
+            continue
+        i = int(match.group(1))
+        if count is not None and i >= count:
+            if not fam.past_layers:
+                lines.append((f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the "
+                              f"spec", f"layer {i} is past config.json's {count} layers"))
+        elif k[match.end():] not in every:
+            lines.append((f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the spec",
+                          _STRAY_HINT))
+        elif isinstance(spec, Transformer) and i >= spec.layers:
+            past.append(keys[k])
+    if past:
+        lines.append((f"{len(past)} tensors of layers past the spec's {spec.layers} (from "
+                      f"`{past[0]}`) are not used by the spec", f"the checkpoint has {count} "
+                      "layers; `attndsl import` writes a spec of them all"))
+    return lines
+
+
+def _full_name(theirs: str, keys: dict[str, str]) -> str:
+    """A missing tensor's name in the checkpoint: with the task model's prefix (`model.`,
+    `transformer.`) its other tensors carry; a language model's head sits outside it."""
+    if theirs.startswith("lm_head."):
+        return theirs
+    prefixes = [full[: len(full) - len(short)] for short, full in keys.items()
+                if not short.startswith("lm_head.")]
+    return (max(set(prefixes), key=prefixes.count) if prefixes else "") + theirs
 
 
 def _name(source: str | tuple[str, Split]) -> str:

@@ -24,7 +24,7 @@ from .output import Outputs, check_writable, write_atomic
 from .parser import decode, parse
 from .progress import current, progress_bar, report, reporting
 from .spec import is_lm, top_layers
-from .targets import check_dtype_target
+from .targets import TORCH_PLAN, check_dtype_target
 
 __all__ = ["main"]
 
@@ -124,6 +124,7 @@ def _import(args: argparse.Namespace) -> int:
 
 @command("compile")
 def _compile(args: argparse.Namespace) -> int:
+    target, quantize = compile_options(args)  # checked before anything is built
     layers = _layers(args.file, args.name)
     if args.export == "genai" and args.name is None:  # the file's language models
         layers = [la for la in layers if is_lm(la.spec)]
@@ -137,8 +138,11 @@ def _compile(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.file} has {len(tops)} layers that no other layer uses "
                              f"({', '.join(la.name for la in tops)}); name the one --weights is "
                              "for with --name")
+        parts = [la.name for la in layers if la is not tops[0]]  # its attentions: say so
+        print(f"note: --weights holds the weights of {tops[0].name}, the layer no other uses: "
+              f"compiling it alone, not its part{'s' * (len(parts) > 1)} {', '.join(parts)} "
+              "(--name compiles a part; from a checkpoint folder, layer 0's)", file=sys.stderr)
         layers = tops
-    target, quantize = compile_options(args)  # checked before anything is built
     if args.export != "torch":  # before anything is created
         check_dtype_target(args.dtype, target)
     out_dir = Path(args.output)
@@ -147,7 +151,7 @@ def _compile(args: argparse.Namespace) -> int:
     # Build everything first, then write it all at once: a failure anywhere leaves no file and
     # no new folder behind, and keeps what an earlier compile wrote.
     outputs = Outputs()
-    written: list[str] = []
+    written: list[str | Callable[[], str]] = []
     for i, layer in enumerate(layers):
         report(f"compiling {layer.name}", i, len(layers))
         if args.export == "torch":
@@ -167,30 +171,33 @@ def _compile(args: argparse.Namespace) -> int:
             target=target, seed=args.seed, weights=args.weights, dtype=args.dtype,
             quantize=quantize, **({"bounded": args.bounded_cache, "max_length": longest}
                                   if decoding else {}))
-        what = model.summary()
+        what = model.summary  # said once written: a streamed file is hashed as it is written
         if args.export == "genai":
-            from .genai import MODEL_FILE, genai_files
+            from .genai import MODEL_FILE, genai_files, token_note
 
             path = out_dir / layer.name
             in_place = layer.decoder_layout(target=target, dtype=args.dtype) == "in_place"
-            outputs.tree(path, genai_files(layer.spec, model.files(MODEL_FILE),
+            outputs.tree(path, genai_files(layer.spec, model.streams(MODEL_FILE),
                                            in_place=in_place, weights=args.weights,
                                            context_length=args.context_length, eos=args.eos))
-            written.append(f"wrote {path}/genai_config.json and {path}/model.onnx {what}")
+            written.append(lambda path=path, what=what:
+                           f"wrote {path}/genai_config.json and {path}/model.onnx {what()}")
+            written.append(token_note(layer.spec, args.weights, args.eos))  # what eos it got
         elif args.export == "triton":
             from .triton import repository_files
 
             path = out_dir / layer.name
-            outputs.tree(path, repository_files(layer.name, model.files("model.onnx")))
-            written.append(f"wrote {path}/config.pbtxt and {path}/1/model.onnx {what}")
+            outputs.tree(path, repository_files(layer.name, model.streams("model.onnx")))
+            written.append(lambda path=path, what=what:
+                           f"wrote {path}/config.pbtxt and {path}/1/model.onnx {what()}")
         else:  # the decoding form beside the one-pass form of the same layer, not over it
             path = out_dir / f"{layer.name}{'.decode.onnx' if args.decode else '.onnx'}"
-            for name, data in model.files(path.name).items():
+            for name, data in model.streams(path.name).items():
                 outputs.file(path.with_name(name), data)
-            written.append(f"wrote {path} {what}")
+            written.append(lambda path=path, what=what: f"wrote {path} {what()}")
         del model
     outputs.commit()
-    print("\n".join(written))
+    print("\n".join(line if isinstance(line, str) else line() for line in written))
     return 0
 
 
@@ -217,6 +224,7 @@ def _verify(args: argparse.Namespace) -> int:
                               dtype=args.dtype, progress=progress, quantize=quantization(args))
         if progress:
             progress.close()
+        report.weights = args.weights  # then the seed draws the inputs alone: the header says
         reports.append(report)
         if not args.json:
             print(report.text())
@@ -257,7 +265,7 @@ def _lsp(args: argparse.Namespace) -> int:
 @command("show")
 def _show(args: argparse.Namespace) -> int:
     from .png import encode_png
-    from .show import png_panels, terminal_grid
+    from .show import default_length, png_panels, terminal_grid
 
     layers = _layers(args.file, args.name)
     if (args.png or args.svg) and len(layers) > 1:
@@ -266,17 +274,17 @@ def _show(args: argparse.Namespace) -> int:
     for i, layer in enumerate(layers):
         if i:
             print()
-        print(terminal_grid(layer.spec, args.length, args.memory_length,
-                            rows=not args.png))  # the picture has the rows
+        length, why = (args.length, "") if args.length else default_length(layer.spec)  # as verify
+        print(terminal_grid(layer.spec, length, args.memory_length, why=why,
+                            rows=not (args.png or args.svg)))  # the picture has the rows
     if args.png:
         path = Path(args.png)
-        write_atomic(path, encode_png(png_panels(layers[0].spec, args.length,
-                                                 args.memory_length)))
+        write_atomic(path, encode_png(png_panels(layers[0].spec, length, args.memory_length)))
         print(f"wrote {path}")
     if args.svg:
         from .svg import mask_svg
 
-        write_atomic(Path(args.svg), mask_svg(layers[0].spec, args.length,
+        write_atomic(Path(args.svg), mask_svg(layers[0].spec, length,
                                               args.memory_length).encode())
         print(f"wrote {args.svg}")
     return 0
@@ -288,7 +296,7 @@ def _explain(args: argparse.Namespace) -> int:
 
     if args.bounded_cache and not args.decode:
         raise UsageError("--bounded-cache goes with --decode")
-    if args.decode and args.target == "torch":
+    if args.decode and args.target == TORCH_PLAN:
         raise UsageError("--target torch explains the one-pass module (a decoding torch module "
                          "runs the exact dense form): drop --decode, or name an ONNX target")
     for i, layer in enumerate(_layers(args.file, args.name)):
@@ -355,6 +363,9 @@ _OUT_OF_MEMORY = ("error: out of memory\n  = help: the model, or its inputs at t
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not (sys.argv[1:] if argv is None else argv):  # bare `attndsl`: usage and commands
+        print(build_parser().format_help(), end="", file=sys.stderr)
+        return 2  # nothing was done: a usage error, as for any incomplete command line
     try:
         args = build_parser().parse_args(argv)
         quiet = getattr(args, "json", False) or getattr(args, "quiet", False)

@@ -37,9 +37,10 @@ from .spec import (
     Rope,
     Transformer,
 )
+from .usage import check_token_ids
 
-__all__ = ["Generation", "check_decodable", "first_past", "generate", "padded",
-           "positions_of"]
+__all__ = ["Generation", "cache_layout", "check_decodable", "first_past", "generate",
+           "generate_layer", "padded", "positions_of"]
 
 
 def check_decodable(spec: Layer) -> None:
@@ -186,6 +187,10 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
             "(past_key_values.* inputs), so generate would recompute every token\n"
             "  = help: compile its decoding form: `attndsl compile SPEC --export genai` (a "
             "folder for onnxruntime-genai) or `--export onnx --decode`")
+    vocab = session.get_outputs()[0].shape[-1]
+    if isinstance(vocab, int):  # before ONNX Runtime's Gather fails, or wraps a negative id
+        check_token_ids(prompts, vocab, "the prompts")
+    padded(prompts)  # UsageError for no prompt or an empty one
     meta = session.get_modelmeta().custom_metadata_map
     longest = max(len(p) for p in prompts) + max_new - 1  # tokens the last call holds
     if "attndsl.max_total_length" in meta and longest > int(meta["attndsl.max_total_length"]):
@@ -301,3 +306,32 @@ class _InPlace:
 def _ort_float(type_name: str):
     """The NumPy type of a cache or logits tensor of ONNX Runtime's `type_name`."""
     return numpy_dtype(from_ort(type_name) or "float32")
+
+
+def cache_layout(graph) -> str:
+    """A planned decoding graph's cache layout: in_place when its attentions write the cache
+    themselves, bounded when some present is a cache's tail, else growing."""
+    from .ir import Op
+
+    if any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache" for n in graph.nodes):
+        return "in_place"
+    return "bounded" if any(n.op is Op.TAIL for n in graph.nodes) else "growing"
+
+
+def generate_layer(layer, prompt_ids, max_new: int = 32, *, eos: Sequence[int] = (),
+                   weights=None, seed: int = 0, target: str | None = None,
+                   dtype: str = "float32", provider: str = "cpu") -> Generation:
+    """`Layer.generate`: greedy new tokens of a language model (api.Layer) for prompts of
+    token ids (one list, or a list of them: a batch), by its decoding model
+    (`Layer.decoder_model`, built in memory from `weights` or `seed` for `target`, default
+    ort-cpu) in ONNX Runtime as `attndsl generate`; a sequence stops after a token of `eos`
+    (none by default: `max_new` tokens)."""
+    from .backends import runtime
+    from .targets import DEFAULT_TARGET
+
+    if len(prompt_ids) and np.ndim(prompt_ids[0]) == 0:  # one prompt, not a batch of them
+        prompt_ids = [prompt_ids]
+    runtime.require(provider)  # before the build
+    model = layer.decoder_model(target=target or DEFAULT_TARGET, seed=seed, weights=weights,
+                                dtype=dtype)
+    return generate(runtime.make_session(model, provider), prompt_ids, max_new, eos=eos)

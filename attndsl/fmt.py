@@ -2,8 +2,10 @@
 
 Layout: one definition per paragraph, blocks indented by four spaces with `=` aligned, a list
 too long for one line written one item per line (a call, one argument per line), single
-spaces around binary operators, parentheses only where precedence needs them, literals exactly
-as written, and at most one blank line wherever the author left one or more."""
+spaces around binary operators, parentheses where precedence needs them and where the author
+grouped an operation (`(a * b) + c` stays: it says how to read it), not around a name, number,
+call or list, nor around a whole value, nor doubled; literals exactly as written, and at most
+one blank line wherever the author left one or more."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ _COMPARE = ("<", "<=", "==", "!=", ">=", ">")
 _LEVEL = {"|": 1, "&": 2, **dict.fromkeys(_COMPARE, 3.5), "+": 4, "-": 4, "*": 5, "//": 5,
           "/": 5, "%": 5, "**": 7}
 _INDENT = "    "
+_ATOM = 8  # names, numbers, calls, lists: bind tighter than any operator
 _WIDTH = 100  # a list or call longer than this on one line: one item (argument) per line
 
 
@@ -32,13 +35,17 @@ def _level(e: ast.Expr) -> int:
             return 6
         case ast.Paren(inner=inner):
             return _level(inner)
-    return 8
+    return _ATOM
 
 
 def _expr(e: ast.Expr, parent: int) -> str:
     match e:
         case ast.Paren(inner=inner):
-            return _expr(inner, parent)
+            while isinstance(inner, ast.Paren):  # ((x)) groups no more than (x)
+                inner = inner.inner
+            if parent == 0 or _level(inner) == _ATOM:  # they group nothing there
+                return _expr(inner, parent)
+            return f"({_expr(inner, 0)})"  # the author's grouping, needed or not
         case ast.Int(text=text) | ast.Float(text=text):
             out = text
         case ast.Name(id=name):

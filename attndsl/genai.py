@@ -10,10 +10,11 @@ from pathlib import Path
 
 from .errors import UsageError
 from .hf_fields import read_json
-from .spec import DeltaRule, Layer, Transformer, is_lm
+from .output import Stream
+from .spec import Attention, DeltaRule, Layer, Transformer, is_lm
 
 __all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "folder_context",
-           "genai_config", "genai_files", "load_decoder"]
+           "genai_config", "genai_files", "load_decoder", "token_ids", "token_note"]
 
 GENAI_CONFIG = "genai_config.json"
 MODEL_FILE = "model.onnx"
@@ -55,21 +56,35 @@ def check_genai(spec: Layer) -> None:
                          f"head size per layer, and latent attention (`{latent.name}`) caches "
                          "one latent row per token, no values: use `--export onnx --decode` "
                          "and `attndsl generate`")
-    delta = next((a for a in spec.attentions if isinstance(a.kernel, DeltaRule)), None)
-    if delta is not None:
-        raise UsageError(f"`{spec.name}`: onnxruntime-genai keeps a key and a value cache per "
-                         f"layer, and the delta rule (`{delta.name}`) carries a state and a "
-                         "convolution window: use `--export onnx --decode` and `attndsl "
-                         "generate`")
-    heads = {a.head_dim for a in spec.attentions} | {a.value_dim for a in spec.attentions}
-    kv = {a.kv_heads for a in spec.attentions}
-    q = {a.heads for a in spec.attentions}
+    # delta-rule layers carry a convolution window and a state, which onnxruntime-genai's
+    # RecurrentState allocates from the model's own input shapes (genai_config's
+    # past_conv_names, past_recurrent_names): only the key/value layers share one size
+    cached = _kv_attentions(spec)
+    heads = {a.head_dim for a in cached} | {a.value_dim for a in cached}
+    kv = {a.kv_heads for a in cached}
+    q = {a.heads for a in cached}
     if len(heads) > 1 or len(kv) > 1 or len(q) > 1:
         raise UsageError(f"`{spec.name}`: onnxruntime-genai needs one head size and head count "
-                         "in every layer")
+                         "in every layer with a key and a value cache")
 
 
-def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (),
+def _kv_attentions(spec: Transformer) -> list[Attention]:
+    """The attentions of `spec`'s layers that keep a key and a value cache (the delta rule's
+    keep a window and a state), in layer order."""
+    used = dict.fromkeys(spec.layer_attention(i) for i in range(spec.layers))
+    return [a for a in used if not isinstance(a.kernel, DeltaRule)]
+
+
+# onnxruntime-genai's RecurrentState binds these per delta-rule layer i (its defaults are
+# past_key_values.%d.conv_state / .recurrent_state; attndsl's decoding model keeps its own
+# names, as `attndsl generate` and `--decode` use them, and the config names them instead)
+_STATE_NAMES = {"inputs": {"past_conv_names": "past_key_values.%d.conv",
+                           "past_recurrent_names": "past_key_values.%d.state"},
+                "outputs": {"present_conv_names": "present.%d.conv",
+                            "present_recurrent_names": "present.%d.state"}}
+
+
+def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (0,),
                  bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE,
                  in_place: bool = False) -> dict:
     """onnxruntime-genai's genai_config.json for the decoding model of `spec` (checked against
@@ -77,17 +92,22 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
     both past and present (past_present_share_buffer true); else the cache grows. Either way
     sliding windows live in the model (GroupQueryAttention's local_window_size, or its masks)
     and the runtime keeps every key: no sliding_window section, which would make the runtime
-    trim a cache the model still indexes."""
-    check_genai(spec)  # so every layer has the first one's head size and counts
-    eos_ids = list(eos) or [0]
-    return {
+    trim a cache the model still indexes. `eos` empty: none (eos_token_id [], which
+    `attndsl generate` reads as none; onnxruntime-genai 0.18 then stops at `pad`)."""
+    check_genai(spec)  # so every key/value layer has the first one's head size and counts
+    eos_ids = list(eos)
+    # the key/value layers' sizes (with none, every layer a delta rule, the runtime reads none)
+    first = next(iter(_kv_attentions(spec)), spec.attention)
+    recurrent = any(isinstance(spec.layer_attention(i).kernel, DeltaRule)
+                    for i in range(spec.layers))
+    config = {
         "model": {
-            "bos_token_id": bos if bos is not None else eos_ids[0],
+            "bos_token_id": bos if bos is not None else (eos_ids or [pad])[0],
             "context_length": context_length,
             "decoder": {
                 "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
                 "filename": filename,
-                "head_size": spec.attention.head_dim,
+                "head_size": first.head_dim,
                 "hidden_size": spec.d_model,
                 "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask",
                            "position_ids": "position_ids",
@@ -95,11 +115,11 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
                            "past_value_names": "past_key_values.%d.value"},
                 "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
                             "present_value_names": "present.%d.value"},
-                "num_attention_heads": spec.attention.heads,
+                "num_attention_heads": first.heads,
                 "num_hidden_layers": spec.layers,
-                "num_key_value_heads": spec.attention.kv_heads,
+                "num_key_value_heads": first.kv_heads,
             },
-            "eos_token_id": eos_ids if len(eos_ids) > 1 else eos_ids[0],
+            "eos_token_id": eos_ids[0] if len(eos_ids) == 1 else eos_ids,
             "pad_token_id": pad,
             "type": "decoder",
             "vocab_size": spec.vocab,
@@ -112,40 +132,80 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
             "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }
+    if recurrent:  # delta-rule layers: their window and state, by attndsl's names
+        for side, names in _STATE_NAMES.items():
+            config["model"]["decoder"][side].update(names)
+    return config
 
 
-def genai_files(spec: Layer, model: dict[str, bytes], *, in_place: bool,
+def genai_files(spec: Layer, model: dict[str, bytes | Stream], *, in_place: bool,
                 weights: str | None = None,
                 context_length: int | None = None,
-                eos: Sequence[int] | None = None) -> dict[str, bytes]:
+                eos: Sequence[int] | None = None) -> dict[str, bytes | Stream]:
     """The files of an onnxruntime-genai folder: genai_config.json, `model` (model.onnx, and
     model.onnx.data over 2 GB; `in_place`: its cache layout, `Layer.decoder_layout`) and the
     checkpoint's tokenizer files, those of TOKENIZER_FILES it has, so that
     `og.Tokenizer(model)` works. Token ids and the context length come from the arguments,
-    else from the Hugging Face checkpoint `weights` names (its config.json: eos_token_id,
-    bos_token_id, pad_token_id, max_position_embeddings), else eos 0 and 4096."""
+    else from the Hugging Face checkpoint `weights` names (`token_ids`; its
+    max_position_embeddings), else 4096."""
     if not isinstance(spec, Transformer):
         raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
                          "models (a transformer with `vocab = N`)")
-    hf = _hf_config(weights)
-    found = hf.get("eos_token_id")
-    hf_eos = found if isinstance(found, list) else [] if found is None else [found]
-    ids = {"eos": list(eos) if eos is not None else hf_eos, "bos": hf.get("bos_token_id"),
-           "pad": hf.get("pad_token_id") or 0}
-    for what, value in ids.items():
-        for token in value if isinstance(value, list) else [value]:
-            if isinstance(token, int) and not 0 <= token < spec.vocab:
-                came = "--eos" if what == "eos" and eos is not None else \
-                    f"{what}_token_id in config.json"
-                raise UsageError(f"{came}: token {token} is not in the vocabulary of `{spec.name}`"
-                                 f" (0 to {spec.vocab - 1}); onnxruntime-genai refuses the "
-                                 "folder: give the checkpoint's real token ids"
-                                 + ("" if what != "eos" else " or pass --eos"))
+    ids = token_ids(spec, weights, eos)
     config = genai_config(
         spec, context_length=folder_context(weights, context_length),
         eos=ids["eos"], bos=ids["bos"], pad=ids["pad"], in_place=in_place)
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
     return {GENAI_CONFIG: text.encode(), **model, **_tokenizer_files(weights)}
+
+
+def token_ids(spec: Transformer, weights: str | None,
+              eos: Sequence[int] | None = None) -> dict:
+    """The token ids of a genai folder: {"eos": [...], "bos": int or None, "pad": int, "from":
+    where eos came from}. eos: `eos` (--eos), else the checkpoint's config.json, else (null or
+    absent there) its generation_config.json, which transformers' generate reads; where
+    neither names one, none ([]): generation runs to its maximum length, as transformers'
+    does. Without a checkpoint config, 0. UsageError for an id outside the vocabulary, which
+    onnxruntime-genai refuses."""
+    hf = _hf_config(weights)
+    came = "--eos"
+    found: object = list(eos) if eos is not None else None
+    if found is None:
+        found, came = hf.get("eos_token_id"), "config.json"
+    if found is None:
+        found, came = _hf_config(weights, "generation_config.json").get("eos_token_id"), \
+            "generation_config.json"
+    if found is None:  # a checkpoint that names no eos generates to the end; no checkpoint: 0
+        found, came = ([], "none") if hf else ([0], "default")
+    ids = {"eos": found if isinstance(found, list) else [found], "bos": hf.get("bos_token_id"),
+           "pad": hf.get("pad_token_id") or 0, "from": came}
+    for what in ("eos", "bos", "pad"):
+        value = ids[what]
+        for token in value if isinstance(value, list) else [value]:
+            if isinstance(token, int) and not 0 <= token < spec.vocab:
+                where = "--eos" if what == "eos" and came == "--eos" else \
+                    f"{what}_token_id in {came if what == 'eos' else 'config.json'}"
+                raise UsageError(f"{where}: token {token} is not in the vocabulary of "
+                                 f"`{spec.name}` (0 to {spec.vocab - 1}); onnxruntime-genai "
+                                 "refuses the folder: give the checkpoint's real token ids"
+                                 + ("" if what != "eos" else " or pass --eos"))
+    return ids
+
+
+def token_note(spec: Transformer, weights: str | None,
+               eos: Sequence[int] | None = None) -> str:
+    """What compile wrote for the token ids of a genai folder, for the terminal."""
+    ids = token_ids(spec, weights, eos)
+    tail = f"bos {ids['bos'] if ids['bos'] is not None else (ids['eos'] or [ids['pad']])[0]}, " \
+           f"pad {ids['pad']}"
+    came = {"default": "the default without a checkpoint config"}.get(ids["from"],
+                                                                     f"from {ids['from']}")
+    if ids["from"] != "none":
+        return f"  tokens: eos {','.join(map(str, ids['eos']))} ({came}), {tail}"
+    return (f"  tokens: no eos (the checkpoint's config.json and generation_config.json name "
+            f"none): eos_token_id [], so `attndsl generate` runs to --max-new, as transformers' "
+            f"generate does; onnxruntime-genai 0.18 cannot run without an eos and stops at "
+            f"pad_token_id {ids['pad']} instead (--eos names the stop tokens); {tail}")
 
 
 # What a Hugging Face tokenizer is saved as (fast: tokenizer.json; BPE: vocab.json, merges.txt;
@@ -179,15 +239,16 @@ def folder_context(weights: str | None, given: int | None = None) -> int:
     return given or _hf_config(weights).get("max_position_embeddings") or 4096
 
 
-def _hf_config(weights: str | None) -> dict:
-    """A Hugging Face checkpoint's config.json (text_config for Gemma 3), or {}."""
+def _hf_config(weights: str | None, name: str = "config.json") -> dict:
+    """A Hugging Face checkpoint's config.json (text_config for Gemma 3), or its file `name`,
+    or {}."""
     if weights is None:
         return {}
     path = Path(weights)
     folder = path if path.is_dir() else path.parent
-    if not (folder / "config.json").is_file():
+    if not (folder / name).is_file():
         return {}
-    cfg = read_json(folder / "config.json", "config.json")
+    cfg = read_json(folder / name, name)
     if not isinstance(cfg, dict):
         return {}
     if isinstance(cfg.get("text_config"), dict):

@@ -7,15 +7,17 @@ that is none of these is reported rather than silently dropped."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from .check.stacks import MAX_LAYERS
 from .errors import Diagnostic, SpecError, UsageError
-from .families import Family, Refusal
+from .families import FAMILIES, Family, Refusal
 
-__all__ = ["INERT", "REFUSED", "TYPES", "Recorded", "inert_fields", "read_config",
-           "read_json", "refusals", "type_problems"]
+__all__ = ["INERT", "REFUSED", "TRANSFORMERS_LAYER_TYPES", "TYPES", "Recorded", "inert_fields",
+           "non_finite", "read_config", "read_json", "refusals", "type_problems",
+           "unimported_kinds", "unknown_family"]
 
 _DROPOUT = "dropout, which is off at inference"
 _TOKENS = "a token id for generation and tokenization (genai_config.json takes eos, bos and pad)"
@@ -173,6 +175,14 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "short_factor": ("list", None), "long_factor": ("list", None),
 }
 _LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention", "linear_attention")
+# every layer kind transformers 5.23 accepts in layer_types (configuration_utils'
+# ALLOWED_LAYER_TYPES, and the legacy names it remaps): a kind attndsl does not import yet is
+# said to be that, not a field to fix
+TRANSFORMERS_LAYER_TYPES = (
+    *_LAYER_TYPES, "window_attention", "indexed_attention", "compressed_sparse_attention",
+    "heavily_compressed_attention", "minimax_m3_sparse", "conv", "moe", "hybrid",
+    "hybrid_sliding", "reference_sliding_attention", "sparse", "dense", "mamba", "attention",
+    "deepseek_sparse_attention", "qwen_sparse_attention")
 # lists of layer indices (moe_layers, mlp_only_layers) or 0/1 flags (no_rope_layers)
 _INDEX_LISTS = ("moe_layers", "mlp_only_layers", "no_rope_layers")
 _WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
@@ -202,9 +212,10 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
         elif kind == "list" and key in ("short_factor", "long_factor") and not all(
                 isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value):
             out.append(f"`{where}{key}` = {_json(value)}: expected a list of numbers > 0")
-        elif key == "layer_types" and not all(v in _LAYER_TYPES for v in value):
-            out.append(f"`{key}` = {_json(value)}: expected a list of \"sliding_attention\", "
-                       "\"chunked_attention\", \"linear_attention\" and \"full_attention\"")
+        elif key == "layer_types" and not all(v in TRANSFORMERS_LAYER_TYPES for v in value):
+            out.append(f"`{key}` = {_json(value)}: expected a list of layer kinds (\""
+                       + "\", \"".join(_LAYER_TYPES) + "\", or another that transformers "
+                       "knows)")
         elif key in _INDEX_LISTS and not all(
                 isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
             out.append(f"`{where}{key}` = {_json(value)}: expected a list of integers >= 0")
@@ -226,20 +237,67 @@ def read_json(file: Path, what: str) -> Any:
         raise UsageError(f"{file}: not a readable {what} ({exc})") from None
 
 
+def non_finite(value: Any, where: str = "") -> list[str]:
+    """Each NaN or infinite number in a JSON value (Python's json reads the bare literals NaN,
+    Infinity and -Infinity, which JSON has not), as `field` = value: expected ..."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [f"`{where}` = {json.dumps(value)}: expected a finite number"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items()
+                for p in non_finite(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in non_finite(v, f"{where}[{i}]")]
+    return []
+
+
+def unimported_kinds(cfg: dict) -> list[str]:
+    """The layer kinds of `layer_types` that transformers knows and attndsl does not import."""
+    types = cfg.get("layer_types")
+    if not isinstance(types, list):
+        return []
+    return [k for k in dict.fromkeys(t for t in types if isinstance(t, str))
+            if k in TRANSFORMERS_LAYER_TYPES and k not in _LAYER_TYPES]
+
+
+def unknown_family(cfg: dict) -> str:
+    """Why a config's model type is not imported: none given, or not one attndsl knows (and
+    the layer kinds it names that attndsl does not import yet)."""
+    model_type = cfg.get("model_type")
+    if model_type is None:
+        return "config.json has no `model_type`, which names the family attndsl imports"
+    text = cfg.get("text_config")  # a multimodal wrapper's language model
+    kinds = unimported_kinds(cfg) or unimported_kinds(text if isinstance(text, dict) else {})
+    return f"model_type `{model_type}` is not one attndsl imports" + (
+        f" (it has layers of kind {', '.join(f'`{k}`' for k in kinds)}, which attndsl does "
+        "not import yet)" if kinds else "")
+
+
 def read_config(path: Path) -> tuple[dict, Path]:
     """The config.json of a checkpoint folder (or the file itself), every field the import
-    reads of its declared type and range (`TYPES`), else a SpecError naming each. Gemma 3's
-    multimodal wrapper is read as its text_config."""
+    reads of its declared type and range (`TYPES`) and every number finite, else a SpecError
+    naming each; a layer kind attndsl does not import is said to be that. Gemma 3's
+    multimodal wrapper is read as its text_config. A model type attndsl does not import is
+    refused as that, whatever its fields (valid for transformers, perhaps not for attndsl)."""
     file = path / "config.json" if path.is_dir() else path
     if not file.is_file():
         raise UsageError(f"{path}: no config.json")
     cfg = read_json(file, "config.json")
     if not isinstance(cfg, dict):
         raise UsageError(f"{file}: not a config.json object")
+    problems = non_finite(cfg)
     if cfg.get("model_type") == "gemma3" and isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "model_type": "gemma3"}  # the multimodal wrapper
-    problems = type_problems(cfg)
-    if problems:
+    if not isinstance(cfg.get("model_type"), str) or cfg["model_type"] not in FAMILIES:
         raise SpecError([Diagnostic(f"{file}: {p}", hint="fix the field in config.json")
-                         for p in problems])
+                         for p in problems] + [Diagnostic(
+            f"{file}: {unknown_family(cfg)}", hint=f"supported: {', '.join(sorted(FAMILIES))}")])
+    problems += type_problems(cfg)
+    diagnostics = [Diagnostic(f"{file}: {p}", hint="fix the field in config.json")
+                   for p in problems]
+    diagnostics += [Diagnostic(
+        f"{file}: attndsl does not import layer kind `{k}` yet (`layer_types` = "
+        f"{_json(cfg['layer_types'])})", hint=f"attndsl imports {', '.join(_LAYER_TYPES)} "
+        "layers (each family those it has: docs/CHECKPOINTS.md)") for k in unimported_kinds(cfg)]
+    if diagnostics:
+        raise SpecError(diagnostics)
     return cfg, file

@@ -44,12 +44,8 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
     embedding and LM head: a language model), `none` (the stack of hidden states) or `auto`
     (lm for the families whose embedding and head attndsl expresses, `Family.lm`, when the
     config gives vocab_size)."""
-    cfg, file = read_config(path)
-    model_type = cfg.get("model_type")
-    if model_type not in FAMILIES:
-        raise SpecError([Diagnostic(
-            f"{file}: model_type `{model_type}` is not one attndsl imports",
-            hint=f"supported: {', '.join(sorted(FAMILIES))}")])
+    cfg, file = read_config(path)  # of a model type attndsl imports
+    model_type = cfg["model_type"]
     family = FAMILIES[model_type]
     cfg = Recorded({**family.defaults, **cfg})  # as transformers reads it
     if padding == "auto":

@@ -12,9 +12,6 @@ from .targets import TARGETS
 
 __all__ = ["layer_html", "program_html"]
 
-PICTURE_LENGTH = 24  # queries (and keys) in the picture, as `attndsl show`'s default
-
-
 def _plans(layer) -> str:
     rows = []
     for target in (*TARGETS, "torch"):
@@ -41,16 +38,19 @@ def _plans(layer) -> str:
 def layer_html(layer) -> str:
     """A layer's card: name, kind, parameters, the mask picture and the plans."""
     from .ir import parameter_count
+    from .show import default_length
     from .svg import mask_svg
 
     spec = layer.spec
     kind = f"transformer ({spec.layers} layers)" if isinstance(spec, Transformer) else \
         "attention"
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    memory = PICTURE_LENGTH if attn.kind == "cross" else None
+    length, why = default_length(spec)  # as `attndsl show` draws it unless told
+    memory = length if attn.kind == "cross" else None
     return (f"<div><p><b>{escape(layer.name)}</b>: {kind}, "
-            f"{parameter_count(spec):,} parameters</p>"
-            f"{mask_svg(spec, PICTURE_LENGTH, memory)}{_plans(layer)}</div>")
+            f"{parameter_count(spec):,} parameters; mask at L = {length}"
+            f"{f' ({escape(why)})' if why else ''}</p>"
+            f"{mask_svg(spec, length, memory)}{_plans(layer)}</div>")
 
 
 def program_html(program) -> str:

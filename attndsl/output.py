@@ -14,11 +14,55 @@ import contextlib
 import hashlib
 import os
 import shutil
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .errors import ExportError, UsageError
 
-__all__ = ["Outputs", "check_writable", "file_sha256", "write_atomic"]
+__all__ = ["Outputs", "Stream", "check_writable", "file_sha256", "write_atomic"]
+
+
+class Stream:
+    """A file's contents produced piece by piece as it is written (a model's tensors read one
+    at a time): `size` bytes in all, from `chunks()`, which can be called again. `hashed`:
+    each full pass over it leaves the contents' `sha256` (hex), so that the file need not be
+    read once more to say it."""
+
+    def __init__(self, size: int, chunks: Callable[[], Iterable[bytes | memoryview]],
+                 hashed: bool = False):
+        self.size = size
+        self._chunks = chunks
+        self._hashed = hashed
+        self.sha256: str | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        written = 0
+        digest = hashlib.sha256() if self._hashed else None
+        for chunk in self._chunks():
+            written += len(chunk)
+            if digest is not None:
+                digest.update(chunk)
+            yield chunk
+        if written != self.size:  # a length prefix already written would be wrong
+            raise ExportError(f"internal error: a streamed file has {written} bytes, "
+                              f"{self.size} were announced")
+        if digest is not None:
+            self.sha256 = digest.hexdigest()
+
+    def bytes(self) -> bytes:
+        """The whole contents in memory."""
+        return b"".join(self)
+
+
+def _write_all(fd: int, data: bytes | Stream) -> None:
+    """Write `data` to the open file `fd`, a stream chunk by chunk."""
+    for chunk in (data,) if isinstance(data, bytes) else data:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def check_writable(path: Path) -> None:
@@ -32,7 +76,7 @@ def check_writable(path: Path) -> None:
         raise UsageError(f"{parent}: folder is not writable")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes | Stream) -> None:
     """Write `data` to `path` all at once or not at all."""
     outputs = Outputs()
     outputs.file(Path(path), data)
@@ -72,7 +116,7 @@ def _alive(pid: int) -> bool:
 class _File:
     """One staged file: data written and synced, not yet visible under its name."""
 
-    def __init__(self, path: Path, data: bytes):
+    def __init__(self, path: Path, data: bytes | Stream):
         self.path = path
         self.temp = _temp_name(path)
         self.fd: int | None = None
@@ -87,9 +131,7 @@ class _File:
                 fd = os.open(self.temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             else:
                 fd = self.fd
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            _write_all(fd, data)
             os.fchmod(fd, mode)
             os.fsync(fd)
             if self.fd is None:
@@ -123,14 +165,18 @@ class _File:
 class _Tree:
     """One staged folder of files (a Triton model repository), renamed into place."""
 
-    def __init__(self, path: Path, files: dict[str, bytes]):
+    def __init__(self, path: Path, files: dict[str, bytes | Stream]):
         self.path = path
         _remove_stale(path)
         self.temp = _temp_name(path)
         try:
             for rel, data in files.items():
                 (self.temp / rel).parent.mkdir(parents=True, exist_ok=True)
-                (self.temp / rel).write_bytes(data)
+                fd = os.open(self.temp / rel, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o666)
+                try:
+                    _write_all(fd, data)
+                finally:
+                    os.close(fd)
             os.chmod(self.temp, 0o755)
         except BaseException:
             self.abort()
@@ -158,12 +204,12 @@ class Outputs:
     commit fails; until then nothing is visible."""
 
     def __init__(self) -> None:
-        self.items: list[tuple[Path, bytes | dict[str, bytes]]] = []
+        self.items: list[tuple[Path, bytes | Stream | dict[str, bytes | Stream]]] = []
 
-    def file(self, path: Path, data: bytes) -> None:
+    def file(self, path: Path, data: bytes | Stream) -> None:
         self.items.append((path, data))
 
-    def tree(self, path: Path, files: dict[str, bytes]) -> None:
+    def tree(self, path: Path, files: dict[str, bytes | Stream]) -> None:
         self.items.append((path, files))
 
     def commit(self) -> None:
@@ -172,10 +218,10 @@ class Outputs:
         try:
             for path, content in self.items:
                 target = _target(path)
-                if target.is_dir() and isinstance(content, bytes):
+                if target.is_dir() and not isinstance(content, dict):
                     raise UsageError(f"{path}: is a folder; cannot write a file there")
-                staged.append(_File(target, content) if isinstance(content, bytes)
-                              else _Tree(target, content))
+                staged.append(_Tree(target, content) if isinstance(content, dict)
+                              else _File(target, content))
             for item in staged:
                 item.commit()
         except BaseException as exc:

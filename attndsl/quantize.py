@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BLOCKS", "Quantization", "Quantized", "check_quantization", "dequantize",
-           "dequantized", "quantize", "quantized_weights"]
+__all__ = ["BLOCKS", "Quantization", "Quantized", "block_shapes", "check_quantization",
+           "dequantize", "dequantized", "quantize", "quantized_weights"]
 
 BLOCKS = (16, 32, 64, 128, 256)  # the block sizes MatMulNBits takes
 
@@ -89,6 +89,16 @@ def quantize(w: np.ndarray, q: Quantization) -> Quantized:
     data, scales, zero = DefaultWeightOnlyQuantizer(config).qbits_block_quant(
         np.ascontiguousarray(w.T, dtype=np.float32))
     return Quantized(data, scales.astype(np.float32), None if q.symmetric else zero, n, k)
+
+
+def block_shapes(n: int, k: int, q: Quantization
+                 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...] | None]:
+    """The shapes of what `quantize` gives a weight [n, k] (data, scales, zero points or None
+    when symmetric), known before quantizing it (an export writes the blocks as it makes
+    them)."""
+    blocks = -(-k // q.block)
+    zero = None if q.symmetric else (n, -(-blocks * q.bits // 8))
+    return (n, blocks, q.block * q.bits // 8), (n, blocks), zero
 
 
 def dequantize(w: Quantized, q: Quantization) -> np.ndarray:

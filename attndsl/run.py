@@ -17,8 +17,9 @@ from .backends import runtime
 from .errors import UsageError
 from .output import write_atomic
 from .spec import beyond_limits
+from .usage import check_token_ids
 
-__all__ = ["model_limits", "random_inputs", "run_model"]
+__all__ = ["model_limits", "random_inputs", "run_model", "vocab_of"]
 
 _MAX_INPUT_ELEMENTS = 1 << 28  # 1 GB of float32 per input
 
@@ -75,11 +76,18 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
 
 def _vocab(session) -> int:
     """A language model's vocabulary: the last axis of its logits."""
-    size = session.get_outputs()[0].shape[-1]
-    if not isinstance(size, int) or size < 1:
+    size = vocab_of(session)
+    if size is None:
         raise UsageError("cannot draw token ids: the model's logits give no vocabulary size; "
                          "pass the inputs with --inputs")
     return size
+
+
+def vocab_of(session) -> int | None:
+    """The vocabulary of a model with logits out (their last axis), or None."""
+    out = session.get_outputs()[0]
+    size = out.shape[-1] if out.shape else None
+    return size if out.name == "logits" and isinstance(size, int) and size >= 1 else None
 
 
 def _has(session, name: str) -> bool:
@@ -101,6 +109,9 @@ def _load_npz(path: str, session) -> dict[str, np.ndarray]:
                          f"{', '.join(wanted)}")
     feed = {n: feed[n] for n in wanted}
     _check_feed(session, feed, path)
+    vocab = vocab_of(session)
+    if "input_ids" in feed and vocab is not None:  # ONNX's Gather wraps a negative id
+        check_token_ids(feed["input_ids"], vocab, f"{path}: `input_ids`")
     return feed
 
 
@@ -161,8 +172,12 @@ def _check_limits(session, feed: dict[str, np.ndarray]) -> None:
 
 def run_model(args: argparse.Namespace) -> int:
     path = Path(args.model)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such model file")
+    if path.is_dir():  # a genai folder (compile --export genai): the model it names
+        from .genai import load_decoder
+
+        path = load_decoder(path)[0]
+    elif not path.is_file():
+        raise UsageError(f"{path}: no such model file or genai folder")
     session = runtime.make_session(path, args.provider, profile=args.provider == "cuda")
     if args.inputs:
         feed = _load_npz(args.inputs, session)
@@ -171,10 +186,14 @@ def run_model(args: argparse.Namespace) -> int:
         feed = random_inputs(session, args.batch, args.length, memory, args.seed)
     _check_limits(session, feed)
     bound = runtime.Bound(session, feed)  # not timed: places the inputs on the device
+    rest = [o.name for o in session.get_outputs()[1:]] if args.output else []
+    for name in rest:  # present.* too: ORT allocates them, on the CPU, where NumPy reads
+        bound.binding.bind_output(name, "cpu")
     start = time.perf_counter()
     bound()
     elapsed = (time.perf_counter() - start) * 1e3
     runtime.require_on_device(session)
+    values = [_float32(v) for v in bound.binding.get_outputs()[1:]] if rest else []
     value = bound.output()
     print(f"model    {path} on {session.get_providers()[0]}")
     wide = max(12, *(len(m.name) for m in session.get_inputs()))
@@ -191,7 +210,21 @@ def run_model(args: argparse.Namespace) -> int:
     print(f"latency  {elapsed:.2f} ms (first run, includes warm-up)")
     if args.output:
         buffer = io.BytesIO()
-        np.savez(buffer, **{meta.name: value})
+        np.savez(buffer, **{meta.name: value}, **dict(zip(rest, values, strict=True)))
         write_atomic(Path(args.output), buffer.getvalue())
-        print(f"wrote {args.output} ({meta.name} as float32)")
+        names = meta.name if not rest else f"{meta.name} and {len(rest)} more: every output"
+        print(f"wrote {args.output} ({names}, as float32)")
     return 0
+
+
+def _float32(value) -> np.ndarray:
+    """An output OrtValue on the CPU as float32 NumPy: bfloat16, which NumPy lacks, by its
+    bits (the high half of a float32's)."""
+    if value.data_type() != "tensor(bfloat16)":
+        return np.asarray(value.numpy(), dtype=np.float32)
+    import ctypes
+
+    count = int(np.prod(value.shape()))
+    raw = (ctypes.c_uint16 * count).from_address(value.data_ptr())
+    bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+    return bits.view(np.float32).reshape(value.shape()).copy()

@@ -11,12 +11,46 @@ import numpy as np
 from . import masks
 from .glyphs import HEIGHT, WIDTH, text_width
 from .positions import alibi_slopes, t5_bucket_float32
-from .spec import Alibi, Attention, LshKernel, RelativeBias, Transformer
+from .spec import (
+    Alibi,
+    Attention,
+    LshKernel,
+    RelativeBias,
+    Transformer,
+    beyond_limits,
+    length_limits,
+)
 
-__all__ = ["PANEL_GAP", "RAMP", "VISIBLE", "Layout", "example_runtime_inputs", "head_panels",
-           "mask_grid", "panel_scale", "png_layout", "png_panels", "terminal_grid", "ticks"]
+__all__ = ["MAX_COLUMNS", "MAX_SHOW_LENGTH", "PANEL_GAP", "RAMP", "VISIBLE", "Layout",
+           "default_length", "example_runtime_inputs", "head_panels", "mask_grid",
+           "panel_scale", "png_layout", "png_panels", "terminal_grid", "ticks"]
 
 PANEL_GAP = 4  # pixels between panels (and around the picture)
+SHORT_LENGTH = 24  # enough rows to see a mask's shape when it names no extent
+MAX_SHOW_LENGTH = 2048  # `show --length`'s cap: one pixel per key in the picture
+MAX_COLUMNS = 128  # a wider grid draws each character for a square block of pairs
+
+
+def default_length(spec: Attention | Transformer) -> tuple[int, str]:
+    """The length `show` (and a notebook's card) draws unless told, and why: the longest of
+    the lengths verify picks for the mask (the first prime past its window, chunk, global,
+    prefix, random-block or stride extent), where a window shows its edge, else 24. Within
+    the by_length variant that serves short lengths, the layer's length limits, and 2048."""
+    attn = spec.attention if isinstance(spec, Transformer) else spec
+    variant = attn.variant_for(SHORT_LENGTH)
+    longest = min(MAX_SHOW_LENGTH, variant.up_to if variant and variant.up_to else
+                  MAX_SHOW_LENGTH)
+    from .verify import mask_lengths
+
+    limits = length_limits(spec)
+    fits = {n: why for n, why in mask_lengths(_layer_attention(spec, SHORT_LENGTH)).items()
+            if SHORT_LENGTH < n <= longest and beyond_limits(
+                limits, n, n if "memory_length" in limits else None) is None}
+    if not fits:  # 24, or fewer where the layer takes fewer (a Linformer's max_len)
+        return min([(SHORT_LENGTH, ""), *((n, f"the longest it takes: {why}")
+                                          for n, why in limits.values())])
+    n = max(fits)
+    return n, fits[n]
 
 
 def example_runtime_inputs(attn: Attention, L: int, S: int) -> dict[str, np.ndarray]:
@@ -62,21 +96,20 @@ def _variant(spec: Attention | Transformer, L: int) -> str:
 
 
 def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None, *,
-                  rows: bool = True) -> str:
-    """The mask's grid (one row per query; without `rows`, the summary alone: the mask, the
-    legend of assumed runtime inputs and the density)."""
+                  rows: bool = True, why: str = "") -> str:
+    """The mask's grid (one row per query, one column per key; past MAX_COLUMNS keys or
+    queries, one character per square block of pairs); without `rows`, the summary alone: the
+    mask, the legend of assumed runtime inputs and the density. `why`: the reason for L when
+    `show` chose it (`default_length`)."""
     attn = _layer_attention(spec, L)
     S = S or L
     grid = mask_grid(attn, L, S)
+    chose = f" ({why}; --length to choose)" if why else ""
     lines = [f"{spec.name}: mask `{masks.render(attn.mask)}` at L = {L}"
-             + (f", S = {S}" if S != L else "") + _variant(spec, L)]
+             + (f", S = {S}" if S != L else "") + _variant(spec, L) + chose]
+    step = -(-max(L, S) // MAX_COLUMNS)  # pairs per character along each axis
     if rows:
-        width = len(str(L - 1))
-        ruler = "".join(str(k // 10 % 10) if k % 10 == 0 else " " for k in range(S))
-        lines.append(" " * (width + 3) + ruler)
-        for qi in range(L):
-            row = "".join("█" if v else "·" for v in grid[qi])
-            lines.append(f"{qi:>{width}} │ {row}")
+        lines += _grid_rows(grid, step)
     visible = int(grid.sum())
     notes = []
     runtime = example_runtime_inputs(attn, L, S)
@@ -86,7 +119,9 @@ def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None, *
         notes.append(f"two documents split at {(L + 1) // 2}")
     if "memory_segment_ids" in runtime:
         notes.append(f"memory rows of two documents split at {(S + 1) // 2}")
-    lines.append("legend: █ key visible from query (row)  · masked"
+    block = f"each character {step} x {step} pairs: █ all visible, ▒ some, · none" \
+        if rows and step > 1 else "█ key visible from query (row)  · masked"
+    lines.append(f"legend: {block}"
                  + (f"  (runtime inputs assumed: {', '.join(notes)})" if notes else ""))
     lines.append(f"density: {visible} of {L * S} pairs visible ({100 * visible / (L * S):.1f}%)"
                  + (f"; {int((~grid.any(1)).sum())} row(s) see no key" if not grid.any(1).all()
@@ -98,6 +133,30 @@ def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None, *
                      "chosen at run time from the queries; itself only when nothing else is "
                      "visible")
     return "\n".join(lines)
+
+
+def _grid_rows(grid: np.ndarray, step: int) -> list[str]:
+    """The ruler (the key index k at every tenth column, written out whole) and one line per
+    query, or per `step` queries: a character per `step` x `step` block of pairs."""
+    L, S = grid.shape
+    rows, cols = -(-L // step), -(-S // step)
+    padded = np.zeros((rows * step, cols * step), np.int64)
+    padded[:L, :S] = grid
+    seen = padded.reshape(rows, step, cols, step).sum(axis=(1, 3))
+    full = np.minimum(L - np.arange(rows)[:, None] * step, step) * \
+        np.minimum(S - np.arange(cols)[None, :] * step, step)  # pairs in each block
+    width = max(3, len(str((rows - 1) * step)))  # the corner names the axes: q\k
+    ruler = [" "] * cols
+    for c in range(0, cols, 10):  # whole numbers, each within its ten columns
+        label = str(c * step)
+        if c + len(label) <= cols:  # never a number cut short at the right edge
+            ruler[c:c + len(label)] = label
+    lines = ["q\\k".rjust(width) + "   " + "".join(ruler).rstrip()]
+    for r in range(rows):
+        row = "".join("█" if v == n else "·" if v == 0 else "▒"
+                      for v, n in zip(seen[r], full[r], strict=True))
+        lines.append(f"{r * step:>{width}} │ {row}")
+    return lines
 
 
 def panel_scale(L: int, S: int) -> int:

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from .errors import ExportError, UsageError
 
 __all__ = [
-    "DEFAULT_TARGET", "GQA_HEAD_DIM_MULTIPLE", "HEAVY_OPS", "TARGETS", "TRITON_TARGET",
-    "VERIFIED_ORT", "Target", "check_dtype_target", "check_ort_version", "get", "has_kernel",
-    "kernel_dtypes", "kernel_skips_outside_window", "lacks_bfloat16_cuda_kernel", "moe_kernel",
+    "CPU_TARGET", "CUDA_TARGET", "DEFAULT_TARGET", "GQA_HEAD_DIM_MULTIPLE", "HEAVY_OPS",
+    "PORTABLE_TARGET", "TARGETS", "TORCH_PLAN", "TRITON_TARGET", "VERIFIED_ORT", "Target",
+    "check_dtype_target", "check_ort_version", "get", "has_kernel", "kernel_dtypes",
+    "kernel_skips_outside_window", "lacks_bfloat16_cuda_kernel", "moe_kernel", "names",
     "verify_pairs",
 ]
 
@@ -29,20 +30,28 @@ class Target:
     summary: str
 
 
+# The targets' names: other modules import these rather than spell them (a test holds it)
+PORTABLE_TARGET = "portable"
+CPU_TARGET = "ort-cpu"
+CUDA_TARGET = "ort-cuda"
+# not a target: `explain --target torch` shows how the torch module (to_torch) runs each
+# attention, beside the ONNX targets' plans
+TORCH_PLAN = "torch"
+
 _ALL = (
-    Target("portable", planned=False, provider=None, verified_on=("cpu", "cuda"),
+    Target(PORTABLE_TARGET, planned=False, provider=None, verified_on=("cpu", "cuda"),
            summary="standard ONNX ops only, masks in the dense L x S form; runs on any ONNX "
                    "runtime; made by torch.onnx.export"),
-    Target("ort-cpu", planned=True, provider="cpu", verified_on=("cpu",),
+    Target(CPU_TARGET, planned=True, provider="cpu", verified_on=("cpu",),
            summary="ONNX Runtime's fused kernels where they are faster on the CPU, "
                    "block-sparse execution elsewhere; lowered by attndsl"),
-    Target("ort-cuda", planned=True, provider="cuda", verified_on=("cpu", "cuda"),
+    Target(CUDA_TARGET, planned=True, provider="cuda", verified_on=("cpu", "cuda"),
            summary="the same for the CUDA provider: only ops with CUDA kernels for the dtype; "
                    "lowered by attndsl"),
 )
 TARGETS: dict[str, Target] = {t.name: t for t in _ALL}
-DEFAULT_TARGET = "ort-cpu"
-TRITON_TARGET = "ort-cuda"  # Triton serves models on GPUs
+DEFAULT_TARGET = CPU_TARGET
+TRITON_TARGET = CUDA_TARGET  # Triton serves models on GPUs
 
 
 def get(name: str) -> Target:
@@ -50,6 +59,12 @@ def get(name: str) -> Target:
         return TARGETS[name]
     except KeyError:
         raise UsageError(f"unknown target `{name}`: choose from {', '.join(TARGETS)}") from None
+
+
+def names(*, provider: str | None = None, sep: str = ", ") -> str:
+    """The targets' names joined by `sep` (for help text), those `verify` runs on `provider`
+    by default where it is given."""
+    return sep.join(t.name for t in _ALL if provider is None or provider in t.verified_on)
 
 
 def verify_pairs(targets: tuple[str, ...] | None,
@@ -84,8 +99,9 @@ def check_ort_version(target: str, version: str | None = None) -> None:
             f"the {target} target's models are verified for onnxruntime "
             f"{' or '.join(VERIFIED_ORT)}, and this is onnxruntime {version}: its contrib "
             "kernels (GroupQueryAttention's window) may mean something else\n"
-            f"  = help: install onnxruntime {VERIFIED_ORT[-1]}.x (pip install -c "
-            "constraints.txt), or compile with --target portable (standard ops only)")
+            f"  = help: install onnxruntime {VERIFIED_ORT[-1]}.x (pip install "
+            f"\"onnxruntime=={VERIFIED_ORT[-1]}.*\", or onnxruntime-gpu), or compile with "
+            "--target portable (standard ops only)")
 
 
 # -- kernels --------------------------------------------------------------------------------

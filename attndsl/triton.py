@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import onnx
 
+from .output import Stream
+
 __all__ = ["MAX_BATCH_SIZE", "config_pbtxt", "repository_files"]
 
 MAX_BATCH_SIZE = 64
@@ -60,9 +62,10 @@ parameters {{ key: "arena_extend_strategy" value: {{ string_value: "1" }} }}
 """
 
 
-def repository_files(name: str, model: dict[str, bytes]) -> dict[str, bytes]:
+def repository_files(name: str, model: dict[str, bytes | Stream]) -> dict[str, bytes | Stream]:
     """The files of one model's folder in a repository: config.pbtxt and 1/model.onnx (with
-    1/model.onnx.data over 2 GB: `model` is `Exported.files("model.onnx")`)."""
-    proto = onnx.load_from_string(model["model.onnx"])  # external tensors stay unread
+    1/model.onnx.data over 2 GB: `model` is `Exported.streams("model.onnx")`)."""
+    one = model["model.onnx"]  # a streamed single file is read whole for its inputs here
+    proto = onnx.load_from_string(one if isinstance(one, bytes) else one.bytes())
     return {"config.pbtxt": config_pbtxt(name, proto).encode(),
             **{f"1/{file}": data for file, data in model.items()}}

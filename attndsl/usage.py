@@ -10,7 +10,7 @@ from .errors import UsageError
 from .targets import get
 
 __all__ = ["BUILD_COPIES", "check_dtype", "check_ints", "check_memory", "check_path",
-           "check_target"]
+           "check_target", "check_token_ids", "check_torch_program"]
 
 
 def check_ints(name: str, values: tuple, lo: int, hi: int) -> None:
@@ -18,6 +18,33 @@ def check_ints(name: str, values: tuple, lo: int, hi: int) -> None:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             raise UsageError(f"{name}: expected an integer in [{lo}, {hi}], got {v!r}")
+
+
+def check_token_ids(rows, vocab: int, what: str = "`input_ids`") -> None:
+    """UsageError unless every token id of `rows` (a (batch, length) array, or prompts of any
+    lengths) is an integer in [0, vocab), naming the first outside it by (batch, position).
+    Checked at every entry point that takes ids (run, generate, the torch module, the
+    reference): a negative id would wrap to a real token (-100, Hugging Face's ignore index,
+    becomes the 100th from the end) and one past the table fails deep in the runtime."""
+    import numpy as np
+
+    first, count = None, 0
+    for b, row in enumerate(rows):
+        row = np.asarray(row)
+        if row.size and row.dtype.kind not in "iu":  # a float id is no token
+            raise UsageError(f"{what} must hold integer token ids, found {row.dtype}")
+        outside = np.flatnonzero((row < 0) | (row >= vocab))
+        if outside.size and first is None:
+            first = (b, int(outside[0]), int(row.reshape(-1)[outside[0]]))
+        count += outside.size
+    if first is None:
+        return
+    b, t, value = first
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    why = "\n  = help: -100 is Hugging Face's ignore index for labels, not a token" \
+        if value == -100 else ""
+    raise UsageError(f"{what}: token id {value} at (batch {b}, position {t}) is outside the "
+                     f"vocabulary of {vocab} tokens, ids 0 to {vocab - 1}{more}{why}")
 
 
 BUILD_COPIES = 3  # a build holds the weights as a module, as arrays and in the ONNX model
@@ -39,6 +66,20 @@ def check_memory(name: str, spec: s.Layer) -> None:
                          f"{need / 1024**3:,.1f} GiB ({BUILD_COPIES} float32 copies) and this "
                          f"machine has {have / 1024**3:,.1f} GiB; build it on a larger machine "
                          "or make it smaller")
+
+
+def check_torch_program(spec: s.Layer) -> None:
+    """SpecError, at the attention, for what a torch.export program cannot hold yet."""
+    from .errors import Diagnostic, SpecError
+
+    switched = next((a for a in s.attentions_of(spec) if a.variants), None)
+    if switched is not None:
+        raise SpecError([Diagnostic(
+            f"`{switched.name}` chooses its core by length, which a torch.export program "
+            "cannot hold yet: torch.cond branches with tensor constants fail to serialize "
+            "(pytorch/pytorch#180354)", switched.span("by_length"),
+            hint="export it as ONNX (`--export onnx`, every target): one `If` per "
+                 "threshold")])
 
 
 def check_target(target: str) -> None:

@@ -13,9 +13,9 @@ import math
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .backends import reference
 from .dtypes import round_to, torch_dtype
@@ -37,8 +37,11 @@ from .spec import (
     output_name,
 )
 
+if TYPE_CHECKING:  # torch is imported where it runs: `show` reads mask_lengths without it
+    import torch
+
 __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "default_lengths", "make_inputs",
-           "memory_length", "reference_bytes", "tolerance", "verify"]
+           "mask_lengths", "memory_length", "reference_bytes", "tolerance", "verify"]
 
 DEFAULT_LENGTHS = (1, 7, 61, 293)  # one token, and primes: no multiple of any block
 DEFAULT_BATCHES = (1, 3)
@@ -70,10 +73,9 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
             chosen.setdefault(_next_prime(n + 1), f"the first prime past {what}")
 
     for a in attentions_of(spec):
+        for n, why in mask_lengths(a).items():
+            chosen.setdefault(n, why)
         for core in a.cores:
-            for mask in primitives(core.mask):
-                for n, what in _extents(mask):
-                    past(n, what)
             position = core.position
             if isinstance(position, Rope) and position.scaling is not None and \
                     hasattr(position.scaling, "original_max_position"):
@@ -95,6 +97,19 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
     limits = length_limits(spec)
     return {n: chosen[n] for n in sorted(chosen) if n <= MAX_LENGTH and beyond_limits(
         limits, n, memory_length(n) if "memory_length" in limits else None) is None}
+
+
+def mask_lengths(attention: Attention) -> dict[int, str]:
+    """The first prime past every extent the masks of one attention name (a window's keys, a
+    chunk, global and prefix tokens, random blocks, a stride), each with why: the shortest
+    lengths at which each shows its edge (`verify` checks them, `show` draws the longest)."""
+    out: dict[int, str] = {}
+    for core in attention.cores:
+        for mask in primitives(core.mask):
+            for n, what in _extents(mask):
+                if n < MAX_LENGTH:  # beyond, no model runs (and a prime search would not end)
+                    out.setdefault(_next_prime(n + 1), f"the first prime past {what}")
+    return out
 
 
 def _extents(mask) -> list[tuple[int, str]]:
@@ -159,8 +174,17 @@ class Comparison:
     max_abs: float
     max_rel: float
     tolerance: float
-    passed: bool
+    passed: bool | None  # None: nothing was held to a tolerance (a skipped or informational row)
     note: str = ""
+    kind: str = "compared"  # or "skipped" (the shape could not run), "info" (reported only)
+
+    @property
+    def verdict(self) -> str:
+        """PASS or FAIL for a comparison; SKIPPED or INFO for a row that compared nothing, so
+        that neither reads as a pass."""
+        if self.kind == "compared":
+            return "PASS" if self.passed else "FAIL"
+        return "SKIPPED" if self.kind == "skipped" else "INFO"
 
     @property
     def shape(self) -> str:
@@ -179,34 +203,64 @@ class Report:
     # per shape: the inputs, and each backend's output (kept for --save-inputs/--save-outputs)
     feeds: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
     outputs: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=dict, repr=False)
+    # where the weights came from (a file or checkpoint folder), or None: drawn from `seed`,
+    # which then draws the weights and the inputs; with a file it draws the inputs alone
+    weights: str | None = None
+
+    @property
+    def compared(self) -> list[Comparison]:
+        """The rows held to a tolerance: not the skipped shapes nor the informational rows."""
+        return [c for c in self.comparisons if c.kind == "compared"]
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.comparisons)
+        """Every comparison within tolerance, and at least one made: a report whose every
+        shape was skipped verified nothing."""
+        return bool(self.compared) and all(c.passed for c in self.compared)
 
     def text(self) -> str:
         head = f"{'shape':<20} {'backend vs reference':<24} {'max abs':>10} {'max rel':>10} " \
                f"{'tolerance':>10}  verdict"
+        source = f"weights {self.weights}; inputs from seed {self.seed}" if self.weights \
+            else f"seed {self.seed}"
         lines = [f"verify {self.layer} (targets {', '.join(self.targets)}; {self.dtype}; "
-                 f"seed {self.seed})",
+                 f"{source})",
                  *textwrap.wrap("lengths: " + ", ".join(f"{n} ({why})" for n, why in
                                                         self.why.items()),
                                 100, subsequent_indent="  ", break_on_hyphens=False),
                  head, "-" * len(head)]
         for c in self.comparisons:
-            verdict = "PASS" if c.passed else "FAIL"
-            lines.append(f"{c.shape:<20} {c.backend:<24} {c.max_abs:>10.3e} {c.max_rel:>10.3e} "
-                         f"{c.tolerance:>10.3e}  {verdict}{'  ' + c.note if c.note else ''}")
-        ok = sum(c.passed for c in self.comparisons)
-        lines.append(f"{'PASSED' if self.passed else 'FAILED'}: {ok} of "
-                     f"{len(self.comparisons)} comparisons within tolerance")
+            if c.kind == "skipped":  # no numbers to show: nothing ran
+                numbers = f"{'-':>10} {'-':>10} {'-':>10}"
+            else:
+                tol = f"{'-':>10}" if c.kind == "info" else f"{c.tolerance:>10.3e}"
+                numbers = f"{c.max_abs:>10.3e} {c.max_rel:>10.3e} {tol}"
+            lines.append(f"{c.shape:<20} {c.backend:<24} {numbers}  {c.verdict}"
+                         f"{'  ' + c.note if c.note else ''}")
+        lines.append(self._summary())
         return "\n".join(lines)
+
+    def _summary(self) -> str:
+        """The last line: what passed, out of what was compared, and what was not counted."""
+        skipped = sum(c.kind == "skipped" for c in self.comparisons)
+        info = sum(c.kind == "info" for c in self.comparisons)
+        aside = ", ".join(part for part in (
+            f"{skipped} skipped shape{'s' * (skipped != 1)}" if skipped else "",
+            f"{info} informational row{'s' * (info != 1)}" if info else "") if part)
+        if not self.compared:
+            return (f"NOT VERIFIED: nothing was compared ({aside or 'no shapes'}; see the "
+                    "reasons above)")
+        ok = sum(bool(c.passed) for c in self.compared)
+        return (f"{'PASSED' if self.passed else 'FAILED'}: {ok} of {len(self.compared)} "
+                "comparisons within tolerance" + (f" (not counted: {aside})" if aside else ""))
 
     def to_dict(self) -> dict:
         return {"layer": self.layer, "targets": list(self.targets), "dtype": self.dtype,
-                "seed": self.seed, "passed": self.passed,
+                "seed": self.seed, "weights": self.weights, "passed": self.passed,
+                "compared": len(self.compared),
                 "lengths": [{"length": n, "why": why} for n, why in self.why.items()],
-                "comparisons": [asdict(c) | {"shape": c.shape} for c in self.comparisons]}
+                "comparisons": [asdict(c) | {"shape": c.shape, "verdict": c.verdict}
+                                for c in self.comparisons]}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -254,14 +308,14 @@ def _compare(ref: np.ndarray, got: np.ndarray, dtype: str) -> tuple[float, float
 def _quantization_error(batch: int, length: int, S: int | None, ref: np.ndarray,
                         full: np.ndarray, spec, quantize) -> Comparison:
     """The reference on the dequantized weights against it on the float ones: what the
-    quantization itself changes (reported, never failed)."""
+    quantization itself changes (an INFO row: reported, neither passed nor failed)."""
     err = float(np.abs(ref - full).max()) if ref.size else 0.0
     note = f"int{quantize.bits} weights vs float32"
     if getattr(spec, "vocab", None):
         agree = float((ref.argmax(-1) == full.argmax(-1)).mean())
         note += f"; top-1 agreement {100 * agree:.1f}%"
     return Comparison(batch, length, S, "quantization", err,
-                      err / max(float(np.abs(full).max()), 1e-30), math.nan, True, note)
+                      err / max(float(np.abs(full).max()), 1e-30), math.nan, None, note, "info")
 
 
 def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict[str, np.ndarray],
@@ -275,8 +329,11 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
     A quantized export (`quantize`; `weights` then the dequantized ones) whose MatMulNBits
     quantize activations (accuracy_level >= 1) is held to the half-precision tolerance, and
     the quantization's own error,
-    the reference on `weights` against it on `float_weights`, is reported apart (a row that
-    always passes: max error, and for logits the top-1 agreement)."""
+    the reference on `weights` against it on `float_weights`, is reported apart (an INFO row,
+    not counted: max error, and for logits the top-1 agreement). A shape that cannot run
+    (past a length limit, or a reference too large) is a SKIPPED row, not counted either."""
+    import torch
+
     graph = build(spec)
     # activations quantized (accuracy_level >= 1): the half-precision tolerance
     tol_dtype = dtype if quantize is None or not quantize.accuracy else "float16"
@@ -301,7 +358,7 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
                        <= VERIFY_MEMORY else "; `attndsl bench` measures this length"))
         if skip:
             report.comparisons.append(Comparison(
-                batch, length, S, "all", math.nan, math.nan, math.nan, True, f"skipped: {skip}"))
+                batch, length, S, "all", math.nan, math.nan, math.nan, None, skip, "skipped"))
             continue
         inputs = make_inputs(spec, batch, length, rng)  # after the skip: it could not fit
         if dtype != "float32":  # values the model can hold (exact in float32)

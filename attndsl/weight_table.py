@@ -237,16 +237,18 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
     weight, differential attention's lambda vectors, a router's selection bias and the delta
     rule's A_log 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
-    out = {}
-    for w in table:
-        if w.init in ("linear", "linear_bias", "sequence"):
-            bound = 1.0 / math.sqrt(w.fan_in)
-            value = rng.uniform(-bound, bound, w.shape)
-        elif w.init in ("embedding", "sink"):
-            value = rng.standard_normal(w.shape)
-        elif w.init == "norm_weight":
-            value = 1.0 + 0.1 * rng.standard_normal(w.shape)
-        else:  # norm_bias, norm_offset, lambda, selection
-            value = 0.1 * rng.standard_normal(w.shape)
-        out[w.name] = value.astype(np.float32)
-    return out
+    return {w.name: draw(rng, w) for w in table}
+
+
+def draw(rng: np.random.Generator, w: Weight) -> np.ndarray:
+    """One weight of `seeded_weights`, drawn from `rng` where the table's order puts it."""
+    if w.init in ("linear", "linear_bias", "sequence"):
+        bound = 1.0 / math.sqrt(w.fan_in)
+        value = rng.uniform(-bound, bound, w.shape)
+    elif w.init in ("embedding", "sink"):
+        value = rng.standard_normal(w.shape)
+    elif w.init == "norm_weight":
+        value = 1.0 + 0.1 * rng.standard_normal(w.shape)
+    else:  # norm_bias, norm_offset, lambda, selection
+        value = 0.1 * rng.standard_normal(w.shape)
+    return value.astype(np.float32)

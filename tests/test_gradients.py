@@ -82,13 +82,21 @@ def _path(torch_path: str, monkeypatch) -> str:
     return torch_path
 
 
-@pytest.mark.parametrize("torch_path", PATHS)
-@pytest.mark.parametrize(("path", "name"), LAYERS, ids=[f"{p.stem}:{n}" for p, n in LAYERS])
+def _blocked(path, name: str) -> bool:
+    """Whether the torch plan runs an attention of the layer block-sparse."""
+    return any(c.strategy == "block_sparse" for c in attndsl.load(path)[name].plan("torch")[1])
+
+
+# `blocks` only for layers with a block-sparse attention: elsewhere it is `auto`'s module
+CASES = [(path, name, torch_path) for path, name in LAYERS for torch_path in PATHS
+         if torch_path != "blocks" or _blocked(path, name)]
+
+
+@pytest.mark.parametrize(("path", "name", "torch_path"), CASES,
+                         ids=[f"{p.stem}:{n}-{t}" for p, n, t in CASES])
 def test_module_gradients_are_the_oracles(path, name, torch_path, monkeypatch) -> None:
     layer = attndsl.load(path)[name]
-    blocked = any(c.strategy == "block_sparse" for c in layer.plan("torch")[1])
-    if torch_path == "blocks" and not blocked:
-        pytest.skip("no block-sparse attention: the same module as `auto`")
+    blocked = _blocked(path, name)
     for length in (7, 1, 70) if blocked and torch_path != "dense" else (7, 1):
         _check(layer, length, _path(torch_path, monkeypatch))
 
@@ -108,3 +116,5 @@ def test_planned_paths_are_the_ones_tested() -> None:
     taken = {c.strategy for path, name in LAYERS
              for c in attndsl.load(path)[name].plan("torch")[1]}
     assert {"sdpa", "block_sparse", "dense"} <= taken, taken
+    # and `blocks` runs somewhere (it is generated only where a layer is block-sparse)
+    assert any(t == "blocks" for _, _, t in CASES)

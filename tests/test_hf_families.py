@@ -352,7 +352,7 @@ def test_renamed_tensors_get_the_right_hint_or_none(tmp_path: Path, family: str)
         memory = Path("in-memory")
         fake = Checkpoint(folder, ckpt.config, dict.fromkeys(moved, memory), {memory: moved})
         try:
-            got = gather(fake, layer.spec, wanted)
+            got = gather(fake, layer.spec, wanted, allow_unused=True)
         except SpecError as exc:
             text = "\n".join(d.message for d in exc.diagnostics)
             assert "missing" in text, text
@@ -360,9 +360,11 @@ def test_renamed_tensors_get_the_right_hint_or_none(tmp_path: Path, family: str)
             for hint in hints:
                 assert f"`{name}_renamed`" in hint and f"name it `{name}`" in hint, hint
             hinted += bool(hints)
-        else:  # not a tensor of the described layers
+        else:  # not a tensor of the described layers: left out when allowed, else refused
             assert got.keys() == baseline.keys()
             assert all(np.array_equal(got[k], baseline[k]) for k in got)
+            with pytest.raises(SpecError, match=f"`{name}_renamed` .* is not used by the spec"):
+                gather(fake, layer.spec, wanted)
     assert hinted > 0
 
 

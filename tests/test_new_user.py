@@ -212,8 +212,8 @@ def test_a_linformer_model_records_and_enforces_its_length_limit(tmp_path: Path,
         ort.InferenceSession(str(model)).run(None, {"x": np.zeros((1, 17, 32), np.float32)})
     assert main(["bench", str(spec), "--lengths", "8,17"]) == 2
     assert "cannot be measured at L = 17" in capsys.readouterr().err
-    assert main(["verify", str(spec), "--lengths", "17"]) == 0
-    assert "skipped: 17 tokens, more than the 16 it takes" in capsys.readouterr().out
+    assert main(["verify", str(spec), "--lengths", "17"]) == 1  # nothing compared: not a pass
+    assert "SKIPPED  17 tokens, more than the 16 it takes" in capsys.readouterr().out
 
 
 def test_verify_chooses_its_lengths_from_the_spec() -> None:
@@ -246,7 +246,7 @@ def test_verify_says_why_and_skips_what_would_not_fit(monkeypatch, capsys) -> No
         1, 61, None))  # 61 fits at batch 1, not at batch 3; 293 not at all
     assert main(["verify", "examples/mistral_local.attn", "--lengths", "61,293"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    skipped = [line for line in lines if "skipped" in line]
+    skipped = [line for line in lines if "SKIPPED" in line]
     assert len(skipped) == 3, skipped  # B=3 L=61, B=1 and B=3 L=293
     assert "--batches 1 would fit" in next(s for s in skipped if "B=3 L=61" in s)
 

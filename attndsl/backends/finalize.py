@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import onnx
@@ -12,7 +13,7 @@ import onnx
 from .. import __version__
 from ..errors import ExportError
 from ..targets import VERIFIED_ORT, get
-from .exported import Exported, graphs
+from .exported import Exported, Reader, graphs
 
 __all__ = ["MAX_IR_VERSION", "Provenance", "finalize"]
 
@@ -51,12 +52,13 @@ class Provenance:
             "attndsl.spec_file": self.spec_file,
             "attndsl.spec": self.source_text,
             "attndsl.spec_sha256": hashlib.sha256(self.source_text.encode()).hexdigest(),
-            "attndsl.seed": str(self.seed),
             "attndsl.target": self.target,
             "attndsl.dtype": self.dtype,
         }
-        if self.weights_sha256:
+        if self.weights_sha256:  # the weights' source: a seed drew nothing, so none is recorded
             props["attndsl.weights_sha256"] = self.weights_sha256
+        else:
+            props["attndsl.seed"] = str(self.seed)
         if self.form != "forward":
             props["attndsl.form"] = self.form
         if self.kv_cache:
@@ -73,8 +75,11 @@ class Provenance:
         return props
 
 
-def finalize(model: onnx.ModelProto, provenance: Provenance) -> Exported:
-    """Strip non-reproducible debug data, record provenance, check; the model as its files."""
+def finalize(model: onnx.ModelProto, provenance: Provenance,
+             deferred: Mapping[str, Reader] | None = None) -> Exported:
+    """Strip non-reproducible debug data, record provenance, check; the model as its files.
+    `deferred`: initializers left without data and how to read each (`build_model`), read
+    only as the files are written."""
     for graph in graphs(model.graph):
         graph.doc_string = ""
         for node in graph.node:
@@ -100,7 +105,7 @@ def finalize(model: onnx.ModelProto, provenance: Provenance) -> Exported:
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise ExportError(f"exported model for `{provenance.layer}` fails onnx.checker: "
                           f"{str(exc).splitlines()[0]}") from None
-    return Exported(model, provenance.layer)
+    return Exported(model, provenance.layer, deferred)
 
 
 def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -1,6 +1,7 @@
 """A graph module's inputs, checked at the Python API's edge as the command line checks a
 model's: by position or name, none missing, unknown or given twice; each of the type, rank
-and fixed sizes the graph declares (`float[B, L, 64]`), with no empty batch or sequence."""
+and fixed sizes the graph declares (`float[B, L, 64]`), with no empty batch or sequence, token
+ids within the vocabulary, and floats of the module's own dtype."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from torch import Tensor
 
 from ..errors import UsageError
 from ..ir import Graph, Op
+from ..usage import check_token_ids
 
-__all__ = ["named_inputs"]
+__all__ = ["check_float_dtype", "named_inputs"]
 
 
 def named_inputs(graph: Graph, args: tuple[Tensor, ...],
@@ -65,3 +67,32 @@ def _check_shapes(graph: Graph, given: dict[str, Tensor]) -> None:
             if dim in ("B", "L", "S") and sizes.setdefault(dim, size) != size:
                 raise UsageError(f"{expected}, got {dim} = {size} where another input has "
                                  f"{dim} = {sizes[dim]}")
+        if node.out == "input_ids":
+            _check_ids(graph, value)
+
+
+def _check_ids(graph: Graph, ids: Tensor) -> None:
+    """UsageError for a token id outside the embedding table: torch's embedding fails with
+    `index out of range in self` on the CPU and a device-side assert on CUDA."""
+    table = next(n.attr("weight") for n in graph.nodes if n.op is Op.EMBED)
+    vocab = next(w.shape[0] for w in graph.weights if w.name == table)
+    if bool(((ids < 0) | (ids >= vocab)).any()):  # on the ids' device; NumPy names the first
+        check_token_ids(ids.detach().cpu().numpy(), vocab)
+
+
+def check_float_dtype(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """A forward pre-hook (`Layer.to_torch`): UsageError naming the dtype the module takes
+    where a float input has another (a NumPy array's float64, say), which torch reports as
+    `expected m1 and m2 to have the same dtype` deep in a matmul. Not under autocast, whose
+    point is mixed dtypes, nor while tracing."""
+    param = next((p for p in module.parameters() if p.is_floating_point()), None)
+    if param is None or torch.compiler.is_compiling() or \
+            torch.is_autocast_enabled(param.device.type):
+        return
+    dtype = param.dtype
+    for name, value in (*zip(module.graph.inputs, args, strict=False), *kwargs.items()):
+        if isinstance(value, Tensor) and value.is_floating_point() and value.dtype != dtype:
+            have, want = (str(d).removeprefix("torch.") for d in (value.dtype, dtype))
+            raise UsageError(f"`{name}` is {have}; this module takes {want}\n  = help: "
+                             f"pass `{name}.to(torch.{want})`, or convert the module "
+                             f"(`module.to(torch.{have})`)")

@@ -39,8 +39,9 @@ def onnxruntime():
     except ImportError:
         raise ExportError(
             "ONNX Runtime is not installed: attndsl compiles without it, but running a model "
-            "needs it\n  = help: pip install -c constraints.txt \"attndsl[cpu]\" (onnxruntime), "
-            "or \"attndsl[gpu]\" (onnxruntime-gpu, on an NVIDIA machine); never both") from None
+            "needs it\n  = help: pip install \"attndsl[cpu]\" (onnxruntime), or "
+            "\"attndsl[gpu]\" (onnxruntime-gpu, on an NVIDIA machine); never both (in a "
+            "source checkout, add -c constraints.txt: the tested versions)") from None
     return ort
 
 

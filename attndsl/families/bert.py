@@ -34,7 +34,9 @@ _BERT = Names("encoder.layer.{i}.", {
     **linear("self_attn.o_proj", "attention.output.dense"),
     **norms({"attn_norm": "attention.output.LayerNorm", "ffn_norm": "output.LayerNorm"}),
     **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense")},
-    {}, ("bert.",))
+    {}, ("bert.",), outside=(  # the embeddings (word, position, token type) and their norm
+        r"embeddings\.(word|position|token_type)_embeddings\.weight",
+        r"embeddings\.LayerNorm\.(weight|bias)"))
 
 FAMILIES = [
     Family("bert", _read, _BERT, {  # transformers' defaults (BertConfig, 5.23)

@@ -19,8 +19,10 @@ def _read(s: SpecText, padding: str | None) -> None:
     layers = s.need("num_hidden_layers")
     types = cfg.get("layer_types") or [
         "sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(layers)]
-    if any(t not in ("sliding_attention", "full_attention") for t in types):
-        s.refuse("layer_types", "Cohere 2's layers are sliding_attention or full_attention")
+    other = [t for t in dict.fromkeys(types) if t not in ("sliding_attention", "full_attention")]
+    if other:
+        s.refuse("layer_types", "Cohere 2's layers are sliding_attention or full_attention; "
+                                f"attndsl does not import layer kind `{other[0]}` for it")
         return
     window = s.get("sliding_window")
     base = {"d_model": str(d), "heads": str(heads),

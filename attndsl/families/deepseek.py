@@ -100,7 +100,8 @@ _DEEPSEEK = Names("layers.{i}.", {
        for p in ("gate_proj", "up_proj", "down_proj")},
     "mlp.router.weight": "mlp.gate.weight",
     "mlp.router.selection_bias": "mlp.gate.e_score_correction_bias"},
-    LLAMA.top, LLAMA.bases)
+    LLAMA.top, LLAMA.bases, past_layers=True)  # num_nextn_predict_layers: multi-token
+# prediction, kept as layers past num_hidden_layers
 
 _DEEPSEEK_V2 = Names(_DEEPSEEK.layer, {k: v for k, v in _DEEPSEEK.names.items()
                                        if k != "mlp.router.selection_bias"},

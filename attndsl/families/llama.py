@@ -6,6 +6,7 @@ layers."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..spec import Attention
 from .base import Family
@@ -48,10 +49,13 @@ def read(s: SpecText, padding: str | None) -> None:
         types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
                  for i in range(layers)]
     types = types or ["full_attention"] * layers
-    if "chunked_attention" in types:
-        s.refuse("layer_types", f"{t} has no chunked attention layers (Llama 4 has)")
-    if "linear_attention" in types:
-        s.refuse("layer_types", f"{t} has no linear attention layers (Qwen3-Next has)")
+    for kind, who in (("chunked_attention", "llama4_text"), ("linear_attention", "qwen3_next")):
+        if kind in types:
+            s.refuse("layer_types", f"attndsl does not import layer kind `{kind}` for {t} (it "
+                                    f"does for {who})")
+    # read on as if full (the import fails, having listed every problem): sliding and full
+    # layers are the only kinds this reader names, and two kinds must not share a name
+    types = [k if k == "sliding_attention" else "full_attention" for k in types]
     window = s.get("sliding_window")
     if t in ("mistral", "mixtral", "qwen3_moe", "phi3"):  # every layer slides with a window
         types = ["sliding_attention" if window else "full_attention"] * layers
@@ -131,6 +135,8 @@ _GEMMA = Names("layers.{i}.", {**ATTN, **GATED,
                                "post_ffn_norm.weight": "post_feedforward_layernorm.weight"},
                {"norm.weight": "norm.weight", **LM},
                ("model.language_model.", "language_model.model.", "model."))
+# Gemma 3's multimodal checkpoint: its vision tower and projector lie outside the text stack
+_GEMMA3 = replace(_GEMMA, outside=(r"vision_tower\..+", r"multi_modal_projector\..+"))
 
 
 def _q_rows(a: Attention, cfg: dict) -> int:
@@ -179,7 +185,7 @@ _QWEN_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 22016, "num_hidden_l
 _QWEN_WINDOWS = "read into layer_types by {}Config; the import reads it only when layer_types " \
     "is absent"
 _GEMMA3_SOFTCAP = "Gemma 3's attention never applies it (transformers keeps it unused)"
-_GEMMA3 = {**_GEMMA_DEFAULTS, "use_bidirectional_attention": False}
+_GEMMA3_DEFAULTS = {**_GEMMA_DEFAULTS, "use_bidirectional_attention": False}
 
 FAMILIES = [
     Family("llama", read, LLAMA, LLAMA_DEFAULTS, lm=True),
@@ -196,9 +202,10 @@ FAMILIES = [
            refused={"use_bidirectional_attention": (
                bool, "transformers' Gemma 2 applies it in its SDPA path but keeps the causal "
                      "mask in its eager path")}, lm=True),
-    Family("gemma3_text", read, _GEMMA, _GEMMA3,
+    Family("gemma3_text", read, _GEMMA, _GEMMA3_DEFAULTS,
            inert={"attn_logit_softcapping": _GEMMA3_SOFTCAP}, lm=True),
-    Family("gemma3", read, _GEMMA, _GEMMA3, inert={"attn_logit_softcapping": _GEMMA3_SOFTCAP},
+    Family("gemma3", read, _GEMMA3, _GEMMA3_DEFAULTS,
+           inert={"attn_logit_softcapping": _GEMMA3_SOFTCAP},
            lm=True),
     Family("phi3", read, _PHI3, {
         "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,

@@ -35,6 +35,11 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.refuse("no_rope_layers" if len(ropes) != layers else "layer_types",
                  f"a list of {layers} entries (one per layer) is needed")
         return
+    other = [k for k in dict.fromkeys(types) if k not in ("chunked_attention", "full_attention")]
+    if other:  # refused before any attention is named (two kinds would share a name)
+        s.refuse("layer_types", f"Llama 4's layers are chunked_attention or full_attention; "
+                                f"attndsl does not import layer kind `{other[0]}` for it")
+        return
     base = {"d_model": str(d), "heads": str(heads), "kv_heads": str(kv),
             "head_dim": str(head_dim), "bias": "true" if cfg.get("attention_bias") else "false"}
     tail = ("padding" if padding == "right" else "padding(side = left)") if padding else None
@@ -52,9 +57,6 @@ def _read(s: SpecText, padding: str | None) -> None:
         mask = ["causal"]
         if kind == "chunked_attention":
             mask.append(f"chunked({s.need('attention_chunk_size')})")
-        elif kind != "full_attention":
-            s.refuse("layer_types", f"Llama 4's layers are chunked_attention or "
-                                    f"full_attention, not \"{kind}\"")
         entries["mask"] = " & ".join(mask + ([tail] if tail else []))
         name = f"llama4_{'chunked' if kind == 'chunked_attention' else 'full'}" + (
             "" if roped else "_nope")

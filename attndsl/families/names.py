@@ -32,6 +32,12 @@ class Names:
     # entries that replace `names`' in the layers whose attention has a kernel of this class
     # name (Qwen3-Next's delta-rule layers keep their projections under `linear_attn.`)
     by_kernel: dict[str, dict[str, str | tuple[str, Split]]] = field(default_factory=dict)
+    # what the checkpoint holds outside every spec attndsl reads of it (regular expressions
+    # of names without `bases`): embeddings and heads the table does not list, a decoder
+    outside: tuple[str, ...] = ()
+    # layers past config.json's count are a multi-token prediction module (DeepSeek-V3's),
+    # which the model's forward does not run
+    past_layers: bool = False
 
     def layer_names(self, kernel: object) -> dict[str, str | tuple[str, Split]]:
         """The table of a layer whose attention has `kernel`."""

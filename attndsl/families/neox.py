@@ -104,28 +104,31 @@ _NEOX = Names("layers.{i}.", {
     **linear("self_attn.o_proj", "attention.dense"),
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
     **linear("mlp.fc1", "mlp.dense_h_to_4h"), **linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    norms({"norm": "final_layer_norm"}), ("gpt_neox.",))
+    norms({"norm": "final_layer_norm"}), ("gpt_neox.",),
+    outside=(r"embed_in\.weight", r"embed_out\.weight"))  # embedding and head
 _GPTJ = Names("h.{i}.", {
     **{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj", f"attn.{p}_proj").items()},
     **linear("self_attn.o_proj", "attn.out_proj"), **norms({"attn_norm": "ln_1"}),
     **linear("mlp.fc1", "mlp.fc_in"), **linear("mlp.fc2", "mlp.fc_out")},
-    norms({"norm": "ln_f"}), ("transformer.",))
+    norms({"norm": "ln_f"}), ("transformer.",), outside=(r"wte\.weight", r"lm_head\.bias"))
 _BLOOM = Names("h.{i}.", {
     **qkv_names("self_attention.query_key_value", per_head),
     **linear("self_attn.o_proj", "self_attention.dense"),
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
     **linear("mlp.fc1", "mlp.dense_h_to_4h"), **linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    norms({"norm": "ln_f"}), ("transformer.",))
+    norms({"norm": "ln_f"}), ("transformer.",),
+    outside=(r"word_embeddings\.weight", r"word_embeddings_layernorm\.(weight|bias)"))
 _FALCON_MLP = {**linear("self_attn.o_proj", "self_attention.dense"),
                **linear("mlp.fc1", "mlp.dense_h_to_4h"),
                **linear("mlp.fc2", "mlp.dense_4h_to_h"),
                **qkv_names("self_attention.query_key_value", _falcon)}
 _FALCON_TWO_NORMS = Names("h.{i}.", {**_FALCON_MLP, **norms({"attn_norm": "ln_attn",
                                                                "ffn_norm": "ln_mlp"})},
-                          norms({"norm": "ln_f"}), ("transformer.",))
+                          norms({"norm": "ln_f"}), ("transformer.",),
+                          outside=(r"word_embeddings\.weight",))
 _FALCON = Names("h.{i}.", {**_FALCON_MLP, **norms({
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"})},
-    norms({"norm": "ln_f"}), ("transformer.",))
+    norms({"norm": "ln_f"}), ("transformer.",), outside=(r"word_embeddings\.weight",))
 
 
 def _two_norms(cfg: dict) -> bool:

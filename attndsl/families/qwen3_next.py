@@ -31,9 +31,11 @@ def _read(s: SpecText, padding: str | None) -> None:
     every = s.get("full_attention_interval", default=4)
     types = s.get("layer_types") or ["linear_attention" if (i + 1) % every else
                                      "full_attention" for i in range(layers)]
-    if len(types) != layers or any(t not in _KINDS for t in types):
+    other = [t for t in dict.fromkeys(types) if t not in _KINDS]
+    if len(types) != layers or other:
         s.refuse("layer_types", f"one entry per layer ({layers}), each linear_attention or "
-                                "full_attention")
+                                "full_attention" + (f"; attndsl does not import layer kind "
+                                                    f"`{other[0]}` for it" if other else ""))
         return
     if s.get("hidden_act", default="silu") != "silu":
         s.refuse("hidden_act", "Qwen3-Next's convolution, MLPs and experts use silu")
@@ -109,7 +111,9 @@ _QWEN3_NEXT = Names("layers.{i}.", {
     **{f"mlp.shared.{p}.weight": f"mlp.shared_expert.{p}.weight"
        for p in ("gate_proj", "up_proj", "down_proj")},
     "mlp.shared_gate.weight": "mlp.shared_expert_gate.weight"},
-    LLAMA.top, LLAMA.bases, by_kernel={"DeltaRule": _DELTA})
+    LLAMA.top, LLAMA.bases, by_kernel={"DeltaRule": _DELTA},
+    # its multi-token prediction module, not in the model's forward
+    outside=(r"mtp(\.\w+)*\.(weight|bias)",))
 
 # transformers' defaults (Qwen3NextConfig, 5.23) for the fields the import reads
 _DEFAULTS = {

@@ -44,7 +44,10 @@ _T5 = Names("encoder.block.{i}.", {
     "mlp.down_proj.weight": "layer.1.DenseReluDense.wo.weight"},
     {"norm.weight": "encoder.final_layer_norm.weight",
      "relative_attention_bias.weight":
-         "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"})
+         "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"},
+    # the embedding, the decoder and its head: the import takes the encoder stack
+    outside=(r"shared\.weight", r"encoder\.embed_tokens\.weight", r"decoder(\.\w+)*\.weight",
+             r"lm_head\.weight"))
 
 FAMILIES = [
     Family("t5", _read, _T5, {  # transformers' defaults (T5Config, 5.23)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Graph, Op
+from ..targets import CPU_TARGET, PORTABLE_TARGET
 from .cores import Choice, Core, cores, where
 
 __all__ = ["PATHS", "SDPA_SIDE", "plan_torch"]
@@ -45,7 +46,8 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
             continue
         dropout = next(by_name[n].attr("dropout") for n in core.members
                        if by_name[n].op is Op.SOFTMAX)
-        found = BY_NAME["block_sparse"].match(core, Context("ort-cpu", "float32"))
+        # the same cover and blocks as the CPU plan's (torch runs it on any device)
+        found = BY_NAME["block_sparse"].match(core, Context(CPU_TARGET, "float32"))
         if isinstance(found, Match):
             flex = "FlexAttention" if path == "flex" else "on CUDA FlexAttention"
             reasons = (*(r.replace("in standard ops", "in torch ops") for r in found.reasons),
@@ -80,8 +82,8 @@ def _own(core: Core, graph: Graph, path: str) -> tuple[str, tuple[str]] | None:
     if graph.decoding:
         why = "decoding: the exact dense form over the cache and the new keys"
     elif path == "dense":
-        why = "path = 'dense': the exact dense form, as the portable and torch.export exports " \
-              "trace it"
+        why = f"path = 'dense': the exact dense form, as the {PORTABLE_TARGET} and " \
+              "torch.export exports trace it"
     elif where(core.prefix, graph)[1]:
         why = "a by_length branch: torch.cond runs each variant's own nodes"
     else:

@@ -17,7 +17,7 @@ kernel would be placed on the CPU and fail there."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import onnx
@@ -36,13 +36,16 @@ __all__ = ["build_model"]
 
 def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "float32",
                 fused_norms: bool = False, quantization=None,
-                max_length: int | None = None) -> onnx.ModelProto:
+                max_length: int | None = None,
+                deferred: dict[str, Callable[[], np.ndarray]] | None = None) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
     the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
     Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
     planned targets; else in standard ops. `quantization` (quantize.Quantization): the
     projections' weights as com.microsoft.MatMulNBits blocks. `max_length`: no call holds
-    more tokens (strategies may fold tables of that many positions)."""
+    more tokens (strategies may fold tables of that many positions). `deferred`: the
+    weights are left out of the model, and this dict gets a reader of each by name
+    (`exported.Exported` writes them one at a time); else they are in the model."""
     from ... import strategies  # noqa: F401  (the strategies' lowerings register themselves)
 
     b = Builder(dtype)
@@ -98,7 +101,7 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
                                               for d in sorted(b.domains)]
     model = helper.make_model(g, opset_imports=opsets)
     model.ir_version = 10
-    b.store_weights(model.graph)
+    b.store_weights(model.graph, deferred)
     return model
 
 

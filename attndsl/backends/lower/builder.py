@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,10 +18,43 @@ from ...shapes import TensorType
 from .sym import OnnxArrays, Sym
 
 __all__ = ["LOWER", "Builder", "Lowering", "OnnxArrays", "Sym", "arg",
-           "bsh", "lower", "repeat", "static_last", "width"]
+           "bsh", "lower", "parts", "repeat", "shape_of", "static_last", "width"]
 
 
 ONNX_TYPE_OF = {np.uint8: TensorProto.UINT8}  # the typed initializers' element types
+
+
+@dataclass(frozen=True)
+class _Deferred:
+    """A weight read only when the model is written: its shape now, its values from `read`."""
+
+    shape: tuple[int, ...]
+    read: Callable[[], np.ndarray]
+    typed: bool = False  # stored in its own element type (uint8 codes), not the model's
+
+
+def shape_of(weights: Mapping[str, np.ndarray], name: str) -> tuple[int, ...]:
+    """A weight's shape, without reading it where the mapping can say (`weights.Weights`)."""
+    shape = getattr(weights, "shape", None)
+    return tuple(shape(name)) if callable(shape) else tuple(np.shape(weights[name]))
+
+
+def parts(compute: Callable[[], tuple], count: int) -> list[Callable[[], Any]]:
+    """Readers of the `count` parts of one computation (a weight's blocks, scales and zero
+    points): made when the first is read, dropped once each has been read."""
+    held: dict[str, Any] = {}
+
+    def reader(i: int) -> Callable[[], Any]:
+        def read() -> Any:
+            if not held:
+                held["value"], held["left"] = compute(), set(range(count))
+            value = held["value"][i]
+            held["left"].discard(i)
+            if not held["left"]:
+                held.clear()
+            return value
+        return read
+    return [reader(i) for i in range(count)]
 
 
 class Builder:
@@ -29,7 +63,8 @@ class Builder:
     def __init__(self, dtype: str = "float32") -> None:
         self.dtype = dtype  # the model's float type
         self.nodes: list[onnx.NodeProto] = []
-        self.weights: list[tuple[str, np.ndarray, bool]] = []  # stored into the model at the end
+        # stored into the model at the end
+        self.weights: list[tuple[str, np.ndarray | _Deferred, bool]] = []
         self.count = 0
         self.consts: dict[tuple, str] = {}
         self.domains: set[str] = set()
@@ -69,19 +104,41 @@ class Builder:
         self.weights.append((name, array, typed))
         return name
 
-    def store_weights(self, graph: onnx.GraphProto) -> None:
-        """Write the weights into the graph's initializers one by one, in the model dtype: no
-        list of copies and no copy of the graph, so compiling holds each weight about twice
-        (torch's and the model's) rather than once per protobuf step."""
+    def deferred(self, name: str, shape: tuple[int, ...], read: Callable[[], np.ndarray],
+                 typed: bool = False) -> str:
+        """A weight stored in the model dtype (or, `typed`, its own) whose values `read` gives
+        only when the model is written: a checkpoint's tensors are never all in memory."""
+        self.weights.append((name, _Deferred(tuple(shape), read, typed), typed))
+        return name
+
+    def store_weights(self, graph: onnx.GraphProto,
+                      deferred: dict[str, Callable[[], np.ndarray]] | None = None) -> None:
+        """Write the weights into the graph's initializers one by one, in the model dtype.
+        Given `deferred`, a deferred weight's initializer gets its name, type and shape but no
+        data, and `deferred[name]` reads its data in the model dtype (`exported.Exported`
+        streams it into the file); without it, its data is read now."""
         np_type = numpy_dtype(self.dtype)
         element = ONNX_TYPE[self.dtype]
+
+        def stored(read: Callable[[], np.ndarray], typed: bool) -> np.ndarray:
+            data = read()
+            return np.ascontiguousarray(data if typed else data.astype(np_type, copy=False))
+
         for name, array, typed in self.weights:
             tensor = graph.initializer.add()
             tensor.name = name
+            if isinstance(array, _Deferred):
+                tensor.data_type = ONNX_TYPE_OF[np.uint8] if typed else element
+                tensor.dims.extend(array.shape)
+                if deferred is not None:
+                    deferred[name] = lambda d=array: stored(d.read, d.typed)
+                else:
+                    tensor.raw_data = stored(array.read, typed).tobytes()
+                continue
             tensor.data_type = ONNX_TYPE_OF[array.dtype.type] if typed else element
             tensor.dims.extend(array.shape)
-            stored = array if typed else array.astype(np_type, copy=False)
-            tensor.raw_data = np.ascontiguousarray(stored).tobytes()
+            data = array if typed else array.astype(np_type, copy=False)
+            tensor.raw_data = np.ascontiguousarray(data).tobytes()
         self.weights.clear()
 
     def to_float32(self, name: str) -> str:
@@ -119,7 +176,8 @@ class Lowering:
     def w(self, name: str) -> str:
         if name not in self.used:
             self.used.add(name)
-            self.b.initializer(name, self.weights[name])
+            weights = self.weights  # the reader holds the weights, not the whole lowering
+            self.b.deferred(name, shape_of(weights, name), lambda: weights[name])
         return name
 
     def sym(self, node: Node, i: int = 0) -> Sym:

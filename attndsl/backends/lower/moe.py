@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Node, Op
-from ...quantize import dequantize, quantize
+from ...quantize import block_shapes, dequantize, quantize
 from ..experts import route
 from ..formulas import activation, clamped_glu
-from .builder import Lowering, arg, lower
+from .builder import Lowering, arg, lower, parts, shape_of
 from .switch import subgraph
 from .sym import Sym
 
@@ -43,15 +43,15 @@ def _route(lw: Lowering, node: Node) -> str:
     return b.op("Reshape", gates.name, b.op("Shape", logits.name))
 
 
-def _stacked(lw: Lowering, node: Node, name: str, make) -> str:
-    """Initializer `{prefix}{name}`: each expert's `make(f"{prefix}{e}.")` stacked along a new
-    first axis, once per model."""
-    prefix = node.attr("prefix")
+def _stacked(lw: Lowering, node: Node, name: str, make, one: tuple[int, ...]) -> str:
+    """Initializer `{prefix}{name}`: each expert's `make(f"{prefix}{e}.")` (of shape `one`)
+    stacked along a new first axis, once per model; read when the model is written."""
+    prefix, experts = node.attr("prefix"), node.attr("experts")
     key = f"{prefix}{name}"
     if key not in lw.used:
         lw.used.add(key)
-        lw.b.initializer(key, np.stack([make(f"{prefix}{e}.")
-                                        for e in range(node.attr("experts"))]))
+        lw.b.deferred(key, (experts, *one), lambda: np.stack([make(f"{prefix}{e}.")
+                                                             for e in range(experts)]))
     return key
 
 
@@ -67,11 +67,14 @@ def _tensor(lw: Lowering, name: str) -> np.ndarray:
 def _projection(lw: Lowering, node: Node, proj: str) -> tuple[str, str | None]:
     """The experts' `proj` weights as one [experts, in, out] initializer (and biases
     [experts, 1, out])."""
-    weight = _stacked(lw, node, f"{proj}.weight", lambda p: _tensor(lw, f"{p}{proj}.weight").T)
+    first = f"{node.attr('prefix')}0.{proj}"  # every expert's shapes are the first's
+    weight = _stacked(lw, node, f"{proj}.weight", lambda p: _tensor(lw, f"{p}{proj}.weight").T,
+                      shape_of(lw.weights, f"{first}.weight")[::-1])
     if not node.attr("bias"):
         return weight, None
     return weight, _stacked(lw, node, f"{proj}.bias",
-                            lambda p: _tensor(lw, f"{p}{proj}.bias")[None])
+                            lambda p: _tensor(lw, f"{p}{proj}.bias")[None],
+                            (1, *shape_of(lw.weights, f"{first}.bias")))
 
 
 def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
@@ -191,14 +194,22 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
     flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), width, axis=0))
     logits = b.op("Reshape", lw.memo[("router_logits", route.out)].name, b.i64(-1, n))
 
+    def one(name: str) -> tuple[int, ...]:  # every expert's shapes are the first's
+        return shape_of(lw.weights, f"{node.attr('prefix')}0.{name}")
+
     def fc1(part: str) -> str:
-        return _stacked(lw, node, f"moe_fc1.{part}", (lambda p: _interleaved(
-            _tensor(lw, f"{p}gate_proj.{part}"), _tensor(lw, f"{p}up_proj.{part}"))) if gated
-                        else (lambda p: _tensor(lw, f"{p}fc1.{part}")))
+        if not gated:
+            return _stacked(lw, node, f"moe_fc1.{part}", lambda p: _tensor(lw, f"{p}fc1.{part}"),
+                            one(f"fc1.{part}"))
+        gate = one(f"gate_proj.{part}")
+        return _stacked(lw, node, f"moe_fc1.{part}", lambda p: _interleaved(
+            _tensor(lw, f"{p}gate_proj.{part}"), _tensor(lw, f"{p}up_proj.{part}")),
+                        (2 * gate[0], *gate[1:]))
 
     def fc2(part: str) -> str:
-        return _stacked(lw, node, f"moe_fc2.{part}",
-                        lambda p: _tensor(lw, f"{p}{'down_proj' if gated else 'fc2'}.{part}"))
+        down = f"{'down_proj' if gated else 'fc2'}.{part}"
+        return _stacked(lw, node, f"moe_fc2.{part}", lambda p: _tensor(lw, f"{p}{down}"),
+                        one(down))
 
     biased = node.attr("bias")
     clamped = node.attr("act") == "clamped_swiglu"
@@ -255,16 +266,26 @@ def _qmoe(lw: Lowering, node: Node, flat: str, logits: str, fc1, fc2, biased: bo
             return raw(f"{p}down_proj.weight")
         return _interleaved(raw(f"{p}gate_proj.weight"), raw(f"{p}up_proj.weight"))
 
-    blocks = []
+    experts, blocks = node.attr("experts"), []
     for fc in (1, 2):
-        parts = [quantize(rows(f"{prefix}{e}.", fc), q) for e in range(node.attr("experts"))]
         key = f"{prefix}qmoe_fc{fc}"
-        data = np.stack([w.data.reshape(w.n, -1) for w in parts])
-        scales = np.stack([w.scales.reshape(w.n, -1) for w in parts])
-        zero = (b.initializer(f"{key}.zero_points", np.stack([w.zero_points for w in parts]),
-                              typed=True) if not q.symmetric else "")
-        blocks.append((b.initializer(f"{key}.int{q.bits}", data, typed=True),
-                       b.initializer(f"{key}.scales", scales), zero))
+        first = (f"{prefix}0.{'fc1' if fc == 1 else 'fc2'}.weight" if not gated else
+                 f"{prefix}0.{'gate_proj' if fc == 1 else 'down_proj'}.weight")
+        n, k = shape_of(lw.weights, first)
+        data, scales, zero = block_shapes(n * (2 if gated and fc == 1 else 1), k, q)
+
+        def stacked(fc: int = fc) -> tuple:  # every expert's blocks, made as they are written
+            found = [quantize(rows(f"{prefix}{e}.", fc), q) for e in range(experts)]
+            return (np.stack([w.data.reshape(w.n, -1) for w in found]),
+                    np.stack([w.scales.reshape(w.n, -1) for w in found]),
+                    None if q.symmetric else np.stack([w.zero_points for w in found]))
+        read = parts(stacked, 2 if zero is None else 3)
+        # in the order they were stored before they were deferred: zero points, codes, scales
+        held = (b.deferred(f"{key}.zero_points", (experts, *zero), read[2], typed=True)
+                if zero is not None else "")
+        blocks.append((b.deferred(f"{key}.int{q.bits}", (experts, data[0], data[1] * data[2]),
+                                  read[0], typed=True),
+                       b.deferred(f"{key}.scales", (experts, *scales), read[1]), held))
     args = [flat, logits, *blocks[0][:2], fc1("bias") if biased else "", *blocks[1][:2],
             fc2("bias") if biased else "", "", "", "", blocks[0][2], blocks[1][2]]
     while args[-1] == "":

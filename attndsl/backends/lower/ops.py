@@ -8,7 +8,7 @@ import numpy as np
 from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
-from ...quantize import quantize
+from ...quantize import block_shapes, quantize
 from .. import formulas
 from ..cache_slots import bounded_present
 from ..delta import (
@@ -21,7 +21,7 @@ from ..delta import (
     new_tokens,
 )
 from .attend import kept_keys
-from .builder import Lowering, Sym, arg, lower, repeat, width
+from .builder import Lowering, Sym, arg, lower, parts, repeat, shape_of, width
 from .switch import subgraph
 from .sym import OnnxArrays
 
@@ -45,12 +45,18 @@ def _embed(lw: Lowering, node: Node) -> str:
     name = node.attr("weight")
     if lw.quantization is not None and name in lw.quantized:  # the table in blocks
         q = lw.quantization
-        w = quantize(lw.weights[name], q)
-        inputs = [b.initializer(f"{name}.rows.int{q.bits}", w.data.reshape(w.n, -1),
-                                typed=True), arg(lw, node),
-                  b.initializer(f"{name}.rows.scales", w.scales)]
-        if w.zero_points is not None:
-            inputs.append(b.initializer(f"{name}.rows.zero_points", w.zero_points, typed=True))
+        n, k = shape_of(lw.weights, name)
+        data, scales, zero = block_shapes(n, k, q)
+
+        def blocks() -> tuple:  # made as the model is written
+            w = quantize(lw.weights[name], q)
+            return w.data.reshape(w.n, -1), w.scales, w.zero_points
+        read = parts(blocks, 2 if zero is None else 3)
+        inputs = [b.deferred(f"{name}.rows.int{q.bits}", (n, data[1] * data[2]), read[0],
+                             typed=True), arg(lw, node),
+                  b.deferred(f"{name}.rows.scales", scales, read[1])]
+        if zero is not None:
+            inputs.append(b.deferred(f"{name}.rows.zero_points", zero, read[2], typed=True))
         x = b.op("GatherBlockQuantized", *inputs, domain="com.microsoft", bits=q.bits,
                  block_size=q.block, gather_axis=0, quantize_axis=1)
     else:
@@ -153,14 +159,21 @@ def _nbits(lw: Lowering, x: str, names: list[str]) -> str:
     """x @ W^T with W the weights `names` stacked by rows (one input's projections, one
     GEMM), quantized: com.microsoft.MatMulNBits over its blocks (`quantize`)."""
     q = lw.quantization
-    w = quantize(np.concatenate([lw.weights[n] for n in names], axis=0), q)
+    shapes = [shape_of(lw.weights, n) for n in names]
+    rows, k = sum(s[0] for s in shapes), shapes[0][1]
+    data, scales, zero = block_shapes(rows, k, q)
+
+    def blocks() -> tuple:  # made as the model is written
+        w = quantize(np.concatenate([lw.weights[n] for n in names], axis=0), q)
+        return w.data, w.scales, w.zero_points
+    read = parts(blocks, 2 if zero is None else 3)
     key = "+".join([names[0], *(n.rsplit(".", 2)[-2] for n in names[1:])])
     b = lw.b
-    inputs = [b.initializer(f"{key}.int{q.bits}", w.data, typed=True),
-              b.initializer(f"{key}.scales", w.scales)]
-    if w.zero_points is not None:
-        inputs.append(b.initializer(f"{key}.zero_points", w.zero_points, typed=True))
-    return b.op("MatMulNBits", x, *inputs, domain="com.microsoft", K=w.k, N=w.n, bits=q.bits,
+    inputs = [b.deferred(f"{key}.int{q.bits}", data, read[0], typed=True),
+              b.deferred(f"{key}.scales", scales, read[1])]
+    if zero is not None:
+        inputs.append(b.deferred(f"{key}.zero_points", zero, read[2], typed=True))
+    return b.op("MatMulNBits", x, *inputs, domain="com.microsoft", K=k, N=rows, bits=q.bits,
                 block_size=q.block, accuracy_level=q.accuracy or None)
 
 
