@@ -8,9 +8,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import masks
 from ..shapes import TensorType
 from ..weight_table import Weight
+from .literals import render
 
 __all__ = ["Graph", "GraphBuilder", "Node", "Op", "all_nodes"]
 
@@ -75,29 +75,26 @@ class Node:
         return dict(self.attrs)[key]
 
     def text(self) -> str:
-        def fmt(v: Any) -> str:
-            if isinstance(v, float):
-                return repr(round(v, 9))
-            if isinstance(v, masks.MaskNode):
-                return masks.render(v)
-            return str(v)
+        """`%out = op %arg, ... key=value ... : type`, every attribute written exactly
+        (`literals.render`); a switch's branches follow on indented lines, each under its
+        bound (`L <= n:` or `otherwise:`) and its output."""
+        return "\n".join(self.lines())
 
+    def lines(self) -> list[str]:
         args = ", ".join(f"%{a}" for a in self.args)
         hidden = ("branches", "outputs") if self.op is Op.SWITCH else ()
-        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs
-                         if v is not None and k not in hidden)
+        attrs = " ".join(f"{k}={render(v)}" for k, v in self.attrs if k not in hidden)
         head = f"%{self.out} = {self.op.value}"
         body = " ".join(p for p in (args, attrs) if p)
-        text = f"{head} {body}".rstrip() + f" : {self.shape}"
+        lines = [f"{head} {body}".rstrip() + f" : {self.shape}"]
         if self.op is not Op.SWITCH:
-            return text
-        lines = [text]
+            return lines
         bounds = [f"L <= {n}" for n in self.attr("up_to")] + ["otherwise"]
         for bound, nodes, out in zip(bounds, self.attr("branches"), self.attr("outputs"),
                                      strict=True):
             lines.append(f"    {bound}: %{out}")
-            lines += [f"      {n.text()}" for n in nodes]
-        return "\n".join(lines)
+            lines += [f"      {line}" for n in nodes for line in n.lines()]
+        return lines
 
 
 @dataclass(frozen=True)
@@ -123,9 +120,11 @@ class Graph:
 
     def text(self) -> str:
         lines = [f"{self.kind} {self.name}: {self.summary}"]
-        lines += [f"  {n.text()}" for n in self.nodes]
+        lines += [f"  {line}" for n in self.nodes for line in n.lines()]
         lines.append(f"  output {self.output_name} = %{self.output}")
         lines += [f"  output {p} = %{p}" for p in self.presents]
+        lines += [f"  weight {w.name} : {list(w.shape)} {w.init}"
+                  + (f" fan_in={w.fan_in}" if w.fan_in else "") for w in self.weights]
         return "\n".join(lines) + "\n"
 
 
