@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .blocks import GATED, Ffn, Moe, Norm  # re-exported: part of the resolved spec
 from .kernels import (  # re-exported: part of the resolved spec
@@ -54,7 +55,6 @@ __all__ = [
     "Sinusoidal",
     "Softmax",
     "Sparsity",
-    "Temperature",
     "Transformer",
     "Variant",
     "YarnScaling",
@@ -113,15 +113,6 @@ class RelativeBias:
 
 
 Position = Sinusoidal | Learned | Rope | Alibi | RelativeBias | None
-
-
-@dataclass(frozen=True)
-class Temperature:
-    """Llama 4's attention temperature tuning: queries at position p scaled by 1 + scale *
-    ln(1 + floor((p + 1) / floor))."""
-
-    floor: int
-    scale: float
 
 
 @dataclass(frozen=True)
@@ -184,8 +175,9 @@ class Attention:
     sinks: bool = False
     # a sigmoid gate from the query projection multiplies each head's output (`output_gate`)
     output_gate: bool = False
-    # queries scaled by a function of their position (`temperature = log(...)`), or None
-    temperature: Temperature | None = None
+    # the mechanisms set by their keys (`attndsl/mechanisms/`), (key, value) in the order
+    # they apply
+    mechanisms: tuple[tuple[str, Any], ...] = ()
     # two softmax maps subtracted (`differential = lambda(...)`), or None
     differential: Differential | None = None
     # multi-head latent attention's projections (`latent = mla(...)`), or None
@@ -194,6 +186,10 @@ class Attention:
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)
     variants: tuple[Variant, ...] = ()
+
+    def mechanism(self, key: str) -> Any:
+        """The value of the mechanism `key` (`attndsl/mechanisms/`), or None where unset."""
+        return dict(self.mechanisms).get(key)
 
     @property
     def groups(self) -> int:

@@ -141,6 +141,10 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             whole = s.qk_norm.across_heads  # over every head of a token: one weight per feature
             norm(f"{p}q_norm", s.head_dim * (s.heads if whole else 1), s.qk_norm, False)
             norm(f"{p}k_norm", s.head_dim * (s.kv_heads if whole else 1), s.qk_norm, False)
+        for key, value in s.mechanisms:  # (imported here: a mechanism's weights are Weights)
+            from .mechanisms import MECHANISMS
+
+            out.extend(MECHANISMS[key].weights(value, s, p))
         if s.sinks:
             out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
         if s.differential:  # the lambda re-parameterisation's four vectors

@@ -102,15 +102,6 @@ def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interlea
     return rotate(xp, x, cos, sin, dim, interleaved)
 
 
-def temperature(xp, x: Array, pos: Array, floor: int, scale: float) -> Array:
-    """Llama 4's attention temperature: x (..., n, d) times 1 + scale * ln(1 + floor((p + 1) /
-    floor)) at its int64 token positions p (n, 1) or (B, 1, n, 1), the floor division exact in
-    int64; the product in float32, then the model dtype."""
-    steps = xp.astype((pos + 1) // floor, "float32")
-    factor = xp.log(steps + 1.0) * scale + 1.0
-    return xp.astype(xp.astype(x, "float32") * factor, xp.dtype(x))
-
-
 def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
          unit_offset: bool = False) -> Array:
     """LayerNorm: (x - mean) / sqrt(var + eps) * w + b. RMSNorm: x / sqrt(mean(x^2) + eps) * w,

@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
+from . import reference_mechanisms
 from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention
@@ -120,13 +121,11 @@ def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return y + w[f"{module}.bias"] if node.attr("bias") else y
 
 
-@impl(Op.TEMPERATURE)
-def _temperature(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """q at position p times 1 + scale * ln(1 + floor((p + 1) / floor))."""
-    x = _arg(node, env)  # (B, h, n, d)
-    p = np.arange(x.shape[2])
-    factor = 1.0 + node.attr("scale") * np.log1p(np.floor((p + 1) / node.attr("floor")))
-    return x * factor[:, None]
+@impl(Op.APPLY)
+def _apply(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A mechanism's transform, read from docs/LANGUAGE.md by the oracle's own module."""
+    return reference_mechanisms.READINGS[node.attr("mechanism")](_arg(node, env),
+                                                                 dict(node.attrs[1:]), w)
 
 
 @impl(Op.ROPE)

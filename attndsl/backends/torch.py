@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ir import Graph, Node, Op, build
+from ..mechanisms import MECHANISMS
 from ..spec import Attention, LshKernel, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
@@ -196,11 +197,13 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
                          node.attr("eps"), node.attr("unit_offset"))
 
 
-@impl(Op.TEMPERATURE)
-def _temperature(m: GraphModule, node: Node, env: Env) -> Tensor:
+@impl(Op.APPLY)
+def _apply(m: GraphModule, node: Node, env: Env) -> Tensor:
+    """A mechanism's arithmetic, from its module."""
     x = _arg(node, env)
-    return formulas.temperature(TorchArrays(x.device), x, _head_positions(node, env, x),
-                                node.attr("floor"), node.attr("scale"))
+    mechanism = MECHANISMS[node.attr("mechanism")]
+    pos = _head_positions(node, env, x) if mechanism.reads_positions else None
+    return mechanism.apply(TorchArrays(x.device), x, pos, **dict(node.attrs[1:]))
 
 
 def _head_positions(node: Node, env: Env, x: Tensor, floating: bool = False) -> Tensor:

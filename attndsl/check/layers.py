@@ -8,6 +8,7 @@ from dataclasses import replace
 from .. import ast
 from .. import masks as m
 from ..ir import parameter_count
+from ..mechanisms import MECHANISMS
 from ..source import Span
 from ..spec import (
     Alibi,
@@ -82,7 +83,7 @@ class Layers(Latents):
         sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
         gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
                    "none")
-        temperature = get("temperature", self.temperature_value, None)
+        hooked = self.mechanism_values(get)
         differential = get("differential", self.differential_value, None)
         latent = get("latent", self.latent_value, None)
         failed = get.failed
@@ -152,7 +153,7 @@ class Layers(Latents):
                        hint="pad on the right (`padding`), or use rounding = float32, whose "
                             "bias depends on distances alone")
             failed = True
-        failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at)
+        failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at, hooked)
         if latent is not None:
             failed |= self.check_latent(e, latent, kind, kernel, heads, kv_heads, head_dim,
                                         position, at)
@@ -176,7 +177,7 @@ class Layers(Latents):
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             output_gate=gate == "sigmoid",
-            temperature=temperature, differential=differential, latent=latent,
+            mechanisms=hooked, differential=differential, latent=latent,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -326,8 +327,8 @@ class Layers(Latents):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout", "sinks", "output_gate", "temperature",
-                   "differential", "latent", "by_length")
+                   "mask", "sparsity", "dropout", "sinks", "output_gate", "differential",
+                   "latent", "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 # kernels whose projections are their own: (kernel, why a variant cannot use it, its name)
 _OWN_PROJECTIONS = (

@@ -1,35 +1,38 @@
-"""The attention mechanisms of 2024-2026 models beside the kernel: learned sinks, the query
-temperature, differential attention (and the output gate, which needs no checking of its
-own): their values and where they cannot apply."""
+"""The attention mechanisms of 2024-2026 models beside the kernel: learned sinks and
+differential attention (and the output gate, which needs no checking of its own): their
+values and where they cannot apply. The mechanisms that are modules of their own
+(`attndsl/mechanisms/`) are read and checked here through their module."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import ast
+from .. import ast, mechanisms
 from ..source import Span
-from ..spec import Differential, LshKernel, Softmax, Temperature
+from ..spec import Differential, Softmax
 from .delta import DeltaRules
 from .values import FLOAT32_MAX, FLOAT32_TINY, Param
 
 __all__ = ["Mechanisms"]
 
-_TEMPERATURES = {"log": (Param("floor", True), Param("scale", True))}
 _DIFFERENTIAL = {"lambda": (Param("init"), Param("eps"))}
 
 
 class Mechanisms(DeltaRules):
-    def temperature_value(self, e: ast.Expr) -> Temperature | None:
-        """`none` or `log(floor = n, scale = s)`."""
+    def call(self, e: ast.Expr, forms: dict[str, tuple[tuple[str, bool], ...]],
+             what: str) -> tuple[str | None, dict[str, ast.Expr]]:
+        """A mechanism's value: (None, {}) for `none`, else its call's name and arguments by
+        parameter (a module's `forms`: name -> ((parameter, required), ...))."""
         if isinstance(e, ast.Name) and e.id == "none":
-            return None
-        name, _ = self.callee(e, _TEMPERATURES, "temperature")
-        args = self.bind(e, name, _TEMPERATURES[name])
-        scale = self.number(args["scale"])
-        if not 0.0 <= scale <= FLOAT32_MAX:
-            raise self.error(f"the temperature scale must be a number >= 0 that float32 can "
-                             f"hold, found {scale:g}", args["scale"].span)
-        return Temperature(self.positive(args["floor"], "the temperature floor"), scale)
+            return None, {}
+        name, _ = self.callee(e, forms, what)
+        return name, self.bind(e, name, tuple(Param(n, r) for n, r in forms[name]))
+
+    def mechanism_values(self, get: Callable) -> tuple[tuple[str, object], ...]:
+        """(key, value) of every mechanism module the attention sets, in their order."""
+        values = ((key, get(key, lambda x, m=m: m.read(self, x), None))
+                  for key, m in mechanisms.MECHANISMS.items())
+        return tuple((key, value) for key, value in values if value is not None)
 
     def differential_value(self, e: ast.Expr) -> Differential | None:
         """`none` or `lambda(init = depth | number, eps = 1e-5)`."""
@@ -52,21 +55,16 @@ class Mechanisms(DeltaRules):
         return Differential(init, eps)
 
     def check_mechanisms(self, e: dict, kernel: object, heads: int, kv_heads: int | None,
-                         at: Callable[[str], Span]) -> bool:
-        """Where sinks, temperature and differential attention cannot apply; True if any
-        error was reported."""
-        failed = False
+                         at: Callable[[str], Span], values: tuple = ()) -> bool:
+        """Where sinks, differential attention and the mechanism modules' `values` cannot
+        apply; True if any error was reported."""
+        failed = any([mechanisms.MECHANISMS[key].conflicts(self, value, e, kernel, at)
+                      for key, value in values])
         named = type(kernel).__name__.removesuffix("Kernel").lower()
         if _set(e, "sinks", "learned") and not isinstance(kernel, Softmax):
             self.error("`sinks = learned` adds a logit per head to a softmax's denominator: "
                        f"the {named} kernel has none", at("sinks"),
                        hint="use `kernel = softmax`, or remove `sinks`")
-            failed = True
-        if "temperature" in e and not _set(e, "temperature", "none") \
-                and isinstance(kernel, LshKernel):
-            self.error("an LSH kernel's keys are its queries: scaling queries by position "
-                       "would scale the keys too", at("temperature"),
-                       hint="remove `temperature`, or use another kernel")
             failed = True
         if "differential" not in e or _set(e, "differential", "none"):
             return failed

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from .. import masks
+from .. import masks, mechanisms
 from ..shapes import T, TensorType
 from ..spec import (
     Alibi,
@@ -102,10 +102,10 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                        theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
             k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
                        theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
-        if s.temperature is not None:  # queries only, at their token positions
-            q = b.emit(Op.TEMPERATURE, f"{p}q_scaled", (q, *pos),
-                       T("B", s.heads, "L", s.head_dim), floor=s.temperature.floor,
-                       scale=s.temperature.scale)
+        site = mechanisms.Site(b, s, p, prefix, pos, n)
+        q = mechanisms.expand(site, "rotated", q, "q")
+        k = mechanisms.expand(site, "rotated", k, "k")
+        q = mechanisms.expand(site, "query", q, "q")
     if cache is not None and absorbed is None:  # keys cached rotated: a step rotates its own
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = _kept(s) if bounded else None

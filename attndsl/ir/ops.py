@@ -53,6 +53,19 @@ def _linear(node: Node, a: Sequence[TensorType]) -> str | None:
     return None
 
 
+def _apply(node: Node, a: Sequence[TensorType]) -> str | None:
+    """The mechanism's own attributes, and its heads' axes kept."""
+    from ..mechanisms import MECHANISMS
+
+    mechanism = MECHANISMS.get(node.attr("mechanism"))
+    if mechanism is None:
+        return f"no mechanism module {node.attr('mechanism')!r}"
+    keys = tuple(k for k, _ in node.attrs[1:])
+    if keys != mechanism.attributes:
+        return f"attributes {list(keys)} must be the mechanism's {list(mechanism.attributes)}"
+    return _same(node, a)
+
+
 def _split(node: Node, a: Sequence[TensorType]) -> str | None:
     h, d = node.attr("heads"), node.attr("dim")
     b, n, width = a[0].dims
@@ -155,7 +168,7 @@ _DEFS = [
     OpDef(Op.HEAD_SLICE, (1, 1), ("heads", "start", "stop"), rule=_head_slice),
     OpDef(Op.NORM, (1, 1), ("kind", "eps", "unit_offset", "module", "bias"), rule=_same),
     OpDef(Op.ROPE, (1, 2), ("theta", "dim", "interleaved", "scaling"), rule=_same),
-    OpDef(Op.TEMPERATURE, (1, 2), ("floor", "scale"), rule=_same),
+    OpDef(Op.APPLY, (1, 2), ("mechanism",), open=True, rule=_apply),
     OpDef(Op.REPEAT_KV, (1, 1), ("groups",), rule=_repeat),
     OpDef(Op.SCORES, (2, 2), ("scale",), rule=_scores),
     OpDef(Op.SCORE_BIAS, (1, 1), ("kind",), ("slopes", "max_bias", "factor", "rounding",
