@@ -3,7 +3,6 @@ is filled in and every name resolved, so backends never look anything up or gues
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +32,6 @@ __all__ = [
     "Alibi",
     "Attention",
     "DeltaRule",
-    "Differential",
     "DynamicScaling",
     "Ffn",
     "Latent",
@@ -116,20 +114,6 @@ Position = Sinusoidal | Learned | Rope | Alibi | RelativeBias | None
 
 
 @dataclass(frozen=True)
-class Differential:
-    """Differential attention (DiffLlama, the Differential Transformer): query heads i and
-    i + heads/2 make two softmax maps, subtracted with a learned lambda; the difference weighs
-    the values of both their kv heads, is RMS-normed per head and scaled by 1 - lambda_init.
-    `init` is lambda_init, or None for 0.8 - 0.6 exp(-0.3 l) at the layer's index l."""
-
-    init: float | None
-    eps: float
-
-    def lambda_init(self, layer: int) -> float:
-        return 0.8 - 0.6 * math.exp(-0.3 * layer) if self.init is None else self.init
-
-
-@dataclass(frozen=True)
 class Latent:
     """Multi-head latent attention (DeepSeek-V2/V3, `latent = mla(...)`): queries through a
     rank-`q_rank` bottleneck with its RMSNorm (or one projection without it), keys and values
@@ -178,8 +162,6 @@ class Attention:
     # the mechanisms set by their keys (`attndsl/mechanisms/`), (key, value) in the order
     # they apply
     mechanisms: tuple[tuple[str, Any], ...] = ()
-    # two softmax maps subtracted (`differential = lambda(...)`), or None
-    differential: Differential | None = None
     # multi-head latent attention's projections (`latent = mla(...)`), or None
     latent: Latent | None = None
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)

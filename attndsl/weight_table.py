@@ -21,11 +21,9 @@ from .spec import (
     Transformer,
 )
 
-__all__ = ["LAMBDAS", "Weight", "linformer_weights", "parameter_count", "seeded_weights",
+__all__ = ["Weight", "linformer_weights", "parameter_count", "seeded_weights",
            "weight_table"]
 
-# differential attention's lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + init
-LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 
 
 @dataclass(frozen=True)
@@ -141,15 +139,12 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             whole = s.qk_norm.across_heads  # over every head of a token: one weight per feature
             norm(f"{p}q_norm", s.head_dim * (s.heads if whole else 1), s.qk_norm, False)
             norm(f"{p}k_norm", s.head_dim * (s.kv_heads if whole else 1), s.qk_norm, False)
+        if s.sinks:
+            out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
         for key, value in s.mechanisms:  # (imported here: a mechanism's weights are Weights)
             from .mechanisms import MECHANISMS
 
             out.extend(MECHANISMS[key].weights(value, s, p))
-        if s.sinks:
-            out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
-        if s.differential:  # the lambda re-parameterisation's four vectors
-            for name in LAMBDAS:
-                out.append(Weight(f"{p}{name}", (s.head_dim,), "lambda"))
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))

@@ -141,22 +141,6 @@ def head_linear(xp, x: Array, w: Array, heads: int, block: int, start: int, stop
     return xp.reshape(y, [*dims, -1])
 
 
-def differential(xp, o: Array, lambdas: list[Array], heads: int, lambda_init: float,
-                 eps: float) -> Array:
-    """Merged heads (B, L, H * 2 dv) -> (B, L, H * dv): head i < H/2 is
-    (1 - lambda_init) * rmsnorm(o_i - lambda o_{i + H/2}), lambda = exp(q1 . k1) -
-    exp(q2 . k2) + lambda_init in float32, narrowed to the model dtype (as DiffLlama)."""
-    q1, k1, q2, k2 = (xp.astype(w, "float32") for w in lambdas)
-    lam = xp.exp(xp.sum(q1 * k1, axis=-1)) - xp.exp(xp.sum(q2 * k2, axis=-1)) + lambda_init
-    dims = [xp.shape(o, 0), xp.shape(o, 1)]
-    x = xp.reshape(o, [*dims, heads, -1])  # (B, L, H, 2 dv)
-    d = xp.slice(x, 2, 0, heads // 2) - xp.slice(x, 2, heads // 2, heads) * xp.astype(
-        lam, xp.dtype(o))
-    h = xp.astype(d, "float32")
-    h = h / xp.sqrt(xp.mean(h * h, axis=-1, keepdims=True) + eps)
-    return xp.reshape(xp.astype(h * (1.0 - lambda_init), xp.dtype(o)), [*dims, -1])
-
-
 def activation(xp, h: Array, kind: str) -> Array:
     """relu, silu (x * sigmoid(x)), gelu (erf) or gelu_tanh; GELU of bfloat16 values is
     computed in float32 (ONNX Runtime's CUDA provider has no bfloat16 Gelu kernel)."""

@@ -305,21 +305,6 @@ def _value_pairs(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
     return np.stack(out, axis=1)
 
 
-@impl(Op.DIFFERENTIAL)
-def _differential(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Head i of H/2: (1 - lambda_init) * rmsnorm(a_i - lambda a_{i + H/2}) over its 2 dv
-    features, lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init."""
-    o = _arg(node, env)
-    B, L, _ = o.shape
-    heads, init, eps = node.attr("heads"), node.attr("lambda_init"), node.attr("eps")
-    q1, k1, q2, k2 = (w[name] for name in node.attr("weights"))
-    lam = math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2)) + init
-    a = o.reshape(B, L, heads, -1)
-    d = a[:, :, : heads // 2] - lam * a[:, :, heads // 2:]
-    d = d / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
-    return ((1 - init) * d).reshape(B, L, -1)
-
-
 @impl(Op.ROUTE)
 def _route(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     bias, selection = node.attr("bias"), node.attr("selection")

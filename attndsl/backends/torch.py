@@ -203,7 +203,10 @@ def _apply(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
     mechanism = MECHANISMS[node.attr("mechanism")]
     pos = _head_positions(node, env, x) if mechanism.reads_positions else None
-    return mechanism.apply(TorchArrays(x.device), x, pos, **dict(node.attrs[1:]))
+    attrs = dict(node.attrs[1:])
+    if "weights" in attrs:
+        attrs["weights"] = [m.weight(w) for w in attrs["weights"]]
+    return mechanism.apply(TorchArrays(x.device), x, pos, **attrs)
 
 
 def _head_positions(node: Node, env: Env, x: Tensor, floating: bool = False) -> Tensor:
@@ -310,12 +313,6 @@ def _value_pairs(m: GraphModule, node: Node, env: Env) -> Tensor:
     return formulas.value_pairs(TorchArrays(v.device), v, v.shape[1])
 
 
-@impl(Op.DIFFERENTIAL)
-def _differential(m: GraphModule, node: Node, env: Env) -> Tensor:
-    o = _arg(node, env)
-    return formulas.differential(TorchArrays(o.device), o,
-                                 [m.weight(w) for w in node.attr("weights")],
-                                 node.attr("heads"), node.attr("lambda_init"), node.attr("eps"))
 
 
 @impl(Op.CLAMPED_GLU)

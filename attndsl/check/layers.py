@@ -84,7 +84,6 @@ class Layers(Latents):
         gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
                    "none")
         hooked = self.mechanism_values(get)
-        differential = get("differential", self.differential_value, None)
         latent = get("latent", self.latent_value, None)
         failed = get.failed
         if d_model is None or heads is None:
@@ -177,7 +176,7 @@ class Layers(Latents):
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             output_gate=gate == "sigmoid",
-            mechanisms=hooked, differential=differential, latent=latent,
+            mechanisms=hooked, latent=latent,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -327,8 +326,8 @@ class Layers(Latents):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout", "sinks", "output_gate", "differential",
-                   "latent", "by_length", *MECHANISMS)
+                   "mask", "sparsity", "dropout", "sinks", "output_gate", "latent",
+                   "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 # kernels whose projections are their own: (kernel, why a variant cannot use it, its name)
 _OWN_PROJECTIONS = (

@@ -9,7 +9,6 @@ from .kernels import _KERNELS
 from .latent import _MLA
 from .layers import _ATTENTION_KEYS, _SPARSITY
 from .masks import _MASK_PARAMS
-from .mechanisms import _DIFFERENTIAL
 from .moe import _MOE, FFNS
 from .norms import _NORMS, _QK_NORMS, PLACEMENTS
 from .positions import _POSITIONS, _SCALINGS
@@ -34,7 +33,6 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "qk_norm": {"none": (), **_params(_QK_NORMS)},
     "norm": {name: (("placement", True), *params) for name, params in _params(_NORMS).items()},
     "sparsity": _params(_SPARSITY),
-    "differential": {"none": (), **_params(_DIFFERENTIAL)},
     "latent": {"none": (), "mla": tuple((p.name, p.required) for p in _MLA)},
     "ffn": {**_FFN, "moe": tuple((p.name, p.required) for p in _MOE)},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)

@@ -4,7 +4,6 @@ softcap, mask, softmax), or a kernel's own node (linear, LSH)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
 from .. import masks, mechanisms
 from ..shapes import T, TensorType
@@ -21,7 +20,7 @@ from ..spec import (
     Rope,
     Sinusoidal,
 )
-from ..weight_table import LAMBDAS, linformer_weights
+from ..weight_table import linformer_weights
 from .delta import delta_rule
 from .graph import GraphBuilder, Op
 from .latent import absorbed_heads, latent_heads, unabsorbed
@@ -102,7 +101,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                        theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
             k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
                        theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
-        site = mechanisms.Site(b, s, p, prefix, pos, n)
+        site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
         q = mechanisms.expand(site, "rotated", q, "q")
         k = mechanisms.expand(site, "rotated", k, "k")
         q = mechanisms.expand(site, "query", q, "q")
@@ -122,12 +121,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    keep=keep[1], sinks=keep[0])
             cached.append(full)
         k, v = cached
-    core = absorbed or s
-    if s.differential:  # each kv head's values beside its partner's: one core, wider values
-        core = replace(s, value_dim=2 * s.value_dim,
-                       variants=tuple(replace(x, attention=replace(
-                           x.attention, value_dim=2 * s.value_dim)) for x in s.variants))
-        v = b.emit(Op.VALUE_PAIRS, f"{p}v_pairs", (v,), T("B", s.kv_heads, n, core.value_dim))
+    site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
+    core, v = mechanisms.core(site, absorbed or s, v)
     if core.variants:  # the core by query length: one branch per variant, projections shared
         branches, outs = [], []
         for i, variant in enumerate(core.variants):
@@ -142,10 +137,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         o = _core(b, core, p, prefix, q, k, v, n, table, cache)
     if absorbed is not None:
         o = unabsorbed(b, s, p, prefix, o)
-    if s.differential:
-        o = b.emit(Op.DIFFERENTIAL, f"{p}differential", (o,), T("B", "L", s.heads * s.value_dim),
-                   heads=s.heads, lambda_init=s.differential.lambda_init(layer),
-                   eps=s.differential.eps, weights=tuple(f"{prefix}{w}" for w in LAMBDAS))
+    o = mechanisms.expand(site, "merged", o, "merged")
     o = _gated(b, s, p, o, gate)
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")

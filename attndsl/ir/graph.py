@@ -49,7 +49,6 @@ class Op(enum.Enum):
     VALUE_PAIRS = "value_pairs"  # (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): [v_j', v_j' + Hkv/2]
     ROUTE = "route"  # x -> (B, L, experts): each token's top-k routing weights, 0 elsewhere
     EXPERTS = "experts"  # (x, gates) -> sum of gate * expert(x) (or expert(gate * x)), routed
-    DIFFERENTIAL = "differential"  # (B, L, H * 2 dv) -> (B, L, H * dv): heads i - lambda i + H/2
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)

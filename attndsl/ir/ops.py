@@ -63,7 +63,7 @@ def _apply(node: Node, a: Sequence[TensorType]) -> str | None:
     keys = tuple(k for k, _ in node.attrs[1:])
     if keys != mechanism.attributes:
         return f"attributes {list(keys)} must be the mechanism's {list(mechanism.attributes)}"
-    return _same(node, a)
+    return _rank(3, 4)(node, a)
 
 
 def _split(node: Node, a: Sequence[TensorType]) -> str | None:
@@ -138,12 +138,6 @@ def _value_pairs(node: Node, a: Sequence[TensorType]) -> str | None:
     return None
 
 
-def _differential(node: Node, a: Sequence[TensorType]) -> str | None:
-    if a[0].last != 2 * node.shape.last or node.shape.dims[:-1] != a[0].dims[:-1]:
-        return "(B, L, H * 2 dv) must become (B, L, H * dv)"
-    return None
-
-
 def _embed(node: Node, a: Sequence[TensorType]) -> str | None:
     if a[0].dtype != "int64":
         return "token ids must be int64"
@@ -168,7 +162,7 @@ _DEFS = [
     OpDef(Op.HEAD_SLICE, (1, 1), ("heads", "start", "stop"), rule=_head_slice),
     OpDef(Op.NORM, (1, 1), ("kind", "eps", "unit_offset", "module", "bias"), rule=_same),
     OpDef(Op.ROPE, (1, 2), ("theta", "dim", "interleaved", "scaling"), rule=_same),
-    OpDef(Op.APPLY, (1, 2), ("mechanism",), open=True, rule=_apply),
+    OpDef(Op.APPLY, (1, 2), ("mechanism",), open=True, rule=_apply, tensors=("weights",)),
     OpDef(Op.REPEAT_KV, (1, 1), ("groups",), rule=_repeat),
     OpDef(Op.SCORES, (2, 2), ("scale",), rule=_scores),
     OpDef(Op.SCORE_BIAS, (1, 1), ("kind",), ("slopes", "max_bias", "factor", "rounding",
@@ -197,8 +191,6 @@ _DEFS = [
           rule=_rank(3), tensors=("weight", "bias", "selection")),
     OpDef(Op.EXPERTS, (2, 2), ("experts", "top_k", "act", "gated", "bias", "alpha", "limit",
                                "gate", "prefix"), ("kernel",), rule=_same),
-    OpDef(Op.DIFFERENTIAL, (1, 1), ("heads", "lambda_init", "eps", "weights"),
-          rule=_differential, tensors=("weights",)),
     OpDef(Op.EMBED, (1, 1), ("weight", "scale"), rule=_embed, tensors=("weight",)),
     OpDef(Op.CACHE, (2, 2), rule=_cache),
     OpDef(Op.TAIL, (1, 1), ("keep", "sinks"), rule=_rank(4)),

@@ -10,9 +10,9 @@ import importlib
 import pkgutil
 from typing import Any
 
-from .base import HOOKS, Mechanism, Site
+from .base import HOOKS, Mechanism, Site, Where
 
-__all__ = ["HOOKS", "MECHANISMS", "Mechanism", "Site", "at", "expand"]
+__all__ = ["HOOKS", "MECHANISMS", "Mechanism", "Site", "Where", "at", "core", "expand"]
 
 
 def _found() -> dict[str, Mechanism]:
@@ -39,3 +39,11 @@ def expand(site: Site, hook: str, x: str, part: str) -> str:
     for mechanism, value in at(site.spec, hook):
         x = mechanism.expand(site, value, x, part)
     return x
+
+
+def core(site: Site, spec: Any, v: str) -> tuple[Any, str]:
+    """The attention the core runs as and the value heads it reads, after every mechanism
+    that changes them (`Mechanism.core`, `Mechanism.values`)."""
+    for mechanism, value in ((MECHANISMS[k], value) for k, value in site.spec.mechanisms):
+        spec, v = mechanism.core(spec, value), mechanism.values(site, value, v)
+    return spec, v

@@ -6,7 +6,10 @@ The hook points, in the order an attention reaches them:
 
 - `rotated`: q and k heads after positions (RoPE) and qk-norm, before the cache and the
   core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
-- `query`: the query heads the core reads (after `rotated`), keys untouched."""
+- `query`: the query heads the core reads (after `rotated`), keys untouched;
+- `merged`: the core's merged heads (B, L, heads * its value width), before the output gate
+  and projection; a mechanism here may also widen the core (`core`) and give it other values
+  (`values`, on the (cached) value heads)."""
 
 from __future__ import annotations
 
@@ -14,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["HOOKS", "Mechanism", "Site"]
+__all__ = ["HOOKS", "Mechanism", "Site", "Where"]
 
-HOOKS = ("rotated", "query")
+HOOKS = ("rotated", "query", "merged")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,20 @@ class Site:
     prefix: str
     pos: tuple[str, ...]
     n: str
+    layer: int = 0  # its index in the stack
+
+
+@dataclass(frozen=True)
+class Where:
+    """What a mechanism's `conflicts` may read of the attention being checked: its other
+    entries (key -> ast.Entry), kernel, heads and kv heads, and `at(key)`, where an entry is
+    written (for a located diagnostic)."""
+
+    entries: dict
+    kernel: Any
+    heads: int
+    kv_heads: int
+    at: Callable[[str], Any]
 
 
 class Mechanism:
@@ -57,16 +74,23 @@ class Mechanism:
         diagnostic (`c` is the checker: `c.call(e, forms, what)`, `c.number`, `c.error`)."""
         raise NotImplementedError
 
-    def conflicts(self, c: Any, value: Any, entries: dict, kernel: Any,
-                  at: Callable[[str], Any]) -> bool:
-        """Report where the value cannot apply, given the attention's other `entries` (key ->
-        ast.Entry) and its kernel, beside the latent and delta-rule rules above (`at(key)`:
-        where an entry is written); True if it reported any."""
+    def conflicts(self, c: Any, value: Any, where: Where) -> bool:
+        """Report where the value cannot apply (beside the latent and delta-rule rules
+        above); True if it reported any."""
         return False
 
     def weights(self, value: Any, spec: Any, prefix: str) -> list[Any]:
         """Its tensors (`weight_table.Weight`), in the order a seeded module draws them."""
         return []
+
+    def core(self, spec: Any, value: Any) -> Any:
+        """The attention its core runs as (at `merged`: differential attention's doubled
+        values)."""
+        return spec
+
+    def values(self, site: Site, value: Any, v: str) -> str:
+        """The value heads its core reads, from the (cached) value heads `v`."""
+        return v
 
     def expand(self, site: Site, value: Any, x: str, part: str) -> str:
         """Its nodes on the heads `x` (part `q` or `k`) at its hook; the value they make."""

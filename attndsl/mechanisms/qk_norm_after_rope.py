@@ -11,7 +11,7 @@ from ..ir.graph import Op
 from ..shapes import T
 from ..spec import LshKernel
 from ..weight_table import Weight
-from .base import Mechanism, Site
+from .base import Mechanism, Site, Where
 
 __all__ = ["MECHANISM"]
 
@@ -36,19 +36,19 @@ class _QkNormAfterRope(Mechanism):
         offset = "unit_offset" in args and c.boolean(args["unit_offset"], "unit_offset")
         return Norm(kind, eps, offset)
 
-    def conflicts(self, c: Any, value: Norm, entries: dict, kernel: Any, at: Any) -> bool:
-        problem = None
+    def conflicts(self, c: Any, value: Norm, where: Where) -> bool:
+        entries, problem = where.entries, None
         if "qk_norm" in entries and not _none(entries["qk_norm"].value):
             problem = ("one qk norm: `qk_norm` norms q and k before RoPE, "
                        "`qk_norm_after_rope` after it", "remove one of them")
-        elif isinstance(kernel, LshKernel):
+        elif isinstance(where.kernel, LshKernel):
             problem = ("an LSH kernel's keys are its queries, never rotated apart",
                        "remove `qk_norm_after_rope`")
         elif "position" not in entries or _none(entries["position"].value):
             problem = ("`qk_norm_after_rope` norms the rotated q and k: without `position = "
                        "rope(...)` nothing is rotated", "use `qk_norm` instead")
         if problem:
-            c.error(problem[0], at(self.key), hint=problem[1])
+            c.error(problem[0], where.at(self.key), hint=problem[1])
         return problem is not None
 
     def weights(self, value: Norm, spec: Any, prefix: str) -> list[Weight]:

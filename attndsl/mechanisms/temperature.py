@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from ..ir.graph import Op
 from ..shapes import T
 from ..spec import LshKernel
-from .base import Mechanism, Site
+from .base import Mechanism, Site, Where
 
 __all__ = ["MECHANISM", "Temperature"]
 
@@ -42,11 +42,10 @@ class _Temperature(Mechanism):
                           f"hold, found {scale:g}", args["scale"].span)
         return Temperature(c.positive(args["floor"], "the temperature floor"), scale)
 
-    def conflicts(self, c: Any, value: Temperature, entries: dict, kernel: Any,
-                  at: Any) -> bool:
-        if isinstance(kernel, LshKernel):
+    def conflicts(self, c: Any, value: Temperature, where: Where) -> bool:
+        if isinstance(where.kernel, LshKernel):
             c.error("an LSH kernel's keys are its queries: scaling queries by position "
-                    "would scale the keys too", at(self.key),
+                    "would scale the keys too", where.at(self.key),
                     hint="remove `temperature`, or use another kernel")
             return True
         return False

@@ -65,13 +65,6 @@ def _value_pairs(lw: Lowering, node: Node) -> str:
     return formulas.value_pairs(lw.xp, lw.sym(node), node.shape.dims[1]).name
 
 
-@lower(Op.DIFFERENTIAL)
-def _differential(lw: Lowering, node: Node) -> str:
-    weights = [lw.weight(w) for w in node.attr("weights")]
-    return formulas.differential(lw.xp, lw.sym(node), weights, node.attr("heads"),
-                                 node.attr("lambda_init"), node.attr("eps")).name
-
-
 @lower(Op.CLAMPED_GLU)
 def _clamped_glu(lw: Lowering, node: Node) -> str:
     return formulas.clamped_glu(lw.xp, lw.sym(node, 0), lw.sym(node, 1), node.attr("alpha"),
@@ -328,6 +321,9 @@ def skip_norms(graph: Graph) -> dict[str, Node]:
 def _apply(lw: Lowering, node: Node) -> str:
     """A mechanism's arithmetic, from its module."""
     b = lw.b
+    attrs = dict(node.attrs[1:])
+    if "weights" in attrs:  # (read before the heads, as the lowering always has)
+        attrs["weights"] = [lw.weight(w) for w in attrs["weights"]]
     x = lw.sym(node)
     mechanism = MECHANISMS[node.attr("mechanism")]
     pos = None
@@ -335,7 +331,7 @@ def _apply(lw: Lowering, node: Node) -> str:
         pos = Sym(b, lw.env[node.args[1]], "int64", 2)[:, None, :, None]
     elif mechanism.reads_positions:
         pos = lw.arange(lw.dim(x.name, 2))[:, None]  # (n, 1)
-    return mechanism.apply(lw.xp, x, pos, **dict(node.attrs[1:])).name
+    return mechanism.apply(lw.xp, x, pos, **attrs).name
 
 
 @lower(Op.ROPE)
