@@ -157,8 +157,6 @@ class Attention:
     dropout: float
     # learned per-head sink logits that join the softmax's denominator (`sinks = learned`)
     sinks: bool = False
-    # a sigmoid gate from the query projection multiplies each head's output (`output_gate`)
-    output_gate: bool = False
     # the mechanisms set by their keys (`attndsl/mechanisms/`), (key, value) in the order
     # they apply
     mechanisms: tuple[tuple[str, Any], ...] = ()

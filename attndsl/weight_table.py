@@ -123,13 +123,14 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         norm(f"{p}norm", s.value_dim, Norm("rmsnorm", s.kernel.eps), False)
 
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
-        gate = s.value_dim if s.output_gate else 0  # each head's query rows, then its gate's
         if s.latent is not None:
             latent(s, p)
         elif isinstance(s.kernel, DeltaRule):
             delta(s, p)
         else:
-            linear(f"{p}q_proj", s.heads * (s.head_dim + gate), s.d_model, "q" in s.bias)
+            from .mechanisms import query_rows  # (here: a mechanism's weights are Weights)
+
+            linear(f"{p}q_proj", s.heads * query_rows(s), s.d_model, "q" in s.bias)
             if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
                 linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
             linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)

@@ -81,8 +81,6 @@ class Layers(Latents):
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
         sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
-        gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
-                   "none")
         hooked = self.mechanism_values(get)
         latent = get("latent", self.latent_value, None)
         failed = get.failed
@@ -175,7 +173,6 @@ class Layers(Latents):
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
-            output_gate=gate == "sigmoid",
             mechanisms=hooked, latent=latent,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
@@ -326,7 +323,7 @@ class Layers(Latents):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout", "sinks", "output_gate", "latent",
+                   "mask", "sparsity", "dropout", "sinks", "latent",
                    "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 # kernels whose projections are their own: (kernel, why a variant cannot use it, its name)

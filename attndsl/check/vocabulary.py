@@ -41,7 +41,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
 # plain words some keys take
 WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
          "scale": ("auto",), "softcap": ("none",), "sinks": ("none", "learned"),
-         "output_gate": ("none", "sigmoid"), "tie_embeddings": ("true", "false"),
+         "tie_embeddings": ("true", "false"),
          "placement": PLACEMENTS}
 
 

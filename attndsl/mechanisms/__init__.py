@@ -12,7 +12,8 @@ from typing import Any
 
 from .base import HOOKS, Mechanism, Site, Where
 
-__all__ = ["HOOKS", "MECHANISMS", "Mechanism", "Site", "Where", "at", "core", "expand"]
+__all__ = ["HOOKS", "MECHANISMS", "Mechanism", "Site", "Where", "at", "core", "expand",
+           "projected", "query_rows"]
 
 
 def _found() -> dict[str, Mechanism]:
@@ -47,3 +48,16 @@ def core(site: Site, spec: Any, v: str) -> tuple[Any, str]:
     for mechanism, value in ((MECHANISMS[k], value) for k, value in site.spec.mechanisms):
         spec, v = mechanism.core(spec, value), mechanism.values(site, value, v)
     return spec, v
+
+
+def query_rows(spec: Any) -> int:
+    """Each head's rows of the query projection: head_dim, then every mechanism's own."""
+    return spec.head_dim + sum(MECHANISMS[key].query_rows(spec, value)
+                               for key, value in spec.mechanisms)
+
+
+def projected(site: Site, q: str) -> str:
+    """The queries from the query projection's output (each mechanism takes its rows)."""
+    for key, value in site.spec.mechanisms:
+        q = MECHANISMS[key].projected(site, value, q)
+    return q

@@ -83,6 +83,16 @@ class Mechanism:
         """Its tensors (`weight_table.Weight`), in the order a seeded module draws them."""
         return []
 
+    def query_rows(self, spec: Any, value: Any) -> int:
+        """The rows it adds to each head's block of the query projection (q_proj holds, per
+        head, head_dim query rows, then each mechanism's rows in order)."""
+        return 0
+
+    def projected(self, site: Site, value: Any, q: str) -> str:
+        """The queries (B, L, heads * head_dim) from the query projection's output, whose
+        extra rows are its own (`query_rows`)."""
+        return q
+
     def core(self, spec: Any, value: Any) -> Any:
         """The attention its core runs as (at `merged`: differential attention's doubled
         values)."""
