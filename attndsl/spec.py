@@ -3,8 +3,8 @@ is filled in and every name resolved, so backends never look anything up or gues
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .blocks import GATED, Ffn, Moe, Norm  # re-exported: part of the resolved spec
 from .kernels import (  # re-exported: part of the resolved spec
@@ -32,7 +32,6 @@ __all__ = [
     "Alibi",
     "Attention",
     "DeltaRule",
-    "Differential",
     "DynamicScaling",
     "Ffn",
     "Latent",
@@ -54,7 +53,6 @@ __all__ = [
     "Sinusoidal",
     "Softmax",
     "Sparsity",
-    "Temperature",
     "Transformer",
     "Variant",
     "YarnScaling",
@@ -116,29 +114,6 @@ Position = Sinusoidal | Learned | Rope | Alibi | RelativeBias | None
 
 
 @dataclass(frozen=True)
-class Temperature:
-    """Llama 4's attention temperature tuning: queries at position p scaled by 1 + scale *
-    ln(1 + floor((p + 1) / floor))."""
-
-    floor: int
-    scale: float
-
-
-@dataclass(frozen=True)
-class Differential:
-    """Differential attention (DiffLlama, the Differential Transformer): query heads i and
-    i + heads/2 make two softmax maps, subtracted with a learned lambda; the difference weighs
-    the values of both their kv heads, is RMS-normed per head and scaled by 1 - lambda_init.
-    `init` is lambda_init, or None for 0.8 - 0.6 exp(-0.3 l) at the layer's index l."""
-
-    init: float | None
-    eps: float
-
-    def lambda_init(self, layer: int) -> float:
-        return 0.8 - 0.6 * math.exp(-0.3 * layer) if self.init is None else self.init
-
-
-@dataclass(frozen=True)
 class Latent:
     """Multi-head latent attention (DeepSeek-V2/V3, `latent = mla(...)`): queries through a
     rank-`q_rank` bottleneck with its RMSNorm (or one projection without it), keys and values
@@ -182,18 +157,19 @@ class Attention:
     dropout: float
     # learned per-head sink logits that join the softmax's denominator (`sinks = learned`)
     sinks: bool = False
-    # a sigmoid gate from the query projection multiplies each head's output (`output_gate`)
-    output_gate: bool = False
-    # queries scaled by a function of their position (`temperature = log(...)`), or None
-    temperature: Temperature | None = None
-    # two softmax maps subtracted (`differential = lambda(...)`), or None
-    differential: Differential | None = None
+    # the mechanisms set by their keys (`attndsl/mechanisms/`), (key, value) in the order
+    # they apply
+    mechanisms: tuple[tuple[str, Any], ...] = ()
     # multi-head latent attention's projections (`latent = mla(...)`), or None
     latent: Latent | None = None
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)
     variants: tuple[Variant, ...] = ()
+
+    def mechanism(self, key: str) -> Any:
+        """The value of the mechanism `key` (`attndsl/mechanisms/`), or None where unset."""
+        return dict(self.mechanisms).get(key)
 
     @property
     def groups(self) -> int:

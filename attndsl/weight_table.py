@@ -21,11 +21,9 @@ from .spec import (
     Transformer,
 )
 
-__all__ = ["LAMBDAS", "Weight", "linformer_weights", "parameter_count", "seeded_weights",
+__all__ = ["Weight", "linformer_weights", "parameter_count", "seeded_weights",
            "weight_table"]
 
-# differential attention's lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + init
-LAMBDAS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 
 
 @dataclass(frozen=True)
@@ -125,13 +123,14 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         norm(f"{p}norm", s.value_dim, Norm("rmsnorm", s.kernel.eps), False)
 
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
-        gate = s.value_dim if s.output_gate else 0  # each head's query rows, then its gate's
         if s.latent is not None:
             latent(s, p)
         elif isinstance(s.kernel, DeltaRule):
             delta(s, p)
         else:
-            linear(f"{p}q_proj", s.heads * (s.head_dim + gate), s.d_model, "q" in s.bias)
+            from .mechanisms import query_rows  # (here: a mechanism's weights are Weights)
+
+            linear(f"{p}q_proj", s.heads * query_rows(s), s.d_model, "q" in s.bias)
             if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
                 linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
             linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
@@ -143,9 +142,10 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             norm(f"{p}k_norm", s.head_dim * (s.kv_heads if whole else 1), s.qk_norm, False)
         if s.sinks:
             out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
-        if s.differential:  # the lambda re-parameterisation's four vectors
-            for name in LAMBDAS:
-                out.append(Weight(f"{p}{name}", (s.head_dim,), "lambda"))
+        for key, value in s.mechanisms:  # (imported here: a mechanism's weights are Weights)
+            from .mechanisms import MECHANISMS
+
+            out.extend(MECHANISMS[key].weights(value, s, p))
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))

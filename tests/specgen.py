@@ -269,6 +269,12 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if not lsh and temperature.random() < 0.2:
         entries["temperature"] = (f"log(floor = {temperature.randint(1, 40)}, scale = "
                                   f"{temperature.uniform(0, 0.5):.3f})")
+    late = random.Random(seed * 7919 + 17)  # qk-norm after RoPE (Hunyuan): its own stream
+    if not lsh and entries.get("position", "").startswith("rope") and late.random() < 0.2:
+        entries.pop("qk_norm", None)
+        entries["qk_norm_after_rope"] = late.choice(["rmsnorm(eps = 1e-5)", "l2norm",
+                                                     "layernorm(eps = 1e-12)",
+                                                     "rmsnorm(unit_offset = true)"])
     diff, kv = random.Random(seed * 7919 + 12), int(entries.get("kv_heads", heads))
     if not (linear or linformer or lsh or "output_gate" in entries) and heads % 2 == 0 and \
             kv % 2 == 0 and diff.random() < 0.25:  # differential attention: own stream
@@ -370,7 +376,8 @@ def _delta(r: random.Random, entries: dict, excluded: bool) -> None:
     if excluded or "by_length" in entries or "latent" in entries or r.random() >= 0.12:
         return
     for key in ("kv_heads", "qk_norm", "position", "softcap", "sparsity", "output_gate",
-                "temperature", "sinks", "differential", "dropout", "documents"):
+                "temperature", "sinks", "differential", "dropout", "documents",
+                "qk_norm_after_rope"):
         entries.pop(key, None)
     heads = int(entries["heads"])
     key_heads = r.choice([d for d in range(1, heads + 1) if heads % d == 0])
@@ -387,7 +394,8 @@ def _latent(r: random.Random, entries: dict, excluded: bool) -> None:
     if excluded or "by_length" in entries or r.random() >= 0.15 or \
             entries.get("out_proj") == "false":
         return
-    for key in ("kv_heads", "qk_norm", "differential", "output_gate", "temperature"):
+    for key in ("kv_heads", "qk_norm", "differential", "output_gate", "temperature",
+                "qk_norm_after_rope"):
         entries.pop(key, None)
     rope, nope = r.choice([2, 4, 8]), r.randint(1, 9)
     entries["head_dim"] = str(rope + nope)

@@ -166,6 +166,13 @@ CASES = {
     # gated delta-rule layers (2 key heads serving 4 value heads, a 4-tap convolution) and
     # a gated softmax layer (unit-offset q/k norm, RoPE on a quarter of each head), a mixture
     # with a gated shared expert and a dense layer; left padding, which the delta rule skips
+    # q and k RMS-normed after RoPE (query_layernorm, key_layernorm), RoPE's NTK alpha
+    "hunyuan_v1_dense": (lambda: tf.HunYuanDenseV1Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=128, rope_parameters={
+            "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0},
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "qwen3_next": (lambda: tf.Qwen3NextConfig(
         hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
         shared_expert_intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,

@@ -503,3 +503,17 @@ def test_a_genai_folder_refuses_sequences_past_its_context(tmp_path, capsys) -> 
     decoder = str(tmp_path / "llama_lm.decode.onnx")
     assert main(["generate", decoder, "--prompt-ids", "1,2,3", "--max-new", "30"]) == 2
     assert "at most 16 tokens" in capsys.readouterr().err
+
+
+def test_a_mask_parameter_near_two_to_the_62_decodes(tmp_path, capsys) -> None:
+    """`compile --decode` of a mask with a valid but huge parameter (`!prefix(2^62)`, found
+    by the random-spec round trip of the IR text) printed "internal error: OverflowError":
+    the decodability search allocated positions up to the parameter."""
+    from attndsl.cli import main
+
+    spec = tmp_path / "huge.attn"
+    spec.write_text("attention a {\n    d_model = 16\n    heads = 2\n"
+                    "    mask = causal & !prefix(4611686018427387904)\n}\n")
+    assert main(["compile", str(spec), "--export", "onnx", "--decode", "-q",
+                 "-o", str(tmp_path)]) == 0, capsys.readouterr().err
+    assert (tmp_path / "a.decode.onnx").exists()

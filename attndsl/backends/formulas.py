@@ -102,15 +102,6 @@ def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interlea
     return rotate(xp, x, cos, sin, dim, interleaved)
 
 
-def temperature(xp, x: Array, pos: Array, floor: int, scale: float) -> Array:
-    """Llama 4's attention temperature: x (..., n, d) times 1 + scale * ln(1 + floor((p + 1) /
-    floor)) at its int64 token positions p (n, 1) or (B, 1, n, 1), the floor division exact in
-    int64; the product in float32, then the model dtype."""
-    steps = xp.astype((pos + 1) // floor, "float32")
-    factor = xp.log(steps + 1.0) * scale + 1.0
-    return xp.astype(xp.astype(x, "float32") * factor, xp.dtype(x))
-
-
 def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
          unit_offset: bool = False) -> Array:
     """LayerNorm: (x - mean) / sqrt(var + eps) * w + b. RMSNorm: x / sqrt(mean(x^2) + eps) * w,
@@ -148,22 +139,6 @@ def head_linear(xp, x: Array, w: Array, heads: int, block: int, start: int, stop
     dims = [xp.shape(x, 0), xp.shape(x, 1)]
     y = xp.matmul(xp.reshape(x, [*dims, heads, 1, -1]), W)  # (B, n, heads, 1, o)
     return xp.reshape(y, [*dims, -1])
-
-
-def differential(xp, o: Array, lambdas: list[Array], heads: int, lambda_init: float,
-                 eps: float) -> Array:
-    """Merged heads (B, L, H * 2 dv) -> (B, L, H * dv): head i < H/2 is
-    (1 - lambda_init) * rmsnorm(o_i - lambda o_{i + H/2}), lambda = exp(q1 . k1) -
-    exp(q2 . k2) + lambda_init in float32, narrowed to the model dtype (as DiffLlama)."""
-    q1, k1, q2, k2 = (xp.astype(w, "float32") for w in lambdas)
-    lam = xp.exp(xp.sum(q1 * k1, axis=-1)) - xp.exp(xp.sum(q2 * k2, axis=-1)) + lambda_init
-    dims = [xp.shape(o, 0), xp.shape(o, 1)]
-    x = xp.reshape(o, [*dims, heads, -1])  # (B, L, H, 2 dv)
-    d = xp.slice(x, 2, 0, heads // 2) - xp.slice(x, 2, heads // 2, heads) * xp.astype(
-        lam, xp.dtype(o))
-    h = xp.astype(d, "float32")
-    h = h / xp.sqrt(xp.mean(h * h, axis=-1, keepdims=True) + eps)
-    return xp.reshape(xp.astype(h * (1.0 - lambda_init), xp.dtype(o)), [*dims, -1])
 
 
 def activation(xp, h: Array, kind: str) -> Array:

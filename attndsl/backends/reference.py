@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
+from . import reference_mechanisms
 from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention
@@ -120,13 +121,11 @@ def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return y + w[f"{module}.bias"] if node.attr("bias") else y
 
 
-@impl(Op.TEMPERATURE)
-def _temperature(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """q at position p times 1 + scale * ln(1 + floor((p + 1) / floor))."""
-    x = _arg(node, env)  # (B, h, n, d)
-    p = np.arange(x.shape[2])
-    factor = 1.0 + node.attr("scale") * np.log1p(np.floor((p + 1) / node.attr("floor")))
-    return x * factor[:, None]
+@impl(Op.APPLY)
+def _apply(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A mechanism's transform, read from docs/LANGUAGE.md by the oracle's own module."""
+    return reference_mechanisms.READINGS[node.attr("mechanism")](_arg(node, env),
+                                                                 dict(node.attrs[1:]), w)
 
 
 @impl(Op.ROPE)
@@ -304,21 +303,6 @@ def _value_pairs(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
         low = j % half
         out.append(np.concatenate([v[:, low], v[:, low + half]], axis=-1))
     return np.stack(out, axis=1)
-
-
-@impl(Op.DIFFERENTIAL)
-def _differential(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Head i of H/2: (1 - lambda_init) * rmsnorm(a_i - lambda a_{i + H/2}) over its 2 dv
-    features, lambda = exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init."""
-    o = _arg(node, env)
-    B, L, _ = o.shape
-    heads, init, eps = node.attr("heads"), node.attr("lambda_init"), node.attr("eps")
-    q1, k1, q2, k2 = (w[name] for name in node.attr("weights"))
-    lam = math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2)) + init
-    a = o.reshape(B, L, heads, -1)
-    d = a[:, :, : heads // 2] - lam * a[:, :, heads // 2:]
-    d = d / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
-    return ((1 - init) * d).reshape(B, L, -1)
 
 
 @impl(Op.ROUTE)

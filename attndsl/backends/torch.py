@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ir import Graph, Node, Op, build
+from ..mechanisms import MECHANISMS
 from ..spec import Attention, LshKernel, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
@@ -196,11 +197,16 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
                          node.attr("eps"), node.attr("unit_offset"))
 
 
-@impl(Op.TEMPERATURE)
-def _temperature(m: GraphModule, node: Node, env: Env) -> Tensor:
+@impl(Op.APPLY)
+def _apply(m: GraphModule, node: Node, env: Env) -> Tensor:
+    """A mechanism's arithmetic, from its module."""
     x = _arg(node, env)
-    return formulas.temperature(TorchArrays(x.device), x, _head_positions(node, env, x),
-                                node.attr("floor"), node.attr("scale"))
+    mechanism = MECHANISMS[node.attr("mechanism")]
+    pos = _head_positions(node, env, x) if mechanism.reads_positions else None
+    attrs = dict(node.attrs[1:])
+    if "weights" in attrs:
+        attrs["weights"] = [m.weight(w) for w in attrs["weights"]]
+    return mechanism.apply(TorchArrays(x.device), x, pos, **attrs)
 
 
 def _head_positions(node: Node, env: Env, x: Tensor, floating: bool = False) -> Tensor:
@@ -307,12 +313,6 @@ def _value_pairs(m: GraphModule, node: Node, env: Env) -> Tensor:
     return formulas.value_pairs(TorchArrays(v.device), v, v.shape[1])
 
 
-@impl(Op.DIFFERENTIAL)
-def _differential(m: GraphModule, node: Node, env: Env) -> Tensor:
-    o = _arg(node, env)
-    return formulas.differential(TorchArrays(o.device), o,
-                                 [m.weight(w) for w in node.attr("weights")],
-                                 node.attr("heads"), node.attr("lambda_init"), node.attr("eps"))
 
 
 @impl(Op.CLAMPED_GLU)

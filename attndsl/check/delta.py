@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from .. import ast
 from .. import masks as m
+from ..mechanisms import MECHANISMS
 from ..source import Span
 from ..spec import DeltaRule
 from .kernels import Kernels, arg_span
@@ -18,9 +19,8 @@ __all__ = ["DeltaRules"]
 # keys whose meaning is a softmax's, a position scheme's, or another projection form's
 _NOT_WITH = {"qk_norm": "its queries and keys are L2-normed already",
              "softcap": "it forms no scores", "sparsity": "it forms no scores",
-             "output_gate": "its output has its own gate (`z_proj`)",
-             "temperature": "its queries are L2-normed per token",
-             "latent": "it has its own projections", "by_length": "it has one form"}
+             "latent": "it has its own projections", "by_length": "it has one form",
+             **{key: m.with_delta for key, m in MECHANISMS.items() if m.with_delta}}
 
 
 class DeltaRules(Kernels):

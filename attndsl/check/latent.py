@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import ast
+from ..mechanisms import MECHANISMS
 from ..source import Span
 from ..spec import Latent, Rope, Softmax
 from .mechanisms import Mechanisms
@@ -15,7 +16,8 @@ __all__ = ["Latents"]
 
 _MLA = (Param("kv_rank", True), Param("rope_dim", True), Param("q_rank"), Param("eps"))
 # keys whose projections or per-head arithmetic latent attention replaces
-_EXCLUSIVE = ("qk_norm", "differential", "output_gate", "temperature")
+_EXCLUSIVE = ("qk_norm",
+              *(key for key, m in MECHANISMS.items() if not m.with_latent))
 
 
 class Latents(Mechanisms):

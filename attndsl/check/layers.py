@@ -8,6 +8,7 @@ from dataclasses import replace
 from .. import ast
 from .. import masks as m
 from ..ir import parameter_count
+from ..mechanisms import MECHANISMS
 from ..source import Span
 from ..spec import (
     Alibi,
@@ -80,10 +81,7 @@ class Layers(Latents):
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
         sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
-        gate = get("output_gate", lambda x: self.word(x, ("none", "sigmoid"), "output_gate"),
-                   "none")
-        temperature = get("temperature", self.temperature_value, None)
-        differential = get("differential", self.differential_value, None)
+        hooked = self.mechanism_values(get)
         latent = get("latent", self.latent_value, None)
         failed = get.failed
         if d_model is None or heads is None:
@@ -152,7 +150,7 @@ class Layers(Latents):
                        hint="pad on the right (`padding`), or use rounding = float32, whose "
                             "bias depends on distances alone")
             failed = True
-        failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at)
+        failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at, hooked)
         if latent is not None:
             failed |= self.check_latent(e, latent, kind, kernel, heads, kv_heads, head_dim,
                                         position, at)
@@ -175,8 +173,7 @@ class Layers(Latents):
             scale=scale_value, softcap=None if softcap == "none" else softcap,
             qk_norm=qk_norm, position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
-            output_gate=gate == "sigmoid",
-            temperature=temperature, differential=differential, latent=latent,
+            mechanisms=hooked, latent=latent,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -326,8 +323,8 @@ class Layers(Latents):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
-                   "mask", "sparsity", "dropout", "sinks", "output_gate", "temperature",
-                   "differential", "latent", "by_length")
+                   "mask", "sparsity", "dropout", "sinks", "latent",
+                   "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
 # kernels whose projections are their own: (kernel, why a variant cannot use it, its name)
 _OWN_PROJECTIONS = (

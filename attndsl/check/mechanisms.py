@@ -1,92 +1,52 @@
-"""The attention mechanisms of 2024-2026 models beside the kernel: learned sinks, the query
-temperature, differential attention (and the output gate, which needs no checking of its
-own): their values and where they cannot apply."""
+"""The attention mechanisms beside the kernel that are not yet modules of their own: where
+learned sinks cannot apply (the output gate needs no checking of its own); and the mechanism
+modules (`attndsl/mechanisms/`), read and checked here through their module."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import ast
+from .. import ast, mechanisms
 from ..source import Span
-from ..spec import Differential, LshKernel, Softmax, Temperature
+from ..spec import Softmax
 from .delta import DeltaRules
-from .values import FLOAT32_MAX, FLOAT32_TINY, Param
+from .values import Param
 
 __all__ = ["Mechanisms"]
 
-_TEMPERATURES = {"log": (Param("floor", True), Param("scale", True))}
-_DIFFERENTIAL = {"lambda": (Param("init"), Param("eps"))}
 
 
 class Mechanisms(DeltaRules):
-    def temperature_value(self, e: ast.Expr) -> Temperature | None:
-        """`none` or `log(floor = n, scale = s)`."""
+    def call(self, e: ast.Expr, forms: dict[str, tuple[tuple[str, bool], ...]],
+             what: str) -> tuple[str | None, dict[str, ast.Expr]]:
+        """A mechanism's value: (None, {}) for `none`, else its call's name and arguments by
+        parameter (a module's `forms`: name -> ((parameter, required), ...))."""
         if isinstance(e, ast.Name) and e.id == "none":
-            return None
-        name, _ = self.callee(e, _TEMPERATURES, "temperature")
-        args = self.bind(e, name, _TEMPERATURES[name])
-        scale = self.number(args["scale"])
-        if not 0.0 <= scale <= FLOAT32_MAX:
-            raise self.error(f"the temperature scale must be a number >= 0 that float32 can "
-                             f"hold, found {scale:g}", args["scale"].span)
-        return Temperature(self.positive(args["floor"], "the temperature floor"), scale)
+            return None, {}
+        name, _ = self.callee(e, forms, what)
+        return name, self.bind(e, name, tuple(Param(n, r) for n, r in forms[name]))
 
-    def differential_value(self, e: ast.Expr) -> Differential | None:
-        """`none` or `lambda(init = depth | number, eps = 1e-5)`."""
-        if isinstance(e, ast.Name) and e.id == "none":
-            return None
-        name, _ = self.callee(e, _DIFFERENTIAL, "differential")
-        args = self.bind(e, name, _DIFFERENTIAL[name])
-        init = None
-        if "init" in args and not (isinstance(args["init"], ast.Name)
-                                   and args["init"].id == "depth"):
-            init = self.number(args["init"])
-            if not -FLOAT32_MAX <= init <= FLOAT32_MAX:
-                raise self.error(f"lambda init must be a number float32 can hold, found "
-                                 f"{init:g}", args["init"].span,
-                                 hint="`depth` is the paper's 0.8 - 0.6 exp(-0.3 l)")
-        eps = self.number(args["eps"]) if "eps" in args else 1e-5
-        if not FLOAT32_TINY <= eps <= 1.0:
-            raise self.error(f"the per-head norm's eps must be in [{FLOAT32_TINY:.3g}, 1], "
-                             f"found {eps:g}", args["eps"].span)
-        return Differential(init, eps)
+    def mechanism_values(self, get: Callable) -> tuple[tuple[str, object], ...]:
+        """(key, value) of every mechanism module the attention sets, in their order."""
+        values = ((key, get(key, lambda x, m=m: m.read(self, x), None))
+                  for key, m in mechanisms.MECHANISMS.items())
+        return tuple((key, value) for key, value in values if value is not None)
 
     def check_mechanisms(self, e: dict, kernel: object, heads: int, kv_heads: int | None,
-                         at: Callable[[str], Span]) -> bool:
-        """Where sinks, temperature and differential attention cannot apply; True if any
-        error was reported."""
+                         at: Callable[[str], Span], values: tuple = ()) -> bool:
+        """Where sinks and the mechanism modules' `values` cannot apply; True if any error
+        was reported."""
         failed = False
-        named = type(kernel).__name__.removesuffix("Kernel").lower()
         if _set(e, "sinks", "learned") and not isinstance(kernel, Softmax):
+            named = type(kernel).__name__.removesuffix("Kernel").lower()
             self.error("`sinks = learned` adds a logit per head to a softmax's denominator: "
                        f"the {named} kernel has none", at("sinks"),
                        hint="use `kernel = softmax`, or remove `sinks`")
             failed = True
-        if "temperature" in e and not _set(e, "temperature", "none") \
-                and isinstance(kernel, LshKernel):
-            self.error("an LSH kernel's keys are its queries: scaling queries by position "
-                       "would scale the keys too", at("temperature"),
-                       hint="remove `temperature`, or use another kernel")
-            failed = True
-        if "differential" not in e or _set(e, "differential", "none"):
-            return failed
-        if not isinstance(kernel, Softmax):
-            self.error(f"differential attention subtracts two softmax maps: the {named} "
-                       "kernel has none", at("differential"),
-                       hint="use `kernel = softmax`, or remove `differential`")
-            failed = True
-        if heads % 2 or (kv_heads or heads) % 2:
-            self.error(f"differential attention pairs query head i with i + heads / 2 and kv "
-                       f"head j with j + kv_heads / 2: heads ({heads}) and kv_heads "
-                       f"({kv_heads or heads}) must be even", at("differential"),
-                       hint="DiffLlama uses an even number of kv heads")
-            failed = True
-        if _set(e, "output_gate", "sigmoid"):
-            self.error("an output gate per head and differential attention's pairs of heads "
-                       "do not combine", at("output_gate"),
-                       hint="remove `output_gate` or `differential`")
-            failed = True
-        return failed
+        where = mechanisms.Where(e, kernel, heads, kv_heads or heads, at)
+        problems = [mechanisms.MECHANISMS[key].conflicts(self, value, where)
+                    for key, value in values]
+        return failed or any(problems)
 
 
 def _set(e: dict, key: str, word: str) -> bool:

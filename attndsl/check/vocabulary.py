@@ -4,11 +4,11 @@ value may be with their parameters (required ones first)."""
 
 from __future__ import annotations
 
+from ..mechanisms import MECHANISMS
 from .kernels import _KERNELS
 from .latent import _MLA
 from .layers import _ATTENTION_KEYS, _SPARSITY
 from .masks import _MASK_PARAMS
-from .mechanisms import _DIFFERENTIAL, _TEMPERATURES
 from .moe import _MOE, FFNS
 from .norms import _NORMS, _QK_NORMS, PLACEMENTS
 from .positions import _POSITIONS, _SCALINGS
@@ -33,16 +33,15 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "qk_norm": {"none": (), **_params(_QK_NORMS)},
     "norm": {name: (("placement", True), *params) for name, params in _params(_NORMS).items()},
     "sparsity": _params(_SPARSITY),
-    "temperature": {"none": (), **_params(_TEMPERATURES)},
-    "differential": {"none": (), **_params(_DIFFERENTIAL)},
     "latent": {"none": (), "mla": tuple((p.name, p.required) for p in _MLA)},
     "ffn": {**_FFN, "moe": tuple((p.name, p.required) for p in _MOE)},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)
+    **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items()},
 }
 # plain words some keys take
 WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
          "scale": ("auto",), "softcap": ("none",), "sinks": ("none", "learned"),
-         "output_gate": ("none", "sigmoid"), "tie_embeddings": ("true", "false"),
+         "tie_embeddings": ("true", "false"),
          "placement": PLACEMENTS}
 
 

@@ -5,7 +5,7 @@ l); each difference is RMS-normed (eps = rms_norm_eps) and scaled by 1 - lambda_
 
 from __future__ import annotations
 
-from ..weight_table import LAMBDAS
+from ..mechanisms.differential import LAMBDAS
 from .base import Family
 from .llama import LLAMA, LLAMA_DEFAULTS
 from .llama import read as read_llama

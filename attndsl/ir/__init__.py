@@ -19,6 +19,7 @@ from .attention import absolute, attention
 from .attention import norm as emit_norm
 from .ffn import feed_forward
 from .graph import Graph, GraphBuilder, Node, Op, all_nodes
+from .verify import verify
 
 __all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
            "decode_inputs", "parameter_count", "weight_table"]
@@ -59,8 +60,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
                        cache=0 if decode else None, pos=pos, bounded=bounded,
                        latent_cache=latent_cache)
         summary, kind = _summary(spec), "attention"
-    return Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
-                 output_name(spec), cache_names(spec, latent_cache) if decode else ())
+    return verify(Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
+                        output_name(spec), cache_names(spec, latent_cache) if decode else ()),
+                  "build")
 
 
 def cache_names(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:

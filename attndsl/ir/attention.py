@@ -4,9 +4,8 @@ softcap, mask, softmax), or a kernel's own node (linear, LSH)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 
-from .. import masks
+from .. import masks, mechanisms
 from ..shapes import T, TensorType
 from ..spec import (
     Alibi,
@@ -21,7 +20,7 @@ from ..spec import (
     Rope,
     Sinusoidal,
 )
-from ..weight_table import LAMBDAS, linformer_weights
+from ..weight_table import linformer_weights
 from .delta import delta_rule
 from .graph import GraphBuilder, Op
 from .latent import absorbed_heads, latent_heads, unabsorbed
@@ -66,13 +65,13 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     if s.latent is not None and cache is not None and latent_cache:
         q, k, v, absorbed = absorbed_heads(b, s, p, prefix, x, pos, cache,
                                            _kept(s) if bounded else None)
-        gate, n = None, "P + L"
+        n = "P + L"
     elif s.latent is not None:  # DeepSeek: queries, keys and values from latents
         q, k, v = latent_heads(b, s, p, prefix, x, pos)
-        gate = None
     else:
-        q, gate = _query(b, s, p, linear("q", x, "q_proj", s.heads * (
-            s.head_dim + (s.value_dim if s.output_gate else 0)), "L"))
+        site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
+        q = mechanisms.projected(site, linear("q", x, "q_proj",
+                                              s.heads * mechanisms.query_rows(s), "L"))
         whole = s.qk_norm is not None and s.qk_norm.across_heads  # OLMo 2: over every head
         if whole:
             q = norm(b, f"{p}q_normed", q, T("B", "L", s.heads * s.head_dim), s.qk_norm,
@@ -83,7 +82,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),
                    heads=s.kv_heads, dim=s.value_dim)
         if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
-            o = _gated(b, s, p, _lsh(b, s, p, q, v), gate)
+            o = mechanisms.expand(site, "merged", _lsh(b, s, p, q, v), "merged")
             return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
         k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
         if whole:
@@ -102,10 +101,9 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                        theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
             k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
                        theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
-        if s.temperature is not None:  # queries only, at their token positions
-            q = b.emit(Op.TEMPERATURE, f"{p}q_scaled", (q, *pos),
-                       T("B", s.heads, "L", s.head_dim), floor=s.temperature.floor,
-                       scale=s.temperature.scale)
+        q = mechanisms.expand(site, "rotated", q, "q")
+        k = mechanisms.expand(site, "rotated", k, "k")
+        q = mechanisms.expand(site, "query", q, "q")
     if cache is not None and absorbed is None:  # keys cached rotated: a step rotates its own
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = _kept(s) if bounded else None
@@ -122,12 +120,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    keep=keep[1], sinks=keep[0])
             cached.append(full)
         k, v = cached
-    core = absorbed or s
-    if s.differential:  # each kv head's values beside its partner's: one core, wider values
-        core = replace(s, value_dim=2 * s.value_dim,
-                       variants=tuple(replace(x, attention=replace(
-                           x.attention, value_dim=2 * s.value_dim)) for x in s.variants))
-        v = b.emit(Op.VALUE_PAIRS, f"{p}v_pairs", (v,), T("B", s.kv_heads, n, core.value_dim))
+    site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
+    core, v = mechanisms.core(site, absorbed or s, v)
     if core.variants:  # the core by query length: one branch per variant, projections shared
         branches, outs = [], []
         for i, variant in enumerate(core.variants):
@@ -142,38 +136,10 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         o = _core(b, core, p, prefix, q, k, v, n, table, cache)
     if absorbed is not None:
         o = unabsorbed(b, s, p, prefix, o)
-    if s.differential:
-        o = b.emit(Op.DIFFERENTIAL, f"{p}differential", (o,), T("B", "L", s.heads * s.value_dim),
-                   heads=s.heads, lambda_init=s.differential.lambda_init(layer),
-                   eps=s.differential.eps, weights=tuple(f"{prefix}{w}" for w in LAMBDAS))
-    o = _gated(b, s, p, o, gate)
+    o = mechanisms.expand(site, "merged", o, "merged")
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")
     return o
-
-
-def _query(b: GraphBuilder, s: Attention, p: str, q: str) -> tuple[str, str | None]:
-    """The query projection's output as (queries (B, L, heads * head_dim), the output gate's
-    logits (B, L, heads * value_dim) or None): with `output_gate` each head's rows are its
-    head_dim query rows, then its value_dim gate rows."""
-    if not s.output_gate:
-        return q, None
-    width = s.head_dim + s.value_dim
-    part = b.emit(Op.HEAD_SLICE, f"{p}q_part", (q,), T("B", "L", s.heads * s.head_dim),
-                  heads=s.heads, start=0, stop=s.head_dim)
-    gate = b.emit(Op.HEAD_SLICE, f"{p}gate_logits", (q,), T("B", "L", s.heads * s.value_dim),
-                  heads=s.heads, start=s.head_dim, stop=width)
-    return part, gate
-
-
-def _gated(b: GraphBuilder, s: Attention, p: str, o: str, gate: str | None) -> str:
-    """The merged heads (B, L, heads * value_dim) times sigmoid(gate logits), or as they are
-    without `output_gate`."""
-    if gate is None:
-        return o
-    shape = T("B", "L", s.heads * s.value_dim)
-    g = b.emit(Op.ACTIVATION, f"{p}gate", (gate,), shape, kind="sigmoid")
-    return b.emit(Op.MUL, f"{p}gated", (o, g), shape)
 
 
 def _lsh(b: GraphBuilder, s: Attention, p: str, q: str, v: str) -> str:

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import masks
 from ..shapes import TensorType
 from ..weight_table import Weight
+from .literals import render
 
 __all__ = ["Graph", "GraphBuilder", "Node", "Op", "all_nodes"]
 
@@ -23,7 +23,10 @@ class Op(enum.Enum):
     HEAD_SLICE = "head_slice"  # (B, n, h*w) -> (B, n, h*(stop-start)): columns of each head
     NORM = "norm"  # rmsnorm | layernorm over the last axis
     ROPE = "rope"
-    TEMPERATURE = "temperature"  # q * (1 + scale * ln(1 + floor((p + 1) / floor))) at position p
+    # a mechanism's transform of heads (B, h, n, d) at a hook point of the attention, its
+    # arithmetic in its module (`attndsl/mechanisms/<mechanism>.py`); (x, position_ids) when
+    # decoding and the mechanism reads positions
+    APPLY = "apply"
     REPEAT_KV = "repeat_kv"  # (B, Hkv, S, d) -> (B, H, S, d): head h reads kv h // groups
     SCORES = "scores"  # scale * q @ k^T
     SCORE_BIAS = "score_bias"  # + alibi | relative_bias
@@ -46,7 +49,6 @@ class Op(enum.Enum):
     VALUE_PAIRS = "value_pairs"  # (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): [v_j', v_j' + Hkv/2]
     ROUTE = "route"  # x -> (B, L, experts): each token's top-k routing weights, 0 elsewhere
     EXPERTS = "experts"  # (x, gates) -> sum of gate * expert(x) (or expert(gate * x)), routed
-    DIFFERENTIAL = "differential"  # (B, L, H * 2 dv) -> (B, L, H * dv): heads i - lambda i + H/2
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
@@ -75,29 +77,26 @@ class Node:
         return dict(self.attrs)[key]
 
     def text(self) -> str:
-        def fmt(v: Any) -> str:
-            if isinstance(v, float):
-                return repr(round(v, 9))
-            if isinstance(v, masks.MaskNode):
-                return masks.render(v)
-            return str(v)
+        """`%out = op %arg, ... key=value ... : type`, every attribute written exactly
+        (`literals.render`); a switch's branches follow on indented lines, each under its
+        bound (`L <= n:` or `otherwise:`) and its output."""
+        return "\n".join(self.lines())
 
+    def lines(self) -> list[str]:
         args = ", ".join(f"%{a}" for a in self.args)
         hidden = ("branches", "outputs") if self.op is Op.SWITCH else ()
-        attrs = " ".join(f"{k}={fmt(v)}" for k, v in self.attrs
-                         if v is not None and k not in hidden)
+        attrs = " ".join(f"{k}={render(v)}" for k, v in self.attrs if k not in hidden)
         head = f"%{self.out} = {self.op.value}"
         body = " ".join(p for p in (args, attrs) if p)
-        text = f"{head} {body}".rstrip() + f" : {self.shape}"
+        lines = [f"{head} {body}".rstrip() + f" : {self.shape}"]
         if self.op is not Op.SWITCH:
-            return text
-        lines = [text]
+            return lines
         bounds = [f"L <= {n}" for n in self.attr("up_to")] + ["otherwise"]
         for bound, nodes, out in zip(bounds, self.attr("branches"), self.attr("outputs"),
                                      strict=True):
             lines.append(f"    {bound}: %{out}")
-            lines += [f"      {n.text()}" for n in nodes]
-        return "\n".join(lines)
+            lines += [f"      {line}" for n in nodes for line in n.lines()]
+        return lines
 
 
 @dataclass(frozen=True)
@@ -123,9 +122,11 @@ class Graph:
 
     def text(self) -> str:
         lines = [f"{self.kind} {self.name}: {self.summary}"]
-        lines += [f"  {n.text()}" for n in self.nodes]
+        lines += [f"  {line}" for n in self.nodes for line in n.lines()]
         lines.append(f"  output {self.output_name} = %{self.output}")
         lines += [f"  output {p} = %{p}" for p in self.presents]
+        lines += [f"  weight {w.name} : {list(w.shape)} {w.init}"
+                  + (f" fan_in={w.fan_in}" if w.fan_in else "") for w in self.weights]
         return "\n".join(lines) + "\n"
 
 

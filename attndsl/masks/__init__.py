@@ -45,6 +45,9 @@ Mask = (Full | Causal | Window | Dilated | Chunked | Strided | Global | Prefix |
         | Document | Compare | And | Or | Not)
 
 
+_FARTHEST = 1 << 17  # the farthest offset `lookahead` tries
+
+
 def evaluate(mask: Mask, q: Any, k: Any, ctx: MaskContext) -> Any:
     """Boolean visibility of key positions k from query positions q (`MaskNode.visible`), at
     the sizes and runtime inputs of `ctx`."""
@@ -59,14 +62,15 @@ def lookahead(mask: Mask) -> tuple[int, int] | None:
     q + d, for offsets d of 1 .. 64 and around every parameter p of the mask (p - 1, p, p + 1,
     2p, 2p + 1), N = 2 * max(p) + 64: every primitive's first key after its query lies at one
     of these offsets (a window's right edge, the next chunk or stride, a prefix or global
-    token)."""
+    token). Offsets stop at 2^17 keys: a parameter as large as 2^62 is valid, but the search
+    allocates positions up to N plus its largest offset."""
     import numpy as np
 
     params = sorted(_parameters(mask)) or [1]
     offsets = set(range(1, 65))
     for p in params:
         offsets |= {p - 1, p, p + 1, 2 * p, 2 * p + 1}
-    d = np.array(sorted(o for o in offsets if o >= 1), dtype=np.int64)
+    d = np.array(sorted(o for o in offsets if 1 <= o <= _FARTHEST), dtype=np.int64)
     n = min(2 * params[-1] + 64, 1 << 16)
     size = n + int(d[-1])
     q = np.arange(n, dtype=np.int64)[:, None]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Graph, Node, Op, all_nodes
+from ..ir.verify import verify
 from ..targets import get
 from .cores import Choice, Core, cores, cores_of, where
 from .cover import Cover, cover
@@ -62,7 +63,12 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
     unchanged.
     A target that is not planned (portable) gets the graph as it is, unless it decodes: every
     target lowers a decoding graph's cores to the dense masked form over cache and new keys
-    (standard ops only)."""
+    (standard ops only). The IR verifier checks the planned graph."""
+    planned, choices = _plan(graph, target, dtype)
+    return verify(planned, f"plan ({target})"), choices
+
+
+def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
     found = cores(graph)
     # by_length's If and the delta rule's Scan: attndsl lowers them, even on portable
     lowered = any(n.op in (Op.SWITCH, Op.DELTA_RULE) for n in graph.nodes)

@@ -8,6 +8,7 @@ import numpy as np
 from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op
+from ...mechanisms import MECHANISMS
 from ...quantize import block_shapes, quantize
 from .. import formulas
 from ..cache_slots import bounded_present
@@ -68,13 +69,6 @@ def _embed(lw: Lowering, node: Node) -> str:
 @lower(Op.VALUE_PAIRS)
 def _value_pairs(lw: Lowering, node: Node) -> str:
     return formulas.value_pairs(lw.xp, lw.sym(node), node.shape.dims[1]).name
-
-
-@lower(Op.DIFFERENTIAL)
-def _differential(lw: Lowering, node: Node) -> str:
-    weights = [lw.weight(w) for w in node.attr("weights")]
-    return formulas.differential(lw.xp, lw.sym(node), weights, node.attr("heads"),
-                                 node.attr("lambda_init"), node.attr("eps")).name
 
 
 @lower(Op.CLAMPED_GLU)
@@ -336,15 +330,21 @@ def skip_norms(graph: Graph) -> dict[str, Node]:
     return out
 
 
-@lower(Op.TEMPERATURE)
-def _temperature(lw: Lowering, node: Node) -> str:
+@lower(Op.APPLY)
+def _apply(lw: Lowering, node: Node) -> str:
+    """A mechanism's arithmetic, from its module."""
     b = lw.b
+    attrs = dict(node.attrs[1:])
+    if "weights" in attrs:  # (read before the heads, as the lowering always has)
+        attrs["weights"] = [lw.weight(w) for w in attrs["weights"]]
     x = lw.sym(node)
-    if len(node.args) > 1:  # decoding: position_ids (B, n) -> (B, 1, n, 1)
+    mechanism = MECHANISMS[node.attr("mechanism")]
+    pos = None
+    if mechanism.reads_positions and len(node.args) > 1:  # position_ids (B, n) -> (B, 1, n, 1)
         pos = Sym(b, lw.env[node.args[1]], "int64", 2)[:, None, :, None]
-    else:
+    elif mechanism.reads_positions:
         pos = lw.arange(lw.dim(x.name, 2))[:, None]  # (n, 1)
-    return formulas.temperature(lw.xp, x, pos, node.attr("floor"), node.attr("scale")).name
+    return mechanism.apply(lw.xp, x, pos, **attrs).name
 
 
 @lower(Op.ROPE)

@@ -1,0 +1,42 @@
+"""The oracle's reading of each mechanism module's transform (`apply` nodes), written from
+docs/LANGUAGE.md, sharing nothing with `attndsl/mechanisms/`: one function per mechanism,
+(heads (B, h, n, d) in float64, the node's attributes, the weights) -> heads."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["READINGS"]
+
+
+def _temperature(x: np.ndarray, attrs: dict[str, Any],
+                 w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """`temperature = log(floor = f, scale = a)`: the query at token position p times
+    1 + a * ln(1 + floor((p + 1) / f))."""
+    p = np.arange(x.shape[2])
+    factor = 1.0 + attrs["scale"] * np.log1p(np.floor((p + 1) / attrs["floor"]))
+    return x * factor[:, None]
+
+
+def _differential(o: np.ndarray, attrs: dict[str, Any],
+                  w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """`differential = lambda(...)`: merged heads (B, L, H * 2 dv); head i of H/2 is
+    (1 - lambda_init) * rmsnorm(a_i - lambda a_{i + H/2}) over its 2 dv features, lambda =
+    exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init."""
+    B, L, _ = o.shape
+    heads, init, eps = attrs["heads"], attrs["lambda_init"], attrs["eps"]
+    q1, k1, q2, k2 = (w[name] for name in attrs["weights"])
+    lam = math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2)) + init
+    a = o.reshape(B, L, heads, -1)
+    d = a[:, :, : heads // 2] - lam * a[:, :, heads // 2:]
+    d = d / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
+    return ((1 - init) * d).reshape(B, L, -1)
+
+
+READINGS: dict[str, Callable[[np.ndarray, dict[str, Any], Mapping[str, np.ndarray]],
+                             np.ndarray]] = {"temperature": _temperature,
+                                               "differential": _differential}

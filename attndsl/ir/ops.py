@@ -1,0 +1,214 @@
+"""The op registry: each IR op defined once, with how many operands it reads, its attributes
+(required, optional, and whether a planned node may carry more), and the rule its result type
+keeps given its operands' types. `verify.verify` checks every node of a graph against its
+definition after each pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..shapes import TensorType
+from .graph import Node, Op
+
+__all__ = ["OPS", "OpDef"]
+
+# (node, its operands' types) -> the rule the node breaks, or None
+Rule = Callable[[Node, Sequence[TensorType]], str | None]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    op: Op
+    operands: tuple[int, int]  # fewest, most
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    open: bool = False  # a planned node: its strategy's parameters ride along
+    rule: Rule | None = None
+    tensors: tuple[str, ...] = ()  # the attributes that name weight-table tensors
+    # the attributes naming values the node defines besides its result (a decoding kernel's
+    # updated caches, written in place)
+    defines: tuple[str, ...] = ()
+
+
+def _same(node: Node, a: Sequence[TensorType]) -> str | None:
+    """The result has the first operand's axes (an elementwise op)."""
+    if node.shape.dims != a[0].dims:
+        return f"result axes {list(node.shape.dims)} must equal operand 0's {list(a[0].dims)}"
+    return None
+
+
+def _rank(*ranks: int) -> Rule:
+    def rule(node: Node, a: Sequence[TensorType]) -> str | None:
+        if node.shape.rank not in ranks:
+            return f"result rank {node.shape.rank} must be one of {list(ranks)}"
+        return None
+
+    return rule
+
+
+def _linear(node: Node, a: Sequence[TensorType]) -> str | None:
+    if node.shape.dims[:-1] != a[0].dims[:-1]:
+        return "result axes but the last must equal the input's"
+    return None
+
+
+def _apply(node: Node, a: Sequence[TensorType]) -> str | None:
+    """The mechanism's own attributes, and its heads' axes kept."""
+    from ..mechanisms import MECHANISMS
+
+    mechanism = MECHANISMS.get(node.attr("mechanism"))
+    if mechanism is None:
+        return f"no mechanism module {node.attr('mechanism')!r}"
+    keys = tuple(k for k, _ in node.attrs[1:])
+    if keys != mechanism.attributes:
+        return f"attributes {list(keys)} must be the mechanism's {list(mechanism.attributes)}"
+    return _rank(3, 4)(node, a)
+
+
+def _split(node: Node, a: Sequence[TensorType]) -> str | None:
+    h, d = node.attr("heads"), node.attr("dim")
+    b, n, width = a[0].dims
+    if width != h * d or node.shape.dims != (b, h, n, d):
+        return f"(B, n, heads * dim) must become (B, heads, n, dim) with heads={h}, dim={d}"
+    return None
+
+
+def _merge(node: Node, a: Sequence[TensorType]) -> str | None:
+    b, h, n, d = a[0].dims
+    if node.shape.dims != (b, n, h * d):
+        return "(B, H, n, d) must become (B, n, H * d)"
+    return None
+
+
+def _head_slice(node: Node, a: Sequence[TensorType]) -> str | None:
+    h, start, stop = node.attr("heads"), node.attr("start"), node.attr("stop")
+    if a[0].last % h or not 0 <= start < stop <= a[0].last // h:
+        return f"columns {start}..{stop} must lie within each of {h} heads"
+    if node.shape.last != h * (stop - start):
+        return "result width must be heads * (stop - start)"
+    return None
+
+
+def _repeat(node: Node, a: Sequence[TensorType]) -> str | None:
+    b, h, n, d = a[0].dims
+    if node.shape.dims != (b, h * node.attr("groups"), n, d):
+        return "(B, Hkv, S, d) must become (B, Hkv * groups, S, d)"
+    return None
+
+
+def _scores(node: Node, a: Sequence[TensorType]) -> str | None:
+    q, k = a
+    if q.last != k.last:
+        return f"queries ({q.last}) and keys ({k.last}) must have one feature width"
+    if node.shape.dims != (*q.dims[:3], k.dims[2]):
+        return "scores must be (B, H, L, S) of queries (B, H, L, d) and keys (B, H, S, d)"
+    return None
+
+
+def _softmax(node: Node, a: Sequence[TensorType]) -> str | None:
+    if len(a) > 1 and a[1].dtype != "bool":
+        return "operand 1 (the mask) must be bool"
+    return _same(node, a)
+
+
+def _attend(node: Node, a: Sequence[TensorType]) -> str | None:
+    p, v = a
+    if p.dims[-1] != v.dims[-2] or node.shape.dims != (*p.dims[:3], v.last):
+        return "(B, H, L, S) probabilities times (B, H, S, d) values must be (B, H, L, d)"
+    return None
+
+
+def _mask(node: Node, a: Sequence[TensorType]) -> str | None:
+    if node.shape.dtype != "bool" or node.shape.rank not in (2, 3):
+        return "a mask is bool[L, S] or bool[B, L, S]"
+    return None
+
+
+def _cache(node: Node, a: Sequence[TensorType]) -> str | None:
+    past, new = a
+    if past.rank != 4 or new.rank != 4 or past.last != new.last or node.shape.last != new.last:
+        return "past (B, H, P, d) and new (B, H, L, d) keys must share their width"
+    return None
+
+
+def _value_pairs(node: Node, a: Sequence[TensorType]) -> str | None:
+    if node.shape.dims != (*a[0].dims[:3], 2 * a[0].last):
+        return "(B, Hkv, S, dv) must become (B, Hkv, S, 2 dv)"
+    return None
+
+
+def _embed(node: Node, a: Sequence[TensorType]) -> str | None:
+    if a[0].dtype != "int64":
+        return "token ids must be int64"
+    return None
+
+
+def _float_result(rule: Rule | None) -> Rule:
+    def checked(node: Node, a: Sequence[TensorType]) -> str | None:
+        if node.shape.dtype not in (None, "float"):
+            return f"result must be the model's float type, not {node.shape.dtype}"
+        return rule(node, a) if rule else None
+
+    return checked
+
+
+_DEFS = [
+    OpDef(Op.INPUT, (0, 0)),
+    OpDef(Op.ADD_POSITION, (1, 2), ("kind",), ("weight", "max_len"), rule=_same,
+          tensors=("weight",)),
+    OpDef(Op.LINEAR, (1, 1), ("weight", "bias"), rule=_linear, tensors=("weight", "bias")),
+    OpDef(Op.SPLIT_HEADS, (1, 1), ("heads", "dim"), rule=_split),
+    OpDef(Op.HEAD_SLICE, (1, 1), ("heads", "start", "stop"), rule=_head_slice),
+    OpDef(Op.NORM, (1, 1), ("kind", "eps", "unit_offset", "module", "bias"), rule=_same),
+    OpDef(Op.ROPE, (1, 2), ("theta", "dim", "interleaved", "scaling"), rule=_same),
+    OpDef(Op.APPLY, (1, 2), ("mechanism",), open=True, rule=_apply, tensors=("weights",)),
+    OpDef(Op.REPEAT_KV, (1, 1), ("groups",), rule=_repeat),
+    OpDef(Op.SCORES, (2, 2), ("scale",), rule=_scores),
+    OpDef(Op.SCORE_BIAS, (1, 1), ("kind",), ("slopes", "max_bias", "factor", "rounding",
+                                              "buckets", "max_distance", "bidirectional",
+                                              "weight"), rule=_same, tensors=("weight",)),
+    OpDef(Op.SOFTCAP, (1, 1), ("cap",), rule=_same),
+    OpDef(Op.MASK, (0, 3), ("expr", "sparsity", "memory"), rule=_mask),
+    OpDef(Op.SOFTMAX, (1, 2), ("dropout", "sinks"), rule=_softmax, tensors=("sinks",)),
+    OpDef(Op.ATTEND, (2, 2), rule=_attend),
+    OpDef(Op.LINEAR_ATTENTION, (3, 3), ("feature", "causal"), rule=_rank(4)),
+    OpDef(Op.MERGE_HEADS, (1, 1), rule=_merge),
+    OpDef(Op.ATTENTION, (3, 6), ("strategy", "heads", "kv_heads", "scale", "softcap", "bias",
+                                 "sinks", "expr", "kind"), open=True, rule=_rank(3),
+          defines=("presents",)),
+    OpDef(Op.ACTIVATION, (1, 1), ("kind",), rule=_same),
+    OpDef(Op.MUL, (2, 2), rule=_same),
+    OpDef(Op.CLAMPED_GLU, (2, 2), ("alpha", "limit"), rule=_same),
+    OpDef(Op.ADD, (2, 2), (), ("dropout",), rule=_same),
+    OpDef(Op.SCALE, (1, 1), ("factor",), rule=_same),
+    OpDef(Op.HEAD_LINEAR, (1, 1), ("weight", "heads", "block", "start", "stop", "transposed"),
+          rule=_rank(3), tensors=("weight",)),
+    OpDef(Op.JOIN_HEADS, (2, 2), rule=_rank(4)),
+    OpDef(Op.VALUE_PAIRS, (1, 1), rule=_value_pairs),
+    OpDef(Op.ROUTE, (1, 1), ("weight", "bias", "top_k", "router", "normalize", "scale",
+                             "selection", "groups", "top_groups", "group_score"),
+          rule=_rank(3), tensors=("weight", "bias", "selection")),
+    OpDef(Op.EXPERTS, (2, 2), ("experts", "top_k", "act", "gated", "bias", "alpha", "limit",
+                               "gate", "prefix"), ("kernel",), rule=_same),
+    OpDef(Op.EMBED, (1, 1), ("weight", "scale"), rule=_embed, tensors=("weight",)),
+    OpDef(Op.CACHE, (2, 2), rule=_cache),
+    OpDef(Op.TAIL, (1, 1), ("keep", "sinks"), rule=_rank(4)),
+    OpDef(Op.SWITCH, (3, 3), ("up_to", "branches", "outputs"), rule=_rank(3)),
+    OpDef(Op.SEQ_PROJECT, (1, 2), ("weight", "max_len", "expr"), rule=_rank(4),
+          tensors=("weight",)),
+    OpDef(Op.CAUSAL_CONV, (3, 5), ("part", "weight", "width", "padding", "decoding"),
+          rule=_rank(3), tensors=("weight",)),
+    OpDef(Op.DELTA_RULE, (5, 7), ("chunk", "scale", "weights", "padding", "decoding"),
+          rule=_rank(4), tensors=("weights",)),
+    OpDef(Op.ROWS, (1, 1), ("start", "stop"), rule=_rank(3, 4)),
+    OpDef(Op.LSH_ATTENTION, (2, 3), ("buckets", "rounds", "chunk", "seed", "scale", "causal",
+                                     "keys"), rule=_rank(4)),
+]
+OPS: dict[Op, OpDef] = {
+    d.op: d if d.op in (Op.INPUT, Op.MASK) else OpDef(d.op, d.operands, d.required, d.optional,
+                                                       d.open, _float_result(d.rule), d.tensors,
+                                                       d.defines)
+    for d in _DEFS
+}
+assert set(OPS) == set(Op), "every op has its definition"

@@ -1,0 +1,63 @@
+"""Attention mechanisms as modules: each `attndsl/mechanisms/<name>.py` defines `MECHANISM`
+(`base.Mechanism`): its key, values and checks, its weights, its nodes at a hook point of the
+attention, its arithmetic over the array namespace and its target facts. Found by presence:
+adding one edits no table. The checker, the language server, the IR, the weight table and
+the backends ask here."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+from .base import HOOKS, Mechanism, Site, Where
+
+__all__ = ["HOOKS", "MECHANISMS", "Mechanism", "Site", "Where", "at", "core", "expand",
+           "projected", "query_rows"]
+
+
+def _found() -> dict[str, Mechanism]:
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name != "base":
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            found.append(module.MECHANISM)
+    found.sort(key=lambda m: (HOOKS.index(m.hook), m.key))
+    return {m.key: m for m in found}
+
+
+MECHANISMS: dict[str, Mechanism] = _found()
+
+
+def at(spec: Any, hook: str) -> list[tuple[Mechanism, Any]]:
+    """The mechanisms an attention sets at `hook`, with their values, in order."""
+    return [(MECHANISMS[key], value) for key, value in spec.mechanisms
+            if MECHANISMS[key].hook == hook]
+
+
+def expand(site: Site, hook: str, x: str, part: str) -> str:
+    """Every mechanism's nodes at `hook` on the heads `x` (part `q` or `k`), in order."""
+    for mechanism, value in at(site.spec, hook):
+        x = mechanism.expand(site, value, x, part)
+    return x
+
+
+def core(site: Site, spec: Any, v: str) -> tuple[Any, str]:
+    """The attention the core runs as and the value heads it reads, after every mechanism
+    that changes them (`Mechanism.core`, `Mechanism.values`)."""
+    for mechanism, value in ((MECHANISMS[k], value) for k, value in site.spec.mechanisms):
+        spec, v = mechanism.core(spec, value), mechanism.values(site, value, v)
+    return spec, v
+
+
+def query_rows(spec: Any) -> int:
+    """Each head's rows of the query projection: head_dim, then every mechanism's own."""
+    return spec.head_dim + sum(MECHANISMS[key].query_rows(spec, value)
+                               for key, value in spec.mechanisms)
+
+
+def projected(site: Site, q: str) -> str:
+    """The queries from the query projection's output (each mechanism takes its rows)."""
+    for key, value in site.spec.mechanisms:
+        q = MECHANISMS[key].projected(site, value, q)
+    return q

@@ -1,0 +1,113 @@
+"""What a mechanism is: one module that carries every facet of one attention mechanism (its
+key and values, its checks, its weights, its nodes at a hook point of the attention, its
+arithmetic over the array namespace, and what a target must know of it).
+
+The hook points, in the order an attention reaches them:
+
+- `rotated`: q and k heads after positions (RoPE) and qk-norm, before the cache and the
+  core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
+- `query`: the query heads the core reads (after `rotated`), keys untouched;
+- `merged`: the core's merged heads (B, L, heads * its value width), before the output gate
+  and projection; a mechanism here may also widen the core (`core`) and give it other values
+  (`values`, on the (cached) value heads)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["HOOKS", "Mechanism", "Site", "Where"]
+
+HOOKS = ("rotated", "query", "merged")
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a mechanism's nodes go: the graph builder, the attention's spec, its value-name
+    prefix `p`, its weight prefix, the position inputs a decoding graph reads (`pos`), and
+    the length symbol of its keys (`n`)."""
+
+    b: Any  # ir.graph.GraphBuilder
+    spec: Any  # spec.Attention
+    p: str
+    prefix: str
+    pos: tuple[str, ...]
+    n: str
+    layer: int = 0  # its index in the stack
+
+
+@dataclass(frozen=True)
+class Where:
+    """What a mechanism's `conflicts` may read of the attention being checked: its other
+    entries (key -> ast.Entry), kernel, heads and kv heads, and `at(key)`, where an entry is
+    written (for a located diagnostic)."""
+
+    entries: dict
+    kernel: Any
+    heads: int
+    kv_heads: int
+    at: Callable[[str], Any]
+
+
+class Mechanism:
+    """One mechanism. A module `attndsl/mechanisms/<name>.py` defines `MECHANISM`, an
+    instance of a subclass; `attndsl/mechanisms/__init__.py` finds it by its presence."""
+
+    key: str  # the attention key that sets it (`temperature = log(...)`)
+    hook: str  # one of HOOKS
+    # its values: call name -> ((parameter, required), ...); `none` (absent) is always a value
+    forms: ClassVar[dict[str, tuple[tuple[str, bool], ...]]] = {}
+    # with latent attention: None if it combines, else it is refused there (one message for
+    # every key latent attention excludes)
+    with_latent: bool = False
+    # with the delta-rule kernel: why it does not apply there, or None if it does
+    with_delta: str | None = "the delta rule has no softmax core"
+    # the IR attributes of its `apply` nodes (after `mechanism`), each a plain value
+    attributes: tuple[str, ...] = ()
+    # whether its `apply` nodes read the tokens' positions (then the node's second operand is
+    # position_ids when decoding; else the backends pass positions 0 .. n-1)
+    reads_positions: bool = False
+
+    def read(self, c: Any, e: Any) -> Any:
+        """The spec's value of `key = e` (None for `none`), or raise the checker's located
+        diagnostic (`c` is the checker: `c.call(e, forms, what)`, `c.number`, `c.error`)."""
+        raise NotImplementedError
+
+    def conflicts(self, c: Any, value: Any, where: Where) -> bool:
+        """Report where the value cannot apply (beside the latent and delta-rule rules
+        above); True if it reported any."""
+        return False
+
+    def weights(self, value: Any, spec: Any, prefix: str) -> list[Any]:
+        """Its tensors (`weight_table.Weight`), in the order a seeded module draws them."""
+        return []
+
+    def query_rows(self, spec: Any, value: Any) -> int:
+        """The rows it adds to each head's block of the query projection (q_proj holds, per
+        head, head_dim query rows, then each mechanism's rows in order)."""
+        return 0
+
+    def projected(self, site: Site, value: Any, q: str) -> str:
+        """The queries (B, L, heads * head_dim) from the query projection's output, whose
+        extra rows are its own (`query_rows`)."""
+        return q
+
+    def core(self, spec: Any, value: Any) -> Any:
+        """The attention its core runs as (at `merged`: differential attention's doubled
+        values)."""
+        return spec
+
+    def values(self, site: Site, value: Any, v: str) -> str:
+        """The value heads its core reads, from the (cached) value heads `v`."""
+        return v
+
+    def expand(self, site: Site, value: Any, x: str, part: str) -> str:
+        """Its nodes on the heads `x` (part `q` or `k`) at its hook; the value they make."""
+        raise NotImplementedError
+
+    def apply(self, xp: Any, x: Any, pos: Any, **attrs: Any) -> Any:
+        """The arithmetic of its `apply` nodes over the array namespace `xp` (torch and
+        ONNX from this one text): x (B, h, n, d) heads, pos int64 positions (n, 1) or
+        (B, 1, n, 1) when decoding."""
+        raise NotImplementedError

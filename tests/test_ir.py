@@ -1,0 +1,133 @@
+"""The IR as a contract: its text parses back to an equal graph (every example, built,
+decoding and planned for every target; random specs), and the verifier refuses graphs that
+break an op's definition, naming the pass, the node, the operand and the rule."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import attndsl
+from attndsl import ir, masks
+from attndsl.decoding import check_decodable
+from attndsl.errors import SpecError
+from attndsl.ir import Op
+from attndsl.ir.ops import OPS
+from attndsl.ir.text import parse
+from attndsl.ir.verify import IRError, verify
+from attndsl.planner import plan
+from attndsl.targets import TARGETS
+
+from .conftest import EXAMPLES
+from .specgen import random_spec
+
+
+def _graphs(spec):
+    """The layer's graph, its decoding graph where it decodes, and each planned for every
+    target."""
+    built = [ir.build(spec)]
+    try:
+        check_decodable(spec)
+        built.append(ir.build(spec, decode=True))
+    except SpecError:
+        pass
+    for graph in built:
+        yield graph
+        for target in TARGETS:
+            yield plan(graph, target)[0]
+
+
+def _round_trip(spec) -> int:
+    count = 0
+    for graph in _graphs(spec):
+        text = graph.text()
+        back = parse(text)
+        assert back == graph, f"{spec.name}: the text does not read back to the same graph"
+        assert back.text() == text
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_text_reads_back_to_the_same_graph(path: Path) -> None:
+    program = attndsl.load(path)
+    assert sum(_round_trip(program[name].spec) for name in program) >= 2 * len(program)
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_random_specs_read_back(seed: int) -> None:
+    program = attndsl.loads(random_spec(seed), f"random-{seed}.attn")
+    for name in program:
+        _round_trip(program[name].spec)
+
+
+def test_every_op_has_one_definition() -> None:
+    assert set(OPS) == set(Op)
+    assert all(d.operands[0] <= d.operands[1] for d in OPS.values())
+
+
+LAYER = """
+attention a {
+    d_model = 32
+    heads = 4
+    kv_heads = 2
+    position = rope(theta = 10000)
+    mask = causal & window(left = 3, right = 0)
+}
+"""
+
+
+def _graph():
+    return ir.build(attndsl.loads(LAYER)["a"].spec)
+
+
+def _broken(graph, name: str, **changes):
+    nodes = tuple(replace(n, **changes) if n.out == name else n for n in graph.nodes)
+    return replace(graph, nodes=nodes)
+
+
+@pytest.mark.parametrize(("name", "changes", "words"), [
+    ("scores", {"args": ("q_rope", "nowhere")}, "operand 1 %nowhere is not defined"),
+    ("scores", {"args": ("q_rope",)}, "takes 2 to 2 operands, has 1"),
+    ("q_heads", {"attrs": (("heads", 4),)}, "attribute dim is missing"),
+    ("k_rep", {"attrs": (("groups", 2), ("colour", 1))}, "attribute colour is not one of"),
+    ("q", {"attrs": (("weight", "q_proj.weight"), ("bias", object()))}, "holds a live object"),
+    ("q", {"attrs": (("weight", "w_proj.weight"), ("bias", None))},
+     "names w_proj.weight, not in the weight table"),
+    ("k_rep", {"attrs": (("groups", 3),)}, "(B, Hkv, S, d) must become (B, Hkv * groups"),
+    ("mask", {"shape": ir.graph.TensorType(("L", "L"), None)}, "a mask is bool"),
+    ("probs", {"args": ("scores", "scores")}, "operand 1 (the mask) must be bool"),
+])
+def test_the_verifier_names_the_node_and_the_rule(name: str, changes: dict, words: str) -> None:
+    graph = _graph()
+    verify(graph, "build")  # the unbroken graph holds
+    with pytest.raises(IRError) as e:
+        verify(_broken(graph, name, **changes), "a test")
+    assert f"IR after a test: %{name} = " in str(e.value)
+    assert words in str(e.value)
+
+
+def test_the_verifier_refuses_a_value_defined_twice_and_an_undefined_output() -> None:
+    graph = _graph()
+    twice = replace(graph, nodes=(*graph.nodes, graph.nodes[-1]))
+    with pytest.raises(IRError, match="defined twice"):
+        verify(twice, "a test")
+    with pytest.raises(IRError, match="output %gone is not defined"):
+        verify(replace(graph, output="gone"), "a test")
+
+
+def test_masks_and_scalings_read_back_exactly() -> None:
+    expr = masks.Or(masks.Not(masks.Global(first=2, tokens=(5, 9))),
+                    masks.Window(left=3, right=1, align="bottom_right"))
+    graph = _graph()
+    node = next(n for n in graph.nodes if n.op is Op.MASK)
+    changed = _broken(graph, node.out, attrs=(("expr", expr), *node.attrs[1:]))
+    assert parse(changed.text()) == changed
+
+
+def test_unreadable_text_names_its_line() -> None:
+    text = _graph().text().replace("repeat_kv", "repeat_kv_", 1)
+    with pytest.raises(ValueError, match=r"line \d+: expected `%name = op`"):
+        parse(text)

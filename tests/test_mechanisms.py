@@ -1,0 +1,65 @@
+"""Mechanisms as modules (`attndsl/mechanisms/`): each one found by its presence is a key the
+checker, the language server and docs/LANGUAGE.md know, its `apply` nodes have an oracle
+reading, and its specs run the same on the reference, torch and every target. The module
+written in this form, `qk_norm_after_rope` (Hunyuan), against the oracle on random specs and
+refused where it cannot apply (its import and generation are held to transformers in
+tests/test_hf_families.py and tests/test_generation.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import attndsl
+from attndsl.backends.reference_mechanisms import READINGS
+from attndsl.check.vocabulary import KEYS, VALUES
+from attndsl.editor import hover
+from attndsl.errors import SpecError
+from attndsl.mechanisms import MECHANISMS
+
+from .conftest import ROOT
+from .specgen import random_spec
+from .test_random_specs import check_random_spec
+
+
+@pytest.mark.parametrize("key", list(MECHANISMS))
+def test_a_mechanism_module_is_a_key_everywhere(key: str) -> None:
+    mechanism = MECHANISMS[key]
+    assert key in KEYS["attention"]
+    assert set(VALUES[key]) == {"none", *mechanism.forms}
+    assert f"| `{key}` |" in (ROOT / "docs" / "LANGUAGE.md").read_text()
+    text = f"attention a {{\n    d_model = 64\n    heads = 4\n    {key} = none\n}}\n"
+    assert "`" + key + "`" in (hover(text, 3, 6) or "")
+    if mechanism.attributes:  # it emits `apply` nodes: the oracle reads them on its own
+        assert key in READINGS
+
+
+def _seeds_with(key: str, count: int) -> list[int]:
+    return [seed for seed in range(400) if f"{key} =" in random_spec(seed)][:count]
+
+
+@pytest.mark.parametrize("seed", _seeds_with("qk_norm_after_rope", 3))
+def test_random_specs_with_qk_norm_after_rope_match_the_reference(seed: int) -> None:
+    check_random_spec(seed, portable=True)
+
+
+def test_qk_norm_after_rope_norms_the_rotated_heads() -> None:
+    """Its norms follow RoPE in the graph and are the only qk norms there."""
+    layer = attndsl.load(ROOT / "examples" / "hunyuan_dense.attn")["hunyuan_attn"]
+    normed = [n for n in layer.graph().nodes if n.op.value == "norm"]
+    assert [(n.attr("module"), n.args[0]) for n in normed] == [("q_norm", "q_rope"),
+                                                                ("k_norm", "k_rope")]
+
+
+@pytest.mark.parametrize(("entries", "words"), [
+    ("kernel = delta_rule(key_heads = 2)\n    mask = causal",
+     "`qk_norm_after_rope` does not apply to the delta rule"),
+    ("latent = mla(kv_rank = 8, rope_dim = 4)", "qk_norm_after_rope"),
+    ("kernel = lsh(buckets = 4, chunk = 8)", "an LSH kernel's keys are its queries"),
+])
+def test_qk_norm_after_rope_is_refused_where_it_cannot_apply(entries: str, words: str) -> None:
+    text = (f"attention a {{\n    d_model = 64\n    heads = 4\n    position = rope(theta = 10)\n"
+            f"    qk_norm_after_rope = rmsnorm\n    {entries}\n}}\n")
+    with pytest.raises(SpecError) as e:
+        attndsl.loads(text)
+    assert words in str(e.value)
+    assert ":5:" in str(e.value) or ":6:" in str(e.value)  # located at a key of the block
