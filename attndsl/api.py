@@ -16,8 +16,17 @@ from .output import Outputs
 from .parser import decode, parse, read_source
 from .quantize import check_quantization
 from .source import Source
-from .targets import DEFAULT_TARGET, check_dtype_target, get, verify_pairs
-from .usage import check_dtype, check_ints, check_memory, check_path, check_target
+from .targets import DEFAULT_TARGET, TORCH_PLAN, check_dtype_target, get
+from .usage import (
+    HEADS,
+    PADDINGS,
+    check_choice,
+    check_dtype,
+    check_ints,
+    check_memory,
+    check_path,
+    check_target,
+)
 
 __all__ = ["DEFAULT_OUTPUT_DIR", "Layer", "Program", "load", "loads", "read_source"]
 
@@ -26,7 +35,10 @@ DEFAULT_OUTPUT_DIR = Path("exported")
 
 def load(path: str | os.PathLike[str], *, padding: str = "auto", head: str = "auto") -> Program:
     """Parse and check a spec file, or import a Hugging Face checkpoint folder or config.json
-    as `attndsl import` (its options; warnings as Python warnings). Raises SpecError if invalid."""
+    as `attndsl import` (its options, `padding` one of usage.PADDINGS and `head` of
+    usage.HEADS; warnings as Python warnings). Raises SpecError if invalid."""
+    check_choice("padding", padding, PADDINGS)
+    check_choice("head", head, HEADS)
     if Path(path).is_dir() or Path(path).suffix == ".json":  # a checkpoint's config
         from .hf_import import import_config
 
@@ -290,7 +302,7 @@ class Layer:
         `torch`: the torch module's paths (`to_torch`'s default)."""
         from .planner import plan, plan_torch
 
-        if target == "torch":
+        if target == TORCH_PLAN:
             return plan_torch(self.graph())
         check_target(target)
         check_dtype(dtype)
@@ -349,45 +361,11 @@ class Layer:
         kernel); targets given explicitly run on every provider. `quantize`: the planned
         targets' quantized exports against the reference (and torch) on the dequantized
         weights, the quantization's own error against the float weights reported apart."""
-        from .backends import runtime
-        from .verify import DEFAULT_BATCHES, verify
+        from .verify import verify_layer
 
-        check_dtype(dtype)
-        check_ints("seed", (seed,), 0, 2**63 - 1)
-        check_ints("lengths", tuple(lengths or ()), 1, s.MAX_LENGTH)
-        check_ints("batches", tuple(batches or ()), 1, 1 << 16)
-        for provider in providers:  # fail before the slow export, not after
-            runtime.require(provider)
-        on: dict[str, tuple[str, ...]] = {}  # target -> its providers
-        for target, provider in verify_pairs(targets, providers):
-            on[target] = (*on.get(target, ()), provider)
-        if quantize is not None and targets is None:  # MatMulNBits: planned targets only
-            on = {t: p for t, p in on.items() if get(t).planned}
-        for target, its_providers in on.items():
-            check_target(target)
-            check_dtype_target(dtype, target, its_providers)
-            check_quantization(quantize, target, dtype)
-        module = self.to_torch(seed=seed, weights=weights, dtype=dtype)
-        float_state = None
-        if quantize is not None:  # torch and the oracle on what the quantized model holds
-            from .quantize import dequantized, quantized_weights
-            from .weights import load_into
-
-            float_state = {k: _numpy(v) for k, v in module.state_dict().items()}
-            names = quantized_weights(self.graph(), quantize)
-            load_into(module, dequantized(float_state, names, quantize))
-        runners = []
-        for target, its_providers in on.items():
-            exported = self.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype,
-                                       quantize=quantize)
-            for provider in its_providers:
-                session = runtime.make_session(exported, provider, profile=provider == "cuda")
-                runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
-        state = {k: _numpy(v) for k, v in module.state_dict().items()}
-        return verify(self.spec, module, state, runners, targets=tuple(on), seed=seed,
-                      lengths=lengths or None, batches=batches or DEFAULT_BATCHES,
-                      dtype=dtype, progress=progress, quantize=quantize,
-                      float_weights=float_state)
+        return verify_layer(self, lengths=lengths, batches=batches, providers=providers,
+                            targets=targets, seed=seed, weights=weights, dtype=dtype,
+                            progress=progress, quantize=quantize)
 
 
 def _numpy(value: Any):

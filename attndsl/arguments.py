@@ -4,14 +4,15 @@ range-checked here, so a bad value is a usage error, exit 2, before any work).""
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from . import __version__
 from .api import DEFAULT_OUTPUT_DIR
+from .cli_parser import Parser, did_you_mean
 from .dtypes import DTYPES
 from .errors import UsageError
+from .show import MAX_SHOW_LENGTH
 from .spec import MAX_LENGTH
 from .targets import (
     CPU_TARGET,
@@ -24,68 +25,27 @@ from .targets import (
     get,
     names,
 )
+from .usage import HEADS, PADDINGS
 
-__all__ = ["MAX_VERIFY_LENGTH", "build_parser", "did_you_mean"]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
-
-    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
-        # argparse reports a subcommand's unknown options here, at the top, without the
-        # subcommand's options at hand: look them up to suggest the one meant
-        given = list(sys.argv[1:] if args is None else args)
-        commands = [c for a in self._actions if isinstance(a, argparse._SubParsersAction)
-                    for c in a.choices]
-        unknown = [a.split("=", 1)[0] for a in given
-                   if a.startswith("-") and a.split("=", 1)[0] not in self._option_string_actions]
-        if commands and unknown and not set(given) & set(commands):  # else: "command required"
-            self.error(f"unrecognized arguments: {' '.join(unknown)}" + did_you_mean(
-                unknown, [*self._option_string_actions, *commands]))
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            known = [o for a in self._actions for o in a.option_strings]
-            for action in self._actions:
-                if isinstance(action, argparse._SubParsersAction) and \
-                        getattr(parsed, action.dest, None) in action.choices:
-                    known += [o for a in action.choices[getattr(parsed, action.dest)]._actions
-                              for o in a.option_strings]
-            self.error(f"unrecognized arguments: {' '.join(extras)}" + did_you_mean(
-                [a.split("=", 1)[0] for a in extras if a.startswith("-")], known))
-        if getattr(parsed, "allow_unused_weights", False):  # the weights say it to the reader
-            if not parsed.weights:
-                self.error("--allow-unused-weights goes with --weights")
-            from .checkpoints import allow_unused_weights
-
-            parsed.weights = allow_unused_weights(
-                parsed.weights, lambda message: print(f"warning: {message}", file=sys.stderr))
-        return parsed
-
-    def _check_value(self, action: argparse.Action, value: object) -> None:
-        try:  # an unknown subcommand or choice: name the closest one
-            super()._check_value(action, value)
-        except argparse.ArgumentError as exc:
-            hint = did_you_mean([str(value)], [str(c) for c in action.choices or ()])
-            raise argparse.ArgumentError(action, exc.message + hint) from None
+__all__ = ["MAX_VERIFY_LENGTH", "build_parser", "compile_options", "quantization"]
 
 
-def did_you_mean(given: Sequence[str], known: Sequence[str]) -> str:
-    """A help line naming the closest known word to each given one (difflib), or ""."""
-    close = {g: m[0] for g in given if (m := difflib.get_close_matches(g, known, n=1))}
-    if not close:
-        return ""
-    if len(close) == 1 and len(given) == 1:  # as the spec's diagnostics put it
-        return f"\n  = help: did you mean `{next(iter(close.values()))}`?"
-    return "\n  = help: did you mean " + ", ".join(f"`{m}` (for {g})"
-                                                   for g, m in close.items()) + "?"
+def _allow_unused(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> None:
+    """--allow-unused-weights goes with --weights, and the weights say it to their reader."""
+    if getattr(parsed, "allow_unused_weights", False):
+        if not parsed.weights:
+            parser.error("--allow-unused-weights goes with --weights")
+        from .checkpoints import allow_unused_weights
+
+        parsed.weights = allow_unused_weights(
+            parsed.weights, lambda message: print(f"warning: {message}", file=sys.stderr))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="attndsl", description="Declarative attention layers for ONNX Runtime.")
+    p = Parser(prog="attndsl", description="Declarative attention layers for ONNX Runtime.")
+    p.finish = _allow_unused
     p.add_argument("--version", action="version", version=f"attndsl {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     c = sub.add_parser("check", help="check spec files; print diagnostics")
     c.add_argument("files", nargs="+", metavar="FILE",
@@ -139,10 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     im = sub.add_parser("import", help="write the spec of a Hugging Face model's config.json")
     im.add_argument("source", help="a checkpoint folder or its config.json")
     im.add_argument("-o", "--output", metavar="FILE", help="the .attn file (default: stdout)")
-    im.add_argument("--padding", default="auto", choices=("auto", "none", "left", "right"),
+    im.add_argument("--padding", default="auto", choices=PADDINGS,
                     help="key padding mask (runtime input key_lengths); auto: right for "
                          "encoders (bert, t5), none for decoders")
-    im.add_argument("--head", default="auto", choices=("auto", "lm", "none"),
+    im.add_argument("--head", default="auto", choices=HEADS,
                     help="lm: token embedding and LM head too (a language model that "
                          "generates); none: the stack alone; auto: lm where attndsl can")
 
@@ -151,8 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--name", help="the layer to verify (default: every layer)")
     v.add_argument("--lengths", type=_ints(1, MAX_VERIFY_LENGTH), default=(),
                    help="the lengths to check, comma-separated, instead of those chosen from "
-                        "the spec (default: 1, primes, and the first prime past every window, "
-                        "chunk, block and by_length threshold; each printed with its reason)")
+                        "the spec (default: 1, primes, the first prime past every window, "
+                        "chunk and block, and both sides of every by_length threshold n: n and "
+                        "n+1; each printed with its reason)")
     v.add_argument("--batches", type=_ints(1, 64), default=(1, 3), help="default 1,3")
     v.add_argument("--providers", type=_word_list, default=("cpu",), help="cpu,cuda")
     v.add_argument("--targets", "--target", type=_targets, default=None,
@@ -220,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("file", help="the .attn spec file")
     sh.add_argument("--name", help="the layer to draw (default: every layer in the file)")
     sh.add_argument("--length", type=_SHOW_LENGTH, default=None,
-                    help="queries (rows), 1 to 2048 (default: the first prime past the mask's "
-                         "longest window, chunk or span, as verify picks, else 24)")
+                    help=f"queries (rows), 1 to {MAX_SHOW_LENGTH} (default: the first prime past "
+                         "the mask's longest window, chunk or span, as verify picks, else 24)")
     sh.add_argument("--memory-length", type=_SHOW_LENGTH, default=None,
                     help="keys for cross attention")
     sh.add_argument("--png", help="also write a PNG: one panel per head where biases differ")
@@ -367,7 +328,7 @@ MAX_VERIFY_LENGTH = 2048
 _SEED = _count(0, 2**63 - 1)
 _BATCH = _count(1, 1 << 16)
 _LENGTH = _count(1, MAX_LENGTH)
-_SHOW_LENGTH = _count(1, 2048)  # show.MAX_SHOW_LENGTH: at least one pixel per key
+_SHOW_LENGTH = _count(1, MAX_SHOW_LENGTH)  # at least one pixel per key
 # bench compares the dense baseline(s) with the default plan
 _BENCH_TARGETS = (*(n for n, t in TARGETS.items() if not t.planned), DEFAULT_TARGET)
 

@@ -84,12 +84,13 @@ def family_of(cfg: dict) -> Names:
 
 def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tuple[int, ...]],
            layer: int = 0, allow_unused: bool = False,
-           warn: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
+           warn: Callable[[str], None] = _warn) -> dict[str, np.ndarray]:
     """attndsl's tensors (`wanted`: name -> shape) from the checkpoint, or SpecError naming
     every missing, misshapen or unused tensor (every tensor the checkpoint holds is read by
     the spec or known to lie outside it: other layers of an attention alone, embeddings and
     heads of a stack of hidden states, buffers and task heads). `allow_unused`: unused
-    tensors are left out, and `warn` is given one line naming them all."""
+    tensors are left out, and `warn` (default: a Python warning) is given one line naming
+    them all."""
     fam = family_of(ckpt.config)
     keys = _strip_bases(ckpt.files, fam.bases)
     out: dict[str, np.ndarray] = {}
@@ -125,8 +126,8 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
         domain |= {v for k, v in fam.top.items() if spec.vocab is not None or k not in
                    (*LM_NAMES, *_EMBEDDING_NAMES)}
-        if spec.tied:  # a head stored beside the embedding it is tied to: transformers
-            domain -= {fam.top.get("lm_head.weight")}  # ties them on loading, as attndsl does
+        if spec.tied and _tied_head(ckpt, fam, keys):  # transformers ties them on loading
+            domain -= {fam.top.get("lm_head.weight")}
     unused = sorted(k for k in domain if k in keys and k not in used)
     every = {_name(v) for v in fam.every()}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
@@ -139,6 +140,7 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
             return layer_re.match(k) is None
         return k.startswith(layer_prefix) and k[len(layer_prefix):] not in every
 
+    prefix = _task_prefix(keys) if missing else ""
     for theirs, wants in missing.items():
         layer_of = next((p for p in prefixes if theirs.startswith(p)), None)
         ours, shape, fused = wants[0]
@@ -153,15 +155,19 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
         # where it differs (a rename, or the pieces of a fused tensor)
         what = ", ".join(f"`{o}`" for o, _, _ in wants if o != theirs)
         problems.append(Diagnostic(
-            f"{ckpt.root}: missing `{_full_name(theirs, keys)}` (shape {list(shape)}"
+            f"{ckpt.root}: missing `{_full_name(theirs, prefix)}` (shape {list(shape)}"
             + (f"; the spec's {what}" if what else "") + ")", hint=hint))
     # (line, hint) for every tensor the spec does not use: of the layers it describes, then
     # the rest of the checkpoint
+    head = fam.top.get("lm_head.weight") if isinstance(spec, Transformer) and spec.tied else None
     unread = [(f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the spec",
+               "the spec ties its LM head to the embedding (`tie_embeddings = true`), but "
+               "this checkpoint's config does not and its head differs; `attndsl import` "
+               "writes a spec that matches" if k == head else
                "the spec leaves out a tensor of this layer (a bias, a norm?); `attndsl "
                "import` writes a spec that matches") for k in unused]
     unread += _strays(ckpt, fam, spec, keys, used | domain)
-    if allow_unused and unread and warn is not None:  # named in one warning, left out
+    if allow_unused and unread:  # named in one warning, left out
         warn(f"{ckpt.root}: left out, as not used by the spec: "
              + "; ".join(line.removesuffix(" is not used by the spec") for line, _ in unread))
     elif not allow_unused:
@@ -220,19 +226,46 @@ def _strays(ckpt: Checkpoint, fam: Names, spec: Attention | Transformer, keys: d
             past.append(keys[k])
     if past:
         lines.append((f"{len(past)} tensors of layers past the spec's {spec.layers} (from "
-                      f"`{past[0]}`) are not used by the spec", f"the checkpoint has {count} "
-                      "layers; `attndsl import` writes a spec of them all"))
+                      f"`{past[0]}`) are not used by the spec",
+                      (f"the checkpoint has {count} layers" if count is not None else
+                       "config.json gives no layer count") +
+                      "; `attndsl import` writes a spec of them all"))
     return lines
 
 
-def _full_name(theirs: str, keys: dict[str, str]) -> str:
-    """A missing tensor's name in the checkpoint: with the task model's prefix (`model.`,
-    `transformer.`) its other tensors carry; a language model's head sits outside it."""
-    if theirs.startswith("lm_head."):
-        return theirs
+def _task_prefix(keys: dict[str, str]) -> str:
+    """The task model's prefix (`model.`, `transformer.`) most of the checkpoint's tensors
+    carry outside a language model's head, or ""."""
     prefixes = [full[: len(full) - len(short)] for short, full in keys.items()
                 if not short.startswith("lm_head.")]
-    return (max(set(prefixes), key=prefixes.count) if prefixes else "") + theirs
+    return max(set(prefixes), key=prefixes.count) if prefixes else ""
+
+
+def _full_name(theirs: str, prefix: str) -> str:
+    """A missing tensor's name in the checkpoint: with the task model's prefix its other
+    tensors carry (`_task_prefix`); a language model's head sits outside it."""
+    return theirs if theirs.startswith("lm_head.") else prefix + theirs
+
+
+def _tied_head(ckpt: Checkpoint, fam: Names, keys: dict[str, str]) -> bool:
+    """Is the checkpoint's stored LM head the embedding it is tied to, so that a tied spec
+    leaves it out as transformers does on loading? Where its config ties them
+    (tie_word_embeddings, the family's default where absent), or where the head holds the
+    embedding's values bit for bit. Otherwise the head is the checkpoint's own, which a tied
+    spec would drop."""
+    model_type = ckpt.config.get("model_type")
+    family = FAMILIES.get(model_type)
+    default = family.defaults.get("tie_word_embeddings") if family is not None else None
+    if default is None:  # as `attndsl import` reads it
+        default = str(model_type).startswith("gemma")
+    if ckpt.config.get("tie_word_embeddings", default) is True:
+        return True
+    head, embedding = fam.top.get("lm_head.weight"), fam.top.get("embed_tokens.weight")
+    if head not in keys or embedding not in keys:
+        return False
+    a, b = ckpt.tensor(keys[head]), ckpt.tensor(keys[embedding])
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
 
 
 def _name(source: str | tuple[str, Split]) -> str:

@@ -36,6 +36,7 @@ from .spec import (
     RelativeBias,
     Rope,
     Transformer,
+    is_lm,
 )
 from .usage import check_token_ids
 
@@ -187,8 +188,10 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
             "(past_key_values.* inputs), so generate would recompute every token\n"
             "  = help: compile its decoding form: `attndsl compile SPEC --export genai` (a "
             "folder for onnxruntime-genai) or `--export onnx --decode`")
-    vocab = session.get_outputs()[0].shape[-1]
-    if isinstance(vocab, int):  # before ONNX Runtime's Gather fails, or wraps a negative id
+    from .run import vocab_of
+
+    vocab = vocab_of(session)
+    if vocab is not None:  # before ONNX Runtime's Gather fails, or wraps a negative id
         check_token_ids(prompts, vocab, "the prompts")
     padded(prompts)  # UsageError for no prompt or an empty one
     meta = session.get_modelmeta().custom_metadata_map
@@ -329,9 +332,14 @@ def generate_layer(layer, prompt_ids, max_new: int = 32, *, eos: Sequence[int] =
     from .backends import runtime
     from .targets import DEFAULT_TARGET
 
+    if not is_lm(layer.spec):
+        raise UsageError(f"`{layer.name}` is not a language model (a transformer with `vocab "
+                         "= N`): generate takes token ids and gives tokens")
     if len(prompt_ids) and np.ndim(prompt_ids[0]) == 0:  # one prompt, not a batch of them
         prompt_ids = [prompt_ids]
-    runtime.require(provider)  # before the build
+    padded(prompt_ids)  # UsageError for no prompt or an empty one: before the build
+    check_token_ids(prompt_ids, layer.spec.vocab, "the prompts")
+    runtime.require(provider)
     model = layer.decoder_model(target=target or DEFAULT_TARGET, seed=seed, weights=weights,
                                 dtype=dtype)
     return generate(runtime.make_session(model, provider), prompt_ids, max_new, eos=eos)

@@ -8,13 +8,15 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from .backends.exported import Exported
 from .errors import UsageError
 from .hf_fields import read_json
 from .output import Stream
 from .spec import Attention, DeltaRule, Layer, Transformer, is_lm
 
 __all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "folder_context",
-           "genai_config", "genai_files", "load_decoder", "token_ids", "token_note"]
+           "genai_config", "genai_files", "genai_model", "load_decoder", "stop_column",
+           "token_ids", "token_note"]
 
 GENAI_CONFIG = "genai_config.json"
 MODEL_FILE = "model.onnx"
@@ -86,14 +88,14 @@ _STATE_NAMES = {"inputs": {"past_conv_names": "past_key_values.%d.conv",
 
 def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] = (0,),
                  bos: int | None = None, pad: int = 0, filename: str = MODEL_FILE,
-                 in_place: bool = False) -> dict:
+                 in_place: bool = False, vocab: int | None = None) -> dict:
     """onnxruntime-genai's genai_config.json for the decoding model of `spec` (checked against
     onnxruntime-genai 0.18). `in_place`: the runtime binds one max_length buffer per cache as
     both past and present (past_present_share_buffer true); else the cache grows. Either way
     sliding windows live in the model (GroupQueryAttention's local_window_size, or its masks)
     and the runtime keeps every key: no sliding_window section, which would make the runtime
-    trim a cache the model still indexes. `eos` empty: none (eos_token_id [], which
-    `attndsl generate` reads as none; onnxruntime-genai 0.18 then stops at `pad`)."""
+    trim a cache the model still indexes. `vocab`: the logits' width (the spec's, or one more
+    with a stop column, `stop_column`)."""
     check_genai(spec)  # so every key/value layer has the first one's head size and counts
     eos_ids = list(eos)
     # the key/value layers' sizes (with none, every layer a delta rule, the runtime reads none)
@@ -122,7 +124,7 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
             "eos_token_id": eos_ids[0] if len(eos_ids) == 1 else eos_ids,
             "pad_token_id": pad,
             "type": "decoder",
-            "vocab_size": spec.vocab,
+            "vocab_size": vocab or spec.vocab,
         },
         "search": {
             "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
@@ -138,8 +140,7 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
     return config
 
 
-def genai_files(spec: Layer, model: dict[str, bytes | Stream], *, in_place: bool,
-                weights: str | None = None,
+def genai_files(spec: Layer, model: Exported, *, in_place: bool, weights: str | None = None,
                 context_length: int | None = None,
                 eos: Sequence[int] | None = None) -> dict[str, bytes | Stream]:
     """The files of an onnxruntime-genai folder: genai_config.json, `model` (model.onnx, and
@@ -147,16 +148,73 @@ def genai_files(spec: Layer, model: dict[str, bytes | Stream], *, in_place: bool
     checkpoint's tokenizer files, those of TOKENIZER_FILES it has, so that
     `og.Tokenizer(model)` works. Token ids and the context length come from the arguments,
     else from the Hugging Face checkpoint `weights` names (`token_ids`; its
-    max_position_embeddings), else 4096."""
+    max_position_embeddings), else 4096. Where the checkpoint names no eos, `model` is
+    `genai_model`'s, with a stop column: onnxruntime-genai cannot run without an eos (it
+    replaces an empty one by pad_token_id), so the folder's eos is a logits column no search
+    ever picks."""
     if not isinstance(spec, Transformer):
         raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
                          "models (a transformer with `vocab = N`)")
     ids = token_ids(spec, weights, eos)
+    vocab, bos = spec.vocab, ids["bos"] if ids["bos"] is not None else (ids["eos"] or
+                                                                         [ids["pad"]])[0]
+    if not ids["eos"]:  # the model is `genai_model`'s: with its stop column
+        vocab = spec.vocab + 1
     config = genai_config(
         spec, context_length=folder_context(weights, context_length),
-        eos=ids["eos"], bos=ids["bos"], pad=ids["pad"], in_place=in_place)
+        eos=ids["eos"] or [spec.vocab], bos=bos, pad=ids["pad"], in_place=in_place,
+        vocab=vocab)
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
-    return {GENAI_CONFIG: text.encode(), **model, **_tokenizer_files(weights)}
+    return {GENAI_CONFIG: text.encode(), **model.streams(MODEL_FILE),
+            **_tokenizer_files(weights)}
+
+
+STOP_COLUMN = "attndsl.stop_column"  # the metadata naming a stop column's token id
+
+
+def genai_model(spec: Transformer, model: Exported, weights: str | None,
+                eos: Sequence[int] | None = None) -> Exported:
+    """The decoding model as a genai folder holds it: with a stop column (`stop_column`)
+    where the checkpoint names no eos, else as it is."""
+    return model if token_ids(spec, weights, eos)["eos"] else stop_column(model)
+
+
+def stop_column(model: Exported) -> Exported:
+    """The decoding model with one more logits column, id V (the vocabulary's size), at the
+    logits type's lowest value: greedy search never picks it and sampling gives it probability
+    0 (exp(lowest - max) is 0), so the first V columns, and every token generated, are the
+    model's. A folder whose checkpoint names no eos stops at V, that is never, as
+    transformers' generate runs to its maximum length. Metadata `attndsl.stop_column` = V
+    (`attndsl run` and `generate` take ids below V)."""
+    import ml_dtypes
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    proto = model.model if model.model is not None else onnx.load_from_string(model.single)
+    graph = proto.graph
+    out = next(o for o in graph.output if o.name == "logits")
+    kind = out.type.tensor_type.elem_type
+    dims = out.type.tensor_type.shape.dim
+    vocab = dims[-1].dim_value
+    producer = next(n for n in graph.node if "logits" in n.output)
+    producer.output[list(producer.output).index("logits")] = "logits_vocab"
+    np_type = {TensorProto.BFLOAT16: ml_dtypes.bfloat16}.get(
+        kind, helper.tensor_dtype_to_np_dtype(kind))
+    lowest = float(ml_dtypes.finfo(np_type).min if np_type is ml_dtypes.bfloat16
+                   else np.finfo(np_type).min)
+    graph.node.extend([
+        helper.make_node("Shape", ["logits_vocab"], ["stop_shape"], name="stop_shape", end=2),
+        helper.make_node("Concat", ["stop_shape", "stop_one"], ["stop_dims"],
+                         name="stop_dims", axis=0),
+        helper.make_node("ConstantOfShape", ["stop_dims"], ["stop_logit"], name="stop_logit",
+                         value=helper.make_tensor("stop_value", kind, [1], [lowest])),
+        helper.make_node("Concat", ["logits_vocab", "stop_logit"], ["logits"],
+                         name="stop_concat", axis=-1)])
+    graph.initializer.append(helper.make_tensor("stop_one", TensorProto.INT64, [1], [1]))
+    dims[-1].dim_value = vocab + 1
+    proto.metadata_props.append(onnx.StringStringEntryProto(key=STOP_COLUMN, value=str(vocab)))
+    return type(model)(proto, model.layer, model.deferred)
 
 
 def token_ids(spec: Transformer, weights: str | None,
@@ -168,17 +226,15 @@ def token_ids(spec: Transformer, weights: str | None,
     does. Without a checkpoint config, 0. UsageError for an id outside the vocabulary, which
     onnxruntime-genai refuses."""
     hf = _hf_config(weights)
-    came = "--eos"
-    found: object = list(eos) if eos is not None else None
-    if found is None:
-        found, came = hf.get("eos_token_id"), "config.json"
-    if found is None:
-        found, came = _hf_config(weights, "generation_config.json").get("eos_token_id"), \
-            "generation_config.json"
-    if found is None:  # a checkpoint that names no eos generates to the end; no checkpoint: 0
-        found, came = ([], "none") if hf else ([0], "default")
-    ids = {"eos": found if isinstance(found, list) else [found], "bos": hf.get("bos_token_id"),
-           "pad": hf.get("pad_token_id") or 0, "from": came}
+    found, came = (list(eos), "--eos") if eos is not None else ([], "none")
+    for name in ("config.json", "generation_config.json"):  # null, [] or [null]: none there
+        if not found and eos is None:
+            found = _ids(_hf_config(weights, name).get("eos_token_id"))
+            came = name if found else came
+    if not found and eos is None and not hf:  # no checkpoint config: 0
+        found, came = [0], "default"
+    ids = {"eos": found, "bos": hf.get("bos_token_id"), "pad": hf.get("pad_token_id") or 0,
+           "from": came}
     for what in ("eos", "bos", "pad"):
         value = ids[what]
         for token in value if isinstance(value, list) else [value]:
@@ -192,6 +248,11 @@ def token_ids(spec: Transformer, weights: str | None,
     return ids
 
 
+def _ids(value: object) -> list:
+    """A config's eos_token_id as a list of ids (null entries dropped)."""
+    return [v for v in (value if isinstance(value, list) else [value]) if v is not None]
+
+
 def token_note(spec: Transformer, weights: str | None,
                eos: Sequence[int] | None = None) -> str:
     """What compile wrote for the token ids of a genai folder, for the terminal."""
@@ -203,9 +264,10 @@ def token_note(spec: Transformer, weights: str | None,
     if ids["from"] != "none":
         return f"  tokens: eos {','.join(map(str, ids['eos']))} ({came}), {tail}"
     return (f"  tokens: no eos (the checkpoint's config.json and generation_config.json name "
-            f"none): eos_token_id [], so `attndsl generate` runs to --max-new, as transformers' "
-            f"generate does; onnxruntime-genai 0.18 cannot run without an eos and stops at "
-            f"pad_token_id {ids['pad']} instead (--eos names the stop tokens); {tail}")
+            f"none): the folder's eos is a stop column, token {spec.vocab} (vocab_size "
+            f"{spec.vocab + 1}), a logits column at the lowest float that no search picks, so "
+            f"onnxruntime-genai and `attndsl generate` run to their maximum length, as "
+            f"transformers' generate does (--eos names real stop tokens); {tail}")
 
 
 # What a Hugging Face tokenizer is saved as (fast: tokenizer.json; BPE: vocab.json, merges.txt;

@@ -175,9 +175,10 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "short_factor": ("list", None), "long_factor": ("list", None),
 }
 _LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention", "linear_attention")
-# every layer kind transformers 5.23 accepts in layer_types (configuration_utils'
-# ALLOWED_LAYER_TYPES, and the legacy names it remaps): a kind attndsl does not import yet is
-# said to be that, not a field to fix
+# every layer kind transformers 5.23 accepts in layer_types: configuration_utils'
+# ALLOWED_LAYER_TYPES, and the legacy names its _LEGACY_LAYER_TYPE_REMAP renames (mamba,
+# attention, deepseek_sparse_attention, qwen_sparse_attention); a test holds both. A kind
+# attndsl does not import yet is said to be that, not a field to fix
 TRANSFORMERS_LAYER_TYPES = (
     *_LAYER_TYPES, "window_attention", "indexed_attention", "compressed_sparse_attention",
     "heavily_compressed_attention", "minimax_m3_sparse", "conv", "moe", "hybrid",

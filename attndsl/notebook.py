@@ -8,13 +8,13 @@ from html import escape
 
 from .errors import AttnError
 from .spec import Transformer
-from .targets import TARGETS
+from .targets import TARGETS, TORCH_PLAN
 
 __all__ = ["layer_html", "program_html"]
 
 def _plans(layer) -> str:
     rows = []
-    for target in (*TARGETS, "torch"):
+    for target in (*TARGETS, TORCH_PLAN):
         try:
             choices = layer.plan(target)[1]
         except AttnError as exc:  # a target that cannot take the layer says why

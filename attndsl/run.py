@@ -84,10 +84,14 @@ def _vocab(session) -> int:
 
 
 def vocab_of(session) -> int | None:
-    """The vocabulary of a model with logits out (their last axis), or None."""
+    """The vocabulary of a model with logits out (their last axis, less a genai folder's
+    stop column: `genai.stop_column`), or None."""
     out = session.get_outputs()[0]
     size = out.shape[-1] if out.shape else None
-    return size if out.name == "logits" and isinstance(size, int) and size >= 1 else None
+    if out.name != "logits" or not isinstance(size, int) or size < 1:
+        return None
+    stop = session.get_modelmeta().custom_metadata_map.get("attndsl.stop_column")
+    return int(stop) if stop is not None else size
 
 
 def _has(session, name: str) -> bool:
@@ -202,10 +206,11 @@ def run_model(args: argparse.Namespace) -> int:
         print(f"input    {meta.name:<{wide}} {kind:<8} {list(feed[meta.name].shape)}")
     meta = session.get_outputs()[0]
     kind = meta.type.removeprefix("tensor(").rstrip(")")
-    finite = np.isfinite(value).all()
+    shown = value[..., :vocab_of(session)] if vocab_of(session) else value  # no stop column
+    finite = np.isfinite(shown).all()
     print(f"output   {meta.name:<{wide}} {kind:<8} {list(value.shape)}  "
-          f"mean {value.mean():+.4f}  std {value.std():.4f}  "
-          f"min {value.min():+.4f}  max {value.max():+.4f}"
+          f"mean {shown.mean():+.4f}  std {shown.std():.4f}  "
+          f"min {shown.min():+.4f}  max {shown.max():+.4f}"
           + ("" if finite else "  NON-FINITE VALUES"))
     print(f"latency  {elapsed:.2f} ms (first run, includes warm-up)")
     if args.output:

@@ -9,8 +9,20 @@ from . import spec as s
 from .errors import UsageError
 from .targets import get
 
-__all__ = ["BUILD_COPIES", "check_dtype", "check_ints", "check_memory", "check_path",
-           "check_target", "check_token_ids", "check_torch_program"]
+__all__ = ["BUILD_COPIES", "HEADS", "PADDINGS", "check_choice", "check_dtype", "check_ints",
+           "check_memory", "check_path", "check_target", "check_token_ids",
+           "check_torch_program"]
+
+
+# `attndsl import`'s (and `attndsl.load`'s) choices for a checkpoint's spec
+PADDINGS = ("auto", "none", "left", "right")
+HEADS = ("auto", "lm", "none")
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """UsageError unless `value` is one of `choices` (the command line's for that option)."""
+    if value not in choices:
+        raise UsageError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
 
 
 def check_ints(name: str, values: tuple, lo: int, hi: int) -> None:

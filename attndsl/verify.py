@@ -8,11 +8,9 @@ the error measured is the computation's, not the rounding of what it was given."
 
 from __future__ import annotations
 
-import json
 import math
-import textwrap
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,12 +34,14 @@ from .spec import (
     length_limits,
     output_name,
 )
+from .verify_report import Comparison, Report
 
 if TYPE_CHECKING:  # torch is imported where it runs: `show` reads mask_lengths without it
     import torch
 
 __all__ = ["DEFAULT_LENGTHS", "Comparison", "Report", "default_lengths", "make_inputs",
-           "mask_lengths", "memory_length", "reference_bytes", "tolerance", "verify"]
+           "mask_lengths", "memory_length", "reference_bytes", "tolerance", "verify",
+           "verify_layer", "weights_source"]
 
 DEFAULT_LENGTHS = (1, 7, 61, 293)  # one token, and primes: no multiple of any block
 DEFAULT_BATCHES = (1, 3)
@@ -67,11 +67,6 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
     out."""
     chosen = {1: "one token", DEFAULT_LENGTHS[1]: "a prime below every block",
               DEFAULT_LENGTHS[2]: "a prime", DEFAULT_LENGTHS[3]: "a prime"}
-
-    def past(n: int, what: str) -> None:
-        if n < MAX_LENGTH:  # beyond, no model runs (and a prime search would not end)
-            chosen.setdefault(_next_prime(n + 1), f"the first prime past {what}")
-
     for a in attentions_of(spec):
         for n, why in mask_lengths(a).items():
             chosen.setdefault(n, why)
@@ -81,11 +76,13 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
                     hasattr(position.scaling, "original_max_position"):
                 n = position.scaling.original_max_position  # dynamic, longrope switch here
                 chosen.setdefault(n, f"RoPE scaling's original_max_position ({n})")
-                past(n, f"original_max_position ({n})")
+                _prime_past(chosen, n, f"original_max_position ({n})")
             if isinstance(position, RelativeBias):
-                past(position.max_distance, f"T5's max_distance ({position.max_distance})")
+                d = position.max_distance
+                _prime_past(chosen, d, f"T5's max_distance ({d})")
             if core.sparsity.block:
-                past(2 * core.sparsity.block, f"two blocks of {core.sparsity.block}")
+                b = core.sparsity.block
+                _prime_past(chosen, 2 * b, f"two blocks of {b}")
             if isinstance(core.kernel, LshKernel):
                 c = core.kernel.chunk
                 chosen.setdefault(c, f"one LSH chunk ({c})")
@@ -107,9 +104,14 @@ def mask_lengths(attention: Attention) -> dict[int, str]:
     for core in attention.cores:
         for mask in primitives(core.mask):
             for n, what in _extents(mask):
-                if n < MAX_LENGTH:  # beyond, no model runs (and a prime search would not end)
-                    out.setdefault(_next_prime(n + 1), f"the first prime past {what}")
+                _prime_past(out, n, what)
     return out
+
+
+def _prime_past(chosen: dict[int, str], n: int, what: str) -> None:
+    """Adds the first prime past `n` (unless chosen already), saying it is past `what`."""
+    if n < MAX_LENGTH:  # beyond, no model runs (and a prime search would not end)
+        chosen.setdefault(_next_prime(n + 1), f"the first prime past {what}")
 
 
 def _extents(mask) -> list[tuple[int, str]]:
@@ -163,107 +165,6 @@ def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
 def memory_length(L: int) -> int:
     """S for cross attention at query length L: sometimes shorter, sometimes longer than L."""
     return {1: 4, 7: 3, 64: 97, 300: 211}.get(L, L + 13 if L % 2 else max(1, L - 5))
-
-
-@dataclass(frozen=True)
-class Comparison:
-    batch: int
-    length: int
-    memory_length: int | None
-    backend: str  # "torch", or "<target> on <provider>" for ONNX Runtime
-    max_abs: float
-    max_rel: float
-    tolerance: float
-    passed: bool | None  # None: nothing was held to a tolerance (a skipped or informational row)
-    note: str = ""
-    kind: str = "compared"  # or "skipped" (the shape could not run), "info" (reported only)
-
-    @property
-    def verdict(self) -> str:
-        """PASS or FAIL for a comparison; SKIPPED or INFO for a row that compared nothing, so
-        that neither reads as a pass."""
-        if self.kind == "compared":
-            return "PASS" if self.passed else "FAIL"
-        return "SKIPPED" if self.kind == "skipped" else "INFO"
-
-    @property
-    def shape(self) -> str:
-        s = f"B={self.batch} L={self.length}"
-        return s + (f" S={self.memory_length}" if self.memory_length is not None else "")
-
-
-@dataclass
-class Report:
-    layer: str
-    targets: tuple[str, ...]
-    dtype: str
-    seed: int
-    why: dict[int, str] = field(default_factory=dict)  # each length's reason to be checked
-    comparisons: list[Comparison] = field(default_factory=list)
-    # per shape: the inputs, and each backend's output (kept for --save-inputs/--save-outputs)
-    feeds: list[dict[str, np.ndarray]] = field(default_factory=list, repr=False)
-    outputs: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=dict, repr=False)
-    # where the weights came from (a file or checkpoint folder), or None: drawn from `seed`,
-    # which then draws the weights and the inputs; with a file it draws the inputs alone
-    weights: str | None = None
-
-    @property
-    def compared(self) -> list[Comparison]:
-        """The rows held to a tolerance: not the skipped shapes nor the informational rows."""
-        return [c for c in self.comparisons if c.kind == "compared"]
-
-    @property
-    def passed(self) -> bool:
-        """Every comparison within tolerance, and at least one made: a report whose every
-        shape was skipped verified nothing."""
-        return bool(self.compared) and all(c.passed for c in self.compared)
-
-    def text(self) -> str:
-        head = f"{'shape':<20} {'backend vs reference':<24} {'max abs':>10} {'max rel':>10} " \
-               f"{'tolerance':>10}  verdict"
-        source = f"weights {self.weights}; inputs from seed {self.seed}" if self.weights \
-            else f"seed {self.seed}"
-        lines = [f"verify {self.layer} (targets {', '.join(self.targets)}; {self.dtype}; "
-                 f"{source})",
-                 *textwrap.wrap("lengths: " + ", ".join(f"{n} ({why})" for n, why in
-                                                        self.why.items()),
-                                100, subsequent_indent="  ", break_on_hyphens=False),
-                 head, "-" * len(head)]
-        for c in self.comparisons:
-            if c.kind == "skipped":  # no numbers to show: nothing ran
-                numbers = f"{'-':>10} {'-':>10} {'-':>10}"
-            else:
-                tol = f"{'-':>10}" if c.kind == "info" else f"{c.tolerance:>10.3e}"
-                numbers = f"{c.max_abs:>10.3e} {c.max_rel:>10.3e} {tol}"
-            lines.append(f"{c.shape:<20} {c.backend:<24} {numbers}  {c.verdict}"
-                         f"{'  ' + c.note if c.note else ''}")
-        lines.append(self._summary())
-        return "\n".join(lines)
-
-    def _summary(self) -> str:
-        """The last line: what passed, out of what was compared, and what was not counted."""
-        skipped = sum(c.kind == "skipped" for c in self.comparisons)
-        info = sum(c.kind == "info" for c in self.comparisons)
-        aside = ", ".join(part for part in (
-            f"{skipped} skipped shape{'s' * (skipped != 1)}" if skipped else "",
-            f"{info} informational row{'s' * (info != 1)}" if info else "") if part)
-        if not self.compared:
-            return (f"NOT VERIFIED: nothing was compared ({aside or 'no shapes'}; see the "
-                    "reasons above)")
-        ok = sum(bool(c.passed) for c in self.compared)
-        return (f"{'PASSED' if self.passed else 'FAILED'}: {ok} of {len(self.compared)} "
-                "comparisons within tolerance" + (f" (not counted: {aside})" if aside else ""))
-
-    def to_dict(self) -> dict:
-        return {"layer": self.layer, "targets": list(self.targets), "dtype": self.dtype,
-                "seed": self.seed, "weights": self.weights, "passed": self.passed,
-                "compared": len(self.compared),
-                "lengths": [{"length": n, "why": why} for n, why in self.why.items()],
-                "comparisons": [asdict(c) | {"shape": c.shape, "verdict": c.verdict}
-                                for c in self.comparisons]}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
 
 
 def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.random.Generator,
@@ -386,3 +287,66 @@ def verify(spec: Attention | Transformer, module: torch.nn.Module, weights: dict
     return report
 
 
+
+
+def verify_layer(layer, *, lengths=None, batches=None, providers: tuple[str, ...] = ("cpu",),
+                 targets: tuple[str, ...] | None = None, seed: int = 0, weights=None,
+                 dtype: str = "float32", progress=None, quantize=None) -> Report:
+    """`Layer.verify` (api.Layer, its arguments): checked before the slow export, then the
+    torch module and each target's export per provider against the reference. The report
+    names where the weights came from (`weights_source`); the seed then draws the inputs."""
+    from .api import _numpy
+    from .backends import runtime
+    from .quantize import check_quantization
+    from .targets import check_dtype_target, get, verify_pairs
+    from .usage import check_dtype, check_ints, check_target
+
+    check_dtype(dtype)
+    check_ints("seed", (seed,), 0, 2**63 - 1)
+    check_ints("lengths", tuple(lengths or ()), 1, MAX_LENGTH)
+    check_ints("batches", tuple(batches or ()), 1, 1 << 16)
+    for provider in providers:  # fail before the slow export, not after
+        runtime.require(provider)
+    on: dict[str, tuple[str, ...]] = {}  # target -> its providers
+    for target, provider in verify_pairs(targets, providers):
+        on[target] = (*on.get(target, ()), provider)
+    if quantize is not None and targets is None:  # MatMulNBits: planned targets only
+        on = {t: p for t, p in on.items() if get(t).planned}
+    for target, its_providers in on.items():
+        check_target(target)
+        check_dtype_target(dtype, target, its_providers)
+        check_quantization(quantize, target, dtype)
+    module = layer.to_torch(seed=seed, weights=weights, dtype=dtype)
+    float_state = None
+    if quantize is not None:  # torch and the oracle on what the quantized model holds
+        from .quantize import dequantized, quantized_weights
+        from .weights import load_into
+
+        float_state = {k: _numpy(v) for k, v in module.state_dict().items()}
+        names = quantized_weights(layer.graph(), quantize)
+        load_into(module, dequantized(float_state, names, quantize))
+    runners = []
+    for target, its_providers in on.items():
+        exported = layer.onnx_model(target=target, seed=seed, weights=weights, dtype=dtype,
+                                    quantize=quantize)
+        for provider in its_providers:
+            session = runtime.make_session(exported, provider, profile=provider == "cuda")
+            runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
+    state = {k: _numpy(v) for k, v in module.state_dict().items()}
+    report = verify(layer.spec, module, state, runners, targets=tuple(on), seed=seed,
+                    lengths=lengths or None, batches=batches or DEFAULT_BATCHES, dtype=dtype,
+                    progress=progress, quantize=quantize, float_weights=float_state)
+    report.weights = weights_source(weights)  # the header says it, not a seed that drew none
+    return report
+
+
+def weights_source(weights) -> str | None:
+    """How a report names `weights`: a file or folder by its path (allow_unused_weights' too),
+    a trained module or a state dict as such; None where the seed drew them."""
+    if weights is None:
+        return None
+    if hasattr(weights, "state_dict"):
+        return "a module's tensors"
+    if hasattr(weights, "items"):
+        return "a state dict"
+    return os.fspath(weights)

@@ -14,7 +14,14 @@ import transformers as tf
 
 from attndsl.cli import main
 
-from .test_generation import NEW, PROMPTS, SIZES, _transformers_tokens, genai_generates
+from .test_generation import (
+    NEW,
+    PROMPTS,
+    SIZES,
+    _transformers_tokens,
+    genai_generates,
+    genai_tokens,
+)
 from .test_hf_families import redraw
 
 MAX_NEW = 40  # long enough that the random model emits token 0 (the old eos) on the way
@@ -56,40 +63,41 @@ def test_a_checkpoint_without_eos_generates_to_the_end(no_eos, capsys) -> None:
     capsys.readouterr()
     _compile(root / "hf", root / "l.attn", root / "out", "--context-length", "64")
     said = capsys.readouterr().out
-    assert "no eos" in said and "runs to --max-new" in said, said
-    assert "stops at pad_token_id 0" in said, said  # onnxruntime-genai's limit, said plainly
+    assert "no eos" in said and "run to their maximum length" in said, said
+    assert "stop column" in said, said  # what onnxruntime-genai reads instead, said plainly
     config = json.loads((root / "out" / "llama" / "genai_config.json").read_text())["model"]
-    assert config["eos_token_id"] == [], config
+    assert config["eos_token_id"] == SIZES["vocab_size"], config  # the stop column
     argv = ["generate", str(root / "out" / "llama"), "--prompt-ids",
             ",".join(map(str, prompt)), "--max-new", str(MAX_NEW), "--json"]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["tokens"] == [want]
 
 
-def test_onnxruntime_genai_cannot_express_no_eos(no_eos) -> None:
-    """onnxruntime-genai 0.18 replaces an empty eos_token_id by pad_token_id and refuses ids
-    outside [0, vocab): it stops at the pad token, as the docs and compile's note say. If a
-    later version runs to max_length, this fails, and the docs should say so instead."""
+def test_onnxruntime_genai_runs_to_the_end_through_a_stop_column(no_eos) -> None:
+    """onnxruntime-genai 0.18 replaces an empty eos_token_id by pad_token_id: the folder's eos
+    is instead a logits column at the lowest float (id V, vocab_size V + 1), which greedy
+    search never picks, so onnxruntime-genai gives transformers' tokens to the end; the other
+    columns are the model's logits, and `attndsl run` still takes ids below V only."""
+    import numpy as np
+
     og = pytest.importorskip("onnxruntime_genai")
     root, prompt, want = no_eos
     folder = root / "out" / "llama"
     if not folder.is_dir():
         _compile(root / "hf", root / "l.attn", root / "out", "--context-length", "64")
-    assert _genai_tokens(og, folder, prompt, MAX_NEW) == want[: want.index(0) + 1]
-
-
-def _genai_tokens(og, folder: Path, prompt: list[int], new: int) -> list[int]:
-    """onnxruntime-genai's greedy new tokens from `folder` for one prompt."""
-    model = og.Model(str(folder))
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt) + new, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens([prompt])
-    tokens = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        tokens.append(int(generator.get_next_tokens()[0]))
-    return tokens
+    config = json.loads((folder / "genai_config.json").read_text())["model"]
+    vocab = SIZES["vocab_size"]
+    assert (config["eos_token_id"], config["vocab_size"]) == (vocab, vocab + 1)
+    assert genai_tokens(og, og.Model(str(folder)), prompt, MAX_NEW) == want
+    out = root / "logits.npz"
+    assert main(["run", str(folder), "--length", "5", "--output", str(out)]) == 0
+    with np.load(out) as saved:
+        logits = saved["logits"]
+    assert logits.shape[-1] == vocab + 1
+    assert (logits[..., vocab] == np.finfo(np.float32).min).all()
+    assert (logits[..., :vocab].max(-1) > logits[..., vocab]).all()
+    argv = ["generate", str(folder), "--prompt-ids", f"1,{vocab}", "--max-new", "2"]
+    assert main(argv) == 2  # the stop column's id is no token of the vocabulary
 
 
 def test_the_eos_of_generation_config_json_stands_in_for_a_null_one(no_eos, capsys) -> None:
@@ -168,7 +176,7 @@ def test_a_model_of_delta_rule_layers_alone_runs_in_onnxruntime_genai(tmp_path: 
                  "--max-new", str(NEW), "--json"]) == 0
     want = json.loads(capsys.readouterr().out)["tokens"]
     assert len(set(want[0])) >= 4, "a degenerate model proves little"
-    assert _genai_tokens(og, folder, prompt, NEW) == want[0]
+    assert genai_tokens(og, og.Model(str(folder)), prompt, NEW) == want[0]
     # the states cannot be cut back (docs/LANGUAGE.md, Decoding): only a rewind to 0 works
     model = og.Model(str(folder))
     params = og.GeneratorParams(model)

@@ -239,3 +239,47 @@ def test_show_svg_prints_the_summary_not_the_grid(tmp_path: Path, capsys) -> Non
     out = capsys.readouterr().out
     assert "│" not in out and "density:" in out and len(out) < 2000
     assert picture.read_text().startswith("<svg")
+
+
+def test_verify_json_names_weights_allowed_to_hold_unused_tensors(tmp_path: Path,
+                                                                  capsys) -> None:
+    """`verify --json --weights W --allow-unused-weights` ended in an internal error (the
+    report held the option's object, which JSON cannot write); the report names the file."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    spec = _spec(tmp_path, STACK, "stack")
+    weights = _stack_weights(tmp_path)
+    save_file({**load_file(weights), "extra.weight": torch.ones(2)}, weights)
+    assert main(["verify", str(spec), "--name", "tiny_stack", "--weights", str(weights),
+                 "--allow-unused-weights", "--json", "--targets", "ort-cpu", "--lengths", "3",
+                 "--batches", "1"]) == 0
+    out, err = capsys.readouterr()
+    [report] = json.loads(out)
+    assert report["weights"] == str(weights) and report["passed"] is True
+    assert "internal error" not in err and "`extra.weight` [2]" in err
+
+
+def test_layer_verify_names_its_weights_in_the_header(tmp_path: Path) -> None:
+    """`Layer.verify(weights=...)` said `seed 0` as if the seed had drawn them: a file is named
+    by its path, a trained module as such."""
+    weights = _stack_weights(tmp_path)
+    layer = attndsl.loads(STACK, "stack.attn")["tiny_stack"]
+    options = {"targets": ("ort-cpu",), "lengths": (3,), "batches": (1,)}
+    head = layer.verify(weights=weights, **options).text().splitlines()[0]
+    assert f"weights {weights}; inputs from seed 0" in head, head
+    module = layer.to_torch(seed=5)
+    report = layer.verify(weights=module, **options)
+    assert report.weights == "a module's tensors" and report.passed
+    assert layer.verify(**options).weights is None  # drawn from the seed
+
+
+def test_verify_help_says_both_sides_of_a_threshold(capsys) -> None:
+    """--lengths' help said verify checks "the first prime past every ... by_length
+    threshold"; it checks the threshold n and n + 1."""
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    says = text[text.rindex("--lengths LENGTHS"):text.rindex("--batches BATCHES")]
+    assert "both sides of every by_length threshold n: n and n+1" in says, says
+    assert "block and by_length threshold" not in says

@@ -211,3 +211,57 @@ def test_a_bfloat16_output_is_saved_by_its_bits() -> None:
     assert got.dtype == np.float32 and got.shape == (2, 3)
     np.testing.assert_allclose(got, x, rtol=2 ** -8)  # bfloat16 keeps 8 bits of mantissa
     assert got[1, 0] != x[1, 0]  # rounded, so read from the bfloat16 bits, not x
+
+
+def test_load_checks_import_options_as_the_command_line_does(tmp_path: Path) -> None:
+    """`attndsl.load(folder, padding=..., head=...)` took any value (a typo went through to the
+    reader); it takes the `import` command's choices, one tuple for both."""
+    from attndsl.arguments import build_parser
+    from attndsl.usage import HEADS, PADDINGS
+
+    imp = next(a for a in build_parser()._actions if a.dest == "command").choices["import"]
+    choices = {a.dest: a.choices for a in imp._actions}
+    assert choices["padding"] is PADDINGS and choices["head"] is HEADS
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    with pytest.raises(attndsl.UsageError, match="padding: expected one of auto, none, left, "
+                                                 "right, got 'rigth'"):
+        attndsl.load(tmp_path, padding="rigth")
+    with pytest.raises(attndsl.UsageError, match="head: expected one of auto, lm, none"):
+        attndsl.load(tmp_path / "config.json", head="LM")
+
+
+def test_generate_checks_its_prompts_before_building_the_model(monkeypatch) -> None:
+    """Layer.generate built the whole decoding model, then refused the prompts."""
+    from attndsl.api import Layer
+
+    def built(*args, **kwargs):
+        raise AssertionError("the decoding model was built before the checks")
+
+    monkeypatch.setattr(Layer, "decoder_model", built)
+    program = attndsl.load(LM)
+    layer = program["llama_lm"]
+    with pytest.raises(attndsl.UsageError, match=r"token id 1000 at \(batch 0, position 1\)"):
+        layer.generate([[3, 1000]], 2)
+    with pytest.raises(attndsl.UsageError, match="every prompt needs at least one token id"):
+        layer.generate([[3], []], 2)
+    attention = program[next(n for n in program if n != "llama_lm")]
+    with pytest.raises(attndsl.UsageError, match="is not a language model"):
+        attention.generate([[3]], 2)
+
+
+def test_token_ids_are_not_checked_where_there_is_no_table_or_while_tracing(monkeypatch
+                                                                            ) -> None:
+    """_check_ids ended in StopIteration on a graph without an embedding, and read the ids
+    back (a host sync) while tracing, where they are symbols."""
+    import torch
+
+    from attndsl.backends import inputs
+
+    program = attndsl.load(LM)
+    attention = program[next(n for n in program if n != "llama_lm")]
+    inputs._check_ids(attention.graph(), torch.tensor([[-1]]))  # no table: nothing to check
+    graph = program["llama_lm"].graph()
+    with pytest.raises(attndsl.UsageError, match="token id -1"):
+        inputs._check_ids(graph, torch.tensor([[-1]]))
+    monkeypatch.setattr(torch.jit, "is_tracing", lambda: True)
+    inputs._check_ids(graph, torch.tensor([[-1]]))

@@ -14,11 +14,11 @@ import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
-from . import reference_mechanisms
 from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention
 from .reference_masks import mask_of, visible
+from .reference_mechanisms import READINGS
 from .reference_positions import alibi_slopes, rope_frequencies, t5_bucket
 
 __all__ = ["run"]
@@ -124,8 +124,7 @@ def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 @impl(Op.APPLY)
 def _apply(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """A mechanism's transform, read from docs/LANGUAGE.md by the oracle's own module."""
-    return reference_mechanisms.READINGS[node.attr("mechanism")](_arg(node, env),
-                                                                 dict(node.attrs[1:]), w)
+    return READINGS[node.attr("mechanism")](_arg(node, env), dict(node.attrs[1:]), w)
 
 
 @impl(Op.ROPE)
