@@ -9,10 +9,8 @@ machine measures with the same thread count."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -235,20 +233,29 @@ def _builder_folder(source: Path, tmp: Path, precision: str) -> Path | str:
 
 
 def _attndsl_folder(source: Path, tmp: Path, precision: str) -> Path | str:
-    """attndsl's onnxruntime-genai folder of the checkpoint (`compile --export genai`), or
-    why there is none."""
-    from .cli import main
+    """attndsl's onnxruntime-genai folder of the checkpoint (as `compile --export genai`
+    writes it, through the library: `genai.genai_folder`), or why there is none."""
+    from .api import loads
+    from .errors import ExportError, SpecError, UsageError
+    from .genai import genai_folder
+    from .hf_import import import_config
+    from .output import Outputs
+    from .quantize import Quantization
+    from .targets import CPU_TARGET
 
-    spec, out = tmp / f"attndsl_{precision}.attn", tmp / f"attndsl_{precision}"
-    quantize = [] if precision == "fp32" else ["--quantize", precision]
-    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), \
-            contextlib.redirect_stderr(quiet):
-        made = main(["import", str(source), "-o", str(spec)]) == 0 and main(
-            ["compile", str(spec), "--export", "genai", "--weights", str(source), "-o",
-             str(out), *quantize]) == 0
-    if not made:
-        return "attndsl compile --export genai failed on this checkpoint"
-    return next(p for p in out.iterdir() if p.is_dir())
+    try:
+        program = loads(import_config(source), f"{source.name}.attn")
+        layer = program[next(n for n in program if getattr(program[n].spec, "vocab", None))]
+        quantize = None if precision == "fp32" else Quantization(bits=int(precision[3:]))
+        _, files = genai_folder(layer, target=CPU_TARGET, weights=str(source),
+                                quantize=quantize)
+    except (SpecError, UsageError, ExportError, StopIteration) as e:
+        return f"attndsl cannot compile this checkpoint for onnxruntime-genai: {e}"
+    folder = tmp / f"attndsl_{precision}" / layer.name
+    outputs = Outputs()
+    outputs.tree(folder, files)
+    outputs.commit()
+    return folder
 
 
 def _in_genai(folder: Path | str, threads: int):

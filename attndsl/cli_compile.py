@@ -13,7 +13,6 @@ from pathlib import Path
 from .api import Layer
 from .arguments import compile_options
 from .errors import UsageError
-from .genai import check_genai, folder_context
 from .output import Outputs
 from .progress import report
 from .spec import is_lm, top_layers
@@ -64,31 +63,26 @@ def compile_command(args: argparse.Namespace, layers_of: Callable[[], list[Layer
                            f"{hashlib.sha256(data).hexdigest()[:12]}...)")
             continue
         if args.export == "genai":
-            check_genai(layer.spec)  # before the model is built
-        decoding = args.export == "genai" or args.decode  # genai: its rotary tables folded
-        longest = folder_context(args.weights, args.context_length) if args.export == "genai" \
-            else args.context_length  # --decode: only when asked
-        model = (layer.decoder_model if decoding else layer.onnx_model)(
-            target=target, seed=args.seed, weights=args.weights, dtype=args.dtype,
-            quantize=quantize, **({"bounded": args.bounded_cache, "max_length": longest}
-                                  if decoding else {}))
-        if args.export == "genai":  # a checkpoint without eos: the model's stop column
-            from .genai import genai_model
-
-            model = genai_model(layer.spec, model, args.weights, args.eos)
-        what = model.summary  # said once written: a streamed file is hashed as it is written
-        if args.export == "genai":
-            from .genai import genai_files, token_note
+            from .genai import genai_folder, token_note
 
             path = out_dir / layer.name
-            in_place = layer.decoder_layout(target=target, dtype=args.dtype) == "in_place"
-            outputs.tree(path, genai_files(layer.spec, model,
-                                           in_place=in_place, weights=args.weights,
-                                           context_length=args.context_length, eos=args.eos))
+            model, files = genai_folder(layer, target=target, seed=args.seed,
+                                        weights=args.weights, dtype=args.dtype,
+                                        quantize=quantize, bounded=args.bounded_cache,
+                                        context_length=args.context_length, eos=args.eos)
+            outputs.tree(path, files)
+            what = model.summary  # said once written: a streamed file is hashed as written
             written.append(lambda path=path, what=what:
                            f"wrote {path}/genai_config.json and {path}/model.onnx {what()}")
             written.append(token_note(layer.spec, args.weights, args.eos))  # what eos it got
-        elif args.export == "triton":
+            del model
+            continue
+        model = (layer.decoder_model if args.decode else layer.onnx_model)(
+            target=target, seed=args.seed, weights=args.weights, dtype=args.dtype,
+            quantize=quantize, **({"bounded": args.bounded_cache,
+                                   "max_length": args.context_length} if args.decode else {}))
+        what = model.summary  # said once written: a streamed file is hashed as it is written
+        if args.export == "triton":
             from .triton import repository_files
 
             path = out_dir / layer.name

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .backends.exported import Exported
 from .errors import UsageError
@@ -15,8 +16,8 @@ from .output import Stream
 from .spec import Attention, DeltaRule, Layer, Transformer, is_lm
 
 __all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "folder_context",
-           "genai_config", "genai_files", "genai_model", "load_decoder", "stop_column",
-           "token_ids", "token_note"]
+           "genai_config", "genai_files", "genai_folder", "genai_model", "load_decoder",
+           "stop_column", "token_ids", "token_note"]
 
 GENAI_CONFIG = "genai_config.json"
 MODEL_FILE = "model.onnx"
@@ -167,6 +168,23 @@ def genai_files(spec: Layer, model: Exported, *, in_place: bool, weights: str | 
     text = json.dumps(config, indent=4, sort_keys=True) + "\n"
     return {GENAI_CONFIG: text.encode(), **model.streams(MODEL_FILE),
             **_tokenizer_files(weights)}
+
+
+def genai_folder(layer: Any, *, target: str, weights: str | None = None, seed: int = 0,
+                 dtype: str = "float32", quantize: Any = None, bounded: bool = False,
+                 context_length: int | None = None,
+                 eos: Sequence[int] | None = None) -> tuple[Exported, dict[str, bytes | Stream]]:
+    """The onnxruntime-genai folder of a language model `layer` (`api.Layer`): its decoding
+    model (as `genai_model` makes it; its `summary` once written) and the folder's files
+    (`genai_files`), nothing written yet. The options are `compile --export genai`'s."""
+    check_genai(layer.spec)  # before the model is built
+    model = layer.decoder_model(target=target, seed=seed, weights=weights, dtype=dtype,
+                                quantize=quantize, bounded=bounded,
+                                max_length=folder_context(weights, context_length))
+    model = genai_model(layer.spec, model, weights, eos)
+    in_place = layer.decoder_layout(target=target, dtype=dtype) == "in_place"
+    return model, genai_files(layer.spec, model, in_place=in_place, weights=weights,
+                              context_length=context_length, eos=eos)
 
 
 STOP_COLUMN = "attndsl.stop_column"  # the metadata naming a stop column's token id

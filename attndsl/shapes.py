@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["T", "TensorType"]
+__all__ = ["MAX_LENGTH", "T", "TensorType"]
+
+# The longest sequence (queries or keys) an exported model is built for: torch.export's
+# dynamic length bound, and the planner's horizon (a band wider than this is no band). Here,
+# below the masks and the spec, which both read it.
+MAX_LENGTH = 1 << 20
 
 
 @dataclass(frozen=True)

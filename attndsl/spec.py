@@ -24,6 +24,7 @@ from .rope_scaling import (  # re-exported: part of the resolved spec
     RopeScaling,
     YarnScaling,
 )
+from .shapes import MAX_LENGTH
 from .source import Source, Span
 
 __all__ = [
@@ -66,9 +67,7 @@ __all__ = [
 ]
 
 
-# The longest sequence (queries or keys) an exported model is built for: torch.export's
-# dynamic length bound, and the planner's horizon (a band wider than this is no band).
-MAX_LENGTH = 1 << 20
+# MAX_LENGTH (from shapes): the longest sequence an exported model is built for
 
 
 @dataclass(frozen=True)

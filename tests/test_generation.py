@@ -12,6 +12,7 @@ folder's model."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -254,6 +255,9 @@ def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys) -> Non
             "transformers generate"} <= backends
     timed = [r for r in report["rows"] if not r["note"]]
     assert {r["prompt"] for r in timed} == {5, 9}
+    if importlib.util.find_spec("onnxruntime_genai"):  # attndsl's folder made and timed
+        assert {f"attndsl folder in onnxruntime-genai ({p})" for p in ("fp32", "int4")} <= \
+            {r["backend"] for r in timed}
     assert all(r["first_token_ms"] > 0 and r["ms_per_token"] > 0 for r in timed)
     assert report["facts"]["bandwidth_gb_s"] > 0
     # a model this small sits in the CPU's cache: its floor is the cache's bandwidth at its

@@ -359,7 +359,8 @@ def test_renamed_tensors_get_the_right_hint_or_none(tmp_path: Path, family: str)
         memory = Path("in-memory")
         fake = Checkpoint(folder, ckpt.config, dict.fromkeys(moved, memory), {memory: moved})
         try:
-            got = gather(fake, layer.spec, wanted, allow_unused=True)
+            left_out: list[str] = []
+            got = gather(fake, layer.spec, wanted, allow_unused=True, warn=left_out.append)
         except SpecError as exc:
             text = "\n".join(d.message for d in exc.diagnostics)
             assert "missing" in text, text
@@ -368,6 +369,7 @@ def test_renamed_tensors_get_the_right_hint_or_none(tmp_path: Path, family: str)
                 assert f"`{name}_renamed`" in hint and f"name it `{name}`" in hint, hint
             hinted += bool(hints)
         else:  # not a tensor of the described layers: left out when allowed, else refused
+            assert any(f"`{name}_renamed`" in line for line in left_out), left_out  # said
             assert got.keys() == baseline.keys()
             assert all(np.array_equal(got[k], baseline[k]) for k in got)
             with pytest.raises(SpecError, match=f"`{name}_renamed` .* is not used by the spec"):

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..shapes import MAX_LENGTH
+
 __all__ = ["INF", "Cover", "fix"]
 
 INF = math.inf
@@ -52,8 +54,6 @@ class Cover:
                      tuple(sorted(set(self.strides) | set(other.strides))))
 
     def cost(self) -> float:
-        from ..spec import MAX_LENGTH
-
         extra = self.q_first + len(self.q_tokens) + self.k_first + len(self.k_tokens)
         # a residue class holds L / n keys: weighed at the longest length that can exist
         strided = sum(MAX_LENGTH / n for n in self.strides)

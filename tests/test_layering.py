@@ -1,0 +1,53 @@
+"""Layering (issue 40, item 7): a lower layer never imports a higher one. Read from the source
+with `ast` (module-level and function-level imports alike), so a lazy import counts too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "attndsl"
+
+
+def _imports(path: Path) -> set[str]:
+    """The attndsl modules `path` imports, as dotted names below `attndsl`."""
+    here = path.relative_to(PACKAGE).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(here[: len(here) - node.level + 1])
+            module = [*base, *(node.module.split(".") if node.module else [])]
+            names = [a.name for a in node.names]
+            found |= {".".join([*module, n]) if not node.module else ".".join(module)
+                      for n in names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attndsl."):
+            found.add(node.module.removeprefix("attndsl."))
+    return found
+
+
+@pytest.mark.parametrize(("folder", "allowed"), [
+    ("masks", ("masks", "shapes")),  # the masks know nothing of the spec that holds them
+])
+def test_a_lower_layer_imports_nothing_above_it(folder: str, allowed: tuple[str, ...]) -> None:
+    for path in sorted((PACKAGE / folder).glob("*.py")):
+        above = [m for m in _imports(path) if m.split(".")[0] not in allowed]
+        assert not above, f"{path.name} imports {above}"
+
+
+@pytest.mark.parametrize(("module", "never"), [
+    ("bench_decode.py", ("cli", "cli_compile", "arguments")),  # the library, not argv
+    ("genai.py", ("cli", "cli_compile", "arguments")),
+])
+def test_the_library_does_not_drive_the_command_line(module: str, never: tuple[str, ...]) -> None:
+    imported = {m.split(".")[0] for m in _imports(PACKAGE / module)}
+    assert not imported & set(never), imported & set(never)
+
+
+def test_mechanism_modules_sit_below_the_checker_and_the_backends() -> None:
+    for path in sorted((PACKAGE / "mechanisms").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        top = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level]
+        modules = {(n.module or "").split(".")[0] for n in top}
+        assert not modules & {"check", "backends", "planner", "strategies"}, path.name
