@@ -27,7 +27,7 @@ from google.protobuf.message import EncodeError
 from ..errors import ExportError
 from ..output import Stream
 
-__all__ = ["MAX_ONNX_BYTES", "Exported", "Reader", "graphs"]
+__all__ = ["MAX_ONNX_BYTES", "Exported", "Reader", "copy_field", "graphs"]
 
 MAX_ONNX_BYTES = 2 * 1024**3 - 1  # protobuf's limit for one message
 _EXTERNAL_FROM = 1024  # bytes: smaller tensors (shapes, scalars) stay in the model file
@@ -245,17 +245,20 @@ def _around(message, field: int) -> tuple[bytes, bytes]:
     numbered below it, and above it."""
     before, after = type(message)(), type(message)()
     for descriptor, value in message.ListFields():
-        if descriptor.number == field:
-            continue
-        target = before if descriptor.number < field else after
-        if descriptor.is_repeated:
-            getattr(target, descriptor.name).extend(value)
-        elif descriptor.message_type:
-            getattr(target, descriptor.name).CopyFrom(value)
-        else:
-            setattr(target, descriptor.name, value)
+        if descriptor.number != field:
+            copy_field(before if descriptor.number < field else after, descriptor, value)
     return before.SerializeToString(deterministic=True), after.SerializeToString(
         deterministic=True)
+
+
+def copy_field(target, descriptor, value) -> None:
+    """Set one field (as `ListFields` gives it) of a protobuf message on `target`."""
+    if descriptor.is_repeated:
+        getattr(target, descriptor.name).extend(value)
+    elif descriptor.message_type:
+        getattr(target, descriptor.name).CopyFrom(value)
+    else:
+        setattr(target, descriptor.name, value)
 
 
 def _inline_size(model: onnx.ModelProto, sizes: dict[str, int]) -> int:

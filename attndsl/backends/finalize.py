@@ -13,7 +13,7 @@ import onnx
 from .. import __version__
 from ..errors import ExportError
 from ..targets import VERIFIED_ORT, get
-from .exported import Exported, Reader, graphs
+from .exported import Exported, Reader, copy_field, graphs
 
 __all__ = ["MAX_IR_VERSION", "Provenance", "finalize"]
 
@@ -127,11 +127,5 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
 def _copy_fields(source, target, *, skip: str) -> None:
     """Copy every set field of a protobuf message but one."""
     for field, value in source.ListFields():
-        if field.name == skip:
-            continue
-        if field.is_repeated:
-            getattr(target, field.name).extend(value)
-        elif field.message_type:
-            getattr(target, field.name).CopyFrom(value)
-        else:
-            setattr(target, field.name, value)
+        if field.name != skip:
+            copy_field(target, field, value)

@@ -58,8 +58,8 @@ class Mechanism:
     hook: str  # one of HOOKS
     # its values: call name -> ((parameter, required), ...); `none` (absent) is always a value
     forms: ClassVar[dict[str, tuple[tuple[str, bool], ...]]] = {}
-    # with latent attention: None if it combines, else it is refused there (one message for
-    # every key latent attention excludes)
+    # whether it combines with latent attention (if not, latent attention's checker refuses
+    # it with the one message it gives every key it excludes)
     with_latent: bool = False
     # with the delta-rule kernel: why it does not apply there, or None if it does
     with_delta: str | None = "the delta rule has no softmax core"
