@@ -13,15 +13,16 @@ python3 -c 'import torch, onnxruntime as o; print(o.__version__, o.get_available
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$out/versions.txt"
 case "${1:-all}" in
   verify|all)
-    for dtype in float32 float16 bfloat16; do
-      targets=portable,ort-cuda   # ort-cpu is planned for the CPU (its float32 GQA has no
-                                  # CUDA kernel), bfloat16 has no CPU kernels
-      for f in examples/*.attn; do
-        python3 -m attndsl.cli verify "$f" --providers cuda --dtype "$dtype" --targets "$targets" -q \
-          > "$out/verify-$dtype-$(basename "$f" .attn).txt" 2>&1
-        echo "verify $dtype $f: exit $?" | tee -a "$out/verify-summary.txt"
-      done
-    done ;;&
+    # one verify per (dtype, example), eight at a time (each is mostly CPU work: the oracle and
+    # the torch module); ort-cpu is planned for the CPU (its float32 GQA has no CUDA kernel) and
+    # bfloat16 has no CPU kernels, so the targets are portable and ort-cuda
+    for dtype in ${DTYPES:-float32 float16 bfloat16}; do
+      for f in examples/*.attn; do echo "$dtype $f"; done
+    done | xargs -P "${JOBS:-8}" -L 1 sh -c '
+      log="$0/verify-$1-$(basename "$2" .attn).txt"
+      python3 -m attndsl.cli verify "$2" --providers cuda --dtype "$1" --targets portable,ort-cuda -q > "$log" 2>&1
+      echo "verify $1 $2: exit $?"' "$out" | sort | tee "$out/verify-summary.txt"
+    tar -C "$out" -czf "$out/verify-logs.tgz" $(cd "$out" && ls verify-*-*.txt) && rm -f "$out"/verify-*-*.txt ;;&
   bench|all)
     for layer in gpu_causal gpu_full gpu_gqa gpu_window; do
       python3 -m attndsl.cli bench benchmarks/gpu.attn --name "$layer" --providers cuda \

@@ -211,3 +211,33 @@ def test_verify_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["lengths"] == [{"length": 33, "why": "asked for"}]
     assert all({"max_abs", "max_rel", "tolerance", "passed"} <= set(c)
                for c in report["comparisons"])
+
+
+def test_cuda_sessions_multiply_float32_in_float32(monkeypatch) -> None:
+    """The CUDA provider's default TF32 products put float32 models 3e-4 to 5e-4 off the oracle
+    on an H100 (BENCHMARKS.md): every CUDA session attndsl makes asks for use_tf32 = 0, with or
+    without the exact-growth arena. No GPU needed: the session constructor is replaced."""
+    from attndsl.backends import runtime
+
+    ort = runtime.onnxruntime()
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_session(source, options, providers):
+        seen.append(providers)
+        raise Stop
+
+    monkeypatch.setattr(ort, "get_available_providers",
+                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(ort, "InferenceSession", fake_session)
+    for arena in (True, False):
+        with pytest.raises(Exception):
+            runtime.make_session(b"not a model", "cuda", arena=arena)
+    assert len(seen) == 2
+    for providers in seen:
+        name, options = providers[0]
+        assert name == "CUDAExecutionProvider" and options["use_tf32"] == "0"
+        assert providers[1] == "CPUExecutionProvider"
+    assert seen[1][0][1]["arena_extend_strategy"] == "kSameAsRequested"
