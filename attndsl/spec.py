@@ -148,7 +148,6 @@ class Attention:
     out_proj: bool
     scale: float
     softcap: float | None
-    qk_norm: Norm | None  # per head, on q and k (no bias)
     position: Position
     kernel: Kernel
     mask: Mask

@@ -136,16 +136,19 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
-        if s.qk_norm and s.qk_norm.weighted:
-            whole = s.qk_norm.across_heads  # over every head of a token: one weight per feature
-            norm(f"{p}q_norm", s.head_dim * (s.heads if whole else 1), s.qk_norm, False)
-            norm(f"{p}k_norm", s.head_dim * (s.kv_heads if whole else 1), s.qk_norm, False)
+        from .mechanisms import MECHANISMS  # (here: a mechanism's weights are Weights)
+
+        # the mechanisms' tensors in their order: those before the core's softmax (q/k norms),
+        # the sink logits, then those after it
+        hooked = [(MECHANISMS[key], value) for key, value in s.mechanisms]
+        for mechanism, value in hooked:
+            if mechanism.hook_of(value) != "merged":
+                out.extend(mechanism.weights(value, s, p))
         if s.sinks:
             out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
-        for key, value in s.mechanisms:  # (imported here: a mechanism's weights are Weights)
-            from .mechanisms import MECHANISMS
-
-            out.extend(MECHANISMS[key].weights(value, s, p))
+        for mechanism, value in hooked:
+            if mechanism.hook_of(value) == "merged":
+                out.extend(mechanism.weights(value, s, p))
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))

@@ -73,7 +73,7 @@ def test_defaults_are_resolved() -> None:
     spec = attndsl.loads("attention a {\n d_model = 64\n heads = 4\n}")["a"].spec
     assert (spec.kv_heads, spec.head_dim, spec.value_dim, spec.memory_dim) == (4, 16, 16, 64)
     assert spec.scale == pytest.approx(0.25)
-    assert (spec.kind, spec.bias, spec.out_proj, spec.softcap, spec.qk_norm) == (
+    assert (spec.kind, spec.bias, spec.out_proj, spec.softcap, spec.mechanism("qk_norm")) == (
         "self", ("q", "k", "v", "o"), True, None, None)
     assert spec.mask == attndsl.masks.Full()
     assert spec.sparsity.mode == "auto" and spec.dropout == 0.0

@@ -17,8 +17,7 @@ from .kernels import Kernels, arg_span
 __all__ = ["DeltaRules"]
 
 # keys whose meaning is a softmax's, a position scheme's, or another projection form's
-_NOT_WITH = {"qk_norm": "its queries and keys are L2-normed already",
-             "softcap": "it forms no scores", "sparsity": "it forms no scores",
+_NOT_WITH = {"softcap": "it forms no scores", "sparsity": "it forms no scores",
              "latent": "it has its own projections", "by_length": "it has one form",
              **{key: m.with_delta for key, m in MECHANISMS.items() if m.with_delta}}
 

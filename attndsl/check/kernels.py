@@ -146,7 +146,7 @@ class Kernels(Positions):
                        "keys are the hashed queries themselves", at("position"),
                        hint="add positions to x with `sinusoidal` or `learned(max_len)`")
             failed = True
-        for key in ("qk_norm", "softcap", "sparsity"):
+        for key in ("softcap", "sparsity"):
             if key in e and not (isinstance(e[key].value, ast.Name)
                                  and e[key].value.id in ("none", "auto")):
                 self.error(f"`{key}` does not apply to an LSH kernel (its keys are normalised "

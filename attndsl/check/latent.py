@@ -16,8 +16,7 @@ __all__ = ["Latents"]
 
 _MLA = (Param("kv_rank", True), Param("rope_dim", True), Param("q_rank"), Param("eps"))
 # keys whose projections or per-head arithmetic latent attention replaces
-_EXCLUSIVE = ("qk_norm",
-              *(key for key, m in MECHANISMS.items() if not m.with_latent))
+_EXCLUSIVE = tuple(key for key, m in MECHANISMS.items() if not m.with_latent)
 
 
 class Latents(Mechanisms):

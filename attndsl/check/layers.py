@@ -74,7 +74,6 @@ class Layers(Latents):
         out_proj = get("out_proj", lambda x: self.boolean(x, "out_proj"), True)
         scale = get("scale", self.scale_value, "auto")
         softcap = get("softcap", self.softcap_value, "none")
-        qk_norm = get("qk_norm", self.qk_norm_value, None)
         position = get("position", self.position_value, None)
         kernel = get("kernel", self.kernel_value, Softmax())
         mask = get("mask", self.mask, m.Full())
@@ -171,7 +170,7 @@ class Layers(Latents):
             name=d.name, d_model=d_model, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             value_dim=value_dim, kind=kind, memory_dim=memory_dim, bias=bias, out_proj=out_proj,
             scale=scale_value, softcap=None if softcap == "none" else softcap,
-            qk_norm=qk_norm, position=position, kernel=kernel,
+            position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             mechanisms=hooked, latent=latent,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
@@ -322,7 +321,7 @@ class Layers(Latents):
 # -- tables ---------------------------------------------------------------------------------
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
-                   "bias", "out_proj", "scale", "softcap", "qk_norm", "position", "kernel",
+                   "bias", "out_proj", "scale", "softcap", "position", "kernel",
                    "mask", "sparsity", "dropout", "sinks", "latent",
                    "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")

@@ -1,4 +1,5 @@
-"""Norms: a stack's `norm` (with its placement) and an attention's `qk_norm`."""
+"""Norms: a stack's `norm` (with its placement), and the norm calls the q/k norm mechanisms read
+through `norm_value`."""
 
 from __future__ import annotations
 
@@ -12,23 +13,14 @@ __all__ = ["PLACEMENTS", "Norms"]
 PLACEMENTS = ("pre", "post", "sandwich", "output")
 _NORMS = {"layernorm": (Param("eps"), Param("bias")),
           "rmsnorm": (Param("eps"), Param("unit_offset"))}
-# q and k: no bias; l2norm (no weight); across_heads (one norm over all heads of a token)
-_QK_NORMS = {"layernorm": (Param("eps"), Param("across_heads")),
-             "rmsnorm": (Param("eps"), Param("unit_offset"), Param("across_heads")),
-             "l2norm": (Param("eps"), Param("across_heads"))}
 
 
 class Norms(Masks):
-    def qk_norm_value(self, e: ast.Expr) -> Norm | None:
-        if isinstance(e, ast.Name) and e.id == "none":
-            return None
-        return self.norm_value(e, placement=False, table=_QK_NORMS)[0]
-
     def norm_value(self, e: ast.Expr, placement: bool, table: dict | None = None,
                    ) -> tuple[Norm, str | None]:
         """`layernorm(eps = 1e-5, bias = true)` or `rmsnorm(eps = 1e-6, unit_offset = false)`,
-        with a leading `placement` argument for stacks (`table`: the norms allowed; q/k's add
-        `l2norm(eps = 1e-6)` and `across_heads`, and their layernorm has no bias)."""
+        with a leading `placement` argument for stacks (`table`: the norms allowed; a mechanism's
+        own, such as q/k norms': `l2norm(eps = 1e-6)`, `across_heads`, a layernorm without bias)."""
         table = _NORMS if table is None else table
         name, _ = self.callee(e, table, "norm")
         params = table[name]

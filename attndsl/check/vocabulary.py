@@ -10,7 +10,7 @@ from .latent import _MLA
 from .layers import _ATTENTION_KEYS, _SPARSITY
 from .masks import _MASK_PARAMS
 from .moe import _MOE, FFNS
-from .norms import _NORMS, _QK_NORMS, PLACEMENTS
+from .norms import _NORMS, PLACEMENTS
 from .positions import _POSITIONS, _SCALINGS
 from .stacks import _KEYS
 
@@ -30,7 +30,6 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "mask": _params(_MASK_PARAMS),
     "position": _params(_POSITIONS),
     "kernel": _params(_KERNELS),
-    "qk_norm": {"none": (), **_params(_QK_NORMS)},
     "norm": {name: (("placement", True), *params) for name, params in _params(_NORMS).items()},
     "sparsity": _params(_SPARSITY),
     "latent": {"none": (), "mla": tuple((p.name, p.required) for p in _MLA)},

@@ -72,10 +72,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
         q = mechanisms.projected(site, linear("q", x, "q_proj",
                                               s.heads * mechanisms.query_rows(s), "L"))
-        whole = s.qk_norm is not None and s.qk_norm.across_heads  # OLMo 2: over every head
-        if whole:
-            q = norm(b, f"{p}q_normed", q, T("B", "L", s.heads * s.head_dim), s.qk_norm,
-                     f"{prefix}q_norm", bias=False)
+        q = mechanisms.expand(site, "projected", q, "q")
         v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
         q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
                    heads=s.heads, dim=s.head_dim)
@@ -84,17 +81,12 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
             o = mechanisms.expand(site, "merged", _lsh(b, s, p, q, v), "merged")
             return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
-        k = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n)
-        if whole:
-            k = norm(b, f"{p}k_normed", k, T("B", n, s.kv_heads * s.head_dim), s.qk_norm,
-                     f"{prefix}k_norm", bias=False)
+        k = mechanisms.expand(site, "projected", linear("k", kv, "k_proj",
+                                                        s.kv_heads * s.head_dim, n), "k")
         k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
                    heads=s.kv_heads, dim=s.head_dim)
-        if s.qk_norm and not whole:
-            q = norm(b, f"{p}q_normed", q, T("B", s.heads, "L", s.head_dim), s.qk_norm,
-                      f"{prefix}q_norm", bias=False)
-            k = norm(b, f"{p}k_normed", k, T("B", s.kv_heads, n, s.head_dim), s.qk_norm,
-                      f"{prefix}k_norm", bias=False)
+        q = mechanisms.expand(site, "heads", q, "q")
+        k = mechanisms.expand(site, "heads", k, "k")
         if isinstance(s.position, Rope):
             r = s.position
             q = b.emit(Op.ROPE, f"{p}q_rope", (q, *pos), T("B", s.heads, "L", s.head_dim),

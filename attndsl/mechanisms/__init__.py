@@ -32,7 +32,7 @@ MECHANISMS: dict[str, Mechanism] = _found()
 def at(spec: Any, hook: str) -> list[tuple[Mechanism, Any]]:
     """The mechanisms an attention sets at `hook`, with their values, in order."""
     return [(MECHANISMS[key], value) for key, value in spec.mechanisms
-            if MECHANISMS[key].hook == hook]
+            if MECHANISMS[key].hook_of(value) == hook]
 
 
 def expand(site: Site, hook: str, x: str, part: str) -> str:

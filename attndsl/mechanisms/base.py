@@ -4,6 +4,9 @@ arithmetic over the array namespace, and what a target must know of it).
 
 The hook points, in the order an attention reaches them:
 
+- `projected`: q (B, L, heads * head_dim) and k (B, n, kv_heads * head_dim) as projected,
+  before the heads are split (`expand(..., x, part)` once for each);
+- `heads`: q and k heads as split, before positions (RoPE);
 - `rotated`: q and k heads after positions (RoPE) and qk-norm, before the cache and the
   core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
 - `query`: the query heads the core reads (after `rotated`), keys untouched;
@@ -19,7 +22,7 @@ from typing import Any, ClassVar
 
 __all__ = ["HOOKS", "Mechanism", "Site", "Where"]
 
-HOOKS = ("rotated", "query", "merged")
+HOOKS = ("projected", "heads", "rotated", "query", "merged")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,10 @@ class Mechanism:
     # whether its `apply` nodes read the tokens' positions (then the node's second operand is
     # position_ids when decoding; else the backends pass positions 0 .. n-1)
     reads_positions: bool = False
+
+    def hook_of(self, value: Any) -> str:
+        """Its hook for this value (one of HOOKS; `hook` unless the value moves it)."""
+        return self.hook
 
     def read(self, c: Any, e: Any) -> Any:
         """The spec's value of `key = e` (None for `none`), or raise the checker's located

@@ -56,7 +56,7 @@ class Core:
     bias: tuple[tuple[str, object], ...]  # the score bias node's attributes, or ()
     mask: m.Mask
     sparsity: Sparsity
-    prepared: bool  # qk_norm or RoPE run before the core
+    prepared: bool  # norms or RoPE run on q and k before the core
     # the nodes a fusing strategy replaces, by identity: the core's own (repeat_kv ..
     # merge_heads), the value it writes (and its shape), what the fused node reads
     members: frozenset[str] = frozenset()
@@ -94,12 +94,12 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         while node.op is not Op.SPLIT_HEADS:
             seen.add(node.op)
             node = by_name[node.args[1] if node.op is Op.CACHE else node.args[0]]
-        if by_name[node.args[0]].op is Op.NORM:  # a qk_norm across heads, before the split
+        if by_name[node.args[0]].op is Op.NORM:  # a norm across heads, before the split
             seen.add(Op.NORM)
         return node, seen
 
     def projected(split: Node) -> Node:
-        """The linear projection a split_heads reads (through a qk_norm across heads)."""
+        """The linear projection a split_heads reads (through a norm across heads)."""
         node = by_name[split.args[0]]
         return by_name[node.args[0]] if node.op is Op.NORM else node
 
