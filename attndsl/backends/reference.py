@@ -7,13 +7,13 @@ helper with the backends, so a mistake in the shared backend code cannot hide fr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
 import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
+from .reference_decoding import SINKS, cache, decoding_visible, head_linear, rows, tail
 from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention
@@ -21,7 +21,7 @@ from .reference_masks import mask_of, visible
 from .reference_mechanisms import READINGS
 from .reference_positions import alibi_slopes, rope_frequencies, t5_bucket
 
-__all__ = ["run"]
+__all__ = ["run", "run_all"]
 
 Env = dict[str, np.ndarray]
 _IMPL: dict[Op, Callable[[Node, Env, Mapping[str, np.ndarray]], np.ndarray]] = {}
@@ -36,20 +36,42 @@ def impl(op: Op) -> Callable:
 
 def run(graph: Graph, inputs: Mapping[str, np.ndarray],
         weights: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Evaluate the graph in float64 (integer inputs stay int64)."""
+    """Evaluate the graph in float64 (integer inputs stay int64): its output."""
+    return _evaluate(graph, inputs, weights)[graph.output]
+
+
+def run_all(graph: Graph, inputs: Mapping[str, np.ndarray],
+            weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every output of the graph by its name: the output (`graph.output_name`: y or logits)
+    and a decoding graph's presents (present.{i}.key, ...), the next call's pasts."""
+    env = _evaluate(graph, inputs, weights)
+    return {graph.output_name: env[graph.output]} | {p: env[p] for p in graph.presents}
+
+
+def _evaluate(graph: Graph, inputs: Mapping[str, np.ndarray],
+              weights: Mapping[str, np.ndarray]) -> Env:
     env: Env = {}
     w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+    for node in graph.nodes:  # a bounded cache's sink tokens, for the mask over it
+        if node.op is Op.TAIL:
+            env[node.args[0] + SINKS] = np.int64(node.attr("sinks"))
     for node in graph.nodes:
         if node.op is Op.INPUT:
             value = np.asarray(inputs[node.out])
             env[node.out] = value.astype(np.float64 if value.dtype.kind == "f" else np.int64)
             continue
         env[node.out] = _IMPL[node.op](node, env, w)
-    return env[graph.output]
+    return env
 
 
 def _arg(node: Node, env: Env, i: int = 0) -> np.ndarray:
     return env[node.args[i]]
+
+
+def _positions(node: Node, env: Env, n: int) -> np.ndarray:
+    """(B | 1, n): the tokens' positions, 0 .. n - 1, or a decoding call's position_ids
+    (the node's second argument)."""
+    return _arg(node, env, 1) if len(node.args) > 1 else np.arange(n)[None]
 
 
 @impl(Op.EMBED)
@@ -61,18 +83,19 @@ def _embed(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 @impl(Op.ADD_POSITION)
 def _add_position(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)
-    L, d = x.shape[1], x.shape[2]
+    d = x.shape[2]
+    pos = _positions(node, env, x.shape[1])  # (B | 1, L)
     if node.attr("kind") == "learned":
         table = w[node.attr("weight")]
-        if table.shape[0] < L:
-            raise ValueError(f"length {L} exceeds learned positions ({table.shape[0]})")
-        return x + table[:L]
-    pe = np.zeros((L, d))
-    for pos in range(L):
-        for i in range(d // 2):
-            angle = pos / 10000.0 ** (2 * i / d)
-            pe[pos, 2 * i] = math.sin(angle)
-            pe[pos, 2 * i + 1] = math.cos(angle)
+        if table.shape[0] <= pos.max():
+            raise ValueError(f"position {pos.max()} exceeds learned positions "
+                             f"({table.shape[0]})")
+        return x + table[pos]
+    pe = np.zeros((*pos.shape, d))
+    for i in range(d // 2):
+        angle = pos / 10000.0 ** (2 * i / d)
+        pe[..., 2 * i] = np.sin(angle)
+        pe[..., 2 * i + 1] = np.cos(angle)
     return x + pe
 
 
@@ -92,12 +115,13 @@ def _split_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
 
 @impl(Op.HEAD_SLICE)
 def _head_slice(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Columns start .. stop - 1 of each head's block of the last axis."""
+    """Columns start .. stop - 1 of each head's block of the last axis (of (B, n, h*w), or
+    of a latent cache's rows (B, 1, n, w) when decoding)."""
     x = _arg(node, env)
-    B, n, width = x.shape
+    *lead, width = x.shape
     heads = node.attr("heads")
-    parts = x.reshape(B, n, heads, width // heads)[..., node.attr("start"):node.attr("stop")]
-    return parts.reshape(B, n, -1)
+    parts = x.reshape(*lead, heads, width // heads)[..., node.attr("start"):node.attr("stop")]
+    return parts.reshape(*lead, -1)
 
 
 @impl(Op.JOIN_HEADS)
@@ -131,17 +155,19 @@ def _apply(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)  # (B, h, n, d)
     dim = node.attr("dim")
-    n = x.shape[2]
-    S = env["memory"].shape[1] if "memory" in env else env["x"].shape[1]
+    # S: the keys a call counts (a decoding call's: the cache's and its own, as dynamic and
+    # longrope scaling read them)
+    S = (env["attention_mask"].shape[1] if "attention_mask" in env else
+         env["memory"].shape[1] if "memory" in env else env["x"].shape[1])
     inv_freq, gain = rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)
-    angle = np.arange(n)[:, None] * inv_freq[None, :]
-    cos, sin = gain * np.cos(angle), gain * np.sin(angle)  # (n, dim/2)
+    angle = _positions(node, env, x.shape[2])[..., None] * inv_freq  # (B | 1, n, dim/2)
+    cos, sin = gain * np.cos(angle)[:, None], gain * np.sin(angle)[:, None]  # over heads
     out = x.copy()
     for i in range(dim // 2):
         # pair i is (2i, 2i+1) in the GPT-J layout, (i, i + dim/2) in rotate-half
         a, b = (2 * i, 2 * i + 1) if node.attr("interleaved") else (i, i + dim // 2)
-        out[..., a] = x[..., a] * cos[:, i] - x[..., b] * sin[:, i]
-        out[..., b] = x[..., b] * cos[:, i] + x[..., a] * sin[:, i]
+        out[..., a] = x[..., a] * cos[..., i] - x[..., b] * sin[..., i]
+        out[..., b] = x[..., b] * cos[..., i] + x[..., a] * sin[..., i]
     return out
 
 
@@ -189,7 +215,10 @@ def _softcap(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.MASK)
 def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return visible(node, env)
+    """Visibility (B, L, S); a decoding call's (its attention_mask, or memory rows, first)
+    over its cached and new keys (`reference_decoding.decoding_visible`)."""
+    decoding = node.args[:1] == ("attention_mask",) or node.attr("memory")
+    return decoding_visible(node, env) if decoding else visible(node, env)
 
 
 @impl(Op.SOFTMAX)
@@ -258,6 +287,10 @@ def _attend(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) @ _arg(node, env, 1)
 
 
+impl(Op.CACHE)(cache)
+impl(Op.TAIL)(tail)
+impl(Op.ROWS)(rows)
+impl(Op.HEAD_LINEAR)(head_linear)
 impl(Op.LINEAR_ATTENTION)(linear_attention)
 impl(Op.CAUSAL_CONV)(causal_conv)
 impl(Op.DELTA_RULE)(delta_rule)

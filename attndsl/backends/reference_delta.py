@@ -1,6 +1,7 @@
 """The NumPy reference's reading of the gated delta rule (docs/LANGUAGE.md, Kernels:
 `delta_rule`), written from the document: the causal convolution token by token and the
-recurrence one token at a time, in float64 (the chunked form is the backends')."""
+recurrence one token at a time, in float64 (the chunked form is the backends'). A decoding
+call (`decoding`) starts from the past's inputs and state and returns them updated."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ Env = dict[str, np.ndarray]
 
 
 def _real(node: Node, env: Env, B: int, L: int) -> np.ndarray:
-    """(B, L) bool: the tokens the mask's `padding` shows (key_lengths; all without one)."""
+    """(B, L) bool: the tokens the mask's `padding` shows (key_lengths; all without one); a
+    decoding call's: the new tokens' attention_mask."""
+    if node.attr("decoding"):
+        return env["attention_mask"][:, -L:] != 0
     padding = node.attr("padding")
     if padding is None:
         return np.ones((B, L), bool)
@@ -26,16 +30,21 @@ def _real(node: Node, env: Env, B: int, L: int) -> np.ndarray:
 
 def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """silu(y), y_t[c] = sum_{j=0}^{K-1} W[c, 0, j] x_{t-K+1+j}[c], x = [q | k | v] and no
-    input before the first token; a padding slot's input is 0."""
+    input before the first token; a padding slot's input is 0. Decoding: x_{-K+1} ..
+    x_{-1} are the past's inputs (B, K - 1, C), and part `state` is the last K - 1 inputs
+    of past and new, the next call's past."""
     x = np.concatenate([env[a] for a in node.args[:3]], axis=-1)
-    x = x * _real(node, env, x.shape[0], x.shape[1])[..., None]
+    B, L, C = x.shape
+    x = x * _real(node, env, B, L)[..., None]
     weight, K = w[node.attr("weight")], node.attr("width")
+    past = env[node.args[3]] if node.attr("decoding") else np.zeros((B, K - 1, C))
+    full = np.concatenate([past, x], axis=1)  # input t at row t + K - 1
+    if node.attr("part") == "state":
+        return full[:, full.shape[1] - (K - 1):]
     y = np.zeros_like(x)
-    for t in range(x.shape[1]):
+    for t in range(L):
         for j in range(K):
-            s = t - K + 1 + j
-            if s >= 0:
-                y[:, t] += weight[:, 0, j] * x[:, s]
+            y[:, t] += weight[:, 0, j] * full[:, t + j]
     return y / (1.0 + np.exp(-y))
 
 
@@ -44,7 +53,8 @@ def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     beta_t = sigmoid(b_t), g_t = -exp(A_log) softplus(a_t + dt_bias), q and k L2-normed
     (x / sqrt(sum x^2 + 1e-6)), q times the scale; S <- exp(g_t) S, then
     S <- S + k_t (beta_t (v_t - S^T k_t))^T, and o_t = S^T q_t. A padding slot leaves S as
-    it is."""
+    it is. Decoding: S starts from the past state (B, H, d_k, d_v), and the result is the
+    outputs then the final S, (B, H, L + d_k, d_v)."""
     q, k, v, b, a = (env[node.args[i]] for i in range(5))
     B, H, L, dv = v.shape
     real = _real(node, env, B, L)
@@ -52,12 +62,14 @@ def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     a_log, dt_bias = (w[name] for name in node.attr("weights"))
     beta = 1.0 / (1.0 + np.exp(-b))  # (B, L, H)
     g = -np.exp(a_log) * np.logaddexp(0.0, a + dt_bias)
+    decoding = node.attr("decoding")
     out = np.zeros((B, H, L, dv))
+    final = np.zeros((B, H, q.shape[-1], dv))
     for h in range(H):
         qh, kh = q[:, h // groups], k[:, h // groups]  # (B, L, dk)
         qh = qh / np.sqrt((qh * qh).sum(-1, keepdims=True) + 1e-6) * node.attr("scale")
         kh = kh / np.sqrt((kh * kh).sum(-1, keepdims=True) + 1e-6)
-        S = np.zeros((B, qh.shape[-1], dv))
+        S = env[node.args[5]][:, h] if decoding else np.zeros((B, qh.shape[-1], dv))
         for t in range(L):
             decayed = np.exp(g[:, t, h])[:, None, None] * S
             kt = kh[:, t]
@@ -66,4 +78,5 @@ def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
             S = np.where(real[:, t, None, None], decayed + kt[:, :, None] * delta[:, None, :],
                          S)
             out[:, h, t] = np.einsum("bkv,bk->bv", S, qh[:, t])
-    return out
+        final[:, h] = S
+    return np.concatenate([out, final], axis=2) if decoding else out
