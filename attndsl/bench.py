@@ -197,9 +197,9 @@ def _sdpa_needs_no_mask(s: Attention) -> bool:
 def _with_sdpa(module: GraphModule) -> GraphModule | None:
     """The same layer with each softmax core run by F.scaled_dot_product_attention (a dense
     boolean mask, none for plain causal or unmasked attention): what a user would write in
-    PyTorch. None where SDPA cannot express the layer (softcap, learned sinks, linear
-    kernels)."""
-    if any(c.linear or c.linformer or c.lsh or c.softcap or c.sinks
+    PyTorch. None where SDPA cannot express the layer (score modifiers, learned sinks,
+    linear kernels)."""
+    if any(c.linear or c.linformer or c.lsh or c.modifiers or c.sinks
            for c in cores(module.graph)):
         return None
     param = next(module.parameters())

@@ -147,7 +147,6 @@ class Attention:
     bias: tuple[str, ...]  # the projections with a bias, of q, k, v, o
     out_proj: bool
     scale: float
-    softcap: float | None
     position: Position
     kernel: Kernel
     mask: Mask
@@ -201,7 +200,7 @@ class Attention:
 class Variant:
     """One core of a `by_length` attention: it serves query lengths up to `up_to` (and above
     the previous variant's), every longer length when None. `attention` is the layer with this
-    variant's mask, kernel, sparsity, scale and softcap."""
+    variant's mask, kernel, sparsity, scale and the mechanisms a variant may set."""
 
     up_to: int | None
     attention: Attention

@@ -73,7 +73,8 @@ def test_defaults_are_resolved() -> None:
     spec = attndsl.loads("attention a {\n d_model = 64\n heads = 4\n}")["a"].spec
     assert (spec.kv_heads, spec.head_dim, spec.value_dim, spec.memory_dim) == (4, 16, 16, 64)
     assert spec.scale == pytest.approx(0.25)
-    assert (spec.kind, spec.bias, spec.out_proj, spec.softcap, spec.mechanism("qk_norm")) == (
+    assert (spec.kind, spec.bias, spec.out_proj, spec.mechanism("softcap"),
+            spec.mechanism("qk_norm")) == (
         "self", ("q", "k", "v", "o"), True, None, None)
     assert spec.mask == attndsl.masks.Full()
     assert spec.sparsity.mode == "auto" and spec.dropout == 0.0
@@ -113,7 +114,7 @@ def test_numbers_with_division_powers_and_sqrt() -> None:
     """)
     spec = program["a"].spec
     assert spec.scale == 144 ** -0.5 == 1 / 12
-    assert spec.softcap == pytest.approx(100 / 3 + 2 ** 0.5 * -(2 ** 2) - 2 ** (3 ** 2) / 1024)
+    assert spec.mechanism("softcap") == pytest.approx(100 / 3 + 2 ** 0.5 * -(2 ** 2) - 2 ** (3 ** 2) / 1024)
     assert spec.mask == attndsl.masks.Window(4, 4)
     src = "let A = (-2) ** 2 ** -1 / 3\nlet B = -(2 ** 3) ** 2\nlet C = sqrt(A) ** B\n"
     out = format_module(parse(attndsl.parser.decode(src.encode(), "m")))

@@ -9,10 +9,10 @@ PyTorch's own fast paths where the mask allows, attndsl's block-sparse form else
 - `block_sparse`: per block of n queries, only the K key blocks the planner's cover reaches (the
   ONNX lowering's form, strategies/block_sparse.py, in torch ops with autograd): memory grows
   with L x K*n. On CUDA, or on request, FlexAttention runs it instead (`flex`); at small shapes
-  (`SDPA_PAIRS`) without biases, softcap or sinks, `sdpa` with the mask does.
+  (`SDPA_PAIRS`) without biases, score modifiers or sinks, `sdpa` with the mask does.
 - `flex`: torch's FlexAttention, compiled once per shape family, with a BlockMask from the
   mask's own `visible` (masks.evaluate) as its mask_mod and the score formulas (ALiBi, T5
-  buckets, softcap) as its score_mod. Torch 2.13 has no FlexAttention backward on the CPU."""
+  buckets, score modifiers) as its score_mod. Torch 2.13 has no FlexAttention backward on the CPU."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import masks
+from .. import masks, mechanisms
 from ..errors import UsageError
 from ..ir import Node
 from ..planner.torch_paths import SDPA_SIDE
@@ -36,8 +36,8 @@ from .torch_masks import mask_context, visible
 __all__ = ["attention", "score_bias"]
 
 Env = dict[str, Tensor]
-# Up to this many query-key pairs a block-sparse attention without a score bias, softcap or
-# sink logits runs as SDPA with its boolean mask (planner.torch_paths.SDPA_SIDE; the tests
+# Up to this many query-key pairs a block-sparse attention without a score bias, score
+# modifier or sink logits runs as SDPA with its boolean mask (planner.torch_paths.SDPA_SIDE; the tests
 # set it to 0 to run the blocks at small shapes)
 SDPA_PAIRS = SDPA_SIDE * SDPA_SIDE
 
@@ -49,7 +49,7 @@ def attention(m: nn.Module, node: Node, env: Env) -> Tensor:
         if _takes_flex(m, node, q):
             out = _flex(m, node, env, q, k, v)
         elif q.shape[2] * k.shape[2] <= SDPA_PAIRS and not (
-                node.attr("bias") or node.attr("softcap") or node.attr("sinks")):
+                node.attr("bias") or mechanisms.modifiers(node) or node.attr("sinks")):
             out = _sdpa(m, node, env, q, k, v)  # few blocks: SDPA's fused kernel is faster
         else:
             out = _blocks(m, node, env, q, k, v)
@@ -132,14 +132,13 @@ def score_bias(m: nn.Module, attrs: dict, heads: int, q_pos: Tensor, k_pos: Tens
 
 def _scores(m: nn.Module, node: Node, q: Tensor, k: Tensor, q_pos: Tensor,
             k_pos: Tensor) -> Tensor:
-    """scale * q.k (+ bias) (softcap), float32: q (B, Hkv, g, ..., n, d), k (B, Hkv, 1, ...,
+    """scale * q.k (+ bias) (score modifiers), float32: q (B, Hkv, g, ..., n, d), k (B, Hkv, 1, ...,
     m, d), biases at positions q_pos (..., n, 1) and k_pos (..., 1, m)."""
     s = torch.matmul(q.float() * node.attr("scale"), k.float().transpose(-1, -2))
     if node.attr("bias"):
         bias = score_bias(m, dict(node.attrs), node.attr("heads"), q_pos, k_pos)  # (H, ...)
         s = s + bias.reshape(node.attr("kv_heads"), -1, *bias.shape[1:])
-    cap = node.attr("softcap")
-    return formulas.softcap(TorchArrays(s.device), s, cap) if cap else s
+    return mechanisms.score(TorchArrays(s.device), node, s)
 
 
 def _attend(m: nn.Module, node: Node, s: Tensor, seen: Tensor, v: Tensor) -> Tensor:
@@ -245,8 +244,8 @@ def _flex(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -
 
 def _mods(m: nn.Module, node: Node) -> tuple[Callable, Callable | None, dict]:
     """(mask_mod, score_mod or None, the state they read) of one attention node."""
-    expr, cap, attrs, heads = (node.attr("expr"), node.attr("softcap"), dict(node.attrs),
-                               node.attr("heads"))
+    expr, modified, attrs, heads = (node.attr("expr"), mechanisms.modifiers(node),
+                                    dict(node.attrs), node.attr("heads"))
     state: dict = {}
     if masks.runtime_inputs(expr):
         def mask_mod(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
@@ -254,11 +253,11 @@ def _mods(m: nn.Module, node: Node) -> tuple[Callable, Callable | None, dict]:
     else:
         def mask_mod(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
             return masks.evaluate(expr, qi, ki, state["ctx"])
-    if not (node.attr("bias") or cap):
+    if not (node.attr("bias") or modified):
         return mask_mod, None, state
 
     def score_mod(s: Tensor, b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
         if attrs["bias"]:
             s = s + score_bias(m, attrs, heads, qi, ki)[h]
-        return formulas.softcap(TorchArrays(s.device), s, cap) if cap else s
+        return mechanisms.score(TorchArrays(s.device), node, s)
     return mask_mod, score_mod, state

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from .. import ast
 from .. import masks as m
-from ..mechanisms import MECHANISMS
+from ..mechanisms import MECHANISMS, SCORED
 from ..source import Span
 from ..spec import DeltaRule
 from .kernels import Kernels, arg_span
@@ -17,7 +17,8 @@ from .kernels import Kernels, arg_span
 __all__ = ["DeltaRules"]
 
 # keys whose meaning is a softmax's, a position scheme's, or another projection form's
-_NOT_WITH = {"softcap": "it forms no scores", "sparsity": "it forms no scores",
+_NOT_WITH = {**{key: m.with_delta for key, m in SCORED.items()},
+             "sparsity": "it forms no scores",
              "latent": "it has its own projections", "by_length": "it has one form",
              **{key: m.with_delta for key, m in MECHANISMS.items() if m.with_delta}}
 

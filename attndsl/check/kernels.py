@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from .. import ast
 from .. import masks as m
+from ..mechanisms import SCORED
 from ..source import Span
 from ..spec import (
     Alibi,
@@ -71,7 +72,7 @@ class Kernels(Positions):
             self.error("score biases (alibi, relative_bias) need a softmax kernel: a linear "
                        "kernel never forms scores", at("position"))
             failed = True
-        for key in ("softcap", "scale"):
+        for key in (*SCORED, "scale"):
             if key in e and not (isinstance(e[key].value, ast.Name)
                                  and e[key].value.id in ("none", "auto")):
                 self.error(f"`{key}` has no effect with a linear kernel", e[key].key_span,
@@ -146,7 +147,7 @@ class Kernels(Positions):
                        "keys are the hashed queries themselves", at("position"),
                        hint="add positions to x with `sinusoidal` or `learned(max_len)`")
             failed = True
-        for key in ("softcap", "sparsity"):
+        for key in (*SCORED, "sparsity"):
             if key in e and not (isinstance(e[key].value, ast.Name)
                                  and e[key].value.id in ("none", "auto")):
                 self.error(f"`{key}` does not apply to an LSH kernel (its keys are normalised "

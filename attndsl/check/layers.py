@@ -73,7 +73,6 @@ class Layers(Latents):
         bias = get("bias", self.bias_value, PROJECTIONS)
         out_proj = get("out_proj", lambda x: self.boolean(x, "out_proj"), True)
         scale = get("scale", self.scale_value, "auto")
-        softcap = get("softcap", self.softcap_value, "none")
         position = get("position", self.position_value, None)
         kernel = get("kernel", self.kernel_value, Softmax())
         mask = get("mask", self.mask, m.Full())
@@ -169,7 +168,7 @@ class Layers(Latents):
         attn = Attention(
             name=d.name, d_model=d_model, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
             value_dim=value_dim, kind=kind, memory_dim=memory_dim, bias=bias, out_proj=out_proj,
-            scale=scale_value, softcap=None if softcap == "none" else softcap,
+            scale=scale_value,
             position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
             mechanisms=hooked, latent=latent,
@@ -187,7 +186,7 @@ class Layers(Latents):
     def by_length(self, d: ast.AttentionDef, e: ast.Expr) -> tuple[Variant, ...] | None:
         """`[up_to(n1, key = value, ...), ..., otherwise(key = value, ...)]`: the core each
         range of query lengths runs, L <= n1 the first; every variant is the attention with
-        its own `mask`, `kernel`, `sparsity`, `scale` and `softcap`."""
+        its own `mask`, `kernel`, `sparsity`, `scale` and the mechanisms a variant may set (`Mechanism.per_variant`)."""
         if not isinstance(e, ast.List) or len(e.items) < 2:
             raise self.error("by_length takes a list of variants: `up_to(n, ...)` for each "
                              "range of lengths, then `otherwise(...)`", e.span,
@@ -278,18 +277,12 @@ class Layers(Latents):
                              hint="reduce d_model, heads, head_dim, ffn or layers")
 
     def scale_value(self, e: ast.Expr) -> float | str:
-        return self._word_or_number(
+        return self.word_or_number(
             e, "scale", "auto", FLOAT32_TINY, MAX_SCALE,
             f"scale must be a number in [{FLOAT32_TINY:.3g}, {MAX_SCALE:g}], found {{:g}}",
             "scores are computed in float32: a larger scale overflows them, a smaller one is 0")
 
-    def softcap_value(self, e: ast.Expr) -> float | str:
-        return self._word_or_number(
-            e, "softcap", "none", FLOAT32_TINY, FLOAT32_MAX,
-            f"softcap must be a number > 0 that float32 can hold ([{FLOAT32_TINY:.3g}, "
-            f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
-
-    def _word_or_number(self, e: ast.Expr, key: str, word: str, lo: float, hi: float,
+    def word_or_number(self, e: ast.Expr, key: str, word: str, lo: float, hi: float,
                         message: str, hint: str) -> float | str:
         """`word`, or a number in [lo, hi] (`message` formats the number found)."""
         if isinstance(e, ast.Name) and e.id == word:
@@ -321,10 +314,11 @@ class Layers(Latents):
 # -- tables ---------------------------------------------------------------------------------
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
-                   "bias", "out_proj", "scale", "softcap", "position", "kernel",
+                   "bias", "out_proj", "scale", "position", "kernel",
                    "mask", "sparsity", "dropout", "sinks", "latent",
                    "by_length", *MECHANISMS)
-_VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale", "softcap")
+_VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale",
+                 *(key for key, m in MECHANISMS.items() if m.per_variant))
 # kernels whose projections are their own: (kernel, why a variant cannot use it, its name)
 _OWN_PROJECTIONS = (
     (DeltaRule, "the delta rule: it has its own projections, while the variants share q, k "

@@ -57,7 +57,7 @@ class Stacks(Experts):
                              1.0)
         logit_scale = get("logit_scale", lambda x: self.multiplier(x, "logit_scale"), 1.0)
         head_bias = get("head_bias", lambda x: self.boolean(x, "head_bias"), False)
-        logit_cap = get("logit_softcap", self.softcap_value, "none")
+        logit_cap = get("logit_softcap", self.logit_softcap_value, "none")
         if get.failed or attns is None:
             return None
         self.check_dense_layers(moe, layers, e["ffn"].value)
@@ -158,6 +158,14 @@ class Stacks(Experts):
             raise self.error(f"transformer stacks need self attention; `{e.id}` is cross "
                              "attention", e.span)
         return attn
+
+
+    def logit_softcap_value(self, e: ast.Expr) -> float | str:
+        """`none`, or the LM head's cap: a number that float32 holds."""
+        return self.word_or_number(
+            e, "logit_softcap", "none", FLOAT32_TINY, FLOAT32_MAX,
+            f"softcap must be a number > 0 that float32 can hold ([{FLOAT32_TINY:.3g}, "
+            f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
 
 
 def _layerwise(attn: Attention) -> object:

@@ -39,7 +39,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
 }
 # plain words some keys take
 WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
-         "scale": ("auto",), "softcap": ("none",), "sinks": ("none", "learned"),
+         "scale": ("auto",), "sinks": ("none", "learned"),
          "tie_embeddings": ("true", "false"),
          "placement": PLACEMENTS}
 

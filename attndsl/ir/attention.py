@@ -1,5 +1,5 @@
 """The IR of one attention: projections, heads, positions, caches and the core (scores, biases,
-softcap, mask, softmax), or a kernel's own node (linear, LSH)."""
+score modifiers, mask, softmax), or a kernel's own node (linear, LSH)."""
 
 from __future__ import annotations
 
@@ -186,9 +186,7 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
                         kind="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
                         bidirectional=r.bidirectional,
                         weight=table or f"{prefix}relative_attention_bias.weight")
-        if s.softcap is not None:
-            sc = b.emit(Op.SOFTCAP, f"{p}capped", (sc,), T("B", s.heads, "L", n),
-                        cap=s.softcap)
+        sc = mechanisms.expand(mechanisms.Site(b, s, p, prefix, (), n), "scores", sc, "scores")
         seen: tuple[str, ...] = ()  # Linformer: none, the mask dropped keys before the rows
         if linformer is None:
             # decoding: the mask reads the keys' count too (a bounded cache holds the last

@@ -174,8 +174,9 @@ _DEFS = [
     OpDef(Op.ATTEND, (2, 2), rule=_attend),
     OpDef(Op.LINEAR_ATTENTION, (3, 3), ("feature", "causal"), rule=_rank(4)),
     OpDef(Op.MERGE_HEADS, (1, 1), rule=_merge),
-    OpDef(Op.ATTENTION, (3, 6), ("strategy", "heads", "kv_heads", "scale", "softcap", "bias",
-                                 "sinks", "expr", "kind"), open=True, rule=_rank(3),
+    # (open: its strategy's parameters and the score modifiers it carries ride along)
+    OpDef(Op.ATTENTION, (3, 6), ("strategy", "heads", "kv_heads", "scale", "bias", "sinks",
+                                 "expr", "kind"), open=True, rule=_rank(3),
           defines=("presents",)),
     OpDef(Op.ACTIVATION, (1, 1), ("kind",), rule=_same),
     OpDef(Op.MUL, (2, 2), rule=_same),

@@ -12,8 +12,8 @@ from typing import Any
 
 from .base import HOOKS, Mechanism, Site, Where
 
-__all__ = ["HOOKS", "MECHANISMS", "Mechanism", "Site", "Where", "at", "core", "expand",
-           "projected", "query_rows"]
+__all__ = ["HOOKS", "MECHANISMS", "SCORED", "Mechanism", "Site", "Where", "at", "core",
+           "expand", "modifiers", "projected", "query_rows", "score"]
 
 
 def _found() -> dict[str, Mechanism]:
@@ -27,6 +27,20 @@ def _found() -> dict[str, Mechanism]:
 
 
 MECHANISMS: dict[str, Mechanism] = _found()
+# the score modifiers (hook `scores`), in order: what a fused attention node may carry
+SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
+
+
+def modifiers(node: Any) -> list[tuple[Mechanism, Any]]:
+    """The score modifiers a fused attention node carries, with their values, in order."""
+    return [(m, node.attr(key)) for key, m in SCORED.items() if node.attr(key) is not None]
+
+
+def score(xp: Any, node: Any, s: Any) -> Any:
+    """A fused attention node's float32 scores after every score modifier it carries."""
+    for mechanism, value in modifiers(node):
+        s = mechanism.apply(xp, s, None, **{mechanism.key: value})
+    return s
 
 
 def at(spec: Any, hook: str) -> list[tuple[Mechanism, Any]]:

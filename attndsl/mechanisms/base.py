@@ -10,6 +10,10 @@ The hook points, in the order an attention reaches them:
 - `rotated`: q and k heads after positions (RoPE) and qk-norm, before the cache and the
   core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
 - `query`: the query heads the core reads (after `rotated`), keys untouched;
+- `scores`: the core's float32 scores (B, heads, L, n), after their scale and bias, before
+  the mask (`expand(..., s, "scores")`); a fused attention node carries the value under the
+  mechanism's key (`fused`), and every strategy applies it with `apply` (a kernel that takes
+  it natively, as GroupQueryAttention's softcap, says so in its strategy);
 - `merged`: the core's merged heads (B, L, heads * its value width), before the output gate
   and projection; a mechanism here may also widen the core (`core`) and give it other values
   (`values`, on the (cached) value heads)."""
@@ -22,7 +26,7 @@ from typing import Any, ClassVar
 
 __all__ = ["HOOKS", "Mechanism", "Site", "Where"]
 
-HOOKS = ("projected", "heads", "rotated", "query", "merged")
+HOOKS = ("projected", "heads", "rotated", "query", "scores", "merged")
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,12 @@ class Mechanism:
     with_delta: str | None = "the delta rule has no softmax core"
     # the IR attributes of its `apply` nodes (after `mechanism`), each a plain value
     attributes: tuple[str, ...] = ()
+    # at `scores`: the IR op its `expand` emits (the planner reads the core's modifiers from
+    # these nodes), and how a reason names it ("a softcap")
+    op: Any = None
+    described: str = ""
+    # whether a by_length variant may set its own value
+    per_variant: bool = False
     # whether its `apply` nodes read the tokens' positions (then the node's second operand is
     # position_ids when decoding; else the backends pass positions 0 .. n-1)
     reads_positions: bool = False
@@ -111,6 +121,11 @@ class Mechanism:
 
     def expand(self, site: Site, value: Any, x: str, part: str) -> str:
         """Its nodes on the heads `x` (part `q` or `k`) at its hook; the value they make."""
+        raise NotImplementedError
+
+    def fused(self, node: Any) -> Any:
+        """At `scores`: the value a fused attention node carries under `key`, from the
+        mechanism's own node in the core."""
         raise NotImplementedError
 
     def apply(self, xp: Any, x: Any, pos: Any, **attrs: Any) -> Any:

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from ..ir import Graph, Node, Op, all_nodes
 from ..ir.verify import verify
+from ..mechanisms import SCORED
 from ..targets import get
 from .cores import Choice, Core, cores, cores_of, where
 from .cover import Cover, cover
@@ -211,7 +212,7 @@ def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) 
     bias = {"bias": bias.pop("kind", None), **bias}
     fused = Node(Op.ATTENTION, a.out, (*a.qkv, *a.runtime), tuple({
         "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
-        "softcap": a.softcap, **bias, "sinks": a.sinks, "expr": a.mask, "kind": a.kind,
+        **{key: a.modifier(key) for key in SCORED}, **bias, "sinks": a.sinks, "expr": a.mask, "kind": a.kind,
         **params}.items()),
         a.shape)
     return [fused if n.out == a.out else n for n in nodes

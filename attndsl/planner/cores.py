@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import masks as m
 from ..ir import Graph, Node, Op, all_nodes
+from ..mechanisms import SCORED
 from ..spec import MAX_LENGTH, Sparsity
 from .cover import INF
 
@@ -16,8 +17,8 @@ __all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores",
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
 # the ops of a softmax attention core, from the repeated kv heads to the merged heads
-CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.SOFTCAP, Op.MASK, Op.SOFTMAX,
-                      Op.ATTEND, Op.MERGE_HEADS})
+CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.MASK, Op.SOFTMAX, Op.ATTEND,
+                      Op.MERGE_HEADS, *(mechanism.op for mechanism in SCORED.values())})
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class Core:
     head_dim: int
     value_dim: int
     scale: float | None
-    softcap: float | None
+    # the score modifiers (`mechanisms.SCORED`) its nodes apply: (key, value), in order
+    modifiers: tuple[tuple[str, Any], ...]
     bias: tuple[tuple[str, object], ...]  # the score bias node's attributes, or ()
     mask: m.Mask
     sparsity: Sparsity
@@ -70,6 +72,10 @@ class Core:
     @property
     def groups(self) -> int:
         return self.heads // self.kv_heads
+
+    def modifier(self, key: str) -> Any:
+        """The value of the score modifier `key`, or None where the core has none."""
+        return dict(self.modifiers).get(key)
 
     @property
     def bias_kind(self) -> str | None:
@@ -112,7 +118,9 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
         if attend.op not in (Op.ATTEND, Op.LINEAR_ATTENTION, Op.LSH_ATTENTION):
             continue  # no attention core (the delta rule's heads, normed): nothing to plan
-        bias, cap, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTCAP), one.get(Op.SOFTMAX)
+        bias, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTMAX)
+        modifiers = tuple((key, mech.fused(one[mech.op])) for key, mech in SCORED.items()
+                          if mech.op in one)
         linear, lsh = attend.op is Op.LINEAR_ATTENTION, attend.op is Op.LSH_ATTENTION
         q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else
                                (*attend.args[:2], attend.args[-1]) if linear else
@@ -128,7 +136,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
             head_dim=by_name[q_src].shape.dims[-1],  # a latent attention's joined features
             value_dim=v.attr("dim") * (2 if paired else 1), paired_values=paired,
             scale=scores.attr("scale") if scores else None,
-            softcap=cap.attr("cap") if cap else None,
+            modifiers=modifiers,
             bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
             mask=mask.attr("expr") if mask else _lsh_mask(attend) if lsh else m.Full(),
             sparsity=mask.attr("sparsity") if mask else Sparsity("auto"),

@@ -5,7 +5,7 @@ are backends/torch_attention.py.
 - `block_sparse` where the mask's cover is a bounded band (the ONNX targets' block_sparse
   match, the same cover and block size): attndsl's block-sparse form, trainable on every
   device, FlexAttention on CUDA;
-- `sdpa` for every other softmax core without a score bias, softcap or sink logits:
+- `sdpa` for every other softmax core without a score bias, score modifier or sink logits:
   F.scaled_dot_product_attention (`is_causal`, or a boolean mask);
 - `dense`, the graph's own nodes, otherwise, and for every attention with path = 'dense'
   (what the portable and `torch.export` exports trace). Kernels (linear, LSH, Linformer),
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Graph, Op
+from ..mechanisms import SCORED
 from ..targets import CPU_TARGET, PORTABLE_TARGET
 from .cores import Choice, Core, cores, where
 
@@ -23,7 +24,7 @@ __all__ = ["PATHS", "SDPA_SIDE", "plan_torch"]
 
 PATHS = ("auto", "dense", "flex")
 # up to SDPA_SIDE x SDPA_SIDE query-key pairs a block-sparse attention without a score bias,
-# softcap or sink logits runs as SDPA with its mask (torch_attention.SDPA_PAIRS): on the CPU
+# score modifier or sink logits runs as SDPA with its mask (torch_attention.SDPA_PAIRS): on the CPU
 # SDPA's fused kernel is faster there than gathered blocks (BENCHMARKS.md)
 SDPA_SIDE = 1536
 
@@ -94,8 +95,8 @@ def _own(core: Core, graph: Graph, path: str) -> tuple[str, tuple[str]] | None:
 def _sdpa_blocker(core: Core) -> str | None:
     if core.bias_kind:
         return {"alibi": "ALiBi's score bias"}.get(core.bias_kind, "T5's relative score bias")
-    if core.softcap:
-        return "a softcap"
+    if core.modifiers:
+        return SCORED[core.modifiers[0][0]].described
     if core.sinks is not None:
         return "sink logits"
     if core.head_dim != core.value_dim:

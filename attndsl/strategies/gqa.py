@@ -12,7 +12,10 @@ from ..planner.cover import INF
 from ..targets import GQA_HEAD_DIM_MULTIPLE, has_kernel, kernel_dtypes, kernel_skips_outside_window
 from .base import Context, Match, Reject, Strategy
 
-__all__ = ["STRATEGY", "optional_inputs"]
+__all__ = ["STRATEGY", "TAKES", "optional_inputs"]
+
+# the score modifiers GroupQueryAttention applies itself (its `softcap` attribute)
+TAKES = frozenset({"softcap"})
 
 
 def match(a: Core, ctx: Context) -> Match | Reject:
@@ -29,6 +32,7 @@ def match(a: Core, ctx: Context) -> Match | Reject:
     if a.bias_kind is not None:
         why_not.append(f"{BIAS_NAMES[a.bias_kind]} score biases would need an L x S "
                        "attention_bias input")
+    why_not += [f"its kernel takes no {key}" for key, _ in a.modifiers if key not in TAKES]
     windowed = window is not None and window != INF
     if not why_not and not has_kernel("GroupQueryAttention", ctx.dtype, ctx.provider):
         why_not.append(f"its {ctx.provider.upper()} kernel takes "
@@ -46,7 +50,7 @@ def match(a: Core, ctx: Context) -> Match | Reject:
     reasons = ["GroupQueryAttention: ORT's fused causal kernel"
                + (f" with local_window_size = {size}" if size > 0 else "")
                + (f", {a.groups} query heads per kv head" if a.groups > 1 else "")
-               + (f", softcap {a.softcap}" if a.softcap else "")
+               + (f", softcap {a.modifier('softcap')}" if a.modifier("softcap") else "")
                + (", learned sinks as its head_sink input" if a.sinks else "")]
     if a.prepared:
         reasons.append("qk_norm / RoPE are applied in standard ops before the kernel "

@@ -16,7 +16,7 @@ from ..planner.cover import INF
 from ..rope_scaling import DynamicScaling, LongRopeScaling
 from ..targets import GQA_HEAD_DIM_MULTIPLE, get, has_kernel, kernel_dtypes
 from .base import Context, Match, Reject, Strategy
-from .gqa import optional_inputs
+from .gqa import TAKES, optional_inputs
 
 __all__ = ["STRATEGY", "in_place_obstacle"]
 
@@ -38,6 +38,9 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
                "w - 1, right = 0)`"
     if a.bias_kind is not None:
         return f"{BIAS_NAMES[a.bias_kind]} score biases have no place in the kernel"
+    other = next((key for key, _ in a.modifiers if key not in TAKES), None)
+    if other is not None:
+        return f"GroupQueryAttention takes no {other}"
     if a.value_dim != a.head_dim:
         return f"value_dim ({a.value_dim}) differs from head_dim ({a.head_dim})"
     if a.head_dim % GQA_HEAD_DIM_MULTIPLE:

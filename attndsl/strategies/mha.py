@@ -24,8 +24,8 @@ def match(a: Core, ctx: Context) -> Match | Reject:
     why_not = []
     if mask_kind is None and not causal:
         why_not.append("the mask is more than full or key padding")
-    if a.softcap:
-        why_not.append("MultiHeadAttention has no softcap")
+    for key, _ in a.modifiers:  # (its kernel takes no score modifier)
+        why_not.append(f"MultiHeadAttention has no {key}")
     if a.sinks:
         why_not.append("MultiHeadAttention has no sink input")
     if a.bias_kind is not None:

@@ -1,11 +1,11 @@
-"""What every softmax strategy shares: float32 scores with their biases and softcap, the masked
+"""What every softmax strategy shares: float32 scores with their biases and modifiers, the masked
 softmax with empty rows set to zero, and the runtime mask inputs as symbolic tensors."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ... import masks
+from ... import masks, mechanisms
 from ...ir import Node
 from ...positions import alibi_slopes, t5_bucket_float32
 from .. import formulas
@@ -16,7 +16,7 @@ __all__ = ["masked_attend", "qk_float32", "runtime_masks", "scores", "with_head_
 
 def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
             rank: int) -> str:
-    """scale * q.k (+ bias) (softcap), float32. q: (B, Hkv, g, ..., n, d), k: (B, Hkv, 1, ...,
+    """scale * q.k (+ bias) (score modifiers), float32. q: (B, Hkv, g, ..., n, d), k: (B, Hkv, 1, ...,
     m, d), both float32 (see `qk_float32`) of `rank` axes. Biases come from the positions
     q_pos (..., n, 1), k_pos (..., 1, m)."""
     b = lw.b
@@ -58,10 +58,7 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
                                                       b.op("Shape", moved, start=1), axis=0)),
                        "float32", nd + 2)
         s = s + bias  # broadcasts over B
-    cap = node.attr("softcap")
-    if cap:
-        s = formulas.softcap(xp, s, cap)
-    return s.name
+    return mechanisms.score(xp, node, s).name
 
 
 def masked_attend(lw: Lowering, s: str, visible: Sym, v: str, sinks: Sym | None = None) -> str:
