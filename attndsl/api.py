@@ -164,11 +164,13 @@ class Layer:
             return export(self.spec, module, provenance, dtype=dtype)
         from .backends.finalize import finalize
         from .backends.lower import build_model
+        from .strategies import LOWERINGS
 
         graph, _ = self.plan(target, dtype)
         state = self._weights(seed, weights, dtype)
         model = build_model(graph, state, dtype, fused_norms=get(target).planned,
-                            quantization=quantize, deferred=(deferred := {}))
+                            quantization=quantize, deferred=(deferred := {}),
+                            strategies=LOWERINGS)
         return finalize(model, provenance, deferred)
 
     def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
@@ -198,6 +200,7 @@ class Layer:
         from .decoding import cache_layout, check_decodable
         from .ir import build
         from .planner import plan
+        from .strategies import LOWERINGS
 
         check_target(target)
         check_dtype(dtype)
@@ -208,7 +211,7 @@ class Layer:
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
         model = build_model(graph, state, dtype, fused_norms=get(target).planned,  # weights
                             quantization=quantize, max_length=max_length,  # read as written
-                            deferred=(deferred := {}))
+                            deferred=(deferred := {}), strategies=LOWERINGS)
         layout = cache_layout(graph)  # in place: GroupQueryAttention, its rotary tables folded
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
                                       kv_cache=layout,

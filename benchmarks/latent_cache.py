@@ -26,6 +26,7 @@ from attndsl.backends.finalize import finalize
 from attndsl.backends.lower import build_model
 from attndsl.ir import build
 from attndsl.planner import plan
+from attndsl.strategies import LOWERINGS
 
 SPEC = """
 attention mla {
@@ -54,7 +55,8 @@ def main() -> None:
     sessions = {}
     for form, latent in (("latent", True), ("expanded", False)):
         graph, _ = plan(build(layer.spec, decode=True, latent_cache=latent), "ort-cpu")
-        model = finalize(build_model(graph, state, "float32", fused_norms=True),
+        model = finalize(build_model(graph, state, "float32", fused_norms=True,
+                                     strategies=LOWERINGS),
                          layer._provenance(0, "ort-cpu", "float32", None, form="decode"))
         sessions[form] = ort.InferenceSession(model.bytes(), options,
                                               providers=["CPUExecutionProvider"])

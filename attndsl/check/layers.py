@@ -7,7 +7,6 @@ from dataclasses import replace
 
 from .. import ast
 from .. import masks as m
-from ..ir import parameter_count
 from ..mechanisms import MECHANISMS
 from ..source import Span
 from ..spec import (
@@ -23,6 +22,7 @@ from ..spec import (
     Sparsity,
     Variant,
 )
+from ..weight_table import parameter_count
 from .kernels import arg_span
 from .latent import Latents
 from .positions import check_rope_dim

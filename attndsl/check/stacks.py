@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .. import ast
-from ..ir import parameter_count
 from ..spec import Attention, Learned, RelativeBias, Sinusoidal, Transformer
+from ..weight_table import parameter_count
 from .moe import Experts
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 

@@ -1,6 +1,8 @@
 """The execution strategies, one module each (docs/ARCHITECTURE.md, An execution strategy):
 every module of this package that defines `STRATEGY` is one, found here by name. `LADDER` is
-the planner's order; `DEFAULT` the form that always applies."""
+the planner's order; `DEFAULT` the form that always applies; `LOWERINGS` the fused strategies'
+lowerings by name, which callers pass to `backends.lower.build_model` (the lowering, a layer
+below, never imports this package)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pkgutil
 
 from .base import Context, Match, Reject, Strategy
 
-__all__ = ["BY_NAME", "DEFAULT", "LADDER", "Context", "Match", "Reject", "Strategy"]
+__all__ = ["BY_NAME", "DEFAULT", "LADDER", "LOWERINGS", "Context", "Match", "Reject", "Strategy"]
 
 
 def _discover() -> dict[str, Strategy]:
@@ -26,3 +28,4 @@ BY_NAME: dict[str, Strategy] = _discover()
 LADDER: tuple[Strategy, ...] = tuple(sorted(
     (s for s in BY_NAME.values() if s.priority is not None), key=lambda s: s.priority))
 DEFAULT = BY_NAME["dense"]
+LOWERINGS = {name: s.lower for name, s in BY_NAME.items() if s.fuses}

@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ...dtypes import ONNX_TYPE
-from ...ir import Graph, Op, all_nodes
+from ...ir import Graph, Node, Op, all_nodes
 from ...progress import report
 from ...shapes import TensorType
 from . import moe, ops  # noqa: F401 (their @lower functions)
@@ -37,7 +37,8 @@ __all__ = ["build_model"]
 def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "float32",
                 fused_norms: bool = False, quantization=None,
                 max_length: int | None = None,
-                deferred: dict[str, Callable[[], np.ndarray]] | None = None) -> onnx.ModelProto:
+                deferred: dict[str, Callable[[], np.ndarray]] | None = None, *,
+                strategies: Mapping[str, Callable[[Lowering, Node], str]]) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
     the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
     Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
@@ -45,11 +46,15 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     projections' weights as com.microsoft.MatMulNBits blocks. `max_length`: no call holds
     more tokens (strategies may fold tables of that many positions). `deferred`: the
     weights are left out of the model, and this dict gets a reader of each by name
-    (`exported.Exported` writes them one at a time); else they are in the model."""
-    from ... import strategies  # noqa: F401  (the strategies' lowerings register themselves)
-
+    (`exported.Exported` writes them one at a time); else they are in the model.
+    `strategies`: the lowering of each fused strategy by the name its `attention` nodes carry
+    (`attndsl.strategies.LOWERINGS`): the strategies sit above the lowering and use its
+    builder, so the caller that composes the two passes them in. The linear and LSH kernels'
+    own ops are lowered by their strategies' `@lower` functions, registered when
+    `attndsl.strategies` is imported (as a caller passing `LOWERINGS` has done)."""
     b = Builder(dtype)
     lw = Lowering(b, weights)
+    lw.strategies = strategies
     lw.max_length = max_length  # a decoding model's longest call, when known
     if quantization is not None:  # the projections' weights as MatMulNBits (quantize.py)
         from ...quantize import quantized_weights

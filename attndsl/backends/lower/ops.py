@@ -1,5 +1,5 @@
 """One lowering per IR op left after planning (`@lower(Op.X)`); the attention core dispatches
-to its strategy's module."""
+to its strategy's lowering (`Lowering.strategies`, passed to `build_model`)."""
 
 from __future__ import annotations
 
@@ -392,7 +392,5 @@ def _add(lw: Lowering, node: Node) -> str:
 
 @lower(Op.ATTENTION)
 def _attention(lw: Lowering, node: Node) -> str:
-    """A fused attention core: its strategy's lowering (`attndsl/strategies/`)."""
-    from ...strategies import BY_NAME
-
-    return BY_NAME[node.attr("strategy")].lower(lw, node)
+    """A fused attention core: its strategy's lowering, from the table the caller passed."""
+    return lw.strategies[node.attr("strategy")](lw, node)
