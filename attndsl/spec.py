@@ -152,8 +152,6 @@ class Attention:
     mask: Mask
     sparsity: Sparsity
     dropout: float
-    # learned per-head sink logits that join the softmax's denominator (`sinks = learned`)
-    sinks: bool = False
     # the mechanisms set by their keys (`attndsl/mechanisms/`), (key, value) in the order
     # they apply
     mechanisms: tuple[tuple[str, Any], ...] = ()

@@ -138,17 +138,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
         from .mechanisms import MECHANISMS  # (here: a mechanism's weights are Weights)
 
-        # the mechanisms' tensors in their order: those before the core's softmax (q/k norms),
-        # the sink logits, then those after it
-        hooked = [(MECHANISMS[key], value) for key, value in s.mechanisms]
-        for mechanism, value in hooked:
-            if mechanism.hook_of(value) != "merged":
-                out.extend(mechanism.weights(value, s, p))
-        if s.sinks:
-            out.append(Weight(f"{p}sinks", (s.heads,), "sink"))
-        for mechanism, value in hooked:
-            if mechanism.hook_of(value) == "merged":
-                out.extend(mechanism.weights(value, s, p))
+        for key, value in s.mechanisms:  # in hook order: q/k norms, sink logits, lambdas
+            out.extend(MECHANISMS[key].weights(value, s, p))
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))

@@ -78,7 +78,6 @@ class Layers(Latents):
         mask = get("mask", self.mask, m.Full())
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
-        sinks = get("sinks", lambda x: self.word(x, ("none", "learned"), "sinks"), "none")
         hooked = self.mechanism_values(get)
         latent = get("latent", self.latent_value, None)
         failed = get.failed
@@ -170,7 +169,7 @@ class Layers(Latents):
             value_dim=value_dim, kind=kind, memory_dim=memory_dim, bias=bias, out_proj=out_proj,
             scale=scale_value,
             position=position, kernel=kernel,
-            mask=mask, sparsity=sparsity, dropout=dropout, sinks=sinks == "learned",
+            mask=mask, sparsity=sparsity, dropout=dropout,
             mechanisms=hooked, latent=latent,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
@@ -315,7 +314,7 @@ class Layers(Latents):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "position", "kernel",
-                   "mask", "sparsity", "dropout", "sinks", "latent",
+                   "mask", "sparsity", "dropout", "latent",
                    "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale",
                  *(key for key, m in MECHANISMS.items() if m.per_variant))

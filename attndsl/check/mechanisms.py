@@ -1,6 +1,5 @@
-"""The attention mechanisms beside the kernel that are not yet modules of their own: where
-learned sinks cannot apply (the output gate needs no checking of its own); and the mechanism
-modules (`attndsl/mechanisms/`), read and checked here through their module."""
+"""The mechanism modules (`attndsl/mechanisms/`), read and checked here through their module:
+their call values, and where each cannot apply."""
 
 from __future__ import annotations
 
@@ -8,12 +7,10 @@ from collections.abc import Callable
 
 from .. import ast, mechanisms
 from ..source import Span
-from ..spec import Softmax
 from .delta import DeltaRules
 from .values import Param
 
 __all__ = ["Mechanisms"]
-
 
 
 class Mechanisms(DeltaRules):
@@ -34,21 +31,10 @@ class Mechanisms(DeltaRules):
 
     def check_mechanisms(self, e: dict, kernel: object, heads: int, kv_heads: int | None,
                          at: Callable[[str], Span], values: tuple = ()) -> bool:
-        """Where sinks and the mechanism modules' `values` cannot apply; True if any error
+        """Where the mechanism modules' `values` cannot apply; True if any error
         was reported."""
-        failed = False
-        if _set(e, "sinks", "learned") and not isinstance(kernel, Softmax):
-            named = type(kernel).__name__.removesuffix("Kernel").lower()
-            self.error("`sinks = learned` adds a logit per head to a softmax's denominator: "
-                       f"the {named} kernel has none", at("sinks"),
-                       hint="use `kernel = softmax`, or remove `sinks`")
-            failed = True
         where = mechanisms.Where(e, kernel, heads, kv_heads or heads, at)
         problems = [mechanisms.MECHANISMS[key].conflicts(self, value, where)
                     for key, value in values]
-        return failed or any(problems)
+        return any(problems)
 
-
-def _set(e: dict, key: str, word: str) -> bool:
-    """Whether entry `key` is the word `word`."""
-    return key in e and isinstance(e[key].value, ast.Name) and e[key].value.id == word

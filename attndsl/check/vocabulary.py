@@ -39,9 +39,10 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
 }
 # plain words some keys take
 WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
-         "scale": ("auto",), "sinks": ("none", "learned"),
+         "scale": ("auto",),
          "tie_embeddings": ("true", "false"),
-         "placement": PLACEMENTS}
+         "placement": PLACEMENTS,
+         **{key: ("none", *m.words) for key, m in MECHANISMS.items() if m.words}}
 
 
 def calls() -> dict[str, tuple[tuple[str, bool], ...]]:

@@ -186,7 +186,8 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
                         kind="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
                         bidirectional=r.bidirectional,
                         weight=table or f"{prefix}relative_attention_bias.weight")
-        sc = mechanisms.expand(mechanisms.Site(b, s, p, prefix, (), n), "scores", sc, "scores")
+        site = mechanisms.Site(b, s, p, prefix, (), n)
+        sc = mechanisms.expand(site, "scores", sc, "scores")
         seen: tuple[str, ...] = ()  # Linformer: none, the mask dropped keys before the rows
         if linformer is None:
             # decoding: the mask reads the keys' count too (a bounded cache holds the last
@@ -201,7 +202,7 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
                            T(*("B",) * bool(batched), "L", n, dtype="bool"), expr=expr,
                            sparsity=s.sparsity, memory=memory),)
         pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, *seen), T("B", s.heads, "L", n),
-                    dropout=s.dropout, sinks=f"{prefix}sinks" if s.sinks else None)
+                    dropout=s.dropout, **mechanisms.softmax_attrs(site))
         o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
     return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", s.heads * s.value_dim))
 

@@ -13,7 +13,7 @@ from typing import Any
 from .base import HOOKS, Mechanism, Site, Where
 
 __all__ = ["HOOKS", "MECHANISMS", "SCORED", "Mechanism", "Site", "Where", "at", "core",
-           "expand", "modifiers", "projected", "query_rows", "score"]
+           "expand", "modifiers", "projected", "query_rows", "score", "softmax_attrs"]
 
 
 def _found() -> dict[str, Mechanism]:
@@ -29,6 +29,14 @@ def _found() -> dict[str, Mechanism]:
 MECHANISMS: dict[str, Mechanism] = _found()
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
+
+
+def softmax_attrs(site: Site) -> dict[str, Any]:
+    """The attributes the `softmax` hook's mechanisms give the core's `softmax` node (each
+    None where the attention does not set its mechanism)."""
+    values = dict(site.spec.mechanisms)
+    return {m.softmax_attr: m.softmax(site, values[key]) if key in values else None
+            for key, m in MECHANISMS.items() if m.hook == "softmax"}
 
 
 def modifiers(node: Any) -> list[tuple[Mechanism, Any]]:

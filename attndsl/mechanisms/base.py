@@ -14,6 +14,8 @@ The hook points, in the order an attention reaches them:
   the mask (`expand(..., s, "scores")`); a fused attention node carries the value under the
   mechanism's key (`fused`), and every strategy applies it with `apply` (a kernel that takes
   it natively, as GroupQueryAttention's softcap, says so in its strategy);
+- `softmax`: the core's masked softmax: a mechanism here names an attribute of the `softmax`
+  op it sets (`softmax_attr`, its value from `softmax`: learned sinks' logits);
 - `merged`: the core's merged heads (B, L, heads * its value width), before the output gate
   and projection; a mechanism here may also widen the core (`core`) and give it other values
   (`values`, on the (cached) value heads)."""
@@ -26,7 +28,7 @@ from typing import Any, ClassVar
 
 __all__ = ["HOOKS", "Mechanism", "Site", "Where"]
 
-HOOKS = ("projected", "heads", "rotated", "query", "scores", "merged")
+HOOKS = ("projected", "heads", "rotated", "query", "scores", "softmax", "merged")
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,10 @@ class Mechanism:
     # these nodes), and how a reason names it ("a softcap")
     op: Any = None
     described: str = ""
+    # plain words it takes besides `none` (`sinks = learned`), where it has no call forms
+    words: tuple[str, ...] = ()
+    # at `softmax`: the `softmax` op's attribute it sets
+    softmax_attr: str = ""
     # whether a by_length variant may set its own value
     per_variant: bool = False
     # whether its `apply` nodes read the tokens' positions (then the node's second operand is
@@ -121,6 +127,10 @@ class Mechanism:
 
     def expand(self, site: Site, value: Any, x: str, part: str) -> str:
         """Its nodes on the heads `x` (part `q` or `k`) at its hook; the value they make."""
+        raise NotImplementedError
+
+    def softmax(self, site: Site, value: Any) -> Any:
+        """At `softmax`: the value of its attribute of the core's `softmax` node."""
         raise NotImplementedError
 
     def fused(self, node: Any) -> Any:

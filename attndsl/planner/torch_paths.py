@@ -57,8 +57,8 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
                        "the same mask" + ("" if core.sinks is None else
                                           " (not with sink logits: the block-sparse form)"),
                        f"up to {SDPA_SIDE} x {SDPA_SIDE} query-key pairs, without a score "
-                       "bias, softcap or sinks: SDPA with the mask (faster there than gathered "
-                       "blocks)")
+                       f"bias, {', '.join(m.described for m in SCORED.values())} or sinks: SDPA "
+                       "with the mask (faster there than gathered blocks)")
             nodes = _fuse(nodes, core, "block_sparse",
                           {**found.params, **dict(found.attrs), "dropout": dropout})
             choices.append(Choice(layer, branch, "block_sparse", reasons,
