@@ -164,13 +164,14 @@ class Layer:
             return export(self.spec, module, provenance, dtype=dtype)
         from .backends.finalize import finalize
         from .backends.lower import build_model
+        from .planner.rewrites import rewrites
         from .strategies import LOWERINGS
 
         graph, _ = self.plan(target, dtype)
         state = self._weights(seed, weights, dtype)
-        model = build_model(graph, state, dtype, fused_norms=get(target).planned,
-                            quantization=quantize, deferred=(deferred := {}),
-                            strategies=LOWERINGS)
+        model = build_model(graph, state, dtype, quantization=quantize,
+                            deferred=(deferred := {}), strategies=LOWERINGS,
+                            rewrites=rewrites(graph, target, dtype))
         return finalize(model, provenance, deferred)
 
     def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
@@ -200,6 +201,7 @@ class Layer:
         from .decoding import cache_layout, check_decodable
         from .ir import build
         from .planner import plan
+        from .planner.rewrites import rewrites
         from .strategies import LOWERINGS
 
         check_target(target)
@@ -209,9 +211,9 @@ class Layer:
         check_decodable(self.spec)
         state = self._weights(seed, weights, dtype)
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
-        model = build_model(graph, state, dtype, fused_norms=get(target).planned,  # weights
-                            quantization=quantize, max_length=max_length,  # read as written
-                            deferred=(deferred := {}), strategies=LOWERINGS)
+        model = build_model(graph, state, dtype, quantization=quantize,  # weights read as
+                            max_length=max_length, deferred=(deferred := {}),  # written
+                            strategies=LOWERINGS, rewrites=rewrites(graph, target, dtype))
         layout = cache_layout(graph)  # in place: GroupQueryAttention, its rotary tables folded
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
                                       kv_cache=layout,

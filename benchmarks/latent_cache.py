@@ -26,6 +26,7 @@ from attndsl.backends.finalize import finalize
 from attndsl.backends.lower import build_model
 from attndsl.ir import build
 from attndsl.planner import plan
+from attndsl.planner.rewrites import rewrites
 from attndsl.strategies import LOWERINGS
 
 SPEC = """
@@ -55,8 +56,8 @@ def main() -> None:
     sessions = {}
     for form, latent in (("latent", True), ("expanded", False)):
         graph, _ = plan(build(layer.spec, decode=True, latent_cache=latent), "ort-cpu")
-        model = finalize(build_model(graph, state, "float32", fused_norms=True,
-                                     strategies=LOWERINGS),
+        model = finalize(build_model(graph, state, "float32", strategies=LOWERINGS,
+                                     rewrites=rewrites(graph, "ort-cpu")),
                          layer._provenance(0, "ort-cpu", "float32", None, form="decode"))
         sessions[form] = ort.InferenceSession(model.bytes(), options,
                                               providers=["CPUExecutionProvider"])

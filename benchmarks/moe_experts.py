@@ -24,6 +24,7 @@ import onnxruntime as ort
 import attndsl
 from attndsl.backends.finalize import finalize
 from attndsl.backends.lower import build_model
+from attndsl.planner.rewrites import rewrites
 from attndsl.strategies import LOWERINGS
 
 SPEC = """
@@ -88,7 +89,7 @@ def _model(layer, form: str) -> bytes:
         (k, form if k == "kernel" else v) for k, v in n.attrs)) for n in graph.nodes)
     state = layer._weights(0, None, "float32")
     model = build_model(dataclasses.replace(graph, nodes=nodes), state, "float32",
-                        fused_norms=True, strategies=LOWERINGS)
+                        strategies=LOWERINGS, rewrites=rewrites(graph, "ort-cpu"))
     return finalize(model, layer._provenance(0, "ort-cpu", "float32", None)).bytes()
 
 

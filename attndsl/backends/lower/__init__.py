@@ -18,6 +18,7 @@ kernel would be placed on the CPU and fail there."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import onnx
@@ -35,14 +36,16 @@ __all__ = ["build_model"]
 
 
 def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "float32",
-                fused_norms: bool = False, quantization=None,
+                quantization=None,
                 max_length: int | None = None,
                 deferred: dict[str, Callable[[], np.ndarray]] | None = None, *,
-                strategies: Mapping[str, Callable[[Lowering, Node], str]]) -> onnx.ModelProto:
+                strategies: Mapping[str, Callable[[Lowering, Node], str]],
+                rewrites: Any) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
-    the type of the float inputs and of the output too. `fused_norms`: float32 norms as ONNX
-    Runtime's contrib kernels (a residual add and the norm of its sum in one), for the
-    planned targets; else in standard ops. `quantization` (quantize.Quantization): the
+    the type of the float inputs and of the output too. `rewrites` (`planner.rewrites`): the
+    projections it packs, the residual adds it joins with their norms, and whether norms run
+    as ONNX Runtime's contrib kernels: planned, with their reasons, and carried out here.
+    `quantization` (quantize.Quantization): the
     projections' weights as com.microsoft.MatMulNBits blocks. `max_length`: no call holds
     more tokens (strategies may fold tables of that many positions). `deferred`: the
     weights are left out of the model, and this dict gets a reader of each by name
@@ -61,14 +64,13 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
 
         lw.quantization = quantization
         lw.quantized = frozenset(quantized_weights(graph, quantization))
-    if fused_norms and dtype == "float32":
-        lw.skip_norms = ops.skip_norms(graph)
-        lw.contrib_norms = True
+    lw.skip_norms = dict(rewrites.skip_norms)
+    lw.contrib_norms = rewrites.contrib_norms
     inputs = []
     every = list(all_nodes(graph.nodes))  # a switch's branches too
     shapes = {n.out: n.shape for n in every}
     lw.graph_shapes = shapes
-    lw.siblings = ops.projection_groups(graph)
+    lw.siblings = dict(rewrites.siblings)
     lw.nodes = {n.out: n for n in every}
     in_place = any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache"
                    for n in graph.nodes)

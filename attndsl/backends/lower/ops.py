@@ -26,9 +26,6 @@ from .builder import Lowering, Sym, arg, lower, parts, repeat, shape_of, width
 from .switch import subgraph
 from .sym import OnnxArrays
 
-__all__ = ["projection_groups"]
-
-
 @lower(Op.ADD_POSITION)
 def _add_position(lw: Lowering, node: Node) -> str:
     b, x = lw.b, arg(lw, node)
@@ -171,24 +168,6 @@ def _nbits(lw: Lowering, x: str, names: list[str]) -> str:
                 block_size=q.block, accuracy_level=q.accuracy or None)
 
 
-def projection_groups(graph: Graph) -> dict[str, list[Node]]:
-    """LINEAR nodes reading the same value with the same bias setting, by output name; an
-    attention's q, k and v first, in that order (GroupQueryAttention takes them packed so)."""
-    by_input: dict[tuple[str, bool], list[Node]] = {}
-    for n in graph.nodes:
-        if n.op is Op.LINEAR:
-            by_input.setdefault((n.args[0], n.attr("bias") is not None), []).append(n)
-
-    def rank(n: Node) -> int:
-        return _QKV.get(n.attr("weight").rsplit(".", 2)[-2], len(_QKV))
-
-    return {n.out: sorted(group, key=rank) for group in by_input.values() if len(group) > 1
-            for n in group}
-
-
-_QKV = {"q_proj": 0, "k_proj": 1, "v_proj": 2}  # GroupQueryAttention's packed order
-
-
 @lower(Op.SPLIT_HEADS)
 def _split_heads(lw: Lowering, node: Node) -> str:
     b = lw.b
@@ -317,17 +296,6 @@ def _contrib_norm(lw: Lowering, node: Node, inputs: list[str]):
                     epsilon=float(node.attr("eps")))
     return b.op("LayerNormalization", inputs[0], gain, *[e for e in extra if e], axis=-1,
                 epsilon=float(node.attr("eps")))
-
-
-def skip_norms(graph: Graph) -> dict[str, Node]:
-    """Residual adds whose sum is normed (pre-norm blocks, the final norm, post-norm blocks)
-    -> that norm: one kernel computes both. Not for q/k norms (no add before them)."""
-    adds = {n.out: n for n in graph.nodes if n.op is Op.ADD}
-    out = {}
-    for n in graph.nodes:
-        if n.op is Op.NORM and n.args[0] in adds and n.args[0] not in out:
-            out[n.args[0]] = n
-    return out
 
 
 @lower(Op.APPLY)
