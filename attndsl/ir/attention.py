@@ -48,7 +48,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
     `pos` the position_ids input its RoPE reads; `layer`: its index in the stack
-    (differential attention's lambda_init at depth); `latent_cache`: latent attention caches
+    (a mechanism's constants that depend on the depth); `latent_cache`: latent attention caches
     its latents (else every head's expanded keys and values)."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"

@@ -67,7 +67,7 @@ class Core:
     qkv: tuple[str, str, str] = ("", "", "")
     runtime: tuple[str, ...] = ()  # the mask's runtime inputs (attention_mask when decoding)
     sinks: str | None = None  # the weight of its learned sink logits (heads,), if any
-    paired_values: bool = False  # differential attention: values paired after the cache
+    paired_values: bool = False  # two kv heads' values paired after the cache (value_pairs)
 
     @property
     def groups(self) -> int:
@@ -126,7 +126,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
                                (*attend.args[:2], attend.args[-1]) if linear else
                                (*scores.args, attend.args[-1]))
         (q, q_ops), (k, k_ops), (v, v_ops) = trace(q_src), trace(k_src), trace(v_src)
-        paired = Op.VALUE_PAIRS in v_ops  # differential attention: two kv heads' values
+        paired = Op.VALUE_PAIRS in v_ops  # two kv heads' values (a value_pairs node)
         repeats = {n.out: n.args[0] for n in own.get(Op.REPEAT_KV, ())}
         found.append(Core(
             prefix=node.out.removesuffix("merged"), linear=linear,
