@@ -8,10 +8,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
 
 from .check.vocabulary import DEFINITIONS, KEYS, VALUES, WORDS, calls
 from .errors import AttnError, SpecError
+from .parser import shipped_text
 
 __all__ = ["Completion", "Problem", "completions", "definition", "diagnostics", "formatted",
            "hover"]
@@ -225,7 +225,7 @@ def _layer_hover(text: str, word: str, kind: str, name: str) -> str:
 def _reference() -> dict[tuple[str, str], str]:
     """docs/LANGUAGE.md's table rows by (section, leading name): 'attention' for the attention
     keys and their values' tables, 'transformer' for the transformer keys, 'any' for all."""
-    text = resources.files("attndsl.docs").joinpath("LANGUAGE.md").read_text("utf-8")
+    text = shipped_text("attndsl.docs", "docs", "LANGUAGE.md")
     rows: dict[tuple[str, str], str] = {}
     section = "any"
     for line in text.splitlines():

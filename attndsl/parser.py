@@ -32,9 +32,19 @@ _TOKEN_NAMES = {
 }
 
 
+def shipped_text(package: str, folder: str, name: str) -> str:
+    """A file attndsl ships as data (`attndsl.grammars`, `attndsl.docs`), as installed; run from
+    a checkout that is not installed (PYTHONPATH at the repository, as on a machine where
+    nothing can be installed), the file in the repository's `folder`."""
+    try:
+        return resources.files(package).joinpath(name).read_text("utf-8")
+    except ModuleNotFoundError:
+        return (Path(__file__).resolve().parent.parent / folder / name).read_text("utf-8")
+
+
 @functools.cache
 def _lark() -> lark.Lark:
-    grammar = resources.files("attndsl.grammars").joinpath("attn.lark").read_text("utf-8")
+    grammar = shipped_text("attndsl.grammars", "grammars", "attn.lark")
     return lark.Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
                      maybe_placeholders=True)
 
