@@ -217,6 +217,7 @@ def _show(args: argparse.Namespace) -> int:
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
     from .planner.cores import render_choices
+    from .planner import plan
     from .planner.rewrites import explained
 
     if args.bounded_cache and not args.decode:
@@ -241,9 +242,9 @@ def _explain(args: argparse.Namespace) -> int:
                                                       f" ({args.dtype})") + ":")
         if choices:
             print(render_choices(choices))
-        lines = [] if args.target == TORCH_PLAN else explained(
-            graph if args.decode else layer.plan(args.target, args.dtype)[0], args.target,
-            args.dtype)
+        planned = (plan(graph, args.target, args.dtype)[0] if args.decode else
+                   layer.plan(args.target, args.dtype)[0])
+        lines = [] if args.target == TORCH_PLAN else explained(planned, args.target, args.dtype)
         if lines:
             print("rewrites:")
             print("\n".join(f"  {line}" for line in lines))

@@ -11,7 +11,7 @@ import pytest
 
 import attndsl
 from attndsl.backends.reference_mechanisms import READINGS
-from attndsl.check.vocabulary import KEYS, VALUES
+from attndsl.check.vocabulary import KEYS, VALUES, WORDS
 from attndsl.editor import hover
 from attndsl.errors import SpecError
 from attndsl.mechanisms import MECHANISMS
@@ -25,7 +25,10 @@ from .test_random_specs import check_random_spec
 def test_a_mechanism_module_is_a_key_everywhere(key: str) -> None:
     mechanism = MECHANISMS[key]
     assert key in KEYS["attention"]
-    assert set(VALUES[key]) == {"none", *mechanism.forms}
+    if mechanism.forms:  # calls, and `none`
+        assert set(VALUES[key]) == {"none", *mechanism.forms} and key not in WORDS
+    else:  # plain words (a number besides, for softcap)
+        assert WORDS[key] == ("none", *mechanism.words) and key not in VALUES
     assert f"| `{key}` |" in (ROOT / "docs" / "LANGUAGE.md").read_text()
     text = f"attention a {{\n    d_model = 64\n    heads = 4\n    {key} = none\n}}\n"
     assert "`" + key + "`" in (hover(text, 3, 6) or "")

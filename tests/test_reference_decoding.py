@@ -107,6 +107,13 @@ CASES = {  # (example, layer, bounded, row lengths, schedules of call lengths)
                               [[1] * 13, [1, 6, 1, 5], [9, 1, 3]]),
     "delta rule": ("qwen3_next_hybrid.attn", "qwen3_next_lm", False, [11, 5],
                    [[1] * 11, [1, 4, 1, 1, 4], [6, 5]]),
+    # positions in a decoding call: ALiBi's and T5's distances, the query temperature
+    "ALiBi": ("bloom_alibi.attn", "bloom_attn", False, [12, 5],
+              [[1] * 12, [1, 3, 1, 7], [5, 7]]),
+    "T5 relative bias": ("t5_relative.attn", "t5_decoder_self", False, [14, 6],
+                         [[1] * 14, [1, 2, 9, 1, 1]]),
+    "temperature": ("llama4_chunked.attn", "global_nope", False, [20, 7],
+                    [[1] * 20, [1, 12, 1, 6]]),
 }
 
 

@@ -13,7 +13,8 @@ import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
-from .reference_decoding import SINKS, cache, decoding_visible, head_linear, rows, tail
+from .reference_decoding import (SINKS, cache, call_positions, decoding_visible, head_linear,
+                                 rows, tail)
 from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention
@@ -148,7 +149,8 @@ def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 @impl(Op.APPLY)
 def _apply(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """A mechanism's transform, read from docs/LANGUAGE.md by the oracle's own module."""
-    return READINGS[node.attr("mechanism")](_arg(node, env), dict(node.attrs[1:]), w)
+    pos = env[node.args[1]] if len(node.args) > 1 else None  # a decoding call's position_ids
+    return READINGS[node.attr("mechanism")](_arg(node, env), dict(node.attrs[1:]), w, pos)
 
 
 @impl(Op.ROPE)
@@ -184,27 +186,35 @@ def _scores(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.SCORE_BIAS)
 def _score_bias(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return _add_bias(_arg(node, env), node, w)
+    s = _arg(node, env)
+    if "attention_mask" in env:  # a decoding call: the tokens' and the keys' positions
+        q, k = call_positions(env["attention_mask"], s.shape[2], s.shape[3])
+        return _add_bias(s, node, w, q[:, :, None], k[:, None, :])
+    return _add_bias(s, node, w)
 
 
-def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    H, L, S = s.shape[1:]  # s: (B, H, L, S)
-    q, k = np.arange(L)[:, None], np.arange(S)[None, :]
+def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray],
+              q: np.ndarray | None = None, k: np.ndarray | None = None) -> np.ndarray:
+    """s (B, H, L, S) plus the bias of query position q (B | 1, L, 1) and key position k
+    (B | 1, 1, S): 0 .. L - 1 and 0 .. S - 1 in one pass."""
+    H, L, S = s.shape[1:]
+    if q is None:
+        q, k = np.arange(L)[None, :, None], np.arange(S)[None, None, :]
     if node.attr("kind" if node.op is Op.SCORE_BIAS else "bias") == "alibi":
         slopes = np.array(alibi_slopes(H, node.attr("slopes"), node.attr("max_bias")))
         if node.attr("rounding") == "bfloat16":  # slope, positions and products in bfloat16
             def bf16(x: np.ndarray) -> np.ndarray:
                 return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
 
-            slope = bf16(slopes)[:, None, None]
-            at_q, at_k = bf16(slope * bf16(q)[None]), bf16(slope * bf16(k)[None])
+            slope = bf16(slopes)[None, :, None, None]
+            at_q, at_k = bf16(slope * bf16(q)[:, None]), bf16(slope * bf16(k)[:, None])
             return s - node.attr("factor") * np.abs(at_q - at_k)
         slopes = slopes * node.attr("factor")
-        return s - slopes[:, None, None] * np.abs(q - k)[None]
+        return s - slopes[None, :, None, None] * np.abs(q - k)[:, None]
     bucket = t5_bucket(k - q, node.attr("buckets"), node.attr("max_distance"),
-                        node.attr("bidirectional"))  # (L, S)
+                        node.attr("bidirectional"))  # (B | 1, L, S)
     table = w[node.attr("weight")]  # (buckets, H)
-    return s + table[bucket].transpose(2, 0, 1)[None]
+    return s + table[bucket].transpose(0, 3, 1, 2)
 
 
 @impl(Op.SOFTCAP)

@@ -61,6 +61,15 @@ def _positions(attention_mask: np.ndarray) -> np.ndarray:
     return np.maximum(np.cumsum(attention_mask, axis=1) - 1, 0)
 
 
+def call_positions(attention_mask: np.ndarray, T: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """((B, T) the positions of a call's T new tokens, (B, K) those of its K keys) in a cache
+    without sink tokens (score biases never meet them: their cache grows, or keeps a window's
+    last keys): key i stands for slot S - K + i."""
+    pos = _positions(attention_mask)
+    S = attention_mask.shape[1]
+    return pos[:, S - T:], pos[:, S - K:]
+
+
 def _sink_slot(attention_mask: np.ndarray, j: int) -> np.ndarray:
     """(B,): s_b(j), the slot of row b's j-th real token (counted from 0): the number of
     slots s with cumsum(attention_mask[b])[s] <= j; S where the row has no such token yet."""

@@ -13,17 +13,18 @@ import numpy as np
 __all__ = ["READINGS"]
 
 
-def _temperature(x: np.ndarray, attrs: dict[str, Any],
-                 w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """`temperature = log(floor = f, scale = a)`: the query at token position p times
-    1 + a * ln(1 + floor((p + 1) / f))."""
-    p = np.arange(x.shape[2])
+def _temperature(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
+                 pos: np.ndarray | None = None) -> np.ndarray:
+    """`temperature = log(floor = f, scale = a)`: the query at token position p (0 .. n - 1
+    in one pass, a decoding call's position_ids (B, n)) times 1 + a * ln(1 + floor((p + 1) /
+    f))."""
+    p = np.arange(x.shape[2])[None] if pos is None else pos
     factor = 1.0 + attrs["scale"] * np.log1p(np.floor((p + 1) / attrs["floor"]))
-    return x * factor[:, None]
+    return x * factor[:, None, :, None]
 
 
-def _differential(o: np.ndarray, attrs: dict[str, Any],
-                  w: Mapping[str, np.ndarray]) -> np.ndarray:
+def _differential(o: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
+                  pos: np.ndarray | None = None) -> np.ndarray:
     """`differential = lambda(...)`: merged heads (B, L, H * 2 dv); head i of H/2 is
     (1 - lambda_init) * rmsnorm(a_i - lambda a_{i + H/2}) over its 2 dv features, lambda =
     exp(lambda_q1 . lambda_k1) - exp(lambda_q2 . lambda_k2) + lambda_init."""
@@ -37,6 +38,6 @@ def _differential(o: np.ndarray, attrs: dict[str, Any],
     return ((1 - init) * d).reshape(B, L, -1)
 
 
-READINGS: dict[str, Callable[[np.ndarray, dict[str, Any], Mapping[str, np.ndarray]],
-                             np.ndarray]] = {"temperature": _temperature,
-                                               "differential": _differential}
+# each: (x, its node's attributes, the weights, a decoding call's position_ids or None) -> y
+READINGS: dict[str, Callable[..., np.ndarray]] = {"temperature": _temperature,
+                                                  "differential": _differential}

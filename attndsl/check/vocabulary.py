@@ -35,14 +35,14 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "latent": {"none": (), "mla": tuple((p.name, p.required) for p in _MLA)},
     "ffn": {**_FFN, "moe": tuple((p.name, p.required) for p in _MOE)},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)
-    **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items()},
+    **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items() if m.forms},
 }
 # plain words some keys take
 WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
          "scale": ("auto",),
          "tie_embeddings": ("true", "false"),
          "placement": PLACEMENTS,
-         **{key: ("none", *m.words) for key, m in MECHANISMS.items() if m.words}}
+         **{key: ("none", *m.words) for key, m in MECHANISMS.items() if not m.forms}}
 
 
 def calls() -> dict[str, tuple[tuple[str, bool], ...]]:
