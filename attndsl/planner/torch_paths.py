@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..ir import Graph, Op
 from ..mechanisms import SCORED
-from ..targets import CPU_TARGET, PORTABLE_TARGET
+from ..targets import PORTABLE_TARGET
 from .cores import Choice, Core, cores, where
 
 __all__ = ["PATHS", "SDPA_SIDE", "plan_torch"]
@@ -33,7 +33,8 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
     """The graph with each attention a torch path takes fused into one `attention` node, and
     one Choice per attention. `path`: `auto` (as above), `dense` (every attention's own
     nodes), `flex` (as auto, with FlexAttention for block-sparse attentions on any device)."""
-    from ..strategies import BY_NAME, Context, Match
+    from ..strategies import Match
+    from ..strategies.block_sparse import blocks
     from . import _fuse
 
     nodes = list(graph.nodes)
@@ -47,11 +48,11 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
             continue
         dropout = next(by_name[n].attr("dropout") for n in core.members
                        if by_name[n].op is Op.SOFTMAX)
-        # the same cover and blocks as the CPU plan's (torch runs it on any device)
-        found = BY_NAME["block_sparse"].match(core, Context(CPU_TARGET, "float32"))
+        # the same cover and blocks as the ONNX targets' (torch runs them on any device)
+        found = blocks(core, "torch ops")
         if isinstance(found, Match):
             flex = "FlexAttention" if path == "flex" else "on CUDA FlexAttention"
-            reasons = (*(r.replace("in standard ops", "in torch ops") for r in found.reasons),
+            reasons = (*found.reasons,
                        "trainable: autograd through the gathered blocks; "
                        f"{flex} with a BlockMask of "
                        "the same mask" + ("" if core.sinks is None else

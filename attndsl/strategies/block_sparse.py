@@ -37,7 +37,14 @@ MAX_BLOCK = 1024  # the largest query/key block it executes (a random mask's own
 def match(a: Core, ctx: Context) -> Match | Reject:
     """A mask whose cover is a bounded band (plus global and random parts, no stride):
     block size n (the random draws', the spec's `sparsity = block(n)`, else the one of
-    BLOCK_SIZES that visits the fewest keys) and K key blocks per query block."""
+    BLOCK_SIZES that visits the fewest keys) and K key blocks per query block. The same on
+    every target and dtype (`blocks`)."""
+    return blocks(a, "standard ops")
+
+
+def blocks(a: Core, ops: str) -> Match | Reject:
+    """`match`, its reasons saying the blocks run in `ops` ("standard ops" for ONNX, "torch
+    ops" for the torch module's plan, which takes the same cover and blocks)."""
     c = cover(a.mask, self_attention=a.kind == "self")
     if c.strides:  # strided's, which said why not
         return Reject()
@@ -63,7 +70,7 @@ def match(a: Core, ctx: Context) -> Match | Reject:
         return Reject(f"dense masked form: the cover ({c.describe()}) needs {k} key blocks "
                       f"of {n} per query block, more than block-sparse execution serves "
                       f"({MAX_KEY_BLOCKS})")
-    reasons = [f"block-sparse in standard ops: {c.describe()}; each block of {n} "
+    reasons = [f"block-sparse in {ops}: {c.describe()}; each block of {n} "
                f"queries visits {k} key blocks ({k * n} keys), so memory grows with "
                f"L x {k * n}, not L x S"]
     if c.q_first or c.q_tokens:
