@@ -199,7 +199,7 @@ def _with_sdpa(module: GraphModule) -> GraphModule | None:
     boolean mask, none for plain causal or unmasked attention): what a user would write in
     PyTorch. None where SDPA cannot express the layer (score modifiers, learned sinks,
     linear kernels)."""
-    if any(c.linear or c.linformer or c.lsh or c.modifiers or c.sinks
+    if any(c.kernel or c.modifiers or c.sinks
            for c in cores(module.graph)):
         return None
     param = next(module.parameters())
@@ -255,7 +255,7 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
 
     layers = spec.layers if isinstance(spec, Transformer) else 1
     # LSH cores never form L x S scores in any backend (the torch module runs the same chunks)
-    hashed = all(c.lsh for c in cores(module.graph))
+    hashed = all(c.kernel == "lsh" for c in cores(module.graph))
     out: list[Measurement] = []
     for L in lengths:
         inputs = make_inputs(spec, batch, L, np.random.default_rng(seed))

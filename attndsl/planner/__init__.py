@@ -131,9 +131,7 @@ def _portable(core: Core):
     which torch.onnx.export cannot write), every core in standard ops."""
     from ..strategies import BY_NAME
 
-    name = "linear" if core.linear else "linformer" if core.linformer else \
-        "lsh" if core.lsh else "dense"
-    return BY_NAME[name], {}, ["portable: standard ONNX ops only; the by_length `If` is "
+    return BY_NAME[core.kernel or "dense"], {}, ["portable: standard ONNX ops only; the by_length `If` is "
                                "lowered by attndsl, each core in its standard-ops form"], {}
 
 
@@ -168,9 +166,9 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         name = "a layer" if layer is None else layer.prefix.rstrip(".") or "the attention"
         reasons = ["decoding against a growing cache: past and new keys concatenated, the "
                    "masked form over them (standard ops)", f"not in place: {name}: {why}"]
-        strategy = "linear" if core.linear else "dense"
-        choices.append(Choice(core.prefix, "", strategy, tuple(reasons)))
-        if not core.linear:
+        own = core.kernel == "linear"  # (no softmax core to fuse)
+        choices.append(Choice(core.prefix, "", core.kernel if own else "dense", tuple(reasons)))
+        if not own:
             nodes = _fuse(nodes, core, "dense", {})
     if blocked is None:
         nodes = _cache_into_kernel(nodes)
@@ -200,7 +198,7 @@ def fuse_cores(graph: Graph, strategy: str) -> Graph:
     choice made: bench's PyTorch SDPA baseline runs such a graph (strategy `sdpa`)."""
     nodes = list(graph.nodes)
     for core in cores(graph):
-        if not (core.linear or core.linformer or core.lsh):
+        if not core.kernel:
             nodes = _fuse(nodes, core, strategy, {})
     return replace(graph, nodes=tuple(nodes))
 

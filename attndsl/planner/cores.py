@@ -16,6 +16,9 @@ __all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores",
            "padding_only", "render_choices", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
+# the cores whose kernel is one node of its own, by that node's op (Linformer's is its
+# seq_project on the keys)
+_KERNEL_OPS = {Op.LINEAR_ATTENTION: "linear", Op.LSH_ATTENTION: "lsh"}
 # the ops of a softmax attention core, from the repeated kv heads to the merged heads
 CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.MASK, Op.SOFTMAX, Op.ATTEND,
                       Op.MERGE_HEADS, *(mechanism.op for mechanism in SCORED.values())})
@@ -44,9 +47,10 @@ class Core:
     """One attention of a graph, as the planner reads it from the graph's nodes."""
 
     prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
-    linear: bool  # a linear kernel (no softmax core to replace)
-    linformer: bool  # a Linformer kernel: softmax over k projected rows, in standard ops
-    lsh: bool  # an LSH kernel (Reformer): hashed, sorted and chunked, in standard ops
+    # a kernel's core, which keeps its own nodes: "linear" (no softmax core to replace),
+    # "linformer" (softmax over k projected rows), "lsh" (hashed, sorted and chunked); ""
+    # for a softmax core
+    kernel: str
     kind: str  # self | cross
     heads: int
     kv_heads: int
@@ -122,6 +126,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         modifiers = tuple((key, mech.fused(one[mech.op])) for key, mech in SCORED.items()
                           if mech.op in one)
         linear, lsh = attend.op is Op.LINEAR_ATTENTION, attend.op is Op.LSH_ATTENTION
+        kernel = _KERNEL_OPS.get(attend.op, "")
         q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else
                                (*attend.args[:2], attend.args[-1]) if linear else
                                (*scores.args, attend.args[-1]))
@@ -129,8 +134,8 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         paired = Op.VALUE_PAIRS in v_ops  # two kv heads' values (a value_pairs node)
         repeats = {n.out: n.args[0] for n in own.get(Op.REPEAT_KV, ())}
         found.append(Core(
-            prefix=node.out.removesuffix("merged"), linear=linear,
-            linformer=Op.SEQ_PROJECT in k_ops, lsh=lsh,
+            prefix=node.out.removesuffix("merged"),
+            kernel=kernel or ("linformer" if Op.SEQ_PROJECT in k_ops else ""),
             kind="cross" if projected(k).args[0] == "memory" else "self",
             heads=q.attr("heads"), kv_heads=k.attr("heads"),
             head_dim=by_name[q_src].shape.dims[-1],  # a latent attention's joined features

@@ -78,9 +78,8 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
 
 def _own(core: Core, graph: Graph, path: str) -> tuple[str, tuple[str]] | None:
     """(strategy, (reason,)) for an attention that keeps its own nodes, else None."""
-    if core.linear or core.lsh or core.linformer:
-        kernel = "linear" if core.linear else "lsh" if core.lsh else "linformer"
-        return kernel, ("its kernel's own nodes (no L x S scores to fuse)",)
+    if core.kernel:
+        return core.kernel, ("its kernel's own nodes (no L x S scores to fuse)",)
     if graph.decoding:
         why = "decoding: the exact dense form over the cache and the new keys"
     elif path == "dense":

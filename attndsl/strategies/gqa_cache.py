@@ -29,7 +29,7 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
         return "the portable target uses standard ops only"
     if a.kind == "cross":
         return "cross attention caches the memory's keys, not the tokens'"
-    if a.linear:
+    if a.kernel == "linear":
         return "a linear kernel has no fused cache kernel"
     if a.paired_values:
         return "differential attention pairs each kv head's cached values with another's"

@@ -21,7 +21,7 @@ CHUNK = 64  # queries per chunk: a chunk's C x C product against the d x dv runn
 
 
 def match(a: Core, ctx: Context) -> Match | Reject:
-    if not a.linear:
+    if a.kernel != "linear":
         return Reject()
     return Match({}, ("linear kernel: O(L) sums in standard ops (causal: in chunks of 64 "
                       "queries, running sums across chunks); no softmax kernel applies",))

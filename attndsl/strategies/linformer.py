@@ -13,7 +13,7 @@ __all__ = ["STRATEGY"]
 
 
 def match(a: Core, ctx: Context) -> Match | Reject:
-    if not a.linformer:
+    if a.kernel != "linformer":
         return Reject()
     return Match({}, ("Linformer: keys and values projected to k rows, then the L x k softmax "
                       "in standard ops (O(L k) time and memory); no fused kernel takes "

@@ -17,7 +17,7 @@ __all__ = ["STRATEGY"]
 
 
 def match(a: Core, ctx: Context) -> Match | Reject:
-    if not a.lsh:
+    if a.kernel != "lsh":
         return Reject()
     return Match({}, ("LSH (Reformer): queries hashed into buckets, sorted, and attended in "
                       "chunks with the previous chunk, in standard ops (TopK sorts): "
