@@ -216,8 +216,8 @@ def _show(args: argparse.Namespace) -> int:
 
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
-    from .planner.cores import render_choices
     from .planner import plan
+    from .planner.cores import render_choices
     from .planner.rewrites import explained
 
     if args.bounded_cache and not args.decode:
@@ -235,15 +235,14 @@ def _explain(args: argparse.Namespace) -> int:
                                           bounded=args.bounded_cache)
             print(graph.text(), end="")
             print(f"decoding plan for target {args.target}, cache layout {layout}:")
+            planned = plan(graph, args.target, args.dtype)[0]  # decoder_plan gives it unplanned
         else:
             print(layer.graph().text(), end="")
-            choices = layer.plan(args.target, args.dtype)[1]
+            planned, choices = layer.plan(args.target, args.dtype)
             print(f"plan for target {args.target}" + ("" if args.dtype == "float32" else
                                                       f" ({args.dtype})") + ":")
         if choices:
             print(render_choices(choices))
-        planned = (plan(graph, args.target, args.dtype)[0] if args.decode else
-                   layer.plan(args.target, args.dtype)[0])
         lines = [] if args.target == TORCH_PLAN else explained(planned, args.target, args.dtype)
         if lines:
             print("rewrites:")

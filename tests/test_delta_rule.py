@@ -99,18 +99,12 @@ def test_the_chunked_form_is_the_recurrence_at_any_chunk() -> None:
             close(run_onnx(model, x), want)
 
 
-@pytest.mark.parametrize("target", ["ort-cpu", "portable"])
-def test_qwen3_next_generates_as_transformers(tmp_path, target: str, capsys) -> None:
-    """Qwen3-Next (delta-rule layers, a gated softmax layer, experts with a gated shared
-    expert) from a checkpoint folder: `compile --export onnx --decode` caches each delta-rule
-    layer's state and convolution window, `attndsl generate` gives transformers' greedy tokens
-    for a left-padded batch, and the decoding model its logits (the genai folder of the same
-    model: tests/test_genai_round2.py)."""
+def tiny_qwen3_next(folder):
+    """A tiny Qwen3-Next (three delta-rule layers, a gated softmax layer, experts with a gated
+    shared expert), its weights redrawn from seed 11, saved to `folder`; the model."""
     import transformers as tf
 
-    from attndsl.cli import main
-
-    from .test_generation import SIZES, generates_as
+    from .test_generation import SIZES
     from .test_hf_families import redraw as redraw_model
 
     config = tf.Qwen3NextConfig(
@@ -120,8 +114,23 @@ def test_qwen3_next_generates_as_transformers(tmp_path, target: str, capsys) -> 
         mlp_only_layers=[1], bos_token_id=1, eos_token_id=2, **SIZES)
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw_model(model, 11, unit_offset=True)
-    folder, spec, out = tmp_path / "hf", tmp_path / "q.attn", tmp_path / "out"
     model.save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize("target", ["ort-cpu", "portable"])
+def test_qwen3_next_generates_as_transformers(tmp_path, target: str, capsys) -> None:
+    """Qwen3-Next (delta-rule layers, a gated softmax layer, experts with a gated shared
+    expert) from a checkpoint folder: `compile --export onnx --decode` caches each delta-rule
+    layer's state and convolution window, `attndsl generate` gives transformers' greedy tokens
+    for a left-padded batch, and the decoding model its logits (the genai folder of the same
+    model: tests/test_genai_round2.py)."""
+    from attndsl.cli import main
+
+    from .test_generation import generates_as
+
+    folder, spec, out = tmp_path / "hf", tmp_path / "q.attn", tmp_path / "out"
+    model = tiny_qwen3_next(folder)
     assert main(["import", str(folder), "-o", str(spec)]) == 0
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0

@@ -14,6 +14,7 @@ import transformers as tf
 
 from attndsl.cli import main
 
+from .test_delta_rule import tiny_qwen3_next
 from .test_generation import (
     NEW,
     PROMPTS,
@@ -126,14 +127,7 @@ def test_a_qwen3_next_genai_folder_generates_as_transformers(tmp_path: Path, tar
     RecurrentState binds; onnxruntime-genai and `attndsl generate` give transformers' greedy
     tokens from it."""
     og = pytest.importorskip("onnxruntime_genai")
-    config = tf.Qwen3NextConfig(
-        num_hidden_layers=4, head_dim=16, moe_intermediate_size=32,
-        shared_expert_intermediate_size=48, linear_num_key_heads=2, linear_num_value_heads=4,
-        linear_key_head_dim=16, linear_value_head_dim=8, num_experts=6, num_experts_per_tok=2,
-        mlp_only_layers=[1], bos_token_id=1, eos_token_id=2, **SIZES)
-    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
-    redraw(model, 11, unit_offset=True)
-    model.save_pretrained(tmp_path / "hf")
+    model = tiny_qwen3_next(tmp_path / "hf")
     _compile(tmp_path / "hf", tmp_path / "q.attn", tmp_path / "out", "--target", target,
              "--context-length", "64")
     folder = tmp_path / "out" / "qwen3_next"

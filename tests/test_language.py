@@ -114,7 +114,8 @@ def test_numbers_with_division_powers_and_sqrt() -> None:
     """)
     spec = program["a"].spec
     assert spec.scale == 144 ** -0.5 == 1 / 12
-    assert spec.mechanism("softcap") == pytest.approx(100 / 3 + 2 ** 0.5 * -(2 ** 2) - 2 ** (3 ** 2) / 1024)
+    assert spec.mechanism("softcap") == pytest.approx(
+        100 / 3 + 2 ** 0.5 * -(2 ** 2) - 2 ** (3 ** 2) / 1024)
     assert spec.mask == attndsl.masks.Window(4, 4)
     src = "let A = (-2) ** 2 ** -1 / 3\nlet B = -(2 ** 3) ** 2\nlet C = sqrt(A) ** B\n"
     out = format_module(parse(attndsl.parser.decode(src.encode(), "m")))

@@ -13,8 +13,15 @@ import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
-from .reference_decoding import (SINKS, cache, call_positions, decoding_visible, head_linear,
-                                 rows, tail)
+from .reference_decoding import (
+    SINKS,
+    cache,
+    call_positions,
+    decoding_visible,
+    head_linear,
+    rows,
+    tail,
+)
 from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import linear_attention, lsh_attention

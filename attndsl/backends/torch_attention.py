@@ -12,7 +12,8 @@ PyTorch's own fast paths where the mask allows, attndsl's block-sparse form else
   (`SDPA_PAIRS`) without biases, score modifiers or sinks, `sdpa` with the mask does.
 - `flex`: torch's FlexAttention, compiled once per shape family, with a BlockMask from the
   mask's own `visible` (masks.evaluate) as its mask_mod and the score formulas (ALiBi, T5
-  buckets, score modifiers) as its score_mod. Torch 2.13 has no FlexAttention backward on the CPU."""
+  buckets, score modifiers) as its score_mod. Torch 2.13 has no FlexAttention backward on the
+  CPU."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ __all__ = ["attention", "score_bias"]
 
 Env = dict[str, Tensor]
 # Up to this many query-key pairs a block-sparse attention without a score bias, score
-# modifier or sink logits runs as SDPA with its boolean mask (planner.torch_paths.SDPA_SIDE; the tests
-# set it to 0 to run the blocks at small shapes)
+# modifier or sink logits runs as SDPA with its boolean mask (planner.torch_paths.SDPA_SIDE;
+# the tests set it to 0 to run the blocks at small shapes)
 SDPA_PAIRS = SDPA_SIDE * SDPA_SIDE
 
 

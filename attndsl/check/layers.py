@@ -26,7 +26,7 @@ from ..weight_table import parameter_count
 from .kernels import arg_span
 from .latent import Latents
 from .positions import check_rope_dim
-from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Param, describe
+from .values import FLOAT32_TINY, Entries, Param, describe
 
 __all__ = ["MAX_SCALE", "MAX_WEIGHT_BYTES", "PROJECTIONS", "Layers"]
 
@@ -185,7 +185,8 @@ class Layers(Latents):
     def by_length(self, d: ast.AttentionDef, e: ast.Expr) -> tuple[Variant, ...] | None:
         """`[up_to(n1, key = value, ...), ..., otherwise(key = value, ...)]`: the core each
         range of query lengths runs, L <= n1 the first; every variant is the attention with
-        its own `mask`, `kernel`, `sparsity`, `scale` and the mechanisms a variant may set (`Mechanism.per_variant`)."""
+        its own `mask`, `kernel`, `sparsity`, `scale` and the mechanisms a variant may set
+        (`Mechanism.per_variant`)."""
         if not isinstance(e, ast.List) or len(e.items) < 2:
             raise self.error("by_length takes a list of variants: `up_to(n, ...)` for each "
                              "range of lengths, then `otherwise(...)`", e.span,

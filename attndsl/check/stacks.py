@@ -57,7 +57,7 @@ class Stacks(Experts):
                              1.0)
         logit_scale = get("logit_scale", lambda x: self.multiplier(x, "logit_scale"), 1.0)
         head_bias = get("head_bias", lambda x: self.boolean(x, "head_bias"), False)
-        logit_cap = get("logit_softcap", self.logit_softcap_value, "none")
+        logit_cap = get("logit_softcap", lambda x: self.cap_value(x, "logit_softcap"), "none")
         if get.failed or attns is None:
             return None
         self.check_dense_layers(moe, layers, e["ffn"].value)
@@ -160,10 +160,11 @@ class Stacks(Experts):
         return attn
 
 
-    def logit_softcap_value(self, e: ast.Expr) -> float | str:
-        """`none`, or the LM head's cap: a number that float32 holds."""
+    def cap_value(self, e: ast.Expr, key: str) -> float | str:
+        """`none`, or a softcap: a number > 0 that float32 holds (the LM head's `logit_softcap`,
+        an attention's `softcap` through its module)."""
         return self.word_or_number(
-            e, "logit_softcap", "none", FLOAT32_TINY, FLOAT32_MAX,
+            e, key, "none", FLOAT32_TINY, FLOAT32_MAX,
             f"softcap must be a number > 0 that float32 can hold ([{FLOAT32_TINY:.3g}, "
             f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
 

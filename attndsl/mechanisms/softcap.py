@@ -23,12 +23,7 @@ class _Softcap(Mechanism):
     described = "a softcap"
 
     def read(self, c: Any, e: Any) -> float | None:
-        from ..check.values import FLOAT32_MAX, FLOAT32_TINY
-
-        value = c.word_or_number(
-            e, self.key, "none", FLOAT32_TINY, FLOAT32_MAX,
-            f"softcap must be a number > 0 that float32 can hold ([{FLOAT32_TINY:.3g}, "
-            f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
+        value = c.cap_value(e, self.key)
         return None if value == "none" else value
 
     def expand(self, site: Site, value: float, x: str, part: str) -> str:

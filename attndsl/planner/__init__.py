@@ -131,8 +131,9 @@ def _portable(core: Core):
     which torch.onnx.export cannot write), every core in standard ops."""
     from ..strategies import BY_NAME
 
-    return BY_NAME[core.kernel or "dense"], {}, ["portable: standard ONNX ops only; the by_length `If` is "
-                               "lowered by attndsl, each core in its standard-ops form"], {}
+    return BY_NAME[core.kernel or "dense"], {}, [
+        "portable: standard ONNX ops only; the by_length `If` is lowered by attndsl, each core "
+        "in its standard-ops form"], {}
 
 
 def _plan_decoding(graph: Graph, found: list[Core], target: str,
@@ -210,7 +211,8 @@ def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) 
     bias = {"bias": bias.pop("kind", None), **bias}
     fused = Node(Op.ATTENTION, a.out, (*a.qkv, *a.runtime), tuple({
         "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
-        **{key: a.modifier(key) for key in SCORED}, **bias, "sinks": a.sinks, "expr": a.mask, "kind": a.kind,
+        **{key: a.modifier(key) for key in SCORED}, **bias, "sinks": a.sinks, "expr": a.mask,
+        "kind": a.kind,
         **params}.items()),
         a.shape)
     return [fused if n.out == a.out else n for n in nodes

@@ -20,7 +20,8 @@ from ..targets import get
 __all__ = ["Rewrites", "explained", "rewrites"]
 
 _QKV = {"q_proj": 0, "k_proj": 1, "v_proj": 2}  # GroupQueryAttention's packed order
-_SKIP_KERNELS = {"rmsnorm": "SkipSimplifiedLayerNormalization", "layernorm": "SkipLayerNormalization"}
+_SKIP_KERNELS = {"rmsnorm": "SkipSimplifiedLayerNormalization",
+                 "layernorm": "SkipLayerNormalization"}
 
 
 @dataclass(frozen=True)

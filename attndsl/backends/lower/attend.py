@@ -16,8 +16,8 @@ __all__ = ["masked_attend", "qk_float32", "runtime_masks", "scores", "with_head_
 
 def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
             rank: int) -> str:
-    """scale * q.k (+ bias) (score modifiers), float32. q: (B, Hkv, g, ..., n, d), k: (B, Hkv, 1, ...,
-    m, d), both float32 (see `qk_float32`) of `rank` axes. Biases come from the positions
+    """scale * q.k (+ bias) (score modifiers), float32. q: (B, Hkv, g, ..., n, d), k: (B, Hkv,
+    1, ..., m, d), both float32 (see `qk_float32`) of `rank` axes. Biases come from the positions
     q_pos (..., n, 1), k_pos (..., 1, m)."""
     b = lw.b
     # scale q (n x d) rather than the scores (n x m): one pass over the smaller tensor

@@ -7,7 +7,7 @@ import numpy as np
 
 from ... import masks
 from ...dtypes import ONNX_TYPE
-from ...ir import Graph, Node, Op
+from ...ir import Node, Op
 from ...mechanisms import MECHANISMS
 from ...quantize import block_shapes, quantize
 from .. import formulas
@@ -25,6 +25,7 @@ from .attend import kept_keys
 from .builder import Lowering, Sym, arg, lower, parts, repeat, shape_of, width
 from .switch import subgraph
 from .sym import OnnxArrays
+
 
 @lower(Op.ADD_POSITION)
 def _add_position(lw: Lowering, node: Node) -> str:
