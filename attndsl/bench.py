@@ -35,12 +35,12 @@ from .backends import formulas, runtime
 from .backends.torch import GraphModule, TorchArrays
 from .dtypes import torch_dtype
 from .errors import ExportError, UsageError
+from .mechanisms import KERNELS, kernel_of
 from .planner import cores, fuse_cores
 from .spec import (
     Alibi,
     Attention,
     LinearKernel,
-    LshKernel,
     RelativeBias,
     Transformer,
     beyond_limits,
@@ -168,9 +168,10 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
     S = inputs["memory"].shape[1] if "memory" in inputs else L
     if isinstance(attn.kernel, LinearKernel):
         return B * L * S
-    if isinstance(attn.kernel, LshKernel):  # per round, each query scores two chunks
-        lsh = attn.kernel
-        return B * L * L if lsh.chunk >= L else B * lsh.rounds * L * 2 * lsh.chunk
+    kernel = kernel_of(attn.kernel)
+    pairs = kernel.pairs(attn.kernel, B, L) if kernel else None
+    if pairs is not None:
+        return pairs
     total = 0
     k = np.arange(S)[None, :]
     segments = inputs.get("segment_ids")
@@ -254,8 +255,9 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
         return _peak_mb(run)
 
     layers = spec.layers if isinstance(spec, Transformer) else 1
-    # LSH cores never form L x S scores in any backend (the torch module runs the same chunks)
-    hashed = all(c.kernel == "lsh" for c in cores(module.graph))
+    # kernel modules without `scores` never form L x S scores in any backend
+    hashed = all(c.kernel in KERNELS and not KERNELS[c.kernel].scores
+                 for c in cores(module.graph))
     out: list[Measurement] = []
     for L in lengths:
         inputs = make_inputs(spec, batch, L, np.random.default_rng(seed))

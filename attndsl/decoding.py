@@ -27,12 +27,12 @@ from .masks import (
     render,
     runtime_inputs,
 )
+from .mechanisms import kernel_of
 from .spec import (
     Alibi,
     Attention,
     Layer,
     LinearKernel,
-    LshKernel,
     RelativeBias,
     Rope,
     Transformer,
@@ -60,11 +60,10 @@ def _blocker(a: Attention) -> Diagnostic | None:
         return Diagnostic(f"`{a.name}` chooses its core by the sequence's length, which a "
                           "decoding step does not know (a step sees one token)",
                           a.span("by_length"), hint="decode with one core: remove by_length")
-    if isinstance(a.kernel, LshKernel):
-        return Diagnostic(f"`{a.name}` uses an LSH kernel, whose buckets and chunks are those of "
-                          "the whole sequence: a cache of earlier keys cannot say which a new "
-                          "token would share a chunk with", a.span("kernel"),
-                          hint="decode with `kernel = softmax`")
+    kernel = kernel_of(a.kernel)
+    if kernel is not None and kernel.undecodable:
+        return Diagnostic(f"`{a.name}` uses {kernel.described}, {kernel.undecodable}",
+                          a.span("kernel"), hint="decode with `kernel = softmax`")
     if a.kind == "cross":
         return _cross_blocker(a)
     if isinstance(a.position, Alibi) and a.position.rounding == "bfloat16":

@@ -1,12 +1,13 @@
 """The attention kernels a layer's `kernel` names: the softmax, a linear feature map,
-Linformer's projected keys, Reformer's LSH and the gated delta rule (docs/LANGUAGE.md,
-Kernels). Part of the resolved spec (`spec` re-exports them)."""
+Linformer's projected keys and the gated delta rule (docs/LANGUAGE.md, Kernels); the kernels
+that are modules of attndsl/mechanisms/ hold their own values. Part of the resolved spec
+(`spec` re-exports them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeltaRule", "Kernel", "LinearKernel", "LinformerKernel", "LshKernel", "Softmax"]
+__all__ = ["DeltaRule", "Kernel", "LinearKernel", "LinformerKernel", "Softmax"]
 
 
 @dataclass(frozen=True)
@@ -32,19 +33,6 @@ class LinformerKernel:
 
 
 @dataclass(frozen=True)
-class LshKernel:
-    """Reformer's LSH attention (Kitaev et al. 2020): shared query/key projection, queries
-    hashed by `rounds` seeded random rotations into `buckets` buckets, sorted by (bucket,
-    position) and attended in chunks of `chunk` with the previous chunk; the rounds merged by
-    their log-sum-exp. docs/LANGUAGE.md (Kernels) has every step."""
-
-    buckets: int
-    rounds: int
-    chunk: int
-    seed: int
-
-
-@dataclass(frozen=True)
 class DeltaRule:
     """Gated delta-rule linear attention (Gated DeltaNet, Qwen3-Next's linear layers): a
     causal depthwise convolution of width `conv` on q, k and v, L2-normed q and k of
@@ -58,4 +46,5 @@ class DeltaRule:
     eps: float
 
 
-Kernel = Softmax | LinearKernel | LinformerKernel | LshKernel | DeltaRule
+# or a kernel module's value (`mechanisms.KERNELS`)
+Kernel = Softmax | LinearKernel | LinformerKernel | DeltaRule | object

@@ -10,11 +10,11 @@ import numpy as np
 
 from . import masks
 from .glyphs import HEIGHT, WIDTH, text_width
+from .mechanisms import kernel_of
 from .positions import alibi_slopes, t5_bucket_float32
 from .spec import (
     Alibi,
     Attention,
-    LshKernel,
     RelativeBias,
     Transformer,
     beyond_limits,
@@ -126,12 +126,9 @@ def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None, *
     lines.append(f"density: {visible} of {L * S} pairs visible ({100 * visible / (L * S):.1f}%)"
                  + (f"; {int((~grid.any(1)).sum())} row(s) see no key" if not grid.any(1).all()
                     else ""))
-    if isinstance(attn.kernel, LshKernel):
-        k = attn.kernel
-        lines.append(f"lsh: of these, a query sees only the tokens hashed near it (its chunk of "
-                     f"{k.chunk} and the one before, in each of {k.rounds} hash round(s)), "
-                     "chosen at run time from the queries; itself only when nothing else is "
-                     "visible")
+    kernel = kernel_of(attn.kernel)
+    if kernel is not None and kernel.describe(attn.kernel):
+        lines.append(kernel.describe(attn.kernel))
     return "\n".join(lines)
 
 

@@ -12,7 +12,6 @@ from .kernels import (  # re-exported: part of the resolved spec
     Kernel,
     LinearKernel,
     LinformerKernel,
-    LshKernel,
     Softmax,
 )
 from .masks import Mask, runtime_inputs
@@ -43,7 +42,6 @@ __all__ = [
     "LinformerKernel",
     "Llama3Scaling",
     "LongRopeScaling",
-    "LshKernel",
     "Moe",
     "Norm",
     "Position",

@@ -19,12 +19,12 @@ from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
 from .masks import Chunked, Dilated, Global, Prefix, Random, Strided, Window, primitives
+from .mechanisms import kernel_of
 from .spec import (
     MAX_LENGTH,
     Attention,
     LinearKernel,
     LinformerKernel,
-    LshKernel,
     RelativeBias,
     Rope,
     Transformer,
@@ -62,9 +62,9 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
     """The lengths `verify` checks unless told, each with why: 1, primes (no multiple of any
     block), the first prime past every extent the spec names (a window's keys, a chunk, a
     block, a stride, global and prefix tokens, random blocks, T5's max_distance, a RoPE
-    scaling's original_max_position), and both sides of every by_length threshold, LSH chunk
-    and original_max_position. Lengths past a limit (spec.length_limits) or MAX_LENGTH are left
-    out."""
+    scaling's original_max_position), both sides of every by_length threshold and
+    original_max_position, and a kernel module's own lengths (`Kernel.lengths`). Lengths past
+    a limit (spec.length_limits) or MAX_LENGTH are left out."""
     chosen = {1: "one token", DEFAULT_LENGTHS[1]: "a prime below every block",
               DEFAULT_LENGTHS[2]: "a prime", DEFAULT_LENGTHS[3]: "a prime"}
     for a in attentions_of(spec):
@@ -83,10 +83,9 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
             if core.sparsity.block:
                 b = core.sparsity.block
                 _prime_past(chosen, 2 * b, f"two blocks of {b}")
-            if isinstance(core.kernel, LshKernel):
-                c = core.kernel.chunk
-                chosen.setdefault(c, f"one LSH chunk ({c})")
-                chosen.setdefault(c + 1, f"one past an LSH chunk ({c})")
+            kernel = kernel_of(core.kernel)
+            for n, why in (kernel.lengths(core.kernel) if kernel else {}).items():
+                chosen.setdefault(n, why)
         for v in a.variants:
             if v.up_to is not None:
                 chosen.setdefault(v.up_to, f"the last length of by_length up_to({v.up_to})")
@@ -144,14 +143,17 @@ def _next_prime(n: int) -> int:
 def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
                     memory: int | None) -> int:
     """What the reference needs at this shape: softmax cores (the variant that serves this
-    length) form [B, H, L, S] scores, linear, LSH and Linformer cores do not; and every token
+    length) form [B, H, L, S] scores, linear and Linformer cores and kernel modules without
+    `scores` do not; and every token
     carries activations as wide as the widest projection, FFN or vocabulary."""
     S = memory if memory is not None else length
     pairs, width = 0, 0
     for a in attentions_of(spec):
         variant = a.variant_for(length)
         core = a if variant is None else variant.attention
-        if not isinstance(core.kernel, LinearKernel | LshKernel | LinformerKernel):
+        kernel = kernel_of(core.kernel)
+        if not isinstance(core.kernel, LinearKernel | LinformerKernel) and \
+                (kernel is None or kernel.scores):
             pairs = max(pairs, batch * core.heads * length * S)
         width = max(width, a.d_model, a.memory_dim, a.heads * max(a.head_dim, a.value_dim))
     if isinstance(spec, Transformer):

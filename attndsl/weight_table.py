@@ -15,7 +15,6 @@ from .spec import (
     Ffn,
     Learned,
     LinformerKernel,
-    LshKernel,
     Norm,
     RelativeBias,
     Transformer,
@@ -128,10 +127,10 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         elif isinstance(s.kernel, DeltaRule):
             delta(s, p)
         else:
-            from .mechanisms import query_rows  # (here: a mechanism's weights are Weights)
+            from .mechanisms import kernel_of, query_rows  # (a mechanism's weights are Weights)
 
             linear(f"{p}q_proj", s.heads * query_rows(s), s.d_model, "q" in s.bias)
-            if not isinstance(s.kernel, LshKernel):  # LSH: the keys are the queries
+            if not getattr(kernel_of(s.kernel), "shares_keys", False):  # keys: the queries
                 linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
             linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:

@@ -21,7 +21,8 @@ from attndsl.cli import main
 from attndsl.dtypes import round_to
 from attndsl.errors import UsageError
 from attndsl.ir import parameter_count
-from attndsl.spec import LshKernel, attentions_of
+from attndsl.mechanisms.lsh import LshKernel
+from attndsl.spec import attentions_of
 from attndsl.verify import make_inputs, tolerance
 
 from .conftest import EXAMPLES, plan_cover

@@ -10,7 +10,8 @@ import pytest
 
 import attndsl
 from attndsl.ir import parameter_count
-from attndsl.spec import LshKernel, attentions_of
+from attndsl.mechanisms.lsh import LshKernel
+from attndsl.spec import attentions_of
 from attndsl.verify import default_lengths
 
 from .conftest import EXAMPLES

@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 import attndsl
 from attndsl.backends import runtime
 from attndsl.cli import main
+from attndsl.errors import ExportError
 
 SPEC = "examples/mistral_local.attn"
 
@@ -233,7 +234,7 @@ def test_cuda_sessions_multiply_float32_in_float32(monkeypatch) -> None:
                         lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
     monkeypatch.setattr(ort, "InferenceSession", fake_session)
     for arena in (True, False):
-        with pytest.raises(Exception):
+        with pytest.raises(ExportError):
             runtime.make_session(b"not a model", "cuda", arena=arena)
     assert len(seen) == 2
     for providers in seen:

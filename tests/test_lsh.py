@@ -16,9 +16,9 @@ from transformers import ReformerConfig
 from transformers.models.reformer.modeling_reformer import LSHSelfAttention
 
 import attndsl
-from attndsl.backends import formulas
 from attndsl.backends.torch import TorchArrays
 from attndsl.cli import main
+from attndsl.mechanisms import lsh
 
 HEADS, HEAD_DIM, D_MODEL = 4, 16, 64
 
@@ -50,7 +50,7 @@ def _documented_normals(seed: int, n: int) -> list[float]:
 
 
 def test_rotations_follow_the_documented_draw() -> None:
-    got = formulas.lsh_rotations(seed=12345, heads=2, dim=3, rounds=2, buckets=6)
+    got = lsh.rotations(seed=12345, heads=2, dim=3, rounds=2, buckets=6)
     assert got.shape == (2, 3, 6)  # [heads, head_dim, rounds * buckets / 2]
     want = np.array(_documented_normals(12345, got.size), np.float32)
     np.testing.assert_array_equal(got.reshape(-1), want)
@@ -79,7 +79,7 @@ def test_matches_transformers_lsh_self_attention(causal: bool, rounds: int, buck
     state = module.state_dict()
     hf.query_key.weight.data = state["q_proj.weight"].clone()
     hf.value.weight.data = state["v_proj.weight"].clone()
-    rotations = torch.tensor(formulas.lsh_rotations(seed, HEADS, HEAD_DIM, rounds, buckets)
+    rotations = torch.tensor(lsh.rotations(seed, HEADS, HEAD_DIM, rounds, buckets)
                              ).reshape(HEADS, HEAD_DIM, rounds, buckets // 2)
     for L in (1, chunk - 1, chunk, chunk + 1, 3 * chunk + 2, 8 * chunk):
         Lp = -(-L // chunk) * chunk
@@ -170,10 +170,10 @@ def test_a_hashed_neighbour_is_attended_and_a_far_one_is_not() -> None:
     L, buckets, chunk = 32, 8, 4
     g = torch.Generator().manual_seed(0)
     q, v = torch.randn(1, 1, L, HEAD_DIM, generator=g), torch.randn(1, 1, L, HEAD_DIM, generator=g)
-    R = formulas.lsh_rotations(1, 1, HEAD_DIM, 1, buckets)
+    R = lsh.rotations(1, 1, HEAD_DIM, 1, buckets)
 
     def run(values: torch.Tensor) -> torch.Tensor:
-        return formulas.lsh_attention(TorchArrays(torch.device("cpu")), q, values, None, False,
+        return lsh.attend(TorchArrays(torch.device("cpu")), q, values, None, False,
                                       R, buckets, 1, chunk, 0.25)[0, 0]
 
     rotated = q[0, 0].numpy() @ R[0]  # the documented steps: buckets, order, chunks

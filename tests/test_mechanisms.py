@@ -57,7 +57,8 @@ def test_qk_norm_after_rope_norms_the_rotated_heads() -> None:
     ("kernel = delta_rule(key_heads = 2)\n    mask = causal",
      "`qk_norm_after_rope` does not apply to the delta rule"),
     ("latent = mla(kv_rank = 8, rope_dim = 4)", "qk_norm_after_rope"),
-    ("kernel = lsh(buckets = 4, chunk = 8)", "an LSH kernel's keys are its queries"),
+    ("kernel = lsh(buckets = 4, chunk = 8)",
+     "`qk_norm_after_rope` does not apply to an LSH kernel"),
 ])
 def test_qk_norm_after_rope_is_refused_where_it_cannot_apply(entries: str, words: str) -> None:
     text = (f"attention a {{\n    d_model = 64\n    heads = 4\n    position = rope(theta = 10)\n"

@@ -33,7 +33,7 @@ from ..rope_scaling import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
 __all__ = ["LOWEST", "activation", "alibi_bias", "document_positions",
-           "linear_attention", "lsh_attention", "lsh_rotations", "masked_softmax", "norm",
+           "linear_attention", "masked_softmax", "norm",
            "rope", "rope_frequencies", "sinusoidal_table", "softcap"]
 
 Array = Any
@@ -252,103 +252,3 @@ def document_positions(xp, segment_ids: Array) -> Array:
     run = xp.cumsum(xp.astype(first, "int64"), 1) - 1  # (B, L): the token's run, from 0
     starts, _ = xp.sort(xp.where(first, pos, pos + L))  # the runs' first positions, in order
     return pos - xp.take_along(starts, run, 1)
-
-
-LSH_SELF_SCORE = -1e5  # a token's score with itself (kept only when it has no other key)
-LSH_HIDDEN_SCORE = -1e9  # a masked key's score (finite, as Reformer's: every row has its self)
-LSH_NORM_EPS = 1e-6
-
-
-def lsh_rotations(seed: int, heads: int, dim: int, rounds: int, buckets: int) -> np.ndarray:
-    """The random rotations R [heads, dim, rounds * buckets / 2] (float32) of an LSH kernel,
-    drawn as docs/LANGUAGE.md (Kernels) says: standard normals by Box-Muller from the
-    Park-Miller stream (multiplier 48271, modulus 2^31 - 1) started at seed mod (2^31 - 2) + 1,
-    in C order of [heads, dim, rounds, buckets / 2]."""
-    P, M = 2147483647, 48271
-    n = heads * dim * rounds * (buckets // 2)
-    state = seed % (P - 1) + 1
-    u = np.empty(n + n % 2)
-    for t in range(len(u)):
-        state = state * M % P
-        u[t] = state / P
-    radius = np.sqrt(-2.0 * np.log(u[0::2]))
-    angle = 2.0 * np.pi * u[1::2]
-    z = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=-1).reshape(-1)[:n]
-    return z.reshape(heads, dim, rounds * (buckets // 2)).astype(np.float32)
-
-
-def lsh_attention(xp, q: Array, v: Array, kept: Array | None, causal: bool,
-                  rotations: Array, buckets: int, rounds: int, chunk: int,
-                  scale: float) -> Array:
-    """Reformer's LSH attention, docs/LANGUAGE.md (Kernels): q (B, H, L, d) the shared
-    query/key heads, v (B, H, L, dv), `kept` (B|1, L) the keys the padding mask shows (None:
-    all), `rotations` (H, d, rounds * buckets / 2) float32. Float32 throughout; returns
-    (B, H, L, dv) in v's dtype.
-
-    The L tokens are padded to Lp (a multiple of `chunk`, at least two) with hidden slots.
-    Per round, each token's bucket is the argmax of [xR, -xR]; hidden keys and slots take
-    bucket `buckets`. Sorting by bucket * Lp + position orders a round; the rounds' orders are
-    laid end to end and cut into chunks, and a chunk's queries see its own and the previous
-    chunk's keys (cyclically over all rounds' chunks; with L <= chunk the previous chunk holds
-    only empty slots, so a round sees its tokens once). Keys are the
-    queries over their RMS; a key the mask hides scores -1e9, the token itself -1e5. Each
-    round's output is merged by the softmax of the rounds' log-sum-exps."""
-    dtype = xp.dtype(v)
-    q, v = xp.astype(q, "float32"), xp.astype(v, "float32")
-    B, H, L, d, dv = xp.shape(q, 0), xp.shape(q, 1), xp.shape(q, 2), xp.shape(q, 3), \
-        xp.shape(v, 3)
-    c, half = chunk, buckets // 2
-    # at least two chunks a round: with L <= c the second holds only empty slots, so a
-    # chunk's previous one adds nothing and the round is standard attention, in one shape
-    Lp = xp.int_max((L + (c - 1)) // c, 2) * c
-    q, v = xp.pad(q, 2, Lp - L), xp.pad(v, 2, Lp - L)
-    pos = xp.arange(Lp)  # (Lp,)
-    real = pos < L
-    if kept is not None:  # (B|1, L) -> (B|1, 1, 1, Lp)
-        shown = xp.pad(xp.astype(kept, "int64"), 1, Lp - L) > 0
-        real = xp.reshape(real & shown, [-1, 1, 1, Lp])
-    # hash: per round, the argmax of [xR, -xR] over the round's buckets / 2 directions
-    rotated = xp.reshape(xp.matmul(q, xp.asarray(rotations, "float32")), [B, H, Lp, rounds, half])
-    bucket = xp.swap_last(xp.argmax(xp.concat([rotated, -rotated], axis=-1), axis=-1))
-    bucket = xp.where(real, bucket, xp.asarray(buckets, "int64"))  # (B, H, rounds, Lp)
-    order, idx = xp.sort(bucket * Lp + pos)  # per round: by bucket, then position
-    shown_key = order < buckets * Lp  # not a hidden key's bucket, not a padding slot
-    rows = xp.reshape(xp.arange(B * H) * Lp, [B, H, 1, 1])
-
-    def gather(t: Array, width: Array) -> Array:  # rows of (B, H, Lp, w) in sorted order
-        return xp.take(xp.reshape(t, [-1, width]), idx + rows, 0)  # (B, H, rounds, Lp, w)
-
-    qc = xp.reshape(gather(q, d), [B, H, -1, c, d])  # (B, H, N, c, d), N = rounds * Lp / c
-    vc = xp.reshape(gather(v, dv), [B, H, -1, c, dv])
-    pc = xp.reshape(idx, [B, H, -1, c])
-    sc = xp.reshape(shown_key, [B, H, -1, c])
-    kc = qc / xp.sqrt(xp.mean(qc * qc, axis=-1, keepdims=True) + LSH_NORM_EPS)
-
-    def look_back(t: Array) -> Array:  # the previous chunk's then the chunk's own, on axis 3
-        previous = xp.concat([xp.slice(t, 2, -1, None), xp.slice(t, 2, 0, -1)], axis=2)
-        return xp.concat([previous, t], axis=3)
-
-    k, vk, pk, sk = look_back(kc), look_back(vc), look_back(pc), look_back(sc)
-    s = xp.matmul(qc, xp.swap_last(k)) * scale  # (B, H, N, c, 2c)
-    q_pos, k_pos = pc[..., None], pk[:, :, :, None, :]
-    hidden = ~sk[:, :, :, None, :]
-    if causal:
-        hidden = hidden | (k_pos > q_pos)
-    s = xp.where(hidden, xp.asarray(LSH_HIDDEN_SCORE, "float32"), s)
-    s = xp.where(k_pos == q_pos, xp.asarray(LSH_SELF_SCORE, "float32"), s)
-    top = xp.amax(s, axis=-1, keepdims=True)
-    e = xp.exp(s - top)
-    total = xp.sum(e, axis=-1, keepdims=True)
-    # normalised by the sum itself, not by exp(-lse): near -1e5 (a token alone with itself)
-    # float32 holds the log-sum-exp only to 2^-7, which would scale the row by up to 0.4 %
-    o = xp.matmul(e / total, vk)  # (B, H, N, c, dv)
-    lse = top + xp.log(total)  # (B, H, N, c, 1)
-    _, back = xp.sort(idx)  # each position's place in its round's order
-    back = back + xp.reshape(xp.arange(B * H * rounds) * Lp, [B, H, rounds, 1])
-    o = xp.take(xp.reshape(o, [-1, dv]), back, 0)  # (B, H, rounds, Lp, dv)
-    if rounds > 1:
-        weight = xp.softmax(xp.take(xp.reshape(lse, [-1]), back, 0), axis=2)  # (B, H, r, Lp)
-        o = xp.sum(o * weight[..., None], axis=2, keepdims=False)
-    else:
-        o = xp.reshape(o, [B, H, Lp, dv])
-    return xp.astype(xp.take(o, xp.arange(L), 2), dtype)

@@ -94,8 +94,9 @@ def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGT
                    inferred: bool = False) -> tuple[tuple[dict[int, object], ...]]:
     """Per input, its dynamic axes (lengths up to `longest`, queries' and memory's); nested
     once because `Positional.forward` takes *args. `inferred`: every axis `Dim.DYNAMIC`, whose
-    ranges torch.export works out itself (an LSH layer's chunk arithmetic yields guards that
-    hold at every length but that it cannot prove against a declared range)."""
+    ranges torch.export works out itself (a kernel module with `inferred_shapes`: its chunk
+    arithmetic yields guards that hold at every length but that it cannot prove against a
+    declared range)."""
     if inferred:
         B = L = S = torch.export.Dim.DYNAMIC
     else:

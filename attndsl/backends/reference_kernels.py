@@ -12,7 +12,7 @@ import numpy as np
 from ..ir import Node
 from .reference_masks import mask_of
 
-__all__ = ["linear_attention", "lsh_attention"]
+__all__ = ["kernel", "linear_attention", "lsh_attention"]
 
 Env = dict[str, np.ndarray]
 
@@ -112,3 +112,8 @@ def lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
             weight /= weight.sum(1, keepdims=True)
             out[b, h] = (o_r * weight[..., None]).sum(1)
     return out
+
+
+def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A kernel module's `kernel` node, read by its name."""
+    return {"lsh": lsh_attention}[node.attr("kernel")](node, env, w)

@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ir import Graph, Node, Op, build
-from ..mechanisms import MECHANISMS
-from ..spec import Attention, LshKernel, Transformer, attentions_of
+from ..mechanisms import MECHANISMS, kernel_of
+from ..spec import Attention, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
 from .cache_slots import bounded_present
@@ -339,7 +339,8 @@ def export_program(spec: Attention | Transformer, module: nn.Module,
 
     names = input_names(spec)
     example = example_inputs(spec, dtype=torch_dtype(dtype))
-    hashed = any(isinstance(a.kernel, LshKernel) for a in attentions_of(spec))
+    hashed = any(getattr(kernel_of(a.kernel), "inferred_shapes", False)
+                 for a in attentions_of(spec))
     program = torch.export.export(Positional(module.eval(), names),
                                   tuple(example[n] for n in names),
                                   dynamic_shapes=dynamic_shapes(names, longest(spec), hashed))

@@ -1,6 +1,6 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
 core by length): the by_length switch, Linformer's sequence projection, linear attention,
-LSH attention, the gated delta rule, and a mixture of experts' router and experts, each
+a kernel module's core, the gated delta rule, and a mixture of experts' router and experts, each
 `(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..ir import Node, Op
+from ..mechanisms import KERNELS
 from ..spec import RUNTIME_INPUTS
 from . import formulas
 from .delta import (
@@ -142,17 +143,16 @@ def _rows(m: nn.Module, node: Node, env: Env) -> Tensor:
     return _arg(node, env)[:, :, node.attr("start"):node.attr("stop")]
 
 
-@impl(Op.LSH_ATTENTION)
-def _lsh_attention(m: nn.Module, node: Node, env: Env) -> Tensor:
-    q, v = _arg(node, env, 0), _arg(node, env, 1)
-    kept = None
-    if node.attr("keys") != masks.Full():  # the keys the padding mask shows, (B, L)
-        kept = kept_keys(node.attr("keys"), q.shape[2], env, q.device).reshape(-1, q.shape[2])
-    rotations = formulas.lsh_rotations(node.attr("seed"), q.shape[1], q.shape[3],
-                                       node.attr("rounds"), node.attr("buckets"))
-    return formulas.lsh_attention(TorchArrays(q.device), q, v, kept, node.attr("causal"),
-                                  rotations, node.attr("buckets"), node.attr("rounds"),
-                                  node.attr("chunk"), node.attr("scale"))
+@impl(Op.KERNEL)
+def _kernel(m: nn.Module, node: Node, env: Env) -> Tensor:
+    """A kernel module's core, from its module (mechanisms.KERNELS)."""
+    kernel = KERNELS[node.attr("kernel")]
+    heads = [_arg(node, env, i) for i in range(2 if kernel.shares_keys else 3)]
+    q, k, v = (heads[0], None, heads[1]) if kernel.shares_keys else heads
+    kept, attrs = None, dict(node.attrs[1:])
+    if attrs.get("keys", masks.Full()) != masks.Full():  # the keys its mask shows, (B|1, n)
+        kept = kept_keys(attrs["keys"], q.shape[2], env, q.device).reshape(-1, q.shape[2])
+    return kernel.apply(TorchArrays(q.device), q, k, v, kept, **attrs)
 
 
 @impl(Op.ROUTE)

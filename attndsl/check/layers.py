@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from .. import ast
 from .. import masks as m
-from ..mechanisms import MECHANISMS
+from ..mechanisms import MECHANISMS, kernel_of
 from ..source import Span
 from ..spec import (
     Alibi,
@@ -15,7 +15,6 @@ from ..spec import (
     DeltaRule,
     LinearKernel,
     LinformerKernel,
-    LshKernel,
     Rope,
     Sinusoidal,
     Softmax,
@@ -159,9 +158,9 @@ class Layers(Latents):
             failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
             failed |= self.check_linformer(mask, position, at)
-        if isinstance(kernel, LshKernel) and mask is not None:
-            failed |= self.check_lsh(e, kernel, kind, kv_heads != heads, bias, mask, position,
-                                     dropout, at, heads * head_dim)
+        if mask is not None:
+            failed |= self.check_kernel(e, kernel, kind, heads, kv_heads, head_dim, bias, mask,
+                                        position, dropout, at)
         if failed:
             return None
         attn = Attention(
@@ -247,6 +246,13 @@ class Layers(Latents):
             if item is not None:
                 raise self.error(f"a by_length variant cannot use {why}", item.span,
                                  hint=f"give the {name} layer its own attention")
+        for item, v in zip(e.items, variants, strict=True):
+            module = kernel_of(v.attention.kernel)
+            if module is not None and module.own_projections:
+                raise self.error(f"a by_length variant cannot use {module.described}: "
+                                 f"{module.own_projections}", item.span,
+                                 hint=f"give the {_named(module.described)} layer its own "
+                                      "attention")
         if sum(isinstance(v.attention.kernel, LinformerKernel) for v in variants) > 1:
             raise self.error("at most one variant may use a Linformer kernel (its E and F "
                              "are the layer's)", e.span)
@@ -322,11 +328,14 @@ _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale",
 # kernels whose projections are their own: (kernel, why a variant cannot use it, its name)
 _OWN_PROJECTIONS = (
     (DeltaRule, "the delta rule: it has its own projections, while the variants share q, k "
-                "and v", "delta-rule"),
-    (LshKernel, "an LSH kernel: its keys are its queries, while the variants share one k "
-                "projection", "LSH"))
+                "and v", "delta-rule"),)
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 PROJECTIONS = ("q", "k", "v", "o")
+
+
+def _named(described: str) -> str:
+    """A kernel's name from its description: `a Linformer kernel` -> `Linformer`."""
+    return described.split(" ", 1)[1].removesuffix(" kernel")
 
 
 def _divisors(n: int) -> list[int]:

@@ -1,9 +1,7 @@
 """The IR of one attention: projections, heads, positions, caches and the core (scores, biases,
-score modifiers, mask, softmax), or a kernel's own node (linear, LSH)."""
+score modifiers, mask, softmax), or a kernel's own node (linear, a kernel module's)."""
 
 from __future__ import annotations
-
-import functools
 
 from .. import masks, mechanisms
 from ..shapes import T, TensorType
@@ -14,7 +12,6 @@ from ..spec import (
     Learned,
     LinearKernel,
     LinformerKernel,
-    LshKernel,
     Norm,
     RelativeBias,
     Rope,
@@ -78,8 +75,11 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    heads=s.heads, dim=s.head_dim)
         v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),
                    heads=s.kv_heads, dim=s.value_dim)
-        if isinstance(s.kernel, LshKernel):  # shared query/key heads: no k, no norms, no RoPE
-            o = mechanisms.expand(site, "merged", _lsh(b, s, p, q, v), "merged")
+        kernel = mechanisms.kernel_of(s.kernel)
+        if kernel is not None and kernel.shares_keys:  # keys are the queries: no k, no RoPE
+            o = b.emit(Op.MERGE_HEADS, f"{p}merged", (kernel.expand(site, s.kernel, q, None, v),),
+                       T("B", "L", s.heads * s.value_dim))
+            o = mechanisms.expand(site, "merged", o, "merged")
             return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
         k = mechanisms.expand(site, "projected", linear("k", kv, "k_proj",
                                                         s.kv_heads * s.head_dim, n), "k")
@@ -132,20 +132,6 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")
     return o
-
-
-def _lsh(b: GraphBuilder, s: Attention, p: str, q: str, v: str) -> str:
-    """Reformer's LSH attention on the shared query/key heads: `keys` is the mask's padding
-    part (the keys it shows), `causal` whether it is causal too."""
-    kernel = s.kernel
-    pads = [m for m in masks.primitives(s.mask) if isinstance(m, masks.Padding)]
-    keys = functools.reduce(masks.And, pads) if pads else masks.Full()
-    causal = any(isinstance(m, masks.Causal) for m in masks.primitives(s.mask))
-    o = b.emit(Op.LSH_ATTENTION, f"{p}attn", (q, v, *s.runtime_inputs),
-               T("B", s.heads, "L", s.value_dim), buckets=kernel.buckets,
-               rounds=kernel.rounds, chunk=kernel.chunk, seed=kernel.seed, scale=s.scale,
-               causal=causal, keys=keys)
-    return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", s.heads * s.value_dim))
 
 
 def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v: str, n: str,

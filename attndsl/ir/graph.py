@@ -62,7 +62,7 @@ class Op(enum.Enum):
     # attention_mask) -> (B, H, L + dk, dv): the outputs, then the final state's dk rows
     DELTA_RULE = "delta_rule"
     ROWS = "rows"  # x[:, :, start:stop] (negative: from the end): a packed output's parts
-    LSH_ATTENTION = "lsh_attention"  # Reformer: shared-QK heads hashed, sorted, chunked
+    KERNEL = "kernel"  # a kernel module's core (mechanisms.KERNELS): its attributes its own
 
 
 @dataclass(frozen=True)

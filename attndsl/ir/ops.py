@@ -66,6 +66,19 @@ def _apply(node: Node, a: Sequence[TensorType]) -> str | None:
     return _rank(3, 4)(node, a)
 
 
+def _kernel(node: Node, a: Sequence[TensorType]) -> str | None:
+    """The kernel module's own attributes, on heads (B, heads, L, value_dim)."""
+    from ..mechanisms import KERNELS
+
+    kernel = KERNELS.get(node.attr("kernel"))
+    if kernel is None:
+        return f"no kernel module {node.attr('kernel')!r}"
+    keys = tuple(k for k, _ in node.attrs[1:])
+    if keys != kernel.attributes:
+        return f"attributes {list(keys)} must be the kernel's {list(kernel.attributes)}"
+    return _rank(4)(node, a)
+
+
 def _split(node: Node, a: Sequence[TensorType]) -> str | None:
     h, d = node.attr("heads"), node.attr("dim")
     b, n, width = a[0].dims
@@ -203,8 +216,7 @@ _DEFS = [
     OpDef(Op.DELTA_RULE, (5, 7), ("chunk", "scale", "weights", "padding", "decoding"),
           rule=_rank(4), tensors=("weights",)),
     OpDef(Op.ROWS, (1, 1), ("start", "stop"), rule=_rank(3, 4)),
-    OpDef(Op.LSH_ATTENTION, (2, 3), ("buckets", "rounds", "chunk", "seed", "scale", "causal",
-                                     "keys"), rule=_rank(4)),
+    OpDef(Op.KERNEL, (2, 6), ("kernel",), open=True, rule=_kernel),
 ]
 OPS: dict[Op, OpDef] = {
     d.op: d if d.op in (Op.INPUT, Op.MASK) else OpDef(d.op, d.operands, d.required, d.optional,

@@ -10,25 +10,36 @@ import importlib
 import pkgutil
 from typing import Any
 
-from .base import HOOKS, Mechanism, Site, Where
+from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
 
-__all__ = ["HOOKS", "MECHANISMS", "SCORED", "Mechanism", "Site", "Where", "at", "core",
-           "expand", "modifiers", "projected", "query_rows", "score", "softmax_attrs"]
+__all__ = ["HOOKS", "KERNELS", "MECHANISMS", "SCORED", "Kernel", "KernelWhere", "Mechanism",
+           "Site", "Where", "at", "core", "expand", "kernel_of", "modifiers", "projected",
+           "query_rows", "score", "softmax_attrs"]
 
 
-def _found() -> dict[str, Mechanism]:
-    found = []
-    for info in pkgutil.iter_modules(__path__):
+def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
+    found, kernels = [], {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name != "base":
             module = importlib.import_module(f"{__name__}.{info.name}")
-            found.append(module.MECHANISM)
+            if hasattr(module, "KERNEL"):
+                kernels[module.KERNEL.name] = module.KERNEL
+            else:
+                found.append(module.MECHANISM)
     found.sort(key=lambda m: (HOOKS.index(m.hook), m.key))
-    return {m.key: m for m in found}
+    return {m.key: m for m in found}, kernels
 
 
-MECHANISMS: dict[str, Mechanism] = _found()
+# the mechanisms by key; the kernel modules (`kernel = name(...)`) by name
+MECHANISMS, KERNELS = _found()
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
+
+
+def kernel_of(value: Any) -> Kernel | None:
+    """The kernel module of a spec's `kernel` value (its class's `name`), or None for the
+    softmax and the kernels that are not modules yet."""
+    return KERNELS.get(getattr(type(value), "name", None))
 
 
 def softmax_attrs(site: Site) -> dict[str, Any]:

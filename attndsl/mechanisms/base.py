@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["HOOKS", "Mechanism", "Site", "Where"]
+__all__ = ["HOOKS", "Kernel", "KernelWhere", "Mechanism", "Site", "Where"]
 
 HOOKS = ("projected", "heads", "rotated", "query", "scores", "softmax", "merged")
 
@@ -142,4 +142,82 @@ class Mechanism:
         """The arithmetic of its `apply` nodes over the array namespace `xp` (torch and
         ONNX from this one text): x (B, h, n, d) heads, pos int64 positions (n, 1) or
         (B, 1, n, 1) when decoding."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class KernelWhere:
+    """What a kernel's `conflicts` may read of the attention being checked: its entries
+    (key -> ast.Entry), kind, heads, kv heads, features per head, biased projections, mask,
+    position, dropout, and `at(key)`, where an entry is written."""
+
+    entries: dict
+    kind: str
+    heads: int
+    kv_heads: int
+    head_dim: int
+    bias: tuple[str, ...] | None
+    mask: Any
+    position: Any
+    dropout: float | None
+    at: Callable[[str], Any]
+
+
+class Kernel:
+    """One attention kernel other than the softmax (`kernel = name(...)`): a module
+    `attndsl/mechanisms/<name>.py` defines `KERNEL`, an instance of a subclass, found by its
+    presence. Its core is one `kernel` node (`expand`), whose arithmetic (`apply`) both
+    backends run over their array namespace; what the planner, verify, bench, show and the
+    decoding check must know of it are the attributes below."""
+
+    name: str  # the call: `kernel = lsh(...)`
+    params: tuple[tuple[str, bool], ...] = ()  # (parameter, required)
+    described: str = ""  # how a diagnostic names it ("an LSH kernel")
+    # its keys are its queries: no k projection, and nothing that transforms q or k apart
+    shares_keys: bool = False
+    # why a by_length variant cannot use it (the variants share the layer's projections)
+    own_projections: str | None = None
+    scores: bool = True  # whether it forms a [B, H, L, S] score per pair
+    # why a decoding step cannot run it (said after "`name` uses {described}, "), or None
+    undecodable: str | None = None
+    # torch.export cannot prove its shape guards against declared length ranges
+    inferred_shapes: bool = False
+    # the IR attributes of its `kernel` node (after `kernel`), plain values; `keys`, when
+    # present, is the mask of the keys it sees (padding), which the backends evaluate
+    attributes: tuple[str, ...] = ()
+
+    def read(self, c: Any, args: dict) -> Any:
+        """The spec's value from the call's arguments by parameter (`c` is the checker)."""
+        raise NotImplementedError
+
+    def conflicts(self, c: Any, value: Any, where: KernelWhere) -> bool:
+        """Report what the attention sets that the kernel cannot honour; True if any."""
+        return False
+
+    def lengths(self, value: Any) -> dict[int, str]:
+        """Lengths `verify` should check by default, each with why."""
+        return {}
+
+    def pairs(self, value: Any, batch: int, length: int) -> int | None:
+        """The (b, q, k) pairs it scores at this shape (bench's count), or None where the
+        mask's visible pairs are the count."""
+        return None
+
+    def describe(self, value: Any) -> str | None:
+        """A line `show` adds under the mask's picture, or None."""
+        return None
+
+    def mask(self, node: Any) -> Any:
+        """The mask its `kernel` node honours (the planner's view of the core)."""
+        raise NotImplementedError
+
+    def expand(self, site: Site, value: Any, q: str, k: str | None, v: str) -> str:
+        """Its `kernel` node on the q, k (None where `shares_keys`) and v heads: the value
+        heads (B, heads, L, value_dim) it makes."""
+        raise NotImplementedError
+
+    def apply(self, xp: Any, q: Any, k: Any, v: Any, kept: Any, **attrs: Any) -> Any:
+        """Its arithmetic over the array namespace `xp` (torch and ONNX from this one
+        text): q, k (None where `shares_keys`), v heads; `kept` (B|1, n) the keys its `keys`
+        mask shows, or None for all."""
         raise NotImplementedError

@@ -11,9 +11,8 @@ from typing import Any, ClassVar
 from ..blocks import Norm
 from ..ir.graph import Op
 from ..shapes import T
-from ..spec import LshKernel
 from ..weight_table import Weight
-from .base import Mechanism, Site, Where
+from .base import Mechanism, Site
 
 __all__ = ["MECHANISM"]
 
@@ -38,14 +37,6 @@ class _QkNorm(Mechanism):
         table = {name: tuple(Param(p, required) for p, required in params)
                  for name, params in self.forms.items()}
         return c.norm_value(e, placement=False, table=table)[0]
-
-    def conflicts(self, c: Any, value: Norm, where: Where) -> bool:
-        if isinstance(where.kernel, LshKernel):
-            c.error(f"`{self.key}` does not apply to an LSH kernel (its keys are normalised "
-                    "queries and its chunks are its sparsity)", where.entries[self.key].key_span,
-                    hint=f"remove `{self.key}`")
-            return True
-        return False
 
     def weights(self, value: Norm, spec: Any, prefix: str) -> list[Weight]:
         if not value.weighted:

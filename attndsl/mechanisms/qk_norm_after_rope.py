@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 from ..blocks import Norm
 from ..ir.graph import Op
 from ..shapes import T
-from ..spec import LshKernel
 from ..weight_table import Weight
 from .base import Mechanism, Site, Where
 
@@ -37,13 +36,14 @@ class _QkNormAfterRope(Mechanism):
         return Norm(kind, eps, offset)
 
     def conflicts(self, c: Any, value: Norm, where: Where) -> bool:
+        from . import kernel_of
+
         entries, problem = where.entries, None
         if "qk_norm" in entries and not _none(entries["qk_norm"].value):
             problem = ("one qk norm: `qk_norm` norms q and k before RoPE, "
                        "`qk_norm_after_rope` after it", "remove one of them")
-        elif isinstance(where.kernel, LshKernel):
-            problem = ("an LSH kernel's keys are its queries, never rotated apart",
-                       "remove `qk_norm_after_rope`")
+        elif getattr(kernel_of(where.kernel), "shares_keys", False):
+            return False  # keys that are the queries: the kernel refuses every q, k transform
         elif "position" not in entries or _none(entries["position"].value):
             problem = ("`qk_norm_after_rope` norms the rotated q and k: without `position = "
                        "rope(...)` nothing is rotated", "use `qk_norm` instead")

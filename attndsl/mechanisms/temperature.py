@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 from ..ir.graph import Op
 from ..shapes import T
-from ..spec import LshKernel
-from .base import Mechanism, Site, Where
+from .base import Mechanism, Site
 
 __all__ = ["MECHANISM", "Temperature"]
 
@@ -41,14 +40,6 @@ class _Temperature(Mechanism):
             raise c.error(f"the temperature scale must be a number >= 0 that float32 can "
                           f"hold, found {scale:g}", args["scale"].span)
         return Temperature(c.positive(args["floor"], "the temperature floor"), scale)
-
-    def conflicts(self, c: Any, value: Temperature, where: Where) -> bool:
-        if isinstance(where.kernel, LshKernel):
-            c.error("an LSH kernel's keys are its queries: scaling queries by position "
-                    "would scale the keys too", where.at(self.key),
-                    hint="remove `temperature`, or use another kernel")
-            return True
-        return False
 
     def expand(self, site: Site, value: Temperature, x: str, part: str) -> str:
         s = site.spec  # queries only, at their token positions

@@ -6,7 +6,7 @@ attention core (`cores`) is offered to the strategies in their order (`strategie
 by priority); the first whose `match` applies takes it (else `dense`, the masked L x S form),
 and the notes of those that did not apply are its reasons. A fusing strategy replaces the
 softmax core (repeat_kv .. merge_heads) by one `attention` node naming it, found by the core's
-node identities; the linear and LSH kernels keep their own nodes.
+node identities; the kernels keep their own nodes (linear, a kernel module's `kernel`).
 
 `portable` is never planned: it is the dense standard-op export (the baseline), made by
 torch.onnx.export. Choices never change results; `attndsl verify` checks every target.

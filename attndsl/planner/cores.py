@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import masks as m
 from ..ir import Graph, Node, Op, all_nodes
-from ..mechanisms import SCORED
+from ..mechanisms import KERNELS, SCORED
 from ..spec import MAX_LENGTH, Sparsity
 from .cover import INF
 
@@ -16,9 +16,9 @@ __all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores",
            "padding_only", "render_choices", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
-# the cores whose kernel is one node of its own, by that node's op (Linformer's is its
-# seq_project on the keys)
-_KERNEL_OPS = {Op.LINEAR_ATTENTION: "linear", Op.LSH_ATTENTION: "lsh"}
+# the cores whose kernel is one node of its own (Linformer's is its seq_project on the keys;
+# a kernel module's, its `kernel` node)
+_KERNEL_OPS = {Op.LINEAR_ATTENTION: "linear"}
 # the ops of a softmax attention core, from the repeated kv heads to the merged heads
 CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.MASK, Op.SOFTMAX, Op.ATTEND,
                       Op.MERGE_HEADS, *(mechanism.op for mechanism in SCORED.values())})
@@ -48,8 +48,8 @@ class Core:
 
     prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
     # a kernel's core, which keeps its own nodes: "linear" (no softmax core to replace),
-    # "linformer" (softmax over k projected rows), "lsh" (hashed, sorted and chunked); ""
-    # for a softmax core
+    # "linformer" (softmax over k projected rows), a kernel module's name
+    # (`mechanisms.KERNELS`); "" for a softmax core
     kernel: str
     kind: str  # self | cross
     heads: int
@@ -120,15 +120,17 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         own = _members(node, by_name)
         one = {op: ns[0] for op, ns in own.items()}
         attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
-        if attend.op not in (Op.ATTEND, Op.LINEAR_ATTENTION, Op.LSH_ATTENTION):
+        if attend.op not in (Op.ATTEND, Op.LINEAR_ATTENTION, Op.KERNEL):
             continue  # no attention core (the delta rule's heads, normed): nothing to plan
         bias, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTMAX)
         modifiers = tuple((key, mech.fused(one[mech.op])) for key, mech in SCORED.items()
                           if mech.op in one)
-        linear, lsh = attend.op is Op.LINEAR_ATTENTION, attend.op is Op.LSH_ATTENTION
-        kernel = _KERNEL_OPS.get(attend.op, "")
-        q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],) if lsh else
-                               (*attend.args[:2], attend.args[-1]) if linear else
+        module = KERNELS[attend.attr("kernel")] if attend.op is Op.KERNEL else None
+        kernel = module.name if module else _KERNEL_OPS.get(attend.op, "")
+        q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],)
+                               if module and module.shares_keys else
+                               tuple(attend.args[:3]) if module else
+                               (*attend.args[:2], attend.args[-1]) if kernel == "linear" else
                                (*scores.args, attend.args[-1]))
         (q, q_ops), (k, k_ops), (v, v_ops) = trace(q_src), trace(k_src), trace(v_src)
         paired = Op.VALUE_PAIRS in v_ops  # two kv heads' values (a value_pairs node)
@@ -143,7 +145,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
             scale=scores.attr("scale") if scores else None,
             modifiers=modifiers,
             bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
-            mask=mask.attr("expr") if mask else _lsh_mask(attend) if lsh else m.Full(),
+            mask=mask.attr("expr") if mask else module.mask(attend) if module else m.Full(),
             sparsity=mask.attr("sparsity") if mask else Sparsity("auto"),
             prepared=bool(q_ops & {Op.ROPE, Op.NORM, Op.JOIN_HEADS}),
             members=frozenset(n.out for ns in own.values() for n in ns), out=node.out,
@@ -167,14 +169,6 @@ def _members(merge: Node, by_name: dict[str, Node]) -> dict[Op, list[Node]]:
         own.setdefault(n.op, []).append(n)
         stack += [by_name[a] for a in n.args if a in by_name and by_name[a].op in CORE_OPS]
     return own
-
-
-def _lsh_mask(attend: Node) -> m.Mask:
-    """An LSH core's mask, from its node: causal, & its padding."""
-    keys = attend.attr("keys")
-    if not attend.attr("causal"):
-        return keys
-    return m.Causal() if keys == m.Full() else m.And(m.Causal(), keys)
 
 
 def where(prefix: str, graph: Graph) -> tuple[str, str]:

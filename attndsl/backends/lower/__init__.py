@@ -52,9 +52,9 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     (`exported.Exported` writes them one at a time); else they are in the model.
     `strategies`: the lowering of each fused strategy by the name its `attention` nodes carry
     (`attndsl.strategies.LOWERINGS`): the strategies sit above the lowering and use its
-    builder, so the caller that composes the two passes them in. The linear and LSH kernels'
-    own ops are lowered by their strategies' `@lower` functions, registered when
-    `attndsl.strategies` is imported (as a caller passing `LOWERINGS` has done)."""
+    builder, so the caller that composes the two passes them in. The linear kernel's own
+    op is lowered by its strategy's `@lower` function, registered when `attndsl.strategies`
+    is imported (as a caller passing `LOWERINGS` has done); a kernel module's by its module."""
     b = Builder(dtype)
     lw = Lowering(b, weights)
     lw.strategies = strategies

@@ -8,7 +8,7 @@ import numpy as np
 from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Node, Op
-from ...mechanisms import MECHANISMS
+from ...mechanisms import KERNELS, MECHANISMS
 from ...quantize import block_shapes, quantize
 from .. import formulas
 from ..cache_slots import bounded_present
@@ -314,6 +314,19 @@ def _apply(lw: Lowering, node: Node) -> str:
     elif mechanism.reads_positions:
         pos = lw.arange(lw.dim(x.name, 2))[:, None]  # (n, 1)
     return mechanism.apply(lw.xp, x, pos, **attrs).name
+
+
+@lower(Op.KERNEL)
+def _kernel(lw: Lowering, node: Node) -> str:
+    """A kernel module's core, from its module: the keys its `keys` mask shows first."""
+    kernel = KERNELS[node.attr("kernel")]
+    heads = [lw.sym(node, i) for i in range(2 if kernel.shares_keys else 3)]
+    q, k, v = (heads[0], None, heads[1]) if kernel.shares_keys else heads
+    kept, attrs = None, dict(node.attrs[1:])
+    if attrs.get("keys", masks.Full()) != masks.Full():  # (B|1, n)
+        n = lw.dim(q.name, 2)
+        kept = lw.xp.reshape(kept_keys(lw, attrs["keys"], n), [-1, n])
+    return kernel.apply(lw.xp, q, k, v, kept, **attrs).name
 
 
 @lower(Op.ROPE)
