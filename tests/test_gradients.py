@@ -16,8 +16,9 @@ import pytest
 import torch
 
 import attndsl
-from attndsl.backends import reference, torch_attention
+from attndsl.backends import reference
 from attndsl.ir import build
+from attndsl.planner import torch_paths
 from attndsl.verify import make_inputs
 
 from .conftest import EXAMPLES
@@ -70,14 +71,14 @@ def _check(layer, length: int, path: str) -> None:
         assert float((g32[k] - g).abs().max()) <= 2e-3 * max(1.0, float(g.abs().max())), k
 
 
-# `blocks`: the planned module with attndsl's block-sparse form at every shape (at small ones
-# `auto` runs a bias-free block-sparse attention as SDPA with its mask: torch_attention)
+# `blocks`: the module planned with attndsl's block-sparse form at every shape (at small ones
+# `auto` plans a bias-free block-sparse attention to run as SDPA with its mask: torch_paths)
 PATHS = ["auto", "blocks", "dense"]
 
 
 def _path(torch_path: str, monkeypatch) -> str:
     if torch_path == "blocks":
-        monkeypatch.setattr(torch_attention, "SDPA_PAIRS", 0)
+        monkeypatch.setattr(torch_paths, "SDPA_SIDE", 0)
         return "auto"
     return torch_path
 

@@ -15,6 +15,7 @@ from attndsl.backends import reference
 from attndsl.cli import main
 from attndsl.errors import UsageError
 from attndsl.ir import build
+from attndsl.planner import torch_paths
 from attndsl.verify import make_inputs
 
 from .conftest import ROOT
@@ -67,13 +68,11 @@ def test_flex_forward_is_the_oracles_on_cpu() -> None:
 
 
 def test_block_sparse_is_the_oracles_at_many_blocks(monkeypatch) -> None:
-    """The default path, several query blocks and a partial last one, with biases; in the
-    block-sparse form (SDPA_PAIRS = 0) and as small shapes run it (SDPA with the mask where
+    """The default path, several query blocks and a partial last one, with biases; planned in
+    the block-sparse form (SDPA_SIDE = 0) and as small shapes run it (SDPA with the mask where
     there is no bias, softcap or sink)."""
-    from attndsl.backends import torch_attention
-
-    for pairs in (0, torch_attention.SDPA_PAIRS):
-        monkeypatch.setattr(torch_attention, "SDPA_PAIRS", pairs)
+    for side in (0, torch_paths.SDPA_SIDE):
+        monkeypatch.setattr(torch_paths, "SDPA_SIDE", side)
         for layer in _layers():
             module = layer.to_torch(seed=1)
             for length in (200, 1):

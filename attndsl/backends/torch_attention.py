@@ -1,5 +1,8 @@
 """The torch module's fused attention (`attention` nodes of a planned module, planner.torch_paths):
-PyTorch's own fast paths where the mask allows, attndsl's block-sparse form elsewhere.
+PyTorch's own fast paths where the mask allows, attndsl's block-sparse form elsewhere. Each node
+runs the path its plan names (`strategy`), and a block_sparse node the function its planned rule
+picks (`torch_paths.block_sparse_kernel` on the node's `flex` and `sdpa_side`): nothing here
+chooses a path of its own.
 
 - `sdpa`: F.scaled_dot_product_attention, with `is_causal` (no mask tensor) for plain causal
   or unmasked attention, else a boolean L x S mask (1 byte a pair; the fused kernels keep no
@@ -8,9 +11,9 @@ PyTorch's own fast paths where the mask allows, attndsl's block-sparse form else
   biases as a float mask.
 - `block_sparse`: per block of n queries, only the K key blocks the planner's cover reaches (the
   ONNX lowering's form, strategies/block_sparse.py, in torch ops with autograd): memory grows
-  with L x K*n. On CUDA, or on request, FlexAttention runs it instead (`flex`); at small shapes
-  (`SDPA_PAIRS`) without biases, score modifiers or sinks, `sdpa` with the mask does.
-- `flex`: torch's FlexAttention, compiled once per shape family, with a BlockMask from the
+  with L x K*n (`_blocks`). Where its rule says, FlexAttention (`_flex`) or, at small shapes,
+  `sdpa` with the mask runs it instead.
+- `_flex`: torch's FlexAttention, compiled once per shape family, with a BlockMask from the
   mask's own `visible` (masks.evaluate) as its mask_mod and the score formulas (ALiBi, T5
   buckets, score modifiers) as its score_mod. Torch 2.13 has no FlexAttention backward on the
   CPU."""
@@ -28,7 +31,7 @@ from torch import Tensor, nn
 from .. import masks, mechanisms
 from ..errors import UsageError
 from ..ir import Node
-from ..planner.torch_paths import SDPA_SIDE
+from ..planner.torch_paths import SDPA_SIDE, block_sparse_kernel
 from ..positions import alibi_slopes, t5_bucket_float32
 from . import formulas
 from .torch_arrays import TorchArrays
@@ -37,9 +40,8 @@ from .torch_masks import mask_context, visible
 __all__ = ["attention", "score_bias"]
 
 Env = dict[str, Tensor]
-# Up to this many query-key pairs a block-sparse attention without a score bias, score
-# modifier or sink logits runs as SDPA with its boolean mask (planner.torch_paths.SDPA_SIDE;
-# the tests set it to 0 to run the blocks at small shapes)
+# `_boolean_mask` keeps masks of up to 4 x SDPA_PAIRS pairs (the planned SDPA switch's default
+# size, planner.torch_paths.SDPA_SIDE)
 SDPA_PAIRS = SDPA_SIDE * SDPA_SIDE
 
 
@@ -47,13 +49,9 @@ def attention(m: nn.Module, node: Node, env: Env) -> Tensor:
     """An `attention` node: (B, L, H * dv) from q (B, H, L, d), k and v (B, Hkv, S, d)."""
     q, k, v = (env[node.args[i]] for i in range(3))
     if node.attr("strategy") == "block_sparse":
-        if _takes_flex(m, node, q):
-            out = _flex(m, node, env, q, k, v)
-        elif q.shape[2] * k.shape[2] <= SDPA_PAIRS and not (
-                node.attr("bias") or mechanisms.modifiers(node) or node.attr("sinks")):
-            out = _sdpa(m, node, env, q, k, v)  # few blocks: SDPA's fused kernel is faster
-        else:
-            out = _blocks(m, node, env, q, k, v)
+        run = block_sparse_kernel(dict(node.attrs), q.device.type, q.shape[2] * k.shape[2],
+                                  m.training)
+        out = {"flex": _flex, "sdpa": _sdpa, "blocks": _blocks}[run](m, node, env, q, k, v)
     else:
         out = _sdpa(m, node, env, q, k, v)
     return out.transpose(1, 2).flatten(2)
@@ -61,21 +59,6 @@ def attention(m: nn.Module, node: Node, env: Env) -> Tensor:
 
 def _dropout(m: nn.Module, node: Node) -> float:
     return dict(node.attrs).get("dropout", 0.0) if m.training else 0.0
-
-
-def _takes_flex(m: nn.Module, node: Node, q: Tensor) -> bool:
-    """FlexAttention runs a block-sparse node on CUDA (or where the module's path is `flex`)
-    unless the node has sink logits or trains with dropout, which it has no place for."""
-    path = getattr(m, "attention_path", "auto")
-    if path == "dense" or not (q.is_cuda or path == "flex"):
-        return False
-    if node.attr("sinks") is not None or _dropout(m, node):
-        return False
-    if not q.is_cuda and torch.is_grad_enabled() and q.requires_grad:
-        raise UsageError("path = 'flex' on the CPU: torch's FlexAttention has no CPU backward; "
-                         "train with path = 'auto' (attndsl's block-sparse form), or run "
-                         "under torch.no_grad()")
-    return True
 
 
 def _sdpa(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
@@ -221,6 +204,10 @@ def _flex(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -
     BlockMask per length."""
     from torch.nn.attention.flex_attention import create_block_mask
 
+    if not q.is_cuda and torch.is_grad_enabled() and q.requires_grad:
+        raise UsageError("path = 'flex' on the CPU: torch's FlexAttention has no CPU backward; "
+                         "train with path = 'auto' (attndsl's block-sparse form), or run "
+                         "under torch.no_grad()")
     B, _, L, _ = q.shape
     S = k.shape[2]
     cache = m.__dict__.setdefault("_flex_cache", {})

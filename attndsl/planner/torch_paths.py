@@ -1,32 +1,64 @@
 """The torch module's plan: how each attention of a one-pass graph runs in PyTorch, and why
-(`explain --target torch`). Torch-free, like the rest of the planner; the paths themselves
-are backends/torch_attention.py.
+(`explain --target torch`). Torch-free, like the rest of the planner; the paths' functions are
+backends/torch_attention.py, which runs what this plan says.
+
+Each attention that keeps no nodes of its own (`_own`: kernels, decoding, by_length branches,
+path = 'dense') is offered to `TORCH_PATHS` in order; the first whose `match` applies takes it,
+else `dense` (the graph's own nodes):
 
 - `block_sparse` where the mask's cover is a bounded band (the ONNX targets' block_sparse
   match, the same cover and block size): attndsl's block-sparse form, trainable on every
-  device, FlexAttention on CUDA;
+  device. What runs it is planned too, as plain node attributes: `flex` (where FlexAttention
+  runs it: 'cuda', 'always' under path = 'flex', 'never' with sink logits) and `sdpa_side`
+  (up to sdpa_side x sdpa_side query-key pairs SDPA with the mask runs it; 0 with a score
+  bias, score modifier or sink logits). The device, the lengths and training are known only at
+  run time: `block_sparse_kernel` applies the planned values to them, and `block_sparse_rule`
+  says the same in the words explain prints;
 - `sdpa` for every other softmax core without a score bias, score modifier or sink logits:
-  F.scaled_dot_product_attention (`is_causal`, or a boolean mask);
-- `dense`, the graph's own nodes, otherwise, and for every attention with path = 'dense'
-  (what the portable and `torch.export` exports trace). Kernels (linear, LSH, Linformer),
-  by_length's branches and decoding graphs keep their own nodes."""
+  F.scaled_dot_product_attention (`is_causal`, or a boolean mask)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ..ir import Graph, Op
 from ..mechanisms import SCORED
 from ..targets import PORTABLE_TARGET
 from .cores import Choice, Core, cores, where
 
-__all__ = ["PATHS", "SDPA_SIDE", "plan_torch"]
+if TYPE_CHECKING:  # (strategies imports the planner's cores: read at run time in the functions)
+    from ..strategies import Match, Reject
+
+__all__ = ["PATHS", "SDPA_SIDE", "TORCH_PATHS", "TorchContext", "TorchPath",
+           "block_sparse_kernel", "block_sparse_rule", "plan_torch"]
 
 PATHS = ("auto", "dense", "flex")
 # up to SDPA_SIDE x SDPA_SIDE query-key pairs a block-sparse attention without a score bias,
-# score modifier or sink logits runs as SDPA with its mask (torch_attention.SDPA_PAIRS): on the CPU
-# SDPA's fused kernel is faster there than gathered blocks (BENCHMARKS.md)
+# score modifier or sink logits runs as SDPA with its mask: on the CPU SDPA's fused kernel is
+# faster there than gathered blocks (BENCHMARKS.md). Read when planning (the tests set it to 0
+# to plan the blocks at small shapes); the module reads the planned node's `sdpa_side`.
 SDPA_SIDE = 1536
+
+
+@dataclass(frozen=True)
+class TorchContext:
+    """What a torch path's match reads besides the core: the module's `path` (auto or flex)
+    and the core's dropout (its softmax node's)."""
+
+    path: str
+    dropout: float
+
+
+@dataclass(frozen=True)
+class TorchPath:
+    """One way the torch module runs a softmax core as one fused `attention` node (`name`, its
+    function in backends/torch_attention.py): `match(core, ctx)` gives its parameters (shown
+    by explain), the node attributes it runs by and its reasons, or why not."""
+
+    name: str
+    match: Callable[[Core, TorchContext], Match | Reject]
 
 
 def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
@@ -34,7 +66,6 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
     one Choice per attention. `path`: `auto` (as above), `dense` (every attention's own
     nodes), `flex` (as auto, with FlexAttention for block-sparse attentions on any device)."""
     from ..strategies import Match
-    from ..strategies.block_sparse import blocks
     from . import _fuse
 
     nodes = list(graph.nodes)
@@ -48,31 +79,19 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
             continue
         dropout = next(by_name[n].attr("dropout") for n in core.members
                        if by_name[n].op is Op.SOFTMAX)
-        # the same cover and blocks as the ONNX targets' (torch runs them on any device)
-        found = blocks(core, "torch ops")
-        if isinstance(found, Match):
-            flex = "FlexAttention" if path == "flex" else "on CUDA FlexAttention"
-            reasons = (*found.reasons,
-                       "trainable: autograd through the gathered blocks; "
-                       f"{flex} with a BlockMask of "
-                       "the same mask" + ("" if core.sinks is None else
-                                          " (not with sink logits: the block-sparse form)"),
-                       f"up to {SDPA_SIDE} x {SDPA_SIDE} query-key pairs, without a score "
-                       f"bias, {', '.join(m.described for m in SCORED.values())} or sinks: SDPA "
-                       "with the mask (faster there than gathered blocks)")
-            nodes = _fuse(nodes, core, "block_sparse",
-                          {**found.params, **dict(found.attrs), "dropout": dropout})
-            choices.append(Choice(layer, branch, "block_sparse", reasons,
-                                  tuple(found.params.items())))
-            continue
-        blocker = _sdpa_blocker(core)
-        if blocker:
+        ctx = TorchContext(path, dropout)
+        for torch_path in TORCH_PATHS:
+            found = torch_path.match(core, ctx)
+            if isinstance(found, Match):
+                nodes = _fuse(nodes, core, torch_path.name,
+                              {**found.params, **dict(found.attrs), "dropout": dropout})
+                choices.append(Choice(layer, branch, torch_path.name, found.reasons,
+                                      tuple(found.params.items())))
+                break
+        else:
             choices.append(Choice(layer, branch, "dense", (
-                f"the exact dense form: {blocker}; the mask has no bounded band for the "
-                "block-sparse form (memory grows with L x S)",)))
-            continue
-        nodes = _fuse(nodes, core, "sdpa", {"dropout": dropout})
-        choices.append(Choice(layer, branch, "sdpa", (_sdpa_reason(core),)))
+                f"the exact dense form: {_sdpa_blocker(core)}; the mask has no bounded band "
+                "for the block-sparse form (memory grows with L x S)",)))
     return replace(graph, nodes=tuple(nodes)), choices
 
 
@@ -92,16 +111,85 @@ def _own(core: Core, graph: Graph, path: str) -> tuple[str, tuple[str]] | None:
     return "dense", (why,)
 
 
-def _sdpa_blocker(core: Core) -> str | None:
+def _block_sparse(core: Core, ctx: TorchContext) -> Match | Reject:
+    """The ONNX targets' cover and blocks (torch runs them on any device), and what runs them:
+    FlexAttention where `flex` says, SDPA with the mask up to `sdpa_side` squared pairs, the
+    gathered blocks otherwise."""
+    from ..strategies import Match
+    from ..strategies.block_sparse import blocks
+
+    found = blocks(core, "torch ops")
+    if not isinstance(found, Match):
+        return found
+    flex = "never" if core.sinks is not None else "always" if ctx.path == "flex" else "cuda"
+    blocker = _scored(core)
+    side = 0 if blocker else SDPA_SIDE
+    rule = {"flex": flex, "sdpa_side": side}
+    why = ("not FlexAttention: sink logits" if flex == "never" else
+           "FlexAttention: a BlockMask of the same mask, the score formulas as its score_mod",
+           f"not SDPA with the mask: {blocker}" if blocker else
+           "SDPA with the mask: faster than gathered blocks at small shapes")
+    reasons = [*found.reasons, "trainable: autograd through the gathered blocks", "; ".join(why)]
+    reasons.append(f"runs: {block_sparse_rule({**rule, 'dropout': ctx.dropout})}")
+    return Match(found.params, tuple(reasons), {**found.attrs, **rule})
+
+
+def block_sparse_rule(attrs: Mapping[str, Any]) -> str:
+    """What runs a planned block_sparse node, in words, from its attributes `flex`,
+    `sdpa_side` and `dropout` (what `block_sparse_kernel` does with them)."""
+    flex, side, dropout = attrs["flex"], attrs["sdpa_side"], attrs["dropout"]
+    rest = "the gathered blocks"
+    if side:
+        rest = f"SDPA with the mask up to {side} x {side} query-key pairs, the gathered blocks " \
+               "beyond"
+    if flex == "never":
+        return f"{rest}, on every device"
+    where = "on CUDA" if flex == "cuda" else "on every device"
+    if dropout:
+        where += f" (not in training: dropout {dropout})"
+    if flex == "cuda":
+        return f"FlexAttention {where}; otherwise {rest}"
+    return f"FlexAttention {where}" + (f"; in training {rest}" if dropout else "")
+
+
+def block_sparse_kernel(attrs: Mapping[str, Any], device: str, pairs: int,
+                        training: bool) -> str:
+    """Which function runs a planned block_sparse node ('flex', 'sdpa' or 'blocks'), from its
+    attributes and what only the call knows: the device type ('cuda', 'cpu', ...), the
+    query-key pairs L x S and whether the module is training."""
+    flex = attrs["flex"]
+    if (flex == "always" or flex == device) and not (training and attrs["dropout"]):
+        return "flex"
+    side = attrs["sdpa_side"]
+    return "sdpa" if side and pairs <= side * side else "blocks"
+
+
+def _sdpa(core: Core, ctx: TorchContext) -> Match | Reject:
+    from ..strategies import Match, Reject
+
+    blocker = _sdpa_blocker(core)
+    return Reject(blocker) if blocker else Match({}, (_sdpa_reason(core),))
+
+
+TORCH_PATHS = (TorchPath("block_sparse", _block_sparse), TorchPath("sdpa", _sdpa))
+
+
+def _scored(core: Core) -> str | None:
+    """What of the core's scores SDPA has no place for: a score bias, a score modifier or sink
+    logits (the first), else None."""
     if core.bias_kind:
         return {"alibi": "ALiBi's score bias"}.get(core.bias_kind, "T5's relative score bias")
     if core.modifiers:
         return SCORED[core.modifiers[0][0]].described
     if core.sinks is not None:
         return "sink logits"
-    if core.head_dim != core.value_dim:
-        return "values of another width than the keys"
     return None
+
+
+def _sdpa_blocker(core: Core) -> str | None:
+    """Why the `sdpa` path cannot take the core, or None."""
+    wider = "values of another width than the keys" if core.head_dim != core.value_dim else None
+    return _scored(core) or wider
 
 
 def _sdpa_reason(core: Core) -> str:
