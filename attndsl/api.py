@@ -169,9 +169,9 @@ class Layer:
 
         graph, _ = self.plan(target, dtype)
         state = self._weights(seed, weights, dtype)
-        model = build_model(graph, state, dtype, quantization=quantize,
-                            deferred=(deferred := {}), strategies=LOWERINGS,
-                            rewrites=rewrites(graph, target, dtype))
+        model = build_model(graph, state, dtype, deferred=(deferred := {}),
+                            strategies=LOWERINGS,
+                            rewrites=rewrites(graph, target, dtype, quantize))
         return finalize(model, provenance, deferred)
 
     def decoder_bytes(self, *, target: str = DEFAULT_TARGET, seed: int = 0,
@@ -211,9 +211,9 @@ class Layer:
         check_decodable(self.spec)
         state = self._weights(seed, weights, dtype)
         graph, _ = plan(build(self.spec, decode=True, bounded=bounded), target, dtype)
-        model = build_model(graph, state, dtype, quantization=quantize,  # weights read as
-                            max_length=max_length, deferred=(deferred := {}),  # written
-                            strategies=LOWERINGS, rewrites=rewrites(graph, target, dtype))
+        model = build_model(graph, state, dtype, deferred=(deferred := {}),  # weights read
+                            strategies=LOWERINGS,  # as written
+                            rewrites=rewrites(graph, target, dtype, quantize, max_length))
         layout = cache_layout(graph)  # in place: GroupQueryAttention, its rotary tables folded
         provenance = self._provenance(seed, target, dtype, weights, form="decode",
                                       kv_cache=layout,

@@ -200,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the decoding form (KV caches) and its cache layout")
     e.add_argument("--bounded-cache", action="store_true",
                    help="with --decode: windows keep only the keys later queries can see")
+    e.add_argument("--context-length", type=_LENGTH, default=None,
+                   help="with --decode: the longest sequence, as compile's (GroupQueryAttention's "
+                        "rotary tables folded for it)")
+    _quantize_options(e)
 
     g = sub.add_parser("generate", help="greedy decoding with ONNX Runtime from token ids")
     g.add_argument("model", help="a decoding .onnx (compile --decode) or a genai folder")

@@ -21,7 +21,7 @@ from .fmt import format_module
 from .output import check_writable, write_atomic
 from .parser import decode, parse
 from .progress import current, progress_bar, reporting
-from .targets import TORCH_PLAN
+from .targets import CPU_TARGET, CUDA_TARGET, TORCH_PLAN
 
 __all__ = ["main"]
 
@@ -222,9 +222,15 @@ def _explain(args: argparse.Namespace) -> int:
 
     if args.bounded_cache and not args.decode:
         raise UsageError("--bounded-cache goes with --decode")
+    if args.context_length is not None and not args.decode:
+        raise UsageError("--context-length goes with --decode")
     if args.decode and args.target == TORCH_PLAN:
         raise UsageError("--target torch explains the one-pass module (a decoding torch module "
                          "runs the exact dense form): drop --decode, or name an ONNX target")
+    if args.quantize and args.target == TORCH_PLAN:
+        raise UsageError(f"--quantize writes ONNX Runtime's MatMulNBits: explain it with "
+                         f"--target {CPU_TARGET} or {CUDA_TARGET}")
+    quantize = None if args.target == TORCH_PLAN else quantization(args, args.target)
     for i, layer in enumerate(_layers(args.file, args.name)):
         if i:
             print()
@@ -243,7 +249,8 @@ def _explain(args: argparse.Namespace) -> int:
                                                       f" ({args.dtype})") + ":")
         if choices:
             print(render_choices(choices))
-        lines = [] if args.target == TORCH_PLAN else explained(planned, args.target, args.dtype)
+        lines = [] if args.target == TORCH_PLAN else explained(
+            planned, args.target, args.dtype, quantize, args.context_length)
         if lines:
             print("rewrites:")
             print("\n".join(f"  {line}" for line in lines))

@@ -3,7 +3,8 @@ K] (out, in) stored as ONNX Runtime's MatMulNBits stores it, in blocks of `block
 output, and the arithmetic the oracle reads back (docs/QUANTIZATION.md). The blocks are made
 by onnxruntime.quantization's own MatMulNBits quantizer (its C++ block quantizer), so a model
 holds exactly what ONNX Runtime's tooling would write; `dequantize` is the documented reading
-of them, NumPy alone."""
+of them, NumPy alone. Which weights are stored so, and as what, is the planner's
+(`planner.rewrites`: the `quantized` rewrite)."""
 
 from __future__ import annotations
 
@@ -123,32 +124,12 @@ def dequantize(w: Quantized, q: Quantization) -> np.ndarray:
 
 
 def quantized_weights(graph, q: Quantization) -> tuple[str, ...]:
-    """The weights a quantized export stores in blocks: those read by linear nodes alone
-    (q, k, v, o projections, MLPs, the LM head) as MatMulNBits, and the token embedding
-    (its width a multiple of the block) as GatherBlockQuantized, a tied LM head reading it
-    too; a mixture's experts (both their widths multiples of the block) as com.microsoft.QMoE
-    where the mixture runs as ONNX Runtime's kernel, else stored as the float values their
-    blocks give; not a weight another op reads (latent attention's kv_b_proj when decoding
-    absorbs it)."""
-    from .ir import Op, all_nodes
+    """The weights a quantized export stores in blocks (or as the float values their blocks
+    give), as the planner decides (`planner.rewrites.quantized`, where the forms and the
+    reasons are): what the oracle of a quantized model dequantizes."""
+    from .planner.rewrites import quantized
 
-    shapes = {w.name: w.shape for w in graph.weights}
-    quantized, other = set(), set()
-    for node in all_nodes(graph.nodes):
-        if node.op is Op.EXPERTS:  # QMoE's blocks run along both of an expert's widths
-            names = [w for w in shapes if w.startswith(node.attr("prefix"))
-                     and w.endswith(".weight")]
-            if all(side % q.block == 0 for w in names for side in shapes[w]):
-                quantized |= set(names)
-        for key, value in node.attrs:
-            if not isinstance(value, str) or value not in shapes:
-                continue
-            if key == "weight" and (node.op is Op.LINEAR or (node.op is Op.EMBED
-                                    and shapes[value][1] % q.block == 0)):
-                quantized.add(value)
-            else:
-                other.add(value)
-    return tuple(sorted(quantized - other))
+    return tuple(sorted({n for names in quantized(graph, q)[0].values() for n in names}))
 
 
 def dequantized(weights: Mapping[str, np.ndarray], names, q: Quantization) -> dict:

@@ -5,6 +5,8 @@ layout, as onnxruntime-genai runs it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from onnx import TensorProto
 
 from .. import masks as m
@@ -18,7 +20,7 @@ from ..targets import GQA_HEAD_DIM_MULTIPLE, get, has_kernel, kernel_dtypes
 from .base import Context, Match, Reject, Strategy
 from .gqa import TAKES, optional_inputs
 
-__all__ = ["STRATEGY", "in_place_obstacle"]
+__all__ = ["STRATEGY", "folded_rows", "in_place_obstacle", "kernel_inputs"]
 
 
 def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | None:
@@ -75,14 +77,14 @@ def lower(lw: Lowering, node: Node) -> str:
     0 .. sum(attention_mask[b]) - 1: its real tokens come first (right padding)."""
     b = lw.b
     past_k, past_v = arg(lw, node, 3), arg(lw, node, 4)
-    packed = _packed_projections(lw, node)
+    planned = lw.rotary.get(node.out)  # the plan's packed_qkv and rotary rewrites
     rotary = {}
-    if packed is not None:  # q, k, v as one GEMM's output, RoPE in the kernel
-        qkv, rope = packed
-        q, k, v = qkv, "", ""
-        if rope is not None:
-            cos, sin = _rotary_tables(lw, rope)
-            rotary = {"do_rotary": 1, "rotary_interleaved": int(rope.attr("interleaved"))}
+    if planned is not None:  # q, k, v as one GEMM's output (packed by the plan), RoPE in it
+        q, k, v = lw.packed[planned.packed], "", ""
+        if planned.rope is not None:
+            cos, sin = _rotary_tables(lw, planned.rope, planned.rows)
+            rotary = {"do_rotary": 1,
+                      "rotary_interleaved": int(planned.rope.attr("interleaved"))}
     else:
         q, k, v = (bsh(lw, arg(lw, node, i)) for i in range(3))
     if "cache_lengths" not in lw.memo:
@@ -108,43 +110,65 @@ def lower(lw: Lowering, node: Node) -> str:
 ROTARY_DIM_MULTIPLE = 16  # GroupQueryAttention's do_rotary: cos_cache width a multiple of 8
 
 
-def _packed_projections(lw: Lowering, node: Node):
-    """(the packed q|k|v GEMM output, the q RoPE node or None) when the kernel can take them
-    as they come: q, k, v projected by one GEMM, split into heads and (both or neither)
-    rotated, nothing else between. In the kernel, rotary positions are cache slots, which are
-    the tokens' positions in an in-place cache (each row's real tokens come first)."""
+def kernel_inputs(node: Node, nodes: Mapping[str, Node], siblings: Mapping[str, list[Node]]
+                  ) -> tuple[tuple[str, ...], Node | None] | None:
+    """(the q, k, v projections' outputs, the q RoPE node or None) when the kernel of
+    attention `node` can take them as they come: q, k, v projected by one GEMM (`siblings`,
+    the planned packed projections), split into heads and (both or neither) rotated, nothing
+    else between; else None. In the kernel, rotary positions are cache slots, which are the
+    tokens' positions in an in-place cache (each row's real tokens come first). `nodes`: the
+    graph's nodes by output (the planner's `packed_qkv` and `rotary` rewrites)."""
     chains = []
     for i in range(3):
-        n = lw.nodes.get(node.args[i])
+        n = nodes.get(node.args[i])
         rope = None
         if n is not None and n.op is Op.ROPE:
-            rope, n = n, lw.nodes.get(n.args[0])
+            rope, n = n, nodes.get(n.args[0])
         if n is None or n.op is not Op.SPLIT_HEADS:
             return None
-        chains.append((lw.nodes.get(n.args[0]), rope))
+        chains.append((nodes.get(n.args[0]), rope))
     (q, q_rope), (k, k_rope), (v, v_rope) = chains
-    packed = lw.packed.get(tuple(x.out for x in (q, k, v)))
-    if packed is None or v_rope is not None or (q_rope is None) != (k_rope is None):
+    if None in (q, k, v):
+        return None
+    projections = tuple(x.out for x in (q, k, v))
+    group = tuple(n.out for n in siblings.get(q.out, ()))
+    if group != projections or v_rope is not None or (q_rope is None) != (k_rope is None):
         return None
     if q_rope is not None and (q_rope.attrs != k_rope.attrs or q_rope.args[1:] != k_rope.args[1:]
                                or q_rope.attr("dim") % ROTARY_DIM_MULTIPLE):
         return None  # the kernel's cos/sin caches hold dim / 2 columns, a multiple of 8
-    return packed, q_rope
+    return projections, q_rope
 
 
-def _rotary_tables(lw: Lowering, rope: Node) -> tuple[str, str]:
+def folded_rows(rope: Node, max_length: int | None) -> tuple[int | None, str]:
+    """The positions of the kernel's cos/sin caches when they are folded to constants (a
+    known longest call, `max_length`, and frequencies that do not depend on the length:
+    every scaling but dynamic and longrope), else None (each call's positions 0 .. S-1);
+    with the reason."""
+    scaling = rope.attr("scaling")
+    if isinstance(scaling, DynamicScaling | LongRopeScaling):
+        return None, ("cos/sin caches computed in each call for its positions: its "
+                      f"{type(scaling).__name__} frequencies depend on the call's length")
+    if not max_length:
+        return None, ("cos/sin caches computed in each call for its positions: no longest "
+                      "call is known (compile --context-length, a genai folder's context)")
+    return max_length, (f"cos/sin caches of {max_length} positions made of constants, which "
+                        "ONNX Runtime folds once at session start: a step computes no "
+                        "trigonometry (the longest call is known)")
+
+
+def _rotary_tables(lw: Lowering, rope: Node, folded: int | None) -> tuple[str, str]:
     """cos and sin [S, dim / 2] at positions 0 .. S-1 (S = attention_mask's length), the
-    kernel's cos_cache and sin_cache, once per model for each RoPE. With a known longest call
-    (`lw.max_length`, a genai folder's context) and frequencies that do not depend on the
-    length (every scaling but dynamic and longrope), the tables hold that many positions and
-    are made of constants, which ONNX Runtime folds once at session start: a step then
-    computes no trigonometry (the kernel reads the rows it needs)."""
+    kernel's cos_cache and sin_cache, once per model for each RoPE; or, `folded` (planned,
+    `folded_rows`), that many rows made of constants, which ONNX Runtime folds once at
+    session start: a step then computes no trigonometry (the kernel reads the rows it
+    needs)."""
     theta, dim, scaling = rope.attr("theta"), rope.attr("dim"), rope.attr("scaling")
-    key = ("rotary_cache", theta, dim, scaling)
+    key = ("rotary_cache", theta, dim, scaling, folded)
     if key not in lw.memo:
         rows = lw.S  # every call's own positions; with a known longest call, constants
-        if lw.max_length and not isinstance(scaling, DynamicScaling | LongRopeScaling):
-            rows = Sym(lw.b, lw.b.const(lw.max_length, "int64"), "int64", 0)  # folded
+        if folded:
+            rows = Sym(lw.b, lw.b.const(folded, "int64"), "int64", 0)  # folded
         cos, sin = formulas.rope_tables(lw.xp, lw.positions(rows), rows, theta, dim, scaling,
                                         lw.b.dtype)
         lw.memo[key] = (cos.name, sin.name)

@@ -36,18 +36,16 @@ __all__ = ["build_model"]
 
 
 def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "float32",
-                quantization=None,
-                max_length: int | None = None,
                 deferred: dict[str, Callable[[], np.ndarray]] | None = None, *,
                 strategies: Mapping[str, Callable[[Lowering, Node], str]],
                 rewrites: Any) -> onnx.ModelProto:
     """The ONNX model of a (planned) graph; `weights` (any float type) are stored as `dtype`,
-    the type of the float inputs and of the output too. `rewrites` (`planner.rewrites`): the
-    projections it packs, the residual adds it joins with their norms, and whether norms run
-    as ONNX Runtime's contrib kernels: planned, with their reasons, and carried out here.
-    `quantization` (quantize.Quantization): the
-    projections' weights as com.microsoft.MatMulNBits blocks. `max_length`: no call holds
-    more tokens (strategies may fold tables of that many positions). `deferred`: the
+    the type of the float inputs and of the output too. `rewrites` (`planner.rewrites`),
+    planned with their reasons and carried out here: the projections it packs, the residual
+    adds it joins with their norms, whether norms run as ONNX Runtime's contrib kernels, the
+    weights it stores in blocks (com.microsoft.MatMulNBits, GatherBlockQuantized, QMoE) and
+    how, and which in-place attentions' GroupQueryAttention takes q, k, v packed and rotates
+    them itself (from cos/sin tables of how many positions). `deferred`: the
     weights are left out of the model, and this dict gets a reader of each by name
     (`exported.Exported` writes them one at a time); else they are in the model.
     `strategies`: the lowering of each fused strategy by the name its `attention` nodes carry
@@ -58,12 +56,9 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     b = Builder(dtype)
     lw = Lowering(b, weights)
     lw.strategies = strategies
-    lw.max_length = max_length  # a decoding model's longest call, when known
-    if quantization is not None:  # the projections' weights as MatMulNBits (quantize.py)
-        from ...quantize import quantized_weights
-
-        lw.quantization = quantization
-        lw.quantized = frozenset(quantized_weights(graph, quantization))
+    lw.quantization = rewrites.quantization
+    lw.quantized, lw.qmoe = rewrites.blocks, rewrites.qmoe
+    lw.rotary = dict(rewrites.rotary)
     lw.skip_norms = dict(rewrites.skip_norms)
     lw.contrib_norms = rewrites.contrib_norms
     inputs = []

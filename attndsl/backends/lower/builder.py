@@ -169,9 +169,13 @@ class Lowering:
         self.nodes: dict[str, Node] = {}  # the graph's IR nodes by output
         self.contrib_norms = False  # norms as ORT's contrib kernels (float32, planned targets)
         self.skip_norms: dict[str, Node] = {}  # residual add -> the norm of its sum
-        self.quantization = None  # quantize.Quantization: these weights become MatMulNBits
+        # the planned rewrites (build_model's `rewrites`): quantize.Quantization, the
+        # weights stored in blocks, the mixtures (by prefix) run as QMoE; and each in-place
+        # attention's packed q, k, v and in-kernel RoPE (planner.rewrites.Rotary)
+        self.quantization = None
         self.quantized: frozenset[str] = frozenset()
-        self.max_length: int | None = None  # a decoding model's longest call, when known
+        self.qmoe: frozenset[str] = frozenset()
+        self.rotary: dict[str, Any] = {}
         # each fused strategy's lowering by name (build_model's `strategies`)
         self.strategies: Mapping[str, Callable[[Lowering, Node], str]] = {}
 

@@ -237,10 +237,9 @@ def _interleaved(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
 
 
 def _in_blocks(lw: Lowering, node: Node) -> bool:
-    """Whether a mixture's experts are stored as QMoE blocks (see `_qmoe` for which)."""
-    q, prefix = lw.quantization, node.attr("prefix")
-    return q is not None and any(w.startswith(prefix) for w in lw.quantized) and (
-        q.bits == 4 or (q.symmetric and q.accuracy == 4))
+    """Whether a mixture's experts are stored as QMoE blocks: as planned
+    (`planner.rewrites.quantized` says which, `_qmoe` why)."""
+    return node.attr("prefix") in lw.qmoe
 
 
 def _qmoe(lw: Lowering, node: Node, flat: str, logits: str, fc1, fc2, biased: bool,
