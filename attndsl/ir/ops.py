@@ -53,30 +53,23 @@ def _linear(node: Node, a: Sequence[TensorType]) -> str | None:
     return None
 
 
-def _apply(node: Node, a: Sequence[TensorType]) -> str | None:
-    """The mechanism's own attributes, and its heads' axes kept."""
-    from ..mechanisms import MECHANISMS
+def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
+    """A mechanism's `apply` or a kernel's `kernel` node: named by its first attribute, the
+    module's own attributes after it, and a result of one of `ranks`."""
 
-    mechanism = MECHANISMS.get(node.attr("mechanism"))
-    if mechanism is None:
-        return f"no mechanism module {node.attr('mechanism')!r}"
-    keys = tuple(k for k, _ in node.attrs[1:])
-    if keys != mechanism.attributes:
-        return f"attributes {list(keys)} must be the mechanism's {list(mechanism.attributes)}"
-    return _rank(3, 4)(node, a)
+    def rule(node: Node, a: Sequence[TensorType]) -> str | None:
+        from .. import mechanisms
 
+        modules = mechanisms.MECHANISMS if kind == "mechanism" else mechanisms.KERNELS
+        module = modules.get(node.attr(kind))
+        if module is None:
+            return f"no {kind} module {node.attr(kind)!r}"
+        keys = tuple(k for k, _ in node.attrs[1:])
+        if keys != module.attributes:
+            return f"attributes {list(keys)} must be the {kind}'s {list(module.attributes)}"
+        return _rank(*ranks)(node, a)
 
-def _kernel(node: Node, a: Sequence[TensorType]) -> str | None:
-    """The kernel module's own attributes, on heads (B, heads, L, value_dim)."""
-    from ..mechanisms import KERNELS
-
-    kernel = KERNELS.get(node.attr("kernel"))
-    if kernel is None:
-        return f"no kernel module {node.attr('kernel')!r}"
-    keys = tuple(k for k, _ in node.attrs[1:])
-    if keys != kernel.attributes:
-        return f"attributes {list(keys)} must be the kernel's {list(kernel.attributes)}"
-    return _rank(4)(node, a)
+    return rule
 
 
 def _split(node: Node, a: Sequence[TensorType]) -> str | None:
@@ -175,7 +168,8 @@ _DEFS = [
     OpDef(Op.HEAD_SLICE, (1, 1), ("heads", "start", "stop"), rule=_head_slice),
     OpDef(Op.NORM, (1, 1), ("kind", "eps", "unit_offset", "module", "bias"), rule=_same),
     OpDef(Op.ROPE, (1, 2), ("theta", "dim", "interleaved", "scaling"), rule=_same),
-    OpDef(Op.APPLY, (1, 2), ("mechanism",), open=True, rule=_apply, tensors=("weights",)),
+    OpDef(Op.APPLY, (1, 2), ("mechanism",), open=True, rule=_module("mechanism", (3, 4)),
+          tensors=("weights",)),
     OpDef(Op.REPEAT_KV, (1, 1), ("groups",), rule=_repeat),
     OpDef(Op.SCORES, (2, 2), ("scale",), rule=_scores),
     OpDef(Op.SCORE_BIAS, (1, 1), ("kind",), ("slopes", "max_bias", "factor", "rounding",
@@ -216,7 +210,7 @@ _DEFS = [
     OpDef(Op.DELTA_RULE, (5, 7), ("chunk", "scale", "weights", "padding", "decoding"),
           rule=_rank(4), tensors=("weights",)),
     OpDef(Op.ROWS, (1, 1), ("start", "stop"), rule=_rank(3, 4)),
-    OpDef(Op.KERNEL, (2, 6), ("kernel",), open=True, rule=_kernel),
+    OpDef(Op.KERNEL, (2, 6), ("kernel",), open=True, rule=_module("kernel", (4,))),
 ]
 OPS: dict[Op, OpDef] = {
     d.op: d if d.op in (Op.INPUT, Op.MASK) else OpDef(d.op, d.operands, d.required, d.optional,
