@@ -1,5 +1,5 @@
-"""The attention kernels a layer's `kernel` names: the softmax, a linear feature map,
-Linformer's projected keys and the gated delta rule (docs/LANGUAGE.md, Kernels); the kernels
+"""The attention kernels a layer's `kernel` names: the softmax, a linear feature map and
+the gated delta rule (docs/LANGUAGE.md, Kernels); the kernels
 that are modules of attndsl/mechanisms/ hold their own values. Part of the resolved spec
 (`spec` re-exports them)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeltaRule", "Kernel", "LinearKernel", "LinformerKernel", "Softmax"]
+__all__ = ["DeltaRule", "Kernel", "LinearKernel", "Softmax"]
 
 
 @dataclass(frozen=True)
@@ -18,18 +18,6 @@ class Softmax:
 @dataclass(frozen=True)
 class LinearKernel:
     feature: str  # elu | relu | softmax
-
-
-@dataclass(frozen=True)
-class LinformerKernel:
-    """Keys and values projected along the sequence to `k` rows (Wang et al. 2020): E and F
-    of [k, max_len], sliced to the keys' count. share: none (E, F per kv head), headwise (one
-    E, one F for the layer's heads), kv (E = F), layerwise (one E for every layer of a stack,
-    keys and values)."""
-
-    k: int
-    max_len: int
-    share: str
 
 
 @dataclass(frozen=True)
@@ -47,4 +35,4 @@ class DeltaRule:
 
 
 # or a kernel module's value (`mechanisms.KERNELS`)
-Kernel = Softmax | LinearKernel | LinformerKernel | DeltaRule | object
+Kernel = Softmax | LinearKernel | DeltaRule | object

@@ -46,7 +46,7 @@ def default_length(spec: Attention | Transformer) -> tuple[int, str]:
     fits = {n: why for n, why in mask_lengths(_layer_attention(spec, SHORT_LENGTH)).items()
             if SHORT_LENGTH < n <= longest and beyond_limits(
                 limits, n, n if "memory_length" in limits else None) is None}
-    if not fits:  # 24, or fewer where the layer takes fewer (a Linformer's max_len)
+    if not fits:  # 24, or fewer where the layer takes fewer (a kernel's key limit)
         return min([(SHORT_LENGTH, ""), *((n, f"the longest it takes: {why}")
                                           for n, why in limits.values())])
     n = max(fits)

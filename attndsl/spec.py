@@ -11,7 +11,6 @@ from .kernels import (  # re-exported: part of the resolved spec
     DeltaRule,
     Kernel,
     LinearKernel,
-    LinformerKernel,
     Softmax,
 )
 from .masks import Mask, runtime_inputs
@@ -39,7 +38,6 @@ __all__ = [
     "Learned",
     "LinearKernel",
     "LinearScaling",
-    "LinformerKernel",
     "Llama3Scaling",
     "LongRopeScaling",
     "Moe",
@@ -305,8 +303,10 @@ def top_layers(layers: dict[str, Layer]) -> list[str]:
 def length_limits(spec: Layer) -> dict[str, tuple[int, str]]:
     """Where something bounds the lengths a layer takes: axis (`length` for the queries,
     `memory_length` for a cross attention's memory rows) -> (the longest, why). Learned
-    positions have a table of max_len rows; a Linformer's E and F have max_len columns, one per
-    key it projects."""
+    positions have a table of max_len rows; a kernel module may take at most so many keys
+    (`Kernel.key_limit`: a projection with a column per key)."""
+    from .mechanisms import kernel_of  # (the kernel modules import the spec)
+
     limits: dict[str, tuple[int, str]] = {}
 
     def bound(axis: str, n: int, why: str) -> None:
@@ -320,10 +320,11 @@ def length_limits(spec: Layer) -> dict[str, tuple[int, str]]:
             bound("length", a.position.max_len,
                   f"`{a.name}` has learned positions for max_len = {a.position.max_len} tokens")
         for core in a.cores:
-            if isinstance(core.kernel, LinformerKernel):
-                bound("memory_length" if core.kind == "cross" else "length", core.kernel.max_len,
-                      f"`{a.name}`'s linformer kernel projects at most max_len = "
-                      f"{core.kernel.max_len} keys (E and F have max_len columns)")
+            module = kernel_of(core.kernel)
+            limit = module.key_limit(core.kernel) if module else None
+            if limit is not None:
+                bound("memory_length" if core.kind == "cross" else "length", limit[0],
+                      f"`{a.name}`'s {limit[1]}")
     return limits
 
 

@@ -14,14 +14,12 @@ from .spec import (
     DeltaRule,
     Ffn,
     Learned,
-    LinformerKernel,
     Norm,
     RelativeBias,
     Transformer,
 )
 
-__all__ = ["Weight", "linformer_weights", "parameter_count", "seeded_weights",
-           "weight_table"]
+__all__ = ["Weight", "parameter_count", "seeded_weights", "weight_table"]
 
 
 
@@ -32,9 +30,10 @@ class Weight:
     name: str
     shape: tuple[int, ...]
     # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
-    # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (Linformer's
-    # E and F: uniform in +-1/sqrt(k)), sink (learned sink logits: N(0, 1)), selection (a
-    # router's selection bias: 0.1 N(0, 1)), decay (the delta rule's A_log: 0.1 N(0, 1))
+    # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (a kernel's
+    # projections along the sequence: uniform in +-1/sqrt(k)), sink (learned sink logits:
+    # N(0, 1)), selection (a router's selection bias: 0.1 N(0, 1)), decay (the delta rule's
+    # A_log: 0.1 N(0, 1))
     init: str
     fan_in: int = 0  # of a linear weight or bias
 
@@ -71,6 +70,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     a stack draws its learned positions and shared T5 table first, then per block the attention, its
     norms (`_block_norms`) and the MLP, then the final norm. Names are the nodes' weight
     names."""
+    from .mechanisms import kernel_of  # (a kernel's weights are Weights)
+
     out: list[Weight] = []
 
     def linear(name: str, rows: int, cols: int, bias: bool) -> None:
@@ -127,7 +128,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         elif isinstance(s.kernel, DeltaRule):
             delta(s, p)
         else:
-            from .mechanisms import kernel_of, query_rows  # (a mechanism's weights are Weights)
+            from .mechanisms import query_rows  # (a mechanism's weights are Weights)
 
             linear(f"{p}q_proj", s.heads * query_rows(s), s.d_model, "q" in s.bias)
             if not getattr(kernel_of(s.kernel), "shares_keys", False):  # keys: the queries
@@ -145,11 +146,10 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if absolute and isinstance(s.position, Learned):
             out.append(Weight(f"{p}position_embeddings.weight", (s.position.max_len, s.d_model),
                               "embedding"))
-        for c in s.cores:  # a by_length attention: its one Linformer variant's
-            if isinstance(c.kernel, LinformerKernel) and (c.kernel.share != "layerwise" or
-                                                          isinstance(spec, Attention)):
-                for name in dict.fromkeys(linformer_weights(c, p)):  # E = F: once
-                    out.append(Weight(name, _linformer_shape(c), "sequence", c.kernel.k))
+        for c in s.cores:  # a by_length attention: each variant's kernel's own
+            module = kernel_of(c.kernel)
+            if module is not None:
+                out.extend(module.weights(c, p, not isinstance(spec, Attention)))
 
     if isinstance(spec, Attention):
         attention(spec, "", True)
@@ -162,11 +162,11 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if spec.shared_relative_bias:
         out.append(Weight("relative_attention_bias.weight", (a.position.buckets, a.heads),
                           "embedding"))
-    shared = next((c for c in a.cores if isinstance(c.kernel, LinformerKernel)
-                   and c.kernel.share == "layerwise"), None)
-    if shared is not None:
-        out.append(Weight(linformer_weights(shared, "")[0], _linformer_shape(shared),
-                          "sequence", shared.kernel.k))
+    for c in a.cores:  # the first core whose kernel's tensors are the stack's
+        shared = kernel_of(c.kernel).stack_weights(c) if kernel_of(c.kernel) else []
+        if shared:
+            out.extend(shared)
+            break
     layernorm = spec.norm.bias
     for i in range(spec.layers):
         p = f"layers.{i}."
@@ -196,22 +196,6 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     return tuple(out)
 
 
-def linformer_weights(s: Attention, prefix: str) -> tuple[str, str]:
-    """The E and F tensors of a Linformer attention (the same name twice when shared)."""
-    share = s.kernel.share
-    if share == "layerwise":
-        return ("linformer_e.weight",) * 2
-    e = f"{prefix}linformer_e.weight"
-    return (e, e) if share == "kv" else (e, f"{prefix}linformer_f.weight")
-
-
-def _linformer_shape(s: Attention) -> tuple[int, ...]:
-    """[kv_heads, k, max_len] per kv head (share = none), else [k, max_len]."""
-    kernel = s.kernel
-    rows = (kernel.k, kernel.max_len)
-    return (s.kv_heads, *rows) if kernel.share == "none" else rows
-
-
 def _block_norms(t: Transformer) -> tuple[str, ...]:
     """A block's norms, in weight-table order."""
     if t.placement == "sandwich":
@@ -223,8 +207,8 @@ def _block_norms(t: Transformer) -> tuple[str, ...]:
 
 def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray]:
     """Float32 weights drawn from `seed` alone (NumPy's PCG64), in the table's order
-    (docs/LANGUAGE.md, Weights): a linear weight or bias, and Linformer's E and F, uniform in
-    [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
+    (docs/LANGUAGE.md, Weights): a linear weight or bias, and a kernel's sequence projections,
+    uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
     logits N(0, 1); a norm
     weight (and the delta rule's dt_bias) 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm
     weight, differential attention's lambda vectors, a router's selection bias and the delta

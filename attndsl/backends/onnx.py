@@ -17,11 +17,11 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ExportError
+from ..mechanisms import kernel_of
 from ..spec import (
     MAX_LENGTH,
     Attention,
     Learned,
-    LinformerKernel,
     Transformer,
     input_names,
     length_limits,
@@ -51,9 +51,10 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
     for a in spec.attentions if isinstance(spec, Transformer) else (spec,):  # lengths it takes
         if isinstance(a.position, Learned):
             L = min(L, a.position.max_len)
-        if isinstance(a.kernel, LinformerKernel):
-            L, S = (L, min(S, a.kernel.max_len)) if a.kind == "cross" else \
-                (min(L, a.kernel.max_len), S)
+        module = kernel_of(a.kernel)
+        limit = module.key_limit(a.kernel) if module else None
+        if limit is not None:  # the most keys it takes
+            L, S = (L, min(S, limit[0])) if a.kind == "cross" else (min(L, limit[0]), S)
     out: dict[str, Tensor] = {}
     for name in input_names(spec):
         if name == "x":
@@ -83,8 +84,8 @@ class Positional(nn.Module):
 
 
 def longest(spec: Attention | Transformer) -> tuple[int, int]:
-    """The longest query and memory lengths the layer takes: MAX_LENGTH, or less where a
-    Linformer's E and F have max_len columns (the keys' count, L or the memory's S)."""
+    """The longest query and memory lengths the layer takes: MAX_LENGTH, or less where its
+    `length_limits` say (a kernel's key limit bounds L, or the memory's S)."""
     limits = length_limits(spec)
     return tuple(min(MAX_LENGTH, limits.get(axis, (MAX_LENGTH,))[0])
                  for axis in ("length", "memory_length"))

@@ -261,7 +261,7 @@ def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.SOFTMAX)
 def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
-    if len(node.args) == 1:  # no mask (Linformer's rows)
+    if len(node.args) == 1:  # no mask (a kernel's rows: `Kernel.rows`)
         probs = torch.softmax(_arg(node, env), dim=-1)
         return F.dropout(probs, p=node.attr("dropout")) if m.training else probs
     scores, seen = _arg(node, env, 0), _arg(node, env, 1)

@@ -1,5 +1,5 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
-core by length): the by_length switch, Linformer's sequence projection, linear attention,
+core by length): the by_length switch, a kernel's sequence projection, linear attention,
 a kernel module's core, the gated delta rule, and a mixture of experts' router and experts, each
 `(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
 
@@ -77,7 +77,8 @@ def _switch(m: nn.Module, node: Node, env: Env) -> Tensor:
 
 @impl(Op.SEQ_PROJECT)
 def _seq_project(m: nn.Module, node: Node, env: Env) -> Tensor:
-    """Linformer: E[..., :n] @ keys, the keys the mask hides zeroed first."""
+    """A kernel module's rows (`Kernel.rows`): E[..., :n] @ keys, the keys the mask hides
+    zeroed first."""
     t = _arg(node, env)  # (B, h, n, d)
     n = t.shape[2]
     expr = node.attr("expr")

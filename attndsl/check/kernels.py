@@ -14,7 +14,6 @@ from ..spec import (
     DeltaRule,
     Kernel,
     LinearKernel,
-    LinformerKernel,
     Position,
     RelativeBias,
     Softmax,
@@ -42,12 +41,6 @@ class Kernels(Positions):
                 self.positive(args["chunk"], "chunk") if "chunk" in args else 64, eps)
         if name in KERNELS:
             return KERNELS[name].read(self, args)
-        if name == "linformer":
-            return LinformerKernel(
-                self.positive(args["k"], "Linformer's k"),
-                self.positive(args["max_len"], "Linformer's max_len"),
-                self.word(args["share"], _LINFORMER_SHARING, "Linformer sharing")
-                if "share" in args else "none")
         feature = (self.word(args["feature"], ("elu", "relu", "softmax"), "feature")
                    if "feature" in args else "elu")
         return LinearKernel(feature)
@@ -75,25 +68,6 @@ class Kernels(Positions):
             failed = True
         return failed
 
-    def check_linformer(self, mask: m.Mask, position: Position,
-                        at: Callable[[str], Span]) -> bool:
-        """Linformer mixes every key into each of its k rows: a mask can only drop keys
-        before the projection (`padding`), never relate a query to a key."""
-        failed = False
-        if any(not isinstance(p, m.Full | m.Padding) for p in m.primitives(mask)) or \
-                any(isinstance(p, m.Not | m.Or) for p in mask_nodes(mask)):
-            self.error(f"a Linformer kernel honours only `full` and `padding` masks, found "
-                       f"`{m.render(mask)}`: its scores are over k projected rows, each a mix "
-                       "of every key", at("mask"),
-                       hint="use `mask = full` or `mask = padding`, or `kernel = softmax`")
-            failed = True
-        if isinstance(position, (Alibi, RelativeBias)):
-            self.error("score biases (alibi, relative_bias) need a key per score; a Linformer "
-                       "kernel's scores are over projected rows", at("position"),
-                       hint="use rope, sinusoidal or learned positions")
-            failed = True
-        return failed
-
     def check_kernel(self, e: dict[str, ast.Entry], kernel: Kernel, kind: str, heads: int,
                      kv_heads: int, head_dim: int, bias: tuple[str, ...] | None, mask: m.Mask,
                      position: Position, dropout: float | None,
@@ -107,11 +81,9 @@ class Kernels(Positions):
 
 
 _KERNELS = {"softmax": (), "linear": (Param("feature"),),
-            "linformer": (Param("k", True), Param("max_len", True), Param("share")),
             **{name: tuple(Param(p, required) for p, required in k.params)
                for name, k in KERNELS.items()},
             "delta_rule": (Param("key_heads"), Param("conv"), Param("chunk"), Param("eps"))}
-_LINFORMER_SHARING = ("none", "headwise", "kv", "layerwise")
 
 
 def arg_span(e: ast.Expr, name: str) -> Span | None:

@@ -14,7 +14,6 @@ from ..spec import (
     Attention,
     DeltaRule,
     LinearKernel,
-    LinformerKernel,
     Rope,
     Sinusoidal,
     Softmax,
@@ -156,8 +155,6 @@ class Layers(Latents):
             failed |= problem
         if isinstance(kernel, LinearKernel) and mask is not None:
             failed |= self.check_linear(e, mask, position, dropout, at)
-        if isinstance(kernel, LinformerKernel) and mask is not None:
-            failed |= self.check_linformer(mask, position, at)
         if mask is not None:
             failed |= self.check_kernel(e, kernel, kind, heads, kv_heads, head_dim, bias, mask,
                                         position, dropout, at)
@@ -253,9 +250,11 @@ class Layers(Latents):
                                  f"{module.own_projections}", item.span,
                                  hint=f"give the {_named(module.described)} layer its own "
                                       "attention")
-        if sum(isinstance(v.attention.kernel, LinformerKernel) for v in variants) > 1:
-            raise self.error("at most one variant may use a Linformer kernel (its E and F "
-                             "are the layer's)", e.span)
+        modules = [kernel_of(v.attention.kernel) for v in variants]
+        twice = next((k for k in modules if k and k.per_layer and modules.count(k) > 1), None)
+        if twice is not None:
+            raise self.error(f"at most one variant may use {twice.described} "
+                             f"({twice.per_layer})", e.span)
         return tuple(variants)
 
     def bias_value(self, e: ast.Expr) -> tuple[str, ...]:
@@ -334,7 +333,7 @@ PROJECTIONS = ("q", "k", "v", "o")
 
 
 def _named(described: str) -> str:
-    """A kernel's name from its description: `a Linformer kernel` -> `Linformer`."""
+    """A kernel's name from its description: its words after the article, less ` kernel`."""
     return described.split(" ", 1)[1].removesuffix(" kernel")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import ast
+from ..mechanisms import kernel_of
 from ..spec import Attention, Learned, RelativeBias, Sinusoidal, Transformer
 from ..weight_table import parameter_count
 from .moe import Experts
@@ -114,11 +115,11 @@ class Stacks(Experts):
                                  "positions; a stack adds them once, at its input", item.span,
                                  hint="give every attention of the pattern the same `sinusoidal`"
                                       " or `learned` position, or none")
-            if attns and _layerwise(attn) != _layerwise(attns[0]):
+            if attns and _stack_shared(attn) != _stack_shared(attns[0]):
+                what, hint = kernel_of((attn if _stack_shared(attn) is not None else
+                                        attns[0]).kernel).stack_shares
                 raise self.error(f"`{attn.name}` and `{attns[0].name}` differ in their "
-                                 "layerwise Linformer projection; a stack shares one", item.span,
-                                 hint="give every attention of the pattern the same `kernel = "
-                                      "linformer(..., share = layerwise)`, or share less")
+                                 f"{what}; a stack shares one", item.span, hint=hint)
             attns.append(attn)
         return tuple(attns)
 
@@ -169,10 +170,10 @@ class Stacks(Experts):
             f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
 
 
-def _layerwise(attn: Attention) -> object:
-    """The Linformer kernel every layer of a stack shares (share = layerwise), or None."""
-    kernel = attn.kernel
-    return kernel if getattr(kernel, "share", None) == "layerwise" else None
+def _stack_shared(attn: Attention) -> object:
+    """What every layer of a stack shares of its kernel (`Kernel.stack_shared`), or None."""
+    module = kernel_of(attn.kernel)
+    return module.stack_shared(attn.kernel) if module else None
 
 
 def _absolute(attn: Attention) -> object:

@@ -11,13 +11,11 @@ from ..spec import (
     DeltaRule,
     Learned,
     LinearKernel,
-    LinformerKernel,
     Norm,
     RelativeBias,
     Rope,
     Sinusoidal,
 )
-from ..weight_table import linformer_weights
 from .delta import delta_rule
 from .graph import GraphBuilder, Op
 from .latent import absorbed_heads, latent_heads, unabsorbed
@@ -138,17 +136,10 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
           table: str | None, cache: int | None) -> str:
     """The attention core from q, k, v heads to merged heads (B, L, heads * value_dim); `p`
     prefixes its value names, `prefix` its weights'."""
-    linformer = s.kernel if isinstance(s.kernel, LinformerKernel) else None
-    if linformer is not None:  # k rows, each a mix of the (kept) keys; values likewise
-        e, f = linformer_weights(s, prefix)
-
-        def rows(name: str, t: str, width: int, weight: str) -> str:
-            return b.emit(Op.SEQ_PROJECT, f"{p}{name}_rows", (t, *s.runtime_inputs),
-                          T("B", s.kv_heads, linformer.k, width), weight=weight,
-                          max_len=linformer.max_len, expr=s.mask)
-
-        k, v = rows("k", k, s.head_dim, e), rows("v", v, s.value_dim, f)
-        n = linformer.k
+    kernel = mechanisms.kernel_of(s.kernel)
+    rows = kernel is not None and kernel.softmax_core
+    if rows:  # the softmax over the kernel's rows of the keys and values
+        k, v, n = kernel.rows(mechanisms.Site(b, s, p, prefix, (), n), s.kernel, k, v)
     keys = k  # the keys the scores read, before any repeat over query groups
     if s.groups > 1:
         k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), T("B", s.heads, n, s.head_dim),
@@ -174,8 +165,8 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
                         weight=table or f"{prefix}relative_attention_bias.weight")
         site = mechanisms.Site(b, s, p, prefix, (), n)
         sc = mechanisms.expand(site, "scores", sc, "scores")
-        seen: tuple[str, ...] = ()  # Linformer: none, the mask dropped keys before the rows
-        if linformer is None:
+        seen: tuple[str, ...] = ()  # rows: none, the mask dropped keys before the rows
+        if not rows:
             # decoding: the mask reads the keys' count too (a bounded cache holds the last
             # ones); cross attention's keys are the cached memory rows, read by index alone
             runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None

@@ -74,6 +74,15 @@ class Mechanism:
     with_delta: str | None = "the delta rule has no softmax core"
     # the IR attributes of its `apply` nodes (after `mechanism`), each a plain value
     attributes: tuple[str, ...] = ()
+    # its core stays the softmax, over the keys and values its `rows` makes (planned as a
+    # softmax core by its strategy; no `kernel` node, no mask node: `rows` applies the mask)
+    softmax_core: bool = False
+    # the ops its `rows` puts on the keys: the planner knows its core by them (ir.Op values)
+    key_ops: frozenset = frozenset()
+    # why at most one by_length variant may use it (its weights are the layer's), or None
+    per_layer: str | None = None
+    # (what its `stack_shared` value is, the hint) where a stack's attentions differ in it
+    stack_shares: tuple[str, str] = ("", "")
     # at `scores`: the IR op its `expand` emits (the planner reads the core's modifiers from
     # these nodes), and how a reason names it ("a softcap")
     op: Any = None
@@ -167,8 +176,9 @@ class Kernel:
     """One attention kernel other than the softmax (`kernel = name(...)`): a module
     `attndsl/mechanisms/<name>.py` defines `KERNEL`, an instance of a subclass, found by its
     presence. Its core is one `kernel` node (`expand`), whose arithmetic (`apply`) both
-    backends run over their array namespace; what the planner, verify, bench, show and the
-    decoding check must know of it are the attributes below."""
+    backends run over their array namespace, or, with `softmax_core`, the softmax core over
+    the rows its `rows` makes of the keys and values; what the planner, verify, bench, show
+    and the decoding check must know of it are the attributes below."""
 
     name: str  # the call: `kernel = lsh(...)`
     params: tuple[tuple[str, bool], ...] = ()  # (parameter, required)
@@ -185,6 +195,15 @@ class Kernel:
     # the IR attributes of its `kernel` node (after `kernel`), plain values; `keys`, when
     # present, is the mask of the keys it sees (padding), which the backends evaluate
     attributes: tuple[str, ...] = ()
+    # its core stays the softmax, over the keys and values its `rows` makes (planned as a
+    # softmax core by its strategy; no `kernel` node, no mask node: `rows` applies the mask)
+    softmax_core: bool = False
+    # the ops its `rows` puts on the keys: the planner knows its core by them (ir.Op values)
+    key_ops: frozenset = frozenset()
+    # why at most one by_length variant may use it (its weights are the layer's), or None
+    per_layer: str | None = None
+    # (what its `stack_shared` value is, the hint) where a stack's attentions differ in it
+    stack_shares: tuple[str, str] = ("", "")
 
     def read(self, c: Any, args: dict) -> Any:
         """The spec's value from the call's arguments by parameter (`c` is the checker)."""
@@ -206,6 +225,31 @@ class Kernel:
     def describe(self, value: Any) -> str | None:
         """A line `show` adds under the mask's picture, or None."""
         return None
+
+    def key_limit(self, value: Any) -> tuple[int, str] | None:
+        """(the most keys it takes, why: said after "`name`'s "), or None: `length_limits`
+        bounds the lengths of its keys' axis by it."""
+        return None
+
+    def stack_shared(self, value: Any) -> Any:
+        """What every attention of a stack must share of it (its weights are the stack's,
+        `stack_weights`), or None."""
+        return None
+
+    def weights(self, spec: Any, prefix: str, stacked: bool) -> list:
+        """Its own tensors (weight_table.Weight) in the attention `spec` (a core: a by_length
+        variant's), named from `prefix`; `stacked`: in a transformer, whose stack holds
+        those of `stack_weights`."""
+        return []
+
+    def stack_weights(self, spec: Any) -> list:
+        """The tensors a transformer stack holds once for every layer's attention `spec`."""
+        return []
+
+    def rows(self, site: Site, value: Any, k: str, v: str) -> tuple[str, str, Any]:
+        """With `softmax_core`: its nodes on the k and v heads before the core, and the rows
+        the core reads (k, v, their count n)."""
+        raise NotImplementedError
 
     def mask(self, node: Any) -> Any:
         """The mask its `kernel` node honours (the planner's view of the core)."""

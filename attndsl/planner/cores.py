@@ -16,8 +16,8 @@ __all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores",
            "padding_only", "render_choices", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
-# the cores whose kernel is one node of its own (Linformer's is its seq_project on the keys;
-# a kernel module's, its `kernel` node)
+# the cores whose kernel is one node of its own (a kernel module's, its `kernel` node; one
+# with `softmax_core` is known by its `key_ops` on the keys)
 _KERNEL_OPS = {Op.LINEAR_ATTENTION: "linear"}
 # the ops of a softmax attention core, from the repeated kv heads to the merged heads
 CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.MASK, Op.SOFTMAX, Op.ATTEND,
@@ -48,8 +48,8 @@ class Core:
 
     prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
     # a kernel's core, which keeps its own nodes: "linear" (no softmax core to replace),
-    # "linformer" (softmax over k projected rows), a kernel module's name
-    # (`mechanisms.KERNELS`); "" for a softmax core
+    # a kernel module's name (`mechanisms.KERNELS`: its `kernel` node, or with `softmax_core`
+    # a softmax over its rows of the keys); "" for a softmax core
     kernel: str
     kind: str  # self | cross
     heads: int
@@ -95,7 +95,7 @@ def cores(graph: Graph) -> list[Core]:
 
 def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
     """The attentions whose `merge_heads` is one of `nodes`; q, k and v are traced back to
-    their split_heads through rotation, norms, caches, repeats and Linformer's projection,
+    their split_heads through rotation, norms, caches, repeats and a kernel's rows,
     which may lie outside `nodes` (a switch's branches share them)."""
 
     def trace(name: str) -> tuple[Node, set[Op]]:
@@ -137,7 +137,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         repeats = {n.out: n.args[0] for n in own.get(Op.REPEAT_KV, ())}
         found.append(Core(
             prefix=node.out.removesuffix("merged"),
-            kernel=kernel or ("linformer" if Op.SEQ_PROJECT in k_ops else ""),
+            kernel=kernel or next((k.name for k in KERNELS.values() if k.key_ops & k_ops), ""),
             kind="cross" if projected(k).args[0] == "memory" else "self",
             heads=q.attr("heads"), kv_heads=k.attr("heads"),
             head_dim=by_name[q_src].shape.dims[-1],  # a latent attention's joined features

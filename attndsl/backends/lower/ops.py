@@ -99,7 +99,8 @@ def _tail(lw: Lowering, node: Node) -> str:
 
 @lower(Op.SEQ_PROJECT)
 def _seq_project(lw: Lowering, node: Node) -> str:
-    """Linformer: E[..., :n] @ keys (B, h, n, d), the keys the mask hides zeroed first."""
+    """A kernel module's rows (`Kernel.rows`): E[..., :n] @ keys (B, h, n, d), the keys the
+    mask hides zeroed first."""
     b = lw.b
     t = arg(lw, node)
     n = lw.dim(t, 2)
