@@ -10,11 +10,12 @@ from __future__ import annotations
 import pytest
 
 import attndsl
+from attndsl.backends import reference_kernels
 from attndsl.backends.reference_mechanisms import READINGS
 from attndsl.check.vocabulary import KEYS, VALUES, WORDS
 from attndsl.editor import hover
 from attndsl.errors import SpecError
-from attndsl.mechanisms import MECHANISMS
+from attndsl.mechanisms import KERNELS, MECHANISMS
 
 from .conftest import ROOT
 from .specgen import random_spec
@@ -34,6 +35,26 @@ def test_a_mechanism_module_is_a_key_everywhere(key: str) -> None:
     assert "`" + key + "`" in (hover(text, 3, 6) or "")
     if mechanism.attributes:  # it emits `apply` nodes: the oracle reads them on its own
         assert key in READINGS
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_a_kernel_module_is_a_value_everywhere(name: str) -> None:
+    """A kernel module found by its presence is a `kernel` value the checker and completion
+    know with its parameters, in docs/LANGUAGE.md's row for `kernel`; the oracle reads its own
+    `kernel` node by name (its own reading, not the module's arithmetic); the random specs draw
+    it, so it runs against the oracle on every backend."""
+    kernel = KERNELS[name]
+    assert VALUES["kernel"][name] == kernel.params
+    row = next(line for line in (ROOT / "docs" / "LANGUAGE.md").read_text().splitlines()
+               if line.startswith("| `kernel` |"))
+    assert f"`{name}(" in row
+    needed = ", ".join(f"{p} = 2" for p, required in kernel.params if required)
+    attndsl.loads(f"attention a {{\n    d_model = 64\n    heads = 4\n    kernel = {name}"
+                  f"({needed})\n}}\n")  # the checker takes its call (else SpecError)
+    if not getattr(kernel, "softmax_core", False):  # its own `kernel` node
+        assert name in reference_kernels.READINGS
+        assert reference_kernels.READINGS[name].__module__.startswith("attndsl.backends.")
+    assert any(f"kernel = {name}(" in random_spec(seed) for seed in range(400))
 
 
 def _seeds_with(key: str, count: int) -> list[int]:
