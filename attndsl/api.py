@@ -345,10 +345,11 @@ class Layer:
         """The NumPy reference output (float64) for named inputs and a state dict."""
         from .backends import reference
         from .usage import check_token_ids
+        from .weights import as_float64
 
         if "input_ids" in inputs:  # NumPy's indexing would wrap a negative id
             check_token_ids(inputs["input_ids"], self.spec.vocab)
-        return reference.run(self.graph(), inputs, {k: _numpy(v) for k, v in weights.items()})
+        return reference.run(self.graph(), inputs, {k: as_float64(v) for k, v in weights.items()})
 
     def verify(self, *, lengths: Any = None, batches: Any = None,
                providers: tuple[str, ...] = ("cpu",), targets: tuple[str, ...] | None = None,
@@ -371,11 +372,3 @@ class Layer:
         return verify_layer(self, lengths=lengths, batches=batches, providers=providers,
                             targets=targets, seed=seed, weights=weights, dtype=dtype,
                             progress=progress, quantize=quantize)
-
-
-def _numpy(value: Any):
-    import numpy as np
-
-    if hasattr(value, "detach"):
-        return value.detach().cpu().double().numpy()
-    return np.asarray(value, dtype=np.float64)

@@ -34,6 +34,7 @@ from .spec import (
     output_name,
 )
 from .verify_report import Comparison, Report
+from .weights import as_float64
 
 if TYPE_CHECKING:  # torch is imported where it runs: `show` reads mask_lengths without it
     import torch
@@ -296,7 +297,6 @@ def verify_layer(layer, *, lengths=None, batches=None, providers: tuple[str, ...
     """`Layer.verify` (api.Layer, its arguments): checked before the slow export, then the
     torch module and each target's export per provider against the reference. The report
     names where the weights came from (`weights_source`); the seed then draws the inputs."""
-    from .api import _numpy
     from .backends import runtime
     from .quantize import check_quantization
     from .targets import check_dtype_target, get, verify_pairs
@@ -323,7 +323,7 @@ def verify_layer(layer, *, lengths=None, batches=None, providers: tuple[str, ...
         from .quantize import dequantized, quantized_weights
         from .weights import load_into
 
-        float_state = {k: _numpy(v) for k, v in module.state_dict().items()}
+        float_state = {k: as_float64(v) for k, v in module.state_dict().items()}
         names = quantized_weights(layer.graph(), quantize)
         load_into(module, dequantized(float_state, names, quantize))
     runners = []
@@ -333,7 +333,7 @@ def verify_layer(layer, *, lengths=None, batches=None, providers: tuple[str, ...
         for provider in its_providers:
             session = runtime.make_session(exported, provider, profile=provider == "cuda")
             runners.append((f"{target} on {provider}", runtime.checked_runner(session)))
-    state = {k: _numpy(v) for k, v in module.state_dict().items()}
+    state = {k: as_float64(v) for k, v in module.state_dict().items()}
     report = verify(layer.spec, module, state, runners, targets=tuple(on), seed=seed,
                     lengths=lengths or None, batches=batches or DEFAULT_BATCHES, dtype=dtype,
                     progress=progress, quantize=quantize, float_weights=float_state)

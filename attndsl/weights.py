@@ -17,7 +17,14 @@ from .checkpoints import UnusedWeights, gather, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
 from .spec import Layer
 
-__all__ = ["Weights", "load_into", "read_weights"]
+__all__ = ["Weights", "as_float64", "load_into", "read_weights"]
+
+
+def as_float64(value: Any) -> np.ndarray:
+    """A weight (a torch tensor or an array) as a float64 NumPy array: the oracle's."""
+    if hasattr(value, "detach"):
+        return value.detach().cpu().double().numpy()
+    return np.asarray(value, dtype=np.float64)
 
 _FLOATS = ("float32", "float16", "bfloat16", "float64")
 

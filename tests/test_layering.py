@@ -77,3 +77,54 @@ def test_mechanism_modules_sit_below_the_checker_and_the_backends() -> None:
         top = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level]
         modules = {(n.module or "").split(".")[0] for n in top}
         assert not modules & {"check", "backends", "planner", "strategies"}, path.name
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _runtime_text(path: Path) -> str:
+    """The module's source without its `if TYPE_CHECKING:` blocks (imports for annotations
+    alone, never run)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block:
+                kept = [n for n in block if not (isinstance(n, ast.If) and isinstance(
+                    n.test, ast.Name) and n.test.id == "TYPE_CHECKING")]
+                setattr(node, field, kept or [ast.Pass()])
+    return ast.unparse(tree)
+
+
+def test_no_import_cycles() -> None:
+    """No module reaches itself through the modules it imports (lazy imports included): each
+    import names a module below it."""
+    modules = _modules()
+
+    def resolve(name: str) -> str | None:
+        parts = name.split(".")
+        while parts and ".".join(parts) not in modules:
+            parts.pop()
+        return ".".join(parts) or None
+
+    edges = {name: {m for m in (resolve(i) for i in _imports(path, _runtime_text(path)))
+                    if m and m != name} for name, path in modules.items()}
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: done
+
+    def walk(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for other in sorted(edges[name]):
+            assert state.get(other) != 1, " -> ".join([*path, name, other])
+            if other not in state:
+                walk(other, [*path, name])
+        state[name] = 2
+
+    for name in sorted(modules):
+        if name not in state:
+            walk(name, [])

@@ -19,9 +19,8 @@ from dataclasses import replace
 
 from ..ir import Graph, Node, Op, all_nodes
 from ..ir.verify import verify
-from ..mechanisms import SCORED
 from ..targets import get
-from .cores import Choice, Core, cores, cores_of, where
+from .cores import Choice, Core, cores, cores_of, fuse, where
 from .cover import Cover, cover
 from .experts import plan_experts
 from .torch_paths import plan_torch
@@ -100,7 +99,7 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                 choices.append(Choice(*where(core.prefix, graph), strategy.name,
                                       tuple(reasons), tuple(params.items())))
                 if strategy.fuses:
-                    nodes = _fuse(nodes, core, strategy.name, params | dict(attrs))
+                    nodes = fuse(nodes, core, strategy.name, params | dict(attrs))
         return nodes
 
     graph = replace(graph, nodes=tuple(planned(list(graph.nodes))))
@@ -159,7 +158,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
     choices = []
     for core, match in matches:
         if blocked is None:
-            nodes = _fuse(nodes, core, in_place.name, dict(match.params))
+            nodes = fuse(nodes, core, in_place.name, dict(match.params))
             choices.append(Choice(core.prefix, "", in_place.name, match.reasons,
                                   tuple(match.params.items())))
             continue
@@ -170,7 +169,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         own = core.kernel == "linear"  # (no softmax core to fuse)
         choices.append(Choice(core.prefix, "", core.kernel if own else "dense", tuple(reasons)))
         if not own:
-            nodes = _fuse(nodes, core, "dense", {})
+            nodes = fuse(nodes, core, "dense", {})
     if blocked is None:
         nodes = _cache_into_kernel(nodes)
     choices += [delta_choice(n) for n in rules]
@@ -200,20 +199,5 @@ def fuse_cores(graph: Graph, strategy: str) -> Graph:
     nodes = list(graph.nodes)
     for core in cores(graph):
         if not core.kernel:
-            nodes = _fuse(nodes, core, strategy, {})
+            nodes = fuse(nodes, core, strategy, {})
     return replace(graph, nodes=tuple(nodes))
-
-
-def _fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) -> list[Node]:
-    """`nodes` with the core `a` (its member nodes, by identity) replaced by one `attention`
-    node of `strategy` writing the core's output."""
-    bias = dict(a.bias)
-    bias = {"bias": bias.pop("kind", None), **bias}
-    fused = Node(Op.ATTENTION, a.out, (*a.qkv, *a.runtime), tuple({
-        "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
-        **{key: a.modifier(key) for key in SCORED}, **bias, "sinks": a.sinks, "expr": a.mask,
-        "kind": a.kind,
-        **params}.items()),
-        a.shape)
-    return [fused if n.out == a.out else n for n in nodes
-            if n.out == a.out or n.out not in a.members]

@@ -231,3 +231,18 @@ def _label(layers: list[str]) -> str | None:
     if indices == list(range(indices[0], indices[-1] + 1)):
         return f"layers.{indices[0]}-{indices[-1]}.{part}"
     return f"layers.{','.join(map(str, indices))}.{part}"
+
+
+def fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) -> list[Node]:
+    """`nodes` with the core `a` (its member nodes, by identity) replaced by one `attention`
+    node of `strategy` writing the core's output."""
+    bias = dict(a.bias)
+    bias = {"bias": bias.pop("kind", None), **bias}
+    fused = Node(Op.ATTENTION, a.out, (*a.qkv, *a.runtime), tuple({
+        "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
+        **{key: a.modifier(key) for key in SCORED}, **bias, "sinks": a.sinks, "expr": a.mask,
+        "kind": a.kind,
+        **params}.items()),
+        a.shape)
+    return [fused if n.out == a.out else n for n in nodes
+            if n.out == a.out or n.out not in a.members]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..ir import Graph, Op
 from ..mechanisms import SCORED
 from ..targets import PORTABLE_TARGET
-from .cores import Choice, Core, cores, where
+from .cores import Choice, Core, cores, fuse, where
 
 if TYPE_CHECKING:  # (strategies imports the planner's cores: read at run time in the functions)
     from ..strategies import Match, Reject
@@ -66,7 +66,6 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
     one Choice per attention. `path`: `auto` (as above), `dense` (every attention's own
     nodes), `flex` (as auto, with FlexAttention for block-sparse attentions on any device)."""
     from ..strategies import Match
-    from . import _fuse
 
     nodes = list(graph.nodes)
     choices = []
@@ -83,7 +82,7 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
         for torch_path in TORCH_PATHS:
             found = torch_path.match(core, ctx)
             if isinstance(found, Match):
-                nodes = _fuse(nodes, core, torch_path.name,
+                nodes = fuse(nodes, core, torch_path.name,
                               {**found.params, **dict(found.attrs), "dropout": dropout})
                 choices.append(Choice(layer, branch, torch_path.name, found.reasons,
                                       tuple(found.params.items())))
