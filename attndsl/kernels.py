@@ -1,5 +1,5 @@
-"""The attention kernels a layer's `kernel` names: the softmax, a linear feature map,
-Linformer's projected keys and the gated delta rule (docs/LANGUAGE.md, Kernels); the kernels
+"""The attention kernels a layer's `kernel` names: the softmax, Linformer's projected keys
+and the gated delta rule (docs/LANGUAGE.md, Kernels); the kernels
 that are modules of attndsl/mechanisms/ hold their own values. Part of the resolved spec
 (`spec` re-exports them)."""
 
@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeltaRule", "Kernel", "LinearKernel", "LinformerKernel", "Softmax"]
+__all__ = ["DeltaRule", "Kernel", "LinformerKernel", "Softmax"]
 
 
 @dataclass(frozen=True)
 class Softmax:
     pass
-
-
-@dataclass(frozen=True)
-class LinearKernel:
-    feature: str  # elu | relu | softmax
 
 
 @dataclass(frozen=True)
@@ -47,4 +42,4 @@ class DeltaRule:
 
 
 # or a kernel module's value (`mechanisms.KERNELS`)
-Kernel = Softmax | LinearKernel | LinformerKernel | DeltaRule | object
+Kernel = Softmax | LinformerKernel | DeltaRule | object

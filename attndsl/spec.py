@@ -10,7 +10,6 @@ from .blocks import GATED, Ffn, Moe, Norm  # re-exported: part of the resolved s
 from .kernels import (  # re-exported: part of the resolved spec
     DeltaRule,
     Kernel,
-    LinearKernel,
     LinformerKernel,
     Softmax,
 )
@@ -37,7 +36,6 @@ __all__ = [
     "Latent",
     "Layer",
     "Learned",
-    "LinearKernel",
     "LinearScaling",
     "LinformerKernel",
     "Llama3Scaling",

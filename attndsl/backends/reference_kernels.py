@@ -116,4 +116,4 @@ def lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
 
 def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """A kernel module's `kernel` node, read by its name."""
-    return {"lsh": lsh_attention}[node.attr("kernel")](node, env, w)
+    return {"linear": linear_attention, "lsh": lsh_attention}[node.attr("kernel")](node, env, w)

@@ -7,13 +7,12 @@ from collections.abc import Callable
 
 from .. import ast
 from .. import masks as m
-from ..mechanisms import KERNELS, SCORED, KernelWhere, kernel_of
+from ..mechanisms import KERNELS, KernelWhere, kernel_of
 from ..source import Span
 from ..spec import (
     Alibi,
     DeltaRule,
     Kernel,
-    LinearKernel,
     LinformerKernel,
     Position,
     RelativeBias,
@@ -40,40 +39,13 @@ class Kernels(Positions):
                 self.positive(args["key_heads"], "key_heads") if "key_heads" in args else 0,
                 self.positive(args["conv"], "conv") if "conv" in args else 4,
                 self.positive(args["chunk"], "chunk") if "chunk" in args else 64, eps)
-        if name in KERNELS:
-            return KERNELS[name].read(self, args)
         if name == "linformer":
             return LinformerKernel(
                 self.positive(args["k"], "Linformer's k"),
                 self.positive(args["max_len"], "Linformer's max_len"),
                 self.word(args["share"], _LINFORMER_SHARING, "Linformer sharing")
                 if "share" in args else "none")
-        feature = (self.word(args["feature"], ("elu", "relu", "softmax"), "feature")
-                   if "feature" in args else "elu")
-        return LinearKernel(feature)
-
-    def check_linear(self, e: dict[str, ast.Entry], mask: m.Mask, position: Position,
-                     dropout: float | None, at: Callable[[str], Span]) -> bool:
-        failed = False
-        if mask not in (m.Full(), m.Causal("top_left")):
-            self.error("a linear kernel supports only the masks `full` and `causal`", at("mask"),
-                       hint="use `kernel = softmax` for other masks")
-            failed = True
-        if isinstance(position, (Alibi, RelativeBias)):
-            self.error("score biases (alibi, relative_bias) need a softmax kernel: a linear "
-                       "kernel never forms scores", at("position"))
-            failed = True
-        for key in (*SCORED, "scale"):
-            if key in e and not (isinstance(e[key].value, ast.Name)
-                                 and e[key].value.id in ("none", "auto")):
-                self.error(f"`{key}` has no effect with a linear kernel", e[key].key_span,
-                           hint=f"remove `{key}` or use `kernel = softmax`")
-                failed = True
-        if dropout:
-            self.error("attention dropout needs a softmax kernel (there are no attention "
-                       "weights to drop)", e["dropout"].key_span)
-            failed = True
-        return failed
+        return KERNELS[name].read(self, args)
 
     def check_linformer(self, mask: m.Mask, position: Position,
                         at: Callable[[str], Span]) -> bool:
@@ -106,7 +78,7 @@ class Kernels(Positions):
             e, kind, heads, kv_heads, head_dim, bias, mask, position, dropout, at))
 
 
-_KERNELS = {"softmax": (), "linear": (Param("feature"),),
+_KERNELS = {"softmax": (),
             "linformer": (Param("k", True), Param("max_len", True), Param("share")),
             **{name: tuple(Param(p, required) for p, required in k.params)
                for name, k in KERNELS.items()},

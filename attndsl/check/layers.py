@@ -13,7 +13,6 @@ from ..spec import (
     Alibi,
     Attention,
     DeltaRule,
-    LinearKernel,
     LinformerKernel,
     Rope,
     Sinusoidal,
@@ -154,8 +153,6 @@ class Layers(Latents):
             problem, kernel = self.check_delta(e, kernel, heads, kv_heads, kind, mask, position,
                                                dropout, at)
             failed |= problem
-        if isinstance(kernel, LinearKernel) and mask is not None:
-            failed |= self.check_linear(e, mask, position, dropout, at)
         if isinstance(kernel, LinformerKernel) and mask is not None:
             failed |= self.check_linformer(mask, position, at)
         if mask is not None:

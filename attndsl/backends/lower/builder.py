@@ -172,7 +172,8 @@ class Lowering:
         self.quantization = None  # quantize.Quantization: these weights become MatMulNBits
         self.quantized: frozenset[str] = frozenset()
         self.max_length: int | None = None  # a decoding model's longest call, when known
-        # each fused strategy's lowering by name (build_model's `strategies`)
+        # each fused strategy's lowering by name, and a kernel node's by its kernel's name
+        # where a strategy lowers it (build_model's `strategies`)
         self.strategies: Mapping[str, Callable[[Lowering, Node], str]] = {}
 
     def w(self, name: str) -> str:
