@@ -40,7 +40,6 @@ from .planner import cores, fuse_cores
 from .spec import (
     Alibi,
     Attention,
-    LinearKernel,
     RelativeBias,
     Transformer,
     beyond_limits,
@@ -166,10 +165,8 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
     """Exact count of visible (b, q, k) pairs, evaluated in row chunks to bound memory."""
     B, L = inputs["input_ids" if "input_ids" in inputs else "x"].shape[:2]  # an LM: token ids
     S = inputs["memory"].shape[1] if "memory" in inputs else L
-    if isinstance(attn.kernel, LinearKernel):
-        return B * L * S
     kernel = kernel_of(attn.kernel)
-    pairs = kernel.pairs(attn.kernel, B, L) if kernel else None
+    pairs = kernel.pairs(attn.kernel, B, L, S) if kernel else None
     if pairs is not None:
         return pairs
     total = 0
@@ -255,9 +252,10 @@ def bench_layer(layer, *, lengths: tuple[int, ...], batch: int, targets: tuple[s
         return _peak_mb(run)
 
     layers = spec.layers if isinstance(spec, Transformer) else 1
-    # kernel modules without `scores` never form L x S scores in any backend
+    # kernel modules without `scores` never form L x S scores in any backend (unless the
+    # torch module's form weighs every pair: `eager_pairs`)
     hashed = all(c.kernel in KERNELS and not KERNELS[c.kernel].scores
-                 for c in cores(module.graph))
+                 and not KERNELS[c.kernel].eager_pairs for c in cores(module.graph))
     out: list[Measurement] = []
     for L in lengths:
         inputs = make_inputs(spec, batch, L, np.random.default_rng(seed))

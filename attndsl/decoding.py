@@ -32,7 +32,6 @@ from .spec import (
     Alibi,
     Attention,
     Layer,
-    LinearKernel,
     RelativeBias,
     Rope,
     Transformer,
@@ -113,9 +112,10 @@ def _cross_blocker(a: Attention) -> Diagnostic | None:
                           "memory rows; its decoding form has none", a.span("position"),
                           hint="decode cross attention without rotary or score-bias "
                                "positions (as Whisper, T5 and BART do)")
-    if isinstance(a.kernel, LinearKernel):
-        return Diagnostic(f"`{a.name}` is cross attention with a linear kernel, which has no "
-                          "decoding form", a.span("kernel"),
+    kernel = kernel_of(a.kernel)
+    if kernel is not None and kernel.cross_undecodable:
+        return Diagnostic(f"`{a.name}` is cross attention with {kernel.described}, "
+                          f"{kernel.cross_undecodable}", a.span("kernel"),
                           hint="decode cross attention with `kernel = softmax`")
     return None
 

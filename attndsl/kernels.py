@@ -1,5 +1,5 @@
-"""The attention kernels a layer's `kernel` names: the softmax, a linear feature map and
-the gated delta rule (docs/LANGUAGE.md, Kernels); the kernels
+"""The attention kernels a layer's `kernel` names: the softmax and the gated delta rule
+(docs/LANGUAGE.md, Kernels); the kernels
 that are modules of attndsl/mechanisms/ hold their own values. Part of the resolved spec
 (`spec` re-exports them)."""
 
@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeltaRule", "Kernel", "LinearKernel", "Softmax"]
+__all__ = ["DeltaRule", "Kernel", "Softmax"]
 
 
 @dataclass(frozen=True)
 class Softmax:
     pass
-
-
-@dataclass(frozen=True)
-class LinearKernel:
-    feature: str  # elu | relu | softmax
 
 
 @dataclass(frozen=True)
@@ -35,4 +30,4 @@ class DeltaRule:
 
 
 # or a kernel module's value (`mechanisms.KERNELS`)
-Kernel = Softmax | LinearKernel | DeltaRule | object
+Kernel = Softmax | DeltaRule | object

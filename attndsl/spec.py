@@ -10,7 +10,6 @@ from .blocks import GATED, Ffn, Moe, Norm  # re-exported: part of the resolved s
 from .kernels import (  # re-exported: part of the resolved spec
     DeltaRule,
     Kernel,
-    LinearKernel,
     Softmax,
 )
 from .masks import Mask, runtime_inputs
@@ -36,7 +35,6 @@ __all__ = [
     "Latent",
     "Layer",
     "Learned",
-    "LinearKernel",
     "LinearScaling",
     "Llama3Scaling",
     "LongRopeScaling",

@@ -23,7 +23,6 @@ from .mechanisms import kernel_of
 from .spec import (
     MAX_LENGTH,
     Attention,
-    LinearKernel,
     RelativeBias,
     Rope,
     Transformer,
@@ -143,8 +142,7 @@ def _next_prime(n: int) -> int:
 def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
                     memory: int | None) -> int:
     """What the reference needs at this shape: softmax cores (the variant that serves this
-    length) form [B, H, L, S] scores, linear cores and kernel modules without
-    `scores` do not; and every token
+    length) form [B, H, L, S] scores, kernel modules without `scores` do not; and every token
     carries activations as wide as the widest projection, FFN or vocabulary."""
     S = memory if memory is not None else length
     pairs, width = 0, 0
@@ -152,8 +150,7 @@ def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
         variant = a.variant_for(length)
         core = a if variant is None else variant.attention
         kernel = kernel_of(core.kernel)
-        if not isinstance(core.kernel, LinearKernel) and \
-                (kernel is None or kernel.scores):
+        if kernel is None or kernel.scores:
             pairs = max(pairs, batch * core.heads * length * S)
         width = max(width, a.d_model, a.memory_dim, a.heads * max(a.head_dim, a.value_dim))
     if isinstance(spec, Transformer):

@@ -20,9 +20,10 @@ from attndsl.decoding import check_decodable, first_past, padded, positions_of
 from attndsl.errors import SpecError
 from attndsl.ir import Op, build
 from attndsl.masks import Full, Padding, Prefix, Random, kept_keys, lookahead, primitives
+from attndsl.mechanisms.linear import LinearKernel
 from attndsl.mechanisms.lsh import LshKernel
 from attndsl.planner import cores, in_place_obstacle
-from attndsl.spec import Alibi, LinearKernel, RelativeBias, Rope, Transformer, is_lm
+from attndsl.spec import Alibi, RelativeBias, Rope, Transformer, is_lm
 
 from .conftest import EXAMPLES
 

@@ -128,3 +128,12 @@ def test_no_import_cycles() -> None:
     for name in sorted(modules):
         if name not in state:
             walk(name, [])
+def test_strategies_register_no_op_lowering() -> None:
+    """A strategy's lowering reaches build_model only through `strategies.LOWERINGS` (a
+    kernel's own node by the kernel's name), never as an op's lowering that importing
+    `attndsl.strategies` registers (`@lower`)."""
+    for path in sorted((PACKAGE / "strategies").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and (n.module or "").endswith("lower.builder") for a in n.names}
+        assert "lower" not in imported, f"strategies/{path.name} registers an op's lowering"

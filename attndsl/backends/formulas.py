@@ -33,7 +33,7 @@ from ..rope_scaling import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
 __all__ = ["LOWEST", "activation", "alibi_bias", "document_positions",
-           "linear_attention", "masked_softmax", "norm",
+           "masked_softmax", "norm",
            "rope", "rope_frequencies", "sinusoidal_table", "softcap"]
 
 Array = Any
@@ -205,38 +205,6 @@ def masked_softmax(xp, s: Array, visible: Array, sinks: Array | None = None,
         probs = e / (xp.sum(e, axis=-1, keepdims=True) + xp.exp(sinks - top))
     any_key = xp.amax(xp.astype(visible, "float32"), axis=-1, keepdims=True)
     return probs, any_key
-
-
-def feature_map(xp, x: Array, feature: str) -> Array:
-    """phi: elu(x) + 1, relu(x) or softmax over the features."""
-    if feature == "elu":
-        return xp.elu(x, 1.0) + 1.0
-    if feature == "relu":
-        return xp.relu(x)
-    return xp.softmax(x, axis=-1)
-
-
-def linear_attention(xp, q: Array, k: Array, v: Array, feature: str,
-                     causal: tuple[Array, Array] | None, real: Array | None = None) -> Array:
-    """y_q = phi(q).sum_k phi(k) v_k^T / max(phi(q).sum_k phi(k), 1e-6), in float32 (the sums
-    over keys overflow float16 at long lengths); causal (`causal`: the int64 query and key
-    positions, (L, 1) and (1, S)) sums only k <= q, and only over keys where `real` (B, S), a
-    decoding model's attention_mask, is non-zero. Returns the model dtype."""
-    dtype = xp.dtype(v)
-    q, k, v = (xp.astype(t, "float32") for t in (q, k, v))
-    fq, fk = feature_map(xp, q, feature), feature_map(xp, k, feature)
-    if causal is not None:
-        q_pos, k_pos = causal
-        keep = xp.astype(k_pos <= q_pos, "float32")  # (L, S)
-        if real is not None:  # (B, S) -> (B, 1, 1, S)
-            keep = keep * xp.astype(real, "float32")[:, None, None, :]
-        weights = xp.matmul(fq, xp.swap_last(fk)) * keep  # (B, H, L, S)
-        num = xp.matmul(weights, v)
-        den = xp.sum(weights, axis=-1, keepdims=True)
-    else:
-        num = xp.matmul(fq, xp.matmul(xp.swap_last(fk), v))  # phi(q) (phi(k)^T v)
-        den = xp.sum(fq * xp.sum(fk, axis=-2, keepdims=True), axis=-1, keepdims=True)
-    return xp.astype(num / xp.maximum(den, xp.asarray(1e-6, "float32")), dtype)
 
 
 def document_positions(xp, segment_ids: Array) -> Array:

@@ -24,7 +24,7 @@ from .reference_decoding import (
 )
 from .reference_delta import causal_conv, delta_rule
 from .reference_experts import act, experts, glu, route
-from .reference_kernels import kernel, linear_attention
+from .reference_kernels import kernel
 from .reference_masks import mask_of, visible
 from .reference_mechanisms import READINGS
 from .reference_positions import alibi_slopes, rope_frequencies, t5_bucket
@@ -308,7 +308,6 @@ impl(Op.CACHE)(cache)
 impl(Op.TAIL)(tail)
 impl(Op.ROWS)(rows)
 impl(Op.HEAD_LINEAR)(head_linear)
-impl(Op.LINEAR_ATTENTION)(linear_attention)
 impl(Op.CAUSAL_CONV)(causal_conv)
 impl(Op.DELTA_RULE)(delta_rule)
 impl(Op.KERNEL)(kernel)

@@ -1,6 +1,6 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
-core by length): the by_length switch, a kernel's sequence projection, linear attention,
-a kernel module's core, the gated delta rule, and a mixture of experts' router and experts, each
+core by length): the by_length switch, a kernel's sequence projection, a kernel module's
+core, the gated delta rule, and a mixture of experts' router and experts, each
 `(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from .. import masks
 from ..ir import Node, Op
 from ..mechanisms import KERNELS
 from ..spec import RUNTIME_INPUTS
-from . import formulas
 from .delta import (
     causal_conv,
     conv_window,
@@ -92,15 +91,6 @@ def _seq_project(m: nn.Module, node: Node, env: Env) -> Tensor:
     return torch.matmul(e.to(t.dtype), t)
 
 
-@impl(Op.LINEAR_ATTENTION)
-def _linear_attention(m: nn.Module, node: Node, env: Env) -> Tensor:
-    q, k, v = (_arg(node, env, i) for i in range(3))
-    causal = lengths(env) if node.attr("causal") else None
-    real = env["attention_mask"] != 0 if "attention_mask" in env else None
-    return formulas.linear_attention(TorchArrays(q.device), q, k, v, node.attr("feature"),
-                                     causal, real)
-
-
 def _real(node: Node, env: Env, L: int, xp: TorchArrays) -> Tensor | None:
     """The delta rule's real tokens (B, L), float32: a decoding call's from attention_mask,
     one pass's from its mask's padding (key_lengths), or None (every token)."""
@@ -146,12 +136,17 @@ def _rows(m: nn.Module, node: Node, env: Env) -> Tensor:
 
 @impl(Op.KERNEL)
 def _kernel(m: nn.Module, node: Node, env: Env) -> Tensor:
-    """A kernel module's core, from its module (mechanisms.KERNELS)."""
+    """A kernel module's core, from its module (mechanisms.KERNELS): the query and key
+    indices first where it is `indexed` and causal, then the keys it sees."""
     kernel = KERNELS[node.attr("kernel")]
     heads = [_arg(node, env, i) for i in range(2 if kernel.shares_keys else 3)]
     q, k, v = (heads[0], None, heads[1]) if kernel.shares_keys else heads
     kept, attrs = None, dict(node.attrs[1:])
-    if attrs.get("keys", masks.Full()) != masks.Full():  # the keys its mask shows, (B|1, n)
+    if kernel.indexed:
+        attrs["index"] = lengths(env) if attrs.get("causal") else None
+    if "attention_mask" in env:  # decoding: the cache's real keys, (B, n)
+        kept = env["attention_mask"] != 0
+    elif attrs.get("keys", masks.Full()) != masks.Full():  # the keys its mask shows, (B|1, n)
         kept = kept_keys(attrs["keys"], q.shape[2], env, q.device).reshape(-1, q.shape[2])
     return kernel.apply(TorchArrays(q.device), q, k, v, kept, **attrs)
 

@@ -7,15 +7,12 @@ from collections.abc import Callable
 
 from .. import ast
 from .. import masks as m
-from ..mechanisms import KERNELS, SCORED, KernelWhere, kernel_of
+from ..mechanisms import KERNELS, KernelWhere, kernel_of
 from ..source import Span
 from ..spec import (
-    Alibi,
     DeltaRule,
     Kernel,
-    LinearKernel,
     Position,
-    RelativeBias,
     Softmax,
 )
 from .positions import Positions
@@ -39,34 +36,7 @@ class Kernels(Positions):
                 self.positive(args["key_heads"], "key_heads") if "key_heads" in args else 0,
                 self.positive(args["conv"], "conv") if "conv" in args else 4,
                 self.positive(args["chunk"], "chunk") if "chunk" in args else 64, eps)
-        if name in KERNELS:
-            return KERNELS[name].read(self, args)
-        feature = (self.word(args["feature"], ("elu", "relu", "softmax"), "feature")
-                   if "feature" in args else "elu")
-        return LinearKernel(feature)
-
-    def check_linear(self, e: dict[str, ast.Entry], mask: m.Mask, position: Position,
-                     dropout: float | None, at: Callable[[str], Span]) -> bool:
-        failed = False
-        if mask not in (m.Full(), m.Causal("top_left")):
-            self.error("a linear kernel supports only the masks `full` and `causal`", at("mask"),
-                       hint="use `kernel = softmax` for other masks")
-            failed = True
-        if isinstance(position, (Alibi, RelativeBias)):
-            self.error("score biases (alibi, relative_bias) need a softmax kernel: a linear "
-                       "kernel never forms scores", at("position"))
-            failed = True
-        for key in (*SCORED, "scale"):
-            if key in e and not (isinstance(e[key].value, ast.Name)
-                                 and e[key].value.id in ("none", "auto")):
-                self.error(f"`{key}` has no effect with a linear kernel", e[key].key_span,
-                           hint=f"remove `{key}` or use `kernel = softmax`")
-                failed = True
-        if dropout:
-            self.error("attention dropout needs a softmax kernel (there are no attention "
-                       "weights to drop)", e["dropout"].key_span)
-            failed = True
-        return failed
+        return KERNELS[name].read(self, args)
 
     def check_kernel(self, e: dict[str, ast.Entry], kernel: Kernel, kind: str, heads: int,
                      kv_heads: int, head_dim: int, bias: tuple[str, ...] | None, mask: m.Mask,
@@ -80,7 +50,7 @@ class Kernels(Positions):
             e, kind, heads, kv_heads, head_dim, bias, mask, position, dropout, at))
 
 
-_KERNELS = {"softmax": (), "linear": (Param("feature"),),
+_KERNELS = {"softmax": (),
             **{name: tuple(Param(p, required) for p, required in k.params)
                for name, k in KERNELS.items()},
             "delta_rule": (Param("key_heads"), Param("conv"), Param("chunk"), Param("eps"))}

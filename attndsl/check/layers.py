@@ -13,7 +13,6 @@ from ..spec import (
     Alibi,
     Attention,
     DeltaRule,
-    LinearKernel,
     Rope,
     Sinusoidal,
     Softmax,
@@ -153,8 +152,6 @@ class Layers(Latents):
             problem, kernel = self.check_delta(e, kernel, heads, kv_heads, kind, mask, position,
                                                dropout, at)
             failed |= problem
-        if isinstance(kernel, LinearKernel) and mask is not None:
-            failed |= self.check_linear(e, mask, position, dropout, at)
         if mask is not None:
             failed |= self.check_kernel(e, kernel, kind, heads, kv_heads, head_dim, bias, mask,
                                         position, dropout, at)

@@ -1,5 +1,5 @@
 """The IR of one attention: projections, heads, positions, caches and the core (scores, biases,
-score modifiers, mask, softmax), or a kernel's own node (linear, a kernel module's)."""
+score modifiers, mask, softmax), or a kernel module's own node."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ..spec import (
     Attention,
     DeltaRule,
     Learned,
-    LinearKernel,
     Norm,
     RelativeBias,
     Rope,
@@ -147,9 +146,9 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
         v = b.emit(Op.REPEAT_KV, f"{p}v_rep", (v,), T("B", s.heads, n, s.value_dim),
                    groups=s.groups)
     heads_out = T("B", s.heads, "L", s.value_dim)
-    if isinstance(s.kernel, LinearKernel):
-        o = b.emit(Op.LINEAR_ATTENTION, f"{p}attn", (q, k, v), heads_out,
-                   feature=s.kernel.feature, causal=s.mask == masks.Causal())
+    kernel = mechanisms.kernel_of(s.kernel)
+    if kernel is not None:  # its one `kernel` node on the (repeated) q, k, v heads
+        o = kernel.expand(mechanisms.Site(b, s, p, prefix, (), n), s.kernel, q, k, v)
     else:
         sc = b.emit(Op.SCORES, f"{p}scores", (q, k), T("B", s.heads, "L", n), scale=s.scale)
         if isinstance(s.position, Alibi):

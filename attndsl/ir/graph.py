@@ -34,7 +34,6 @@ class Op(enum.Enum):
     MASK = "mask"  # boolean visibility from index ranges (and runtime inputs)
     SOFTMAX = "masked_softmax"  # rows with no visible key -> zeros
     ATTEND = "attend"  # p @ v
-    LINEAR_ATTENTION = "linear_attention"
     MERGE_HEADS = "merge_heads"  # (B, H, L, dv) -> (B, L, H*dv)
     ATTENTION = "attention"  # planned core: q, k, v (+ runtime inputs) -> (B, L, H*dv)
     ACTIVATION = "activation"  # relu | silu | gelu | gelu_tanh | sigmoid

@@ -179,7 +179,6 @@ _DEFS = [
     OpDef(Op.MASK, (0, 3), ("expr", "sparsity", "memory"), rule=_mask),
     OpDef(Op.SOFTMAX, (1, 2), ("dropout", "sinks"), rule=_softmax, tensors=("sinks",)),
     OpDef(Op.ATTEND, (2, 2), rule=_attend),
-    OpDef(Op.LINEAR_ATTENTION, (3, 3), ("feature", "causal"), rule=_rank(4)),
     OpDef(Op.MERGE_HEADS, (1, 1), rule=_merge),
     # (open: its strategy's parameters and the score modifiers it carries ride along)
     OpDef(Op.ATTENTION, (3, 6), ("strategy", "heads", "kv_heads", "scale", "bias", "sinks",

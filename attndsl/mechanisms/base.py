@@ -188,8 +188,17 @@ class Kernel:
     # why a by_length variant cannot use it (the variants share the layer's projections)
     own_projections: str | None = None
     scores: bool = True  # whether it forms a [B, H, L, S] score per pair
+    # without `scores`: whether the torch module's form still weights every (query, key)
+    # pair in one [B, H, L, S] array (bench then guards its memory as a softmax core's)
+    eager_pairs: bool = False
     # why a decoding step cannot run it (said after "`name` uses {described}, "), or None
     undecodable: str | None = None
+    # why a decoding step cannot run it as cross attention (said after "`name` is cross
+    # attention with {described}, "), or None
+    cross_undecodable: str | None = None
+    # its `apply` takes `index`: the int64 query and key indices ((L, 1), (1, S); a decoding
+    # call's queries after its cached keys) where its node is `causal`, else None
+    indexed: bool = False
     # torch.export cannot prove its shape guards against declared length ranges
     inferred_shapes: bool = False
     # the IR attributes of its `kernel` node (after `kernel`), plain values; `keys`, when
@@ -217,9 +226,9 @@ class Kernel:
         """Lengths `verify` should check by default, each with why."""
         return {}
 
-    def pairs(self, value: Any, batch: int, length: int) -> int | None:
-        """The (b, q, k) pairs it scores at this shape (bench's count), or None where the
-        mask's visible pairs are the count."""
+    def pairs(self, value: Any, batch: int, length: int, keys: int) -> int | None:
+        """The (b, q, k) pairs it scores at this shape, `length` queries and `keys` keys
+        (bench's count), or None where the mask's visible pairs are the count."""
         return None
 
     def describe(self, value: Any) -> str | None:
@@ -263,5 +272,6 @@ class Kernel:
     def apply(self, xp: Any, q: Any, k: Any, v: Any, kept: Any, **attrs: Any) -> Any:
         """Its arithmetic over the array namespace `xp` (torch and ONNX from this one
         text): q, k (None where `shares_keys`), v heads; `kept` (B|1, n) the keys its `keys`
-        mask shows, or None for all."""
+        mask shows, or a decoding call's real keys (attention_mask), or None for all; `index`
+        where `indexed`."""
         raise NotImplementedError

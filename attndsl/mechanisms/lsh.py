@@ -121,7 +121,7 @@ class _Lsh(Kernel):
         c = kernel.chunk
         return {c: f"one LSH chunk ({c})", c + 1: f"one past an LSH chunk ({c})"}
 
-    def pairs(self, kernel: LshKernel, batch: int, length: int) -> int:
+    def pairs(self, kernel: LshKernel, batch: int, length: int, keys: int) -> int:
         """Per round, each query scores two chunks (all pairs within one chunk)."""
         if kernel.chunk >= length:
             return batch * length * length

@@ -6,7 +6,7 @@ attention core (`cores`) is offered to the strategies in their order (`strategie
 by priority); the first whose `match` applies takes it (else `dense`, the masked L x S form),
 and the notes of those that did not apply are its reasons. A fusing strategy replaces the
 softmax core (repeat_kv .. merge_heads) by one `attention` node naming it, found by the core's
-node identities; the kernels keep their own nodes (linear, a kernel module's `kernel`).
+node identities; a kernel module keeps its own `kernel` node.
 
 `portable` is never planned: it is the dense standard-op export (the baseline), made by
 torch.onnx.export. Choices never change results; `attndsl verify` checks every target.
@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from ..ir import Graph, Node, Op, all_nodes
 from ..ir.verify import verify
+from ..mechanisms import KERNELS
 from ..targets import get
 from .cores import Choice, Core, cores, cores_of, fuse, where
 from .cover import Cover, cover
@@ -166,7 +167,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         name = "a layer" if layer is None else layer.prefix.rstrip(".") or "the attention"
         reasons = ["decoding against a growing cache: past and new keys concatenated, the "
                    "masked form over them (standard ops)", f"not in place: {name}: {why}"]
-        own = core.kernel == "linear"  # (no softmax core to fuse)
+        own = core.kernel in KERNELS  # a kernel module's own node (no softmax core to fuse)
         choices.append(Choice(core.prefix, "", core.kernel if own else "dense", tuple(reasons)))
         if not own:
             nodes = fuse(nodes, core, "dense", {})

@@ -16,9 +16,6 @@ __all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores",
            "padding_only", "render_choices", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
-# the cores whose kernel is one node of its own (a kernel module's, its `kernel` node; one
-# with `softmax_core` is known by its `key_ops` on the keys)
-_KERNEL_OPS = {Op.LINEAR_ATTENTION: "linear"}
 # the ops of a softmax attention core, from the repeated kv heads to the merged heads
 CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.MASK, Op.SOFTMAX, Op.ATTEND,
                       Op.MERGE_HEADS, *(mechanism.op for mechanism in SCORED.values())})
@@ -47,9 +44,9 @@ class Core:
     """One attention of a graph, as the planner reads it from the graph's nodes."""
 
     prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
-    # a kernel's core, which keeps its own nodes: "linear" (no softmax core to replace),
-    # a kernel module's name (`mechanisms.KERNELS`: its `kernel` node, or with `softmax_core`
-    # a softmax over its rows of the keys); "" for a softmax core
+    # a kernel's core, which keeps its own nodes: a kernel module's name
+    # (`mechanisms.KERNELS`: its `kernel` node, or with `softmax_core` a softmax over its
+    # rows of the keys); "" for a softmax core
     kernel: str
     kind: str  # self | cross
     heads: int
@@ -120,17 +117,16 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         own = _members(node, by_name)
         one = {op: ns[0] for op, ns in own.items()}
         attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
-        if attend.op not in (Op.ATTEND, Op.LINEAR_ATTENTION, Op.KERNEL):
+        if attend.op not in (Op.ATTEND, Op.KERNEL):
             continue  # no attention core (the delta rule's heads, normed): nothing to plan
         bias, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTMAX)
         modifiers = tuple((key, mech.fused(one[mech.op])) for key, mech in SCORED.items()
                           if mech.op in one)
         module = KERNELS[attend.attr("kernel")] if attend.op is Op.KERNEL else None
-        kernel = module.name if module else _KERNEL_OPS.get(attend.op, "")
+        kernel = module.name if module else ""
         q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],)
                                if module and module.shares_keys else
                                tuple(attend.args[:3]) if module else
-                               (*attend.args[:2], attend.args[-1]) if kernel == "linear" else
                                (*scores.args, attend.args[-1]))
         (q, q_ops), (k, k_ops), (v, v_ops) = trace(q_src), trace(k_src), trace(v_src)
         paired = Op.VALUE_PAIRS in v_ops  # two kv heads' values (a value_pairs node)

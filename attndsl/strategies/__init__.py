@@ -1,8 +1,9 @@
 """The execution strategies, one module each (docs/ARCHITECTURE.md, An execution strategy):
 every module of this package that defines `STRATEGY` is one, found here by name. `LADDER` is
 the planner's order; `DEFAULT` the form that always applies; `LOWERINGS` the fused strategies'
-lowerings by name, which callers pass to `backends.lower.build_model` (the lowering, a layer
-below, never imports this package)."""
+lowerings by name, and a kernel's own node's by the kernel's name (a non-fusing strategy that
+lowers it), which callers pass to `backends.lower.build_model` (the lowering, a layer below,
+never imports this package)."""
 
 from __future__ import annotations
 
@@ -28,4 +29,5 @@ BY_NAME: dict[str, Strategy] = _discover()
 LADDER: tuple[Strategy, ...] = tuple(sorted(
     (s for s in BY_NAME.values() if s.priority is not None), key=lambda s: s.priority))
 DEFAULT = BY_NAME["dense"]
-LOWERINGS = {name: s.lower for name, s in BY_NAME.items() if s.fuses}
+# a non-fusing strategy's lowering is its kernel's (named as the kernel: its `kernel` node)
+LOWERINGS = {name: s.lower for name, s in BY_NAME.items() if s.fuses or s.lower is not None}

@@ -56,7 +56,8 @@ class Strategy:
     `priority`: the planner asks strategies in increasing priority and takes the first match
     (None: not in that order; `gqa_cache` is the decoding planner's). `fuses`: the core
     becomes one `attention` node with `strategy = name`, lowered by `lower`; otherwise the
-    core keeps its own node (linear, LSH), whose op the module lowers. `growth(params)`: the
+    core keeps its kernel module's own `kernel` node, lowered by `lower` where given (the
+    strategy then bears the kernel's name), else by the module. `growth(params)`: the
     exponent a of latency ~ L^a that the plan predicts."""
 
     name: str

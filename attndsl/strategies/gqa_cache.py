@@ -13,6 +13,7 @@ from .. import masks as m
 from ..backends import formulas
 from ..backends.lower.builder import Lowering, Sym, arg, bsh
 from ..ir import Node, Op
+from ..mechanisms import KERNELS
 from ..planner.cores import BIAS_NAMES, Core, causal_window
 from ..planner.cover import INF
 from ..rope_scaling import DynamicScaling, LongRopeScaling
@@ -31,8 +32,8 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
         return "the portable target uses standard ops only"
     if a.kind == "cross":
         return "cross attention caches the memory's keys, not the tokens'"
-    if a.kernel == "linear":
-        return "a linear kernel has no fused cache kernel"
+    if a.kernel in KERNELS:  # a kernel module's own node
+        return f"{KERNELS[a.kernel].described} has no fused cache kernel"
     if a.paired_values:
         return "differential attention pairs each kv head's cached values with another's"
     if causal_window(a.mask) is None:

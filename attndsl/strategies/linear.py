@@ -1,17 +1,17 @@
-"""Strategy `linear`: the linear kernel's own `linear_attention` node, in standard ops; causal
-linear attention in chunks: O(L) time and memory instead of the L x L masked
-product. Within a chunk of C queries, the masked C x C product; across chunks, the running
-sums of phi(k) v_k^T and phi(k) over every earlier chunk (an exclusive CumSum of each chunk's
-own sums)."""
+"""Strategy `linear`: the linear kernel's own `kernel` node (mechanisms/linear.py), in standard
+ops, lowered here by the kernel's name (`LOWERINGS`); causal linear attention in chunks: O(L)
+time and memory instead of the L x L masked product. Within a chunk of C queries, the masked
+C x C product; across chunks, the running sums of phi(k) v_k^T and phi(k) over every earlier
+chunk (an exclusive CumSum of each chunk's own sums)."""
 
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
-from ..backends import formulas
-from ..backends.lower.builder import Lowering, Sym, lower, static_last
-from ..ir import Node, Op
+from ..backends.lower.builder import Lowering, static_last
+from ..backends.lower.ops import kernel_form
+from ..ir import Node
+from ..mechanisms.linear import feature_map
 from ..planner.cores import Core
 from .base import Context, Match, Reject, Strategy
 
@@ -27,19 +27,13 @@ def match(a: Core, ctx: Context) -> Match | Reject:
                       "queries, running sums across chunks); no softmax kernel applies",))
 
 
-@lower(Op.LINEAR_ATTENTION)
 def lower_linear_attention(lw: Lowering, node: Node) -> str:
-    # O(L): running sums across chunks, over one sequence (cross attention's causal mask
-    # relates L queries to S memory rows: the masked form below)
+    """O(L): running sums across chunks, over one sequence; else the module's form (cross
+    attention's causal mask relates L queries to S memory rows; a decoding call's keys are
+    the cache's, masked by attention_mask)."""
     if node.attr("causal") and not lw.decoding and "memory" not in lw.env:
         return causal_linear_attention(lw, node)
-    causal = lw.indices() if node.attr("causal") else None
-    q, k, v = (lw.sym(node, i) for i in range(3))
-    real = None
-    if lw.decoding:
-        real = Sym(lw.b, lw.b.op("Cast", lw.env["attention_mask"], to=TensorProto.BOOL), "bool", 2)
-    return formulas.linear_attention(lw.xp, q, k, v, node.attr("feature"), causal, real).name
-
+    return kernel_form(lw, node)
 
 
 def causal_linear_attention(lw: Lowering, node: Node) -> str:
@@ -49,8 +43,7 @@ def causal_linear_attention(lw: Lowering, node: Node) -> str:
     b, xp = lw.b, lw.xp
     widths = [static_last(lw, node, i) for i in range(3)]
     q, k, v = (xp.astype(lw.sym(node, i), "float32") for i in range(3))
-    fq, fk = formulas.feature_map(xp, q, node.attr("feature")), \
-        formulas.feature_map(xp, k, node.attr("feature"))
+    fq, fk = feature_map(xp, q, node.attr("feature")), feature_map(xp, k, node.attr("feature"))
     L = lw.dim(q.name, 2)
     pad = (L + (CHUNK - 1)) // CHUNK * CHUNK - L  # zero rows after the last token
     pads = b.op("Concat", b.i64(0, 0, 0, 0, 0, 0), b.op("Unsqueeze", pad.name, b.i64(0)),

@@ -50,9 +50,9 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     (`exported.Exported` writes them one at a time); else they are in the model.
     `strategies`: the lowering of each fused strategy by the name its `attention` nodes carry
     (`attndsl.strategies.LOWERINGS`): the strategies sit above the lowering and use its
-    builder, so the caller that composes the two passes them in. The linear kernel's own
-    op is lowered by its strategy's `@lower` function, registered when `attndsl.strategies`
-    is imported (as a caller passing `LOWERINGS` has done); a kernel module's by its module."""
+    builder, so the caller that composes the two passes them in; it holds too the lowering of
+    a kernel module's node by the kernel's name where a strategy lowers it (else its module
+    does)."""
     b = Builder(dtype)
     lw = Lowering(b, weights)
     lw.strategies = strategies

@@ -176,7 +176,8 @@ class Lowering:
         self.quantized: frozenset[str] = frozenset()
         self.qmoe: frozenset[str] = frozenset()
         self.rotary: dict[str, Any] = {}
-        # each fused strategy's lowering by name (build_model's `strategies`)
+        # each fused strategy's lowering by name, and a kernel node's by its kernel's name
+        # where a strategy lowers it (build_model's `strategies`)
         self.strategies: Mapping[str, Callable[[Lowering, Node], str]] = {}
 
     def w(self, name: str) -> str:

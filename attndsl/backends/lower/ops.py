@@ -1,9 +1,11 @@
 """One lowering per IR op left after planning (`@lower(Op.X)`); the attention core dispatches
-to its strategy's lowering (`Lowering.strategies`, passed to `build_model`)."""
+to its strategy's lowering (`Lowering.strategies`, passed to `build_model`), and so does a
+kernel module's node where its strategy lowers it (else its module's arithmetic)."""
 
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from ... import masks
 from ...dtypes import ONNX_TYPE
@@ -319,12 +321,27 @@ def _apply(lw: Lowering, node: Node) -> str:
 
 @lower(Op.KERNEL)
 def _kernel(lw: Lowering, node: Node) -> str:
-    """A kernel module's core, from its module: the keys its `keys` mask shows first."""
+    """A kernel module's core: its strategy's lowering by the kernel's name where the caller
+    passed one (`Lowering.strategies`: a non-fusing strategy's plan, as the linear kernel's
+    chunks), else its module's arithmetic (`kernel_form`)."""
+    own = lw.strategies.get(node.attr("kernel"))
+    return own(lw, node) if own is not None else kernel_form(lw, node)
+
+
+def kernel_form(lw: Lowering, node: Node) -> str:
+    """A kernel module's core by its module's `apply`: the query and key indices first where
+    it is `indexed` and causal, then the keys it sees (a decoding call's real keys, or those
+    its `keys` mask shows)."""
     kernel = KERNELS[node.attr("kernel")]
     heads = [lw.sym(node, i) for i in range(2 if kernel.shares_keys else 3)]
     q, k, v = (heads[0], None, heads[1]) if kernel.shares_keys else heads
     kept, attrs = None, dict(node.attrs[1:])
-    if attrs.get("keys", masks.Full()) != masks.Full():  # (B|1, n)
+    if kernel.indexed:
+        attrs["index"] = lw.indices() if attrs.get("causal") else None
+    if lw.decoding:  # the cache's real keys, (B, n)
+        kept = Sym(lw.b, lw.b.op("Cast", lw.env["attention_mask"], to=TensorProto.BOOL),
+                   "bool", 2)
+    elif attrs.get("keys", masks.Full()) != masks.Full():  # (B|1, n)
         n = lw.dim(q.name, 2)
         kept = lw.xp.reshape(kept_keys(lw, attrs["keys"], n), [-1, n])
     return kernel.apply(lw.xp, q, k, v, kept, **attrs).name
