@@ -146,8 +146,7 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
         v = b.emit(Op.REPEAT_KV, f"{p}v_rep", (v,), T("B", s.heads, n, s.value_dim),
                    groups=s.groups)
     heads_out = T("B", s.heads, "L", s.value_dim)
-    kernel = mechanisms.kernel_of(s.kernel)
-    if kernel is not None:  # its one `kernel` node on the (repeated) q, k, v heads
+    if kernel is not None and not rows:  # its one `kernel` node on the (repeated) q, k, v heads
         o = kernel.expand(mechanisms.Site(b, s, p, prefix, (), n), s.kernel, q, k, v)
     else:
         sc = b.emit(Op.SCORES, f"{p}scores", (q, k), T("B", s.heads, "L", n), scale=s.scale)

@@ -74,15 +74,6 @@ class Mechanism:
     with_delta: str | None = "the delta rule has no softmax core"
     # the IR attributes of its `apply` nodes (after `mechanism`), each a plain value
     attributes: tuple[str, ...] = ()
-    # its core stays the softmax, over the keys and values its `rows` makes (planned as a
-    # softmax core by its strategy; no `kernel` node, no mask node: `rows` applies the mask)
-    softmax_core: bool = False
-    # the ops its `rows` puts on the keys: the planner knows its core by them (ir.Op values)
-    key_ops: frozenset = frozenset()
-    # why at most one by_length variant may use it (its weights are the layer's), or None
-    per_layer: str | None = None
-    # (what its `stack_shared` value is, the hint) where a stack's attentions differ in it
-    stack_shares: tuple[str, str] = ("", "")
     # at `scores`: the IR op its `expand` emits (the planner reads the core's modifiers from
     # these nodes), and how a reason names it ("a softcap")
     op: Any = None
