@@ -126,20 +126,19 @@ def quantized_weights(graph, q: Quantization) -> tuple[str, ...]:
     """The weights a quantized export stores in blocks: those read by linear nodes alone
     (q, k, v, o projections, MLPs, the LM head) as MatMulNBits, and the token embedding
     (its width a multiple of the block) as GatherBlockQuantized, a tied LM head reading it
-    too; a mixture's experts (both their widths multiples of the block) as com.microsoft.QMoE
-    where the mixture runs as ONNX Runtime's kernel, else stored as the float values their
-    blocks give; not a weight another op reads (latent attention's kv_b_proj when decoding
+    too; the weights a feed-forward form stores in blocks (`mechanisms.FFNS`, `blocked`: a
+    mixture's experts, both their widths multiples of the block, in ONNX Runtime's kernel's
+    blocks where the mixture runs as that kernel, else stored as the float values their
+    blocks give); not a weight another op reads (latent attention's kv_b_proj when decoding
     absorbs it)."""
     from .ir import Op, all_nodes
+    from .mechanisms import FFNS
 
     shapes = {w.name: w.shape for w in graph.weights}
     quantized, other = set(), set()
     for node in all_nodes(graph.nodes):
-        if node.op is Op.EXPERTS:  # QMoE's blocks run along both of an expert's widths
-            names = [w for w in shapes if w.startswith(node.attr("prefix"))
-                     and w.endswith(".weight")]
-            if all(side % q.block == 0 for w in names for side in shapes[w]):
-                quantized |= set(names)
+        for form in FFNS.values():
+            quantized |= form.blocked(node, shapes, q.block)
         for key, value in node.attrs:
             if not isinstance(value, str) or value not in shapes:
                 continue
