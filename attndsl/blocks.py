@@ -1,11 +1,12 @@
-"""The resolved spec of a block's parts besides attention: its MLP forms (`Ffn`), its norms
-(`Norm`, also the q/k norms') and a mixture of experts (`Moe`). Re-exported by `spec`."""
+"""The resolved spec of a block's parts besides attention: its MLP forms (`Ffn`) and its norms
+(`Norm`, also the q/k norms'). Re-exported by `spec`. A feed-forward form other than one MLP
+is a module of its own (`mechanisms/base_ffn.py`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["GATED", "Ffn", "Moe", "Norm"]
+__all__ = ["GATED", "Ffn", "Norm"]
 
 
 @dataclass(frozen=True)
@@ -50,31 +51,3 @@ class Norm:
     @staticmethod
     def default_eps(kind: str) -> float:
         return 1e-5 if kind == "layernorm" else 1e-6
-
-
-@dataclass(frozen=True)
-class Moe:
-    """A mixture-of-experts feed-forward (docs/LANGUAGE.md, Transformer keys): a router picks
-    `top_k` of `experts` MLPs per token (`router`: softmax or sigmoid of the router's logits,
-    chosen by those plus a learned `selection_bias` and among the `top_groups` best of
-    `groups` groups, the top k weights renormalised when `normalize`, times `routed_scale`);
-    each token runs
-    only those, its gate multiplying the expert's output (or, `gate = input`, its input), plus
-    the `shared` MLP when there is one (times sigmoid(x W) with `shared_gate`). Every expert is
-    the stack's `ffn` form; the layers in `dense_layers` run the `dense` MLP instead."""
-
-    experts: int
-    top_k: int
-    normalize: bool
-    router_bias: bool
-    shared: Ffn | None
-    routed_scale: float
-    router: str = "softmax"  # softmax | sigmoid
-    gate: str = "output"  # output | input
-    shared_gate: bool = False
-    dense: Ffn | None = None
-    dense_layers: tuple[int, ...] = ()
-    selection_bias: bool = False  # DeepSeek-V3's e_score_correction_bias: added to choose
-    groups: int = 1  # group-limited routing (DeepSeek): experts in `groups` groups, of which
-    top_groups: int = 1  # the `top_groups` best (by `group_score`: top2 | max) are eligible
-    group_score: str = "top2"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .blocks import GATED, Ffn, Moe, Norm  # re-exported: part of the resolved spec
+from .blocks import GATED, Ffn, Norm  # re-exported: part of the resolved spec
 from .kernels import (  # re-exported: part of the resolved spec
     DeltaRule,
     Kernel,
@@ -38,7 +38,6 @@ __all__ = [
     "LinearScaling",
     "Llama3Scaling",
     "LongRopeScaling",
-    "Moe",
     "Norm",
     "Position",
     "Program",
@@ -225,17 +224,19 @@ class Transformer:
     residual_scale: float = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False
-    # a mixture of experts (each expert of the form `ffn`) in every block but its
-    # dense_layers, or None
-    moe: Moe | None = None
+    # a feed-forward form other than one MLP (`mechanisms.ffn_of`: a mixture of experts, each
+    # expert of the form `ffn`) in every block but its dense_layers, or None
+    feed_forward: Any = None
 
-    def layer_moe(self, i: int) -> Moe | None:
-        """Block i's mixture of experts, or None where it runs one MLP (`layer_ffn(i)`)."""
-        return None if self.moe is None or i in self.moe.dense_layers else self.moe
+    def layer_feed_forward(self, i: int) -> Any:
+        """Block i's feed-forward form, or None where it runs one MLP (`layer_ffn(i)`)."""
+        f = self.feed_forward
+        return None if f is None or i in f.dense_layers else f
 
     def layer_ffn(self, i: int) -> Ffn:
-        """Block i's MLP: its experts' form in a mixture, else the one it runs."""
-        return self.moe.dense if self.moe and i in self.moe.dense_layers else self.ffn
+        """Block i's MLP: its form's (a mixture's experts'), else the one it runs."""
+        f = self.feed_forward
+        return f.dense if f is not None and i in f.dense_layers else self.ffn
 
     @property
     def attention(self) -> Attention:

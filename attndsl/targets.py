@@ -16,7 +16,7 @@ __all__ = [
     "CPU_TARGET", "CUDA_TARGET", "DEFAULT_TARGET", "GQA_HEAD_DIM_MULTIPLE", "HEAVY_OPS",
     "PORTABLE_TARGET", "TARGETS", "TORCH_PLAN", "TRITON_TARGET", "VERIFIED_ORT", "Target",
     "check_dtype_target", "check_ort_version", "get", "has_kernel", "kernel_dtypes",
-    "kernel_skips_outside_window", "lacks_bfloat16_cuda_kernel", "moe_kernel", "names",
+    "kernel_skips_outside_window", "lacks_bfloat16_cuda_kernel", "names",
     "verify_pairs",
 ]
 
@@ -112,10 +112,6 @@ _KERNEL_DTYPES = {
     ("GroupQueryAttention", "cuda"): ("float16", "bfloat16"),
     ("MultiHeadAttention", "cuda"): ("float32", "float16"),
 }
-# com.microsoft.MoE, the providers whose kernel attndsl lowers a mixture of experts to, and
-# its dtypes (CPU, verified against the oracle; CUDA's kernel is not verified here, so ort-cuda
-# keeps the gather/scatter graph)
-_MOE_KERNEL_DTYPES = {"cpu": ("float32", "float16")}
 GQA_HEAD_DIM_MULTIPLE = 8  # GroupQueryAttention refuses other head sizes at run time
 # ops with no bfloat16 CUDA kernel: bfloat16 models (CUDA only) avoid them on bfloat16 values
 _NO_BFLOAT16_CUDA = frozenset({"Pad", "Where", "Gelu", "Erf", "Sin", "Cos"})
@@ -127,11 +123,6 @@ _WINDOW_SKIPPING = frozenset({"cuda"})
 def kernel_dtypes(op: str, provider: str) -> tuple[str, ...] | None:
     """The dtypes `op`'s kernel on `provider` takes, or None for every dtype."""
     return _KERNEL_DTYPES.get((op, provider))
-
-
-def moe_kernel(provider: str | None, dtype: str) -> bool:
-    """Whether a mixture of experts runs as com.microsoft.MoE on `provider` in `dtype`."""
-    return dtype in _MOE_KERNEL_DTYPES.get(provider or "", ())
 
 
 def has_kernel(op: str, dtype: str, provider: str | None) -> bool:

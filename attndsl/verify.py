@@ -19,7 +19,7 @@ from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
 from .masks import Chunked, Dilated, Global, Prefix, Random, Strided, Window, primitives
-from .mechanisms import kernel_of
+from .mechanisms import ffn_of, kernel_of
 from .spec import (
     MAX_LENGTH,
     Attention,
@@ -154,7 +154,8 @@ def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
             pairs = max(pairs, batch * core.heads * length * S)
         width = max(width, a.d_model, a.memory_dim, a.heads * max(a.head_dim, a.value_dim))
     if isinstance(spec, Transformer):
-        mlps = (spec.ffn, *((spec.moe.dense, spec.moe.shared) if spec.moe else ()))
+        form = spec.feed_forward
+        mlps = (spec.ffn, *(ffn_of(form).mlps(form) if form is not None else ()))
         width = max(width, spec.vocab or 0,
                     *(f.hidden * (2 if f.gated else 1) for f in mlps if f is not None))
     tokens = batch * max(length, S)

@@ -19,7 +19,8 @@ from .spec import (
     Transformer,
 )
 
-__all__ = ["Weight", "parameter_count", "seeded_weights", "weight_table"]
+__all__ = ["Weight", "linear_weights", "mlp_weights", "parameter_count", "seeded_weights",
+           "weight_table"]
 
 
 
@@ -46,21 +47,22 @@ def parameter_count(spec: Attention | Transformer) -> int:
     if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions):
         return sum(math.prod(w.shape) for w in weight_table(spec))
     period = len(spec.attentions)
-    moe = spec.moe
+    form = spec.feed_forward
 
-    def blocks(form: Transformer) -> tuple[list[int], int]:
+    def blocks(stack: Transformer) -> tuple[list[int], int]:
         block, top = [0] * period, 0
-        for w in weight_table(replace(form, layers=period)):
+        for w in weight_table(replace(stack, layers=period)):
             if w.name.startswith("layers."):
                 block[int(w.name.split(".")[1])] += math.prod(w.shape)
             else:
                 top += math.prod(w.shape)
         return block, top
 
-    block, top = blocks(spec if moe is None else replace(spec, moe=replace(moe,
-                                                                            dense_layers=())))
-    dense = blocks(replace(spec, moe=None, ffn=moe.dense))[0] if moe and moe.dense else block
-    layers = set(moe.dense_layers) if moe else set()
+    block, top = blocks(spec if form is None else replace(
+        spec, feed_forward=replace(form, dense_layers=())))
+    dense = (blocks(replace(spec, feed_forward=None, ffn=form.dense))[0]
+             if form is not None and form.dense else block)
+    layers = set(form.dense_layers) if form is not None else set()
     return top + sum((dense if i in layers else block)[i % period] for i in range(spec.layers))
 
 
@@ -75,22 +77,13 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     out: list[Weight] = []
 
     def linear(name: str, rows: int, cols: int, bias: bool) -> None:
-        out.append(Weight(f"{name}.weight", (rows, cols), "linear", cols))
-        if bias:
-            out.append(Weight(f"{name}.bias", (rows,), "linear_bias", cols))
+        out.extend(linear_weights(name, rows, cols, bias))
 
     def norm(name: str, width: int, kind: Norm, bias: bool) -> None:
         init = "norm_offset" if kind.unit_offset else "norm_weight"
         out.append(Weight(f"{name}.weight", (width,), init))
         if bias:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
-
-    def mlp(p: str, ffn: Ffn) -> None:
-        """gate, up and down projections (swiglu, geglu), or fc1 and fc2."""
-        names = ("gate_proj", "up_proj", "down_proj") if ffn.gated else ("fc1", "fc2")
-        for name in names[:-1]:
-            linear(f"{p}{name}", ffn.hidden, spec.d_model, ffn.bias)
-        linear(f"{p}{names[-1]}", spec.d_model, ffn.hidden, ffn.bias)
 
     def latent(s: Attention, p: str) -> None:
         """Multi-head latent attention's projections and norms (HF DeepseekV3Attention's)."""
@@ -174,19 +167,13 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
                   table=not spec.shared_relative_bias)
         for which in _block_norms(spec):
             norm(f"{p}{which}", d, spec.norm, layernorm)
-        moe, ffn = spec.layer_moe(i), spec.layer_ffn(i)
-        if moe is None:
-            mlp(f"{p}mlp.", ffn)
-            continue
-        linear(f"{p}mlp.router", moe.experts, d, moe.router_bias)
-        if moe.selection_bias:
-            out.append(Weight(f"{p}mlp.router.selection_bias", (moe.experts,), "selection"))
-        for e in range(moe.experts):
-            mlp(f"{p}mlp.experts.{e}.", ffn)
-        if moe.shared is not None:
-            mlp(f"{p}mlp.shared.", moe.shared)
-        if moe.shared_gate:
-            linear(f"{p}mlp.shared_gate", 1, d, False)
+        form, ffn = spec.layer_feed_forward(i), spec.layer_ffn(i)
+        if form is None:
+            out.extend(mlp_weights(f"{p}mlp.", ffn, d))
+        else:
+            from .mechanisms import ffn_of  # (here: a form's weights are Weights)
+
+            out.extend(ffn_of(form).weights(form, ffn, d, p))
     if spec.placement != "post":
         norm("norm", d, spec.norm, layernorm)
     if spec.vocab is not None and not spec.tied:
@@ -194,6 +181,22 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     elif spec.head_bias:  # a tied head with its own bias
         out.append(Weight("lm_head.bias", (spec.vocab,), "linear_bias", d))
     return tuple(out)
+
+
+def linear_weights(name: str, rows: int, cols: int, bias: bool) -> list[Weight]:
+    """An nn.Linear's weight [rows, cols] and, with `bias`, its bias."""
+    out = [Weight(f"{name}.weight", (rows, cols), "linear", cols)]
+    if bias:
+        out.append(Weight(f"{name}.bias", (rows,), "linear_bias", cols))
+    return out
+
+
+def mlp_weights(p: str, ffn: Ffn, d_model: int) -> list[Weight]:
+    """An MLP's gate, up and down projections (swiglu, geglu), or fc1 and fc2."""
+    names = ("gate_proj", "up_proj", "down_proj") if ffn.gated else ("fc1", "fc2")
+    return [*(w for name in names[:-1] for w in linear_weights(f"{p}{name}", ffn.hidden,
+                                                                d_model, ffn.bias)),
+            *linear_weights(f"{p}{names[-1]}", d_model, ffn.hidden, ffn.bias)]
 
 
 def _block_norms(t: Transformer) -> tuple[str, ...]:

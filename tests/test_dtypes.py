@@ -36,7 +36,8 @@ IDS = [f"{p.stem}:{n}" for p, n in LAYERS]
 # (as transformers' own half-precision routers do), an O(1) difference no tolerance covers.
 # Its half-precision arithmetic is checked below where the choice cannot differ (top_k =
 # experts); its routing exactly in float32 (test_equivalence, the random specs).
-HALF = [(p, n) for p, n in LAYERS if getattr(attndsl.load(p)[n].spec, "moe", None) is None]
+HALF = [(p, n) for p, n in LAYERS
+        if getattr(attndsl.load(p)[n].spec, "feed_forward", None) is None]
 # the numeric sweeps in float16 and bfloat16 take one layer per distinct plan (every layer runs
 # in float32 through every backend in test_equivalence)
 FLOAT16 = plan_cover(HALF, ("ort-cpu", "ort-cuda"), "float16")

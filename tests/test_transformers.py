@@ -314,8 +314,9 @@ def test_group_limited_routing_matches_deepseek_routers(version: str) -> None:
     from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2TopkRouter
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3TopkRouter
 
-    from attndsl.backends import experts, reference_experts
+    from attndsl.backends import reference_experts
     from attndsl.backends.torch_arrays import TorchArrays
+    from attndsl.mechanisms.moe import route
 
     common = dict(hidden_size=32, n_routed_experts=8, num_experts_per_tok=3, n_group=4,
                   topk_group=2, routed_scaling_factor=2.5)
@@ -343,9 +344,9 @@ def test_group_limited_routing_matches_deepseek_routers(version: str) -> None:
                                   top_groups=2, **form)
     np.testing.assert_allclose(ref, want, atol=1e-6)
     logits = x @ router.weight.detach().T
-    ours = experts.route(TorchArrays(x.device), logits, 3, form["router"], form["normalize"],
-                         2.5, None if selection is None else torch.from_numpy(selection).float(),
-                         4, 2, form["group_score"])
+    ours = route(TorchArrays(x.device), logits, 3, form["router"], form["normalize"],
+                 2.5, None if selection is None else torch.from_numpy(selection).float(),
+                 4, 2, form["group_score"])
     np.testing.assert_allclose(ours.numpy(), want, atol=1e-5)
     assert (want > 0).sum(-1).tolist() == [3] * 40
 

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..ir import Node, Op
-from ..mechanisms import KERNELS
+from ..mechanisms import FFNS, KERNELS
 from ..spec import RUNTIME_INPUTS
 from .delta import (
     causal_conv,
@@ -23,7 +23,6 @@ from .delta import (
     delta_step,
     new_tokens,
 )
-from .experts import expert_mlp, route
 from .torch_arrays import TorchArrays
 from .torch_masks import kept_keys, lengths
 
@@ -151,13 +150,18 @@ def _kernel(m: nn.Module, node: Node, env: Env) -> Tensor:
     return kernel.apply(TorchArrays(q.device), q, k, v, kept, **attrs)
 
 
+def _form(node: Node):
+    """The feed-forward module whose op `node` is (mechanisms.FFNS): its arithmetic."""
+    return next(form for form in FFNS.values() if node.op in form.ops)
+
+
 @impl(Op.ROUTE)
 def _route(m: nn.Module, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
     bias, selection = node.attr("bias"), node.attr("selection")
     logits = torch.nn.functional.linear(x, m.weight(node.attr("weight")),
                                         m.weight(bias) if bias else None)
-    gates = route(TorchArrays(x.device), logits.reshape(-1, logits.shape[-1]),
+    gates = _form(node).route(TorchArrays(x.device), logits.reshape(-1, logits.shape[-1]),
                   node.attr("top_k"), node.attr("router"), node.attr("normalize"),
                   node.attr("scale"), m.weight(selection) if selection else None,
                   node.attr("groups"), node.attr("top_groups"), node.attr("group_score"))
@@ -184,7 +188,7 @@ def _experts(m: nn.Module, node: Node, env: Env) -> Tensor:
         h = flat.index_select(0, rows)
         if on_input:
             h = h * gate.to(h.dtype)
-        h = expert_mlp(TorchArrays(x.device), h, act, gated, weights, biases,
-                       (node.attr("alpha"), node.attr("limit"))).float()
+        h = _form(node).expert_mlp(TorchArrays(x.device), h, act, gated, weights, biases,
+                                   (node.attr("alpha"), node.attr("limit"))).float()
         out.index_add_(0, rows, h if on_input else h * gate)
     return out.to(x.dtype).reshape(x.shape)

@@ -6,7 +6,7 @@ from .. import ast
 from ..mechanisms import kernel_of
 from ..spec import Attention, Learned, RelativeBias, Sinusoidal, Transformer
 from ..weight_table import parameter_count
-from .moe import Experts
+from .ffns import FeedForwards
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 
 __all__ = ["Stacks"]
@@ -28,7 +28,7 @@ _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
 MAX_LAYERS = 4096
 
 
-class Stacks(Experts):
+class Stacks(FeedForwards):
     def layers_value(self, e: ast.Expr) -> int:
         n = self.positive(e, "layers")
         if n > MAX_LAYERS:
@@ -43,7 +43,7 @@ class Stacks(Experts):
         get.require("attention", "layers", "ffn", "norm")
         attns = get("attention", self.layer_pattern)
         layers = get("layers", self.layers_value)
-        ffn, moe = get("ffn", self.ffn_or_moe) or (None, None)
+        ffn, form = get("ffn", self.ffn_form) or (None, None)
         norm, placement = get("norm", lambda x: self.norm_value(x, placement=True)) or (None,
                                                                                      None)
         residual, shared_norm = get("residual", self.residual_value, ("sequential", False)) or (
@@ -61,7 +61,7 @@ class Stacks(Experts):
         logit_cap = get("logit_softcap", lambda x: self.cap_value(x, "logit_softcap"), "none")
         if get.failed or attns is None:
             return None
-        self.check_dense_layers(moe, layers, e["ffn"].value)
+        self.check_ffn_layers(form, layers, e["ffn"].value)
         if vocab is not None and vocab > MAX_VOCAB:
             raise self.error(f"vocab must be at most 2**24 = {MAX_VOCAB}, found {vocab}",
                              e["vocab"].value.span)
@@ -84,7 +84,7 @@ class Stacks(Experts):
                          tied=tied, embedding_scale=scale,
                          logit_softcap=None if logit_cap == "none" else logit_cap,
                          residual_scale=residual_scale, logit_scale=logit_scale,
-                         head_bias=head_bias, moe=moe)
+                         head_bias=head_bias, feed_forward=form)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 

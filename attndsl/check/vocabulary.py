@@ -4,12 +4,12 @@ value may be with their parameters (required ones first)."""
 
 from __future__ import annotations
 
-from ..mechanisms import MECHANISMS
+from ..mechanisms import FFNS, MECHANISMS
+from .ffns import MLPS
 from .kernels import _KERNELS
 from .latent import _MLA
 from .layers import _ATTENTION_KEYS, _SPARSITY
 from .masks import _MASK_PARAMS
-from .moe import _MOE, FFNS
 from .norms import _NORMS, PLACEMENTS
 from .positions import _POSITIONS, _SCALINGS
 from .stacks import _KEYS
@@ -24,7 +24,7 @@ def _params(table: dict) -> dict[str, tuple[tuple[str, bool], ...]]:
     return {name: tuple((p.name, p.required) for p in params) for name, params in table.items()}
 
 
-_FFN = {name: (("hidden", True), ("bias", False)) for name in FFNS}
+_FFN = {name: (("hidden", True), ("bias", False)) for name in MLPS}
 # key -> {call or word: ((parameter, required), ...)}; `mask` values also combine with & | !
 VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "mask": _params(_MASK_PARAMS),
@@ -33,7 +33,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "norm": {name: (("placement", True), *params) for name, params in _params(_NORMS).items()},
     "sparsity": _params(_SPARSITY),
     "latent": {"none": (), "mla": tuple((p.name, p.required) for p in _MLA)},
-    "ffn": {**_FFN, "moe": tuple((p.name, p.required) for p in _MOE)},
+    "ffn": {**_FFN, **{name: form.params for name, form in FFNS.items()}},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)
     **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items() if m.forms},
 }

@@ -92,14 +92,12 @@ def decode_inputs(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
 
 def _ffn_summary(t: Transformer) -> str:
     mlp = f"{t.ffn.kind}({t.ffn.hidden})"
-    if t.moe is None:
+    form = t.feed_forward
+    if form is None:
         return mlp
-    m = t.moe
-    text = f"top-{m.top_k} of {m.experts} experts {mlp}" + (
-        f" and a shared {m.shared.kind}({m.shared.hidden})" if m.shared else "")
-    if m.dense is not None:
-        text += f", {m.dense.kind}({m.dense.hidden}) in layers {list(m.dense_layers)}"
-    return text
+    from ..mechanisms import ffn_of
+
+    return ffn_of(form).summary(form, mlp)
 
 
 def _summary(s: Attention) -> str:

@@ -1,6 +1,5 @@
-"""The IR of a block's feed-forward: one MLP, or a mixture of experts: a router's top-k
-weights per token (`route`), the experts each token was routed to (`experts`, which runs a
-token through its own experts only) and the shared expert beside them."""
+"""The IR of a block's feed-forward: one MLP, or a feed-forward form's nodes (its module's
+`expand`, mechanisms.FFNS: a mixture of experts' `route` and `experts`)."""
 
 from __future__ import annotations
 
@@ -12,31 +11,15 @@ __all__ = ["feed_forward", "mlp"]
 
 
 def feed_forward(b: GraphBuilder, t: Transformer, i: int, x: str) -> str:
-    """Block i's feed-forward of x: `mlp.*`, or its mixture of experts."""
+    """Block i's feed-forward of x: `mlp.*`, or its form's nodes."""
     p = f"layers.{i}."
     d = T("B", "L", t.d_model)
-    m, ffn = t.layer_moe(i), t.layer_ffn(i)
-    if m is None:
+    form, ffn = t.layer_feed_forward(i), t.layer_ffn(i)
+    if form is None:
         return mlp(b, ffn, p, f"{p}mlp.", x, d)
-    gates = b.emit(Op.ROUTE, f"{p}routing", (x,), T("B", "L", m.experts),
-                   weight=f"{p}mlp.router.weight",
-                   bias=f"{p}mlp.router.bias" if m.router_bias else None, top_k=m.top_k,
-                   router=m.router, normalize=m.normalize, scale=m.routed_scale,
-                   selection=f"{p}mlp.router.selection_bias" if m.selection_bias else None,
-                   groups=m.groups, top_groups=m.top_groups, group_score=m.group_score)
-    y = b.emit(Op.EXPERTS, f"{p}routed", (x, gates), d, experts=m.experts, top_k=m.top_k,
-               act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
-               limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.")
-    if m.shared is None:
-        return y
-    shared = mlp(b, m.shared, f"{p}shared_", f"{p}mlp.shared.", x, d)
-    if m.shared_gate:  # Qwen2-MoE: shared(x) * sigmoid(x W_g^T), one gate per token
-        one = T("B", "L", 1)
-        g = b.emit(Op.LINEAR, f"{p}shared_scale", (x,), one,
-                   weight=f"{p}mlp.shared_gate.weight", bias=None)
-        g = b.emit(Op.ACTIVATION, f"{p}shared_scale_act", (g,), one, kind="sigmoid")
-        shared = b.emit(Op.MUL, f"{p}shared_scaled", (shared, g), d)
-    return b.emit(Op.ADD, f"{p}moe_out", (y, shared), d)
+    from ..mechanisms import ffn_of
+
+    return ffn_of(form).expand(b, form, ffn, p, x, d)
 
 
 def mlp(b: GraphBuilder, ffn: Ffn, p: str, w: str, x: str, d: TensorType) -> str:

@@ -11,20 +11,22 @@ import pkgutil
 from typing import Any
 
 from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
+from .base_ffn import FeedForward
 
 __all__ = ["HOOKS", "KERNELS", "MECHANISMS", "SCORED", "Kernel", "KernelWhere", "Mechanism",
            "Site", "Where", "at", "core", "expand", "kernel_of", "modifiers", "projected",
            "query_rows", "score", "softmax_attrs"]
+__all__ += ["FFNS", "FeedForward", "ffn_of"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
     found, kernels = [], {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name != "base":
+        if not info.name.startswith("base"):
             module = importlib.import_module(f"{__name__}.{info.name}")
             if hasattr(module, "KERNEL"):
                 kernels[module.KERNEL.name] = module.KERNEL
-            else:
+            elif hasattr(module, "MECHANISM"):
                 found.append(module.MECHANISM)
     found.sort(key=lambda m: (HOOKS.index(m.hook), m.key))
     return {m.key: m for m in found}, kernels
@@ -32,6 +34,9 @@ def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
 
 # the mechanisms by key; the kernel modules (`kernel = name(...)`) by name
 MECHANISMS, KERNELS = _found()
+# the feed-forward modules (`ffn = name(...)`, base_ffn.FeedForward) by name
+FFNS: dict[str, FeedForward] = {m.FFN.name: m.FFN for m in map(importlib.import_module, sorted(
+    f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__))) if hasattr(m, "FFN")}
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
 
@@ -40,6 +45,11 @@ def kernel_of(value: Any) -> Kernel | None:
     """The kernel module of a spec's `kernel` value (its class's `name`), or None for the
     softmax and the kernels that are not modules yet."""
     return KERNELS.get(getattr(type(value), "name", None))
+
+
+def ffn_of(value: Any) -> FeedForward | None:
+    """The feed-forward module of a stack's `Transformer.feed_forward` value, or None."""
+    return FFNS.get(getattr(type(value), "name", None))
 
 
 def softmax_attrs(site: Site) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""A mixture of experts in ONNX. The router's gates come from `experts.route`. The experts'
-weights are stored stacked, [experts, in, out] per projection, and each token runs its top_k
-experts alone, in one of two forms chosen at run time by an If on the number of routed rows
-R = tokens x top_k:
+"""A mixture of experts in ONNX (the `route` and `experts` ops; mechanisms/moe.py is the
+mixture's module, this its ONNX forms, which only the ONNX backend has: the gather/scatter
+graph and ONNX Runtime's com.microsoft.MoE and QMoE kernels, as planned by the module's
+`plan`). The router's gates come from the module's `route`. The experts' weights are stored
+stacked, [experts, in, out] per projection, and each token runs its top_k experts alone, in
+one of two forms chosen at run time by an If on the number of routed rows R = tokens x top_k:
 
 - R < experts (decoding a few tokens): each routed row gathers its expert's weights and
   multiplies by them (batched MatMul): the weights of the experts no token chose are never
@@ -17,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Node, Op
+from ...mechanisms.moe import route
 from ...quantize import block_shapes, dequantize, quantize
-from ..experts import route
 from ..formulas import activation, clamped_glu
 from .builder import Lowering, arg, lower, parts, shape_of
 from .switch import subgraph
@@ -181,7 +183,7 @@ _FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _moe_kernel(lw: Lowering, node: Node) -> str:
-    """The mixture as one com.microsoft.MoE node (planner/experts.py says when): the router's
+    """The mixture as one com.microsoft.MoE node (the module's `plan` says when): the router's
     logits in, its softmax, top-k and renormalisation inside; fc1 [experts, 2 n, d] with each
     expert's gate and up rows interleaved (SwiGLU: g * sigmoid(alpha g) * (u + beta), g
     clamped above and u both ways at `swiglu_limit`: alpha 1, beta 0 and no limit for plain

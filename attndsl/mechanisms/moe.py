@@ -1,0 +1,350 @@
+"""A mixture of experts (`ffn = moe(experts, top_k, expert, ...)`, docs/LANGUAGE.md,
+Transformer keys): a router's top-k gates per token (`route`) and the experts each token was
+routed to (`experts`, which runs a token through its own experts only), with a shared expert
+beside them. A feed-forward module (`base_ffn.FeedForward`): its value, checks, weights, nodes,
+arithmetic over the array namespace (the router's gates and one expert's MLP; which tokens run
+which expert is each backend's own part, the ONNX forms in `backends/lower/experts.py`), the
+target's com.microsoft.MoE kernel facts and the planner's reasons for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .. import ast
+from ..ir.graph import Op
+from ..shapes import T
+from ..spec import Ffn
+from ..weight_table import Weight, linear_weights, mlp_weights
+from .base_ffn import FeedForward
+
+__all__ = ["FFN", "MAX_EXPERTS", "Moe", "expert_mlp", "route"]
+
+# a layer's experts: past this the graph (a few nodes an expert) is a typo, not a model (the
+# largest published routers pick among 384)
+MAX_EXPERTS = 1024
+# com.microsoft.MoE: the providers whose kernel attndsl lowers a mixture of experts to, and
+# its dtypes (CPU, verified against the oracle; CUDA's kernel is not verified here, so ort-cuda
+# keeps the gather/scatter graph)
+KERNEL_DTYPES = {"cpu": ("float32", "float16")}
+Array = Any
+
+
+@dataclass(frozen=True)
+class Moe:
+    """A mixture-of-experts feed-forward (docs/LANGUAGE.md, Transformer keys): a router picks
+    `top_k` of `experts` MLPs per token (`router`: softmax or sigmoid of the router's logits,
+    chosen by those plus a learned `selection_bias` and among the `top_groups` best of
+    `groups` groups, the top k weights renormalised when `normalize`, times `routed_scale`);
+    each token runs
+    only those, its gate multiplying the expert's output (or, `gate = input`, its input), plus
+    the `shared` MLP when there is one (times sigmoid(x W) with `shared_gate`). Every expert is
+    the stack's `ffn` form; the layers in `dense_layers` run the `dense` MLP instead."""
+
+    name: ClassVar[str] = "moe"
+    experts: int
+    top_k: int
+    normalize: bool
+    router_bias: bool
+    shared: Ffn | None
+    routed_scale: float
+    router: str = "softmax"  # softmax | sigmoid
+    gate: str = "output"  # output | input
+    shared_gate: bool = False
+    dense: Ffn | None = None
+    dense_layers: tuple[int, ...] = ()
+    selection_bias: bool = False  # DeepSeek-V3's e_score_correction_bias: added to choose
+    groups: int = 1  # group-limited routing (DeepSeek): experts in `groups` groups, of which
+    top_groups: int = 1  # the `top_groups` best (by `group_score`: top2 | max) are eligible
+    group_score: str = "top2"
+
+
+def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float,
+          selection: Array | None = None, groups: int = 1, top_groups: int = 1,
+          group_score: str = "top2") -> Array:
+    """Gates (T, experts), float32, from the router's logits (T, experts): p = softmax over
+    the experts (or the sigmoid of each, `router = sigmoid`); the top_k experts by p +
+    `selection` (a bias that chooses without weighing), among the `top_groups` of `groups`
+    groups of experts whose best two (`top2`, summed) or best one (`max`) score highest; their
+    p kept (renormalised to sum 1 when `normalize`) and times `scale`, 0 for the others."""
+    logits = xp.astype(logits, "float32")
+    probs = xp.softmax(logits, axis=-1) if router == "softmax" else xp.sigmoid(logits)
+    choice = probs if selection is None else probs + xp.astype(selection, "float32")
+    if groups > 1:
+        experts = xp.shape(logits, 1)
+        by_group = xp.reshape(choice, [-1, groups, experts // groups])
+        score = xp.sum(xp.topk(by_group, 2 if group_score == "top2" else 1)[0], axis=-1)
+        _, kept = xp.topk(score, top_groups)  # (T, top_groups)
+        hit = xp.scatter_last(score, kept, xp.astype(kept >= 0, "float32"))
+        eligible = xp.reshape(hit[..., None] + by_group * 0.0, [-1, experts]) > 0.5
+        choice = xp.where(eligible, choice, xp.asarray(-3.0e38, "float32"))
+    if choice is probs:
+        weights, indices = xp.topk(probs, top_k)
+    else:  # chosen by another score: weighed by p
+        _, indices = xp.topk(choice, top_k)
+        weights = xp.take_along(probs, indices, -1)
+    if normalize:
+        weights = weights / xp.sum(weights, axis=-1, keepdims=True)
+    if scale != 1.0:
+        weights = weights * scale
+    return xp.scatter_last(probs, indices, weights)
+
+
+def expert_mlp(xp, x: Array, act: str, gated: bool, weights: list[Array],
+               biases: list[Array | None], clamp: tuple[float, float] = (1.702, 7.0)) -> Array:
+    """One expert: down(act(gate(x)) * up(x)) with weights (gate, up, down) when `gated` (the
+    clamped unit with `clamp` = (alpha, limit) for clamped_swiglu), else fc2(act(fc1(x)));
+    nn.Linear layout [out, in]; a bias None where there is none."""
+    from ..backends.formulas import activation, clamped_glu  # (the MLP units' arithmetic)
+
+    def linear(h: Array, i: int) -> Array:
+        y = xp.matmul(h, xp.swap_last(weights[i]))
+        return y if biases[i] is None else y + biases[i]
+
+    if act == "clamped_swiglu":
+        return linear(clamped_glu(xp, linear(x, 0), linear(x, 1), *clamp), 2)
+    if gated:
+        return linear(activation(xp, linear(x, 0), act) * linear(x, 1), 2)
+    return linear(activation(xp, linear(x, 0), act), 1)
+
+
+class _Moe(FeedForward):
+    name = "moe"
+    params = (("experts", True), ("top_k", True), ("expert", True), ("normalize", False),
+              ("router_bias", False), ("shared", False), ("routed_scale", False),
+              ("router", False), ("gate", False), ("shared_gate", False), ("dense", False),
+              ("dense_layers", False), ("selection_bias", False), ("groups", False),
+              ("top_groups", False), ("group_score", False))
+    planned = Op.EXPERTS
+    ops = (Op.ROUTE, Op.EXPERTS)
+    # its arithmetic over the array namespace, which both backends' `route` and `experts` read
+    route = staticmethod(route)
+    expert_mlp = staticmethod(expert_mlp)
+
+    def _bind(self, c: Any, e: Any) -> dict:
+        from ..check.values import Param
+
+        return c.bind(e, self.name, tuple(Param(p, r) for p, r in self.params))
+
+    def read(self, c: Any, e: Any) -> tuple[Ffn, Moe]:
+        """`moe(experts = E, top_k = k, expert = swiglu(n), normalize = true, router_bias =
+        false, shared = none | swiglu(m), routed_scale = 1.0, router = softmax | sigmoid,
+        gate = output | input, shared_gate = false, dense = none | swiglu(m), dense_layers =
+        [i, ...], selection_bias = false, groups = 1, top_groups = 1, group_score = top2 |
+        max)`."""
+        from ..check.values import FLOAT32_MAX, FLOAT32_TINY
+
+        args = self._bind(c, e)
+        experts = c.positive(args["experts"], "experts")
+        if experts > MAX_EXPERTS:
+            raise c.error(f"experts must be at most {MAX_EXPERTS}, found {experts:,}",
+                          args["experts"].span,
+                          hint="the largest published routers pick among 384 experts")
+        top_k = c.positive(args["top_k"], "top_k")
+        if top_k > experts:
+            raise c.error(f"top_k ({top_k}) must be at most the number of experts "
+                          f"({experts})", args["top_k"].span,
+                          hint="each token runs top_k of the experts")
+        if isinstance(args["expert"], ast.Call) and args["expert"].func == self.name:
+            raise c.error("an expert is one MLP, not a mixture", args["expert"].span,
+                          hint="`expert = swiglu(n)`")
+        expert = c.ffn_value(args["expert"])
+        shared, dense = self._one_mlp(c, args, "shared"), self._one_mlp(c, args, "dense")
+        layers = self._dense_layers(c, args, dense)
+        if "shared_gate" in args and shared is None:
+            raise c.error("`shared_gate` gates the shared expert, and there is none",
+                          args["shared_gate"].span, hint="add `shared = swiglu(n)`")
+        scale = 1.0
+        if "routed_scale" in args:
+            scale = c.number(args["routed_scale"])
+            if not FLOAT32_TINY <= scale <= FLOAT32_MAX:
+                raise c.error(f"routed_scale must be a number > 0 that float32 can hold, "
+                              f"found {scale:g}", args["routed_scale"].span,
+                              hint="DeepSeek-V3's routed_scaling_factor is 2.5")
+        flags = {k: c.boolean(args[k], k) for k in ("normalize", "router_bias", "shared_gate",
+                                                     "selection_bias") if k in args}
+        words = {k: c.word(args[k], choices, k) for k, choices in (
+            ("router", ("softmax", "sigmoid")), ("gate", ("output", "input")),
+            ("group_score", ("top2", "max"))) if k in args}
+        groups, top_groups = self._groups(c, args, experts, top_k,
+                                          words.get("group_score", "top2"))
+        return expert, Moe(experts, top_k, flags.get("normalize", True),
+                           flags.get("router_bias", False), shared, scale,
+                           router=words.get("router", "softmax"),
+                           gate=words.get("gate", "output"),
+                           shared_gate=flags.get("shared_gate", False), dense=dense,
+                           dense_layers=layers,
+                           selection_bias=flags.get("selection_bias", False), groups=groups,
+                           top_groups=top_groups, group_score=words.get("group_score", "top2"))
+
+    def _groups(self, c: Any, args: dict, experts: int, top_k: int,
+                score: str) -> tuple[int, int]:
+        """`groups` dividing the experts, `top_groups` of them holding at least top_k experts
+        (and two per group for a top2 group score)."""
+        if "groups" not in args:
+            for key in ("top_groups", "group_score"):
+                if key in args:
+                    raise c.error(f"`{key}` needs `groups`", args[key].span,
+                                  hint="DeepSeek-V3: groups = 8, top_groups = 4")
+            return 1, 1
+        groups = c.positive(args["groups"], "groups")
+        if experts % groups:
+            raise c.error(f"{experts} experts do not split into {groups} groups",
+                          args["groups"].span, hint="groups must divide experts")
+        size = experts // groups
+        if score == "top2" and size < 2:
+            raise c.error(f"a group's score is the sum of its two best experts, and "
+                          f"{groups} groups of {experts} experts hold one each",
+                          args["groups"].span, hint="fewer groups, or `group_score = max`")
+        top = c.positive(args["top_groups"], "top_groups") if "top_groups" in args else 1
+        if top > groups:
+            raise c.error(f"top_groups ({top}) must be at most groups ({groups})",
+                          args["top_groups"].span)
+        if top * size < top_k:
+            at = args.get("top_groups", args["groups"])
+            raise c.error(f"{top} of {groups} groups hold {top * size} experts, fewer than "
+                          f"top_k = {top_k}", at.span,
+                          hint="top_groups * experts / groups must be at least top_k")
+        return groups, top
+
+    def _one_mlp(self, c: Any, args: dict, key: str) -> Ffn | None:
+        """`shared` or `dense`: one MLP, or `none`."""
+        if key not in args or (isinstance(args[key], ast.Name) and args[key].id == "none"):
+            return None
+        if isinstance(args[key], ast.Call) and args[key].func == self.name:
+            raise c.error(f"the {key} MLP is one MLP, not a mixture", args[key].span,
+                          hint=f"`{key} = swiglu(n)`")
+        return c.ffn_value(args[key])
+
+    def _dense_layers(self, c: Any, args: dict, dense: Ffn | None) -> tuple[int, ...]:
+        """The blocks that run `dense` instead of the mixture: a list of distinct indices,
+        given together with `dense`."""
+        if "dense_layers" not in args:
+            if dense is not None:
+                raise c.error("`dense` is the MLP of the `dense_layers`, and none are named",
+                              args["dense"].span,
+                              hint="add `dense_layers = [0, ...]`, or remove `dense`")
+            return ()
+        e = args["dense_layers"]
+        if dense is None:
+            raise c.error("`dense_layers` run the `dense` MLP, and there is none", e.span,
+                          hint="add `dense = swiglu(n)` (the dense layers' MLP)")
+        if not isinstance(e, ast.List) or not e.items:
+            raise c.error("dense_layers must be a non-empty list of layer indices, like "
+                          "[0, 1, 2]", e.span)
+        layers = [c.non_negative(i, "a layer index") for i in e.items]
+        for item, i in zip(e.items, layers, strict=True):
+            if layers.count(i) > 1:
+                raise c.error(f"layer {i} is listed twice", item.span)
+        return tuple(sorted(layers))
+
+    def check_layers(self, c: Any, moe: Moe, layers: int, ffn: Any) -> None:
+        """Every dense layer is one of the stack's blocks, and not all of them are dense."""
+        if not moe.dense_layers:
+            return
+        e = self._bind(c, ffn)["dense_layers"]
+        for item in e.items:
+            i = c.non_negative(item, "a layer index")
+            if i >= layers:
+                raise c.error(f"layer {i} is not in the stack: its layers are 0 .. "
+                              f"{layers - 1}", item.span,
+                              hint=f"dense_layers name blocks of `layers = {layers}`")
+        if len(moe.dense_layers) == layers:
+            raise c.error("every layer is dense: the mixture of experts would never run",
+                          e.span, hint="use `ffn = <the dense MLP>` for a dense stack")
+
+    def summary(self, m: Moe, mlp: str) -> str:
+        text = f"top-{m.top_k} of {m.experts} experts {mlp}" + (
+            f" and a shared {m.shared.kind}({m.shared.hidden})" if m.shared else "")
+        if m.dense is not None:
+            text += f", {m.dense.kind}({m.dense.hidden}) in layers {list(m.dense_layers)}"
+        return text
+
+    def mlps(self, m: Moe) -> tuple[Ffn | None, ...]:
+        return m.dense, m.shared
+
+    def weights(self, m: Moe, ffn: Ffn, d: int, p: str) -> list[Weight]:
+        """The router (and its selection bias), each expert's MLP, the shared expert and its
+        gate."""
+        out = linear_weights(f"{p}mlp.router", m.experts, d, m.router_bias)
+        if m.selection_bias:
+            out.append(Weight(f"{p}mlp.router.selection_bias", (m.experts,), "selection"))
+        for e in range(m.experts):
+            out += mlp_weights(f"{p}mlp.experts.{e}.", ffn, d)
+        if m.shared is not None:
+            out += mlp_weights(f"{p}mlp.shared.", m.shared, d)
+        if m.shared_gate:
+            out += linear_weights(f"{p}mlp.shared_gate", 1, d, False)
+        return out
+
+    def expand(self, b: Any, m: Moe, ffn: Ffn, p: str, x: str, d: Any) -> str:
+        """`route` (the gates), `experts` (each token's own), and the shared expert added."""
+        from ..ir.ffn import mlp
+
+        gates = b.emit(Op.ROUTE, f"{p}routing", (x,), T("B", "L", m.experts),
+                       weight=f"{p}mlp.router.weight",
+                       bias=f"{p}mlp.router.bias" if m.router_bias else None, top_k=m.top_k,
+                       router=m.router, normalize=m.normalize, scale=m.routed_scale,
+                       selection=f"{p}mlp.router.selection_bias" if m.selection_bias else None,
+                       groups=m.groups, top_groups=m.top_groups, group_score=m.group_score)
+        y = b.emit(Op.EXPERTS, f"{p}routed", (x, gates), d, experts=m.experts, top_k=m.top_k,
+                   act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
+                   limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.")
+        if m.shared is None:
+            return y
+        shared = mlp(b, m.shared, f"{p}shared_", f"{p}mlp.shared.", x, d)
+        if m.shared_gate:  # Qwen2-MoE: shared(x) * sigmoid(x W_g^T), one gate per token
+            one = T("B", "L", 1)
+            g = b.emit(Op.LINEAR, f"{p}shared_scale", (x,), one,
+                       weight=f"{p}mlp.shared_gate.weight", bias=None)
+            g = b.emit(Op.ACTIVATION, f"{p}shared_scale_act", (g,), one, kind="sigmoid")
+            shared = b.emit(Op.MUL, f"{p}shared_scaled", (shared, g), d)
+        return b.emit(Op.ADD, f"{p}moe_out", (y, shared), d)
+
+    def plan(self, node: Any, by_name: dict, provider: str | None,
+             dtype: str) -> tuple[str, str, tuple[str, ...]]:
+        """ONNX Runtime's com.microsoft.MoE where the provider has one for the dtype and the
+        mixture is a form it computes (a softmax router, the gate on the expert's output,
+        SwiGLU experts with or without gpt-oss's clamp, or ReLU ones), else the gather/scatter
+        graph. The kernel picks a token's experts by the same softmax and top-k; among
+        experts of exactly equal probability it takes the higher index, the graph the
+        lower."""
+        why = _obstacle(by_name[node.args[1]], node, provider, dtype)
+        layer = node.attr("prefix").removesuffix("experts.")
+        if why is None:
+            return "moe", layer, ("com.microsoft.MoE: the router's softmax and top-k and each "
+                                  "token's experts in one kernel",)
+        return "graph", layer, ("each token's experts alone: rows gathered to their experts' "
+                                "weights (decoding) or grouped by expert (prompts), standard "
+                                "ops", f"not com.microsoft.MoE: {why}")
+
+    def blocked(self, node: Any, shapes: dict, block: int) -> set[str]:
+        """The experts' weights when both widths of each are multiples of the block: QMoE's
+        blocks run along both (stored as the float values their blocks give where the
+        mixture runs as the graph)."""
+        if node.op is not Op.EXPERTS:
+            return set()
+        names = [w for w in shapes if w.startswith(node.attr("prefix")) and w.endswith(".weight")]
+        return set(names) if all(side % block == 0 for w in names for side in shapes[w]) \
+            else set()
+
+
+def _obstacle(route: Any, experts: Any, provider: str | None, dtype: str) -> str | None:
+    """Why com.microsoft.MoE cannot run this mixture, or None."""
+    if dtype not in KERNEL_DTYPES.get(provider or "", ()):
+        return f"no com.microsoft.MoE kernel attndsl uses on {provider} for {dtype}"
+    if route.attr("router") != "softmax":
+        return "its router is a sigmoid; the kernel's is a softmax"
+    if route.attr("selection") or route.attr("groups") > 1:
+        return "it chooses by a selection bias or among groups; the kernel by the softmax alone"
+    if experts.attr("gate") != "output":
+        return "its gate scales the expert's input; the kernel's scales the output"
+    act, gated = experts.attr("act"), experts.attr("gated")
+    if gated and act not in ("silu", "clamped_swiglu"):
+        return f"its experts are gated by {act}; the kernel's gated unit is SwiGLU"
+    if not gated and act != "relu":
+        return f"its experts' activation is {act}; the kernel computes ReLU, not attndsl's {act}"
+    return None
+
+
+FFN = _Moe()
