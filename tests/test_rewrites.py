@@ -177,9 +177,9 @@ def test_the_lowering_folds_the_rotary_tables_the_plan_folds() -> None:
 
 def test_the_lowering_runs_a_mixture_as_qmoe_only_where_planned() -> None:
     graph, weights, planned = _decoder(MOE, "mixtral_lm", quantization=Quantization(4))
-    assert planned.qmoe
+    assert planned.quantized_kernels
     ops = Counter(n.op_type for n in _model(graph, weights, planned).graph.node)
-    assert ops["QMoE"] == len(planned.qmoe) and ops["MoE"] == 0
-    ops = Counter(n.op_type for n in _model(graph, weights,
-                                            replace(planned, qmoe=frozenset())).graph.node)
-    assert ops["QMoE"] == 0 and ops["MoE"] == len(planned.qmoe)
+    assert ops["QMoE"] == len(planned.quantized_kernels) and ops["MoE"] == 0
+    unplanned = replace(planned, quantized_kernels=frozenset())
+    ops = Counter(n.op_type for n in _model(graph, weights, unplanned).graph.node)
+    assert ops["QMoE"] == 0 and ops["MoE"] == len(planned.quantized_kernels)

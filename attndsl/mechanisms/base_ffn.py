@@ -9,7 +9,7 @@ of. A value names the blocks that run one MLP instead: its `dense_layers` run it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["FeedForward"]
 
@@ -57,7 +57,15 @@ class FeedForward:
         layer it is in (the planner's Choice) and the reasons `explain` gives."""
         raise NotImplementedError
 
-    def blocked(self, node: Any, shapes: dict, block: int) -> set[str]:
-        """The weights a quantized export stores in blocks for this node besides those of
-        its linear nodes (`quantize.quantized_weights`)."""
-        return set()
+    # how a quantized export may read its weights, by form (`planner.rewrites`, which
+    # `explain` prints), and the form in which its node runs as the provider's quantized
+    # kernel (the lowering reads `Rewrites.quantized_kernels`, the nodes' prefixes)
+    quantized_forms: ClassVar[dict[str, str]] = {}
+    kernel_form: str = ""
+
+    def quantized(self, node: Any, shapes: dict, q: Any) -> tuple[dict[str, str],
+                                                                  dict[str, str]]:
+        """For one of its nodes and a quantization `q` (quantize.Quantization): each weight
+        it reads that a quantized export could store in blocks -> its form (one of
+        `quantized_forms`), and weight -> why it stays float."""
+        return {}, {}

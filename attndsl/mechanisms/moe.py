@@ -318,15 +318,32 @@ class _Moe(FeedForward):
                                 "weights (decoding) or grouped by expert (prompts), standard "
                                 "ops", f"not com.microsoft.MoE: {why}")
 
-    def blocked(self, node: Any, shapes: dict, block: int) -> set[str]:
-        """The experts' weights when both widths of each are multiples of the block: QMoE's
-        blocks run along both (stored as the float values their blocks give where the
-        mixture runs as the graph)."""
+    quantized_forms: ClassVar = {
+        "QMoE": "as com.microsoft.QMoE blocks: the mixture runs as ONNX Runtime's MoE kernel",
+        "moe_float": "stored as the float values of their blocks, for com.microsoft.MoE: ONNX "
+                     "Runtime 1.31's 8-bit QMoE quantizes activations always (accuracy_level "
+                     "4) and reads asymmetric zero points otherwise than MatMulNBits",
+        "graph_float": "stored as the float values of their blocks: the mixture runs as the "
+                       "gather/scatter graph, whose standard ops read no blocks",
+    }
+    kernel_form = "QMoE"
+
+    def quantized(self, node: Any, shapes: dict, q: Any) -> tuple[dict[str, str],
+                                                                  dict[str, str]]:
+        """The experts' weights when both widths of each are multiples of the block (QMoE's
+        blocks run along both): as com.microsoft.QMoE where the mixture runs as ONNX
+        Runtime's MoE kernel and it takes them (int4, or int8 symmetric at accuracy_level
+        4), else stored as the float values their blocks give."""
         if node.op is not Op.EXPERTS:
-            return set()
+            return {}, {}
         names = [w for w in shapes if w.startswith(node.attr("prefix")) and w.endswith(".weight")]
-        return set(names) if all(side % block == 0 for w in names for side in shapes[w]) \
-            else set()
+        if any(side % q.block for w in names for side in shapes[w]):
+            why = f"an expert's widths are not multiples of the block ({q.block})"
+            return dict.fromkeys(names, ""), dict.fromkeys(names, why)
+        form = "graph_float"
+        if dict(node.attrs).get("kernel") == "moe":
+            form = "QMoE" if q.bits == 4 or (q.symmetric and q.accuracy == 4) else "moe_float"
+        return dict.fromkeys(names, form), {}
 
 
 def _obstacle(route: Any, experts: Any, provider: str | None, dtype: str) -> str | None:

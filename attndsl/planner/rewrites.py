@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir import Graph, Node, Op, all_nodes
+from ..mechanisms import FFNS
 from ..targets import get
 
 __all__ = ["Rewrites", "Rotary", "explained", "quantized", "rewrites"]
@@ -35,12 +36,7 @@ _FORMS = {
                    "(projections, MLPs, the LM head)",
     "GatherBlockQuantized": "as com.microsoft.GatherBlockQuantized blocks: the token "
                             "embedding, its width a multiple of the block",
-    "QMoE": "as com.microsoft.QMoE blocks: the mixture runs as ONNX Runtime's MoE kernel",
-    "moe_float": "stored as the float values of their blocks, for com.microsoft.MoE: ONNX "
-                 "Runtime 1.31's 8-bit QMoE quantizes activations always (accuracy_level 4) "
-                 "and reads asymmetric zero points otherwise than MatMulNBits",
-    "graph_float": "stored as the float values of their blocks: the mixture runs as the "
-                   "gather/scatter graph, whose standard ops read no blocks",
+    **{form: why for ffn in FFNS.values() for form, why in ffn.quantized_forms.items()},
 }
 
 
@@ -63,8 +59,9 @@ class Rewrites:
     """What the lowering joins: `siblings`, each packed projection's output -> its group (in
     packed order); `skip_norms`, each residual add -> the norm of its sum; `contrib_norms`,
     whether norms run as ONNX Runtime's kernels; `quantization` (quantize.Quantization or
-    None) and `quantized`, each form (`_FORMS`) -> the weights stored so, `qmoe` the
-    mixtures (by prefix) run as QMoE, `unquantized` weight -> why it stays float; `rotary`,
+    None) and `quantized`, each form (`_FORMS`) -> the weights stored so;
+    `quantized_kernels`, the feed-forward nodes (by prefix) that run as their form's
+    quantized kernel; `unquantized`, weight -> why it stays float; `rotary`,
     each in-place attention's output -> what its kernel takes as it comes."""
 
     siblings: dict[str, list[Node]] = field(default_factory=dict)
@@ -73,7 +70,7 @@ class Rewrites:
     contrib: tuple[str, ...] = ()  # the norms (not joined with an add) that run so
     quantization: Any = None
     quantized: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    qmoe: frozenset[str] = frozenset()
+    quantized_kernels: frozenset[str] = frozenset()
     unquantized: dict[str, str] = field(default_factory=dict)
     rotary: dict[str, Rotary] = field(default_factory=dict)
 
@@ -126,8 +123,8 @@ def rewrites(graph: Graph, target: str, dtype: str = "float32", quantization: An
     contrib = tuple(n.out for n in all_nodes(graph.nodes) if fused and n.op is Op.NORM
                     and n.attr("kind") != "l2norm" and n.out not in joined)
     siblings = _packed(graph)
-    forms, qmoe, kept = quantized(graph, quantization) if quantization else ({}, set(), {})
-    return Rewrites(siblings, skips, fused, contrib, quantization, forms, frozenset(qmoe),
+    forms, kernels, kept = quantized(graph, quantization) if quantization else ({}, set(), {})
+    return Rewrites(siblings, skips, fused, contrib, quantization, forms, frozenset(kernels),
                     kept, _rotary(graph, siblings, max_length))
 
 
@@ -146,28 +143,20 @@ def quantized(graph: Graph, q: Any) -> tuple[dict[str, tuple[str, ...]], set[str
     """Which weights a quantized export (quantize.Quantization `q`) stores in blocks, by
     form: those read by linear nodes alone (q, k, v, o projections, MLPs, the LM head) as
     MatMulNBits; the token embedding (its width a multiple of the block) as
-    GatherBlockQuantized, a tied LM head reading it too; a mixture's experts (both their
-    widths multiples of the block) as com.microsoft.QMoE where the mixture runs as ONNX
-    Runtime's MoE kernel and it takes them (int4, or int8 symmetric at accuracy_level 4),
+    GatherBlockQuantized, a tied LM head reading it too; a feed-forward form's own weights
+    as its module says (`quantized`: a mixture's experts in its quantized kernel's blocks),
     else stored as the float values their blocks give. Not a weight another op reads
     (latent attention's kv_b_proj when decoding absorbs it). Gives (form -> weights, the
-    mixtures' prefixes run as QMoE, weight -> why it stays float)."""
+    feed-forward nodes' prefixes run as their quantized kernel, weight -> why it stays
+    float)."""
     shapes = {w.name: w.shape for w in graph.weights}
     forms: dict[str, set[str]] = {}  # each weight it could store in blocks -> its forms
     why_not: dict[str, str] = {}  # weight -> why it stays float
     for node in all_nodes(graph.nodes):
-        if node.op is Op.EXPERTS:  # QMoE's blocks run along both of an expert's widths
-            prefix = node.attr("prefix")
-            names = [w for w in shapes if w.startswith(prefix) and w.endswith(".weight")]
-            form = "graph_float"
-            if any(side % q.block for w in names for side in shapes[w]):
-                form = ""
-                why_not |= {w: f"an expert's widths are not multiples of the block "
-                               f"({q.block})" for w in names}
-            elif dict(node.attrs).get("kernel") == "moe":
-                form = "QMoE" if q.bits == 4 or (q.symmetric and q.accuracy == 4) \
-                    else "moe_float"
-            for w in names:
+        for ffn in FFNS.values():  # a feed-forward form's own weights (a mixture's experts)
+            own, why = ffn.quantized(node, shapes, q)
+            why_not |= why
+            for w, form in own.items():
                 forms.setdefault(w, set()).add(form)
         for key, value in node.attrs:
             if not isinstance(value, str) or value not in shapes:
@@ -187,10 +176,13 @@ def quantized(graph: Graph, q: Any) -> tuple[dict[str, tuple[str, ...]], set[str
                                           "read by linear, embed and experts nodes alone")
     by_form = {form: tuple(sorted(w for w, f in forms.items() if form in f and w not in why_not))
                for form in _FORMS}
-    qmoe = {n.attr("prefix") for n in all_nodes(graph.nodes) if n.op is Op.EXPERTS
-            and any(w.startswith(n.attr("prefix")) for w in by_form["QMoE"])}
+    kernels = {ffn.kernel_form for ffn in FFNS.values() if ffn.kernel_form}
+    prefixes = {dict(n.attrs).get("prefix") for n in all_nodes(graph.nodes)
+                if any(n.op in ffn.ops for ffn in FFNS.values())} - {None}
+    quantized_kernels = {p for p in prefixes if any(w.startswith(p) for form in kernels
+                                       for w in by_form[form])}
     kept = {w: why for w, why in sorted(why_not.items()) if w in forms}
-    return {f: names for f, names in by_form.items() if names}, qmoe, kept
+    return {f: names for f, names in by_form.items() if names}, quantized_kernels, kept
 
 
 def _names(names) -> str:

@@ -43,7 +43,8 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     the type of the float inputs and of the output too. `rewrites` (`planner.rewrites`),
     planned with their reasons and carried out here: the projections it packs, the residual
     adds it joins with their norms, whether norms run as ONNX Runtime's contrib kernels, the
-    weights it stores in blocks (com.microsoft.MatMulNBits, GatherBlockQuantized, QMoE) and
+    weights it stores in blocks (com.microsoft.MatMulNBits, GatherBlockQuantized, a feed-forward
+    form's quantized kernel) and
     how, and which in-place attentions' GroupQueryAttention takes q, k, v packed and rotates
     them itself (from cos/sin tables of how many positions). `deferred`: the
     weights are left out of the model, and this dict gets a reader of each by name
@@ -57,7 +58,7 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     lw = Lowering(b, weights)
     lw.strategies = strategies
     lw.quantization = rewrites.quantization
-    lw.quantized, lw.qmoe = rewrites.blocks, rewrites.qmoe
+    lw.quantized, lw.quantized_kernels = rewrites.blocks, rewrites.quantized_kernels
     lw.rotary = dict(rewrites.rotary)
     lw.skip_norms = dict(rewrites.skip_norms)
     lw.contrib_norms = rewrites.contrib_norms

@@ -170,11 +170,12 @@ class Lowering:
         self.contrib_norms = False  # norms as ORT's contrib kernels (float32, planned targets)
         self.skip_norms: dict[str, Node] = {}  # residual add -> the norm of its sum
         # the planned rewrites (build_model's `rewrites`): quantize.Quantization, the
-        # weights stored in blocks, the mixtures (by prefix) run as QMoE; and each in-place
+        # weights stored in blocks, the feed-forward nodes (by prefix) run as their quantized
+        # kernel; and each in-place
         # attention's packed q, k, v and in-kernel RoPE (planner.rewrites.Rotary)
         self.quantization = None
         self.quantized: frozenset[str] = frozenset()
-        self.qmoe: frozenset[str] = frozenset()
+        self.quantized_kernels: frozenset[str] = frozenset()
         self.rotary: dict[str, Any] = {}
         # each fused strategy's lowering by name, and a kernel node's by its kernel's name
         # where a strategy lowers it (build_model's `strategies`)

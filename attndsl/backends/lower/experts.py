@@ -241,7 +241,7 @@ def _interleaved(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
 def _in_blocks(lw: Lowering, node: Node) -> bool:
     """Whether a mixture's experts are stored as QMoE blocks: as planned
     (`planner.rewrites.quantized` says which, `_qmoe` why)."""
-    return node.attr("prefix") in lw.qmoe
+    return node.attr("prefix") in lw.quantized_kernels
 
 
 def _qmoe(lw: Lowering, node: Node, flat: str, logits: str, fc1, fc2, biased: bool,
