@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..ir import Node
+from .reference_delta import delta_rule
 from .reference_masks import mask_of
 
 __all__ = ["kernel", "linear_attention", "lsh_attention"]
@@ -116,4 +117,4 @@ def lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
 
 def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """A kernel module's `kernel` node, read by its name."""
-    return {"lsh": lsh_attention}[node.attr("kernel")](node, env, w)
+    return {"lsh": lsh_attention, "delta_rule": delta_rule}[node.attr("kernel")](node, env, w)
