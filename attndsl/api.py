@@ -12,6 +12,7 @@ from typing import Any
 from . import spec as s
 from .check import check
 from .errors import UsageError
+from .mechanisms import kernel_of
 from .output import Outputs
 from .parser import decode, parse, read_source
 from .quantize import check_quantization
@@ -154,8 +155,9 @@ class Layer:
         check_quantization(quantize, target, dtype)
         provenance = self._provenance(seed, target, dtype, weights,
                                       quantization=quantize and quantize.text())
-        # by_length's If and the delta rule's Scan: attndsl lowers them, in standard ops
-        lowered = any(a.variants or isinstance(a.kernel, s.DeltaRule)
+        # by_length's If and a kernel's own control flow (`Kernel.lowered`): attndsl lowers
+        # them, in standard ops
+        lowered = any(a.variants or getattr(kernel_of(a.kernel), "lowered", False)
                       for a in s.attentions_of(self.spec))
         if not get(target).planned and not lowered:  # standard ops, by torch.onnx.export
             from .backends.onnx import export

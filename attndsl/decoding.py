@@ -123,7 +123,7 @@ def _cross_blocker(a: Attention) -> Diagnostic | None:
 def first_past(batch: int, dims: Sequence) -> list[int]:
     """The shape of a first call's past for an input of `dims` (an ONNX input's, or an IR
     type's): `batch` rows, 0 along a symbolic length (an empty cache), static sizes kept (a
-    fixed-size state such as the delta rule's, zeros)."""
+    fixed-size state such as a recurrent kernel's, zeros)."""
     return [batch] + [d if isinstance(d, int) else 0 for d in dims[1:]]
 
 

@@ -13,7 +13,7 @@ from .backends.exported import Exported
 from .errors import UsageError
 from .hf_fields import read_json
 from .output import Stream
-from .spec import Attention, DeltaRule, Layer, Transformer, is_lm
+from .spec import Attention, Layer, Transformer, is_lm
 
 __all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "folder_context",
            "genai_config", "genai_files", "genai_folder", "genai_model", "load_decoder",
@@ -59,9 +59,10 @@ def check_genai(spec: Layer) -> None:
                          f"head size per layer, and latent attention (`{latent.name}`) caches "
                          "one latent row per token, no values: use `--export onnx --decode` "
                          "and `attndsl generate`")
-    # delta-rule layers carry a convolution window and a state, which onnxruntime-genai's
-    # RecurrentState allocates from the model's own input shapes (genai_config's
-    # past_conv_names, past_recurrent_names): only the key/value layers share one size
+    # a recurrent kernel's layers carry a convolution window and a state, which
+    # onnxruntime-genai's RecurrentState allocates from the model's own input shapes
+    # (genai_config's past_conv_names, past_recurrent_names): only the key/value layers share
+    # one size
     cached = _kv_attentions(spec)
     heads = {a.head_dim for a in cached} | {a.value_dim for a in cached}
     kv = {a.kv_heads for a in cached}
@@ -72,15 +73,23 @@ def check_genai(spec: Layer) -> None:
 
 
 def _kv_attentions(spec: Transformer) -> list[Attention]:
-    """The attentions of `spec`'s layers that keep a key and a value cache (the delta rule's
-    keep a window and a state), in layer order."""
+    """The attentions of `spec`'s layers that keep a key and a value cache (a kernel with
+    `states` keeps those instead), in layer order."""
     used = dict.fromkeys(spec.layer_attention(i) for i in range(spec.layers))
-    return [a for a in used if not isinstance(a.kernel, DeltaRule)]
+    return [a for a in used if not _states(a)]
 
 
-# onnxruntime-genai's RecurrentState binds these per delta-rule layer i (its defaults are
-# past_key_values.%d.conv_state / .recurrent_state; attndsl's decoding model keeps its own
-# names, as `attndsl generate` and `--decode` use them, and the config names them instead)
+def _states(a: Attention) -> tuple[str, ...]:
+    """The decoding states of `a`'s kernel in place of a key and a value cache, or ()."""
+    from .mechanisms import kernel_of
+
+    return getattr(kernel_of(a.kernel), "states", ())
+
+
+# onnxruntime-genai's RecurrentState binds these per layer i whose kernel carries the states
+# `conv` and `state` (its defaults are past_key_values.%d.conv_state / .recurrent_state;
+# attndsl's decoding model keeps its own names, as `attndsl generate` and `--decode` use them,
+# and the config names them instead)
 _STATE_NAMES = {"inputs": {"past_conv_names": "past_key_values.%d.conv",
                            "past_recurrent_names": "past_key_values.%d.state"},
                 "outputs": {"present_conv_names": "present.%d.conv",
@@ -99,10 +108,9 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
     with a stop column, `stop_column`)."""
     check_genai(spec)  # so every key/value layer has the first one's head size and counts
     eos_ids = list(eos)
-    # the key/value layers' sizes (with none, every layer a delta rule, the runtime reads none)
+    # the key/value layers' sizes (with none, every layer recurrent, the runtime reads none)
     first = next(iter(_kv_attentions(spec)), spec.attention)
-    recurrent = any(isinstance(spec.layer_attention(i).kernel, DeltaRule)
-                    for i in range(spec.layers))
+    recurrent = any(_states(spec.layer_attention(i)) for i in range(spec.layers))
     config = {
         "model": {
             "bos_token_id": bos if bos is not None else (eos_ids or [pad])[0],
@@ -135,7 +143,7 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
             "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }
-    if recurrent:  # delta-rule layers: their window and state, by attndsl's names
+    if recurrent:  # recurrent layers: their window and state, by attndsl's names
         for side, names in _STATE_NAMES.items():
             config["model"]["decoder"][side].update(names)
     return config

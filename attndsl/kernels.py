@@ -1,13 +1,12 @@
-"""The attention kernels a layer's `kernel` names: the softmax and the gated delta rule
-(docs/LANGUAGE.md, Kernels); the kernels
-that are modules of attndsl/mechanisms/ hold their own values. Part of the resolved spec
-(`spec` re-exports them)."""
+"""The attention kernels a layer's `kernel` names (docs/LANGUAGE.md, Kernels): the softmax;
+every other kernel is a module of attndsl/mechanisms/ holding its own value. Part of the
+resolved spec (`spec` re-exports them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DeltaRule", "Kernel", "Softmax"]
+__all__ = ["Kernel", "Softmax"]
 
 
 @dataclass(frozen=True)
@@ -15,19 +14,5 @@ class Softmax:
     pass
 
 
-@dataclass(frozen=True)
-class DeltaRule:
-    """Gated delta-rule linear attention (Gated DeltaNet, Qwen3-Next's linear layers): a
-    causal depthwise convolution of width `conv` on q, k and v, L2-normed q and k of
-    `key_heads` heads (each serving heads / key_heads value heads), per-head beta and decay
-    gates, the delta-rule state update, computed in chunks of `chunk` tokens; a gated RMSNorm
-    (eps `eps`) on its output."""
-
-    key_heads: int
-    conv: int
-    chunk: int
-    eps: float
-
-
 # or a kernel module's value (`mechanisms.KERNELS`)
-Kernel = Softmax | DeltaRule | object
+Kernel = Softmax | object

@@ -8,7 +8,6 @@ from typing import Any
 
 from .blocks import GATED, Ffn, Norm  # re-exported: part of the resolved spec
 from .kernels import (  # re-exported: part of the resolved spec
-    DeltaRule,
     Kernel,
     Softmax,
 )
@@ -29,7 +28,6 @@ __all__ = [
     "MAX_LENGTH",
     "Alibi",
     "Attention",
-    "DeltaRule",
     "DynamicScaling",
     "Ffn",
     "Latent",

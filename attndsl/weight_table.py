@@ -11,7 +11,6 @@ import numpy as np
 
 from .spec import (
     Attention,
-    DeltaRule,
     Ffn,
     Learned,
     Norm,
@@ -99,27 +98,13 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         linear(f"{p}kv_b_proj", s.heads * (s.head_dim - lat.rope_dim + s.value_dim),
                lat.kv_rank, False)
 
-    def delta(s: Attention, p: str) -> None:
-        """The gated delta rule's projections, convolution, gates and gated norm (Qwen3-Next's
-        Qwen3NextGatedDeltaNet, its fused in_proj_qkvz / in_proj_ba split per tensor)."""
-        keys, values = s.kernel.key_heads * s.head_dim, s.heads * s.value_dim
-        linear(f"{p}q_proj", keys, s.d_model, "q" in s.bias)
-        linear(f"{p}k_proj", keys, s.d_model, "k" in s.bias)
-        linear(f"{p}v_proj", values, s.d_model, "v" in s.bias)
-        linear(f"{p}z_proj", values, s.d_model, False)
-        linear(f"{p}b_proj", s.heads, s.d_model, False)
-        linear(f"{p}a_proj", s.heads, s.d_model, False)
-        out.append(Weight(f"{p}conv1d.weight", (2 * keys + values, 1, s.kernel.conv), "linear",
-                          s.kernel.conv))
-        out.append(Weight(f"{p}dt_bias", (s.heads,), "norm_weight"))
-        out.append(Weight(f"{p}A_log", (s.heads,), "decay"))
-        norm(f"{p}norm", s.value_dim, Norm("rmsnorm", s.kernel.eps), False)
-
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
+        from .mechanisms import kernel_of  # (a kernel's weights are Weights)
+
         if s.latent is not None:
             latent(s, p)
-        elif isinstance(s.kernel, DeltaRule):
-            delta(s, p)
+        elif getattr(kernel_of(s.kernel), "own_layer", False):  # its own projections
+            out.extend(kernel_of(s.kernel).own_weights(s, p))
         else:
             from .mechanisms import query_rows  # (a mechanism's weights are Weights)
 
@@ -213,9 +198,9 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
     (docs/LANGUAGE.md, Weights): a linear weight or bias, and a kernel's sequence projections,
     uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
     logits N(0, 1); a norm
-    weight (and the delta rule's dt_bias) 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm
-    weight, differential attention's lambda vectors, a router's selection bias and the delta
-    rule's A_log 0.1 N(0, 1)."""
+    weight (and a kernel's dt_bias) 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm
+    weight, differential attention's lambda vectors, a router's selection bias and a
+    kernel's A_log 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
     return {w.name: draw(rng, w) for w in table}
 

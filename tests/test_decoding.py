@@ -251,7 +251,8 @@ def _check_decoding(layer) -> None:
     in_place = [t for t in TARGETS if runners[t].in_place]
     assert not any(getattr(r, "in_place", False) for n, r in runners.items() if "bounded" in n)
     decoder = build(spec, decode=True)
-    states = any(n.op is Op.DELTA_RULE for n in decoder.nodes)  # a state: growing layout
+    states = any(n.op is Op.KERNEL and n.attr("kernel") == "delta_rule"
+                 for n in decoder.nodes)  # a state: growing layout
     if not states and all(in_place_obstacle(c, "ort-cpu") is None for c in cores(decoder)):
         assert "ort-cpu" in in_place
 

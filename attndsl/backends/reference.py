@@ -22,7 +22,7 @@ from .reference_decoding import (
     rows,
     tail,
 )
-from .reference_delta import causal_conv, delta_rule
+from .reference_delta import causal_conv
 from .reference_experts import act, experts, glu, route
 from .reference_kernels import kernel
 from .reference_masks import mask_of, visible
@@ -309,7 +309,6 @@ impl(Op.TAIL)(tail)
 impl(Op.ROWS)(rows)
 impl(Op.HEAD_LINEAR)(head_linear)
 impl(Op.CAUSAL_CONV)(causal_conv)
-impl(Op.DELTA_RULE)(delta_rule)
 impl(Op.KERNEL)(kernel)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..ir import Node
+from .reference_delta import delta_rule
 from .reference_masks import mask_of
 
 __all__ = ["READINGS", "kernel", "linear_attention", "lsh_attention"]
@@ -115,7 +116,7 @@ def lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
 
 
 # the oracle's own reading of each kernel module's `kernel` node, by the kernel's name
-READINGS = {"linear": linear_attention, "lsh": lsh_attention}
+READINGS = {"delta_rule": delta_rule, "linear": linear_attention, "lsh": lsh_attention}
 
 
 def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -1,6 +1,6 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
 core by length): the by_length switch, a kernel's sequence projection, a kernel module's
-core, the gated delta rule, and a mixture of experts' router and experts, each
+core, a causal convolution, and a mixture of experts' router and experts, each
 `(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
 
 from __future__ import annotations
@@ -14,15 +14,7 @@ from .. import masks
 from ..ir import Node, Op
 from ..mechanisms import FFNS, KERNELS
 from ..spec import RUNTIME_INPUTS
-from .delta import (
-    causal_conv,
-    conv_window,
-    decoded,
-    delta_gates,
-    delta_rule,
-    delta_step,
-    new_tokens,
-)
+from .conv import causal_conv, conv_window, new_tokens
 from .torch_arrays import TorchArrays
 from .torch_masks import kept_keys, lengths
 
@@ -91,8 +83,8 @@ def _seq_project(m: nn.Module, node: Node, env: Env) -> Tensor:
 
 
 def _real(node: Node, env: Env, L: int, xp: TorchArrays) -> Tensor | None:
-    """The delta rule's real tokens (B, L), float32: a decoding call's from attention_mask,
-    one pass's from its mask's padding (key_lengths), or None (every token)."""
+    """A convolution's or a kernel's real tokens (B, L), float32: a decoding call's from
+    attention_mask, one pass's from its `padding` (key_lengths), or None (every token)."""
     if node.attr("decoding"):
         return new_tokens(xp, env["attention_mask"], L)
     if node.attr("padding") is None:
@@ -111,23 +103,6 @@ def _causal_conv(m: nn.Module, node: Node, env: Env) -> Tensor:
     return causal_conv(xp, full, m.weight(node.attr("weight")), width, xp.dtype(parts[0]))
 
 
-@impl(Op.DELTA_RULE)
-def _delta_rule(m: nn.Module, node: Node, env: Env) -> Tensor:
-    q, k, v, b, a = (_arg(node, env, i) for i in range(5))
-    xp = TorchArrays(q.device)
-    beta, g = delta_gates(xp, b, a, *(m.weight(w) for w in node.attr("weights")))
-    groups, real = v.shape[1] // q.shape[1], _real(node, env, q.shape[2], xp)
-    if not node.attr("decoding"):
-        return delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"), groups,
-                          None, real)[0]
-    state = _arg(node, env, 5)
-    if q.shape[2] == 1:  # a step: the recurrence itself
-        return decoded(xp, *delta_step(xp, q, k, v, beta, g, node.attr("scale"), groups,
-                                       state, real))
-    return decoded(xp, *delta_rule(xp, q, k, v, beta, g, node.attr("chunk"),
-                                   node.attr("scale"), groups, state, real))
-
-
 @impl(Op.ROWS)
 def _rows(m: nn.Module, node: Node, env: Env) -> Tensor:
     return _arg(node, env)[:, :, node.attr("start"):node.attr("stop")]
@@ -138,6 +113,13 @@ def _kernel(m: nn.Module, node: Node, env: Env) -> Tensor:
     """A kernel module's core, from its module (mechanisms.KERNELS): the query and key
     indices first where it is `indexed` and causal, then the keys it sees."""
     kernel = KERNELS[node.attr("kernel")]
+    if kernel.own_layer:  # its node's arguments, weights, real tokens; a branch in Python
+        args = [_arg(node, env, i) for i in range(len(node.args))]
+        xp = TorchArrays(args[0].device)
+        return kernel.run(xp, args, [m.weight(w) for w in node.attr("weights")],
+                          lambda: _real(node, env, args[0].shape[2], xp),
+                          lambda cond, branches: branches[0 if cond() else 1][1](),
+                          **dict(node.attrs[1:]))
     heads = [_arg(node, env, i) for i in range(2 if kernel.shares_keys else 3)]
     q, k, v = (heads[0], None, heads[1]) if kernel.shares_keys else heads
     kept, attrs = None, dict(node.attrs[1:])

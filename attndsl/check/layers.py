@@ -12,7 +12,6 @@ from ..source import Span
 from ..spec import (
     Alibi,
     Attention,
-    DeltaRule,
     Rope,
     Sinusoidal,
     Softmax,
@@ -148,13 +147,9 @@ class Layers(Latents):
         if latent is not None:
             failed |= self.check_latent(e, latent, kind, kernel, heads, kv_heads, head_dim,
                                         position, at)
-        if isinstance(kernel, DeltaRule):
-            problem, kernel = self.check_delta(e, kernel, heads, kv_heads, kind, mask, position,
-                                               dropout, at)
-            failed |= problem
-        if mask is not None:
-            failed |= self.check_kernel(e, kernel, kind, heads, kv_heads, head_dim, bias, mask,
-                                        position, dropout, at)
+        problem, kernel = self.check_kernel(e, kernel, kind, heads, kv_heads, head_dim, bias,
+                                            mask, position, dropout, at)
+        failed |= problem
         if failed:
             return None
         attn = Attention(
@@ -234,12 +229,6 @@ class Layers(Latents):
             if attn is None:
                 return None
             variants.append(Variant(up_to, replace(attn, name=d.name)))
-        for kernel, why, name in _OWN_PROJECTIONS:  # variants share the layer's q, k and v
-            item = next((item for item, v in zip(e.items, variants, strict=True)
-                         if isinstance(v.attention.kernel, kernel)), None)
-            if item is not None:
-                raise self.error(f"a by_length variant cannot use {why}", item.span,
-                                 hint=f"give the {name} layer its own attention")
         for item, v in zip(e.items, variants, strict=True):
             module = kernel_of(v.attention.kernel)
             if module is not None and module.own_projections:
@@ -321,17 +310,14 @@ _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kin
                    "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale",
                  *(key for key, m in MECHANISMS.items() if m.per_variant))
-# kernels whose projections are their own: (kernel, why a variant cannot use it, its name)
-_OWN_PROJECTIONS = (
-    (DeltaRule, "the delta rule: it has its own projections, while the variants share q, k "
-                "and v", "delta-rule"),)
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 PROJECTIONS = ("q", "k", "v", "o")
 
 
 def _named(described: str) -> str:
-    """A kernel's name from its description: its words after the article, less ` kernel`."""
-    return described.split(" ", 1)[1].removesuffix(" kernel")
+    """A kernel's name from its description, as a word before `layer`: `a Linformer kernel`
+    -> `Linformer`; the words of a longer name joined by hyphens."""
+    return described.split(" ", 1)[1].removesuffix(" kernel").replace(" ", "-")
 
 
 def _divisors(n: int) -> list[int]:

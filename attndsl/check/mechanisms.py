@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 from .. import ast, mechanisms
 from ..source import Span
-from .delta import DeltaRules
+from .kernels import Kernels
 from .values import Param
 
 __all__ = ["Mechanisms"]
 
 
-class Mechanisms(DeltaRules):
+class Mechanisms(Kernels):
     def call(self, e: ast.Expr, forms: dict[str, tuple[tuple[str, bool], ...]],
              what: str) -> tuple[str | None, dict[str, ast.Expr]]:
         """A mechanism's value: (None, {}) for `none`, else its call's name and arguments by

@@ -7,7 +7,6 @@ from __future__ import annotations
 from ..shapes import T, TensorType
 from ..spec import (
     Attention,
-    DeltaRule,
     Layer,
     Transformer,
     input_names,
@@ -67,13 +66,25 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
 
 def cache_names(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
     """present.{i}.key, present.{i}.value per layer i; a latent attention's layer has its
-    key alone (each token's latent and RoPE key: the values are the latent), a delta-rule
-    layer its convolution's last inputs and its state (`conv`, `state`)."""
+    key alone (each token's latent and RoPE key: the values are the latent), a layer whose
+    kernel carries states those (`Kernel.states`)."""
     attns = [spec.layer_attention(i) for i in range(spec.layers)] \
         if isinstance(spec, Transformer) else [spec]
     return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns) for kv in (
-        ("conv", "state") if isinstance(a.kernel, DeltaRule) else
-        ("key",) if a.latent and latent_cache else ("key", "value")))
+        _states(a) or (("key",) if a.latent and latent_cache else ("key", "value"))))
+
+
+def _states(a: Attention) -> tuple[str, ...]:
+    """The states a decoding call carries for attention `a` in place of its key and value
+    caches (its kernel's), or ()."""
+    return getattr(_kernel(a), "states", ())
+
+
+def _kernel(a: Attention):
+    """The kernel module of `a`'s kernel, or None (`mechanisms.kernel_of`)."""
+    from ..mechanisms import kernel_of  # (the kernel modules build on the IR's ops)
+
+    return kernel_of(a.kernel)
 
 
 def decode_inputs(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
@@ -111,11 +122,8 @@ def _type_of(name: str, s: Attention, spec: Layer, latent_cache: bool) -> Tensor
         a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
         width = a.head_dim if name.endswith(".key") else a.value_dim
         rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
-        if isinstance(a.kernel, DeltaRule):  # fixed sizes: the window, the state
-            if name.endswith(".conv"):
-                width = 2 * a.kernel.key_heads * a.head_dim + a.heads * a.value_dim
-                return T("B", a.kernel.conv - 1, width, dtype="float")
-            return T("B", a.heads, a.head_dim, a.value_dim, dtype="float")
+        if _states(a):  # a kernel's states: their own (fixed) sizes
+            return _kernel(a).state_type(a, name.split(".")[2])
         if a.latent is not None and latent_cache:  # one latent and RoPE key per token
             return T("B", 1, rows, a.latent.kv_rank + a.latent.rope_dim, dtype="float")
         return T("B", a.kv_heads, rows, width, dtype="float")

@@ -8,14 +8,12 @@ from ..shapes import T, TensorType
 from ..spec import (
     Alibi,
     Attention,
-    DeltaRule,
     Learned,
     Norm,
     RelativeBias,
     Rope,
     Sinusoidal,
 )
-from .delta import delta_rule
 from .graph import GraphBuilder, Op
 from .latent import absorbed_heads, latent_heads, unabsorbed
 
@@ -52,8 +50,9 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                       weight=f"{prefix}{proj}.weight",
                       bias=f"{prefix}{proj}.bias" if proj[0] in s.bias else None)
 
-    if isinstance(s.kernel, DeltaRule):  # its own projections, recurrence and gated norm
-        o = delta_rule(b, s, p, prefix, x, cache)
+    own = mechanisms.kernel_of(s.kernel)
+    if own is not None and own.own_layer:  # its own projections and nodes, o_proj aside
+        o = own.layer(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.kernel, x, cache)
         return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
     absorbed = None  # decoding latent attention: the core over the cached latents
     if s.latent is not None and cache is not None and latent_cache:

@@ -54,12 +54,9 @@ class Op(enum.Enum):
     SWITCH = "switch"  # by_length: the branch whose up_to first holds L (the last: longer L)
     SEQ_PROJECT = "seq_project"  # a kernel's rows: E[:, :n] @ keys (masked keys zeroed) -> k
     # (q, k, v) (B, L, c_i) each -> (B, L, sum c_i): silu of each channel's causal convolution
-    # over the last `width` tokens (the delta rule's), with the past's inputs when decoding
+    # over the last `width` tokens (a kernel's own layer), with the past's inputs when decoding
     # (part = state: the last width - 1 inputs, the next call's past_key_values.{i}.conv)
     CAUSAL_CONV = "causal_conv"
-    # (q, k, v heads, beta and decay logits) -> (B, H, L, dv); decoding (+ past state and
-    # attention_mask) -> (B, H, L + dk, dv): the outputs, then the final state's dk rows
-    DELTA_RULE = "delta_rule"
     ROWS = "rows"  # x[:, :, start:stop] (negative: from the end): a packed output's parts
     KERNEL = "kernel"  # a kernel module's core (mechanisms.KERNELS): its attributes its own
 

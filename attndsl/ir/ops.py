@@ -206,10 +206,9 @@ _DEFS = [
           tensors=("weight",)),
     OpDef(Op.CAUSAL_CONV, (3, 5), ("part", "weight", "width", "padding", "decoding"),
           rule=_rank(3), tensors=("weight",)),
-    OpDef(Op.DELTA_RULE, (5, 7), ("chunk", "scale", "weights", "padding", "decoding"),
-          rule=_rank(4), tensors=("weights",)),
     OpDef(Op.ROWS, (1, 1), ("start", "stop"), rule=_rank(3, 4)),
-    OpDef(Op.KERNEL, (2, 6), ("kernel",), open=True, rule=_module("kernel", (4,))),
+    OpDef(Op.KERNEL, (2, 7), ("kernel",), open=True, rule=_module("kernel", (4,)),
+          tensors=("weights",)),
 ]
 OPS: dict[Op, OpDef] = {
     d.op: d if d.op in (Op.INPUT, Op.MASK) else OpDef(d.op, d.operands, d.required, d.optional,

@@ -2,7 +2,8 @@
 (`base.Mechanism`): its key, values and checks, its weights, its nodes at a hook point of the
 attention, its arithmetic over the array namespace and its target facts. Found by presence:
 adding one edits no table. The checker, the language server, the IR, the weight table and
-the backends ask here."""
+the backends ask here. A module with neither `MECHANISM` nor `KERNEL` is a module's helper
+(`<name>_*.py`: arithmetic that would pass 400 lines)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
             module = importlib.import_module(f"{__name__}.{info.name}")
             if hasattr(module, "KERNEL"):
                 kernels[module.KERNEL.name] = module.KERNEL
-            elif hasattr(module, "MECHANISM"):
+            elif hasattr(module, "MECHANISM"):  # (else a module's helper: its arithmetic)
                 found.append(module.MECHANISM)
     found.sort(key=lambda m: (HOOKS.index(m.hook), m.key))
     return {m.key: m for m in found}, kernels

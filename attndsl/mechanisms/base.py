@@ -148,8 +148,9 @@ class Mechanism:
 @dataclass(frozen=True)
 class KernelWhere:
     """What a kernel's `conflicts` may read of the attention being checked: its entries
-    (key -> ast.Entry), kind, heads, kv heads, features per head, biased projections, mask,
-    position, dropout, and `at(key)`, where an entry is written."""
+    (key -> ast.Entry), kind, heads, kv heads, features per head, biased projections, mask
+    (None where its own error was reported), position, dropout, and `at(key)`, where an
+    entry is written."""
 
     entries: dict
     kind: str
@@ -265,4 +266,53 @@ class Kernel:
         text): q, k (None where `shares_keys`), v heads; `kept` (B|1, n) the keys its `keys`
         mask shows, or a decoding call's real keys (attention_mask), or None for all; `index`
         where `indexed`."""
+        raise NotImplementedError
+
+    # kernels with their own projections (the delta rule)
+    # it replaces the whole attention from x to the merged heads (`layer`), o_proj aside: its
+    # `kernel` node is called with `run`, not `apply`, and its weights are `own_weights`
+    own_layer: bool = False
+    # a decoding call's states per layer in place of a key and a value cache
+    # (past_key_values.{i}.<state> in, present.{i}.<state> out; `state_type`), or ()
+    states: tuple[str, ...] = ()
+    # what its layer carries when decoding, as the planner says why no cache is in place
+    carries: str = ""
+    # its graph holds control flow torch.onnx.export cannot write (a Scan, an If): attndsl
+    # lowers it on every target, the portable one included
+    lowered: bool = False
+
+    def resolve(self, value: Any, where: KernelWhere) -> Any:
+        """The value as the attention holds it, its defaults that depend on the layer filled
+        in (a count of heads that defaults to the layer's)."""
+        return value
+
+    def layer(self, site: Site, value: Any, x: str, cache: int | None) -> str:
+        """With `own_layer`: its nodes from the attention's input x (B, L, d_model) to the
+        merged heads (B, L, width) o_proj reads; `cache`: the layer's index when decoding
+        (its `states` read from past_key_values.{i}.<state>, written to present.{i}.<state>)."""
+        raise NotImplementedError
+
+    def own_weights(self, spec: Any, prefix: str) -> list:
+        """With `own_layer`: the tensors (weight_table.Weight) in place of the q, k and v
+        projections, in the order a seed draws them."""
+        return []
+
+    def state_type(self, spec: Any, state: str) -> Any:
+        """The type (shapes.TensorType) of one of its `states` in the attention `spec`."""
+        raise NotImplementedError
+
+    def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
+        """With `own_layer`: the planner's line for its `kernel` node, the same on every
+        target: (the form's name, why, its parameters as (name, value) pairs)."""
+        raise NotImplementedError
+
+    def run(self, xp: Any, args: list, tensors: list, real: Callable[[], Any],
+            branch: Callable, **attrs: Any) -> Any:
+        """With `own_layer`: its `kernel` node's arithmetic over `xp`: `args` the node's
+        arguments, `tensors` the arrays its `weights` attribute names, `real()` its real
+        tokens (B, L) float32 or None (every token): a decoding call's from attention_mask,
+        one pass's from the keys its `padding` attribute shows (asked for when needed: the
+        ONNX graph's node order). `branch(cond, ((name, then), (name, otherwise)))` runs
+        `then()` where `cond()` holds, else `otherwise()` (ONNX: an If of two named
+        subgraphs)."""
         raise NotImplementedError

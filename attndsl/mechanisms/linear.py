@@ -47,6 +47,8 @@ class _Linear(Kernel):
     def conflicts(self, c: Any, kernel: LinearKernel, where: KernelWhere) -> bool:
         """Masks `full` and `causal` only; no score biases, score modifiers, scale or
         dropout: there are no scores."""
+        if where.mask is None:  # its own error was reported
+            return False
         from . import SCORED
 
         failed, e, at = False, where.entries, where.at

@@ -92,8 +92,9 @@ class _Lsh(Kernel):
                     at("bias"), hint="list only q, v and o")
             failed = True
         allowed = (m.Full, m.Causal, m.Padding)
-        if any(not isinstance(p, allowed) for p in m.primitives(where.mask)) or \
-                any(isinstance(p, m.Not | m.Or) for p in mask_nodes(where.mask)):
+        if where.mask is not None and (
+                any(not isinstance(p, allowed) for p in m.primitives(where.mask)) or
+                any(isinstance(p, m.Not | m.Or) for p in mask_nodes(where.mask))):
             c.error(f"an LSH kernel honours `full`, `causal`, `padding` and `&` of them, "
                     f"found `{m.render(where.mask)}`: a query sees only the keys hashed near it",
                     at("mask"), hint="use `mask = causal & padding`, or `kernel = softmax`")

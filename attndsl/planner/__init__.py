@@ -21,7 +21,7 @@ from ..ir import Graph, Node, Op, all_nodes
 from ..ir.verify import verify
 from ..mechanisms import KERNELS
 from ..targets import get
-from .cores import Choice, Core, cores, cores_of, fuse, where
+from .cores import Choice, Core, attndsl_lowered, cores, cores_of, fuse, where
 from .cover import Cover, cover
 from .experts import plan_experts
 from .torch_paths import plan_torch
@@ -71,8 +71,8 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
 
 def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
     found = cores(graph)
-    # by_length's If and the delta rule's Scan: attndsl lowers them, even on portable
-    lowered = any(n.op in (Op.SWITCH, Op.DELTA_RULE) for n in graph.nodes)
+    # by_length's If and a kernel's own control flow: attndsl lowers them, even on portable
+    lowered = any(attndsl_lowered(n) for n in graph.nodes)
     if not get(target).planned and not graph.decoding and not lowered:
         return graph, [Choice(*where(c.prefix, graph), "dense",
                               ("portable: standard ONNX ops only, exported by "
@@ -91,8 +91,8 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                 branches = tuple(tuple(planned(list(b))) for b in node.attr("branches"))
                 attrs = tuple((k, branches if k == "branches" else v) for k, v in node.attrs)
                 nodes = [replace(n, attrs=attrs) if n is node else n for n in nodes]
-            elif node.op is Op.DELTA_RULE:
-                choices.append(delta_choice(node))
+            elif _own(node):
+                choices.append(own_choice(node))
             elif node.op is Op.MERGE_HEADS and cores_of([node], by_name):
                 core = cores_of([node], by_name)[0]
                 strategy, params, reasons, attrs = choose(core, target, dtype) if \
@@ -107,14 +107,15 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
     return _with_experts(graph, choices, target, dtype)
 
 
-def delta_choice(node: Node) -> Choice:
-    """A delta-rule layer's form: one, on every target (standard ops)."""
-    chunk = node.attr("chunk")
-    return Choice(node.out.removesuffix("attn"), "", "delta_rule", (
-        f"the gated delta rule in chunks of {chunk}: each chunk's products at once (O(L x "
-        f"{chunk} x d)), one Scan step per chunk carrying the d_k x d_v state per head (when "
-        "decoding: from the cached state and convolution window)",),
-        (("chunk", chunk),))
+def _own(node: Node) -> bool:
+    """Whether `node` is the `kernel` node of a kernel with its own layer (`own_layer`)."""
+    return node.op is Op.KERNEL and KERNELS[node.attr("kernel")].own_layer
+
+
+def own_choice(node: Node) -> Choice:
+    """The form of a kernel with its own layer: one, on every target (`Kernel.form`)."""
+    name, reasons, params = KERNELS[node.attr("kernel")].form(node)
+    return Choice(node.out.removesuffix("attn"), "", name, reasons, params)
 
 
 def _with_experts(graph: Graph, choices: list[Choice], target: str,
@@ -151,9 +152,9 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         core = next(c for c in found if tail.args[0] in c.qkv)
         blocked = (core, "a bounded cache (a window's last keys) grows and slides in standard "
                          "ops")
-    rules = [n for n in graph.nodes if n.op is Op.DELTA_RULE]
-    if blocked is None and rules:
-        blocked = (None, "a delta-rule layer carries a state and a convolution window, which "
+    layers = [n for n in graph.nodes if _own(n)]  # kernels with their own layer
+    if blocked is None and layers:
+        blocked = (None, f"{KERNELS[layers[0].attr('kernel')].carries}, which "
                          "GroupQueryAttention's max_length buffers do not hold")
     nodes = list(graph.nodes)
     choices = []
@@ -173,7 +174,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
             nodes = fuse(nodes, core, "dense", {})
     if blocked is None:
         nodes = _cache_into_kernel(nodes)
-    choices += [delta_choice(n) for n in rules]
+    choices += [own_choice(n) for n in layers]
     return replace(graph, nodes=tuple(nodes)), choices
 
 

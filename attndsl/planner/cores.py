@@ -118,7 +118,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
         one = {op: ns[0] for op, ns in own.items()}
         attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
         if attend.op not in (Op.ATTEND, Op.KERNEL):
-            continue  # no attention core (the delta rule's heads, normed): nothing to plan
+            continue  # no attention core (a kernel's own layer, normed): nothing to plan
         bias, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTMAX)
         modifiers = tuple((key, mech.fused(one[mech.op])) for key, mech in SCORED.items()
                           if mech.op in one)
@@ -242,3 +242,9 @@ def fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) -
         a.shape)
     return [fused if n.out == a.out else n for n in nodes
             if n.out == a.out or n.out not in a.members]
+def attndsl_lowered(node: Node) -> bool:
+    """Whether attndsl lowers `node` itself on every target, the portable one included: a
+    by_length switch (an If), a kernel's node with control flow of its own (`Kernel.lowered`:
+    a Scan, an If), which torch.onnx.export cannot write."""
+    return node.op is Op.SWITCH or (node.op is Op.KERNEL and
+                                    KERNELS[node.attr("kernel")].lowered)

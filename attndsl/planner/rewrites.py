@@ -131,10 +131,12 @@ def rewrites(graph: Graph, target: str, dtype: str = "float32", quantization: An
 def explained(graph: Graph, target: str, dtype: str = "float32", quantization: Any = None,
               max_length: int | None = None) -> list[str]:
     """`explain`'s lines for the planned `graph`: none where attndsl does not lower it (the
-    portable target's one-pass graphs without a by_length switch or a delta rule's Scan,
-    which torch.onnx.export writes)."""
+    portable target's one-pass graphs without a by_length switch or a kernel's own control
+    flow, which torch.onnx.export writes)."""
+    from .cores import attndsl_lowered
+
     lowered = graph.decoding or get(target).planned or any(
-        n.op in (Op.SWITCH, Op.DELTA_RULE) for n in graph.nodes)
+        attndsl_lowered(n) for n in graph.nodes)
     return rewrites(graph, target, dtype, quantization, max_length).lines() if lowered else []
 
 

@@ -121,7 +121,7 @@ def _cache_dims(shape: TensorType, length: str, which: str) -> list:
     """[batch, kv_heads, <length>, head_dim] from an IR cache type `[B, 4, P, 64]`; a cross
     attention's (`[B, 4, M, 64]`) counts memory rows: past_ or total_memory_length."""
     parts = shape.dims
-    if all(isinstance(d, int) for d in parts[1:]):  # a fixed-size state (the delta rule's)
+    if all(isinstance(d, int) for d in parts[1:]):  # a kernel's fixed-size state
         return ["batch", *parts[1:]]
     if parts[2] == "M":
         length = f"{which}_memory_length"

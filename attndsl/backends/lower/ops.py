@@ -14,15 +14,7 @@ from ...mechanisms import KERNELS, MECHANISMS
 from ...quantize import block_shapes, quantize
 from .. import formulas
 from ..cache_slots import bounded_present
-from ..delta import (
-    causal_conv,
-    conv_window,
-    decoded,
-    delta_gates,
-    delta_rule,
-    delta_step,
-    new_tokens,
-)
+from ..conv import causal_conv, conv_window, new_tokens
 from .attend import kept_keys
 from .builder import Lowering, Sym, arg, lower, parts, repeat, shape_of, width
 from .switch import subgraph
@@ -191,8 +183,8 @@ def _head_slice(lw: Lowering, node: Node) -> str:
 
 
 def _real(lw: Lowering, node: Node, like: Sym, axis: int) -> Sym | None:
-    """The delta rule's real tokens (B, L), float32: a decoding call's from attention_mask,
-    one pass's from its mask's padding (key_lengths), or None (every token)."""
+    """A convolution's or a kernel's real tokens (B, L), float32: a decoding call's from
+    attention_mask, one pass's from its `padding` (key_lengths), or None (every token)."""
     xp, L = lw.xp, lw.xp.shape(like, axis)
     if node.attr("decoding"):
         return new_tokens(xp, Sym(lw.b, lw.env["attention_mask"], "int64", 2), L)
@@ -212,27 +204,6 @@ def _causal_conv(lw: Lowering, node: Node) -> str:
         return xp.astype(xp.slice(full, 1, xp.shape(full, 1) - (width - 1), None),
                          lw.b.dtype).name
     return causal_conv(xp, full, lw.weight(node.attr("weight"), 3), width, lw.b.dtype).name
-
-
-@lower(Op.DELTA_RULE)
-def _delta_rule(lw: Lowering, node: Node) -> str:
-    """The chunked form: the chunks' products in parallel, one Scan step per chunk."""
-    q, k, v, b, a = (lw.sym(node, i) for i in range(5))
-    xp = lw.xp
-    beta, g = delta_gates(xp, b, a, *(lw.weight(w) for w in node.attr("weights")))
-    groups = lw.graph_shapes[node.args[2]].dims[1] // lw.graph_shapes[node.args[0]].dims[1]
-    real = _real(lw, node, q, 2)
-    if not node.attr("decoding"):
-        return delta_rule(xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"),
-                          groups, None, real)[0].name
-    state = lw.sym(node, 5)  # a step (one token): the recurrence itself; else the chunks
-    step = subgraph(lw, f"{node.out}_step", lambda: decoded(xp, *delta_step(
-        xp, q, k, v, beta, g, node.attr("scale"), groups, state, real)).name)
-    chunks = subgraph(lw, f"{node.out}_chunks", lambda: decoded(xp, *delta_rule(
-        xp, q, k, v, beta, g, node.attr("chunk"), node.attr("scale"), groups, state,
-        real)).name)
-    one = xp.shape(q, 2) == 1
-    return lw.b.op("If", one.name, then_branch=step, else_branch=chunks)
 
 
 @lower(Op.ROWS)
@@ -333,6 +304,8 @@ def kernel_form(lw: Lowering, node: Node) -> str:
     it is `indexed` and causal, then the keys it sees (a decoding call's real keys, or those
     its `keys` mask shows)."""
     kernel = KERNELS[node.attr("kernel")]
+    if kernel.own_layer:
+        return _own_layer(lw, node, kernel)
     heads = [lw.sym(node, i) for i in range(2 if kernel.shares_keys else 3)]
     q, k, v = (heads[0], None, heads[1]) if kernel.shares_keys else heads
     kept, attrs = None, dict(node.attrs[1:])
@@ -345,6 +318,21 @@ def kernel_form(lw: Lowering, node: Node) -> str:
         n = lw.dim(q.name, 2)
         kept = lw.xp.reshape(kept_keys(lw, attrs["keys"], n), [-1, n])
     return kernel.apply(lw.xp, q, k, v, kept, **attrs).name
+
+
+def _own_layer(lw: Lowering, node: Node, kernel) -> str:
+    """A kernel with its own layer (`Kernel.run`): its branch is an If of two subgraphs named
+    `<node>_<branch>`, built in order, then the condition."""
+    args = [lw.sym(node, i) for i in range(len(node.args))]
+
+    def branch(cond, branches) -> Sym:
+        then, otherwise = (subgraph(lw, f"{node.out}_{name}", lambda fn=fn: fn().name)
+                           for name, fn in branches)
+        return Sym(lw.b, lw.b.op("If", cond().name, then_branch=then, else_branch=otherwise),
+                   lw.b.dtype, node.shape.rank)
+
+    return kernel.run(lw.xp, args, [lw.weight(w) for w in node.attr("weights")],
+                      lambda: _real(lw, node, args[0], 2), branch, **dict(node.attrs[1:])).name
 
 
 @lower(Op.ROPE)

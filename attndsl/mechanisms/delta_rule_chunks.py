@@ -1,54 +1,20 @@
 """The gated delta rule's arithmetic (docs/LANGUAGE.md, Kernels: `delta_rule`), once over an
-array namespace (`TorchArrays`, `OnnxArrays`) as `formulas` is: the causal depthwise
-convolution, the gates, and the recurrence in its chunked form (Yang et al. 2024, "Gated Delta
-Networks"; as transformers' torch_chunk_gated_delta_rule): within a chunk of C tokens the
-updates are matrix products, the unit lower-triangular system (I + A) solved as the product
-(I - A)(I + A^2)(I + A^4)... (A is nilpotent: A^C = 0), and one sequential step per chunk
-carries the state (`scan`). Work O(L C d + L d^2) per head."""
+array namespace (`TorchArrays`, `OnnxArrays`) as `backends.formulas` is: the gates, and the
+recurrence in its chunked form (Yang et al. 2024, "Gated Delta Networks"; as transformers'
+torch_chunk_gated_delta_rule): within a chunk of C tokens the updates are matrix products,
+the unit lower-triangular system (I + A) solved as the product (I - A)(I + A^2)(I + A^4)...
+(A is nilpotent: A^C = 0), and one sequential step per chunk carries the state (`scan`: a
+loop in torch, ONNX `Scan`). Work O(L C d + L d^2) per head. The helper of the kernel module
+`delta_rule.py`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .formulas import activation
-
-__all__ = ["causal_conv", "conv_window", "decoded", "delta_gates", "delta_rule", "delta_step",
-           "new_tokens"]
+__all__ = ["decoded", "delta_gates", "delta_step", "recurrence"]
 
 Array = Any
 L2_EPS = 1e-6  # q and k: x / sqrt(sum(x^2) + 1e-6), as transformers' (and FLA's) l2norm
-
-
-def new_tokens(xp, attention_mask: Array, L: Any) -> Array:
-    """A decoding call's real new tokens, float32 (B, L): 1 where the last L columns of the
-    attention_mask are not 0."""
-    mask = xp.slice(attention_mask, 1, xp.shape(attention_mask, 1) - L, None)
-    return xp.astype(mask != 0, "float32")
-
-
-def conv_window(xp, parts: list[Array], width: int, past: Array | None = None,
-                real: Array | None = None) -> Array:
-    """float32 (B, width - 1 + L, C): the inputs of parts (B, L, c_i) laid side by side,
-    after those of `past` (B, width - 1, C) or zeros; a slot where `real` (B, L) is 0
-    (padding) has zero inputs. Its last width - 1 rows are the next call's past."""
-    x = xp.astype(xp.concat(parts, axis=2), "float32")
-    if real is not None:
-        x = x * xp.reshape(real, [xp.shape(x, 0), -1, 1])
-    past = xp.pad(xp.slice(x, 1, 0, 0), 1, width - 1) if past is None else \
-        xp.astype(past, "float32")
-    return xp.concat([past, x], axis=1)
-
-
-def causal_conv(xp, full: Array, w: Array, width: int, dtype: str) -> Array:
-    """silu(y) (B, L, C) in `dtype` over a `conv_window` of L + width - 1 rows: y_t[c] =
-    sum_j w[c, 0, j] x_{t - width + 1 + j}[c]."""
-    taps = xp.swap_last(xp.reshape(xp.astype(w, "float32"), [-1, width]))  # (width, C)
-    L = xp.shape(full, 1) - (width - 1)
-    y = None
-    for j in range(width):
-        term = xp.slice(full, 1, j, L + j) * xp.slice(taps, 0, j, j + 1)
-        y = term if y is None else y + term
-    return xp.astype(activation(xp, y, "silu"), dtype)
 
 
 def delta_gates(xp, beta_logits: Array, decay_logits: Array, a_log: Array,
@@ -85,7 +51,7 @@ def _prepared(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: fl
     return q, k, xp.astype(v, "float32"), beta, g
 
 
-def delta_rule(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: int,
+def recurrence(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: int,
                scale: float, groups: int, state: Array | None = None,
                real: Array | None = None) -> tuple[Array, Array]:
     """(o (B, H, L, dv) in v's dtype, the final state (B, H, dk, dv) float32) of q, k (B, Hk,
@@ -139,7 +105,7 @@ def delta_rule(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: i
 
 def delta_step(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
                groups: int, state: Array, real: Array | None = None) -> tuple[Array, Array]:
-    """`delta_rule` for one token (L = 1), a decoding step: the recurrence itself, O(dk dv)
+    """`recurrence` for one token (L = 1), a decoding step: the recurrence itself, O(dk dv)
     per head, with no chunk to pad."""
     dtype = xp.dtype(v)
     q, k, v, beta, g = _prepared(xp, q, k, v, beta, g, scale, groups, real)  # (B, H, 1, d)
