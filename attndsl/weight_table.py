@@ -199,7 +199,7 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
     uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
     logits N(0, 1); a norm
     weight (and a kernel's dt_bias) 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm
-    weight, differential attention's lambda vectors, a router's selection bias and a
+    weight, a mechanism's lambda vectors, a router's selection bias and a
     kernel's A_log 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
     return {w.name: draw(rng, w) for w in table}

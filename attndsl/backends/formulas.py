@@ -120,7 +120,7 @@ def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
 
 
 def value_pairs(xp, v: Array, kv_heads: int) -> Array:
-    """Differential attention's values (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): kv head j holds
+    """Values paired across kv heads (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): kv head j holds
     [v_j', v_j' + Hkv/2] with j' = j mod Hkv/2, so query heads i and i + H/2 weigh the same
     pair."""
     half = kv_heads // 2

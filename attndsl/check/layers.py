@@ -315,8 +315,8 @@ PROJECTIONS = ("q", "k", "v", "o")
 
 
 def _named(described: str) -> str:
-    """A kernel's name from its description, as a word before `layer`: `a Linformer kernel`
-    -> `Linformer`; the words of a longer name joined by hyphens."""
+    """A kernel's name from its description, as a word before `layer`: its words after the
+    article, less ` kernel`, joined by hyphens (`the delta rule` -> `delta-rule`)."""
     return described.split(" ", 1)[1].removesuffix(" kernel").replace(" ", "-")
 
 
