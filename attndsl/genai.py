@@ -53,11 +53,14 @@ def check_genai(spec: Layer) -> None:
     if not is_lm(spec):
         raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
                          "models (add `vocab = N` to the transformer)")
-    latent = next((a for a in spec.attentions if a.latent is not None), None)
-    if latent is not None:
+    from .mechanisms import projection_of  # (the forms build on the IR)
+
+    unbound = next((a for a in spec.attentions
+                    if getattr(projection_of(a.projection), "genai", None)), None)
+    if unbound is not None:  # a projection form's own cache layout
+        why = projection_of(unbound.projection).genai.format(name=unbound.name)
         raise UsageError(f"`{spec.name}`: onnxruntime-genai keeps a key and a value cache of one "
-                         f"head size per layer, and latent attention (`{latent.name}`) caches "
-                         "one latent row per token, no values: use `--export onnx --decode` "
+                         f"head size per layer, and {why}: use `--export onnx --decode` "
                          "and `attndsl generate`")
     # a recurrent kernel's layers carry a convolution window and a state, which
     # onnxruntime-genai's RecurrentState allocates from the model's own input shapes

@@ -30,7 +30,6 @@ __all__ = [
     "Attention",
     "DynamicScaling",
     "Ffn",
-    "Latent",
     "Layer",
     "Learned",
     "LinearScaling",
@@ -104,19 +103,6 @@ Position = Sinusoidal | Learned | Rope | Alibi | RelativeBias | None
 
 
 @dataclass(frozen=True)
-class Latent:
-    """Multi-head latent attention (DeepSeek-V2/V3, `latent = mla(...)`): queries through a
-    rank-`q_rank` bottleneck with its RMSNorm (or one projection without it), keys and values
-    from one RMS-normed latent of `kv_rank` features per token, and a shared key of `rope_dim`
-    features that RoPE rotates beside the last rope_dim features of each query head."""
-
-    kv_rank: int
-    rope_dim: int
-    q_rank: int | None
-    eps: float
-
-
-@dataclass(frozen=True)
 class Sparsity:
     mode: str  # dense | block | auto
     block: int | None = None
@@ -146,8 +132,9 @@ class Attention:
     # the mechanisms set by their keys (`attndsl/mechanisms/`), (key, value) in the order
     # they apply
     mechanisms: tuple[tuple[str, Any], ...] = ()
-    # multi-head latent attention's projections (`latent = mla(...)`), or None
-    latent: Latent | None = None
+    # a projection form in place of q_proj, k_proj and v_proj (`mechanisms.projection_of`:
+    # `key = name(...)`), or None
+    projection: Any = None
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     # `by_length`: the core by query length, projections shared (empty: this one core)

@@ -84,25 +84,11 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if bias:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
 
-    def latent(s: Attention, p: str) -> None:
-        """Multi-head latent attention's projections and norms (HF DeepseekV3Attention's)."""
-        lat, rms = s.latent, Norm("rmsnorm", s.latent.eps)
-        if lat.q_rank is None:
-            linear(f"{p}q_proj", s.heads * s.head_dim, s.d_model, "q" in s.bias)
-        else:
-            linear(f"{p}q_a_proj", lat.q_rank, s.d_model, "q" in s.bias)
-            norm(f"{p}q_a_layernorm", lat.q_rank, rms, False)
-            linear(f"{p}q_b_proj", s.heads * s.head_dim, lat.q_rank, False)
-        linear(f"{p}kv_a_proj_with_mqa", lat.kv_rank + lat.rope_dim, s.d_model, "k" in s.bias)
-        norm(f"{p}kv_a_layernorm", lat.kv_rank, rms, False)
-        linear(f"{p}kv_b_proj", s.heads * (s.head_dim - lat.rope_dim + s.value_dim),
-               lat.kv_rank, False)
-
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
-        from .mechanisms import kernel_of  # (a kernel's weights are Weights)
+        from .mechanisms import kernel_of, projection_of  # (their weights are Weights)
 
-        if s.latent is not None:
-            latent(s, p)
+        if s.projection is not None:  # a projection form's, in place of q, k and v
+            out.extend(projection_of(s.projection).weights(s, s.projection, p))
         elif getattr(kernel_of(s.kernel), "own_layer", False):  # its own projections
             out.extend(kernel_of(s.kernel).own_weights(s, p))
         else:

@@ -132,7 +132,7 @@ def head_linear(xp, x: Array, w: Array, heads: int, block: int, start: int, stop
                 transposed: bool) -> Array:
     """(B, n, heads * i) -> (B, n, heads * o): head h's features times W_h, rows start ..
     stop - 1 of head h's block of w (heads * block, c) (i = stop - start, o = c), or times
-    W_h^T if transposed (i = c, o = stop - start): latent attention's absorbed projections."""
+    W_h^T if transposed (i = c, o = stop - start): a decoding form's absorbed projections."""
     W = xp.slice(xp.reshape(w, [heads, block, xp.shape(w, 1)]), 1, start, stop)
     if transposed:
         W = xp.swap_last(W)

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from .. import ast
 from .. import masks as m
-from ..mechanisms import MECHANISMS, kernel_of
+from ..mechanisms import MECHANISMS, ProjectionWhere, kernel_of, projection_of
+from ..mechanisms import PROJECTIONS as FORMS  # (PROJECTIONS here: q, k, v, o)
 from ..source import Span
 from ..spec import (
     Alibi,
@@ -20,7 +21,7 @@ from ..spec import (
 )
 from ..weight_table import parameter_count
 from .kernels import arg_span
-from .latent import Latents
+from .mechanisms import Mechanisms
 from .positions import check_rope_dim
 from .values import FLOAT32_TINY, Entries, Param, describe
 
@@ -32,7 +33,7 @@ MAX_WEIGHT_BYTES = 1024**4
 MAX_SCALE = 1e6  # beyond, float32 scores overflow for ordinary inputs
 
 
-class Layers(Latents):
+class Layers(Mechanisms):
     attentions: dict[str, ast.AttentionDef]
     resolved_attn: dict[str, Attention | None]
 
@@ -75,7 +76,10 @@ class Layers(Latents):
         sparsity = get("sparsity", self.sparsity_value, Sparsity("auto"))
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
         hooked = self.mechanism_values(get)
-        latent = get("latent", self.latent_value, None)
+        # a projection form's value (`mechanisms.PROJECTIONS`), where one is set
+        projection = next((value for value in [
+            get(key, lambda x, form=form: form.read(self, x), None)
+            for key, form in FORMS.items()] if value is not None), None)
         failed = get.failed
         if d_model is None or heads is None:
             return None
@@ -113,7 +117,8 @@ class Layers(Latents):
             failed = True
         scale_value = 1.0 / math.sqrt(head_dim) if scale == "auto" else scale
         if isinstance(position, Rope):
-            rope_dim = position.dim or (latent.rope_dim if latent else head_dim)
+            rope_dim = position.dim or (projection_of(projection).rotated(projection)
+                                        if projection is not None else head_dim)
             if rope_dim % 2 or rope_dim > head_dim:
                 span = arg_span(e["position"].value, "dim") or at("position")
                 self.error(f"rotary dim ({rope_dim}) must be even and at most head_dim "
@@ -144,9 +149,9 @@ class Layers(Latents):
                             "bias depends on distances alone")
             failed = True
         failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at, hooked)
-        if latent is not None:
-            failed |= self.check_latent(e, latent, kind, kernel, heads, kv_heads, head_dim,
-                                        position, at)
+        if projection is not None:
+            failed |= projection_of(projection).conflicts(self, projection, ProjectionWhere(
+                e, kind, kernel, heads, kv_heads, head_dim, position, at))
         problem, kernel = self.check_kernel(e, kernel, kind, heads, kv_heads, head_dim, bias,
                                             mask, position, dropout, at)
         failed |= problem
@@ -158,7 +163,7 @@ class Layers(Latents):
             scale=scale_value,
             position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout,
-            mechanisms=hooked, latent=latent,
+            mechanisms=hooked, projection=projection,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    "by_length")))
         if "by_length" in e:
@@ -306,7 +311,7 @@ class Layers(Latents):
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "position", "kernel",
-                   "mask", "sparsity", "dropout", "latent",
+                   "mask", "sparsity", "dropout", *FORMS,
                    "by_length", *MECHANISMS)
 _VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale",
                  *(key for key, m in MECHANISMS.items() if m.per_variant))

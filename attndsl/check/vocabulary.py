@@ -4,10 +4,9 @@ value may be with their parameters (required ones first)."""
 
 from __future__ import annotations
 
-from ..mechanisms import FFNS, MECHANISMS
+from ..mechanisms import FFNS, MECHANISMS, PROJECTIONS
 from .ffns import MLPS
 from .kernels import _KERNELS
-from .latent import _MLA
 from .layers import _ATTENTION_KEYS, _SPARSITY
 from .masks import _MASK_PARAMS
 from .norms import _NORMS, PLACEMENTS
@@ -32,7 +31,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "kernel": _params(_KERNELS),
     "norm": {name: (("placement", True), *params) for name, params in _params(_NORMS).items()},
     "sparsity": _params(_SPARSITY),
-    "latent": {"none": (), "mla": tuple((p.name, p.required) for p in _MLA)},
+    **{key: {"none": (), form.name: form.params} for key, form in PROJECTIONS.items()},
     "ffn": {**_FFN, **{name: form.params for name, form in FFNS.items()}},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)
     **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items() if m.forms},

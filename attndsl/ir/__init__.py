@@ -31,8 +31,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     attention_mask over cache and new tokens, their position_ids and each layer's past keys
     and values in; the output and each layer's present keys and values out. `bounded`: a
     layer whose mask reaches back a bounded number of keys (a window, a chunk) keeps only
-    those in its present. `latent_cache`: latent attention decodes against a cache of its
-    latents (False: of every head's expanded keys and values, as a baseline to measure)."""
+    those in its present. `latent_cache`: a projection form decodes against a cache of its own
+    entries (`Projection.cache`: latent attention's latents; False: of every head's expanded
+    keys and values, as a baseline to measure)."""
     b = GraphBuilder()
     attn = spec.attention if isinstance(spec, Transformer) else spec
     for name in decode_inputs(spec, latent_cache) if decode else input_names(spec):
@@ -57,7 +58,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     else:
         h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
                        cache=0 if decode else None, pos=pos, bounded=bounded,
-                       latent_cache=latent_cache)
+                       compact=latent_cache)
         summary, kind = _summary(spec), "attention"
     return verify(Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
                         output_name(spec), cache_names(spec, latent_cache) if decode else ()),
@@ -65,19 +66,27 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
 
 
 def cache_names(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
-    """present.{i}.key, present.{i}.value per layer i; a latent attention's layer has its
-    key alone (each token's latent and RoPE key: the values are the latent), a layer whose
-    kernel carries states those (`Kernel.states`)."""
+    """present.{i}.key, present.{i}.value per layer i; a layer whose projection form has its
+    own cache (`Projection.cache`, with `latent_cache`) its entries, a layer whose kernel
+    carries states those (`Kernel.states`)."""
     attns = [spec.layer_attention(i) for i in range(spec.layers)] \
         if isinstance(spec, Transformer) else [spec]
     return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns) for kv in (
-        _states(a) or (("key",) if a.latent and latent_cache else ("key", "value"))))
+        _states(a) or (latent_cache and _cached(a)) or ("key", "value")))
 
 
 def _states(a: Attention) -> tuple[str, ...]:
     """The states a decoding call carries for attention `a` in place of its key and value
     caches (its kernel's), or ()."""
     return getattr(_kernel(a), "states", ())
+
+
+def _cached(a: Attention) -> tuple[str, ...]:
+    """The entries a decoding call caches for attention `a` by its projection form's layout
+    (`Projection.cache`), or () (its keys and values)."""
+    from ..mechanisms import projection_of  # (the projection forms build on the IR's ops)
+
+    return getattr(projection_of(a.projection), "cache", ())
 
 
 def _kernel(a: Attention):
@@ -124,8 +133,11 @@ def _type_of(name: str, s: Attention, spec: Layer, latent_cache: bool) -> Tensor
         rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
         if _states(a):  # a kernel's states: their own (fixed) sizes
             return _kernel(a).state_type(a, name.split(".")[2])
-        if a.latent is not None and latent_cache:  # one latent and RoPE key per token
-            return T("B", 1, rows, a.latent.kv_rank + a.latent.rope_dim, dtype="float")
+        if latent_cache and _cached(a):  # the projection form's own cache entries
+            from ..mechanisms import projection_of
+
+            return projection_of(a.projection).cache_type(a, a.projection,
+                                                          name.split(".")[2], rows)
         return T("B", a.kv_heads, rows, width, dtype="float")
     return {"x": T("B", "L", s.d_model, dtype="float"),
             "memory": T("B", "S", s.memory_dim, dtype="float"),
@@ -153,7 +165,7 @@ def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
 
 
 def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
-           bounded: bool = False, latent_cache: bool = True) -> str:
+           bounded: bool = False, compact: bool = True) -> str:
     p = f"layers.{i}."
     d = T("B", "L", t.d_model)
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -165,7 +177,7 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
         return attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
                           cache=i if pos else None, pos=pos, bounded=bounded, layer=i,
-                          latent_cache=latent_cache)
+                          compact=compact)
 
     def add(out: str, x: str, branch: str) -> str:
         if t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier

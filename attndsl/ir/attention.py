@@ -15,7 +15,6 @@ from ..spec import (
     Sinusoidal,
 )
 from .graph import GraphBuilder, Op
-from .latent import absorbed_heads, latent_heads, unabsorbed
 
 __all__ = ["absolute", "attention", "norm"]
 
@@ -36,12 +35,12 @@ def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str,
 def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                table: str | None = None, cache: int | None = None,
                pos: tuple[str, ...] = (), bounded: bool = False, layer: int = 0,
-               latent_cache: bool = True) -> str:
+               compact: bool = True) -> str:
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
     `pos` the position_ids input its RoPE reads; `layer`: its index in the stack
-    (a mechanism's constants that depend on the depth); `latent_cache`: latent attention caches
-    its latents (else every head's expanded keys and values)."""
+    (a mechanism's constants that depend on the depth); `compact`: a projection form caches
+    its own entries (`Projection.cache`; else every head's expanded keys and values)."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
 
@@ -54,13 +53,14 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     if own is not None and own.own_layer:  # its own projections and nodes, o_proj aside
         o = own.layer(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.kernel, x, cache)
         return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
-    absorbed = None  # decoding latent attention: the core over the cached latents
-    if s.latent is not None and cache is not None and latent_cache:
-        q, k, v, absorbed = absorbed_heads(b, s, p, prefix, x, pos, cache,
-                                           _kept(s) if bounded else None)
+    form = mechanisms.projection_of(s.projection)
+    absorbed = None  # decoding a projection form: the core over its own cache
+    if form is not None and form.cache and cache is not None and compact:
+        q, k, v, absorbed = form.decoding(mechanisms.Site(b, s, p, prefix, pos, n, layer),
+                                          s.projection, x, cache, _kept(s) if bounded else None)
         n = "P + L"
-    elif s.latent is not None:  # DeepSeek: queries, keys and values from latents
-        q, k, v = latent_heads(b, s, p, prefix, x, pos)
+    elif form is not None:  # its own q, k and v heads
+        q, k, v = form.heads(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.projection, x)
     else:
         site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
         q = mechanisms.projected(site, linear("q", x, "q_proj",
@@ -123,7 +123,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     else:
         o = _core(b, core, p, prefix, q, k, v, n, table, cache)
     if absorbed is not None:
-        o = unabsorbed(b, s, p, prefix, o)
+        o = form.merged(site, s.projection, o)
     o = mechanisms.expand(site, "merged", o, "merged")
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")

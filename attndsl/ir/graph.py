@@ -42,7 +42,7 @@ class Op(enum.Enum):
     ADD = "add"  # a + b (a residual: dropout on b in training)
     SCALE = "scale"  # x * factor, in the model dtype (Granite's residual, a logit scale)
     # (B, n, h*i) -> (B, n, h*o): head h's features times rows start..stop of its block of
-    # `weight` (h * block, c): x_h @ W_h, or x_h @ W_h^T if transposed (latent absorption)
+    # `weight` (h * block, c): x_h @ W_h, or x_h @ W_h^T if transposed (absorption)
     HEAD_LINEAR = "head_linear"
     JOIN_HEADS = "join_heads"  # (B, H, n, a), (B, H | 1, n, c) -> (B, H, n, a + c): features
     VALUE_PAIRS = "value_pairs"  # (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): [v_j', v_j' + Hkv/2]

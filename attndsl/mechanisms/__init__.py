@@ -2,8 +2,8 @@
 (`base.Mechanism`): its key, values and checks, its weights, its nodes at a hook point of the
 attention, its arithmetic over the array namespace and its target facts. Found by presence:
 adding one edits no table. The checker, the language server, the IR, the weight table and
-the backends ask here. A module with neither `MECHANISM` nor `KERNEL` is a module's helper
-(`<name>_*.py`: arithmetic that would pass 400 lines)."""
+the backends ask here. A module with none of `MECHANISM`, `KERNEL`, `FFN` and `PROJECTION` is
+a module's helper (`<name>_*.py`: arithmetic that would pass 400 lines)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from typing import Any
 
 from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
 from .base_ffn import FeedForward
+from .base_projection import Projection, ProjectionWhere
 
 __all__ = ["HOOKS", "KERNELS", "MECHANISMS", "SCORED", "Kernel", "KernelWhere", "Mechanism",
            "Site", "Where", "at", "core", "expand", "kernel_of", "modifiers", "projected",
            "query_rows", "score", "softmax_attrs"]
 __all__ += ["FFNS", "FeedForward", "ffn_of"]
+__all__ += ["PROJECTIONS", "Projection", "ProjectionWhere", "projection_of"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
@@ -38,6 +40,10 @@ MECHANISMS, KERNELS = _found()
 # the feed-forward modules (`ffn = name(...)`, base_ffn.FeedForward) by name
 FFNS: dict[str, FeedForward] = {m.FFN.name: m.FFN for m in map(importlib.import_module, sorted(
     f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__))) if hasattr(m, "FFN")}
+# the projection forms (`key = name(...)`, base_projection.Projection) by attention key
+PROJECTIONS: dict[str, Projection] = {m.PROJECTION.key: m.PROJECTION for m in map(
+    importlib.import_module, sorted(f"{__name__}.{i.name}" for i in pkgutil.iter_modules(
+        __path__))) if hasattr(m, "PROJECTION")}
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
 
@@ -51,6 +57,12 @@ def kernel_of(value: Any) -> Kernel | None:
 def ffn_of(value: Any) -> FeedForward | None:
     """The feed-forward module of a stack's `Transformer.feed_forward` value, or None."""
     return FFNS.get(getattr(type(value), "name", None))
+
+
+def projection_of(value: Any) -> Projection | None:
+    """The projection form of an attention's `Attention.projection` value (its class's
+    `key`), or None."""
+    return PROJECTIONS.get(getattr(type(value), "key", None))
 
 
 def softmax_attrs(site: Site) -> dict[str, Any]:

@@ -136,7 +136,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
             kernel=kernel or next((k.name for k in KERNELS.values() if k.key_ops & k_ops), ""),
             kind="cross" if projected(k).args[0] == "memory" else "self",
             heads=q.attr("heads"), kv_heads=k.attr("heads"),
-            head_dim=by_name[q_src].shape.dims[-1],  # a latent attention's joined features
+            head_dim=by_name[q_src].shape.dims[-1],  # joined features (a projection form's)
             value_dim=v.attr("dim") * (2 if paired else 1), paired_values=paired,
             scale=scores.attr("scale") if scores else None,
             modifiers=modifiers,

@@ -148,7 +148,7 @@ def quantized(graph: Graph, q: Any) -> tuple[dict[str, tuple[str, ...]], set[str
     GatherBlockQuantized, a tied LM head reading it too; a feed-forward form's own weights
     as its module says (`quantized`: a mixture's experts in its quantized kernel's blocks),
     else stored as the float values their blocks give. Not a weight another op reads
-    (latent attention's kv_b_proj when decoding absorbs it). Gives (form -> weights, the
+    (a head_linear node's, when a decoding form absorbs it). Gives (form -> weights, the
     feed-forward nodes' prefixes run as their quantized kernel, weight -> why it stays
     float)."""
     shapes = {w.name: w.shape for w in graph.weights}

@@ -174,7 +174,7 @@ def _split_heads(lw: Lowering, node: Node) -> str:
 @lower(Op.HEAD_SLICE)
 def _head_slice(lw: Lowering, node: Node) -> str:
     b = lw.b
-    if node.attr("heads") == 1:  # any rank: a latent cache's first features too
+    if node.attr("heads") == 1:  # any rank: a cache's first features too
         return b.op("Slice", arg(lw, node), b.i64(node.attr("start")),
                     b.i64(node.attr("stop")), b.i64(-1))
     x = b.op("Reshape", arg(lw, node), b.i64(0, 0, node.attr("heads"), -1))
