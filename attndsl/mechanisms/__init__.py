@@ -1,9 +1,12 @@
-"""Attention mechanisms as modules: each `attndsl/mechanisms/<name>.py` defines `MECHANISM`
-(`base.Mechanism`): its key, values and checks, its weights, its nodes at a hook point of the
-attention, its arithmetic over the array namespace and its target facts. Found by presence:
-adding one edits no table. The checker, the language server, the IR, the weight table and
-the backends ask here. A module with none of `MECHANISM`, `KERNEL`, `FFN` and `PROJECTION` is
-a module's helper (`<name>_*.py`: arithmetic that would pass 400 lines)."""
+"""Mechanisms as modules: each `attndsl/mechanisms/<name>.py` carries every facet of one
+mechanism (its key and values, its checks, its weights, its nodes, its arithmetic over the
+array namespace, its target facts), found by its presence: adding one edits no table. A module
+defines one of `MECHANISM` (`base.Mechanism`: at a hook point of the attention), `KERNEL`
+(`base.Kernel`: `kernel = name(...)`), `FFN` (`base_ffn.FeedForward`: `ffn = name(...)`) or
+`PROJECTION` (`base_projection.Projection`: queries, keys and values from projections of its
+own); one with none of them is a module's helper (`<name>_*.py`: arithmetic that would pass
+400 lines). The checker, the language server, the IR, the weight table, the planner and the
+backends ask here."""
 
 from __future__ import annotations
 
@@ -15,35 +18,37 @@ from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
 from .base_ffn import FeedForward
 from .base_projection import Projection, ProjectionWhere
 
-__all__ = ["HOOKS", "KERNELS", "MECHANISMS", "SCORED", "Kernel", "KernelWhere", "Mechanism",
-           "Site", "Where", "at", "core", "expand", "kernel_of", "modifiers", "projected",
-           "query_rows", "score", "softmax_attrs"]
-__all__ += ["FFNS", "FeedForward", "ffn_of"]
-__all__ += ["PROJECTIONS", "Projection", "ProjectionWhere", "projection_of"]
+__all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "FeedForward",
+           "Kernel", "KernelWhere", "Mechanism", "Projection", "ProjectionWhere", "Site", "Where",
+           "at", "core", "expand", "ffn_of", "kernel_of", "modifiers", "projected",
+           "projection_of", "query_rows", "score", "softmax_attrs"]
 
 
-def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
-    found, kernels = [], {}
+def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedForward],
+                      dict[str, Projection]]:
+    """Every module of the package but the `base*` ones, by what it defines: `MECHANISM`,
+    `KERNEL`, `FFN` or `PROJECTION` (a module defining none is a module's helper, its
+    arithmetic)."""
+    found, kernels, ffns, projections = [], {}, {}, {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if not info.name.startswith("base"):
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            if hasattr(module, "KERNEL"):
-                kernels[module.KERNEL.name] = module.KERNEL
-            elif hasattr(module, "MECHANISM"):  # (else a module's helper: its arithmetic)
-                found.append(module.MECHANISM)
+        if info.name.startswith("base"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "KERNEL"):
+            kernels[module.KERNEL.name] = module.KERNEL
+        elif hasattr(module, "FFN"):
+            ffns[module.FFN.name] = module.FFN
+        elif hasattr(module, "PROJECTION"):
+            projections[module.PROJECTION.key] = module.PROJECTION
+        elif hasattr(module, "MECHANISM"):
+            found.append(module.MECHANISM)
     found.sort(key=lambda m: (HOOKS.index(m.hook), m.key))
-    return {m.key: m for m in found}, kernels
+    return {m.key: m for m in found}, kernels, ffns, projections
 
 
-# the mechanisms by key; the kernel modules (`kernel = name(...)`) by name
-MECHANISMS, KERNELS = _found()
-# the feed-forward modules (`ffn = name(...)`, base_ffn.FeedForward) by name
-FFNS: dict[str, FeedForward] = {m.FFN.name: m.FFN for m in map(importlib.import_module, sorted(
-    f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__))) if hasattr(m, "FFN")}
-# the projection forms (`key = name(...)`, base_projection.Projection) by attention key
-PROJECTIONS: dict[str, Projection] = {m.PROJECTION.key: m.PROJECTION for m in map(
-    importlib.import_module, sorted(f"{__name__}.{i.name}" for i in pkgutil.iter_modules(
-        __path__))) if hasattr(m, "PROJECTION")}
+# the mechanisms at hook points by key; the kernel modules (`kernel = name(...)`) by name;
+# the feed-forward forms (`ffn = name(...)`) by name; the projection forms by attention key
+MECHANISMS, KERNELS, FFNS, PROJECTIONS = _found()
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
 
