@@ -11,6 +11,8 @@ blocks of 16, 32 or 64 queries, the last one partial)."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -27,23 +29,29 @@ LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
 EPS = 1e-7  # small enough that no ReLU or routing kink falls inside (T5's did at 1e-6)
 
 
-def _gradients(module, inputs: dict, r: np.ndarray, dtype) -> dict[str, torch.Tensor]:
+def _gradients(module, inputs: dict, r: np.ndarray | np.random.Generator, dtype,
+               ) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+    """The gradients of sum(y * r), and r: given, or drawn from a generator in y's shape (the
+    module's forward pass serves for both)."""
     feed = {k: torch.tensor(v, dtype=dtype, requires_grad=True) if v.dtype.kind == "f"
             else torch.from_numpy(v) for k, v in inputs.items()}
-    (module(**feed) * torch.from_numpy(r).to(dtype)).sum().backward()
+    y = module(**feed)
+    if isinstance(r, np.random.Generator):
+        r = r.standard_normal(tuple(y.shape))
+    (y * torch.from_numpy(r).to(dtype)).sum().backward()
     out = {k: p.grad.double() for k, p in module.named_parameters() if p.grad is not None}
     return out | {f"input:{k}": t.grad.double() for k, t in feed.items()
-                  if t.is_floating_point() and t.grad is not None}
+                  if t.is_floating_point() and t.grad is not None}, r
 
 
 def _check(layer, length: int, path: str) -> None:
     inputs = make_inputs(layer.spec, 3 if length > 1 else 2, length, np.random.default_rng(length))
-    module = layer.to_torch(seed=2, path=path).double()
+    module32 = layer.to_torch(seed=2, path=path)
+    module = copy.deepcopy(module32).double()  # the same weights, widened
     weights = {k: v.detach().numpy() for k, v in module.state_dict().items()}
     graph = build(layer.spec)
     rng = np.random.default_rng(7)
-    r = rng.standard_normal(reference.run(graph, inputs, weights).shape)
-    grads = _gradients(module, inputs, r, torch.float64)
+    grads, r = _gradients(module, inputs, rng, torch.float64)  # r: the module's output shape
     # the directional derivative of the oracle's sum(y * r) along random (inputs, weights)
     directions = {k: rng.standard_normal(v.shape) for k, v in weights.items()}
     directions |= {f"input:{k}": rng.standard_normal(v.shape) for k, v in inputs.items()
@@ -53,7 +61,9 @@ def _check(layer, length: int, path: str) -> None:
         w = {k: v + sign * EPS * directions[k] for k, v in weights.items()}
         x = {k: v + sign * EPS * directions[f"input:{k}"] if v.dtype.kind == "f" else v
              for k, v in inputs.items()}
-        return float((reference.run(graph, x, w) * r).sum())
+        y = reference.run(graph, x, w)
+        assert y.shape == r.shape, (y.shape, r.shape)
+        return float((y * r).sum())
 
     numeric = (moved(1.0) - moved(-1.0)) / (2 * EPS)
     analytic = sum(float((grads[k].numpy() * d).sum()) for k, d in directions.items()
@@ -65,7 +75,7 @@ def _check(layer, length: int, path: str) -> None:
     # not by gradient): every other weight gets one
     unused = [k for k in weights if k not in grads and not k.endswith("selection_bias")]
     assert not unused, f"no gradient reaches {unused}"
-    g32 = _gradients(layer.to_torch(seed=2, path=path), inputs, r, torch.float32)
+    g32, _ = _gradients(module32, inputs, r, torch.float32)
     for k, g in grads.items():
         assert torch.isfinite(g32[k]).all(), k
         assert float((g32[k] - g).abs().max()) <= 2e-3 * max(1.0, float(g.abs().max())), k
