@@ -12,9 +12,9 @@ from typing import Any
 
 from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
 
-__all__ = ["HOOKS", "KERNELS", "MECHANISMS", "SCORED", "Kernel", "KernelWhere", "Mechanism",
-           "Site", "Where", "at", "core", "expand", "kernel_of", "modifiers", "projected",
-           "query_rows", "score", "softmax_attrs"]
+__all__ = ["HOOKS", "KERNELS", "MECHANISMS", "SCORED", "SOFTMAX_ATTRS", "Kernel", "KernelWhere",
+           "Mechanism", "Site", "Where", "at", "core", "expand", "kernel_of", "modifiers",
+           "projected", "query_rows", "score", "softmax_attrs"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
@@ -34,6 +34,9 @@ def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel]]:
 MECHANISMS, KERNELS = _found()
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
+# the attributes the `softmax` hook's mechanisms set on the core's softmax, in order
+SOFTMAX_ATTRS: tuple[str, ...] = tuple(m.softmax_attr for m in MECHANISMS.values()
+                                       if m.hook == "softmax")
 
 
 def kernel_of(value: Any) -> Kernel | None:
