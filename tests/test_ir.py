@@ -14,6 +14,7 @@ from attndsl import ir, masks
 from attndsl.decoding import check_decodable
 from attndsl.errors import SpecError
 from attndsl.ir import Op
+from attndsl.ir.decompose import decomposed
 from attndsl.ir.ops import OPS
 from attndsl.ir.text import parse
 from attndsl.ir.verify import IRError, verify
@@ -83,6 +84,12 @@ def _graph():
     return ir.build(attndsl.loads(LAYER)["a"].spec)
 
 
+def _primitive():
+    """The layer's graph with its core in primitive ops (`ir.decompose`)."""
+    graph = _graph()
+    return replace(graph, nodes=tuple(decomposed(graph.nodes)))
+
+
 def _broken(graph, name: str, **changes):
     nodes = tuple(replace(n, **changes) if n.out == name else n for n in graph.nodes)
     return replace(graph, nodes=nodes)
@@ -101,11 +108,38 @@ def _broken(graph, name: str, **changes):
     ("probs", {"args": ("scores", "scores")}, "operand 1 (the mask) must be bool"),
 ])
 def test_the_verifier_names_the_node_and_the_rule(name: str, changes: dict, words: str) -> None:
-    graph = _graph()
+    graph = _primitive()
     verify(graph, "build")  # the unbroken graph holds
     with pytest.raises(IRError) as e:
         verify(_broken(graph, name, **changes), "a test")
     assert f"IR after a test: %{name} = " in str(e.value)
+    assert words in str(e.value)
+
+
+def _core_attrs(change):
+    node = next(n for n in _graph().nodes if n.op is Op.ATTENTION)
+    return {"attrs": change(node.attrs)}
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    (_core_attrs(lambda a: tuple(kv for kv in a if kv[0] != "dropout")), "must be ["),
+    (_core_attrs(lambda a: (*a, ("colour", 1))), "must be ["),
+    (_core_attrs(lambda a: (*a[:1], a[2], a[1], *a[3:])), "must be ["),  # out of order
+    (_core_attrs(lambda a: tuple((k, "hat" if k == "bias" else v) for k, v in a)),
+     "no score bias 'hat'"),
+    (_core_attrs(lambda a: (*((k, "sdpa" if k == "strategy" else v) for k, v in a),
+                            ("colour", 1))), None),  # planned: its parameters ride along
+])
+def test_the_verifier_holds_the_core_to_its_attributes(changes: dict, words: str | None) -> None:
+    """An unplanned core's attributes are exactly `ops.core_attributes` of its bias, in order;
+    a planned one's are followed by its strategy's parameters."""
+    graph = _broken(_graph(), "merged", **changes)
+    if words is None:
+        verify(graph, "a test")
+        return
+    with pytest.raises(IRError) as e:
+        verify(graph, "a test")
+    assert "IR after a test: %merged = attention: " in str(e.value)
     assert words in str(e.value)
 
 
@@ -122,12 +156,13 @@ def test_masks_and_scalings_read_back_exactly() -> None:
     expr = masks.Or(masks.Not(masks.Global(first=2, tokens=(5, 9))),
                     masks.Window(left=3, right=1, align="bottom_right"))
     graph = _graph()
-    node = next(n for n in graph.nodes if n.op is Op.MASK)
-    changed = _broken(graph, node.out, attrs=(("expr", expr), *node.attrs[1:]))
+    node = next(n for n in graph.nodes if n.op is Op.ATTENTION)
+    changed = _broken(graph, node.out, attrs=tuple((k, expr if k == "expr" else v)
+                                                   for k, v in node.attrs))
     assert parse(changed.text()) == changed
 
 
 def test_unreadable_text_names_its_line() -> None:
-    text = _graph().text().replace("repeat_kv", "repeat_kv_", 1)
+    text = _graph().text().replace("split_heads", "split_heads_", 1)
     with pytest.raises(ValueError, match=r"line \d+: expected `%name = op`"):
         parse(text)

@@ -13,6 +13,7 @@ import torch
 import attndsl
 from attndsl.backends import reference
 from attndsl.bench import _with_sdpa
+from attndsl.ir.ops import OPS
 from attndsl.verify import make_inputs, tolerance
 
 from .conftest import EXAMPLES
@@ -29,8 +30,9 @@ def test_module_tensors_are_the_graph_weights(path: Path, name: str) -> None:
     state = layer.to_torch().state_dict()
     assert {w.name: w.shape for w in graph.weights} == {
         k: tuple(v.shape) for k, v in state.items()}
-    referenced = {v for n in graph.nodes for k, v in n.attrs
-                  if k == "weight" or (k in ("bias", "sinks", "selection") and isinstance(v, str))}
+    referenced = {v for n in graph.nodes for k, v in n.attrs  # (a core's `bias`: its kind)
+                  if k == "weight" or (k in ("bias", "sinks", "selection") and isinstance(v, str)
+                                       and k in OPS[n.op].tensors)}
     referenced |= {w for n in graph.nodes for k, v in n.attrs if k == "weights" for w in v}
     referenced |= {name for n in graph.nodes for k, v in n.attrs if k == "prefix"  # experts
                    for name in state if name.startswith(v)}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import ml_dtypes
 import numpy as np
 
 from ..ir import Graph, Node, Op
@@ -27,7 +26,7 @@ from .reference_experts import act, experts, glu, route
 from .reference_kernels import kernel
 from .reference_masks import mask_of, visible
 from .reference_mechanisms import READINGS
-from .reference_positions import alibi_slopes, rope_frequencies, t5_bucket
+from .reference_positions import add_bias, rope_frequencies
 
 __all__ = ["run", "run_all"]
 
@@ -193,35 +192,16 @@ def _scores(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.SCORE_BIAS)
 def _score_bias(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    s = _arg(node, env)
+    return _biased(_arg(node, env), node, env, w)
+
+
+def _biased(s: np.ndarray, node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Scores s (B, H, L, S) plus the node's score bias, at a decoding call's positions."""
+    kind = node.attr("kind" if node.op is Op.SCORE_BIAS else "bias")  # a core's: `bias`
     if "attention_mask" in env:  # a decoding call: the tokens' and the keys' positions
         q, k = call_positions(env["attention_mask"], s.shape[2], s.shape[3])
-        return _add_bias(s, node, w, q[:, :, None], k[:, None, :])
-    return _add_bias(s, node, w)
-
-
-def _add_bias(s: np.ndarray, node: Node, w: Mapping[str, np.ndarray],
-              q: np.ndarray | None = None, k: np.ndarray | None = None) -> np.ndarray:
-    """s (B, H, L, S) plus the bias of query position q (B | 1, L, 1) and key position k
-    (B | 1, 1, S): 0 .. L - 1 and 0 .. S - 1 in one pass."""
-    H, L, S = s.shape[1:]
-    if q is None:
-        q, k = np.arange(L)[None, :, None], np.arange(S)[None, None, :]
-    if node.attr("kind" if node.op is Op.SCORE_BIAS else "bias") == "alibi":
-        slopes = np.array(alibi_slopes(H, node.attr("slopes"), node.attr("max_bias")))
-        if node.attr("rounding") == "bfloat16":  # slope, positions and products in bfloat16
-            def bf16(x: np.ndarray) -> np.ndarray:
-                return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
-
-            slope = bf16(slopes)[None, :, None, None]
-            at_q, at_k = bf16(slope * bf16(q)[:, None]), bf16(slope * bf16(k)[:, None])
-            return s - node.attr("factor") * np.abs(at_q - at_k)
-        slopes = slopes * node.attr("factor")
-        return s - slopes[None, :, None, None] * np.abs(q - k)[:, None]
-    bucket = t5_bucket(k - q, node.attr("buckets"), node.attr("max_distance"),
-                        node.attr("bidirectional"))  # (B | 1, L, S)
-    table = w[node.attr("weight")]  # (buckets, H)
-    return s + table[bucket].transpose(0, 3, 1, 2)
+        return add_bias(s, kind, dict(node.attrs), w, q[:, :, None], k[:, None, :])
+    return add_bias(s, kind, dict(node.attrs), w)
 
 
 @impl(Op.SOFTCAP)
@@ -234,8 +214,13 @@ def _softcap(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """Visibility (B, L, S); a decoding call's (its attention_mask, or memory rows, first)
     over its cached and new keys (`reference_decoding.decoding_visible`)."""
-    decoding = node.args[:1] == ("attention_mask",) or node.attr("memory")
-    return decoding_visible(node, env) if decoding else visible(node, env)
+    return _visible(node, node.args, env)
+
+
+def _visible(node: Node, runtime: tuple[str, ...], env: Env) -> np.ndarray:
+    """The visibility a mask or core node says, its mask's runtime inputs `runtime`."""
+    decoding = runtime[:1] == ("attention_mask",) or node.attr("memory")
+    return decoding_visible(node, runtime, env) if decoding else visible(node, env)
 
 
 @impl(Op.SOFTMAX)
@@ -375,18 +360,18 @@ def _scale(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.ATTENTION)
 def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """A planned attention core: the same meaning whatever its strategy."""
+    """An attention core, planned or not: the same meaning whatever its strategy."""
     q, k, v = (_arg(node, env, i) for i in range(3))  # (B, H, L, d), (B, Hkv, S, d), ...
     groups = node.attr("heads") // node.attr("kv_heads")
     k, v = np.repeat(k, groups, axis=1), np.repeat(v, groups, axis=1)
     s = node.attr("scale") * (q @ k.transpose(0, 1, 3, 2))
     if node.attr("bias"):
-        s = _add_bias(s, node, w)
+        s = _biased(s, node, env, w)
     cap = node.attr("softcap")
     if cap:
         s = cap * np.tanh(s / cap)
-    seen = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("strategy") == "linformer"
-            else visible(node, env))  # Linformer: k projected rows, the mask applied
+    seen = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("expr") is None
+            else _visible(node, node.args[3:], env))  # None: a kernel's rows applied it
     o = _masked_softmax(s, seen, _sinks(node, w)) @ v  # (B, H, L, dv)
     B, H, L, dv = o.shape
     return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

@@ -115,19 +115,20 @@ def tail(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([kept, full[:, :, K - r:]], axis=2)
 
 
-def decoding_visible(node: Node, env: Env) -> np.ndarray:
+def decoding_visible(node: Node, runtime: tuple[str, ...], env: Env) -> np.ndarray:
     """(B, T, K): what a call's T new tokens see of its K keys. Self attention: the mask read
     at positions (a query at slot S - T + t, a key at the slot it stands for, `key_slots`),
     with L = S as in one pass over the row's real tokens, and keys at padding slots (or not
     shown) hidden. Cross attention: the mask over the K cached memory rows (keys 0 .. K - 1;
-    `padding` reads key_lengths), as in one pass."""
+    `padding` reads key_lengths), as in one pass. `runtime`: the mask's runtime inputs
+    (attention_mask and the keys, or the memory rows first)."""
     T = env["x"].shape[1]
     if node.attr("memory"):
-        K = env[node.args[0]].shape[2]
+        K = env[runtime[0]].shape[2]
         B = env["x"].shape[0]
         seen = mask_of(node.attr("expr"), B, T, K, env.get("key_lengths"), None)
         return np.broadcast_to(seen, (B, T, K))
-    attention_mask, keys = env[node.args[0]], node.args[1]
+    attention_mask, keys = env[runtime[0]], runtime[1]
     B, S = attention_mask.shape
     K = env[keys].shape[2]
     sinks = int(env.get(keys + SINKS, 0))

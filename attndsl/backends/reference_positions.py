@@ -5,10 +5,13 @@ backends)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["alibi_slopes", "rope_frequencies", "t5_bucket"]
+__all__ = ["add_bias", "alibi_slopes", "rope_frequencies", "t5_bucket"]
 
 
 def rope_frequencies(theta: float, dim: int, scaling: object,
@@ -81,3 +84,28 @@ def t5_bucket(relative: np.ndarray, buckets: int, max_distance: int,
     log_part = np.log(ratio) / f32(math.log(max_distance / exact)) * f32(n - exact)
     large = np.minimum(exact + log_part.astype(np.int64), n - 1)
     return out + np.where(distance < exact, distance, large)
+
+
+def add_bias(s: np.ndarray, kind: str, attrs: Mapping[str, Any], w: Mapping[str, np.ndarray],
+             q: np.ndarray | None = None, k: np.ndarray | None = None) -> np.ndarray:
+    """s (B, H, L, S) plus the score bias `kind` (alibi, relative_bias) of parameters `attrs`
+    at query position q (B | 1, L, 1) and key position k (B | 1, 1, S): 0 .. L - 1 and
+    0 .. S - 1 in one pass."""
+    H, L, S = s.shape[1:]
+    if q is None:
+        q, k = np.arange(L)[None, :, None], np.arange(S)[None, None, :]
+    if kind == "alibi":
+        slopes = np.array(alibi_slopes(H, attrs["slopes"], attrs["max_bias"]))
+        if attrs["rounding"] == "bfloat16":  # slope, positions and products in bfloat16
+            def bf16(x: np.ndarray) -> np.ndarray:
+                return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+
+            slope = bf16(slopes)[None, :, None, None]
+            at_q, at_k = bf16(slope * bf16(q)[:, None]), bf16(slope * bf16(k)[:, None])
+            return s - attrs["factor"] * np.abs(at_q - at_k)
+        slopes = slopes * attrs["factor"]
+        return s - slopes[None, :, None, None] * np.abs(q - k)[:, None]
+    bucket = t5_bucket(k - q, attrs["buckets"], attrs["max_distance"],
+                       attrs["bidirectional"])  # (B | 1, L, S)
+    table = w[attrs["weight"]]  # (buckets, H)
+    return s + table[bucket].transpose(0, 3, 1, 2)

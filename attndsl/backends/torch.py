@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ir import Graph, Node, Op, build
+from ..ir.decompose import decomposed
 from ..mechanisms import MECHANISMS, kernel_of
 from ..spec import Attention, Transformer, attentions_of
 from ..weight_table import seeded_weights
@@ -66,6 +67,15 @@ class GraphModule(nn.Module):
     def run_node(self, node: Node, env: Env) -> Tensor:
         return _IMPL[node.op](self, node, env)
 
+    def _steps(self) -> list[Node]:
+        """The graph's nodes as the module runs them: each unplanned attention core (the dense
+        path: no torch path took it) in its primitive ops (`ir.decompose`), made once per
+        graph."""
+        made = self.__dict__.get("_made")
+        if made is None or made[0] is not self.graph:
+            made = self.__dict__["_made"] = (self.graph, decomposed(self.graph.nodes))
+        return made[1]
+
     def weight(self, name: str) -> Tensor:
         return self.get_parameter(name)  # as a parameter: torch.export keeps one copy
 
@@ -75,7 +85,7 @@ class GraphModule(nn.Module):
         -> its output, or (output, present.0.key, present.0.value, ...) when decoding."""
         given = named_inputs(self.graph, args, kwargs)
         env: Env = {}
-        for node in self.graph.nodes:
+        for node in self._steps():
             if node.op is Op.INPUT:
                 env[node.out] = given[node.out]
             else:

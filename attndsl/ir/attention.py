@@ -1,5 +1,6 @@
-"""The IR of one attention: projections, heads, positions, caches and the core (scores, biases,
-score modifiers, mask, softmax), or a kernel module's own node."""
+"""The IR of one attention: projections, heads, positions, caches and the core: one unplanned
+`attention` node (scale, bias, score modifiers, mask, softmax as its attributes;
+`ir.decompose` gives its primitive ops), or a kernel module's own node."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..spec import (
     Sinusoidal,
 )
 from .graph import GraphBuilder, Op
+from .ops import core_attributes
 
 __all__ = ["absolute", "attention", "norm"]
 
@@ -132,53 +134,51 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
 
 def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v: str, n: str,
           table: str | None, cache: int | None) -> str:
-    """The attention core from q, k, v heads to merged heads (B, L, heads * value_dim); `p`
-    prefixes its value names, `prefix` its weights'."""
+    """The attention core from q, k, v heads to merged heads (B, L, heads * value_dim): one
+    unplanned `attention` node (`ops.core_attributes`; the planner fuses it or lowers it to
+    the primitive ops, `ir.decompose`), or a kernel module's own nodes. `p` prefixes its value
+    names, `prefix` its weights'."""
     kernel = mechanisms.kernel_of(s.kernel)
     rows = kernel is not None and kernel.softmax_core
     if rows:  # the softmax over the kernel's rows of the keys and values
         k, v, n = kernel.rows(mechanisms.Site(b, s, p, prefix, (), n), s.kernel, k, v)
-    keys = k  # the keys the scores read, before any repeat over query groups
-    if s.groups > 1:
-        k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), T("B", s.heads, n, s.head_dim),
-                   groups=s.groups)
-        v = b.emit(Op.REPEAT_KV, f"{p}v_rep", (v,), T("B", s.heads, n, s.value_dim),
-                   groups=s.groups)
-    heads_out = T("B", s.heads, "L", s.value_dim)
-    if kernel is not None and not rows:  # its one `kernel` node on the (repeated) q, k, v heads
+    merged = T("B", "L", s.heads * s.value_dim)
+    if kernel is not None and not rows:  # its one `kernel` node on the repeated q, k, v heads
+        if s.groups > 1:
+            k = b.emit(Op.REPEAT_KV, f"{p}k_rep", (k,), T("B", s.heads, n, s.head_dim),
+                       groups=s.groups)
+            v = b.emit(Op.REPEAT_KV, f"{p}v_rep", (v,), T("B", s.heads, n, s.value_dim),
+                       groups=s.groups)
         o = kernel.expand(mechanisms.Site(b, s, p, prefix, (), n), s.kernel, q, k, v)
-    else:
-        sc = b.emit(Op.SCORES, f"{p}scores", (q, k), T("B", s.heads, "L", n), scale=s.scale)
-        if isinstance(s.position, Alibi):
-            a = s.position  # slopes x factor: `scaled` multiplies them by the score scale
-            sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), T("B", s.heads, "L", n),
-                        kind="alibi", slopes=a.slopes, max_bias=a.max_bias,
-                        factor=s.scale if a.scaled else 1.0, rounding=a.rounding)
-        elif isinstance(s.position, RelativeBias):
-            r = s.position
-            sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), T("B", s.heads, "L", n),
-                        kind="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
-                        bidirectional=r.bidirectional,
-                        weight=table or f"{prefix}relative_attention_bias.weight")
-        site = mechanisms.Site(b, s, p, prefix, (), n)
-        sc = mechanisms.expand(site, "scores", sc, "scores")
-        seen: tuple[str, ...] = ()  # rows: none, the mask dropped keys before the rows
-        if not rows:
-            # decoding: the mask reads the keys' count too (a bounded cache holds the last
-            # ones); cross attention's keys are the cached memory rows, read by index alone
-            runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
-            if cache is not None and s.kind == "cross":
-                runtime, memory = (keys, *runtime), True
-            elif cache is not None:
-                runtime, expr = ("attention_mask", keys), masks.real_keys(s.mask)
-            batched = runtime if memory is None else s.runtime_inputs
-            seen = (b.emit(Op.MASK, f"{p}mask", runtime,
-                           T(*("B",) * bool(batched), "L", n, dtype="bool"), expr=expr,
-                           sparsity=s.sparsity, memory=memory),)
-        pr = b.emit(Op.SOFTMAX, f"{p}probs", (sc, *seen), T("B", s.heads, "L", n),
-                    dropout=s.dropout, **mechanisms.softmax_attrs(site))
-        o = b.emit(Op.ATTEND, f"{p}attn", (pr, v), heads_out)
-    return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", s.heads * s.value_dim))
+        return b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), merged)
+    bias: dict = {"bias": None}
+    if isinstance(s.position, Alibi):
+        a = s.position  # slopes x factor: `scaled` multiplies them by the score scale
+        bias = dict(bias="alibi", slopes=a.slopes, max_bias=a.max_bias,
+                    factor=s.scale if a.scaled else 1.0, rounding=a.rounding)
+    elif isinstance(s.position, RelativeBias):
+        r = s.position
+        bias = dict(bias="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
+                    bidirectional=r.bidirectional,
+                    weight=table or f"{prefix}relative_attention_bias.weight")
+    # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
+    # cross attention's keys are the cached memory rows, read by index alone; a kernel's
+    # rows: no mask (the rows dropped the hidden keys)
+    runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
+    if rows:
+        runtime, expr = (), None
+    elif cache is not None and s.kind == "cross":
+        runtime, memory = (k, *runtime), True
+    elif cache is not None:
+        runtime, expr = ("attention_mask", k), masks.real_keys(s.mask)
+    site = mechanisms.Site(b, s, p, prefix, (), n)
+    values = {key: None for key in mechanisms.SCORED} | {
+        m.key: value for m, value in mechanisms.at(s, "scores")} | dict(
+        strategy="", heads=s.heads, kv_heads=s.kv_heads, scale=s.scale, **bias,
+        **mechanisms.softmax_attrs(site), expr=expr, sparsity=s.sparsity, memory=memory,
+        dropout=s.dropout, kind=s.kind)
+    return b.emit(Op.ATTENTION, f"{p}merged", (q, k, v, *runtime), merged,
+                  **{key: values[key] for key in core_attributes(bias["bias"])})
 
 
 def _kept(s: Attention) -> tuple[int, int] | None:

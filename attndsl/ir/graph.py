@@ -35,7 +35,9 @@ class Op(enum.Enum):
     SOFTMAX = "masked_softmax"  # rows with no visible key -> zeros
     ATTEND = "attend"  # p @ v
     MERGE_HEADS = "merge_heads"  # (B, H, L, dv) -> (B, L, H*dv)
-    ATTENTION = "attention"  # planned core: q, k, v (+ runtime inputs) -> (B, L, H*dv)
+    # an attention core (unplanned: strategy "", ops.core_attributes; or planned):
+    # q, k, v (+ its mask's runtime inputs) -> (B, L, H*dv)
+    ATTENTION = "attention"
     ACTIVATION = "activation"  # relu | silu | gelu | gelu_tanh | sigmoid
     MUL = "mul"
     CLAMPED_GLU = "clamped_glu"  # (gate, up) -> (clamp(up, -l, l) + 1) g sigmoid(alpha g)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..shapes import TensorType
 from .graph import Node, Op
 
-__all__ = ["OPS", "OpDef"]
+__all__ = ["OPS", "SCORE_BIASES", "OpDef", "core_attributes"]
 
 # (node, its operands' types) -> the rule the node breaks, or None
 Rule = Callable[[Node, Sequence[TensorType]], str | None]
@@ -70,6 +70,41 @@ def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
         return _rank(*ranks)(node, a)
 
     return rule
+
+
+# a score bias's kind -> its parameters, the attributes of an attention core that follow `bias`
+SCORE_BIASES: dict[str | None, tuple[str, ...]] = {
+    None: (), "alibi": ("slopes", "max_bias", "factor", "rounding"),
+    "relative_bias": ("buckets", "max_distance", "bidirectional", "weight")}
+
+
+def core_attributes(bias: str | None) -> tuple[str, ...]:
+    """The attributes of an `attention` core, in order, each a plain value: its strategy ("" in
+    an unplanned graph: the planner sets it, and appends the strategy's parameters), the
+    heads, the score scale, each score modifier's value under its key (`mechanisms.SCORED`,
+    None where unset), the score bias's kind (or None) and its parameters, each `softmax`
+    hook mechanism's attribute (learned sinks' weight), the mask expression (None where a
+    kernel's rows applied it), its sparsity, `memory` (decoding cross attention: its keys
+    are the cached memory rows), the softmax's dropout and the attention's kind. `_core`
+    (ir/attention.py) writes them in this order, the verifier holds every core to it."""
+    from .. import mechanisms
+
+    return ("strategy", "heads", "kv_heads", "scale", *mechanisms.SCORED, "bias",
+            *SCORE_BIASES[bias], *mechanisms.SOFTMAX_ATTRS, "expr", "sparsity", "memory",
+            "dropout", "kind")
+
+
+def _core(node: Node, a: Sequence[TensorType]) -> str | None:
+    """An attention core's attributes are `core_attributes` of its bias, exactly (unplanned),
+    or followed by its strategy's parameters (planned)."""
+    bias = node.attr("bias")
+    if bias not in SCORE_BIASES:
+        return f"no score bias {bias!r}"
+    keys, want = tuple(k for k, _ in node.attrs), core_attributes(bias)
+    if keys[:len(want)] != want or (not node.attr("strategy") and keys != want):
+        return f"attributes {list(keys)} must be {list(want)}" + (
+            ", then the strategy's parameters" if node.attr("strategy") else "")
+    return _rank(3)(node, a)
 
 
 def _split(node: Node, a: Sequence[TensorType]) -> str | None:
@@ -180,10 +215,9 @@ _DEFS = [
     OpDef(Op.SOFTMAX, (1, 2), ("dropout", "sinks"), rule=_softmax, tensors=("sinks",)),
     OpDef(Op.ATTEND, (2, 2), rule=_attend),
     OpDef(Op.MERGE_HEADS, (1, 1), rule=_merge),
-    # (open: its strategy's parameters and the score modifiers it carries ride along)
-    OpDef(Op.ATTENTION, (3, 6), ("strategy", "heads", "kv_heads", "scale", "bias", "sinks",
-                                 "expr", "kind"), open=True, rule=_rank(3),
-          defines=("presents",)),
+    # (open: a planned core's strategy parameters follow `core_attributes`)
+    OpDef(Op.ATTENTION, (3, 6), ("strategy", "bias"), open=True, rule=_core,
+          tensors=("sinks", "weight"), defines=("presents",)),
     OpDef(Op.ACTIVATION, (1, 1), ("kind",), rule=_same),
     OpDef(Op.MUL, (2, 2), rule=_same),
     OpDef(Op.CLAMPED_GLU, (2, 2), ("alpha", "limit"), rule=_same),

@@ -18,10 +18,10 @@ from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
 from .base_ffn import FeedForward
 from .base_projection import Projection, ProjectionWhere
 
-__all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "FeedForward",
-           "Kernel", "KernelWhere", "Mechanism", "Projection", "ProjectionWhere", "Site", "Where",
-           "at", "core", "expand", "ffn_of", "kernel_of", "modifiers", "projected",
-           "projection_of", "query_rows", "score", "softmax_attrs"]
+__all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SOFTMAX_ATTRS",
+           "FeedForward", "Kernel", "KernelWhere", "Mechanism", "Projection", "ProjectionWhere",
+           "Site", "Where", "at", "core", "expand", "ffn_of", "kernel_of", "modifiers",
+           "projected", "projection_of", "query_rows", "score", "softmax_attrs"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedForward],
@@ -51,6 +51,9 @@ def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedFor
 MECHANISMS, KERNELS, FFNS, PROJECTIONS = _found()
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
+# the attributes the `softmax` hook's mechanisms set on the core's softmax, in order
+SOFTMAX_ATTRS: tuple[str, ...] = tuple(m.softmax_attr for m in MECHANISMS.values()
+                                       if m.hook == "softmax")
 
 
 def kernel_of(value: Any) -> Kernel | None:

@@ -11,11 +11,14 @@ The hook points, in the order an attention reaches them:
   core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
 - `query`: the query heads the core reads (after `rotated`), keys untouched;
 - `scores`: the core's float32 scores (B, heads, L, n), after their scale and bias, before
-  the mask (`expand(..., s, "scores")`); a fused attention node carries the value under the
-  mechanism's key (`fused`), and every strategy applies it with `apply` (a kernel that takes
-  it natively, as GroupQueryAttention's softcap, says so in its strategy);
-- `softmax`: the core's masked softmax: a mechanism here names an attribute of the `softmax`
-  op it sets (`softmax_attr`, its value from `softmax`: learned sinks' logits);
+  the mask: the `attention` core node carries its value under the mechanism's key
+  (`ops.core_attributes`); its decomposition emits the mechanism's nodes
+  (`expand(..., s, "scores")`, `ir.decompose`), and every fused strategy applies it with
+  `apply` (a kernel that takes it natively, as GroupQueryAttention's softcap, says so in its
+  strategy);
+- `softmax`: the core's masked softmax: a mechanism here names an attribute of the core node
+  (and of its decomposition's `softmax` node) it sets (`softmax_attr`, its value from
+  `softmax`: learned sinks' logits);
 - `merged`: the core's merged heads (B, L, heads * its value width), before the output gate
   and projection; a mechanism here may also widen the core (`core`) and give it other values
   (`values`, on the (cached) value heads)."""
@@ -74,9 +77,7 @@ class Mechanism:
     with_delta: str | None = "the delta rule has no softmax core"
     # the IR attributes of its `apply` nodes (after `mechanism`), each a plain value
     attributes: tuple[str, ...] = ()
-    # at `scores`: the IR op its `expand` emits (the planner reads the core's modifiers from
-    # these nodes), and how a reason names it ("a softcap")
-    op: Any = None
+    # at `scores`: how a reason names it ("a softcap")
     described: str = ""
     # plain words it takes besides `none` (`sinks = learned`), where it has no call forms
     words: tuple[str, ...] = ()
@@ -131,11 +132,6 @@ class Mechanism:
 
     def softmax(self, site: Site, value: Any) -> Any:
         """At `softmax`: the value of its attribute of the core's `softmax` node."""
-        raise NotImplementedError
-
-    def fused(self, node: Any) -> Any:
-        """At `scores`: the value a fused attention node carries under `key`, from the
-        mechanism's own node in the core."""
         raise NotImplementedError
 
     def apply(self, xp: Any, x: Any, pos: Any, **attrs: Any) -> Any:

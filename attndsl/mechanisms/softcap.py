@@ -16,7 +16,6 @@ __all__ = ["MECHANISM"]
 class _Softcap(Mechanism):
     key = "softcap"
     hook = "scores"
-    op = Op.SOFTCAP
     per_variant = True
     with_latent = True
     with_delta = "it forms no scores"
@@ -30,9 +29,6 @@ class _Softcap(Mechanism):
         s = site.spec
         return site.b.emit(Op.SOFTCAP, f"{site.p}capped", (x,), T("B", s.heads, "L", site.n),
                            cap=value)
-
-    def fused(self, node: Any) -> float:
-        return node.attr("cap")
 
     def apply(self, xp: Any, x: Any, pos: Any, **attrs: Any) -> Any:
         """cap * tanh(s / cap) of float32 scores s."""

@@ -4,9 +4,9 @@ execution strategies (`attndsl/strategies/`, one module each) to the graph.
 `plan(graph, target, dtype) -> (graph, choices)`: for the `ort-cpu` and `ort-cuda` targets each
 attention core (`cores`) is offered to the strategies in their order (`strategies.LADDER`,
 by priority); the first whose `match` applies takes it (else `dense`, the masked L x S form),
-and the notes of those that did not apply are its reasons. A fusing strategy replaces the
-softmax core (repeat_kv .. merge_heads) by one `attention` node naming it, found by the core's
-node identities; a kernel module keeps its own `kernel` node.
+and the notes of those that did not apply are its reasons. A fusing strategy plans the
+unplanned `attention` core (its strategy and parameters set on the node); any other strategy
+lowers it to the primitive ops (`ir.decompose`); a kernel module keeps its own `kernel` node.
 
 `portable` is never planned: it is the dense standard-op export (the baseline), made by
 torch.onnx.export. Choices never change results; `attndsl verify` checks every target.
@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Graph, Node, Op, all_nodes
+from ..ir.decompose import decomposed
 from ..ir.verify import verify
 from ..mechanisms import KERNELS
 from ..targets import get
-from .cores import Choice, Core, attndsl_lowered, cores, cores_of, fuse, where
+from .cores import Choice, Core, attndsl_lowered, cores, cores_of, fuse, unfused, where
 from .cover import Cover, cover
 from .experts import plan_experts
 from .torch_paths import plan_torch
@@ -57,11 +58,11 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
     """The planned graph and one Choice per attention (then one per mixture of experts, on a
     planned target: `experts.plan_experts`), read from the graph alone.
 
-    Requires: a graph from `ir.build`: each attention ends in a `merge_heads` node, reached
-    from its q, k and v heads through the core ops (`cores.CORE_OPS`) or a kernel's own node.
-    Ensures: on a planned target, each core a fusing strategy takes is one `attention` node
-    (same output value) carrying the strategy, its parameters and attributes; other nodes
-    unchanged.
+    Requires: a graph from `ir.build`: each attention's core one unplanned `attention` node
+    (or a kernel module's own node under its `merge_heads`).
+    Ensures: on a planned target, each core a fusing strategy takes is its `attention` node
+    with the strategy and its parameters set; every other core is in primitive ops
+    (`ir.decompose`); other nodes unchanged.
     A target that is not planned (portable) gets the graph as it is, unless it decodes: every
     target lowers a decoding graph's cores to the dense masked form over cache and new keys
     (standard ops only). The IR verifier checks the planned graph."""
@@ -82,6 +83,7 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
         graph, choices = _plan_decoding(graph, found, target, dtype)
         return _with_experts(graph, choices, target, dtype)
     by_name = {n.out: n for n in all_nodes(graph.nodes)}
+    types = {name: n.shape for name, n in by_name.items()}
     choices: list[Choice] = []
 
     def planned(nodes: list[Node]) -> list[Node]:
@@ -93,7 +95,7 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                 nodes = [replace(n, attrs=attrs) if n is node else n for n in nodes]
             elif _own(node):
                 choices.append(own_choice(node))
-            elif node.op is Op.MERGE_HEADS and cores_of([node], by_name):
+            elif cores_of([node], by_name):
                 core = cores_of([node], by_name)[0]
                 strategy, params, reasons, attrs = choose(core, target, dtype) if \
                     get(target).planned else _portable(core)
@@ -101,6 +103,8 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                                       tuple(reasons), tuple(params.items())))
                 if strategy.fuses:
                     nodes = fuse(nodes, core, strategy.name, params | dict(attrs))
+                else:  # the core in primitive ops (a kernel module's own nodes stay)
+                    nodes = unfused(nodes, core, types)
         return nodes
 
     graph = replace(graph, nodes=tuple(planned(list(graph.nodes))))
@@ -175,7 +179,8 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
     if blocked is None:
         nodes = _cache_into_kernel(nodes)
     choices += [own_choice(n) for n in layers]
-    return replace(graph, nodes=tuple(nodes)), choices
+    # the cores left unplanned (a kernel's rows, a switch's branches) in primitive ops
+    return replace(graph, nodes=tuple(decomposed(nodes))), choices
 
 
 def _cache_into_kernel(nodes: list[Node]) -> list[Node]:

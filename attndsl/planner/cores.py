@@ -3,24 +3,21 @@ alone, and the planner's answer for it (`Choice`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import masks as m
 from ..ir import Graph, Node, Op, all_nodes
+from ..ir.decompose import decompose, is_core
+from ..ir.ops import SCORE_BIASES
 from ..mechanisms import KERNELS, SCORED
 from ..spec import MAX_LENGTH, Sparsity
 from .cover import INF
 
-__all__ = ["BIAS_NAMES", "CORE_OPS", "Choice", "Core", "causal_window", "cores", "cores_of",
-           "padding_only", "render_choices", "where"]
+__all__ = ["BIAS_NAMES", "Choice", "Core", "causal_window", "cores", "cores_of",
+           "fuse", "padding_only", "render_choices", "unfused", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
-# the ops of a softmax attention core, from the repeated kv heads to the merged heads
-CORE_OPS = frozenset({Op.REPEAT_KV, Op.SCORES, Op.SCORE_BIAS, Op.MASK, Op.SOFTMAX, Op.ATTEND,
-                      Op.MERGE_HEADS, *(mechanism.op for mechanism in SCORED.values())})
-
-
 @dataclass(frozen=True)
 class Choice:
     """How one attention runs on one target, and why."""
@@ -41,7 +38,8 @@ class Choice:
 
 @dataclass(frozen=True)
 class Core:
-    """One attention of a graph, as the planner reads it from the graph's nodes."""
+    """One attention of a graph, as the planner reads it: its core node's attributes, and
+    what precedes the core (its q, k and v heads)."""
 
     prefix: str  # of its value names: '' or 'layers.{i}.self_attn.'
     # a kernel's core, which keeps its own nodes: a kernel module's name
@@ -54,15 +52,14 @@ class Core:
     head_dim: int
     value_dim: int
     scale: float | None
-    # the score modifiers (`mechanisms.SCORED`) its nodes apply: (key, value), in order
+    # the score modifiers (`mechanisms.SCORED`) it applies: (key, value), in order
     modifiers: tuple[tuple[str, Any], ...]
-    bias: tuple[tuple[str, object], ...]  # the score bias node's attributes, or ()
+    bias: tuple[tuple[str, object], ...]  # its score bias: (kind, ...) and parameters, or ()
     mask: m.Mask
     sparsity: Sparsity
     prepared: bool  # norms or RoPE run on q and k before the core
-    # the nodes a fusing strategy replaces, by identity: the core's own (repeat_kv ..
-    # merge_heads), the value it writes (and its shape), what the fused node reads
-    members: frozenset[str] = frozenset()
+    dropout: float = 0.0  # its softmax's
+    # its node's output value (and shape), what its node reads
     out: str = ""
     shape: Any = None
     qkv: tuple[str, str, str] = ("", "", "")
@@ -84,16 +81,17 @@ class Core:
 
 
 def cores(graph: Graph) -> list[Core]:
-    """Every attention of the graph, in order (one per `merge_heads`), those of by_length
-    variants included."""
+    """Every attention of the graph, in order (its unplanned `attention` core, or a kernel
+    module's `merge_heads`), those of by_length variants included."""
     by_name = {n.out: n for n in all_nodes(graph.nodes)}
     return cores_of(list(all_nodes(graph.nodes)), by_name)
 
 
 def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
-    """The attentions whose `merge_heads` is one of `nodes`; q, k and v are traced back to
-    their split_heads through rotation, norms, caches, repeats and a kernel's rows,
-    which may lie outside `nodes` (a switch's branches share them)."""
+    """The attentions whose unplanned `attention` core (`ir.decompose.is_core`), or kernel
+    module's `merge_heads`, is one of `nodes`: a core as its node's attributes say; q, k and
+    v traced back to their split_heads through rotation, norms, caches, repeats and a
+    kernel's rows, which may lie outside `nodes` (a switch's branches share them)."""
 
     def trace(name: str) -> tuple[Node, set[Op]]:
         seen: set[Op] = set()
@@ -112,59 +110,43 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
 
     found = []
     for node in nodes:
-        if node.op is not Op.MERGE_HEADS:
-            continue
-        own = _members(node, by_name)
-        one = {op: ns[0] for op, ns in own.items()}
-        attend, scores, mask = by_name[node.args[0]], one.get(Op.SCORES), one.get(Op.MASK)
-        if attend.op not in (Op.ATTEND, Op.KERNEL):
+        core = is_core(node)
+        if not core and not (node.op is Op.MERGE_HEADS and by_name[node.args[0]].op is Op.KERNEL):
             continue  # no attention core (a kernel's own layer, normed): nothing to plan
-        bias, soft = one.get(Op.SCORE_BIAS), one.get(Op.SOFTMAX)
-        modifiers = tuple((key, mech.fused(one[mech.op])) for key, mech in SCORED.items()
-                          if mech.op in one)
-        module = KERNELS[attend.attr("kernel")] if attend.op is Op.KERNEL else None
-        kernel = module.name if module else ""
-        q_src, k_src, v_src = ((attend.args[0],) * 2 + (attend.args[1],)
-                               if module and module.shares_keys else
-                               tuple(attend.args[:3]) if module else
-                               (*scores.args, attend.args[-1]))
-        (q, q_ops), (k, k_ops), (v, v_ops) = trace(q_src), trace(k_src), trace(v_src)
+        a = dict(node.attrs) if core else {}
+        if core:
+            qkv = node.args[:3]
+            module = None
+        else:  # a kernel module's node on the (repeated) q, k and v heads
+            kernel = by_name[node.args[0]]
+            module = KERNELS[kernel.attr("kernel")]
+            qkv = tuple(by_name[x].args[0] if by_name[x].op is Op.REPEAT_KV else x
+                        for x in (kernel.args[:1] * 2 + kernel.args[1:2] if module.shares_keys
+                                  else kernel.args[:3]))
+        (q, q_ops), (k, k_ops), (v, v_ops) = (trace(x) for x in qkv)
         paired = Op.VALUE_PAIRS in v_ops  # two kv heads' values (a value_pairs node)
-        repeats = {n.out: n.args[0] for n in own.get(Op.REPEAT_KV, ())}
+        bias = a.get("bias")
         found.append(Core(
             prefix=node.out.removesuffix("merged"),
-            kernel=kernel or next((k.name for k in KERNELS.values() if k.key_ops & k_ops), ""),
+            kernel=module.name if module else next(
+                (k.name for k in KERNELS.values() if k.key_ops & k_ops), ""),
             kind="cross" if projected(k).args[0] == "memory" else "self",
-            heads=q.attr("heads"), kv_heads=k.attr("heads"),
-            head_dim=by_name[q_src].shape.dims[-1],  # joined features (a projection form's)
+            heads=a.get("heads", q.attr("heads")), kv_heads=a.get("kv_heads", k.attr("heads")),
+            head_dim=by_name[qkv[0]].shape.dims[-1],  # joined features (a projection form's)
             value_dim=v.attr("dim") * (2 if paired else 1), paired_values=paired,
-            scale=scores.attr("scale") if scores else None,
-            modifiers=modifiers,
-            bias=tuple((key, value) for key, value in bias.attrs) if bias else (),
-            mask=mask.attr("expr") if mask else module.mask(attend) if module else m.Full(),
-            sparsity=mask.attr("sparsity") if mask else Sparsity("auto"),
+            scale=a.get("scale"),
+            modifiers=tuple((key, a[key]) for key in SCORED if a.get(key) is not None),
+            bias=(("kind", bias), *((key, a[key]) for key in SCORE_BIASES[bias])) if bias
+            else (),
+            # a kernel's rows applied the mask: the core sees every row
+            mask=(m.Full() if a["expr"] is None else a["expr"]) if core else
+            module.mask(by_name[node.args[0]]),
+            sparsity=a["sparsity"] if a.get("expr") is not None else Sparsity("auto"),
+            dropout=a.get("dropout", 0.0),
             prepared=bool(q_ops & {Op.ROPE, Op.NORM, Op.JOIN_HEADS}),
-            members=frozenset(n.out for ns in own.values() for n in ns), out=node.out,
-            shape=node.shape,
-            qkv=(q_src, repeats.get(k_src, k_src), repeats.get(v_src, v_src)),
-            runtime=mask.args if mask else (),
-            sinks=soft.attr("sinks") if soft else None))
+            out=node.out, shape=node.shape, qkv=qkv, runtime=node.args[3:] if core else (),
+            sinks=a.get("sinks")))
     return found
-
-
-def _members(merge: Node, by_name: dict[str, Node]) -> dict[Op, list[Node]]:
-    """The core's own nodes by op: those of CORE_OPS reached from its merge_heads through
-    their arguments (a core's inputs come from outside them: heads, rotations, caches)."""
-    own: dict[Op, list[Node]] = {}
-    stack, seen = [merge], set()
-    while stack:
-        n = stack.pop()
-        if n.out in seen:
-            continue
-        seen.add(n.out)
-        own.setdefault(n.op, []).append(n)
-        stack += [by_name[a] for a in n.args if a in by_name and by_name[a].op in CORE_OPS]
-    return own
 
 
 def where(prefix: str, graph: Graph) -> tuple[str, str]:
@@ -230,18 +212,22 @@ def _label(layers: list[str]) -> str | None:
 
 
 def fuse(nodes: list[Node], a: Core, strategy: str, params: dict[str, object]) -> list[Node]:
-    """`nodes` with the core `a` (its member nodes, by identity) replaced by one `attention`
-    node of `strategy` writing the core's output."""
-    bias = dict(a.bias)
-    bias = {"bias": bias.pop("kind", None), **bias}
-    fused = Node(Op.ATTENTION, a.out, (*a.qkv, *a.runtime), tuple({
-        "strategy": strategy, "heads": a.heads, "kv_heads": a.kv_heads, "scale": a.scale,
-        **{key: a.modifier(key) for key in SCORED}, **bias, "sinks": a.sinks, "expr": a.mask,
-        "kind": a.kind,
-        **params}.items()),
-        a.shape)
-    return [fused if n.out == a.out else n for n in nodes
-            if n.out == a.out or n.out not in a.members]
+    """`nodes` with the core `a` (its unplanned `attention` node, by its output) planned: its
+    strategy set, the strategy's parameters after its attributes."""
+    def planned(n: Node) -> Node:
+        attrs = dict(n.attrs) | {"strategy": strategy} | params
+        return replace(n, attrs=tuple(attrs.items()))
+
+    return [planned(n) if n.out == a.out else n for n in nodes]
+
+
+def unfused(nodes: list[Node], a: Core, types: dict[str, Any]) -> list[Node]:
+    """`nodes` with the core `a` in primitive ops (`ir.decompose`, `types` its operands'):
+    no kernel takes it."""
+    return [d for n in nodes for d in (decompose(n, types) if n.out == a.out and is_core(n)
+                                       else (n,))]
+
+
 def attndsl_lowered(node: Node) -> bool:
     """Whether attndsl lowers `node` itself on every target, the portable one included: a
     by_length switch (an If), a kernel's node with control flow of its own (`Kernel.lowered`:

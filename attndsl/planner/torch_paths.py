@@ -4,7 +4,7 @@ backends/torch_attention.py, which runs what this plan says.
 
 Each attention that keeps no nodes of its own (`_own`: kernels, decoding, by_length branches,
 path = 'dense') is offered to `TORCH_PATHS` in order; the first whose `match` applies takes it,
-else `dense` (the graph's own nodes):
+else `dense` (the core left unplanned: the module runs its primitive ops, `ir.decompose`):
 
 - `block_sparse` where the mask's cover is a bounded band (the ONNX targets' block_sparse
   match, the same cover and block size): attndsl's block-sparse form, trainable on every
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..ir import Graph, Op
+from ..ir import Graph
 from ..mechanisms import SCORED
 from ..targets import PORTABLE_TARGET
 from .cores import Choice, Core, cores, fuse, where
@@ -69,21 +69,17 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
 
     nodes = list(graph.nodes)
     choices = []
-    by_name = {n.out: n for n in graph.nodes}
     for core in cores(graph):
         layer, branch = where(core.prefix, graph)
         own = _own(core, graph, path)
         if own:
             choices.append(Choice(layer, branch, *own))
             continue
-        dropout = next(by_name[n].attr("dropout") for n in core.members
-                       if by_name[n].op is Op.SOFTMAX)
-        ctx = TorchContext(path, dropout)
+        ctx = TorchContext(path, core.dropout)
         for torch_path in TORCH_PATHS:
             found = torch_path.match(core, ctx)
             if isinstance(found, Match):
-                nodes = fuse(nodes, core, torch_path.name,
-                              {**found.params, **dict(found.attrs), "dropout": dropout})
+                nodes = fuse(nodes, core, torch_path.name, {**found.params, **dict(found.attrs)})
                 choices.append(Choice(layer, branch, torch_path.name, found.reasons,
                                       tuple(found.params.items())))
                 break
