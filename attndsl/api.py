@@ -155,7 +155,7 @@ class Layer:
         check_quantization(quantize, target, dtype)
         provenance = self._provenance(seed, target, dtype, weights,
                                       quantization=quantize and quantize.text())
-        # by_length's If and a kernel's own control flow (`Kernel.lowered`): attndsl lowers
+        # a core selector's If and a kernel's own control flow (`Kernel.lowered`): attndsl lowers
         # them, in standard ops
         lowered = any(a.variants or getattr(kernel_of(a.kernel), "lowered", False)
                       for a in s.attentions_of(self.spec))
@@ -360,9 +360,9 @@ class Layer:
         """Reference vs torch vs each target's export on ONNX Runtime (per provider), at
         several shapes -> verify.Report. `lengths`: those given, or (None) chosen from the spec
         with the reason for each (`verify.default_lengths`: past every window, chunk and block,
-        both sides of every by_length threshold, primes). The reference runs in float64 on the
-        weights and inputs as rounded to `dtype`, so the report measures the computation's
-        error.
+        both sides of every length threshold that chooses a core, primes). The reference runs
+        in float64 on the weights and inputs as rounded to `dtype`, so the report measures the
+        computation's error.
 
         By default every target runs on the CPU provider, and `portable` and `ort-cuda` on
         CUDA (`ort-cpu` is planned for the CPU: its float32 GroupQueryAttention has no CUDA

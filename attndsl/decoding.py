@@ -27,7 +27,7 @@ from .masks import (
     render,
     runtime_inputs,
 )
-from .mechanisms import kernel_of
+from .mechanisms import kernel_of, selector_of
 from .spec import (
     Alibi,
     Attention,
@@ -55,10 +55,10 @@ def check_decodable(spec: Layer) -> None:
 
 
 def _blocker(a: Attention) -> Diagnostic | None:
-    if a.variants:
-        return Diagnostic(f"`{a.name}` chooses its core by the sequence's length, which a "
-                          "decoding step does not know (a step sees one token)",
-                          a.span("by_length"), hint="decode with one core: remove by_length")
+    selector = selector_of(a.variants)
+    if selector is not None:
+        why, hint = selector.undecodable
+        return Diagnostic(f"`{a.name}` {why}", a.span(selector.key), hint=hint)
     kernel = kernel_of(a.kernel)
     if kernel is not None and kernel.undecodable:
         return Diagnostic(f"`{a.name}` uses {kernel.described}, {kernel.undecodable}",

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import masks
 from .glyphs import HEIGHT, WIDTH, text_width
-from .mechanisms import kernel_of
+from .mechanisms import kernel_of, selector_of
 from .positions import alibi_slopes, t5_bucket_float32
 from .spec import (
     Alibi,
@@ -35,11 +35,12 @@ def default_length(spec: Attention | Transformer) -> tuple[int, str]:
     """The length `show` (and a notebook's card) draws unless told, and why: the longest of
     the lengths verify picks for the mask (the first prime past its window, chunk, global,
     prefix, random-block or stride extent), where a window shows its edge, else 24. Within
-    the by_length variant that serves short lengths, the layer's length limits, and 2048."""
+    the lengths the core serving short lengths serves (`Selector.longest`), the layer's length
+    limits, and 2048."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    variant = attn.variant_for(SHORT_LENGTH)
-    longest = min(MAX_SHOW_LENGTH, variant.up_to if variant and variant.up_to else
-                  MAX_SHOW_LENGTH)
+    selector = selector_of(attn.variants)
+    up_to = selector.longest(attn, SHORT_LENGTH) if selector else None
+    longest = min(MAX_SHOW_LENGTH, up_to if up_to else MAX_SHOW_LENGTH)
     from .verify import mask_lengths
 
     limits = length_limits(spec)
@@ -78,21 +79,18 @@ def mask_grid(attn: Attention, L: int, S: int) -> np.ndarray:
 
 
 def _layer_attention(spec: Attention | Transformer, L: int) -> Attention:
-    """The first layer's attention as it runs at query length L (its by_length variant)."""
+    """The first layer's attention as it runs at query length L (the core its selector
+    chooses)."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    variant = attn.variant_for(L)
-    return attn if variant is None else variant.attention
+    selector = selector_of(attn.variants)
+    return attn if selector is None else selector.serving(attn, L)
 
 
-def _variant(spec: Attention | Transformer, L: int) -> str:
-    """' (by_length: L <= n)' (or L > n) for the variant that serves L, else ''."""
+def _chosen(spec: Attention | Transformer, L: int) -> str:
+    """What names the core a selector chooses at L (`Selector.label`), else ''."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    variant = attn.variant_for(L)
-    if variant is None:
-        return ""
-    if variant.up_to is not None:
-        return f" (by_length: L <= {variant.up_to})"
-    return f" (by_length: L > {attn.variants[-2].up_to})"
+    selector = selector_of(attn.variants)
+    return "" if selector is None else selector.label(attn, L)
 
 
 def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None, *,
@@ -106,7 +104,7 @@ def terminal_grid(spec: Attention | Transformer, L: int, S: int | None = None, *
     grid = mask_grid(attn, L, S)
     chose = f" ({why}; --length to choose)" if why else ""
     lines = [f"{spec.name}: mask `{masks.render(attn.mask)}` at L = {L}"
-             + (f", S = {S}" if S != L else "") + _variant(spec, L) + chose]
+             + (f", S = {S}" if S != L else "") + _chosen(spec, L) + chose]
     step = -(-max(L, S) // MAX_COLUMNS)  # pairs per character along each axis
     if rows:
         lines += _grid_rows(grid, step)

@@ -45,7 +45,6 @@ __all__ = [
     "Softmax",
     "Sparsity",
     "Transformer",
-    "Variant",
     "YarnScaling",
     "attentions_of",
     "beyond_limits",
@@ -137,8 +136,9 @@ class Attention:
     projection: Any = None
     # where its `kind` and `mask` are written (diagnostics found after checking: decoding)
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
-    # `by_length`: the core by query length, projections shared (empty: this one core)
-    variants: tuple[Variant, ...] = ()
+    # a core selector's variants, each with the `attention` it runs, projections shared
+    # (`mechanisms.selector_of`; empty: this one core)
+    variants: tuple[Any, ...] = ()
 
     def mechanism(self, key: str) -> Any:
         """The value of the mechanism `key` (`attndsl/mechanisms/`), or None where unset."""
@@ -159,10 +159,6 @@ class Attention:
             names = (*names, "memory_segment_ids")
         return names
 
-    def variant_for(self, L: int) -> Variant | None:
-        """The by_length variant that serves query length L (None without by_length)."""
-        return next((v for v in self.variants if v.up_to is None or v.up_to >= L), None)
-
     @property
     def cores(self) -> tuple[Attention, ...]:
         """The attention of each core it may run: its variants', or itself."""
@@ -170,16 +166,6 @@ class Attention:
 
     def span(self, key: str) -> Span | None:
         return dict(self.spans).get(key)
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One core of a `by_length` attention: it serves query lengths up to `up_to` (and above
-    the previous variant's), every longer length when None. `attention` is the layer with this
-    variant's mask, kernel, sparsity, scale and the mechanisms a variant may set."""
-
-    up_to: int | None
-    attention: Attention
 
 
 @dataclass(frozen=True)

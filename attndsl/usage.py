@@ -83,15 +83,14 @@ def check_memory(name: str, spec: s.Layer) -> None:
 def check_torch_program(spec: s.Layer) -> None:
     """SpecError, at the attention, for what a torch.export program cannot hold yet."""
     from .errors import Diagnostic, SpecError
+    from .mechanisms import selector_of
 
     switched = next((a for a in s.attentions_of(spec) if a.variants), None)
     if switched is not None:
-        raise SpecError([Diagnostic(
-            f"`{switched.name}` chooses its core by length, which a torch.export program "
-            "cannot hold yet: torch.cond branches with tensor constants fail to serialize "
-            "(pytorch/pytorch#180354)", switched.span("by_length"),
-            hint="export it as ONNX (`--export onnx`, every target): one `If` per "
-                 "threshold")])
+        selector = selector_of(switched.variants)
+        why, hint = selector.unexportable
+        raise SpecError([Diagnostic(f"`{switched.name}` {why}", switched.span(selector.key),
+                                    hint=hint)])
 
 
 def check_target(target: str) -> None:

@@ -19,7 +19,7 @@ from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
 from .masks import Chunked, Dilated, Global, Prefix, Random, Strided, Window, primitives
-from .mechanisms import ffn_of, kernel_of
+from .mechanisms import ffn_of, kernel_of, selector_of
 from .spec import (
     MAX_LENGTH,
     Attention,
@@ -61,8 +61,9 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
     """The lengths `verify` checks unless told, each with why: 1, primes (no multiple of any
     block), the first prime past every extent the spec names (a window's keys, a chunk, a
     block, a stride, global and prefix tokens, random blocks, T5's max_distance, a RoPE
-    scaling's original_max_position), both sides of every by_length threshold and
-    original_max_position, and a kernel module's own lengths (`Kernel.lengths`). Lengths past
+    scaling's original_max_position), both sides of original_max_position, a kernel module's
+    own lengths (`Kernel.lengths`) and a core selector's (`Selector.lengths`: both sides of
+    every threshold). Lengths past
     a limit (spec.length_limits) or MAX_LENGTH are left out."""
     chosen = {1: "one token", DEFAULT_LENGTHS[1]: "a prime below every block",
               DEFAULT_LENGTHS[2]: "a prime", DEFAULT_LENGTHS[3]: "a prime"}
@@ -85,10 +86,9 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
             kernel = kernel_of(core.kernel)
             for n, why in (kernel.lengths(core.kernel) if kernel else {}).items():
                 chosen.setdefault(n, why)
-        for v in a.variants:
-            if v.up_to is not None:
-                chosen.setdefault(v.up_to, f"the last length of by_length up_to({v.up_to})")
-                chosen.setdefault(v.up_to + 1, f"the first length past up_to({v.up_to})")
+        selector = selector_of(a.variants)
+        for n, why in (selector.lengths(a) if selector else {}).items():
+            chosen.setdefault(n, why)
     limits = length_limits(spec)
     return {n: chosen[n] for n in sorted(chosen) if n <= MAX_LENGTH and beyond_limits(
         limits, n, memory_length(n) if "memory_length" in limits else None) is None}
@@ -141,14 +141,15 @@ def _next_prime(n: int) -> int:
 
 def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
                     memory: int | None) -> int:
-    """What the reference needs at this shape: softmax cores (the variant that serves this
-    length) form [B, H, L, S] scores, kernel modules without `scores` do not; and every token
-    carries activations as wide as the widest projection, FFN or vocabulary."""
+    """What the reference needs at this shape: softmax cores (the one that serves this
+    length, where a selector chooses) form [B, H, L, S] scores, kernel modules without
+    `scores` do not; and every token carries activations as wide as the widest projection,
+    FFN or vocabulary."""
     S = memory if memory is not None else length
     pairs, width = 0, 0
     for a in attentions_of(spec):
-        variant = a.variant_for(length)
-        core = a if variant is None else variant.attention
+        selector = selector_of(a.variants)
+        core = a if selector is None else selector.serving(a, length)
         kernel = kernel_of(core.kernel)
         if kernel is None or kernel.scores:
             pairs = max(pairs, batch * core.heads * length * S)

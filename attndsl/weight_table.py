@@ -110,7 +110,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if absolute and isinstance(s.position, Learned):
             out.append(Weight(f"{p}position_embeddings.weight", (s.position.max_len, s.d_model),
                               "embedding"))
-        for c in s.cores:  # a by_length attention: each variant's kernel's own
+        for c in s.cores:  # a core selector's variants: each kernel's own
             module = kernel_of(c.kernel)
             if module is not None:
                 out.extend(module.weights(c, p, not isinstance(spec, Attention)))

@@ -1,5 +1,5 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
-core by length): the by_length switch, a kernel's sequence projection, a kernel module's
+core by length): a core selector's switch, a kernel's sequence projection, a kernel module's
 core, a causal convolution, and a mixture of experts' router and experts, each
 `(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
 
@@ -37,7 +37,8 @@ def _arg(node: Node, env: Env, i: int = 0) -> Tensor:
 
 @impl(Op.SWITCH)
 def _switch(m: nn.Module, node: Node, env: Env) -> Tensor:
-    """by_length: the first variant whose up_to holds the query length L, else the last;
+    """A core selector's switch: the first branch whose up_to holds the query length L, else
+    the last;
     through torch.cond, so an exported program keeps every branch (one If per threshold)."""
     bounds, branches, outputs = node.attr("up_to"), node.attr("branches"), node.attr("outputs")
     made = {n.out for branch in branches for n in branch}

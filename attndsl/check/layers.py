@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from .. import ast
 from .. import masks as m
-from ..mechanisms import MECHANISMS, ProjectionWhere, kernel_of, projection_of
+from ..mechanisms import MECHANISMS, SELECTORS, ProjectionWhere, projection_of
 from ..mechanisms import PROJECTIONS as FORMS  # (PROJECTIONS here: q, k, v, o)
 from ..source import Span
 from ..spec import (
@@ -17,7 +17,6 @@ from ..spec import (
     Sinusoidal,
     Softmax,
     Sparsity,
-    Variant,
 )
 from ..weight_table import parameter_count
 from .kernels import arg_span
@@ -165,88 +164,15 @@ class Layers(Mechanisms):
             mask=mask, sparsity=sparsity, dropout=dropout,
             mechanisms=hooked, projection=projection,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
-                                                   "by_length")))
-        if "by_length" in e:
-            variants = self.by_length(d, e["by_length"].value)
+                                                   *SELECTORS)))
+        for key in (key for key in SELECTORS if key in e):  # the core chosen among variants
+            variants = SELECTORS[key].read(self, d, e[key].value)
             if variants is None:
                 return None
             attn = replace(attn, variants=variants)
         self.check_size(parameter_count(attn), d.name, d.name_span)
         self.resolved_attn[d.name] = attn
         return attn
-
-    def by_length(self, d: ast.AttentionDef, e: ast.Expr) -> tuple[Variant, ...] | None:
-        """`[up_to(n1, key = value, ...), ..., otherwise(key = value, ...)]`: the core each
-        range of query lengths runs, L <= n1 the first; every variant is the attention with
-        its own `mask`, `kernel`, `sparsity`, `scale` and the mechanisms a variant may set
-        (`Mechanism.per_variant`)."""
-        if not isinstance(e, ast.List) or len(e.items) < 2:
-            raise self.error("by_length takes a list of variants: `up_to(n, ...)` for each "
-                             "range of lengths, then `otherwise(...)`", e.span,
-                             hint="for example `by_length = [up_to(2000), otherwise(kernel = "
-                                  "linear)]`")
-        variants: list[Variant] = []
-        below = 0
-        for i, item in enumerate(e.items):
-            name, span = self.callee(item, dict.fromkeys(("up_to", "otherwise")),
-                                     "a by_length variant")
-            args = item.args if isinstance(item, ast.Call) else ()
-            last = i == len(e.items) - 1
-            if (name == "otherwise") != last:
-                raise self.error("`otherwise(...)` comes last, once: it serves every longer "
-                                 "length" if name == "otherwise" else
-                                 "the last variant must be `otherwise(...)`, so every length "
-                                 "has a core", span)
-            given = [a for a in args if a.name is None]
-            if len(given) != (name == "up_to"):
-                raise self.error(f"`{name}` takes {'one length, then' if name == 'up_to' else ''}"
-                                 f" keys by name: `{name}({'n, ' if name == 'up_to' else ''}"
-                                 "mask = ...)`", item.span)
-            up_to = None
-            if name == "up_to":
-                up_to = self.positive(given[0].value, "a by_length threshold")
-                if up_to <= below:
-                    raise self.error(f"thresholds must increase: {up_to} follows {below}",
-                                     given[0].value.span)
-                below = up_to
-            overrides = {}
-            for a in args:
-                if a.name is None:
-                    continue
-                if a.name not in _VARIANT_KEYS:
-                    raise self.error(f"a variant sets {', '.join(_VARIANT_KEYS)}; `{a.name}` "
-                                     "is shared by every variant", a.name_span,
-                                     hint=f"set `{a.name}` in the attention itself")
-                if a.name in overrides:
-                    raise self.error(f"`{a.name}` is set twice", a.name_span)
-                overrides[a.name] = ast.Entry(key=a.name, key_span=a.name_span,
-                                              value=a.value, span=a.span)
-            entries = tuple(x for x in d.entries
-                            if x.key != "by_length" and x.key not in overrides)
-            sub = ast.AttentionDef(name=f"{d.name}#{i}", name_span=d.name_span,
-                                   entries=entries + tuple(overrides.values()), span=d.span)
-            before = len(self.diags)
-            attn = self.attention(sub)
-            for j in range(before, len(self.diags)):  # say which variant made the conflict
-                d_ = self.diags[j]
-                self.diags[j] = replace(d_, notes=(*d_.notes, ("in this by_length variant",
-                                                                item.span)))
-            if attn is None:
-                return None
-            variants.append(Variant(up_to, replace(attn, name=d.name)))
-        for item, v in zip(e.items, variants, strict=True):
-            module = kernel_of(v.attention.kernel)
-            if module is not None and module.own_projections:
-                raise self.error(f"a by_length variant cannot use {module.described}: "
-                                 f"{module.own_projections}", item.span,
-                                 hint=f"give the {_named(module.described)} layer its own "
-                                      "attention")
-        modules = [kernel_of(v.attention.kernel) for v in variants]
-        twice = next((k for k in modules if k and k.per_layer and modules.count(k) > 1), None)
-        if twice is not None:
-            raise self.error(f"at most one variant may use {twice.described} "
-                             f"({twice.per_layer})", e.span)
-        return tuple(variants)
 
     def bias_value(self, e: ast.Expr) -> tuple[str, ...]:
         """`true` (every projection), `false`, or a list of projections: `[q, k, v]`."""
@@ -312,17 +238,9 @@ class Layers(Mechanisms):
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
                    "bias", "out_proj", "scale", "position", "kernel",
                    "mask", "sparsity", "dropout", *FORMS,
-                   "by_length", *MECHANISMS)
-_VARIANT_KEYS = ("mask", "kernel", "sparsity", "scale",
-                 *(key for key, m in MECHANISMS.items() if m.per_variant))
+                   *SELECTORS, *MECHANISMS)
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}
 PROJECTIONS = ("q", "k", "v", "o")
-
-
-def _named(described: str) -> str:
-    """A kernel's name from its description, as a word before `layer`: its words after the
-    article, less ` kernel`, joined by hyphens (`the delta rule` -> `delta-rule`)."""
-    return described.split(" ", 1)[1].removesuffix(" kernel").replace(" ", "-")
 
 
 def _divisors(n: int) -> list[int]:

@@ -112,16 +112,16 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         k, v = cached
     site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
     core, v = mechanisms.core(site, absorbed or s, v)
-    if core.variants:  # the core by query length: one branch per variant, projections shared
-        branches, outs = [], []
-        for i, variant in enumerate(core.variants):
+    selector = mechanisms.selector_of(core.variants)
+    if selector is not None:  # the core chosen among variants: a switch, projections shared
+
+        def branch(variant: Attention, vp: str) -> tuple[tuple, str]:
             sub = GraphBuilder(names=b.names)
-            outs.append(_core(sub, variant.attention, f"{p}variant{i}.", prefix, q, k, v, n,
-                              table, cache))
-            branches.append(tuple(sub.nodes))
-        o = b.emit(Op.SWITCH, f"{p}merged", (q, k, v), T("B", "L", s.heads * core.value_dim),
-                   up_to=tuple(v.up_to for v in s.variants[:-1]), branches=tuple(branches),
-                   outputs=tuple(outs))
+            out = _core(sub, variant, vp, prefix, q, k, v, n, table, cache)
+            return tuple(sub.nodes), out
+
+        o = selector.switch(b, core, p, (q, k, v), T("B", "L", s.heads * core.value_dim),
+                            branch)
     else:
         o = _core(b, core, p, prefix, q, k, v, n, table, cache)
     if absorbed is not None:

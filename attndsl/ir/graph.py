@@ -53,7 +53,7 @@ class Op(enum.Enum):
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
-    SWITCH = "switch"  # by_length: the branch whose up_to first holds L (the last: longer L)
+    SWITCH = "switch"  # a core selector: the branch whose up_to first holds L (the last: longer L)
     SEQ_PROJECT = "seq_project"  # a kernel's rows: E[:, :n] @ keys (masked keys zeroed) -> k
     # (q, k, v) (B, L, c_i) each -> (B, L, sum c_i): silu of each channel's causal convolution
     # over the last `width` tokens (a kernel's own layer), with the past's inputs when decoding

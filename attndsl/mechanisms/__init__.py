@@ -4,7 +4,8 @@ array namespace, its target facts), found by its presence: adding one edits no t
 defines one of `MECHANISM` (`base.Mechanism`: at a hook point of the attention), `KERNEL`
 (`base.Kernel`: `kernel = name(...)`), `FFN` (`base_ffn.FeedForward`: `ffn = name(...)`) or
 `PROJECTION` (`base_projection.Projection`: queries, keys and values from projections of its
-own); one with none of them is a module's helper (`<name>_*.py`: arithmetic that would pass
+own) or `SELECTOR` (`base_selector.Selector`: the core chosen at run time among several); one
+with none of them is a module's helper (`<name>_*.py`: arithmetic that would pass
 400 lines). The checker, the language server, the IR, the weight table, the planner and the
 backends ask here."""
 
@@ -17,19 +18,21 @@ from typing import Any
 from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
 from .base_ffn import FeedForward
 from .base_projection import Projection, ProjectionWhere
+from .base_selector import Selector
 
-__all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SOFTMAX_ATTRS",
-           "FeedForward", "Kernel", "KernelWhere", "Mechanism", "Projection", "ProjectionWhere",
-           "Site", "Where", "at", "core", "expand", "ffn_of", "kernel_of", "modifiers",
-           "projected", "projection_of", "query_rows", "score", "softmax_attrs"]
+__all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SELECTORS",
+           "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere", "Mechanism", "Projection",
+           "ProjectionWhere", "Selector", "Site", "Where", "at", "core", "expand", "ffn_of",
+           "kernel_of", "modifiers", "projected", "projection_of", "query_rows", "score",
+           "selector_of", "softmax_attrs"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedForward],
-                      dict[str, Projection]]:
+                      dict[str, Projection], dict[str, Selector]]:
     """Every module of the package but the `base*` ones, by what it defines: `MECHANISM`,
-    `KERNEL`, `FFN` or `PROJECTION` (a module defining none is a module's helper, its
-    arithmetic)."""
-    found, kernels, ffns, projections = [], {}, {}, {}
+    `KERNEL`, `FFN`, `PROJECTION` or `SELECTOR` (a module defining none is a module's helper,
+    its arithmetic)."""
+    found, kernels, ffns, projections, selectors = [], {}, {}, {}, {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("base"):
             continue
@@ -40,15 +43,18 @@ def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedFor
             ffns[module.FFN.name] = module.FFN
         elif hasattr(module, "PROJECTION"):
             projections[module.PROJECTION.key] = module.PROJECTION
+        elif hasattr(module, "SELECTOR"):
+            selectors[module.SELECTOR.key] = module.SELECTOR
         elif hasattr(module, "MECHANISM"):
             found.append(module.MECHANISM)
     found.sort(key=lambda m: (HOOKS.index(m.hook), m.key))
-    return {m.key: m for m in found}, kernels, ffns, projections
+    return {m.key: m for m in found}, kernels, ffns, projections, selectors
 
 
 # the mechanisms at hook points by key; the kernel modules (`kernel = name(...)`) by name;
-# the feed-forward forms (`ffn = name(...)`) by name; the projection forms by attention key
-MECHANISMS, KERNELS, FFNS, PROJECTIONS = _found()
+# the feed-forward forms (`ffn = name(...)`) by name; the projection forms and the core
+# selectors by attention key
+MECHANISMS, KERNELS, FFNS, PROJECTIONS, SELECTORS = _found()
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
 # the attributes the `softmax` hook's mechanisms set on the core's softmax, in order
@@ -71,6 +77,12 @@ def projection_of(value: Any) -> Projection | None:
     """The projection form of an attention's `Attention.projection` value (its class's
     `key`), or None."""
     return PROJECTIONS.get(getattr(type(value), "key", None))
+
+
+def selector_of(variants: Any) -> Selector | None:
+    """The core selector of an attention's `Attention.variants` (its variants' class's
+    `selector`), or None for one core."""
+    return SELECTORS.get(getattr(type(variants[0]), "selector", None)) if variants else None
 
 
 def softmax_attrs(site: Site) -> dict[str, Any]:

@@ -1,6 +1,7 @@
-"""A by_length attention's `switch`: ONNX `If` nodes on the query length, one branch per
-variant (nested: L <= n1 ? first : (L <= n2 ? second : ...)). The branches read q, k and v
-from the enclosing graph, so the projections run once whatever the length."""
+"""A core selector's `switch` (mechanisms/base_selector.py): ONNX `If` nodes on the query
+length, one branch per core (nested: L <= n1 ? first : (L <= n2 ? second : ...)). The branches
+read q, k and v from the enclosing graph, so the projections run once whatever the length.
+Generic: an If over branches is not one selector's alone."""
 
 from __future__ import annotations
 
