@@ -71,7 +71,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     a stack draws its learned positions and shared T5 table first, then per block the attention, its
     norms (`_block_norms`) and the MLP, then the final norm. Names are the nodes' weight
     names."""
-    from .mechanisms import kernel_of  # (a kernel's weights are Weights)
+    from .mechanisms import MECHANISMS, kernel_of, projection_of, query_rows  # (below: Weight)
 
     out: list[Weight] = []
 
@@ -85,22 +85,17 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
 
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
-        from .mechanisms import kernel_of, projection_of  # (their weights are Weights)
-
         if s.projection is not None:  # a projection form's, in place of q, k and v
             out.extend(projection_of(s.projection).weights(s, s.projection, p))
         elif getattr(kernel_of(s.kernel), "own_layer", False):  # its own projections
             out.extend(kernel_of(s.kernel).own_weights(s, p))
         else:
-            from .mechanisms import query_rows  # (a mechanism's weights are Weights)
-
             linear(f"{p}q_proj", s.heads * query_rows(s), s.d_model, "q" in s.bias)
             if not getattr(kernel_of(s.kernel), "shares_keys", False):  # keys: the queries
                 linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
             linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
-        from .mechanisms import MECHANISMS  # (here: a mechanism's weights are Weights)
 
         for key, value in s.mechanisms:  # in hook order: q/k norms, sink logits, lambdas
             out.extend(MECHANISMS[key].weights(value, s, p))

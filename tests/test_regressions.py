@@ -517,3 +517,41 @@ def test_a_mask_parameter_near_two_to_the_62_decodes(tmp_path, capsys) -> None:
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "-q",
                  "-o", str(tmp_path)]) == 0, capsys.readouterr().err
     assert (tmp_path / "a.decode.onnx").exists()
+
+
+def test_a_linformer_cross_attention_decodes_over_its_rows(tmp_path, capsys) -> None:
+    """Decoding a Linformer cross attention crashed with KeyError: Op.SCORES once Linformer
+    became a kernel module: the decoding planner took every kernel module's core for a node of
+    its own and left the softmax over Linformer's rows unfused. It is the dense form over the
+    rows, as before, and its step matches the one-pass oracle."""
+    import attndsl
+    from attndsl.ir import build
+    from attndsl.planner import plan
+
+    from .test_decoding import _check_decoding
+
+    text = ("attention a {\n    d_model = 32\n    heads = 2\n    kind = cross\n"
+            "    memory_dim = 24\n    kernel = linformer(k = 8, max_len = 256)\n}\n")
+    layer = attndsl.loads(text)["a"]
+    _, choices = plan(build(layer.spec, decode=True), "ort-cpu", "float32")
+    assert [c.strategy for c in choices] == ["dense"]
+    _check_decoding(layer)  # prefill and steps on every backend and target = the oracle
+
+
+def test_a_kernel_module_no_strategy_plans_keeps_its_own_node(monkeypatch) -> None:
+    """A kernel module is found by its presence; where no strategy plans its kernel, its own
+    `kernel` node stays (its module computes it) instead of being fused as a softmax core by
+    the first strategy that matches the core's shapes."""
+    import attndsl
+    from attndsl import strategies
+    from attndsl.ir import Op, build
+    from attndsl.planner import plan
+
+    monkeypatch.setattr(strategies, "LADDER",
+                        tuple(s for s in strategies.LADDER if s.name != "linear"))
+    layer = attndsl.loads("attention a {\n    d_model = 32\n    heads = 4\n    kv_heads = 2\n"
+                          "    mask = causal\n    kernel = linear(feature = elu)\n}\n")["a"]
+    graph, choices = plan(build(layer.spec), "ort-cpu", "float32")
+    assert [c.strategy for c in choices] == ["linear"]
+    assert not [n for n in graph.nodes if n.op is Op.ATTENTION]
+    assert [n.attr("kernel") for n in graph.nodes if n.op is Op.KERNEL] == ["linear"]

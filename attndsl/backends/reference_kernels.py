@@ -1,6 +1,7 @@
-"""The NumPy reference's reading of the linear and LSH kernels (docs/LANGUAGE.md, Kernels),
-written from the document: the feature maps, the running sums, Reformer's rotations, buckets,
-sorted chunks and the merge of rounds."""
+"""The NumPy reference's reading of each kernel module's `kernel` node (docs/LANGUAGE.md,
+Kernels), written from the document, by the kernel's name (`READINGS`): the linear kernel's
+feature maps and running sums, Reformer's rotations, buckets, sorted chunks and the merge of
+rounds (the delta rule's token by token is in reference_delta.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The checks of the attention kernels (`kernel = ...`): their parameters, and what each
-kernel honours (masks, positions, projections) as a mixin of the layer checker."""
+"""The checks of `kernel = ...` as a mixin of the layer checker: the call read by its kernel
+module's parameters, and what the module says the attention cannot set (`Kernel.conflicts`,
+with the kernel as the attention holds it: `Kernel.resolve`)."""
 
 from __future__ import annotations
 

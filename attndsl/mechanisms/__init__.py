@@ -64,7 +64,7 @@ SOFTMAX_ATTRS: tuple[str, ...] = tuple(m.softmax_attr for m in MECHANISMS.values
 
 def kernel_of(value: Any) -> Kernel | None:
     """The kernel module of a spec's `kernel` value (its class's `name`), or None for the
-    softmax and the kernels that are not modules yet."""
+    softmax."""
     return KERNELS.get(getattr(type(value), "name", None))
 
 

@@ -63,7 +63,7 @@ class _Differential(Mechanism):
         failed, at = False, where.at
         heads = (where.heads, where.kv_heads)
         if not isinstance(where.kernel, Softmax):
-            named = type(where.kernel).__name__.removesuffix("Kernel").lower()
+            named = getattr(type(where.kernel), "name", type(where.kernel).__name__.lower())
             c.error(f"differential attention subtracts two softmax maps: the {named} kernel "
                     "has none", at(self.key), hint="use `kernel = softmax`, or remove "
                                                    "`differential`")

@@ -28,7 +28,7 @@ class _Sinks(Mechanism):
     def conflicts(self, c: Any, value: bool, where: Where) -> bool:
         if isinstance(where.kernel, Softmax):
             return False
-        named = type(where.kernel).__name__.removesuffix("Kernel").lower()
+        named = getattr(type(where.kernel), "name", type(where.kernel).__name__.lower())
         c.error("`sinks = learned` adds a logit per head to a softmax's denominator: "
                 f"the {named} kernel has none", where.at(self.key),
                 hint="use `kernel = softmax`, or remove `sinks`")

@@ -38,6 +38,10 @@ def choose(a: Core, target: str, dtype: str = "float32"):
 
     ctx = Context(target, dtype)
     reasons: list[str] = []
+    if a.kernel in KERNELS and not KERNELS[a.kernel].softmax_core and \
+            not any(s.name == a.kernel for s in LADDER):  # its node, as its module runs it
+        return _own_kernel(a), {}, [f"{KERNELS[a.kernel].described}: its own node, as its "
+                                    "module computes it (no strategy plans it)"], {}
     for strategy in LADDER:
         found = strategy.match(a, ctx)
         if isinstance(found, Match):
@@ -45,6 +49,14 @@ def choose(a: Core, target: str, dtype: str = "float32"):
         if found.note:
             reasons.append(found.note)
     return DEFAULT, {}, reasons, {}
+
+
+def _own_kernel(a: Core):
+    """A strategy that keeps a kernel module's own node (lowered by its module)."""
+    from ..strategies import Strategy
+
+    return Strategy(a.kernel, None, lambda core, ctx: None, lambda params: 1, None,
+                    fuses=False)
 
 
 def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | None:
@@ -72,7 +84,7 @@ def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list
 
 def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
     found = cores(graph)
-    # by_length's If and a kernel's own control flow: attndsl lowers them, even on portable
+    # a switch's If and a kernel's own control flow: attndsl lowers them, even on portable
     lowered = any(attndsl_lowered(n) for n in graph.nodes)
     if not get(target).planned and not graph.decoding and not lowered:
         return graph, [Choice(*where(c.prefix, graph), "dense",
@@ -132,11 +144,13 @@ def _with_experts(graph: Graph, choices: list[Choice], target: str,
 
 
 def _portable(core: Core):
-    """A portable graph with a by_length switch: attndsl lowers it (an `If` on the length,
-    which torch.onnx.export cannot write), every core in standard ops."""
+    """A portable graph with a switch (the core chosen by length): attndsl lowers it (an `If`
+    on the length, which torch.onnx.export cannot write), every core in standard ops; a
+    kernel module's node as its module computes it."""
     from ..strategies import BY_NAME
 
-    return BY_NAME[core.kernel or "dense"], {}, [
+    strategy = BY_NAME.get(core.kernel or "dense") or _own_kernel(core)
+    return strategy, {}, [
         "portable: standard ONNX ops only; the by_length `If` is lowered by attndsl, each core "
         "in its standard-ops form"], {}
 
@@ -172,10 +186,12 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         name = "a layer" if layer is None else layer.prefix.rstrip(".") or "the attention"
         reasons = ["decoding against a growing cache: past and new keys concatenated, the "
                    "masked form over them (standard ops)", f"not in place: {name}: {why}"]
-        own = core.kernel in KERNELS  # a kernel module's own node (no softmax core to fuse)
+        # a kernel module's own node (no softmax core to fuse); a kernel's rows before a
+        # softmax core (Linformer) leave that core to fuse
+        own = core.kernel in KERNELS and not KERNELS[core.kernel].softmax_core
         choices.append(Choice(core.prefix, "", core.kernel if own else "dense", tuple(reasons)))
         if not own:
-            nodes = fuse(nodes, core, "dense", {})
+            nodes = fuse(nodes, core, "dense", {"expr": core.mask})  # rows: every row seen
     if blocked is None:
         nodes = _cache_into_kernel(nodes)
     choices += [own_choice(n) for n in layers]

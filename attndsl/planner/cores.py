@@ -14,8 +14,8 @@ from ..mechanisms import KERNELS, SCORED
 from ..spec import MAX_LENGTH, Sparsity
 from .cover import INF
 
-__all__ = ["BIAS_NAMES", "Choice", "Core", "causal_window", "cores", "cores_of",
-           "fuse", "padding_only", "render_choices", "unfused", "where"]
+__all__ = ["BIAS_NAMES", "Choice", "Core", "attndsl_lowered", "causal_window", "cores",
+           "cores_of", "fuse", "padding_only", "render_choices", "unfused", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Choice:
     """How one attention runs on one target, and why."""
 
     layer: str  # prefix of the attention's tensors ('' or 'layers.{i}.self_attn.')
-    branch: str  # a by_length variant's lengths ('L <= 2000', 'L > 10000'), else ''
+    branch: str  # a switch branch's lengths ('L <= 2000', 'L > 10000'), else ''
     strategy: str
     reasons: tuple[str, ...]
     params: tuple[tuple[str, object], ...] = field(default=())
@@ -82,7 +82,7 @@ class Core:
 
 def cores(graph: Graph) -> list[Core]:
     """Every attention of the graph, in order (its unplanned `attention` core, or a kernel
-    module's `merge_heads`), those of by_length variants included."""
+    module's `merge_heads`), those of a switch's branches included."""
     by_name = {n.out: n for n in all_nodes(graph.nodes)}
     return cores_of(list(all_nodes(graph.nodes)), by_name)
 
@@ -111,8 +111,10 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
     found = []
     for node in nodes:
         core = is_core(node)
-        if not core and not (node.op is Op.MERGE_HEADS and by_name[node.args[0]].op is Op.KERNEL):
-            continue  # no attention core (a kernel's own layer, normed): nothing to plan
+        kernel = by_name.get(node.args[0]) if node.op is Op.MERGE_HEADS else None
+        if not core and not (kernel is not None and kernel.op is Op.KERNEL and
+                             not KERNELS[kernel.attr("kernel")].own_layer):
+            continue  # no attention core (a kernel's own layer): nothing to plan
         a = dict(node.attrs) if core else {}
         if core:
             qkv = node.args[:3]
@@ -230,7 +232,7 @@ def unfused(nodes: list[Node], a: Core, types: dict[str, Any]) -> list[Node]:
 
 def attndsl_lowered(node: Node) -> bool:
     """Whether attndsl lowers `node` itself on every target, the portable one included: a
-    by_length switch (an If), a kernel's node with control flow of its own (`Kernel.lowered`:
-    a Scan, an If), which torch.onnx.export cannot write."""
+    switch (an If over the core chosen by length), a kernel's node with control flow of its
+    own (`Kernel.lowered`: a Scan, an If), which torch.onnx.export cannot write."""
     return node.op is Op.SWITCH or (node.op is Op.KERNEL and
                                     KERNELS[node.attr("kernel")].lowered)

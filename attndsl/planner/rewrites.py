@@ -131,7 +131,7 @@ def rewrites(graph: Graph, target: str, dtype: str = "float32", quantization: An
 def explained(graph: Graph, target: str, dtype: str = "float32", quantization: Any = None,
               max_length: int | None = None) -> list[str]:
     """`explain`'s lines for the planned `graph`: none where attndsl does not lower it (the
-    portable target's one-pass graphs without a by_length switch or a kernel's own control
+    portable target's one-pass graphs without a switch or a kernel's own control
     flow, which torch.onnx.export writes)."""
     from .cores import attndsl_lowered
 

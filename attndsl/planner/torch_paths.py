@@ -2,7 +2,7 @@
 (`explain --target torch`). Torch-free, like the rest of the planner; the paths' functions are
 backends/torch_attention.py, which runs what this plan says.
 
-Each attention that keeps no nodes of its own (`_own`: kernels, decoding, by_length branches,
+Each attention that keeps no nodes of its own (`_own`: kernels, decoding, a switch's branches,
 path = 'dense') is offered to `TORCH_PATHS` in order; the first whose `match` applies takes it,
 else `dense` (the core left unplanned: the module runs its primitive ops, `ir.decompose`):
 
