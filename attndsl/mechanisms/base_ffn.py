@@ -69,3 +69,16 @@ class FeedForward:
         it reads that a quantized export could store in blocks -> its form (one of
         `quantized_forms`), and weight -> why it stays float."""
         return {}, {}
+
+    # the arithmetic of its ops (`ops`: a mixture's `route` and `experts`) over the array
+    # namespace, which the torch backend's implementations of those ops call; their ONNX
+    # forms are backends/lower/experts.py's (ONNX's alone)
+    def route(self, xp: Any, logits: Any, top_k: int, router: str, normalize: bool,
+              scale: float, **options: Any) -> Any:
+        """Gates (tokens, experts), float32, from the router's logits."""
+        raise NotImplementedError
+
+    def expert_mlp(self, xp: Any, x: Any, act: str, gated: bool, weights: list[Any],
+                   biases: list[Any], **options: Any) -> Any:
+        """One expert's MLP on its tokens' rows."""
+        raise NotImplementedError
