@@ -555,3 +555,20 @@ def test_a_kernel_module_no_strategy_plans_keeps_its_own_node(monkeypatch) -> No
     assert [c.strategy for c in choices] == ["linear"]
     assert not [n for n in graph.nodes if n.op is Op.ATTENTION]
     assert [n.attr("kernel") for n in graph.nodes if n.op is Op.KERNEL] == ["linear"]
+
+
+def test_a_stack_shares_a_layerwise_linformer_held_by_a_by_length_variant() -> None:
+    """A layerwise Linformer in a by_length variant passed `check` beside an attention without
+    one, then failed at build ("internal error": its E not in the weight table): the stack
+    check read each attention's own kernel, never its variants'. Now that stack is refused
+    with a located diagnostic (tests/invalid/linformer_layerwise_variant), and a stack whose
+    attentions share it through their variants builds and matches the oracle."""
+    import attndsl
+
+    text = ("attention mixed {\n    d_model = 32\n    heads = 2\n    by_length = [up_to(16), "
+            "otherwise(kernel = linformer(k = 4, max_len = 64, share = layerwise))]\n}\n"
+            "transformer t {\n    layers = 2\n    attention = [mixed, mixed]\n"
+            "    ffn = swiglu(hidden = 64)\n    norm = rmsnorm(placement = pre)\n}\n")
+    layer = attndsl.loads(text)["t"]
+    report = layer.verify(lengths={7: "the first variant", 20: "the Linformer"}, batches=(2,))
+    assert report.passed, report.text()

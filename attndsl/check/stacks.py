@@ -115,9 +115,9 @@ class Stacks(FeedForwards):
                                  "positions; a stack adds them once, at its input", item.span,
                                  hint="give every attention of the pattern the same `sinusoidal`"
                                       " or `learned` position, or none")
-            if attns and _stack_shared(attn) != _stack_shared(attns[0]):
-                what, hint = kernel_of((attn if _stack_shared(attn) is not None else
-                                        attns[0]).kernel).stack_shares
+            mine, first = _stack_shared(attn), _stack_shared(attns[0]) if attns else None
+            if attns and mine[1] != first[1]:
+                what, hint = (mine[0] or first[0]).stack_shares
                 raise self.error(f"`{attn.name}` and `{attns[0].name}` differ in their "
                                  f"{what}; a stack shares one", item.span, hint=hint)
             attns.append(attn)
@@ -170,10 +170,16 @@ class Stacks(FeedForwards):
             f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
 
 
-def _stack_shared(attn: Attention) -> object:
-    """What every layer of a stack shares of its kernel (`Kernel.stack_shared`), or None."""
-    module = kernel_of(attn.kernel)
-    return module.stack_shared(attn.kernel) if module else None
+def _stack_shared(attn: Attention) -> tuple[object, object]:
+    """(its kernel module, what every layer of a stack shares of that kernel:
+    `Kernel.stack_shared`) for the first of the attention's cores (itself, or each by_length
+    variant's) that shares one, else (None, None)."""
+    for core in attn.cores:
+        module = kernel_of(core.kernel)
+        shared = module.stack_shared(core.kernel) if module else None
+        if shared is not None:
+            return module, shared
+    return None, None
 
 
 def _absolute(attn: Attention) -> object:
