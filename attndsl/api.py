@@ -12,7 +12,7 @@ from typing import Any
 from . import spec as s
 from .check import check
 from .errors import UsageError
-from .mechanisms import kernel_of
+from .mechanisms import kernel_fact
 from .output import Outputs
 from .parser import decode, parse, read_source
 from .quantize import check_quantization
@@ -157,7 +157,7 @@ class Layer:
                                       quantization=quantize and quantize.text())
         # a core selector's If and a kernel's own control flow (`Kernel.lowered`): attndsl lowers
         # them, in standard ops
-        lowered = any(a.variants or getattr(kernel_of(a.kernel), "lowered", False)
+        lowered = any(a.variants or kernel_fact(a.kernel, "lowered")
                       for a in s.attentions_of(self.spec))
         if not get(target).planned and not lowered:  # standard ops, by torch.onnx.export
             from .backends.onnx import export

@@ -84,9 +84,9 @@ def _kv_attentions(spec: Transformer) -> list[Attention]:
 
 def _states(a: Attention) -> tuple[str, ...]:
     """The decoding states of `a`'s kernel in place of a key and a value cache, or ()."""
-    from .mechanisms import kernel_of
+    from .mechanisms import kernel_fact
 
-    return getattr(kernel_of(a.kernel), "states", ())
+    return kernel_fact(a.kernel, "states")
 
 
 # onnxruntime-genai's RecurrentState binds these per layer i whose kernel carries the states

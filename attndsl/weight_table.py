@@ -71,7 +71,13 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     a stack draws its learned positions and shared T5 table first, then per block the attention, its
     norms (`_block_norms`) and the MLP, then the final norm. Names are the nodes' weight
     names."""
-    from .mechanisms import MECHANISMS, kernel_of, projection_of, query_rows  # (below: Weight)
+    from .mechanisms import (  # (below: Weight)
+        MECHANISMS,
+        kernel_fact,
+        kernel_of,
+        projection_of,
+        query_rows,
+    )
 
     out: list[Weight] = []
 
@@ -87,11 +93,11 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
         if s.projection is not None:  # a projection form's, in place of q, k and v
             out.extend(projection_of(s.projection).weights(s, s.projection, p))
-        elif getattr(kernel_of(s.kernel), "own_layer", False):  # its own projections
+        elif kernel_fact(s.kernel, "own_layer"):  # its own projections
             out.extend(kernel_of(s.kernel).own_weights(s, p))
         else:
             linear(f"{p}q_proj", s.heads * query_rows(s), s.d_model, "q" in s.bias)
-            if not getattr(kernel_of(s.kernel), "shares_keys", False):  # keys: the queries
+            if not kernel_fact(s.kernel, "shares_keys"):  # keys: the queries
                 linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
             linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..ir import Graph, Node, Op, build
 from ..ir.decompose import decomposed
-from ..mechanisms import MECHANISMS, kernel_of
+from ..mechanisms import MECHANISMS, kernel_fact
 from ..spec import Attention, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
@@ -349,7 +349,7 @@ def export_program(spec: Attention | Transformer, module: nn.Module,
 
     names = input_names(spec)
     example = example_inputs(spec, dtype=torch_dtype(dtype))
-    hashed = any(getattr(kernel_of(a.kernel), "inferred_shapes", False)
+    hashed = any(kernel_fact(a.kernel, "inferred_shapes")
                  for a in attentions_of(spec))
     program = torch.export.export(Positional(module.eval(), names),
                                   tuple(example[n] for n in names),

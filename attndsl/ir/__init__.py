@@ -78,7 +78,9 @@ def cache_names(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
 def _states(a: Attention) -> tuple[str, ...]:
     """The states a decoding call carries for attention `a` in place of its key and value
     caches (its kernel's), or ()."""
-    return getattr(_kernel(a), "states", ())
+    from ..mechanisms import kernel_fact  # (the kernel modules build on the IR's ops)
+
+    return kernel_fact(a.kernel, "states")
 
 
 def _cached(a: Attention) -> tuple[str, ...]:

@@ -23,8 +23,8 @@ from .base_selector import Selector
 __all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SELECTORS",
            "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere", "Mechanism", "Projection",
            "ProjectionWhere", "Selector", "Site", "Where", "at", "core", "expand", "ffn_of",
-           "kernel_of", "modifiers", "projected", "projection_of", "query_rows", "score",
-           "selector_of", "softmax_attrs"]
+           "kernel_fact", "kernel_of", "modifiers", "projected", "projection_of", "query_rows",
+           "score", "selector_of", "softmax_attrs"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedForward],
@@ -66,6 +66,12 @@ def kernel_of(value: Any) -> Kernel | None:
     """The kernel module of a spec's `kernel` value (its class's `name`), or None for the
     softmax."""
     return KERNELS.get(getattr(type(value), "name", None))
+
+
+def kernel_fact(value: Any, facet: str) -> Any:
+    """A facet of the kernel module of a spec's `kernel` value, or the base class's default,
+    which is the softmax's (`shares_keys`, `own_layer`, `states`, ...: `base.Kernel`)."""
+    return getattr(kernel_of(value) or Kernel, facet)
 
 
 def ffn_of(value: Any) -> FeedForward | None:

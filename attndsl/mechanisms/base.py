@@ -66,7 +66,7 @@ class Mechanism:
     """One mechanism. A module `attndsl/mechanisms/<name>.py` defines `MECHANISM`, an
     instance of a subclass; `attndsl/mechanisms/__init__.py` finds it by its presence."""
 
-    key: str  # the attention key that sets it (`temperature = log(...)`)
+    key: str  # the attention key that sets it (`key = call(...)`)
     hook: str  # one of HOOKS
     # its values: call name -> ((parameter, required), ...); `none` (absent) is always a value
     forms: ClassVar[dict[str, tuple[tuple[str, bool], ...]]] = {}
@@ -118,8 +118,8 @@ class Mechanism:
         return q
 
     def core(self, spec: Any, value: Any) -> Any:
-        """The attention its core runs as (at `merged`: differential attention's doubled
-        values)."""
+        """The attention its core runs as (at `merged`: a mechanism that pairs the values
+        widens it)."""
         return spec
 
     def values(self, site: Site, value: Any, v: str) -> str:
@@ -168,9 +168,9 @@ class Kernel:
     the rows its `rows` makes of the keys and values; what the planner, verify, bench, show
     and the decoding check must know of it are the attributes below."""
 
-    name: str  # the call: `kernel = lsh(...)`
+    name: str  # the call: `kernel = name(...)`
     params: tuple[tuple[str, bool], ...] = ()  # (parameter, required)
-    described: str = ""  # how a diagnostic names it ("an LSH kernel")
+    described: str = ""  # how a diagnostic names it ("a ... kernel")
     # its keys are its queries: no k projection, and nothing that transforms q or k apart
     shares_keys: bool = False
     # why a by_length variant cannot use it (the variants share the layer's projections)

@@ -36,13 +36,13 @@ class _QkNormAfterRope(Mechanism):
         return Norm(kind, eps, offset)
 
     def conflicts(self, c: Any, value: Norm, where: Where) -> bool:
-        from . import kernel_of
+        from . import kernel_fact
 
         entries, problem = where.entries, None
         if "qk_norm" in entries and not _none(entries["qk_norm"].value):
             problem = ("one qk norm: `qk_norm` norms q and k before RoPE, "
                        "`qk_norm_after_rope` after it", "remove one of them")
-        elif getattr(kernel_of(where.kernel), "shares_keys", False):
+        elif kernel_fact(where.kernel, "shares_keys"):
             return False  # keys that are the queries: the kernel refuses every q, k transform
         elif "position" not in entries or _none(entries["position"].value):
             problem = ("`qk_norm_after_rope` norms the rotated q and k: without `position = "

@@ -187,7 +187,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         reasons = ["decoding against a growing cache: past and new keys concatenated, the "
                    "masked form over them (standard ops)", f"not in place: {name}: {why}"]
         # a kernel module's own node (no softmax core to fuse); a kernel's rows before a
-        # softmax core (Linformer) leave that core to fuse
+        # softmax core (`softmax_core`) leave that core to fuse
         own = core.kernel in KERNELS and not KERNELS[core.kernel].softmax_core
         choices.append(Choice(core.prefix, "", core.kernel if own else "dense", tuple(reasons)))
         if not own:
