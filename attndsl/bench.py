@@ -37,6 +37,7 @@ from .dtypes import torch_dtype
 from .errors import ExportError, UsageError
 from .mechanisms import KERNELS, kernel_of
 from .planner import cores, fuse_cores
+from .planner.torch_paths import SDPA_TAKES
 from .spec import (
     Alibi,
     Attention,
@@ -195,10 +196,9 @@ def _sdpa_needs_no_mask(s: Attention) -> bool:
 def _with_sdpa(module: GraphModule) -> GraphModule | None:
     """The same layer with each softmax core run by F.scaled_dot_product_attention (a dense
     boolean mask, none for plain causal or unmasked attention): what a user would write in
-    PyTorch. None where SDPA cannot express the layer (score modifiers, learned sinks,
-    linear kernels)."""
-    if any(c.kernel or c.modifiers or c.sinks
-           for c in cores(module.graph)):
+    PyTorch. None where SDPA cannot express the layer: a kernel module's core, or a score
+    modifier or `softmax` hook mechanism SDPA does not take (`torch_paths.SDPA_TAKES`)."""
+    if any(c.kernel or c.untaken(SDPA_TAKES) for c in cores(module.graph)):
         return None
     param = next(module.parameters())
     sdpa = GraphModule(fuse_cores(module.graph, "sdpa")).to(param.device, param.dtype)

@@ -67,7 +67,7 @@ def parameter_count(spec: Attention | Transformer) -> int:
 
 def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     """The layer's tensors, in the order its torch module has always drawn them from a seed:
-    per attention q, k, v, o projections (weight, then bias), q/k norms, sinks, the T5 table;
+    per attention q, k, v, o projections (weight, then bias), each mechanism's, the T5 table;
     a stack draws its learned positions and shared T5 table first, then per block the attention, its
     norms (`_block_norms`) and the MLP, then the final norm. Names are the nodes' weight
     names."""
@@ -103,7 +103,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
 
-        for key, value in s.mechanisms:  # in hook order: q/k norms, sink logits, lambdas
+        for key, value in s.mechanisms:  # in hook order (`mechanisms.base.HOOKS`)
             out.extend(MECHANISMS[key].weights(value, s, p))
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",

@@ -3,6 +3,8 @@ the block-sparse lowering against the reference on masks chosen to break it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import onnx
 import pytest
@@ -69,7 +71,7 @@ def test_choices_and_reasons(body: str, target: str, strategy: str, reason: str)
     ("mask = full", "float32", "mha", "flash"),
     ("mask = padding", "float16", "mha", "key_padding_mask"),
     ("mask = padding", "bfloat16", "dense", "no bfloat16"),
-    ("softcap = 30.0\n mask = causal", "float32", "dense", "no softcap"),
+    ("softcap = 30.0\n mask = causal", "float32", "dense", "cannot apply a softcap"),
 ])
 def test_cuda_choices_follow_the_kernels_types(body: str, dtype: str, strategy: str,
                                                reason: str) -> None:
@@ -237,3 +239,35 @@ def test_strategies_are_modules_found_by_name_and_asked_in_priority_order(monkey
     assert choices[0].reasons == ("probe_no: not this one", "probe_yes: taken")
     fused = [n for n in graph.nodes if n.op.name == "ATTENTION"]
     assert [n.attr("strategy") for n in fused] == ["probe_yes"] and fused[0].attr("x") == 1
+
+
+def test_what_a_fused_kernel_takes_is_its_strategys_data() -> None:
+    """A strategy whose kernel applies score modifiers or `softmax` hook mechanisms itself
+    declares which (`Strategy.takes`: GroupQueryAttention softcap and learned sinks,
+    MultiHeadAttention neither), and its match refuses exactly the others, naming each by its
+    module's `described`; the same core without them matches."""
+    from attndsl.mechanisms import MECHANISMS, SCORED, SOFTMAX
+    from attndsl.planner.cores import cores
+    from attndsl.strategies import BY_NAME, Context, Match, Reject
+
+    ctx = Context("ort-cuda", "float16")
+    hooked = (*SCORED, *SOFTMAX)
+    for mask, names in (("causal", ("gqa", "gqa_cache")), ("full", ("mha",))):
+        spec = (f"attention a {{\n d_model = 64\n heads = 4\n kv_heads = 2\n mask = {mask}\n"
+                " softcap = 30.0\n sinks = learned\n}")
+        [core] = cores(attndsl.loads(spec)["a"].graph())
+        assert [k for k, _ in (*core.modifiers, *core.softmax)] == list(hooked)
+        bare = replace(core, modifiers=(), softmax=())
+        for name in names:
+            strategy = BY_NAME[name]
+            assert strategy.takes is not None and isinstance(strategy.match(bare, ctx), Match)
+            for key in hooked:
+                one = replace(bare, modifiers=tuple(x for x in core.modifiers if x[0] == key),
+                              softmax=tuple(x for x in core.softmax if x[0] == key))
+                found = strategy.match(one, ctx)
+                if key in strategy.takes:
+                    assert isinstance(found, Match), (name, key)
+                else:
+                    assert isinstance(found, Reject), (name, key)
+                    assert MECHANISMS[key].described in found.note
+    assert BY_NAME["gqa"].takes == {"softcap", "sinks"} and BY_NAME["mha"].takes == set()

@@ -122,3 +122,24 @@ def test_explain_prints_the_planned_rule(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["explain", str(ROOT / "examples/gemma_softcap.attn"), "--name",
                  "gemma_local", "--target", "torch"]) == 0
     assert "not SDPA with the mask: a softcap" in capsys.readouterr().out
+
+
+def test_what_each_torch_kernel_takes_is_data(monkeypatch) -> None:
+    """FlexAttention takes the score modifiers (its score_mod) but no `softmax` hook's logit,
+    SDPA neither (`FLEX_TAKES`, `SDPA_TAKES`): learned sinks keep a block-sparse attention off
+    both, named by their module; were FlexAttention to take them, the plan would offer it. The
+    sdpa path and bench's SDPA baseline read the same data."""
+    from attndsl import bench
+    from attndsl.mechanisms import SOFTMAX
+
+    layer = _layer("attention_sinks", "sliding_sinks")
+    [choice] = layer.plan("torch")[1]
+    assert f"not FlexAttention: {SOFTMAX['sinks'].described}" in " ".join(choice.reasons)
+    monkeypatch.setattr(torch_paths, "FLEX_TAKES", torch_paths.FLEX_TAKES | {"sinks"})
+    planned = dict(_node(layer.plan("torch")[0]).attrs)
+    assert (planned["flex"], planned["sdpa_side"]) == ("cuda", 0)
+    assert dict((p.name, p.takes) for p in torch_paths.TORCH_PATHS)["sdpa"] == set()
+    full = _layer("attention_sinks", "full_sinks").to_torch()
+    assert bench._with_sdpa(full) is None
+    monkeypatch.setattr(bench, "SDPA_TAKES", frozenset({"sinks"}))
+    assert bench._with_sdpa(full) is not None

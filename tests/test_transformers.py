@@ -218,7 +218,8 @@ def test_gqa_head_sink_is_planned_for_sinks() -> None:
     (choice,) = plan(build(layer["a"].spec), "ort-cuda", "float16")[1]
     assert choice.strategy == "gqa" and any("head_sink" in r for r in choice.reasons)
     (choice,) = plan(build(layer["b"].spec), "ort-cuda", "float16")[1]
-    assert choice.strategy != "mha" and any("no sink input" in r for r in choice.reasons)
+    assert choice.strategy != "mha" and any("cannot apply learned sink logits" in r
+                                         for r in choice.reasons)
     model = onnx_model_of(layer["a"].onnx_bytes(target="ort-cuda", dtype="float16"))
     gqa = next(n for n in model.graph.node if n.op_type == "GroupQueryAttention")
     assert len(gqa.input) == 12 and gqa.input[11] == "sinks"

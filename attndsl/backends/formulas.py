@@ -187,22 +187,23 @@ def softcap(xp, s: Array, cap: float) -> Array:
     return xp.tanh(s / cap) * cap
 
 
-def masked_softmax(xp, s: Array, visible: Array, sinks: Array | None = None,
+def masked_softmax(xp, s: Array, visible: Array, extra_logit: Array | None = None,
                    ) -> tuple[Array, Array]:
     """Softmax of float32 scores over the keys where `visible`, and each row's factor: 1 if it
     sees a key, else 0 (a row with no visible key gives zeros, not a uniform average). The
     factor is returned apart so a caller can apply it to the smaller of probabilities and
-    output. `sinks`: float32 sink logits shaped to broadcast over the rows (a trailing axis of
-    1), each joining its rows' denominator: p = exp(s - m) / (sum exp(s - m) + exp(sink - m)),
-    m the larger of the row's largest visible score and the sink."""
+    output. `extra_logit`: float32 logits shaped to broadcast over the rows (a trailing axis
+    of 1), each a key with no value that its rows see, joining their denominator:
+    p = exp(s - m) / (sum exp(s - m) + exp(x - m)), m the larger of the row's largest visible
+    score and the extra logit x (a `softmax` hook mechanism's, `mechanisms.softmax_logits`)."""
     additive = xp.where(visible, xp.asarray(0.0, "float32"), xp.asarray(LOWEST, "float32"))
-    if sinks is None:
+    if extra_logit is None:
         probs = xp.softmax(s + additive, axis=-1)
     else:
         z = s + additive
-        top = xp.maximum(xp.amax(z, axis=-1, keepdims=True), sinks)
+        top = xp.maximum(xp.amax(z, axis=-1, keepdims=True), extra_logit)
         e = xp.exp(z - top)
-        probs = e / (xp.sum(e, axis=-1, keepdims=True) + xp.exp(sinks - top))
+        probs = e / (xp.sum(e, axis=-1, keepdims=True) + xp.exp(extra_logit - top))
     any_key = xp.amax(xp.astype(visible, "float32"), axis=-1, keepdims=True)
     return probs, any_key
 

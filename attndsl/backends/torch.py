@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..ir import Graph, Node, Op, build
 from ..ir.decompose import decomposed
-from ..mechanisms import MECHANISMS, kernel_fact
+from ..mechanisms import MECHANISMS, kernel_fact, softmax_logits
 from ..spec import Attention, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
@@ -277,9 +277,9 @@ def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
     scores, seen = _arg(node, env, 0), _arg(node, env, 1)
     if seen.dim() == 3:
         seen = seen.unsqueeze(1)  # (B, 1, L, S)
-    sinks = node.attr("sinks")  # (H,) -> (1, H, 1, 1), float32
-    sinks = m.weight(sinks).float().view(1, -1, 1, 1) if sinks is not None else None
-    probs, any_key = formulas.masked_softmax(TorchArrays(scores.device), scores, seen, sinks)
+    extra = softmax_logits(node)  # (H,) -> (1, H, 1, 1), float32
+    extra = m.weight(extra).float().view(1, -1, 1, 1) if extra is not None else None
+    probs, any_key = formulas.masked_softmax(TorchArrays(scores.device), scores, seen, extra)
     probs = probs * any_key
     if m.training and node.attr("dropout"):
         probs = F.dropout(probs, p=node.attr("dropout"))

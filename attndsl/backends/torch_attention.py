@@ -127,13 +127,13 @@ def _scores(m: nn.Module, node: Node, q: Tensor, k: Tensor, q_pos: Tensor,
 
 def _attend(m: nn.Module, node: Node, s: Tensor, seen: Tensor, v: Tensor) -> Tensor:
     """The masked softmax of scores s (B, Hkv, g, ..., keys) @ v; empty rows give zeros."""
-    sinks = node.attr("sinks")
-    if sinks is not None:  # (H,) -> (Hkv, g, 1, ..., 1) against the rows
+    extra = mechanisms.softmax_logits(node)
+    if extra is not None:  # (H,) -> (Hkv, g, 1, ..., 1) against the rows
         kv = node.attr("kv_heads")
-        sinks = m.get_parameter(sinks).float().view(kv, -1, *[1] * (s.dim() - 3))
+        extra = m.get_parameter(extra).float().view(kv, -1, *[1] * (s.dim() - 3))
     if masks.runtime_inputs(node.attr("expr")):
         seen = seen.unsqueeze(1).unsqueeze(1)  # (B, 1, 1, ...)
-    probs, any_key = formulas.masked_softmax(TorchArrays(s.device), s, seen, sinks)
+    probs, any_key = formulas.masked_softmax(TorchArrays(s.device), s, seen, extra)
     drop = _dropout(m, node)
     if drop:
         probs = F.dropout(probs, p=drop)

@@ -162,8 +162,8 @@ class Stacks(FeedForwards):
 
 
     def cap_value(self, e: ast.Expr, key: str) -> float | str:
-        """`none`, or a softcap: a number > 0 that float32 holds (the LM head's `logit_softcap`,
-        an attention's `softcap` through its module)."""
+        """`none`, or a softcap: a number > 0 that float32 holds (the LM head's `logit_softcap`;
+        a mechanism module reads its own value with it)."""
         return self.word_or_number(
             e, key, "none", FLOAT32_TINY, FLOAT32_MAX,
             f"softcap must be a number > 0 that float32 can hold ([{FLOAT32_TINY:.3g}, "

@@ -83,7 +83,7 @@ def core_attributes(bias: str | None) -> tuple[str, ...]:
     an unplanned graph: the planner sets it, and appends the strategy's parameters), the
     heads, the score scale, each score modifier's value under its key (`mechanisms.SCORED`,
     None where unset), the score bias's kind (or None) and its parameters, each `softmax`
-    hook mechanism's attribute (learned sinks' weight), the mask expression (None where a
+    hook mechanism's attribute (the weight of its extra logit), the mask expression (None where a
     kernel's rows applied it), its sparsity, `memory` (decoding cross attention: its keys
     are the cached memory rows), the softmax's dropout and the attention's kind. `_core`
     (ir/attention.py) writes them in this order, the verifier holds every core to it."""

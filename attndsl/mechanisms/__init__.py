@@ -21,10 +21,10 @@ from .base_projection import Projection, ProjectionWhere
 from .base_selector import Selector
 
 __all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SELECTORS",
-           "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere", "Mechanism", "Projection",
-           "ProjectionWhere", "Selector", "Site", "Where", "at", "core", "expand", "ffn_of",
-           "kernel_fact", "kernel_of", "modifiers", "projected", "projection_of", "query_rows",
-           "score", "selector_of", "softmax_attrs"]
+           "SOFTMAX", "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere", "Mechanism",
+           "Projection", "ProjectionWhere", "Selector", "Site", "Where", "at", "core", "expand",
+           "ffn_of", "kernel_fact", "kernel_of", "modifiers", "projected", "projection_of",
+           "query_rows", "score", "selector_of", "softmax_attrs", "softmax_logits"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedForward],
@@ -57,9 +57,10 @@ def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedFor
 MECHANISMS, KERNELS, FFNS, PROJECTIONS, SELECTORS = _found()
 # the score modifiers (hook `scores`), in order: what a fused attention node may carry
 SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "scores"}
-# the attributes the `softmax` hook's mechanisms set on the core's softmax, in order
-SOFTMAX_ATTRS: tuple[str, ...] = tuple(m.softmax_attr for m in MECHANISMS.values()
-                                       if m.hook == "softmax")
+# the mechanisms at the `softmax` hook, in order, and the attributes they set on the core's
+# softmax (each the weight of an extra logit per head: `softmax_logits`)
+SOFTMAX: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "softmax"}
+SOFTMAX_ATTRS: tuple[str, ...] = tuple(m.softmax_attr for m in SOFTMAX.values())
 
 
 def kernel_of(value: Any) -> Kernel | None:
@@ -96,7 +97,17 @@ def softmax_attrs(site: Site) -> dict[str, Any]:
     None where the attention does not set its mechanism)."""
     values = dict(site.spec.mechanisms)
     return {m.softmax_attr: m.softmax(site, values[key]) if key in values else None
-            for key, m in MECHANISMS.items() if m.hook == "softmax"}
+            for key, m in SOFTMAX.items()}
+
+
+def softmax_logits(node: Any) -> str | None:
+    """The weight (heads,) of the extra logit per head that joins the softmax's denominator
+    of `node` (an `attention` core, planned or not, or its decomposition's `softmax` node),
+    set by a `softmax` hook mechanism (`Mechanism.softmax`), or None. The backends read it
+    here and pass it to `formulas.masked_softmax` as its `extra_logit`; a kernel that takes it
+    natively says so in its strategy's `takes`."""
+    attrs = dict(node.attrs)
+    return next((attrs[a] for a in SOFTMAX_ATTRS if attrs.get(a) is not None), None)
 
 
 def modifiers(node: Any) -> list[tuple[Mechanism, Any]]:

@@ -17,8 +17,11 @@ The hook points, in the order an attention reaches them:
   `apply` (a kernel that takes it natively, as GroupQueryAttention's softcap, says so in its
   strategy);
 - `softmax`: the core's masked softmax: a mechanism here names an attribute of the core node
-  (and of its decomposition's `softmax` node) it sets (`softmax_attr`, its value from
-  `softmax`: learned sinks' logits);
+  (and of its decomposition's `softmax` node) it sets (`softmax_attr`), whose value
+  (`softmax`) is the weight of one extra logit per head that joins the softmax's
+  denominator (learned sinks'); the backends read it through `mechanisms.softmax_logits`, a
+  strategy whose kernel takes it natively (GroupQueryAttention's head_sink) says so in its
+  `takes`;
 - `merged`: the core's merged heads (B, L, heads * its value width), before the output gate
   and projection; a mechanism here may also widen the core (`core`) and give it other values
   (`values`, on the (cached) value heads)."""
@@ -77,7 +80,8 @@ class Mechanism:
     with_delta: str | None = "the delta rule has no softmax core"
     # the IR attributes of its `apply` nodes (after `mechanism`), each a plain value
     attributes: tuple[str, ...] = ()
-    # at `scores`: how a reason names it ("a softcap")
+    # at `scores` or `softmax`: how a reason names it ("a softcap"), where a kernel or a torch
+    # path cannot apply it
     described: str = ""
     # plain words it takes besides `none` (`sinks = learned`), where it has no call forms
     words: tuple[str, ...] = ()

@@ -1,7 +1,8 @@
 """Learned attention sinks (`sinks = learned`, gpt-oss): one learned logit per head joins the
 softmax's denominator, p_j = exp(s_j - m) / (sum_k exp(s_k - m) + exp(sink_h - m)) with m the
 row's maximum over its visible scores and the sink, so a head may attend to nothing. Its
-tensor `sinks` [heads]; the core's masked softmax reads it (the `softmax` op's `sinks`)."""
+tensor `sinks` [heads]; the core's masked softmax reads it (the `softmax` op's `sinks`) as
+its extra logit per head (`mechanisms.softmax_logits`, `formulas.masked_softmax`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ class _Sinks(Mechanism):
     with_latent = True
     with_delta = None  # refused by `conflicts`, as every kernel without a softmax
     softmax_attr = "sinks"
+    described = "learned sink logits"
 
     def read(self, c: Any, e: Any) -> bool | None:
         return c.word(e, ("none", "learned"), self.key) == "learned" or None

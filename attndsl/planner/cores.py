@@ -10,7 +10,7 @@ from .. import masks as m
 from ..ir import Graph, Node, Op, all_nodes
 from ..ir.decompose import decompose, is_core
 from ..ir.ops import SCORE_BIASES
-from ..mechanisms import KERNELS, SCORED
+from ..mechanisms import KERNELS, MECHANISMS, SCORED, SOFTMAX, Mechanism
 from ..spec import MAX_LENGTH, Sparsity
 from .cover import INF
 
@@ -64,7 +64,9 @@ class Core:
     shape: Any = None
     qkv: tuple[str, str, str] = ("", "", "")
     runtime: tuple[str, ...] = ()  # the mask's runtime inputs (attention_mask when decoding)
-    sinks: str | None = None  # the weight of its learned sink logits (heads,), if any
+    # the `softmax` hook's mechanisms (`mechanisms.SOFTMAX`) it applies: (key, value: the
+    # weight of its extra logit per head), in order
+    softmax: tuple[tuple[str, Any], ...] = ()
     paired_values: bool = False  # two kv heads' values paired after the cache (value_pairs)
 
     @property
@@ -74,6 +76,15 @@ class Core:
     def modifier(self, key: str) -> Any:
         """The value of the score modifier `key`, or None where the core has none."""
         return dict(self.modifiers).get(key)
+
+    def untaken(self, takes: frozenset[str] | None) -> list[Mechanism]:
+        """Its score modifiers and `softmax` hook mechanisms, in order, that a kernel taking
+        `takes` (mechanism keys, as a strategy or a torch path declares them; None: every one,
+        in standard ops) leaves out."""
+        if takes is None:
+            return []
+        return [MECHANISMS[key] for key, _ in (*self.modifiers, *self.softmax)
+                if key not in takes]
 
     @property
     def bias_kind(self) -> str | None:
@@ -147,7 +158,8 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
             dropout=a.get("dropout", 0.0),
             prepared=bool(q_ops & {Op.ROPE, Op.NORM, Op.JOIN_HEADS}),
             out=node.out, shape=node.shape, qkv=qkv, runtime=node.args[3:] if core else (),
-            sinks=a.get("sinks")))
+            softmax=tuple((key, a[m.softmax_attr]) for key, m in SOFTMAX.items()
+                          if a.get(m.softmax_attr) is not None)))
     return found
 
 

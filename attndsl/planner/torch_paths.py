@@ -8,14 +8,19 @@ else `dense` (the core left unplanned: the module runs its primitive ops, `ir.de
 
 - `block_sparse` where the mask's cover is a bounded band (the ONNX targets' block_sparse
   match, the same cover and block size): attndsl's block-sparse form, trainable on every
-  device. What runs it is planned too, as plain node attributes: `flex` (where FlexAttention
-  runs it: 'cuda', 'always' under path = 'flex', 'never' with sink logits) and `sdpa_side`
-  (up to sdpa_side x sdpa_side query-key pairs SDPA with the mask runs it; 0 with a score
-  bias, score modifier or sink logits). The device, the lengths and training are known only at
-  run time: `block_sparse_kernel` applies the planned values to them, and `block_sparse_rule`
-  says the same in the words explain prints;
-- `sdpa` for every other softmax core without a score bias, score modifier or sink logits:
-  F.scaled_dot_product_attention (`is_causal`, or a boolean mask)."""
+  device, which applies every score modifier and `softmax` hook mechanism. What runs it is
+  planned too, as plain node attributes: `flex` (where FlexAttention runs it: 'cuda', 'always'
+  under path = 'flex', 'never' with a mechanism it does not take, `FLEX_TAKES`) and
+  `sdpa_side` (up to sdpa_side x sdpa_side query-key pairs SDPA with the mask runs it; 0 with
+  a score bias or a mechanism SDPA does not take, `SDPA_TAKES`). The device, the lengths and
+  training are known only at run time: `block_sparse_kernel` applies the planned values to
+  them, and `block_sparse_rule` says the same in the words explain prints;
+- `sdpa` for every other softmax core without a score bias or a mechanism SDPA does not take:
+  F.scaled_dot_product_attention (`is_causal`, or a boolean mask).
+
+What each path takes of the score modifiers and `softmax` hook mechanisms is data
+(`TorchPath.takes`, `FLEX_TAKES`, `SDPA_TAKES`: mechanism keys, as a strategy's `takes`), and
+a reason names a mechanism it cannot take by its module's `described`."""
 
 from __future__ import annotations
 
@@ -31,12 +36,16 @@ from .cores import Choice, Core, cores, fuse, where
 if TYPE_CHECKING:  # (strategies imports the planner's cores: read at run time in the functions)
     from ..strategies import Match, Reject
 
-__all__ = ["PATHS", "SDPA_SIDE", "TORCH_PATHS", "TorchContext", "TorchPath",
-           "block_sparse_kernel", "block_sparse_rule", "plan_torch"]
+__all__ = ["FLEX_TAKES", "PATHS", "SDPA_SIDE", "SDPA_TAKES", "TORCH_PATHS", "TorchContext",
+           "TorchPath", "block_sparse_kernel", "block_sparse_rule", "plan_torch"]
 
 PATHS = ("auto", "dense", "flex")
-# up to SDPA_SIDE x SDPA_SIDE query-key pairs a block-sparse attention without a score bias,
-# score modifier or sink logits runs as SDPA with its mask: on the CPU SDPA's fused kernel is
+# the score modifiers and `softmax` hook mechanisms (keys) each of torch's kernels applies:
+# FlexAttention the score modifiers, as its score_mod, but no extra softmax logit; SDPA none
+FLEX_TAKES = frozenset(SCORED)
+SDPA_TAKES: frozenset[str] = frozenset()
+# up to SDPA_SIDE x SDPA_SIDE query-key pairs a block-sparse attention without a score bias or
+# a mechanism SDPA does not take runs as SDPA with its mask: on the CPU SDPA's fused kernel is
 # faster there than gathered blocks (BENCHMARKS.md). Read when planning (the tests set it to 0
 # to plan the blocks at small shapes); the module reads the planned node's `sdpa_side`.
 SDPA_SIDE = 1536
@@ -55,10 +64,13 @@ class TorchContext:
 class TorchPath:
     """One way the torch module runs a softmax core as one fused `attention` node (`name`, its
     function in backends/torch_attention.py): `match(core, ctx)` gives its parameters (shown
-    by explain), the node attributes it runs by and its reasons, or why not."""
+    by explain), the node attributes it runs by and its reasons, or why not. `takes`: the score
+    modifiers and `softmax` hook mechanisms (keys) it applies, which its match refuses the
+    rest of; None: every one."""
 
     name: str
     match: Callable[[Core, TorchContext], Match | Reject]
+    takes: frozenset[str] | None = None
 
 
 def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
@@ -116,11 +128,12 @@ def _block_sparse(core: Core, ctx: TorchContext) -> Match | Reject:
     found = blocks(core, "torch ops")
     if not isinstance(found, Match):
         return found
-    flex = "never" if core.sinks is not None else "always" if ctx.path == "flex" else "cuda"
+    flexless = core.untaken(FLEX_TAKES)
+    flex = "never" if flexless else "always" if ctx.path == "flex" else "cuda"
     blocker = _scored(core)
     side = 0 if blocker else SDPA_SIDE
     rule = {"flex": flex, "sdpa_side": side}
-    why = ("not FlexAttention: sink logits" if flex == "never" else
+    why = (f"not FlexAttention: {flexless[0].described}" if flexless else
            "FlexAttention: a BlockMask of the same mask, the score formulas as its score_mod",
            f"not SDPA with the mask: {blocker}" if blocker else
            "SDPA with the mask: faster than gathered blocks at small shapes")
@@ -166,19 +179,16 @@ def _sdpa(core: Core, ctx: TorchContext) -> Match | Reject:
     return Reject(blocker) if blocker else Match({}, (_sdpa_reason(core),))
 
 
-TORCH_PATHS = (TorchPath("block_sparse", _block_sparse), TorchPath("sdpa", _sdpa))
+TORCH_PATHS = (TorchPath("block_sparse", _block_sparse), TorchPath("sdpa", _sdpa, SDPA_TAKES))
 
 
 def _scored(core: Core) -> str | None:
-    """What of the core's scores SDPA has no place for: a score bias, a score modifier or sink
-    logits (the first), else None."""
+    """What of the core's scores SDPA has no place for: a score bias, or a score modifier or
+    `softmax` hook mechanism it does not take (the first), else None."""
     if core.bias_kind:
         return {"alibi": "ALiBi's score bias"}.get(core.bias_kind, "T5's relative score bias")
-    if core.modifiers:
-        return SCORED[core.modifiers[0][0]].described
-    if core.sinks is not None:
-        return "sink logits"
-    return None
+    untaken = core.untaken(SDPA_TAKES)
+    return untaken[0].described if untaken else None
 
 
 def _sdpa_blocker(core: Core) -> str | None:

@@ -58,7 +58,10 @@ class Strategy:
     becomes one `attention` node with `strategy = name`, lowered by `lower`; otherwise the
     core keeps its kernel module's own `kernel` node, lowered by `lower` where given (the
     strategy then bears the kernel's name), else by the module. `growth(params)`: the
-    exponent a of latency ~ L^a that the plan predicts."""
+    exponent a of latency ~ L^a that the plan predicts. `takes`: the score modifiers and
+    `softmax` hook mechanisms (`mechanisms.SCORED`, `mechanisms.SOFTMAX`: keys) its kernel
+    applies, which its `match` refuses the rest of (`Core.untaken`); None: every one, as a form
+    in standard ops does (`mechanisms.score`, the softmax's extra logit)."""
 
     name: str
     priority: int | None
@@ -66,3 +69,4 @@ class Strategy:
     growth: Callable[[Mapping[str, Any]], float]
     lower: Callable[[Lowering, Node], str] | None = None
     fuses: bool = True
+    takes: frozenset[str] | None = None

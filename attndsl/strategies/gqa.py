@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
+from .. import mechanisms
 from ..backends.lower.builder import Lowering, arg, bsh
 from ..ir import Node
 from ..planner.cores import BIAS_NAMES, Core, causal_window
@@ -14,8 +15,9 @@ from .base import Context, Match, Reject, Strategy
 
 __all__ = ["STRATEGY", "TAKES", "optional_inputs"]
 
-# the score modifiers GroupQueryAttention applies itself (its `softcap` attribute)
-TAKES = frozenset({"softcap"})
+# what GroupQueryAttention applies itself: the score modifier `softcap` (its attribute) and
+# the `softmax` hook's learned sinks (its head_sink input, `optional_inputs`)
+TAKES = frozenset({"softcap", "sinks"})
 
 
 def match(a: Core, ctx: Context) -> Match | Reject:
@@ -32,7 +34,7 @@ def match(a: Core, ctx: Context) -> Match | Reject:
     if a.bias_kind is not None:
         why_not.append(f"{BIAS_NAMES[a.bias_kind]} score biases would need an L x S "
                        "attention_bias input")
-    why_not += [f"its kernel takes no {key}" for key, _ in a.modifiers if key not in TAKES]
+    why_not += [f"its kernel cannot apply {m.described}" for m in a.untaken(TAKES)]
     windowed = window is not None and window != INF
     if not why_not and not has_kernel("GroupQueryAttention", ctx.dtype, ctx.provider):
         why_not.append(f"its {ctx.provider.upper()} kernel takes "
@@ -51,7 +53,8 @@ def match(a: Core, ctx: Context) -> Match | Reject:
                + (f" with local_window_size = {size}" if size > 0 else "")
                + (f", {a.groups} query heads per kv head" if a.groups > 1 else "")
                + (f", softcap {a.modifier('softcap')}" if a.modifier("softcap") else "")
-               + (", learned sinks as its head_sink input" if a.sinks else "")]
+               + (", learned sinks as its head_sink input" if dict(a.softmax).get("sinks")
+                  else "")]
     if a.prepared:
         reasons.append("qk_norm / RoPE are applied in standard ops before the kernel "
                        "(do_rotary is not used: it needs cos/sin caches of a maximum length)")
@@ -85,10 +88,10 @@ def optional_inputs(lw: Lowering, node: Node, tables: tuple[str, ...] = ()) -> t
     (`tables`, when the kernel rotates), position_ids and attention_bias (unused), then
     head_sink: the learned sink logits (heads,) in the model dtype, which the kernel adds to
     each row's denominator as `formulas.masked_softmax` does."""
-    sinks = node.attr("sinks")
+    sinks = mechanisms.softmax_logits(node)
     if sinks is None:
         return tables
     return (*(tables or ("", "")), "", "", lw.w(sinks))
 
 
-STRATEGY = Strategy("gqa", 50, match, growth, lower)
+STRATEGY = Strategy("gqa", 50, match, growth, lower, takes=TAKES)

@@ -41,9 +41,9 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
                "w - 1, right = 0)`"
     if a.bias_kind is not None:
         return f"{BIAS_NAMES[a.bias_kind]} score biases have no place in the kernel"
-    other = next((key for key, _ in a.modifiers if key not in TAKES), None)
-    if other is not None:
-        return f"GroupQueryAttention takes no {other}"
+    untaken = a.untaken(TAKES)
+    if untaken:
+        return f"GroupQueryAttention cannot apply {untaken[0].described}"
     if a.value_dim != a.head_dim:
         return f"value_dim ({a.value_dim}) differs from head_dim ({a.head_dim})"
     if a.head_dim % GQA_HEAD_DIM_MULTIPLE:
@@ -176,4 +176,4 @@ def _rotary_tables(lw: Lowering, rope: Node, folded: int | None) -> tuple[str, s
     return lw.memo[key]
 
 
-STRATEGY = Strategy("gqa_cache", None, match, growth, lower)
+STRATEGY = Strategy("gqa_cache", None, match, growth, lower, takes=TAKES)

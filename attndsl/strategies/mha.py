@@ -12,7 +12,10 @@ from ..planner.cover import INF
 from ..targets import has_kernel, kernel_dtypes
 from .base import Context, Match, Reject, Strategy
 
-__all__ = ["STRATEGY"]
+__all__ = ["STRATEGY", "TAKES"]
+
+# MultiHeadAttention applies no score modifier and no `softmax` hook mechanism
+TAKES: frozenset[str] = frozenset()
 
 
 def match(a: Core, ctx: Context) -> Match | Reject:
@@ -24,10 +27,7 @@ def match(a: Core, ctx: Context) -> Match | Reject:
     why_not = []
     if mask_kind is None and not causal:
         why_not.append("the mask is more than full or key padding")
-    for key, _ in a.modifiers:  # (its kernel takes no score modifier)
-        why_not.append(f"MultiHeadAttention has no {key}")
-    if a.sinks:
-        why_not.append("MultiHeadAttention has no sink input")
+    why_not += [f"MultiHeadAttention cannot apply {m.described}" for m in a.untaken(TAKES)]
     if a.bias_kind is not None:
         why_not.append("score biases would need an L x S attention_bias input")
     if a.value_dim != a.head_dim:
@@ -73,4 +73,4 @@ def lower(lw: Lowering, node: Node) -> str:
     return b.op("Where", any_key, out, b.const(0.0, b.dtype))
 
 
-STRATEGY = Strategy("mha", 60, match, lambda params: 2, lower)
+STRATEGY = Strategy("mha", 60, match, lambda params: 2, lower, takes=TAKES)

@@ -61,21 +61,23 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
     return mechanisms.score(xp, node, s).name
 
 
-def masked_attend(lw: Lowering, s: str, visible: Sym, v: str, sinks: Sym | None = None) -> str:
-    """softmax over the last axis where visible (with `sink_logits` in the denominator), then
-    @ v; rows with no visible key -> 0 (the factor is applied to the n x dv output, not to the
-    n x m probabilities). The additive 0 / lowest mask is built at the mask's own (head-free)
-    size: adding it broadcasts faster than a Where over the scores."""
+def masked_attend(lw: Lowering, s: str, visible: Sym, v: str,
+                  extra_logit: Sym | None = None) -> str:
+    """softmax over the last axis where visible (with its extra logit, `sink_logits`, in the
+    denominator), then @ v; rows with no visible key -> 0 (the factor is applied to the n x dv
+    output, not to the n x m probabilities). The additive 0 / lowest mask is built at the
+    mask's own (head-free) size: adding it broadcasts faster than a Where over the scores."""
     b = lw.b
     probs, any_key = formulas.masked_softmax(lw.xp, Sym(b, s, "float32", visible.ndim), visible,
-                                             sinks)
+                                             extra_logit)
     return b.op("Mul", b.op("MatMul", b.to_model(probs.name), v), b.to_model(any_key.name))
 
 
 def sink_logits(lw: Lowering, node: Node, rank: int) -> Sym | None:
-    """An attention node's learned sink logits (heads,) as float32 (Hkv, g, 1, ...), to
-    broadcast over its scores of `rank` (B, Hkv, g, ..., keys); None without `sinks`."""
-    name = node.attr("sinks")
+    """An attention node's extra softmax logit per head (heads,), a `softmax` hook
+    mechanism's weight (`mechanisms.softmax_logits`), as float32 (Hkv, g, 1, ...), to broadcast
+    over its scores of `rank` (B, Hkv, g, ..., keys); None where it has none."""
+    name = mechanisms.softmax_logits(node)
     if name is None:
         return None
     b = lw.b

@@ -110,7 +110,8 @@ def _seq_project(lw: Lowering, node: Node) -> str:
 
 @lower(Op.SOFTCAP)
 def _softcap(lw: Lowering, node: Node) -> str:
-    """The final logit softcap (a score softcap is part of its attention core)."""
+    """cap * tanh(x / cap) (`formulas.softcap`): the LM head's final logit softcap, or a
+    mechanism's node in a decomposed core."""
     return formulas.softcap(lw.xp, lw.sym(node), node.attr("cap")).name
 
 
