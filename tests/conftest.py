@@ -37,6 +37,48 @@ def _in_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
 
 
+_REGISTRIES: dict = {}
+SHARE_REGISTRY = [True]  # False: torch.onnx.export builds its own table (fresh_exports)
+
+
+def _share_onnx_registry() -> None:
+    """torch.onnx.export (the portable target) rebuilds its table of ONNX Script functions on
+    every call, parsing each function's source again: about a third of an export's time. The
+    table depends only on the opset and the installed packages, so each process builds it once
+    and every export gets its own copy (fresh lists: nothing one export registers reaches
+    another). Same table, same bytes: test_export compares an export with and without it."""
+    from torch.onnx._internal.exporter import _registration
+
+    cls = _registration.ONNXRegistry
+    if "_unshared_from_torchlib" in cls.__dict__:
+        return
+    build = cls.from_torchlib  # the classmethod, bound
+
+    def from_torchlib(opset_version=None):
+        args = () if opset_version is None else (opset_version,)
+        if not SHARE_REGISTRY[0]:
+            return build(*args)
+        if args not in _REGISTRIES:
+            _REGISTRIES[args] = build(*args)
+        copy = cls()
+        copy.__dict__.update(_REGISTRIES[args].__dict__)
+        copy.functions = {k: list(v) for k, v in _REGISTRIES[args].functions.items()}
+        return copy
+
+    cls._unshared_from_torchlib = build
+    cls.from_torchlib = staticmethod(from_torchlib)
+
+
+@pytest.fixture(autouse=True)
+def _shared_onnx_registry(request: pytest.FixtureRequest):
+    """Every test shares the exporter's table (`_share_onnx_registry`) but one marked
+    `fresh_exports`."""
+    _share_onnx_registry()
+    SHARE_REGISTRY[0] = not request.node.get_closest_marker("fresh_exports")
+    yield
+    SHARE_REGISTRY[0] = True
+
+
 _EXPORTS: dict = {}
 
 

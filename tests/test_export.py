@@ -35,6 +35,27 @@ def test_two_compiles_are_byte_identical(tmp_path: Path, target: str) -> None:
     assert (tmp_path / "c" / "mistral_local.onnx").read_bytes() != a
 
 
+def test_the_shared_exporter_table_gives_the_same_bytes() -> None:
+    """The suite shares torch.onnx.export's table of functions between exports (conftest's
+    `_share_onnx_registry`): a portable export with it is the export without it."""
+    from torch.onnx._internal.exporter import _registration
+
+    from . import conftest
+
+    layer = attndsl.load(SPEC)["mistral_local"]
+    shared = layer.onnx_bytes(target="portable")
+    assert conftest._REGISTRIES  # the shared table served that export
+    conftest.SHARE_REGISTRY[0] = False
+    try:
+        built = _registration.ONNXRegistry.from_torchlib()
+        assert built is not _registration.ONNXRegistry.from_torchlib()
+        assert layer.onnx_bytes(target="portable") == shared
+    finally:
+        conftest.SHARE_REGISTRY[0] = True
+    assert {k: len(v) for k, v in built.functions.items()} == {
+        k: len(v) for k, v in _registration.ONNXRegistry.from_torchlib().functions.items()}
+
+
 @pytest.mark.parametrize("target", ["portable", "ort-cpu"])
 def test_model_records_provenance_and_checks(tmp_path: Path, target: str) -> None:
     assert _compile(tmp_path, "--target", target) == 0
