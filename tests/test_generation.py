@@ -40,6 +40,9 @@ CONFIGS = {
                                                      "original_max_position_embeddings": 16},
                                     **SIZES),
     "mistral": lambda: tf.MistralConfig(num_hidden_layers=2, sliding_window=6, **SIZES),
+    "ministral": lambda: tf.MinistralConfig(
+        num_hidden_layers=3, head_dim=16, sliding_window=6, bos_token_id=1, eos_token_id=2,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SIZES),
     "qwen3": lambda: tf.Qwen3Config(num_hidden_layers=2, head_dim=16, tie_word_embeddings=True,
                                     **SIZES),
     "gemma2": lambda: tf.Gemma2Config(num_hidden_layers=3, head_dim=16, sliding_window=5,

@@ -36,6 +36,12 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=1, head_dim=16, sliding_window=5, rms_norm_eps=1e-5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sliding and full layers (layer_types)
+    "ministral": (lambda: tf.MinistralConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "qwen2": (lambda: tf.Qwen2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, rope_parameters={"rope_type": "yarn", "rope_theta": 1e6,

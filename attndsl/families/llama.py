@@ -1,5 +1,5 @@
-"""The llama-like decoders: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3 (and its text
-model), smollm3: pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds sandwich
+"""The llama-like decoders: llama, mistral, ministral, qwen2, qwen3, phi3, gemma2, gemma3 (and
+its text model), smollm3: pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds sandwich
 norms, unit-offset RMSNorm, softcapping and sliding/global layer patterns; SmolLM3 NoPE
 layers."""
 
@@ -49,6 +49,9 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False) -> None:
         every = s.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
         types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
                  for i in range(layers)]
+    elif not types and t == "ministral":  # as MinistralConfig derives them
+        types = ["sliding_attention" if s.get("sliding_window") is not None else
+                 "full_attention"] * layers
     types = types or ["full_attention"] * layers
     for kind, who in (("chunked_attention", "llama4_text"), ("linear_attention", "qwen3_next")):
         if kind in types:
@@ -174,6 +177,8 @@ _PHI3 = Names("layers.{i}.", {
 LLAMA_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                    "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-06,
                    "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False}
+_MISTRAL_DEFAULTS = {**{k: v for k, v in LLAMA_DEFAULTS.items() if not k.endswith("_bias")},
+                     "intermediate_size": 14336, "num_key_value_heads": 8, "sliding_window": 4096}
 _GEMMA_DEFAULTS = {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
                    "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06,
@@ -191,10 +196,9 @@ _GEMMA3_DEFAULTS = {**_GEMMA_DEFAULTS, "use_bidirectional_attention": False}
 
 FAMILIES = [
     Family("llama", read, LLAMA, LLAMA_DEFAULTS, lm=True),
-    Family("mistral", read, LLAMA,
-           {**{k: v for k, v in LLAMA_DEFAULTS.items() if not k.endswith("_bias")},
-            "intermediate_size": 14336, "num_key_value_heads": 8, "sliding_window": 4096},
-           lm=True),
+    Family("mistral", read, LLAMA, _MISTRAL_DEFAULTS, lm=True),
+    # Ministral (8B): Mistral's layers, each sliding or full as layer_types says
+    Family("ministral", read, LLAMA, _MISTRAL_DEFAULTS, lm=True),
     Family("qwen2", read, LLAMA, _QWEN_DEFAULTS,
            inert={"max_window_layers": _QWEN_WINDOWS.format("Qwen2")}, lm=True),
     Family("qwen3", read, LLAMA, {**_QWEN_DEFAULTS, "head_dim": 128, "attention_bias": False},
