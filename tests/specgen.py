@@ -267,8 +267,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["output_gate"] = "sigmoid"
     temperature = random.Random(seed * 7919 + 7)
     if not lsh and temperature.random() < 0.2:
+        offset = random.Random(seed * 7919 + 18).choice(["", ", offset = 0", ", offset = 3"])
         entries["temperature"] = (f"log(floor = {temperature.randint(1, 40)}, scale = "
-                                  f"{temperature.uniform(0, 0.5):.3f})")
+                                  f"{temperature.uniform(0, 0.5):.3f}{offset})")
     late = random.Random(seed * 7919 + 17)  # qk-norm after RoPE (Hunyuan): its own stream
     if not lsh and entries.get("position", "").startswith("rope") and late.random() < 0.2:
         entries.pop("qk_norm", None)

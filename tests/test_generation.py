@@ -26,7 +26,7 @@ import attndsl
 from attndsl.cli import main
 from attndsl.decoding import first_past
 
-from .test_hf_families import redraw
+from .test_hf_families import MINISTRAL3_ROPE, redraw
 
 VOCAB = 97
 SIZES = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
@@ -43,6 +43,11 @@ CONFIGS = {
     "ministral": lambda: tf.MinistralConfig(
         num_hidden_layers=3, head_dim=16, sliding_window=6, bos_token_id=1, eos_token_id=2,
         layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SIZES),
+    # pad_token_id 0: onnxruntime-genai reads a prompt's pad tokens (Ministral 3's 11) as
+    # padding
+    "ministral3": lambda: tf.Ministral3Config(
+        num_hidden_layers=2, head_dim=16, sliding_window=6, max_position_embeddings=64,
+        rope_parameters=dict(MINISTRAL3_ROPE), pad_token_id=0, **SIZES),
     "qwen3": lambda: tf.Qwen3Config(num_hidden_layers=2, head_dim=16, tie_word_embeddings=True,
                                     **SIZES),
     "gemma2": lambda: tf.Gemma2Config(num_hidden_layers=3, head_dim=16, sliding_window=5,

@@ -22,6 +22,10 @@ from attndsl.cli import main
 
 SMALL = {"vocab_size": 61}
 
+MINISTRAL3_ROPE = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                  "original_max_position_embeddings": 4, "beta_fast": 32.0, "beta_slow": 1.0,
+                  "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.5}
+
 # family -> (config, padding side, the path of layer 0, of its attention, of its output linear)
 CASES = {
     "llama": (lambda: tf.LlamaConfig(
@@ -41,6 +45,13 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, sliding_window=5,
         layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # YaRN and the query scaling by position (a span of 4 positions, so it steps within the
+    # prompt), a window on every layer
+    "ministral3": (lambda: tf.Ministral3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, max_position_embeddings=64,
+        rope_parameters=dict(MINISTRAL3_ROPE), **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "qwen2": (lambda: tf.Qwen2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

@@ -61,7 +61,7 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False) -> None:
     # layers are the only kinds this reader names, and two kinds must not share a name
     types = [k if k == "sliding_attention" else "full_attention" for k in types]
     window = s.get("sliding_window")
-    if t in ("mistral", "mixtral", "qwen3_moe", "phi3"):  # every layer slides with a window
+    if t in ("mistral", "ministral3", "mixtral", "qwen3_moe", "phi3"):  # every layer slides
         types = ["sliding_attention" if window else "full_attention"] * layers
     elif t in ("qwen2", "qwen3") and not cfg.get("use_sliding_window"):
         types = ["full_attention"] * layers
