@@ -73,6 +73,9 @@ CONFIGS = {
     # pad_token_id 0: onnxruntime-genai reads a prompt's pad tokens (Helium's 3) as padding
     "helium": lambda: tf.HeliumConfig(num_hidden_layers=2, head_dim=16, attention_bias=True,
                                       pad_token_id=0, **SIZES),
+    "seed_oss": lambda: tf.SeedOssConfig(num_hidden_layers=2, head_dim=16, mlp_bias=True,
+                                         pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                         **SIZES),
     "cohere2": lambda: tf.Cohere2Config(num_hidden_layers=4, sliding_window=6, logit_scale=0.5,
                                         bos_token_id=1, eos_token_id=2, **SIZES),
     "diffllama": lambda: tf.DiffLlamaConfig(num_hidden_layers=3, **SIZES),
