@@ -106,6 +106,14 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=24, attention_out_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # full layers 0 and 4, sliding ones between (CwmConfig's pattern), Llama 3 RoPE scaling
+    "cwm": (lambda: tf.CwmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, max_position_embeddings=128,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 1e6, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 16}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
     "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
