@@ -127,6 +127,14 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sliding layers 0-2, a full layer 3 whose RoPE alone is scaled (linear)
+    "olmo3": (lambda: tf.Olmo3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5e5}},
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # three sliding layers with interleaved RoPE, then a NoPE one
     "cohere2": (lambda: tf.Cohere2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,

@@ -25,7 +25,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
            "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
-           "olmo2": tf.Olmo2Config, "cohere2": tf.Cohere2Config,
+           "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "cohere2": tf.Cohere2Config,
            "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,
            "qwen3_moe": tf.Qwen3MoeConfig, "gpt_oss": tf.GptOssConfig,
            "llama4_text": tf.Llama4TextConfig, "qwen2_moe": tf.Qwen2MoeConfig,
