@@ -68,6 +68,8 @@ CONFIGS = {
     "olmo2": lambda: tf.Olmo2Config(num_hidden_layers=2, eos_token_id=2, **SIZES),
     "olmo3": lambda: tf.Olmo3Config(num_hidden_layers=4, sliding_window=6, eos_token_id=2,
                                     pad_token_id=0, **SIZES),
+    "exaone4": lambda: tf.Exaone4Config(num_hidden_layers=4, sliding_window=6, bos_token_id=1,
+                                        eos_token_id=2, **SIZES),
     "hunyuan_v1_dense": lambda: tf.HunYuanDenseV1Config(
         num_hidden_layers=2, head_dim=16, eos_token_id=2, rope_parameters={
             "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0},

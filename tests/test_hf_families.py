@@ -135,6 +135,12 @@ CASES = {
             "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5e5}},
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # three sliding layers with RoPE, then a full NoPE one (sliding_window_pattern 4);
+    # per-head q/k norms before RoPE, norms after the sublayers
+    "exaone4": (lambda: tf.Exaone4Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # three sliding layers with interleaved RoPE, then a NoPE one
     "cohere2": (lambda: tf.Cohere2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,

@@ -47,6 +47,9 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False) -> None:
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     elif not types and t.startswith("gemma3"):
         every = s.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
+        if not isinstance(every, int) or every < 1:  # EXAONE 4's forms, which Gemma 3 has not
+            s.refuse("sliding_window_pattern", "Gemma 3's pattern is an integer >= 1")
+            every = 6
         types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
                  for i in range(layers)]
     elif not types and t == "ministral":  # as MinistralConfig derives them

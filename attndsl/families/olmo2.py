@@ -13,7 +13,7 @@ from .names import ATTN, GATED, LM, Names
 from .rope import num
 from .text import SpecText
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "OLMO2"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -44,7 +44,7 @@ def _read_olmo3(s: SpecText, padding: str | None) -> None:
     _read(s, padding)
 
 
-_OLMO2 = Names("layers.{i}.", {
+OLMO2 = Names("layers.{i}.", {
     **ATTN, **GATED, "post_attn_norm.weight": "post_attention_layernorm.weight",
     "post_ffn_norm.weight": "post_feedforward_layernorm.weight"},
     {"norm.weight": "norm.weight", **LM}, ("model.",))
@@ -54,6 +54,6 @@ _DEFAULTS = {**{k: v for k, v in LLAMA_DEFAULTS.items() if k != "mlp_bias"},
              "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
              "num_attention_heads": 32, "rms_norm_eps": 1e-5}
 FAMILIES = [
-    Family("olmo2", _read, _OLMO2, _DEFAULTS, lm=True),
-    Family("olmo3", _read_olmo3, _OLMO2, {**_DEFAULTS, "sliding_window": 4096}, lm=True),
+    Family("olmo2", _read, OLMO2, _DEFAULTS, lm=True),
+    Family("olmo3", _read_olmo3, OLMO2, {**_DEFAULTS, "sliding_window": 4096}, lm=True),
 ]
