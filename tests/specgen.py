@@ -288,6 +288,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if stack:
         ffn = f"{r.choice(['relu', 'gelu', 'gelu_tanh', 'swiglu', 'geglu'])}({r.choice([8, 24])}"
         ffn += r.choice(["", ", bias = true", ", bias = false"]) + ")"
+        if ffn.startswith("relu(") and random.Random(seed * 7919 + 19).random() < 0.5:
+            ffn = "relu2" + ffn[4:]  # squared ReLU (Arcee): its own stream
         kind = r.choice(["layernorm", "rmsnorm"])
         placement = r.choice(["pre", "post", "sandwich"])
         block = random.Random(seed * 7919 + 11)  # OLMo 2's and Cohere's norms: own stream

@@ -114,6 +114,11 @@ CASES = {
                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                          "original_max_position_embeddings": 16}, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # an MLP without a gate, squared ReLU, with biases
+    "arcee": (lambda: tf.ArceeConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, mlp_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
     "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -452,7 +457,7 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
                   "rope_parameters": {"rope_type": "proportional", "rope_theta": 1e4}},
                  "`rope_type` = \"proportional\""),
         "act": ({**tf.LlamaConfig(hidden_size=64, num_attention_heads=4).to_dict(),
-                 "hidden_act": "relu2"}, "`hidden_act` = \"relu2\""),
+                 "hidden_act": "relu6"}, "`hidden_act` = \"relu6\""),
     }
     for name, (config, message) in cases.items():
         path = tmp_path / name / "config.json"

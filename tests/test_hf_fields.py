@@ -33,7 +33,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
            "helium": tf.HeliumConfig, "ministral": tf.MinistralConfig,
            "ministral3": tf.Ministral3Config, "seed_oss": tf.SeedOssConfig,
-           "cwm": tf.CwmConfig,
+           "cwm": tf.CwmConfig, "arcee": tf.ArceeConfig,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 

@@ -17,10 +17,12 @@ from .text import SpecText, act, mask, period
 __all__ = ["FAMILIES", "LLAMA", "LLAMA_DEFAULTS", "read"]
 
 
-def read(s: SpecText, padding: str | None, interleaved: bool = False) -> None:
+def read(s: SpecText, padding: str | None, interleaved: bool = False,
+         gated: bool = True) -> None:
     """llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3: pre-norm decoders with SwiGLU or
     GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping. `interleaved`:
-    RoPE pairs features 2i and 2i + 1 (a family whose rotation is GPT-J's, Helium)."""
+    RoPE pairs features 2i and 2i + 1 (a family whose rotation is GPT-J's, Helium); `gated`
+    false: an MLP down(act(up(x))) (Arcee's)."""
     cfg, t = s.cfg, s.cfg.get("model_type")
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     kv = s.get("num_key_value_heads", default=heads)
@@ -126,9 +128,12 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False) -> None:
     s.pattern = [names[unique.index(k)] for k in period(kinds)]
     hidden = s.need("intermediate_size")
     key = "hidden_activation" if "hidden_activation" in cfg else "hidden_act"
-    gate = act(s, key, s.need(key), gated=True)
-    ffn = f"{'swiglu' if gate == 'silu' else 'geglu'}({hidden}"
-    ffn += ", bias = true)" if cfg.get("mlp_bias") else ")"
+    gate = act(s, key, s.need(key), gated=gated)
+    if gated:
+        ffn = f"{'swiglu' if gate == 'silu' else 'geglu'}({hidden}"
+        ffn += ", bias = true)" if cfg.get("mlp_bias") else ")"
+    else:
+        ffn = f"{gate}({hidden}{'' if cfg.get('mlp_bias') else ', bias = false'})"
     s.stack = {"layers": str(layers), "ffn": ffn,
                "norm": f"rmsnorm({'sandwich' if gemma else 'pre'}, {norm_args})"}
 
