@@ -119,6 +119,11 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, mlp_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # biases everywhere, named by InternLM3's aliases (qkv_bias, bias)
+    "internlm3": (lambda: tf.InternLM3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, qkv_bias=True, bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
     "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,

@@ -33,7 +33,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
            "helium": tf.HeliumConfig, "ministral": tf.MinistralConfig,
            "ministral3": tf.Ministral3Config, "seed_oss": tf.SeedOssConfig,
-           "cwm": tf.CwmConfig, "arcee": tf.ArceeConfig,
+           "cwm": tf.CwmConfig, "arcee": tf.ArceeConfig, "internlm3": tf.InternLM3Config,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 
@@ -219,3 +219,19 @@ def test_exaone4_layer_kinds_and_positions(tmp_path: Path, capsys) -> None:
     (tmp_path / "config.json").write_text(json.dumps(saved))
     assert main(["import", str(tmp_path)]) == 2
     assert "`sliding_window_pattern` = \"LLLG\"" in capsys.readouterr().err
+
+
+def test_internlm3_reads_its_bias_aliases(tmp_path: Path, capsys) -> None:
+    """InternLM3's own config names (qkv_bias, bias) are transformers' aliases of
+    attention_bias and mlp_bias: read as them, and refused apart as InternLM3Config does."""
+    tf.InternLM3Config(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                       num_attention_heads=4, head_dim=16).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for key in ("attention_bias", "mlp_bias"):
+        del saved[key]
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "qkv_bias": True, "bias": True}))
+    text = import_config(tmp_path, head="none")
+    assert "bias = true" in text and "swiglu(96, bias = true)" in text
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "qkv_bias": True}))
+    assert main(["import", str(tmp_path)]) == 2
+    assert "`attention_bias` = true" in capsys.readouterr().err
