@@ -11,7 +11,8 @@ __all__ = ["GATED", "Ffn", "Norm"]
 
 @dataclass(frozen=True)
 class Ffn:
-    kind: str  # relu | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu | clamped_swiglu
+    kind: str  # relu | relu2 | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu |
+    # clamped_swiglu
     hidden: int
     bias: bool
     # clamped_swiglu (gpt-oss): (clamp(up, -limit, limit) + 1) * g sigmoid(alpha g), g =

@@ -135,7 +135,7 @@ _POSITIVE_INTS = (
     "num_kv_heads", "ffn_hidden_size", "d_model", "d_kv", "d_ff", "num_layers", "num_heads",
     "relative_attention_num_buckets", "relative_attention_max_distance",
     "max_position_embeddings", "original_max_position_embeddings",
-    "sliding_window_pattern", "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions",
+    "_sliding_window_pattern", "num_ln_in_parallel_attn", "n_positions",
     "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
     "decoder_sparse_step", "intermediate_size_mlp", "attention_chunk_size", "floor_scale",
     "interleave_moe_layer_step", "no_rope_layer_interval", "shared_expert_intermediate_size",
@@ -156,13 +156,17 @@ _BOOLS = (
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
-    "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave")
+    "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
+    "attention_out_bias")
 _STRS = ("model_type", "topk_method", "hidden_act", "hidden_activation", "activation_function",
          "activation", "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
     "max_window_layers": ("int", 0), "layer_types": ("list", None),
+    # an integer (Gemma 3, EXAONE 4: 0 without a window) or EXAONE 4's string of L (local) and
+    # G (global)
+    "sliding_window_pattern": ("pattern", None),
     # 0: none (Qwen2MoeConfig writes 0 without use_sliding_window); sliding layers refuse it
     "sliding_window": ("int", 0),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
@@ -188,6 +192,7 @@ TRANSFORMERS_LAYER_TYPES = (
 _INDEX_LISTS = ("moe_layers", "mlp_only_layers", "no_rope_layers")
 _WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
          "bool": "true or false", "str": "a string",
+         "pattern": "an integer >= 0 or a string of L and G",
          "list": "a list", "dict": "an object"}
 
 
@@ -204,6 +209,8 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
               and value <= MAX_LAYERS,
               "num": isinstance(value, int | float) and not isinstance(value, bool),
               "bool": isinstance(value, bool), "str": isinstance(value, str),
+              "pattern": (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+              or (isinstance(value, str) and bool(value) and set(value) <= {"L", "G"}),
               "list": isinstance(value, list), "dict": isinstance(value, dict)}[kind]
         if ok and low is not None and (value <= low if kind == "num" else value < low):
             ok = False

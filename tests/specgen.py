@@ -267,8 +267,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["output_gate"] = "sigmoid"
     temperature = random.Random(seed * 7919 + 7)
     if not lsh and temperature.random() < 0.2:
+        offset = random.Random(seed * 7919 + 18).choice(["", ", offset = 0", ", offset = 3"])
         entries["temperature"] = (f"log(floor = {temperature.randint(1, 40)}, scale = "
-                                  f"{temperature.uniform(0, 0.5):.3f})")
+                                  f"{temperature.uniform(0, 0.5):.3f}{offset})")
     late = random.Random(seed * 7919 + 17)  # qk-norm after RoPE (Hunyuan): its own stream
     if not lsh and entries.get("position", "").startswith("rope") and late.random() < 0.2:
         entries.pop("qk_norm", None)
@@ -287,6 +288,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if stack:
         ffn = f"{r.choice(['relu', 'gelu', 'gelu_tanh', 'swiglu', 'geglu'])}({r.choice([8, 24])}"
         ffn += r.choice(["", ", bias = true", ", bias = false"]) + ")"
+        if ffn.startswith("relu(") and random.Random(seed * 7919 + 19).random() < 0.5:
+            ffn = "relu2" + ffn[4:]  # squared ReLU (Arcee): its own stream
         kind = r.choice(["layernorm", "rmsnorm"])
         placement = r.choice(["pre", "post", "sandwich"])
         block = random.Random(seed * 7919 + 11)  # OLMo 2's and Cohere's norms: own stream

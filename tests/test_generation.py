@@ -26,7 +26,7 @@ import attndsl
 from attndsl.cli import main
 from attndsl.decoding import first_past
 
-from .test_hf_families import redraw
+from .test_hf_families import MINISTRAL3_ROPE, redraw
 
 VOCAB = 97
 SIZES = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
@@ -40,6 +40,14 @@ CONFIGS = {
                                                      "original_max_position_embeddings": 16},
                                     **SIZES),
     "mistral": lambda: tf.MistralConfig(num_hidden_layers=2, sliding_window=6, **SIZES),
+    "ministral": lambda: tf.MinistralConfig(
+        num_hidden_layers=3, head_dim=16, sliding_window=6, bos_token_id=1, eos_token_id=2,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SIZES),
+    # pad_token_id 0: onnxruntime-genai reads a prompt's pad tokens (Ministral 3's 11) as
+    # padding
+    "ministral3": lambda: tf.Ministral3Config(
+        num_hidden_layers=2, head_dim=16, sliding_window=6, max_position_embeddings=64,
+        rope_parameters=dict(MINISTRAL3_ROPE), pad_token_id=0, **SIZES),
     "qwen3": lambda: tf.Qwen3Config(num_hidden_layers=2, head_dim=16, tie_word_embeddings=True,
                                     **SIZES),
     "gemma2": lambda: tf.Gemma2Config(num_hidden_layers=3, head_dim=16, sliding_window=5,
@@ -58,10 +66,26 @@ CONFIGS = {
     "starcoder2": lambda: tf.Starcoder2Config(num_hidden_layers=2, sliding_window=6,
                                               bos_token_id=1, eos_token_id=2, **SIZES),
     "olmo2": lambda: tf.Olmo2Config(num_hidden_layers=2, eos_token_id=2, **SIZES),
+    "olmo3": lambda: tf.Olmo3Config(num_hidden_layers=4, sliding_window=6, eos_token_id=2,
+                                    pad_token_id=0, **SIZES),
+    "exaone4": lambda: tf.Exaone4Config(num_hidden_layers=4, sliding_window=6, bos_token_id=1,
+                                        eos_token_id=2, **SIZES),
     "hunyuan_v1_dense": lambda: tf.HunYuanDenseV1Config(
         num_hidden_layers=2, head_dim=16, eos_token_id=2, rope_parameters={
             "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0},
         **SIZES),
+    # pad_token_id 0: onnxruntime-genai reads a prompt's pad tokens (Helium's 3) as padding
+    "helium": lambda: tf.HeliumConfig(num_hidden_layers=2, head_dim=16, attention_bias=True,
+                                      pad_token_id=0, **SIZES),
+    "seed_oss": lambda: tf.SeedOssConfig(num_hidden_layers=2, head_dim=16, mlp_bias=True,
+                                         pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                                         **SIZES),
+    "cwm": lambda: tf.CwmConfig(num_hidden_layers=3, head_dim=16, sliding_window=6,
+                                bos_token_id=1, eos_token_id=2, **SIZES),
+    "arcee": lambda: tf.ArceeConfig(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
+                                    **SIZES),
+    "internlm3": lambda: tf.InternLM3Config(num_hidden_layers=2, head_dim=16, pad_token_id=0,
+                                            eos_token_id=2, **SIZES),
     "cohere2": lambda: tf.Cohere2Config(num_hidden_layers=4, sliding_window=6, logit_scale=0.5,
                                         bos_token_id=1, eos_token_id=2, **SIZES),
     "diffllama": lambda: tf.DiffLlamaConfig(num_hidden_layers=3, **SIZES),

@@ -22,6 +22,10 @@ from attndsl.cli import main
 
 SMALL = {"vocab_size": 61}
 
+MINISTRAL3_ROPE = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                  "original_max_position_embeddings": 4, "beta_fast": 32.0, "beta_slow": 1.0,
+                  "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.5}
+
 # family -> (config, padding side, the path of layer 0, of its attention, of its output linear)
 CASES = {
     "llama": (lambda: tf.LlamaConfig(
@@ -35,6 +39,19 @@ CASES = {
     "mistral": (lambda: tf.MistralConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=1, head_dim=16, sliding_window=5, rms_norm_eps=1e-5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sliding and full layers (layer_types)
+    "ministral": (lambda: tf.MinistralConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # YaRN and the query scaling by position (a span of 4 positions, so it steps within the
+    # prompt), a window on every layer
+    "ministral3": (lambda: tf.Ministral3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, max_position_embeddings=64,
+        rope_parameters=dict(MINISTRAL3_ROPE), **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "qwen2": (lambda: tf.Qwen2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -79,6 +96,34 @@ CASES = {
         num_key_value_heads=2, embedding_multiplier=3.0, attention_multiplier=0.3,
         residual_multiplier=0.4, logits_scaling=2.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # interleaved RoPE, q/k/v biases without an o_proj bias
+    "helium": (lambda: tf.HeliumConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q/k/v biases and an o_proj bias, set apart
+    "seed_oss": (lambda: tf.SeedOssConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, attention_out_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # full layers 0 and 4, sliding ones between (CwmConfig's pattern), Llama 3 RoPE scaling
+    "cwm": (lambda: tf.CwmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, max_position_embeddings=128,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 1e6, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 16}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # an MLP without a gate, squared ReLU, with biases
+    "arcee": (lambda: tf.ArceeConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, mlp_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # biases everywhere, named by InternLM3's aliases (qkv_bias, bias)
+    "internlm3": (lambda: tf.InternLM3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, qkv_bias=True, bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
     "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -91,6 +136,20 @@ CASES = {
     "olmo2": (lambda: tf.Olmo2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sliding layers 0-2, a full layer 3 whose RoPE alone is scaled (linear)
+    "olmo3": (lambda: tf.Olmo3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 5e5}},
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # three sliding layers with RoPE, then a full NoPE one (sliding_window_pattern 4);
+    # per-head q/k norms before RoPE, norms after the sublayers
+    "exaone4": (lambda: tf.Exaone4Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # three sliding layers with interleaved RoPE, then a NoPE one
     "cohere2": (lambda: tf.Cohere2Config(
@@ -403,7 +462,7 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
                   "rope_parameters": {"rope_type": "proportional", "rope_theta": 1e4}},
                  "`rope_type` = \"proportional\""),
         "act": ({**tf.LlamaConfig(hidden_size=64, num_attention_heads=4).to_dict(),
-                 "hidden_act": "relu2"}, "`hidden_act` = \"relu2\""),
+                 "hidden_act": "relu6"}, "`hidden_act` = \"relu6\""),
     }
     for name, (config, message) in cases.items():
         path = tmp_path / name / "config.json"

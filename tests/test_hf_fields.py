@@ -25,12 +25,15 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
            "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
-           "olmo2": tf.Olmo2Config, "cohere2": tf.Cohere2Config,
+           "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config, "cohere2": tf.Cohere2Config,
            "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,
            "qwen3_moe": tf.Qwen3MoeConfig, "gpt_oss": tf.GptOssConfig,
            "llama4_text": tf.Llama4TextConfig, "qwen2_moe": tf.Qwen2MoeConfig,
            "deepseek_v3": tf.DeepseekV3Config, "deepseek_v2": tf.DeepseekV2Config,
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
+           "helium": tf.HeliumConfig, "ministral": tf.MinistralConfig,
+           "ministral3": tf.Ministral3Config, "seed_oss": tf.SeedOssConfig,
+           "cwm": tf.CwmConfig, "arcee": tf.ArceeConfig, "internlm3": tf.InternLM3Config,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 
@@ -190,3 +193,45 @@ def test_defaults_are_transformers_defaults(family: str) -> None:
             if f.name in TYPES and f.name not in structural
             and f.default is not dataclasses.MISSING and f.default is not None}
     assert FAMILIES[family].defaults == want
+
+
+def test_exaone4_layer_kinds_and_positions(tmp_path: Path, capsys) -> None:
+    """EXAONE 4 without a window: every layer full and rotated (Exaone4Attention rotates the
+    full layers only then); a pattern string of L and G with layer_types imports (its
+    layer_types are read), and without them is refused, as Exaone4Config cannot derive them."""
+    config = tf.Exaone4Config(hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2,
+                              sliding_window=None,
+                              layer_types=["full_attention"] * 4)
+    config.save_pretrained(tmp_path)
+    spec = attndsl.loads(import_config(tmp_path, head="none"))["exaone4"].spec
+    assert all(spec.layer_attention(i).position is not None for i in range(4))
+    assert all("window" not in render(spec.layer_attention(i).mask) for i in range(4))
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved.update(sliding_window=5, sliding_window_pattern="LLLG",
+                 layer_types=["sliding_attention"] * 3 + ["full_attention"])
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    spec = attndsl.loads(import_config(tmp_path, head="none"))["exaone4"].spec
+    kinds = [("window" in render(spec.layer_attention(i).mask),
+              spec.layer_attention(i).position is not None) for i in range(4)]
+    assert kinds == [(True, True)] * 3 + [(False, False)]
+    del saved["layer_types"]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert main(["import", str(tmp_path)]) == 2
+    assert "`sliding_window_pattern` = \"LLLG\"" in capsys.readouterr().err
+
+
+def test_internlm3_reads_its_bias_aliases(tmp_path: Path, capsys) -> None:
+    """InternLM3's own config names (qkv_bias, bias) are transformers' aliases of
+    attention_bias and mlp_bias: read as them, and refused apart as InternLM3Config does."""
+    tf.InternLM3Config(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                       num_attention_heads=4, head_dim=16).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for key in ("attention_bias", "mlp_bias"):
+        del saved[key]
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "qkv_bias": True, "bias": True}))
+    text = import_config(tmp_path, head="none")
+    assert "bias = true" in text and "swiglu(96, bias = true)" in text
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "qkv_bias": True}))
+    assert main(["import", str(tmp_path)]) == 2
+    assert "`attention_bias` = true" in capsys.readouterr().err

@@ -95,3 +95,24 @@ def test_qk_norm_after_rope_is_refused_where_it_cannot_apply(entries: str, words
         attndsl.loads(text)
     assert words in str(e.value)
     assert ":5:" in str(e.value) or ":6:" in str(e.value)  # located at a key of the block
+
+
+@pytest.mark.parametrize("seed", [s for s in _seeds_with("temperature", 60)
+                                  if ", offset = " in random_spec(s)][:2])
+def test_random_specs_with_a_temperature_offset_match_the_reference(seed: int) -> None:
+    check_random_spec(seed, portable=True)
+
+
+def test_the_temperature_offset_moves_where_the_floor_steps() -> None:
+    """docs/LANGUAGE.md: 1 + a * ln(1 + floor((p + offset) / f)); with f = 2 the floor steps
+    at p = 1, 3 for offset 1 (Llama 4) and at p = 2 for offset 0 (Ministral 3)."""
+    import numpy as np
+
+    x = np.ones((1, 1, 4, 1))
+    for offset, steps in ((1, [0, 1, 1, 2]), (0, [0, 0, 1, 1])):
+        got = READINGS["temperature"](x, {"floor": 2, "scale": 1.0, "offset": offset}, {})
+        assert np.allclose(got[0, 0, :, 0], 1 + np.log1p(steps)), offset
+    text = "attention a {\n    d_model = 64\n    heads = 4\n    temperature = log(floor = 2, " \
+           "scale = 1.0, offset = -1)\n}\n"
+    with pytest.raises(SpecError, match="temperature offset"):
+        attndsl.loads(text)

@@ -142,10 +142,14 @@ def head_linear(xp, x: Array, w: Array, heads: int, block: int, start: int, stop
 
 
 def activation(xp, h: Array, kind: str) -> Array:
-    """relu, silu (x * sigmoid(x)), gelu (erf) or gelu_tanh; GELU of bfloat16 values is
-    computed in float32 (ONNX Runtime's CUDA provider has no bfloat16 Gelu kernel)."""
+    """relu, relu2 (relu(x) squared), silu (x * sigmoid(x)), gelu (erf) or gelu_tanh; GELU
+    of bfloat16 values is computed in float32 (ONNX Runtime's CUDA provider has no bfloat16
+    Gelu kernel)."""
     if kind == "relu":
         return xp.relu(h)
+    if kind == "relu2":
+        r = xp.relu(h)
+        return r * r
     if kind == "silu":
         return h * xp.sigmoid(h)
     if kind == "sigmoid":  # an attention's output gate

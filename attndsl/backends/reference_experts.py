@@ -16,6 +16,8 @@ __all__ = ["act", "experts", "glu", "route"]
 def act(x: np.ndarray, kind: str) -> np.ndarray:
     if kind == "relu":
         return np.maximum(x, 0.0)
+    if kind == "relu2":  # squared ReLU
+        return np.square(np.maximum(x, 0.0))
     if kind == "silu":
         return x / (1.0 + np.exp(-x))
     if kind == "sigmoid":

@@ -15,11 +15,11 @@ __all__ = ["READINGS"]
 
 def _temperature(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
                  pos: np.ndarray | None = None) -> np.ndarray:
-    """`temperature = log(floor = f, scale = a)`: the query at token position p (0 .. n - 1
-    in one pass, a decoding call's position_ids (B, n)) times 1 + a * ln(1 + floor((p + 1) /
-    f))."""
+    """`temperature = log(floor = f, scale = a, offset = o)`: the query at token position p
+    (0 .. n - 1 in one pass, a decoding call's position_ids (B, n)) times 1 + a * ln(1 +
+    floor((p + o) / f))."""
     p = np.arange(x.shape[2])[None] if pos is None else pos
-    factor = 1.0 + attrs["scale"] * np.log1p(np.floor((p + 1) / attrs["floor"]))
+    factor = 1.0 + attrs["scale"] * np.log1p(np.floor((p + attrs["offset"]) / attrs["floor"]))
     return x * factor[:, None, :, None]
 
 

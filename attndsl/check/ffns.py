@@ -13,7 +13,7 @@ from .values import FLOAT32_MAX, FLOAT32_TINY, Param
 
 __all__ = ["FeedForwards"]
 
-MLPS = ("relu", "gelu", "gelu_tanh", *GATED)
+MLPS = ("relu", "relu2", "gelu", "gelu_tanh", *GATED)
 
 
 class FeedForwards(Layers):
@@ -29,7 +29,7 @@ class FeedForwards(Layers):
             ffn_of(form).check_layers(self, form, layers, e)
 
     def ffn_value(self, e: ast.Expr) -> Ffn:
-        """`relu(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`, `geglu(n)`
+        """`relu(n)`, `relu2(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`, `geglu(n)`
         (none by default); `bias = true | false` overrides."""
         name, _ = self.callee(e, dict.fromkeys(MLPS), "ffn")
         clamped = name == "clamped_swiglu"

@@ -1,5 +1,5 @@
-"""The llama-like decoders: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3 (and its text
-model), smollm3: pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds sandwich
+"""The llama-like decoders: llama, mistral, ministral, qwen2, qwen3, phi3, gemma2, gemma3 (and
+its text model), smollm3: pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds sandwich
 norms, unit-offset RMSNorm, softcapping and sliding/global layer patterns; SmolLM3 NoPE
 layers."""
 
@@ -17,9 +17,12 @@ from .text import SpecText, act, mask, period
 __all__ = ["FAMILIES", "LLAMA", "LLAMA_DEFAULTS", "read"]
 
 
-def read(s: SpecText, padding: str | None) -> None:
+def read(s: SpecText, padding: str | None, interleaved: bool = False,
+         gated: bool = True) -> None:
     """llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3: pre-norm decoders with SwiGLU or
-    GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping."""
+    GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping. `interleaved`:
+    RoPE pairs features 2i and 2i + 1 (a family whose rotation is GPT-J's, Helium); `gated`
+    false: an MLP down(act(up(x))) (Arcee's)."""
     cfg, t = s.cfg, s.cfg.get("model_type")
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     kv = s.get("num_key_value_heads", default=heads)
@@ -46,8 +49,14 @@ def read(s: SpecText, padding: str | None) -> None:
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     elif not types and t.startswith("gemma3"):
         every = s.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
+        if not isinstance(every, int) or every < 1:  # EXAONE 4's forms, which Gemma 3 has not
+            s.refuse("sliding_window_pattern", "Gemma 3's pattern is an integer >= 1")
+            every = 6
         types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention"
                  for i in range(layers)]
+    elif not types and t == "ministral":  # as MinistralConfig derives them
+        types = ["sliding_attention" if s.get("sliding_window") is not None else
+                 "full_attention"] * layers
     types = types or ["full_attention"] * layers
     for kind, who in (("chunked_attention", "llama4_text"), ("linear_attention", "qwen3_next")):
         if kind in types:
@@ -57,7 +66,7 @@ def read(s: SpecText, padding: str | None) -> None:
     # layers are the only kinds this reader names, and two kinds must not share a name
     types = [k if k == "sliding_attention" else "full_attention" for k in types]
     window = s.get("sliding_window")
-    if t in ("mistral", "mixtral", "qwen3_moe", "phi3"):  # every layer slides with a window
+    if t in ("mistral", "ministral3", "mixtral", "qwen3_moe", "phi3"):  # every layer slides
         types = ["sliding_attention" if window else "full_attention"] * layers
     elif t in ("qwen2", "qwen3") and not cfg.get("use_sliding_window"):
         types = ["full_attention"] * layers
@@ -88,7 +97,8 @@ def read(s: SpecText, padding: str | None) -> None:
         if params is not None and "rope_theta" not in params:  # as standardize_rope_params
             default = 1e6 if t.startswith("gemma3") and kind == "full_attention" else 10000.0
             params = {**params, "rope_theta": cfg.get("rope_theta", default)}
-        entries = dict(base, position=rope(s, params, head_dim) if roped else "none")
+        entries = dict(base, position=rope(s, params, head_dim, interleaved)
+                       if roped else "none")
         slide = kind == "sliding_attention"
         if slide and not window:
             s.refuse("sliding_window", "sliding layers need a window size")
@@ -118,9 +128,12 @@ def read(s: SpecText, padding: str | None) -> None:
     s.pattern = [names[unique.index(k)] for k in period(kinds)]
     hidden = s.need("intermediate_size")
     key = "hidden_activation" if "hidden_activation" in cfg else "hidden_act"
-    gate = act(s, key, s.need(key), gated=True)
-    ffn = f"{'swiglu' if gate == 'silu' else 'geglu'}({hidden}"
-    ffn += ", bias = true)" if cfg.get("mlp_bias") else ")"
+    gate = act(s, key, s.need(key), gated=gated)
+    if gated:
+        ffn = f"{'swiglu' if gate == 'silu' else 'geglu'}({hidden}"
+        ffn += ", bias = true)" if cfg.get("mlp_bias") else ")"
+    else:
+        ffn = f"{gate}({hidden}{'' if cfg.get('mlp_bias') else ', bias = false'})"
     s.stack = {"layers": str(layers), "ffn": ffn,
                "norm": f"rmsnorm({'sandwich' if gemma else 'pre'}, {norm_args})"}
 
@@ -172,6 +185,8 @@ _PHI3 = Names("layers.{i}.", {
 LLAMA_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                    "num_attention_heads": 32, "hidden_act": "silu", "rms_norm_eps": 1e-06,
                    "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False}
+_MISTRAL_DEFAULTS = {**{k: v for k, v in LLAMA_DEFAULTS.items() if not k.endswith("_bias")},
+                     "intermediate_size": 14336, "num_key_value_heads": 8, "sliding_window": 4096}
 _GEMMA_DEFAULTS = {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
                    "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06,
@@ -189,10 +204,9 @@ _GEMMA3_DEFAULTS = {**_GEMMA_DEFAULTS, "use_bidirectional_attention": False}
 
 FAMILIES = [
     Family("llama", read, LLAMA, LLAMA_DEFAULTS, lm=True),
-    Family("mistral", read, LLAMA,
-           {**{k: v for k, v in LLAMA_DEFAULTS.items() if not k.endswith("_bias")},
-            "intermediate_size": 14336, "num_key_value_heads": 8, "sliding_window": 4096},
-           lm=True),
+    Family("mistral", read, LLAMA, _MISTRAL_DEFAULTS, lm=True),
+    # Ministral (8B): Mistral's layers, each sliding or full as layer_types says
+    Family("ministral", read, LLAMA, _MISTRAL_DEFAULTS, lm=True),
     Family("qwen2", read, LLAMA, _QWEN_DEFAULTS,
            inert={"max_window_layers": _QWEN_WINDOWS.format("Qwen2")}, lm=True),
     Family("qwen3", read, LLAMA, {**_QWEN_DEFAULTS, "head_dim": 128, "attention_bias": False},

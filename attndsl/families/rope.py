@@ -4,7 +4,7 @@ import`."""
 
 from __future__ import annotations
 
-__all__ = ["num", "rope"]
+__all__ = ["default_theta", "num", "rope"]
 
 # the keys transformers requires of each rope_type (RotaryEmbeddingConfigMixin's validation)
 _REQUIRED = {
@@ -23,6 +23,13 @@ def num(value: float) -> str:
     if isinstance(value, int):
         return str(value)
     return repr(float(value))
+
+
+def default_theta(s, theta: float) -> None:
+    """A config class's own `default_theta` (transformers' default base where config.json
+    gives neither `rope_theta` nor `rope_parameters`), in place of 10000."""
+    if s.cfg.get("rope_parameters") is None and s.cfg.get("rope_theta") is None:
+        s.cfg["rope_theta"] = theta
 
 
 def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,

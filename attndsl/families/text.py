@@ -70,7 +70,8 @@ class SpecText:
 
 def act(s: SpecText, key: str, value: str, gated: bool = False) -> str:
     table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
-             "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu"}
+             "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu",
+             "relu2": "relu2"}
     act = table.get(value)
     if act is None or (gated and act not in ("silu", "gelu_tanh")):
         s.refuse(key, "no such activation in attndsl" + (" for a gated MLP (silu, "

@@ -38,7 +38,7 @@ class Op(enum.Enum):
     # an attention core (unplanned: strategy "", ops.core_attributes; or planned):
     # q, k, v (+ its mask's runtime inputs) -> (B, L, H*dv)
     ATTENTION = "attention"
-    ACTIVATION = "activation"  # relu | silu | gelu | gelu_tanh | sigmoid
+    ACTIVATION = "activation"  # relu | relu2 | silu | gelu | gelu_tanh | sigmoid
     MUL = "mul"
     CLAMPED_GLU = "clamped_glu"  # (gate, up) -> (clamp(up, -l, l) + 1) g sigmoid(alpha g)
     ADD = "add"  # a + b (a residual: dropout on b in training)
