@@ -87,6 +87,18 @@ CONFIGS = {
         num_experts_per_tok=2, interleave_moe_layer_step=2, attention_chunk_size=4,
         no_rope_layer_interval=2, floor_scale=64, attn_scale=0.5, bos_token_id=1,
         eos_token_id=2, pad_token_id=0, **SIZES),
+    # the LM heads of the LayerNorm decoders: GPT-NeoX's untied embed_out, GPT-J's head bias,
+    # Falcon's tied head (grouped kv heads, two norms)
+    "gpt_neox": lambda: tf.GPTNeoXConfig(
+        num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4,
+        partial_rotary_factor=0.5, vocab_size=VOCAB, bos_token_id=1, eos_token_id=2),
+    "gptj": lambda: tf.GPTJConfig(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_inner=96,
+                                  n_positions=64, vocab_size=VOCAB, bos_token_id=1,
+                                  eos_token_id=2),
+    "falcon": lambda: tf.FalconConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
+        new_decoder_architecture=True, ffn_hidden_size=96, vocab_size=VOCAB, bos_token_id=1,
+        eos_token_id=2),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

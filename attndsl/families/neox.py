@@ -43,6 +43,7 @@ def _read(s: SpecText, padding: str | None) -> None:
         residual = "parallel(shared_norm = true)"
         hidden = cfg.get("n_inner") or 4 * d
         ffn_act = act(s, "activation_function", s.need("activation_function"))
+        s.head["head_bias"] = "true"  # GPT-J's LM head has a bias
     elif t == "bloom":
         entries["bias"] = "true"
         entries["position"] = "alibi"
@@ -104,13 +105,14 @@ _NEOX = Names("layers.{i}.", {
     **linear("self_attn.o_proj", "attention.dense"),
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
     **linear("mlp.fc1", "mlp.dense_h_to_4h"), **linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    norms({"norm": "final_layer_norm"}), ("gpt_neox.",),
-    outside=(r"embed_in\.weight", r"embed_out\.weight"))  # embedding and head
+    {**norms({"norm": "final_layer_norm"}), "embed_tokens.weight": "embed_in.weight",
+     "lm_head.weight": "embed_out.weight"}, ("gpt_neox.",))
 _GPTJ = Names("h.{i}.", {
     **{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj", f"attn.{p}_proj").items()},
     **linear("self_attn.o_proj", "attn.out_proj"), **norms({"attn_norm": "ln_1"}),
     **linear("mlp.fc1", "mlp.fc_in"), **linear("mlp.fc2", "mlp.fc_out")},
-    norms({"norm": "ln_f"}), ("transformer.",), outside=(r"wte\.weight", r"lm_head\.bias"))
+    {**norms({"norm": "ln_f"}), "embed_tokens.weight": "wte.weight",
+     "lm_head.weight": "lm_head.weight", "lm_head.bias": "lm_head.bias"}, ("transformer.",))
 _BLOOM = Names("h.{i}.", {
     **qkv_names("self_attention.query_key_value", per_head),
     **linear("self_attn.o_proj", "self_attention.dense"),
@@ -122,13 +124,14 @@ _FALCON_MLP = {**linear("self_attn.o_proj", "self_attention.dense"),
                **linear("mlp.fc1", "mlp.dense_h_to_4h"),
                **linear("mlp.fc2", "mlp.dense_4h_to_h"),
                **qkv_names("self_attention.query_key_value", _falcon)}
+_FALCON_TOP = {**norms({"norm": "ln_f"}), "embed_tokens.weight": "word_embeddings.weight",
+               "lm_head.weight": "lm_head.weight"}
 _FALCON_TWO_NORMS = Names("h.{i}.", {**_FALCON_MLP, **norms({"attn_norm": "ln_attn",
                                                                "ffn_norm": "ln_mlp"})},
-                          norms({"norm": "ln_f"}), ("transformer.",),
-                          outside=(r"word_embeddings\.weight",))
+                          _FALCON_TOP, ("transformer.",))
 _FALCON = Names("h.{i}.", {**_FALCON_MLP, **norms({
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"})},
-    norms({"norm": "ln_f"}), ("transformer.",), outside=(r"word_embeddings\.weight",))
+    _FALCON_TOP, ("transformer.",))
 
 
 def _two_norms(cfg: dict) -> bool:
@@ -150,11 +153,11 @@ FAMILIES = [
         "tie_word_embeddings": False, "use_parallel_residual": True, "attention_bias": True,
         "is_decoder": False},
         inert={"is_decoder": "GPT-NeoX is causal whatever is_decoder says (the model never "
-                             "reads it)"}),
+                             "reads it)"}, lm=True),
     Family("gptj", _read, _GPTJ, {
         "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16, "rotary_dim": 64,
         "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
-        "tie_word_embeddings": False}),
+        "tie_word_embeddings": False}, lm=True),
     Family("falcon", _read, _FALCON, {
         "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
         "layer_norm_epsilon": 1e-05, "alibi": False, "new_decoder_architecture": False,
@@ -166,7 +169,7 @@ FAMILIES = [
                                           "architecture has one norm",
                "multi_query": "read unless new_decoder_architecture, which names its kv heads",
                "rope_parameters": "read unless alibi, which has no rotary positions"},
-        weights_for=_falcon_names),
+        weights_for=_falcon_names, lm=True),
     Family("bloom", _read, _BLOOM, {
         "hidden_size": 64, "n_layer": 2, "n_head": 8, "layer_norm_epsilon": 1e-05,
         "apply_residual_connection_post_layernorm": False, "tie_word_embeddings": True}),
