@@ -291,8 +291,9 @@ def _strip_bases(names: dict[str, Path], bases: tuple[str, ...]) -> dict[str, st
 
 
 # what a language model's embedding and head hold beside LM_NAMES (GPT-2's positions, Phi-2's
-# head bias): a stack of hidden states leaves them too
-_EMBEDDING_NAMES = ("position_embeddings.weight", "lm_head.bias")
+# head bias, BLOOM's embedding norm): a stack of hidden states leaves them too
+_EMBEDDING_NAMES = ("position_embeddings.weight", "lm_head.bias", "embedding_norm.weight",
+                    "embedding_norm.bias")
 _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
 

@@ -51,6 +51,7 @@ def _read(s: SpecText, padding: str | None) -> None:
             s.refuse("apply_residual_connection_post_layernorm",
                      "the residual from the normed input has no attndsl form")
         ffn_act = "gelu_tanh"  # bloom_gelu_forward: the tanh approximation
+        s.head["embedding_norm"] = f"layernorm(eps = {num(eps)})"  # word_embeddings_layernorm
     else:  # falcon
         bias = "true" if cfg.get("bias") else "false"
         entries["bias"] = bias
@@ -118,8 +119,9 @@ _BLOOM = Names("h.{i}.", {
     **linear("self_attn.o_proj", "self_attention.dense"),
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
     **linear("mlp.fc1", "mlp.dense_h_to_4h"), **linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    norms({"norm": "ln_f"}), ("transformer.",),
-    outside=(r"word_embeddings\.weight", r"word_embeddings_layernorm\.(weight|bias)"))
+    {**norms({"norm": "ln_f", "embedding_norm": "word_embeddings_layernorm"}),
+     "embed_tokens.weight": "word_embeddings.weight", "lm_head.weight": "lm_head.weight"},
+    ("transformer.",))
 _FALCON_MLP = {**linear("self_attn.o_proj", "self_attention.dense"),
                **linear("mlp.fc1", "mlp.dense_h_to_4h"),
                **linear("mlp.fc2", "mlp.dense_4h_to_h"),
@@ -172,5 +174,6 @@ FAMILIES = [
         weights_for=_falcon_names, lm=True),
     Family("bloom", _read, _BLOOM, {
         "hidden_size": 64, "n_layer": 2, "n_head": 8, "layer_norm_epsilon": 1e-05,
-        "apply_residual_connection_post_layernorm": False, "tie_word_embeddings": True}),
+        "apply_residual_connection_post_layernorm": False, "tie_word_embeddings": True},
+        lm=True),
 ]
