@@ -102,6 +102,9 @@ CONFIGS = {
     # ALiBi (6 heads: Press's slopes past a power of two), the embedding LayerNorm, a tied head
     "bloom": lambda: tf.BloomConfig(hidden_size=72, n_layer=2, n_head=6, vocab_size=VOCAB,
                                     bos_token_id=1, eos_token_id=2),
+    "gpt_bigcode": lambda: tf.GPTBigCodeConfig(n_embd=64, n_layer=2, n_head=4, n_inner=96,
+                                               n_positions=64, vocab_size=VOCAB,
+                                               bos_token_id=1, eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom")
