@@ -105,6 +105,11 @@ CONFIGS = {
     "gpt_bigcode": lambda: tf.GPTBigCodeConfig(n_embd=64, n_layer=2, n_head=4, n_inner=96,
                                                n_positions=64, vocab_size=VOCAB,
                                                bos_token_id=1, eos_token_id=2),
+    "gpt_neo": lambda: tf.GPTNeoConfig(hidden_size=64, num_layers=2, num_heads=4,
+                                       intermediate_size=96, window_size=6,
+                                       max_position_embeddings=64, vocab_size=VOCAB,
+                                       attention_types=[[["global", "local"], 1]],
+                                       bos_token_id=1, eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom")

@@ -89,6 +89,12 @@ CASES = {
                                                     n_positions=64, multi_query=False,
                                                     scale_attn_weights=False, **SMALL),
                         "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
+    # global and local layers (a window of 5), unscaled scores
+    "gpt_neo": (lambda: tf.GPTNeoConfig(hidden_size=64, num_layers=2, num_heads=4,
+                                        intermediate_size=96, window_size=5,
+                                        max_position_embeddings=64,
+                                        attention_types=[[["local", "global"], 1]], **SMALL),
+                "left", "h.0", "h.0.attn.attention", "h.0.attn.attention.out_proj"),
     "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                  num_attention_heads=4, **SMALL),
             "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.dense"),

@@ -33,7 +33,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
-           "gpt_bigcode": tf.GPTBigCodeConfig}
+           "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -89,6 +89,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("gemma2", "use_bidirectional_attention", True),
     ("bloom", "apply_residual_connection_post_layernorm", True),
     ("bert", "position_embedding_type", "relative_key"),
+    ("gpt_neo", "attention_types", [[["global", "sparse"], 12]]),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:
