@@ -110,6 +110,9 @@ CONFIGS = {
                                        max_position_embeddings=64, vocab_size=VOCAB,
                                        attention_types=[[["global", "local"], 1]],
                                        bos_token_id=1, eos_token_id=2),
+    "codegen": lambda: tf.CodeGenConfig(n_embd=64, n_layer=2, n_head=8, rotary_dim=4,
+                                        n_inner=96, n_positions=64, vocab_size=VOCAB,
+                                        bos_token_id=1, eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom")

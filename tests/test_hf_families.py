@@ -201,6 +201,10 @@ CASES = {
     "gptj": (lambda: tf.GPTJConfig(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_inner=96,
                                    n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.out_proj"),
+    # 8 heads: each of qkv_proj's 4 blocks holds two heads' q, v and k rows
+    "codegen": (lambda: tf.CodeGenConfig(n_embd=64, n_layer=2, n_head=8, rotary_dim=4,
+                                         n_inner=96, n_positions=64, **SMALL),
+                "left", "h.0", "h.0.attn", "h.0.attn.out_proj"),
     "falcon": (lambda: tf.FalconConfig(
         hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
         new_decoder_architecture=True, bias=False, ffn_hidden_size=96, **SMALL),

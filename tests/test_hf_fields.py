@@ -33,7 +33,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
-           "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig}
+           "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
+           "codegen": tf.CodeGenConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -90,6 +91,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("bloom", "apply_residual_connection_post_layernorm", True),
     ("bert", "position_embedding_type", "relative_key"),
     ("gpt_neo", "attention_types", [[["global", "sparse"], 12]]),
+    ("codegen", "n_head", 6),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:

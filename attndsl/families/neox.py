@@ -1,5 +1,5 @@
-"""The GPT-NeoX-like decoders: gpt_neox, gptj, falcon, bloom: LayerNorm decoders with GELU
-MLPs, often with a parallel residual, and fused q/k/v projections."""
+"""The GPT-NeoX-like decoders: gpt_neox, gptj, codegen, falcon, bloom: LayerNorm decoders with
+GELU MLPs, often with a parallel residual, and fused q/k/v projections."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ __all__ = ["FAMILIES"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
-    """gpt_neox, gptj, falcon, bloom: LayerNorm decoders with GELU MLPs, often parallel."""
+    """gpt_neox, gptj, codegen, falcon, bloom: LayerNorm decoders with GELU MLPs, often
+    parallel."""
     cfg, t = s.cfg, s.cfg["model_type"]
     d = s.need("hidden_size", "n_embd")
     heads = s.need("num_attention_heads", "n_head")
@@ -35,15 +36,18 @@ def _read(s: SpecText, padding: str | None) -> None:
         residual = "parallel" if cfg.get("use_parallel_residual") else None
         hidden = s.need("intermediate_size")
         ffn_act = act(s, "hidden_act", s.need("hidden_act"))
-    elif t == "gptj":
+    elif t in ("gptj", "codegen"):  # CodeGen is GPT-J's block with its q, v, k fused
         entries["bias"] = "false"
+        if t == "codegen" and heads % _MP_NUM:
+            s.refuse("n_head", f"CodeGen splits its fused qkv_proj into {_MP_NUM} blocks of "
+                               f"whole heads: n_head must be a multiple of {_MP_NUM}")
         rotary = cfg.get("rotary_dim") or head_dim
         entries["position"] = rope(s, {"rope_theta": 10000.0}, head_dim, interleaved=True,
                                     dim=rotary)
         residual = "parallel(shared_norm = true)"
         hidden = cfg.get("n_inner") or 4 * d
         ffn_act = act(s, "activation_function", s.need("activation_function"))
-        s.head["head_bias"] = "true"  # GPT-J's LM head has a bias
+        s.head["head_bias"] = "true"  # GPT-J's and CodeGen's LM heads have a bias
     elif t == "bloom":
         entries["bias"] = "true"
         entries["position"] = "alibi"
@@ -101,6 +105,19 @@ def _falcon(part: int) -> Split:
     return split
 
 
+_MP_NUM = 4  # CodeGen's qkv_proj: 4 blocks (its TPU cores), each of q, v, k rows for heads / 4
+
+
+def _codegen(part: int) -> Split:
+    """q, k or v of CodeGen's qkv_proj: rows [4, 3, d_model / 4] with q, v, k in that order
+    in each block, and block b holding heads b * heads / 4 onwards."""
+    def split(t: Any, a: Attention, cfg: dict) -> Any:
+        d = a.heads * a.head_dim
+        return t.reshape(_MP_NUM, 3, d // _MP_NUM, *t.shape[1:])[:, (0, 2, 1)[part]].reshape(
+            d, *t.shape[1:])
+    return split
+
+
 _NEOX = Names("layers.{i}.", {
     **qkv_names("attention.query_key_value", per_head),
     **linear("self_attn.o_proj", "attention.dense"),
@@ -111,6 +128,12 @@ _NEOX = Names("layers.{i}.", {
 _GPTJ = Names("h.{i}.", {
     **{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj", f"attn.{p}_proj").items()},
     **linear("self_attn.o_proj", "attn.out_proj"), **norms({"attn_norm": "ln_1"}),
+    **linear("mlp.fc1", "mlp.fc_in"), **linear("mlp.fc2", "mlp.fc_out")},
+    {**norms({"norm": "ln_f"}), "embed_tokens.weight": "wte.weight",
+     "lm_head.weight": "lm_head.weight", "lm_head.bias": "lm_head.bias"}, ("transformer.",))
+_CODEGEN = Names("h.{i}.", {
+    **qkv_names("attn.qkv_proj", _codegen, bias=False),
+    "self_attn.o_proj.weight": "attn.out_proj.weight", **norms({"attn_norm": "ln_1"}),
     **linear("mlp.fc1", "mlp.fc_in"), **linear("mlp.fc2", "mlp.fc_out")},
     {**norms({"norm": "ln_f"}), "embed_tokens.weight": "wte.weight",
      "lm_head.weight": "lm_head.weight", "lm_head.bias": "lm_head.bias"}, ("transformer.",))
@@ -160,6 +183,11 @@ FAMILIES = [
         "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16, "rotary_dim": 64,
         "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
         "tie_word_embeddings": False}, lm=True),
+    Family("codegen", _read, _CODEGEN, {
+        "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16, "rotary_dim": 64,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
+        "tie_word_embeddings": False},
+        inert={"n_ctx": "a context length CodeGen's modules never read"}, lm=True),
     Family("falcon", _read, _FALCON, {
         "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
         "layer_norm_epsilon": 1e-05, "alibi": False, "new_decoder_architecture": False,
