@@ -113,6 +113,14 @@ CONFIGS = {
     "codegen": lambda: tf.CodeGenConfig(n_embd=64, n_layer=2, n_head=8, rotary_dim=4,
                                         n_inner=96, n_positions=64, vocab_size=VOCAB,
                                         bos_token_id=1, eos_token_id=2),
+    # learned positions two rows into their table
+    "opt": lambda: tf.OPTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                ffn_dim=96, max_position_embeddings=64, vocab_size=VOCAB,
+                                pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "opt_post": lambda: tf.OPTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     ffn_dim=96, max_position_embeddings=64, vocab_size=VOCAB,
+                                     do_layer_norm_before=False, pad_token_id=0,
+                                     bos_token_id=1, eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom")
@@ -140,7 +148,8 @@ def exported(request, tmp_path_factory):
     assert main(["import", str(folder), "-o", str(spec)]) == 0
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
                  "-o", str(root / "out"), "--target", target]) == 0
-    return family, model, folder, spec, root / "out" / family.replace("_text", ""), target
+    stack = model.config.model_type.replace("_text", "")  # (a variant's key names its case)
+    return family, model, folder, spec, root / "out" / stack, target
 
 
 def family_target(exported) -> str:

@@ -95,6 +95,16 @@ CASES = {
                                         max_position_embeddings=64,
                                         attention_types=[[["local", "global"], 1]], **SMALL),
                 "left", "h.0", "h.0.attn.attention", "h.0.attn.attention.out_proj"),
+    # pre-norm (OPT-125m and up), and post-norm without biases (OPT-350m's order)
+    "opt": (lambda: tf.OPTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                 ffn_dim=96, max_position_embeddings=64, **SMALL),
+            "left", "decoder.layers.0", "decoder.layers.0.self_attn",
+            "decoder.layers.0.self_attn.out_proj"),
+    "opt_post": (lambda: tf.OPTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      ffn_dim=96, max_position_embeddings=64,
+                                      do_layer_norm_before=False, enable_bias=False, **SMALL),
+                 "left", "decoder.layers.0", "decoder.layers.0.self_attn",
+                 "decoder.layers.0.self_attn.out_proj"),
     "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                  num_attention_heads=4, **SMALL),
             "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.dense"),
@@ -405,8 +415,9 @@ def test_checkpoint_name_tables_are_documented() -> None:
         for ours, theirs in (pair for table in tables for pair in table.items()):
             name = theirs[0] if isinstance(theirs, tuple) else theirs
             assert f"| `{ours}` | `{name}`" in doc, (ours, name)
-        for ours, theirs in family.weights.top.items():
-            assert f"| `{ours}` (top) | `{theirs}` |" in doc, (ours, theirs)
+        for ours in family.weights.top:
+            theirs = family.weights.top_name(ours)
+            assert f"| `{ours}` (top) | `{theirs}`" in doc, (ours, theirs)
 
 
 def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
