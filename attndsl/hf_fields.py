@@ -158,7 +158,7 @@ _BOOLS = (
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
-    "layer_norm_elementwise_affine")
+    "layer_norm_elementwise_affine", "scale_embedding")
 _STRS = ("model_type", "topk_method", "hidden_act", "hidden_activation", "activation_function",
          "activation", "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {

@@ -34,7 +34,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
-           "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig}
+           "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
+           "biogpt": tf.BioGptConfig}
 
 
 def test_every_family_has_its_config_class() -> None:

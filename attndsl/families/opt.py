@@ -11,7 +11,7 @@ from .base import Family
 from .names import Names, linear, norms
 from .text import SpecText, act, mask
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "past_offset"]
 
 _OFFSET = 2  # OPTLearnedPositionalEmbedding's offset: rows 0 and 1 serve no position
 
@@ -44,7 +44,7 @@ def _read(s: SpecText, padding: str | None) -> None:
                "norm": f"layernorm({'pre' if pre else 'post'}, eps = 1e-05)"}
 
 
-def _past_offset(t: Any, a: Attention, cfg: dict) -> Any:
+def past_offset(t: Any, a: Attention, cfg: dict) -> Any:
     """The position table without its first two rows: row p then serves position p."""
     return t[_OFFSET:]
 
@@ -56,7 +56,7 @@ _OPT = Names("layers.{i}.", {
     **linear("mlp.fc1", "fc1"), **linear("mlp.fc2", "fc2"),
     **norms({"attn_norm": "self_attn_layer_norm", "ffn_norm": "final_layer_norm"})},
     {**norms({"norm": "final_layer_norm"}), "embed_tokens.weight": "embed_tokens.weight",
-     "position_embeddings.weight": ("embed_positions.weight", _past_offset),
+     "position_embeddings.weight": ("embed_positions.weight", past_offset),
      "lm_head.weight": "lm_head.weight"},
     ("model.decoder.", "decoder."))
 
