@@ -124,17 +124,17 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     table |= {_name(v) for t in fam.by_kernel.values() for v in t.values()}
     domain = {p + t for p in prefixes for t in table}
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
-        domain |= {v for k, v in fam.top.items() if spec.vocab is not None or k not in
+        domain |= {fam.top_name(k) for k in fam.top if spec.vocab is not None or k not in
                    (*LM_NAMES, *_EMBEDDING_NAMES)}
         if spec.tied and _tied_head(ckpt, fam, keys):  # transformers ties them on loading
-            domain -= {fam.top.get("lm_head.weight")}
+            domain -= {fam.top_name("lm_head.weight")}
     unused = sorted(k for k in domain if k in keys and k not in used)
     every = {_name(v) for v in fam.every()}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
 
     def stray(k: str, layer_prefix: str | None) -> bool:
         """An unused name the table does not know, in the same layer (or outside layers)."""
-        if k in used or k in fam.top.values() or k in LM_NAMES:
+        if k in used or k in fam.top_names() or k in LM_NAMES:
             return False
         if layer_prefix is None:
             return layer_re.match(k) is None
@@ -159,7 +159,7 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
             + (f"; the spec's {what}" if what else "") + ")", hint=hint))
     # (line, hint) for every tensor the spec does not use: of the layers it describes, then
     # the rest of the checkpoint
-    head = fam.top.get("lm_head.weight") if isinstance(spec, Transformer) and spec.tied else None
+    head = fam.top_name("lm_head.weight") if isinstance(spec, Transformer) and spec.tied else None
     unread = [(f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the spec",
                "the spec ties its LM head to the embedding (`tie_embeddings = true`), but "
                "this checkpoint's config does not and its head differs; `attndsl import` "
@@ -197,7 +197,7 @@ def _strays(ckpt: Checkpoint, fam: Names, spec: Attention | Transformer, keys: d
     `query_layernorm` in a Llama checkpoint, an unrelated tensor), layers past the config's
     count (unless the family keeps a multi-token prediction module there), and for a stack,
     the layers past its own (one line for them all); each with its hint."""
-    known_top = {*fam.top.values(), *LM_NAMES, *_EMBEDDING_NAMES}
+    known_top = {*fam.top_names(), *LM_NAMES, *_EMBEDDING_NAMES}
     every = {_name(v) for v in fam.every()}
     outside = re.compile("|".join(fam.outside) or "(?!)")
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"(\d+)"))
@@ -260,7 +260,7 @@ def _tied_head(ckpt: Checkpoint, fam: Names, keys: dict[str, str]) -> bool:
         default = str(model_type).startswith("gemma")
     if ckpt.config.get("tie_word_embeddings", default) is True:
         return True
-    head, embedding = fam.top.get("lm_head.weight"), fam.top.get("embed_tokens.weight")
+    head, embedding = fam.top_name("lm_head.weight"), fam.top_name("embed_tokens.weight")
     if head not in keys or embedding not in keys:
         return False
     a, b = ckpt.tensor(keys[head]), ckpt.tensor(keys[embedding])
@@ -291,8 +291,9 @@ def _strip_bases(names: dict[str, Path], bases: tuple[str, ...]) -> dict[str, st
 
 
 # what a language model's embedding and head hold beside LM_NAMES (GPT-2's positions, Phi-2's
-# head bias): a stack of hidden states leaves them too
-_EMBEDDING_NAMES = ("position_embeddings.weight", "lm_head.bias")
+# head bias, BLOOM's embedding norm): a stack of hidden states leaves them too
+_EMBEDDING_NAMES = ("position_embeddings.weight", "lm_head.bias", "embedding_norm.weight",
+                    "embedding_norm.bias")
 _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
 
@@ -304,7 +305,10 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
     else:
         match = _LAYER.fullmatch(ours)
         if match is None:
-            return fam.top.get(ours, ours), None, spec.attention
+            source = fam.top.get(ours, ours)
+            if isinstance(source, tuple):
+                return source[0], source[1], spec.attention
+            return source, None, spec.attention
         i, inner = int(match.group(1)), match.group(2)
         attn = spec.layer_attention(i)
     source = fam.layer_names(attn.kernel).get(inner, inner)

@@ -142,7 +142,7 @@ _POSITIVE_INTS = (
     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_routed_experts",
     "n_group", "topk_group", "linear_conv_kernel_dim", "linear_key_head_dim",
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
-    "full_attention_interval")
+    "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -157,7 +157,8 @@ _BOOLS = (
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
-    "attention_out_bias")
+    "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
+    "layer_norm_elementwise_affine", "scale_embedding")
 _STRS = ("model_type", "topk_method", "hidden_act", "hidden_activation", "activation_function",
          "activation", "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
@@ -170,6 +171,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
     # 0: none (Qwen2MoeConfig writes 0 without use_sliding_window); sliding layers refuse it
     "sliding_window": ("int", 0),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
+    "attention_types": ("list", None),
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),

@@ -195,6 +195,9 @@ class Transformer:
     residual_scale: float = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False
+    # BLOOM: a norm of the token embeddings (after embedding_scale), before the absolute
+    # positions and the first block; its tensors `embedding_norm.*`
+    embedding_norm: Norm | None = None
     # a feed-forward form other than one MLP (`mechanisms.ffn_of`: a mixture of experts, each
     # expert of the form `ffn`) in every block but its dense_layers, or None
     feed_forward: Any = None

@@ -122,6 +122,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     a, d = spec.attention, spec.d_model
     if spec.vocab is not None:
         out.append(Weight("embed_tokens.weight", (spec.vocab, d), "embedding"))
+        if spec.embedding_norm is not None:
+            norm("embedding_norm", d, spec.embedding_norm, spec.embedding_norm.bias)
     if isinstance(a.position, Learned):
         out.append(Weight("position_embeddings.weight", (a.position.max_len, d), "embedding"))
     if spec.shared_relative_bias:

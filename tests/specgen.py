@@ -330,6 +330,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    logit_scale = " + head.choice(["1 / 8", "2.5"])
             if head.random() < 0.3:
                 extra += "\n    head_bias = true"
+            norms = random.Random(seed * 7919 + 18)  # BLOOM's embedding norm: own stream
+            if norms.random() < 0.25:
+                extra += "\n    embedding_norm = " + norms.choice(
+                    ["layernorm(eps = 1e-5)", "layernorm(bias = false)", "rmsnorm(eps = 1e-6)",
+                     "rmsnorm(unit_offset = true)"])
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
         layers = r.randint(1, 3)

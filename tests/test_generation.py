@@ -111,7 +111,48 @@ CONFIGS = {
         num_experts_per_tok=2, interleave_moe_layer_step=2, attention_chunk_size=4,
         no_rope_layer_interval=2, floor_scale=64, attn_scale=0.5, bos_token_id=1,
         eos_token_id=2, pad_token_id=0, **SIZES),
+    # the LM heads of the LayerNorm decoders: GPT-NeoX's untied embed_out, GPT-J's head bias,
+    # Falcon's tied head (grouped kv heads, two norms), BLOOM's
+    "gpt_neox": lambda: tf.GPTNeoXConfig(
+        num_hidden_layers=2, hidden_size=64, intermediate_size=96, num_attention_heads=4,
+        partial_rotary_factor=0.5, vocab_size=VOCAB, bos_token_id=1, eos_token_id=2),
+    "gptj": lambda: tf.GPTJConfig(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_inner=96,
+                                  n_positions=64, vocab_size=VOCAB, bos_token_id=1,
+                                  eos_token_id=2),
+    "falcon": lambda: tf.FalconConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_kv_heads=2,
+        new_decoder_architecture=True, ffn_hidden_size=96, vocab_size=VOCAB, bos_token_id=1,
+        eos_token_id=2),
+    # ALiBi (6 heads: Press's slopes past a power of two), the embedding LayerNorm, a tied head
+    "bloom": lambda: tf.BloomConfig(hidden_size=72, n_layer=2, n_head=6, vocab_size=VOCAB,
+                                    bos_token_id=1, eos_token_id=2),
+    "gpt_bigcode": lambda: tf.GPTBigCodeConfig(n_embd=64, n_layer=2, n_head=4, n_inner=96,
+                                               n_positions=64, vocab_size=VOCAB,
+                                               bos_token_id=1, eos_token_id=2),
+    "gpt_neo": lambda: tf.GPTNeoConfig(hidden_size=64, num_layers=2, num_heads=4,
+                                       intermediate_size=96, window_size=6,
+                                       max_position_embeddings=64, vocab_size=VOCAB,
+                                       attention_types=[[["global", "local"], 1]],
+                                       bos_token_id=1, eos_token_id=2),
+    "codegen": lambda: tf.CodeGenConfig(n_embd=64, n_layer=2, n_head=8, rotary_dim=4,
+                                        n_inner=96, n_positions=64, vocab_size=VOCAB,
+                                        bos_token_id=1, eos_token_id=2),
+    # learned positions two rows into their table
+    "opt": lambda: tf.OPTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                ffn_dim=96, max_position_embeddings=64, vocab_size=VOCAB,
+                                pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "opt_post": lambda: tf.OPTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     ffn_dim=96, max_position_embeddings=64, vocab_size=VOCAB,
+                                     do_layer_norm_before=False, pad_token_id=0,
+                                     bos_token_id=1, eos_token_id=2),
+    # OPT's offset positions, embeddings scaled by sqrt(64)
+    "biogpt": lambda: tf.BioGptConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=96, max_position_embeddings=64,
+                                      vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
+                                      eos_token_id=2),
 }
+# the families whose genai folder grows its cache on ort-cpu too (the test below says why)
+GROWING = ("diffllama", "llama4_text", "bloom")
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
 # portable: standard ops and a growing cache (left-padded batches)
@@ -127,8 +168,8 @@ def exported(request, tmp_path_factory):
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=family.startswith("gemma"))
-    if family in ("gemma2", "gpt2"):  # a large embedding and a tied head would echo the last
-        with torch.no_grad():  # token (Gemma multiplies it by sqrt(64))
+    if family in ("gemma2", "gpt2", "biogpt"):  # a large embedding and a tied head would echo
+        with torch.no_grad():  # the last token (Gemma and BioGPT multiply it by sqrt(64))
             model.get_input_embeddings().weight.mul_(0.05)
     folder = root / "hf"
     model.save_pretrained(folder)
@@ -136,7 +177,8 @@ def exported(request, tmp_path_factory):
     assert main(["import", str(folder), "-o", str(spec)]) == 0
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
                  "-o", str(root / "out"), "--target", target]) == 0
-    return family, model, folder, spec, root / "out" / family.replace("_text", ""), target
+    stack = model.config.model_type.replace("_text", "")  # (a variant's key names its case)
+    return family, model, folder, spec, root / "out" / stack, target
 
 
 def family_target(exported) -> str:
@@ -175,10 +217,10 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
                                                                "model.onnx"]
     in_place = config["search"]["past_present_share_buffer"]
     # differential attention pairs each kv head's cached values with another's after the
-    # cache, and Llama 4's chunks are no window GroupQueryAttention knows: both grow their
-    # cache instead of the in-place buffer
+    # cache, Llama 4's chunks are no window GroupQueryAttention knows, and ALiBi's score
+    # biases have no place in its kernel: these grow their cache instead of the in-place buffer
     assert in_place is (family_target(exported) == "ort-cpu"
-                        and family not in ("diffllama", "llama4_text"))
+                        and family not in GROWING)
     genai_generates(og, Path(folder), want)
 
 

@@ -35,7 +35,10 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "ministral3": tf.Ministral3Config, "seed_oss": tf.SeedOssConfig,
            "cwm": tf.CwmConfig, "arcee": tf.ArceeConfig, "internlm3": tf.InternLM3Config,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
-           "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
+           "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
+           "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
+           "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
+           "biogpt": tf.BioGptConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -91,6 +94,10 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("gemma2", "use_bidirectional_attention", True),
     ("bloom", "apply_residual_connection_post_layernorm", True),
     ("bert", "position_embedding_type", "relative_key"),
+    ("gpt_neo", "attention_types", [[["global", "sparse"], 12]]),
+    ("codegen", "n_head", 6),
+    ("opt", "word_embed_proj_dim", 512),
+    ("opt", "layer_norm_elementwise_affine", False),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import ast
 from ..mechanisms import kernel_of
-from ..spec import Attention, Learned, RelativeBias, Sinusoidal, Transformer
+from ..spec import Attention, Learned, Norm, RelativeBias, Sinusoidal, Transformer
 from ..weight_table import parameter_count
 from .ffns import FeedForwards
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
@@ -13,9 +13,9 @@ __all__ = ["Stacks"]
 
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
          "tie_embeddings", "embedding_scale", "logit_softcap", "residual_scale", "logit_scale",
-         "head_bias")
+         "head_bias", "embedding_norm")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", "logit_softcap", "logit_scale",
-            "head_bias")  # need `vocab'
+            "head_bias", "embedding_norm")  # need `vocab'
 MAX_VOCAB = 1 << 24
 _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
                                 "embedding_multiplier",
@@ -59,6 +59,7 @@ class Stacks(FeedForwards):
         logit_scale = get("logit_scale", lambda x: self.multiplier(x, "logit_scale"), 1.0)
         head_bias = get("head_bias", lambda x: self.boolean(x, "head_bias"), False)
         logit_cap = get("logit_softcap", lambda x: self.cap_value(x, "logit_softcap"), "none")
+        embedding_norm = get("embedding_norm", self.embedding_norm_value)
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
@@ -84,9 +85,17 @@ class Stacks(FeedForwards):
                          tied=tied, embedding_scale=scale,
                          logit_softcap=None if logit_cap == "none" else logit_cap,
                          residual_scale=residual_scale, logit_scale=logit_scale,
-                         head_bias=head_bias, feed_forward=form)
+                         head_bias=head_bias, feed_forward=form,
+                         embedding_norm=embedding_norm)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
+
+    def embedding_norm_value(self, e: ast.Expr) -> Norm | None:
+        """`none`, or a norm of the token embeddings: `layernorm(...)` or `rmsnorm(...)`, as
+        the stack's norm without its placement (BLOOM's word_embeddings_layernorm)."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        return self.norm_value(e, placement=False)[0]
 
     def multiplier(self, e: ast.Expr, key: str) -> float:
         """embedding_scale, residual_scale, logit_scale: a number > 0 that float32 holds."""

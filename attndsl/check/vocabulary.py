@@ -30,6 +30,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "position": _params(_POSITIONS),
     "kernel": _params(_KERNELS),
     "norm": {name: (("placement", True), *params) for name, params in _params(_NORMS).items()},
+    "embedding_norm": {"none": (), **_params(_NORMS)},
     "sparsity": _params(_SPARSITY),
     **{key: {"none": (), form.name: form.params} for key, form in PROJECTIONS.items()},
     "ffn": {**_FFN, **{name: form.params for name, form in FFNS.items()}},

@@ -22,12 +22,12 @@ class Names:
     """Where a family keeps each tensor attndsl names. `layer` is the checkpoint prefix of
     layer i; `names` maps attndsl's name within a layer (after `layers.{i}.`) to the
     checkpoint's name within its layer, or to (fused name, split); `top` maps names outside the
-    layers. `bases` are prefixes a task model adds (`model.`, `transformer.`); `by_kernel`
+    layers (to a name, or to (name, split): OPT's position table past its first rows). `bases` are prefixes a task model adds (`model.`, `transformer.`); `by_kernel`
     the entries of layers whose kernel differs (`layer_names`)."""
 
     layer: str
     names: dict[str, str | tuple[str, Split]]
-    top: dict[str, str] = field(default_factory=dict)
+    top: dict[str, str | tuple[str, Split]] = field(default_factory=dict)
     bases: tuple[str, ...] = ()
     # entries that replace `names`' in the layers whose attention has a kernel of this class
     # name (Qwen3-Next's delta-rule layers keep their projections under `linear_attn.`)
@@ -42,6 +42,15 @@ class Names:
     def layer_names(self, kernel: object) -> dict[str, str | tuple[str, Split]]:
         """The table of a layer whose attention has `kernel`."""
         return self.names | self.by_kernel.get(type(kernel).__name__, {})
+
+    def top_name(self, ours: str) -> str | None:
+        """The checkpoint's name of a tensor outside the layers, or None."""
+        source = self.top.get(ours)
+        return source[0] if isinstance(source, tuple) else source
+
+    def top_names(self) -> set[str]:
+        """The checkpoint's names of every tensor outside the layers."""
+        return {self.top_name(k) for k in self.top}
 
     def every(self) -> list[str | tuple[str, Split]]:
         """Every entry, of every kind of layer."""

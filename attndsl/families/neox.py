@@ -1,5 +1,5 @@
-"""The GPT-NeoX-like decoders: gpt_neox, gptj, falcon, bloom: LayerNorm decoders with GELU
-MLPs, often with a parallel residual, and fused q/k/v projections."""
+"""The GPT-NeoX-like decoders: gpt_neox, gptj, codegen, falcon, bloom: LayerNorm decoders with
+GELU MLPs, often with a parallel residual, and fused q/k/v projections."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ __all__ = ["FAMILIES"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
-    """gpt_neox, gptj, falcon, bloom: LayerNorm decoders with GELU MLPs, often parallel."""
+    """gpt_neox, gptj, codegen, falcon, bloom: LayerNorm decoders with GELU MLPs, often
+    parallel."""
     cfg, t = s.cfg, s.cfg["model_type"]
     d = s.need("hidden_size", "n_embd")
     heads = s.need("num_attention_heads", "n_head")
@@ -35,14 +36,18 @@ def _read(s: SpecText, padding: str | None) -> None:
         residual = "parallel" if cfg.get("use_parallel_residual") else None
         hidden = s.need("intermediate_size")
         ffn_act = act(s, "hidden_act", s.need("hidden_act"))
-    elif t == "gptj":
+    elif t in ("gptj", "codegen"):  # CodeGen is GPT-J's block with its q, v, k fused
         entries["bias"] = "false"
+        if t == "codegen" and heads % _MP_NUM:
+            s.refuse("n_head", f"CodeGen splits its fused qkv_proj into {_MP_NUM} blocks of "
+                               f"whole heads: n_head must be a multiple of {_MP_NUM}")
         rotary = cfg.get("rotary_dim") or head_dim
         entries["position"] = rope(s, {"rope_theta": 10000.0}, head_dim, interleaved=True,
                                     dim=rotary)
         residual = "parallel(shared_norm = true)"
         hidden = cfg.get("n_inner") or 4 * d
         ffn_act = act(s, "activation_function", s.need("activation_function"))
+        s.head["head_bias"] = "true"  # GPT-J's and CodeGen's LM heads have a bias
     elif t == "bloom":
         entries["bias"] = "true"
         entries["position"] = "alibi"
@@ -50,6 +55,7 @@ def _read(s: SpecText, padding: str | None) -> None:
             s.refuse("apply_residual_connection_post_layernorm",
                      "the residual from the normed input has no attndsl form")
         ffn_act = "gelu_tanh"  # bloom_gelu_forward: the tanh approximation
+        s.head["embedding_norm"] = f"layernorm(eps = {num(eps)})"  # word_embeddings_layernorm
     else:  # falcon
         bias = "true" if cfg.get("bias") else "false"
         entries["bias"] = bias
@@ -99,36 +105,58 @@ def _falcon(part: int) -> Split:
     return split
 
 
+_MP_NUM = 4  # CodeGen's qkv_proj: 4 blocks (its TPU cores), each of q, v, k rows for heads / 4
+
+
+def _codegen(part: int) -> Split:
+    """q, k or v of CodeGen's qkv_proj: rows [4, 3, d_model / 4] with q, v, k in that order
+    in each block, and block b holding heads b * heads / 4 onwards."""
+    def split(t: Any, a: Attention, cfg: dict) -> Any:
+        d = a.heads * a.head_dim
+        return t.reshape(_MP_NUM, 3, d // _MP_NUM, *t.shape[1:])[:, (0, 2, 1)[part]].reshape(
+            d, *t.shape[1:])
+    return split
+
+
 _NEOX = Names("layers.{i}.", {
     **qkv_names("attention.query_key_value", per_head),
     **linear("self_attn.o_proj", "attention.dense"),
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
     **linear("mlp.fc1", "mlp.dense_h_to_4h"), **linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    norms({"norm": "final_layer_norm"}), ("gpt_neox.",),
-    outside=(r"embed_in\.weight", r"embed_out\.weight"))  # embedding and head
+    {**norms({"norm": "final_layer_norm"}), "embed_tokens.weight": "embed_in.weight",
+     "lm_head.weight": "embed_out.weight"}, ("gpt_neox.",))
 _GPTJ = Names("h.{i}.", {
     **{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj", f"attn.{p}_proj").items()},
     **linear("self_attn.o_proj", "attn.out_proj"), **norms({"attn_norm": "ln_1"}),
     **linear("mlp.fc1", "mlp.fc_in"), **linear("mlp.fc2", "mlp.fc_out")},
-    norms({"norm": "ln_f"}), ("transformer.",), outside=(r"wte\.weight", r"lm_head\.bias"))
+    {**norms({"norm": "ln_f"}), "embed_tokens.weight": "wte.weight",
+     "lm_head.weight": "lm_head.weight", "lm_head.bias": "lm_head.bias"}, ("transformer.",))
+_CODEGEN = Names("h.{i}.", {
+    **qkv_names("attn.qkv_proj", _codegen, bias=False),
+    "self_attn.o_proj.weight": "attn.out_proj.weight", **norms({"attn_norm": "ln_1"}),
+    **linear("mlp.fc1", "mlp.fc_in"), **linear("mlp.fc2", "mlp.fc_out")},
+    {**norms({"norm": "ln_f"}), "embed_tokens.weight": "wte.weight",
+     "lm_head.weight": "lm_head.weight", "lm_head.bias": "lm_head.bias"}, ("transformer.",))
 _BLOOM = Names("h.{i}.", {
     **qkv_names("self_attention.query_key_value", per_head),
     **linear("self_attn.o_proj", "self_attention.dense"),
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}),
     **linear("mlp.fc1", "mlp.dense_h_to_4h"), **linear("mlp.fc2", "mlp.dense_4h_to_h")},
-    norms({"norm": "ln_f"}), ("transformer.",),
-    outside=(r"word_embeddings\.weight", r"word_embeddings_layernorm\.(weight|bias)"))
+    {**norms({"norm": "ln_f", "embedding_norm": "word_embeddings_layernorm"}),
+     "embed_tokens.weight": "word_embeddings.weight", "lm_head.weight": "lm_head.weight"},
+    ("transformer.",))
 _FALCON_MLP = {**linear("self_attn.o_proj", "self_attention.dense"),
                **linear("mlp.fc1", "mlp.dense_h_to_4h"),
                **linear("mlp.fc2", "mlp.dense_4h_to_h"),
                **qkv_names("self_attention.query_key_value", _falcon)}
+_FALCON_TOP = {**norms({"norm": "ln_f"}), "embed_tokens.weight": "word_embeddings.weight",
+               "lm_head.weight": "lm_head.weight"}
 _FALCON_TWO_NORMS = Names("h.{i}.", {**_FALCON_MLP, **norms({"attn_norm": "ln_attn",
                                                                "ffn_norm": "ln_mlp"})},
-                          norms({"norm": "ln_f"}), ("transformer.",),
-                          outside=(r"word_embeddings\.weight",))
+                          _FALCON_TOP, ("transformer.",))
 _FALCON = Names("h.{i}.", {**_FALCON_MLP, **norms({
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"})},
-    norms({"norm": "ln_f"}), ("transformer.",), outside=(r"word_embeddings\.weight",))
+    _FALCON_TOP, ("transformer.",))
 
 
 def _two_norms(cfg: dict) -> bool:
@@ -150,11 +178,16 @@ FAMILIES = [
         "tie_word_embeddings": False, "use_parallel_residual": True, "attention_bias": True,
         "is_decoder": False},
         inert={"is_decoder": "GPT-NeoX is causal whatever is_decoder says (the model never "
-                             "reads it)"}),
+                             "reads it)"}, lm=True),
     Family("gptj", _read, _GPTJ, {
         "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16, "rotary_dim": 64,
         "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
-        "tie_word_embeddings": False}),
+        "tie_word_embeddings": False}, lm=True),
+    Family("codegen", _read, _CODEGEN, {
+        "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16, "rotary_dim": 64,
+        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05,
+        "tie_word_embeddings": False},
+        inert={"n_ctx": "a context length CodeGen's modules never read"}, lm=True),
     Family("falcon", _read, _FALCON, {
         "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
         "layer_norm_epsilon": 1e-05, "alibi": False, "new_decoder_architecture": False,
@@ -166,8 +199,9 @@ FAMILIES = [
                                           "architecture has one norm",
                "multi_query": "read unless new_decoder_architecture, which names its kv heads",
                "rope_parameters": "read unless alibi, which has no rotary positions"},
-        weights_for=_falcon_names),
+        weights_for=_falcon_names, lm=True),
     Family("bloom", _read, _BLOOM, {
         "hidden_size": 64, "n_layer": 2, "n_head": 8, "layer_norm_epsilon": 1e-05,
-        "apply_residual_connection_post_layernorm": False, "tie_word_embeddings": True}),
+        "apply_residual_connection_post_layernorm": False, "tie_word_embeddings": True},
+        lm=True),
 ]

@@ -42,6 +42,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     if is_lm(spec):
         x = b.emit(Op.EMBED, "x", ("input_ids",), T("B", "L", spec.d_model),
                    weight="embed_tokens.weight", scale=spec.embedding_scale)
+        if spec.embedding_norm is not None:  # BLOOM's word_embeddings_layernorm
+            x = emit_norm(b, "x_normed", x, T("B", "L", spec.d_model), spec.embedding_norm,
+                          "embedding_norm")
     pos = ("position_ids",) if decode else ()
     h = absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
