@@ -31,9 +31,8 @@ def _read_olmo3(s: SpecText, padding: str | None) -> None:
     default = {"rope_type": "default"}
     given = s.get("rope_parameters") or {}
     full = dict(given.get("full_attention") or default)
-    if scaling := s.get("rope_scaling"):
-        full.update(scaling)
-        full["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
+    if scaling := s.get("rope_scaling"):  # over rope_type "default": a scaling named by the
+        full.update(scaling)  # old key `type` alone stays unapplied, as in transformers
     full.setdefault("rope_theta", s.get("rope_theta", default=500000.0))
     sliding = dict(given.get("sliding_attention") or default)
     sliding.setdefault("rope_theta", 500000.0)
