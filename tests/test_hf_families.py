@@ -117,6 +117,18 @@ CASES = {
         num_key_value_heads=2, head_dim=16, num_local_experts=6, num_experts_per_tok=2,
         sliding_window=5, swiglu_limit=1.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q and k RMS-normed across heads, a softmax router's top 3 of 7, renormalised
+    "olmoe": (lambda: tf.OlmoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=7, num_experts_per_tok=3, norm_topk_prob=True,
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # OLMo 2's norms after the sublayers around an OLMoE-like mixture, not renormalised
+    "flex_olmo": (lambda: tf.FlexOlmoConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=5, num_experts_per_tok=2, pad_token_id=0,
+        eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
