@@ -169,6 +169,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
+    "shared_intermediate_size": ("int", 0),  # GraniteMoeShared: 0 is no shared expert
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

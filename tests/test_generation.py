@@ -84,6 +84,15 @@ CONFIGS = {
     "flex_olmo": lambda: tf.FlexOlmoConfig(num_hidden_layers=2, num_experts=5,
                                            num_experts_per_tok=2, pad_token_id=0,
                                            eos_token_id=2, **SIZES),
+    "granitemoe": lambda: tf.GraniteMoeConfig(num_hidden_layers=2, num_local_experts=5,
+                                              embedding_multiplier=3.0,
+                                              attention_multiplier=0.3,
+                                              residual_multiplier=0.4, logits_scaling=2.5,
+                                              **SIZES),
+    "granitemoeshared": lambda: tf.GraniteMoeSharedConfig(
+        num_hidden_layers=2, num_local_experts=5, num_experts_per_tok=3,
+        shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
+        **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

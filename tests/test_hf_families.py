@@ -129,6 +129,20 @@ CASES = {
         num_key_value_heads=2, num_experts=5, num_experts_per_tok=2, pad_token_id=0,
         eos_token_id=2, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Granite's multipliers around a mixture of fused experts (a softmax of the top 2 logits)
+    "granitemoe": (lambda: tf.GraniteMoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=5, num_experts_per_tok=2,
+        embedding_multiplier=3.0, attention_multiplier=0.3, residual_multiplier=0.4,
+        logits_scaling=2.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # and a shared expert beside them
+    "granitemoeshared": (lambda: tf.GraniteMoeSharedConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=5, num_experts_per_tok=3,
+        shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from

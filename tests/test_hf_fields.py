@@ -32,6 +32,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "deepseek_v3": tf.DeepseekV3Config, "deepseek_v2": tf.DeepseekV2Config,
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
            "olmoe": tf.OlmoeConfig, "flex_olmo": tf.FlexOlmoConfig,
+           "granitemoe": tf.GraniteMoeConfig, "granitemoeshared": tf.GraniteMoeSharedConfig,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config}
 
