@@ -93,6 +93,10 @@ CONFIGS = {
         num_hidden_layers=2, num_local_experts=5, num_experts_per_tok=3,
         shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
         **SIZES),
+    "hunyuan_v1_moe": lambda: tf.HunYuanMoEV1Config(
+        num_hidden_layers=2, head_dim=16, num_experts=5, moe_topk=2, eos_token_id=2,
+        rope_parameters={"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0,
+                         "rope_theta": 10000.0}, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

@@ -143,6 +143,13 @@ CASES = {
         shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Hunyuan's attention, a renormalised top 2 of 5 experts and an ungated shared expert
+    "hunyuan_v1_moe": (lambda: tf.HunYuanMoEV1Config(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=5, moe_topk=2, rope_parameters={
+            "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0},
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
