@@ -97,6 +97,12 @@ CONFIGS = {
         num_hidden_layers=2, head_dim=16, num_experts=5, moe_topk=2, eos_token_id=2,
         rope_parameters={"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0,
                          "rope_theta": 10000.0}, **SIZES),
+    "cohere2_moe": lambda: tf.Cohere2MoeConfig(
+        num_hidden_layers=4, head_dim=16, num_experts=5, num_shared_experts=2,
+        sliding_window=6, logit_scale=0.5, layer_types=[
+            "full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse", "sparse"], bos_token_id=1,
+        eos_token_id=2, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

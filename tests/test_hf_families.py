@@ -150,6 +150,23 @@ CASES = {
             "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0},
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a dense first layer (full, with RoPE: prefix_dense_sliding_window_pattern 1), sliding
+    # layers with interleaved RoPE and a full NoPE one, a shared expert averaged with the top 2
+    "cohere2_moe": (lambda: tf.Cohere2MoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=5, num_experts_per_tok=2,
+        num_shared_experts=2, sliding_window=5, logit_scale=0.5,
+        prefix_dense_intermediate_size=56, layer_types=[
+            "full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a sigmoid router renormalised, experts and a shared expert summed, RMSNorm
+    "cohere2_moe_sigmoid": (lambda: tf.Cohere2MoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=5, num_experts_per_tok=3,
+        num_shared_experts=1, shared_expert_combination_strategy="sum",
+        expert_selection_fn="sigmoid", rms_norm_eps=1e-5, sliding_window=5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
