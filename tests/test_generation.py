@@ -103,6 +103,10 @@ CONFIGS = {
             "full_attention", "sliding_attention", "sliding_attention", "full_attention"],
         mlp_layer_types=["dense", "sparse", "sparse", "sparse"], bos_token_id=1,
         eos_token_id=2, **SIZES),
+    "solar_open": lambda: tf.SolarOpenConfig(
+        num_hidden_layers=2, head_dim=16, moe_intermediate_size=40, n_routed_experts=8,
+        num_experts_per_tok=3, n_group=4, topk_group=2, routed_scaling_factor=1.5,
+        bos_token_id=1, eos_token_id=2, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

@@ -167,6 +167,14 @@ CASES = {
         num_shared_experts=1, shared_expert_combination_strategy="sum",
         expert_selection_fn="sigmoid", rms_norm_eps=1e-5, sliding_window=5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q/k/v biases (none on o_proj), sigmoid routing by score plus e_score_correction_bias
+    # among 2 of 4 groups, renormalised and scaled, a shared expert
+    "solar_open": (lambda: tf.SolarOpenConfig(
+        hidden_size=64, moe_intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, n_routed_experts=8, num_experts_per_tok=3,
+        n_group=4, topk_group=2, n_shared_experts=2, routed_scaling_factor=1.5,
+        attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
@@ -288,7 +296,8 @@ def _model(config) -> torch.nn.Module:
 
 def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
     """Linear weights N(0, 4 / fan_in), embeddings N(0, 1), norm weights around 1 (around 0
-    for Gemma's 1 + w), biases around 0."""
+    for Gemma's 1 + w), biases around 0, a router's selection bias N(0, 0.09): it moves the
+    choice among sigmoid scores."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -301,6 +310,9 @@ def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
                 p.copy_(0.1 * noise + (0.0 if unit_offset else 1.0))
             else:
                 p.copy_(0.1 * noise)
+        for name, b in model.named_buffers():  # a router's selection bias (DeepSeek-V3's form)
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.3 * torch.randn(b.shape, generator=g))
 
 
 def _module(model: torch.nn.Module, path: str) -> torch.nn.Module:
