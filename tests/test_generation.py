@@ -107,6 +107,11 @@ CONFIGS = {
         num_hidden_layers=2, head_dim=16, moe_intermediate_size=40, n_routed_experts=8,
         num_experts_per_tok=3, n_group=4, topk_group=2, routed_scaling_factor=1.5,
         bos_token_id=1, eos_token_id=2, **SIZES),
+    "exaone_moe": lambda: tf.ExaoneMoeConfig(
+        num_hidden_layers=4, head_dim=16, moe_intermediate_size=40, num_experts=8,
+        num_experts_per_tok=3, n_group=4, topk_group=2, routed_scaling_factor=1.5,
+        sliding_window=6, sliding_window_pattern=4, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

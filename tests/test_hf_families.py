@@ -175,6 +175,15 @@ CASES = {
         n_group=4, topk_group=2, n_shared_experts=2, routed_scaling_factor=1.5,
         attention_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # per-head q/k norm, sliding RoPE layers and a full NoPE one, a dense first layer, then
+    # sigmoid routing by score plus e_score_correction_bias among 2 of 4 groups, shared experts
+    "exaone_moe": (lambda: tf.ExaoneMoeConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=40, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=8,
+        num_experts_per_tok=3, n_group=4, topk_group=2, num_shared_experts=2,
+        routed_scaling_factor=1.5, sliding_window=5, sliding_window_pattern=4, pad_token_id=0,
+        eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
