@@ -160,7 +160,8 @@ _BOOLS = (
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
-         "activation_function", "activation", "feed_forward_proj", "position_embedding_type", "rope_type", "type")
+         "activation_function", "activation", "feed_forward_proj", "position_embedding_type",
+         "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
