@@ -142,7 +142,8 @@ _POSITIVE_INTS = (
     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_routed_experts",
     "n_group", "topk_group", "linear_conv_kernel_dim", "linear_key_head_dim",
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
-    "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim")
+    "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim", "moe_topk",
+    "prefix_dense_sliding_window_pattern", "prefix_dense_intermediate_size")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -159,8 +160,10 @@ _BOOLS = (
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
     "layer_norm_elementwise_affine", "scale_embedding")
-_STRS = ("model_type", "topk_method", "hidden_act", "hidden_activation", "activation_function",
-         "activation", "feed_forward_proj", "position_embedding_type", "rope_type", "type")
+_STRS = ("model_type", "topk_method", "expert_selection_fn",
+         "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
+         "activation_function", "activation", "feed_forward_proj", "position_embedding_type",
+         "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),
@@ -175,6 +178,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
+    "shared_intermediate_size": ("int", 0),  # GraniteMoeShared: 0 is no shared expert
+    "num_shared_experts": ("int", 0), "mlp_layer_types": ("list", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -103,6 +103,39 @@ CONFIGS = {
                                            shared_expert_intermediate_size=48, num_experts=6,
                                            num_experts_per_tok=2, bos_token_id=1,
                                            eos_token_id=2, **SIZES),
+    "olmoe": lambda: tf.OlmoeConfig(num_hidden_layers=2, num_experts=7, num_experts_per_tok=3,
+                                    pad_token_id=0, bos_token_id=1, eos_token_id=2, **SIZES),
+    "flex_olmo": lambda: tf.FlexOlmoConfig(num_hidden_layers=2, num_experts=5,
+                                           num_experts_per_tok=2, pad_token_id=0,
+                                           eos_token_id=2, **SIZES),
+    "granitemoe": lambda: tf.GraniteMoeConfig(num_hidden_layers=2, num_local_experts=5,
+                                              embedding_multiplier=3.0,
+                                              attention_multiplier=0.3,
+                                              residual_multiplier=0.4, logits_scaling=2.5,
+                                              **SIZES),
+    "granitemoeshared": lambda: tf.GraniteMoeSharedConfig(
+        num_hidden_layers=2, num_local_experts=5, num_experts_per_tok=3,
+        shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
+        **SIZES),
+    "hunyuan_v1_moe": lambda: tf.HunYuanMoEV1Config(
+        num_hidden_layers=2, head_dim=16, num_experts=5, moe_topk=2, eos_token_id=2,
+        rope_parameters={"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0,
+                         "rope_theta": 10000.0}, **SIZES),
+    "cohere2_moe": lambda: tf.Cohere2MoeConfig(
+        num_hidden_layers=4, head_dim=16, num_experts=5, num_shared_experts=2,
+        sliding_window=6, logit_scale=0.5, layer_types=[
+            "full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse", "sparse"], bos_token_id=1,
+        eos_token_id=2, **SIZES),
+    "solar_open": lambda: tf.SolarOpenConfig(
+        num_hidden_layers=2, head_dim=16, moe_intermediate_size=40, n_routed_experts=8,
+        num_experts_per_tok=3, n_group=4, topk_group=2, routed_scaling_factor=1.5,
+        bos_token_id=1, eos_token_id=2, **SIZES),
+    "exaone_moe": lambda: tf.ExaoneMoeConfig(
+        num_hidden_layers=4, head_dim=16, moe_intermediate_size=40, num_experts=8,
+        num_experts_per_tok=3, n_group=4, topk_group=2, routed_scaling_factor=1.5,
+        sliding_window=6, sliding_window_pattern=4, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

@@ -204,6 +204,73 @@ CASES = {
         num_key_value_heads=2, head_dim=16, num_local_experts=6, num_experts_per_tok=2,
         sliding_window=5, swiglu_limit=1.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q and k RMS-normed across heads, a softmax router's top 3 of 7, renormalised
+    "olmoe": (lambda: tf.OlmoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=7, num_experts_per_tok=3, norm_topk_prob=True,
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # OLMo 2's norms after the sublayers around an OLMoE-like mixture, not renormalised
+    "flex_olmo": (lambda: tf.FlexOlmoConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=5, num_experts_per_tok=2, pad_token_id=0,
+        eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Granite's multipliers around a mixture of fused experts (a softmax of the top 2 logits)
+    "granitemoe": (lambda: tf.GraniteMoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=5, num_experts_per_tok=2,
+        embedding_multiplier=3.0, attention_multiplier=0.3, residual_multiplier=0.4,
+        logits_scaling=2.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # and a shared expert beside them
+    "granitemoeshared": (lambda: tf.GraniteMoeSharedConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=5, num_experts_per_tok=3,
+        shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Hunyuan's attention, a renormalised top 2 of 5 experts and an ungated shared expert
+    "hunyuan_v1_moe": (lambda: tf.HunYuanMoEV1Config(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=5, moe_topk=2, rope_parameters={
+            "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0},
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a dense first layer (full, with RoPE: prefix_dense_sliding_window_pattern 1), sliding
+    # layers with interleaved RoPE and a full NoPE one, a shared expert averaged with the top 2
+    "cohere2_moe": (lambda: tf.Cohere2MoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=5, num_experts_per_tok=2,
+        num_shared_experts=2, sliding_window=5, logit_scale=0.5,
+        prefix_dense_intermediate_size=56, layer_types=[
+            "full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a sigmoid router renormalised, experts and a shared expert summed, RMSNorm
+    "cohere2_moe_sigmoid": (lambda: tf.Cohere2MoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=5, num_experts_per_tok=3,
+        num_shared_experts=1, shared_expert_combination_strategy="sum",
+        expert_selection_fn="sigmoid", rms_norm_eps=1e-5, sliding_window=5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q/k/v biases (none on o_proj), sigmoid routing by score plus e_score_correction_bias
+    # among 2 of 4 groups, renormalised and scaled, a shared expert
+    "solar_open": (lambda: tf.SolarOpenConfig(
+        hidden_size=64, moe_intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, n_routed_experts=8, num_experts_per_tok=3,
+        n_group=4, topk_group=2, n_shared_experts=2, routed_scaling_factor=1.5,
+        attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # per-head q/k norm, sliding RoPE layers and a full NoPE one, a dense first layer, then
+    # sigmoid routing by score plus e_score_correction_bias among 2 of 4 groups, shared experts
+    "exaone_moe": (lambda: tf.ExaoneMoeConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=40, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=8,
+        num_experts_per_tok=3, n_group=4, topk_group=2, num_shared_experts=2,
+        routed_scaling_factor=1.5, sliding_window=5, sliding_window_pattern=4, pad_token_id=0,
+        eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
@@ -329,7 +396,8 @@ def _model(config) -> torch.nn.Module:
 
 def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
     """Linear weights N(0, 4 / fan_in), embeddings N(0, 1), norm weights around 1 (around 0
-    for Gemma's 1 + w), biases around 0."""
+    for Gemma's 1 + w), biases around 0, a router's selection bias N(0, 0.09): it moves the
+    choice among sigmoid scores."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -342,6 +410,9 @@ def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
                 p.copy_(0.1 * noise + (0.0 if unit_offset else 1.0))
             else:
                 p.copy_(0.1 * noise)
+        for name, b in model.named_buffers():  # a router's selection bias (DeepSeek-V3's form)
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.3 * torch.randn(b.shape, generator=g))
 
 
 def _module(model: torch.nn.Module, path: str) -> torch.nn.Module:
