@@ -29,8 +29,8 @@ class FeedForwards(Layers):
             ffn_of(form).check_layers(self, form, layers, e)
 
     def ffn_value(self, e: ast.Expr) -> Ffn:
-        """`relu(n)`, `relu2(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`, `geglu(n)`
-        (none by default); `bias = true | false` overrides."""
+        """`relu(n)`, `relu2(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`,
+        `geglu(n)` (none by default); `bias = true | false` overrides."""
         name, _ = self.callee(e, dict.fromkeys(MLPS), "ffn")
         clamped = name == "clamped_swiglu"
         args = self.bind(e, name, (Param("hidden", True), Param("bias"))

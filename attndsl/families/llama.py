@@ -1,7 +1,7 @@
 """The llama-like decoders: llama, mistral, ministral, qwen2, qwen3, phi3, gemma2, gemma3 (and
-its text model), smollm3: pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds sandwich
-norms, unit-offset RMSNorm, softcapping and sliding/global layer patterns; SmolLM3 NoPE
-layers."""
+its text model), smollm3: pre-norm decoders with SwiGLU or GeGLU MLPs and RMSNorm; Gemma adds
+sandwich norms, unit-offset RMSNorm, softcapping and sliding/global layer patterns; SmolLM3
+NoPE layers."""
 
 from __future__ import annotations
 
