@@ -73,6 +73,10 @@ class _ShortConv(Kernel):
         if where.dropout:
             problems.append(("attention dropout needs attention weights; a short convolution "
                              "has none", e["dropout"].key_span, "remove `dropout`"))
+        if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
+                                 and e["scale"].value.id == "auto"):
+            problems.append(("a short convolution forms no scores to scale", at("scale"),
+                             "remove `scale`"))
         if "bias" in e and isinstance(e["bias"].value, ast.List):
             problems.append(("a short convolution's in_proj, convolution and o_proj have "
                              "biases together: `bias` is `true` or `false`", at("bias"),

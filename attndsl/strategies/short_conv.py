@@ -8,8 +8,6 @@ activation; channels last, as attndsl's (B, width - 1, C) state is laid out."""
 
 from __future__ import annotations
 
-from onnx import TensorProto
-
 from ..backends.conv import new_tokens
 from ..backends.lower.attend import kept_keys
 from ..backends.lower.builder import Lowering, Sym
@@ -17,7 +15,7 @@ from ..backends.lower.ops import kernel_form
 from ..ir import Node
 from ..mechanisms.short_conv import CONTRIB
 from ..planner.cores import Core
-from .base import Context, Match, Reject, Strategy
+from .base import Context, Reject, Strategy
 
 __all__ = ["STRATEGY"]
 
