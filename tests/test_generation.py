@@ -79,6 +79,9 @@ CONFIGS = {
                                            shared_expert_intermediate_size=48, num_experts=6,
                                            num_experts_per_tok=2, bos_token_id=1,
                                            eos_token_id=2, **SIZES),
+    "lfm2": lambda: tf.Lfm2Config(num_hidden_layers=3, layer_types=["conv", "full_attention",
+                                                                    "conv"],
+                                  bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers
