@@ -16,17 +16,23 @@ __all__ = ["FAMILIES"]
 _KINDS = ("conv", "full_attention")
 
 
+def _own(s: SpecText, key: str):
+    """An LFM2 field, Lfm2Config's default where config.json omits it (a null multiplier
+    stays null: no rounding)."""
+    return s.cfg[key] if key in s.cfg else _OWN[key]
+
+
 def ffn_width(s: SpecText) -> int:
     """Lfm2MLP's width: intermediate_size (block_ff_dim where given), and with
     block_auto_adjust_ff_dim int(2 n / 3), then times block_ffn_dim_multiplier rounded up to
     a multiple of block_multiple_of where a multiplier is given."""
     n = s.get("block_ff_dim", "intermediate_size") or s.need("intermediate_size")
-    if s.get("block_auto_adjust_ff_dim", default=True):
+    if _own(s, "block_auto_adjust_ff_dim"):
         n = int(2 * n / 3)
-        multiplier = s.cfg.get("block_ffn_dim_multiplier")
+        multiplier = _own(s, "block_ffn_dim_multiplier")
         if multiplier is not None:
             n = int(multiplier * n)
-            step = s.need("block_multiple_of") or 1
+            step = _own(s, "block_multiple_of") or 1
             n = step * ((n + step - 1) // step)
     return n
 
@@ -35,7 +41,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     cfg = s.cfg
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     kv = s.get("num_key_value_heads", default=heads)
-    eps, layers = s.need("norm_eps"), s.need("num_hidden_layers")
+    eps, layers = _own(s, "norm_eps"), s.need("num_hidden_layers")
     full = s.get("full_attn_idxs", default=list(range(layers)))
     types = s.get("layer_types") or ["full_attention" if i in full else "conv"
                                      for i in range(layers)]
@@ -45,10 +51,10 @@ def _read(s: SpecText, padding: str | None) -> None:
                  + (f"; attndsl does not import layer kind `{other[0]}` for it" if other
                     else ""))
         return
-    bias = "true" if cfg.get("conv_bias") else "false"
+    bias = "true" if _own(s, "conv_bias") else "false"
     s.attentions["lfm2_conv"] = {
         "d_model": str(d), "heads": "1", "bias": bias,
-        "kernel": f"short_conv(width = {s.need('conv_L_cache')})", "mask": mask(True, padding)}
+        "kernel": f"short_conv(width = {_own(s, 'conv_L_cache')})", "mask": mask(True, padding)}
     s.comments["lfm2_conv"] = ("gated short convolution: C * conv(B * x) over the last "
                                "conv_L_cache tokens; padding slots read as 0")
     head_dim = d // max(heads, 1)
@@ -78,13 +84,13 @@ _LFM2 = Names("layers.{i}.", {
     {"norm.weight": "embedding_norm.weight", **LM}, ("model.",),
     by_kernel={"ShortConv": _CONV})
 
-# transformers' defaults (Lfm2Config, 5.23) for the fields the import reads
+# transformers' defaults (Lfm2Config, 5.23) for the typed fields the import reads; its own
+# fields' defaults are `_OWN`'s, read where they are used
 _DEFAULTS = {
-    "vocab_size": 65536, "hidden_size": 2560, "intermediate_size": 12288,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "norm_eps": 1e-5, "tie_word_embeddings": True, "conv_bias": False, "conv_L_cache": 3,
-    "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0,
-    "block_auto_adjust_ff_dim": True}
+    "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": True}
+_OWN = {"norm_eps": 1e-5, "conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
+        "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True}
 FAMILIES = [
     Family("lfm2", _read, _LFM2, _DEFAULTS, inert={
         "full_attn_idxs": "read into layer_types by Lfm2Config; the import reads it only "
