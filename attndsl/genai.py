@@ -66,6 +66,12 @@ def check_genai(spec: Layer) -> None:
     # onnxruntime-genai's RecurrentState allocates from the model's own input shapes
     # (genai_config's past_conv_names, past_recurrent_names): only the key/value layers share
     # one size
+    kinds = {_states(spec.layer_attention(i)) for i in range(spec.layers)} - {()}
+    if len(kinds) > 1:
+        raise UsageError(f"`{spec.name}`: onnxruntime-genai carries either recurrent states "
+                         "(a window and a state per layer) or convolution windows alone, not "
+                         "both in one model: use `--export onnx --decode` and `attndsl "
+                         "generate`")
     cached = _kv_attentions(spec)
     heads = {a.head_dim for a in cached} | {a.value_dim for a in cached}
     kv = {a.kv_heads for a in cached}
@@ -146,7 +152,15 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
             "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }
-    if recurrent:  # recurrent layers: their window and state, by attndsl's names
+    kinds = [_states(spec.layer_attention(i)) for i in range(spec.layers)]
+    if ("conv",) in kinds:  # a convolution's window alone: onnxruntime-genai's
+        # ConvKeyValueCache, which decoder.layer_types turns on (every layer not
+        # full_attention carries past_conv_names' state, its shape the model input's)
+        decoder = config["model"]["decoder"]
+        decoder["layer_types"] = ["conv" if k else "full_attention" for k in kinds]
+        decoder["inputs"]["past_conv_names"] = _STATE_NAMES["inputs"]["past_conv_names"]
+        decoder["outputs"]["present_conv_names"] = _STATE_NAMES["outputs"]["present_conv_names"]
+    elif recurrent:  # recurrent layers: their window and state, by attndsl's names
         for side, names in _STATE_NAMES.items():
             config["model"]["decoder"][side].update(names)
     return config

@@ -185,7 +185,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
     "short_factor": ("list", None), "long_factor": ("list", None),
 }
-_LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention", "linear_attention")
+_LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention", "linear_attention",
+                "conv")
 # every layer kind transformers 5.23 accepts in layer_types: configuration_utils'
 # ALLOWED_LAYER_TYPES, and the legacy names its _LEGACY_LAYER_TYPE_REMAP renames (mamba,
 # attention, deepseek_sparse_attention, qwen_sparse_attention); a test holds both. A kind

@@ -111,6 +111,10 @@ def check_ort_version(target: str, version: str | None = None) -> None:
 _KERNEL_DTYPES = {
     ("GroupQueryAttention", "cuda"): ("float16", "bfloat16"),
     ("MultiHeadAttention", "cuda"): ("float32", "float16"),
+    # float32 on the CPU (the installed 1.31's kernel table); its CUDA kernel is not used:
+    # the sources read take channels first only, and no CUDA run has checked it here
+    ("CausalConvWithState", "cpu"): ("float32",),
+    ("CausalConvWithState", "cuda"): (),
 }
 GQA_HEAD_DIM_MULTIPLE = 8  # GroupQueryAttention refuses other head sizes at run time
 # ops with no bfloat16 CUDA kernel: bfloat16 models (CUDA only) avoid them on bfloat16 values

@@ -283,6 +283,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                                "lambda(init = depth, eps = 0.01)"])
     _latent(random.Random(seed * 7919 + 15), entries, cross or linear or linformer or lsh)
     _delta(random.Random(seed * 7919 + 16), entries, cross or linear or linformer or lsh)
+    _short_conv(random.Random(seed * 7919 + 18), entries, cross or linear or linformer or lsh
+                or "kernel" in entries)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -307,7 +309,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)
             other = dict(entries, mask=mask if not (linear or linformer or lsh) else
                          _LSH_MASKS[1] if lsh else entries["mask"])
-            if "delta_rule" in entries.get("kernel", ""):  # a hybrid stack, as Qwen3-Next's
+            if "delta_rule" in entries.get("kernel", "") or "short_conv" in entries.get(
+                    "kernel", ""):  # a hybrid stack, as Qwen3-Next's and LFM2's
                 other = {k: v for k, v in other.items() if k != "kernel"}
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
                                                    for k, v in other.items()) + "\n}\n"
@@ -394,6 +397,20 @@ def _delta(r: random.Random, entries: dict, excluded: bool) -> None:
                          f"eps = {r.choice(['1e-6', '0.01'])})")
     entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
                                 "padding & causal"])
+
+
+def _short_conv(r: random.Random, entries: dict, excluded: bool) -> None:
+    """LFM2's gated short convolution in place of the whole attention (its own stream): a
+    window of 2 to 5 tokens, biases on every projection or none."""
+    if excluded or "by_length" in entries or "latent" in entries or r.random() >= 0.1:
+        return
+    for key in ("kv_heads", "qk_norm", "position", "softcap", "sparsity", "output_gate",
+                "temperature", "sinks", "differential", "dropout", "documents",
+                "qk_norm_after_rope", "scale"):
+        entries.pop(key, None)
+    entries["kernel"] = f"short_conv(width = {r.choice([2, 3, 5])})"
+    entries["bias"] = r.choice(["true", "false"])
+    entries["mask"] = r.choice(["causal", "causal & padding(side = left)", "padding & causal"])
 
 
 def _latent(r: random.Random, entries: dict, excluded: bool) -> None:

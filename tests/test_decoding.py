@@ -20,6 +20,7 @@ from attndsl.decoding import check_decodable, first_past, padded, positions_of
 from attndsl.errors import SpecError
 from attndsl.ir import Op, build
 from attndsl.masks import Full, Padding, Prefix, Random, kept_keys, lookahead, primitives
+from attndsl.mechanisms import KERNELS
 from attndsl.mechanisms.linear import LinearKernel
 from attndsl.mechanisms.lsh import LshKernel
 from attndsl.planner import cores, in_place_obstacle
@@ -251,8 +252,8 @@ def _check_decoding(layer) -> None:
     in_place = [t for t in TARGETS if runners[t].in_place]
     assert not any(getattr(r, "in_place", False) for n, r in runners.items() if "bounded" in n)
     decoder = build(spec, decode=True)
-    states = any(n.op is Op.KERNEL and n.attr("kernel") == "delta_rule"
-                 for n in decoder.nodes)  # a state: growing layout
+    states = any(n.op is Op.KERNEL and KERNELS[n.attr("kernel")].states
+                 for n in decoder.nodes)  # a state (the delta rule's, a convolution's): growing
     if not states and all(in_place_obstacle(c, "ort-cpu") is None for c in cores(decoder)):
         assert "ort-cpu" in in_place
 

@@ -136,6 +136,9 @@ CONFIGS = {
         num_experts_per_tok=3, n_group=4, topk_group=2, routed_scaling_factor=1.5,
         sliding_window=6, sliding_window_pattern=4, pad_token_id=0, bos_token_id=1,
         eos_token_id=2, **SIZES),
+    "lfm2": lambda: tf.Lfm2Config(num_hidden_layers=3, layer_types=["conv", "full_attention",
+                                                                    "conv"],
+                                  bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers
@@ -185,7 +188,7 @@ CONFIGS = {
                                       eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
-GROWING = ("diffllama", "llama4_text", "bloom")
+GROWING = ("diffllama", "llama4_text", "bloom", "lfm2")
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
 # portable: standard ops and a growing cache (left-padded batches)
@@ -250,8 +253,9 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
                                                                "model.onnx"]
     in_place = config["search"]["past_present_share_buffer"]
     # differential attention pairs each kv head's cached values with another's after the
-    # cache, Llama 4's chunks are no window GroupQueryAttention knows, and ALiBi's score
-    # biases have no place in its kernel: these grow their cache instead of the in-place buffer
+    # cache, Llama 4's chunks are no window GroupQueryAttention knows, ALiBi's score biases
+    # have no place in its kernel, and LFM2's convolution windows are no keys: these grow their
+    # cache instead of the in-place buffer
     assert in_place is (family_target(exported) == "ort-cpu"
                         and family not in GROWING)
     genai_generates(og, Path(folder), want)

@@ -334,6 +334,11 @@ CASES = {
         linear_key_head_dim=16, linear_value_head_dim=8, num_experts=6, num_experts_per_tok=2,
         mlp_only_layers=[2], **SMALL),
         "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.out_proj"),
+    "lfm2": (lambda: tf.Lfm2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, layer_types=["conv", "conv", "full_attention", "conv"],
+        conv_L_cache=4, block_ffn_dim_multiplier=1.5, block_multiple_of=16, **SMALL),
+        "left", "layers.0", "layers.0.conv", "layers.0.conv.out_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

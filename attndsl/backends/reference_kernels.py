@@ -1,7 +1,8 @@
 """The NumPy reference's reading of each kernel module's `kernel` node (docs/LANGUAGE.md,
 Kernels), written from the document, by the kernel's name (`READINGS`): the linear kernel's
 feature maps and running sums, Reformer's rotations, buckets, sorted chunks and the merge of
-rounds (the delta rule's token by token is in reference_delta.py)."""
+rounds, the short convolution's window token by token (the delta rule's token by token is in
+reference_delta.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..ir import Node
 from .reference_delta import delta_rule
 from .reference_masks import mask_of
 
-__all__ = ["READINGS", "kernel", "linear_attention", "lsh_attention"]
+__all__ = ["READINGS", "kernel", "linear_attention", "lsh_attention", "short_conv"]
 
 Env = dict[str, np.ndarray]
 
@@ -116,8 +117,46 @@ def lsh_attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
     return out
 
 
+def short_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """y_t = C_t * (b_conv + sum_{j=0}^{K-1} W[:, 0, j] u_{t-K+1+j}), u_t = B_t * x_t, per
+    channel, K = width, u_s = 0 before the first token and at a slot the padding hides (one
+    pass: key_lengths; decoding: the new tokens' attention_mask). Decoding: u_{-K+1} ..
+    u_{-1} are the past's (B, K - 1, C), and the result is the outputs then the last K - 1
+    inputs of past and new along the length, (B, 1, L + K - 1, C)."""
+    gate_b, gate_c, x = (env[node.args[i]][:, 0] for i in range(3))  # (B, L, C)
+    B, L, C = x.shape
+    K = node.attr("width")
+    if node.attr("decoding"):
+        real = env["attention_mask"][:, -L:] != 0
+    elif node.attr("padding") is None:
+        real = np.ones((B, L), bool)
+    else:
+        n, t = env["key_lengths"][:, None], np.arange(L)[None, :]
+        real = t >= L - n if node.attr("padding").side == "left" else t < n
+    names = node.attr("weights")
+    weight = w[names[0]]
+    bias = w[names[1]] if len(names) > 1 else np.zeros(C)
+    inputs = {}  # token index -> its input u (B, C); the past at -K+1 .. -1
+    for s in range(1, K):
+        inputs[-s] = env[node.args[3]][:, K - 1 - s] if node.attr("decoding") else np.zeros(
+            (B, C))
+    for t in range(L):
+        inputs[t] = np.where(real[:, t, None], gate_b[:, t] * x[:, t], 0.0)
+    y = np.zeros((B, L, C))
+    for t in range(L):
+        total = bias[None, :].copy()
+        for j in range(K):
+            total = total + weight[:, 0, j] * inputs[t - K + 1 + j]
+        y[:, t] = gate_c[:, t] * total
+    if node.attr("decoding"):
+        last = np.stack([inputs[s] for s in range(L - K + 1, L)], axis=1)
+        y = np.concatenate([y, last], axis=1)
+    return y[:, None]
+
+
 # the oracle's own reading of each kernel module's `kernel` node, by the kernel's name
-READINGS = {"delta_rule": delta_rule, "linear": linear_attention, "lsh": lsh_attention}
+READINGS = {"delta_rule": delta_rule, "linear": linear_attention, "lsh": lsh_attention,
+            "short_conv": short_conv}
 
 
 def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -306,6 +306,12 @@ class Kernel:
         target: (the form's name, why, its parameters as (name, value) pairs)."""
         raise NotImplementedError
 
+    def planned(self, node: Any, provider: str | None, dtype: str) -> dict:
+        """With `own_layer`: the attributes of its `kernel` node the planner sets for a
+        planned target's `provider` (None: a target for any runtime) and `dtype` (a fused
+        kernel the provider has, `targets.has_kernel`), or {} (its node as built)."""
+        return {}
+
     def run(self, xp: Any, args: list, tensors: list, real: Callable[[], Any],
             branch: Callable, **attrs: Any) -> Any:
         """With `own_layer`: its `kernel` node's arithmetic over `xp`: `args` the node's

@@ -106,7 +106,9 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                 attrs = tuple((k, branches if k == "branches" else v) for k, v in node.attrs)
                 nodes = [replace(n, attrs=attrs) if n is node else n for n in nodes]
             elif _own(node):
-                choices.append(own_choice(node))
+                own = own_planned(node, target, dtype)
+                nodes = [own if n is node else n for n in nodes]
+                choices.append(own_choice(own))
             elif cores_of([node], by_name):
                 core = cores_of([node], by_name)[0]
                 strategy, params, reasons, attrs = choose(core, target, dtype) if \
@@ -126,6 +128,17 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
 def _own(node: Node) -> bool:
     """Whether `node` is the `kernel` node of a kernel with its own layer (`own_layer`)."""
     return node.op is Op.KERNEL and KERNELS[node.attr("kernel")].own_layer
+
+
+def own_planned(node: Node, target: str, dtype: str) -> Node:
+    """A kernel's own-layer node with the attributes its module plans for a planned target's
+    provider and the dtype (`Kernel.planned`: a fused kernel the provider has); as built
+    elsewhere."""
+    t = get(target)
+    attrs = KERNELS[node.attr("kernel")].planned(node, t.provider, dtype) if t.planned else {}
+    if not attrs:
+        return node
+    return replace(node, attrs=tuple((k, attrs.get(k, v)) for k, v in node.attrs))
 
 
 def own_choice(node: Node) -> Choice:
@@ -170,7 +183,9 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         core = next(c for c in found if tail.args[0] in c.qkv)
         blocked = (core, "a bounded cache (a window's last keys) grows and slides in standard "
                          "ops")
-    layers = [n for n in graph.nodes if _own(n)]  # kernels with their own layer
+    planned = {n.out: own_planned(n, target, dtype) for n in graph.nodes if _own(n)}
+    graph = replace(graph, nodes=tuple(planned.get(n.out, n) for n in graph.nodes))
+    layers = list(planned.values())  # kernels with their own layer
     if blocked is None and layers:
         blocked = (None, f"{KERNELS[layers[0].attr('kernel')].carries}, which "
                          "GroupQueryAttention's max_length buffers do not hold")

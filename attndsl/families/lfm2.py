@@ -1,0 +1,98 @@
+"""LFM2 (`lfm2`): a hybrid of gated short convolutions (`conv` layers: in_proj's B, C and x, C *
+conv(B * x) over the last conv_L_cache tokens, out_proj) and grouped-query softmax attention
+(`full_attention`: q and k RMS-normed per head before RoPE, no biases), as layer_types (or
+full_attn_idxs) says; pre-norm RMSNorm blocks (operator_norm, ffn_norm), the final norm named
+embedding_norm, a SwiGLU MLP (w1, w3, w2) whose width LFM2 adjusts (block_auto_adjust_ff_dim)."""
+
+from __future__ import annotations
+
+from .base import Family
+from .names import ATTN, LM, Names, linear
+from .rope import num, rope
+from .text import SpecText, mask, period
+
+__all__ = ["FAMILIES"]
+
+_KINDS = ("conv", "full_attention")
+
+
+def _own(s: SpecText, key: str):
+    """An LFM2 field, Lfm2Config's default where config.json omits it (a null multiplier
+    stays null: no rounding)."""
+    return s.cfg[key] if key in s.cfg else _OWN[key]
+
+
+def ffn_width(s: SpecText) -> int:
+    """Lfm2MLP's width: intermediate_size (block_ff_dim where given), and with
+    block_auto_adjust_ff_dim int(2 n / 3), then times block_ffn_dim_multiplier rounded up to
+    a multiple of block_multiple_of where a multiplier is given."""
+    n = s.get("block_ff_dim", "intermediate_size") or s.need("intermediate_size")
+    if _own(s, "block_auto_adjust_ff_dim"):
+        n = int(2 * n / 3)
+        multiplier = _own(s, "block_ffn_dim_multiplier")
+        if multiplier is not None:
+            n = int(multiplier * n)
+            step = _own(s, "block_multiple_of") or 1
+            n = step * ((n + step - 1) // step)
+    return n
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    cfg = s.cfg
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    kv = s.get("num_key_value_heads", default=heads)
+    eps, layers = _own(s, "norm_eps"), s.need("num_hidden_layers")
+    full = s.get("full_attn_idxs", default=list(range(layers)))
+    types = s.get("layer_types") or ["full_attention" if i in full else "conv"
+                                     for i in range(layers)]
+    other = [t for t in dict.fromkeys(types) if t not in _KINDS]
+    if len(types) != layers or other:
+        s.refuse("layer_types", f"one entry per layer ({layers}), each conv or full_attention"
+                 + (f"; attndsl does not import layer kind `{other[0]}` for it" if other
+                    else ""))
+        return
+    bias = "true" if _own(s, "conv_bias") else "false"
+    s.attentions["lfm2_conv"] = {
+        "d_model": str(d), "heads": "1", "bias": bias,
+        "kernel": f"short_conv(width = {_own(s, 'conv_L_cache')})", "mask": mask(True, padding)}
+    s.comments["lfm2_conv"] = ("gated short convolution: C * conv(B * x) over the last "
+                               "conv_L_cache tokens; padding slots read as 0")
+    head_dim = d // max(heads, 1)
+    s.attentions["lfm2_attn"] = {
+        "d_model": str(d), "heads": str(heads), "kv_heads": str(kv), "head_dim": str(head_dim),
+        "bias": "false", "qk_norm": f"rmsnorm(eps = {num(eps)})",
+        "position": rope(s, cfg.get("rope_parameters"), head_dim), "mask": mask(True, padding)}
+    names = {"conv": "lfm2_conv", "full_attention": "lfm2_attn"}
+    s.pattern = [names[t] for t in period(types)]
+    for kind in set(_KINDS) - set(types):  # one kind only: the other attention goes
+        del s.attentions[names[kind]]
+    s.stack = {"layers": str(layers), "ffn": f"swiglu({ffn_width(s)})",
+               "norm": f"rmsnorm(pre, eps = {num(eps)})"}
+
+
+_CONV = {"self_attn.in_proj.weight": "conv.in_proj.weight",
+         "self_attn.in_proj.bias": "conv.in_proj.bias",
+         **linear("self_attn.conv", "conv.conv"), **linear("self_attn.o_proj", "conv.out_proj")}
+_LFM2 = Names("layers.{i}.", {
+    **{k: v for k, v in ATTN.items() if "norm" not in k and "o_proj" not in k},
+    **linear("self_attn.o_proj", "self_attn.out_proj"),
+    "self_attn.q_norm.weight": "self_attn.q_layernorm.weight",
+    "self_attn.k_norm.weight": "self_attn.k_layernorm.weight",
+    **{f"mlp.{ours}_proj.weight": f"feed_forward.{theirs}.weight"
+       for ours, theirs in (("gate", "w1"), ("up", "w3"), ("down", "w2"))},
+    "attn_norm.weight": "operator_norm.weight", "ffn_norm.weight": "ffn_norm.weight"},
+    {"norm.weight": "embedding_norm.weight", **LM}, ("model.",),
+    by_kernel={"ShortConv": _CONV})
+
+# transformers' defaults (Lfm2Config, 5.23) for the typed fields the import reads; its own
+# fields' defaults are `_OWN`'s, read where they are used
+_DEFAULTS = {
+    "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": True}
+_OWN = {"norm_eps": 1e-5, "conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
+        "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True}
+FAMILIES = [
+    Family("lfm2", _read, _LFM2, _DEFAULTS, inert={
+        "full_attn_idxs": "read into layer_types by Lfm2Config; the import reads it only "
+                          "when layer_types is absent"}, lm=True),
+]
