@@ -15,6 +15,9 @@ What an `xp` provides, beyond the arithmetic, comparison and logical operators o
     layer_norm(x, weight, bias, eps)
     shape(x, axis) reshape(x, dims) arange(n) pad(x, axis, n) (n zeros after the end)
     slice(x, axis, start, stop) take(x, indices, axis) (NumPy's take) argmax(x, axis)
+    reshape_axes(x, start, stop, dims) (axes start .. stop - 1 reshaped to dims)
+    expand(x, dims) (broadcast against dims) expand_rows(x, like) ((1, m) to like's rows)
+    zeros_after(x, axis, n) (pad's zeros, in any dtype) head(x, axis, n) (the first n)
     sort(x) (ascending along the last axis: values, indices) cumsum(x, axis)
     take_along(x, indices, axis) (NumPy's take_along_axis)
 where a dimension, `n` or `stop` may be a length of the input (a symbolic scalar).

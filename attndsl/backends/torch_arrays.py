@@ -115,6 +115,28 @@ class TorchArrays:
         after = x.dim() - axis % x.dim() - 1
         return F.pad(x, (0, 0) * after + (0, n))
 
+    zeros_after = pad
+
+    @staticmethod
+    def head(x: Tensor, axis: int, n: int) -> Tensor:
+        """The first n entries of `axis`."""
+        return x.narrow(axis, 0, n)
+
+    @staticmethod
+    def reshape_axes(x: Tensor, start: int, stop: int, dims: list) -> Tensor:
+        """x with axes start .. stop - 1 reshaped to dims; the axes before and after kept."""
+        return x.reshape(*x.shape[:start], *dims, *x.shape[stop:])
+
+    @staticmethod
+    def expand(x: Tensor, dims: list[int]) -> Tensor:
+        """x broadcast against the shape dims (each 1 or the size it grows to)."""
+        return x.expand(torch.broadcast_shapes(x.shape, tuple(dims)))
+
+    @staticmethod
+    def expand_rows(x: Tensor, like: Tensor) -> Tensor:
+        """x (1, m) repeated to the rows of `like` (n, ...): (n, m)."""
+        return x.expand(like.shape[0], -1)
+
     @staticmethod
     def slice(x: Tensor, axis: int, start: int, stop: int | None) -> Tensor:
         return x[(slice(None),) * (axis % x.dim()) + (slice(start, stop),)]
@@ -122,12 +144,10 @@ class TorchArrays:
     @staticmethod
     def take(x: Tensor, indices: Tensor, axis: int) -> Tensor:
         """NumPy's take: index_select for a vector of indices (torch.export keeps a dynamic
-        length through it), rows of axis 0 for any other."""
+        length through it), indexing for any other."""
         if indices.dim() == 1:
             return x.index_select(axis, indices)
-        if axis != 0:
-            raise NotImplementedError("take of an index array along axis > 0")
-        return x[indices]
+        return x[(slice(None),) * (axis % x.dim()) + (indices,)]
 
     @staticmethod
     def int_max(a: int, b: int) -> int:

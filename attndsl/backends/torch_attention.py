@@ -9,10 +9,10 @@ chooses a path of its own.
   L x S scores). Rows with no visible key attend to every key and are then set to zero, so
   their gradients are zeros rather than NaN. It is also bench's PyTorch baseline, which passes
   biases as a float mask.
-- `block_sparse`: per block of n queries, only the K key blocks the planner's cover reaches (the
-  ONNX lowering's form, strategies/block_sparse.py, in torch ops with autograd): memory grows
-  with L x K*n (`_blocks`). Where its rule says, FlexAttention (`_flex`) or, at small shapes,
-  `sdpa` with the mask runs it instead.
+- `block_sparse`: per block of n queries, only the K key blocks the planner's cover reaches
+  (`softmax_core.block_sparse`, the ONNX lowering's arithmetic too, here over `TorchArrays`
+  with autograd): memory grows with L x K*n (`_blocks`). Where its rule says, FlexAttention
+  (`_flex`) or, at small shapes, `sdpa` with the mask runs it instead.
 - `_flex`: torch's FlexAttention, compiled once per shape family, with a BlockMask from the
   mask's own `visible` (masks.evaluate) as its mask_mod and the score formulas (ALiBi, T5
   buckets, score modifiers) as its score_mod. Torch 2.13 has no FlexAttention backward on the
@@ -21,7 +21,6 @@ chooses a path of its own.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 
 import torch
@@ -34,6 +33,7 @@ from ..ir import Node
 from ..planner.torch_paths import SDPA_SIDE, block_sparse_kernel
 from ..positions import alibi_slopes, t5_bucket_float32
 from . import formulas
+from .softmax_core import CoreOps, block_sparse
 from .torch_arrays import TorchArrays
 from .torch_masks import mask_context, visible
 
@@ -141,51 +141,15 @@ def _attend(m: nn.Module, node: Node, s: Tensor, seen: Tensor, v: Tensor) -> Ten
 
 
 def _blocks(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """Per block of n queries, the K key blocks the cover reaches (band, global and random
-    blocks, each visited once), attended over those K * n keys; rows of global queries then
-    recomputed against every key. (B, H, L, dv)."""
-    n, K, c = node.attr("block"), node.attr("key_blocks"), node.attr("cover")
-    expr, heads, kv = node.attr("expr"), node.attr("heads"), node.attr("kv_heads")
-    B, _, L, d = q.shape
-    S, dv, dev = k.shape[2], v.shape[-1], q.device
-    nq, nk = -(-L // n), -(-S // n)
-    qb = F.pad(q, (0, 0, 0, nq * n - L)).view(B, kv, heads // kv, nq, n, d)
-    kb = F.pad(k, (0, 0, 0, nk * n - S)).view(B, kv, nk, n, d)
-    vb = F.pad(v, (0, 0, 0, nk * n - S)).view(B, kv, nk, n, dv)
-
-    i = torch.arange(nq, device=dev)[:, None]  # (nq, 1)
-    band = torch.arange(-math.ceil(c.left / n), math.ceil(c.right / n) + 1, device=dev)
-    parts = [i + band]
-    if c.global_key_blocks(n):
-        parts.append(torch.tensor(c.global_key_blocks(n), device=dev).expand(nq, -1))
-    parts += [masks.random_key_block(r.seed, i, j, nk) for r in c.randoms for j in range(r.blocks)]
-    raw = torch.cat(parts, dim=1)  # (nq, K)
-    in_range = (raw >= 0) & (raw < nk)
-    earlier = torch.ones(K, K, dtype=torch.bool, device=dev).tril(-1)
-    dup = ((raw[:, :, None] == raw[:, None, :]) & earlier & in_range[:, None, :]).any(-1)
-    idx = raw.clamp(0, nk - 1)
-    kg = kb[:, :, idx].reshape(B, kv, 1, nq, K * n, d)
-    vg = vb[:, :, idx].reshape(B, kv, 1, nq, K * n, dv)
-
-    offsets = torch.arange(n, device=dev)
-    q_pos = (i * n + offsets)[:, :, None]  # (nq, n, 1)
-    k_pos = (idx[:, :, None] * n + offsets).reshape(nq, 1, K * n)
-    ok = (in_range & ~dup)[:, :, None].expand(nq, K, n).reshape(nq, 1, K * n)
-    q_c, k_c = q_pos.clamp(max=L - 1), k_pos.clamp(max=S - 1)  # in range for runtime inputs
-    s = _scores(m, node, qb, kg, q_c, k_c)  # (B, Hkv, g, nq, n, K*n)
-    seen = masks.evaluate(expr, q_c, k_c, mask_context(env, L, S))
-    seen = seen & ok & (k_pos < S) & (q_pos < L)
-    o = _attend(m, node, s, seen, vg).reshape(B, heads, nq * n, dv)[:, :, :L]
-    rows = [*range(min(c.q_first, L)), *(t for t in c.q_tokens if c.q_first <= t < L)]
-    if not rows:
-        return o
-    at = torch.tensor(rows, device=dev)
-    qg = q[:, :, at].reshape(B, kv, heads // kv, len(rows), d)
-    q_pos, k_pos = at[:, None], torch.arange(S, device=dev)[None, :]
-    s = _scores(m, node, qg, k.unsqueeze(2), q_pos, k_pos)  # (B, Hkv, g, G, S)
-    seen = masks.evaluate(expr, q_pos, k_pos, mask_context(env, L, S))
-    og = _attend(m, node, s, seen, v.unsqueeze(2)).reshape(B, heads, len(rows), dv)
-    return o.index_copy(2, at, og)
+    """`softmax_core.block_sparse` (the ONNX lowering's arithmetic too) over `TorchArrays`:
+    per block of n queries the K key blocks the cover reaches, then the rows of global
+    queries. (B, H, L, dv)."""
+    L, S = q.shape[2], k.shape[2]
+    ops = CoreOps(scores=lambda q, k, q_pos, k_pos: _scores(m, node, q, k, q_pos, k_pos),
+                  attend=lambda s, seen, v: _attend(m, node, s, seen, v),
+                  context=lambda: mask_context(env, L, S))
+    return block_sparse(TorchArrays(q.device), node, q, k, v, L, S, q.shape[-1], v.shape[-1],
+                        ops)
 
 
 @functools.cache

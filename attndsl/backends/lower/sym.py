@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
-from ...dtypes import DTYPES, ONNX_TYPE
+from ...dtypes import DTYPES, ONNX_TYPE, numpy_dtype
+from ...targets import lacks_bfloat16_cuda_kernel
 
 if TYPE_CHECKING:
     from .builder import Builder
@@ -256,6 +257,66 @@ class OnnxArrays:
         axis %= x.ndim
         pads = [0] * (x.ndim + axis) + [n] + [0] * (x.ndim - axis - 1)
         return Sym(self.b, self.b.op("Pad", x.name, self.vector(pads)), x.dtype, x.ndim)
+
+    def zeros_after(self, x: Sym, axis: int, n: Sym) -> Sym:
+        """n zeros after the end of `axis`, in any dtype: where ONNX Runtime's CUDA provider
+        has no bfloat16 Pad kernel, the zeros are concatenated instead."""
+        b = self.b
+        axis %= x.ndim
+        extra = b.op("Unsqueeze", n.name, b.i64(0))
+        if lacks_bfloat16_cuda_kernel("Pad", x.dtype):
+            shape = b.op("Concat", b.op("Shape", x.name, start=0, end=axis), extra,
+                         b.op("Shape", x.name, start=axis + 1), axis=0)
+            zero = numpy_helper.from_array(np.zeros(1, numpy_dtype(x.dtype)), "zero")
+            return Sym(b, b.op("Concat", x.name, b.op("ConstantOfShape", shape, value=zero),
+                               axis=axis), x.dtype, x.ndim)
+        after = [b.i64(*[0] * (x.ndim - axis - 1))] if axis < x.ndim - 1 else []
+        pads = b.op("Concat", b.i64(*[0] * (x.ndim + axis)), extra, *after, axis=0)
+        return Sym(b, b.op("Pad", x.name, pads), x.dtype, x.ndim)
+
+    def head(self, x: Sym, axis: int, n: Sym) -> Sym:
+        """The first n entries of `axis` (n a length)."""
+        b = self.b
+        return Sym(b, b.op("Slice", x.name, b.i64(0), b.op("Unsqueeze", n.name, b.i64(0)),
+                           b.i64(axis)), x.dtype, x.ndim)
+
+    def _dims(self, items: list) -> list[str]:
+        """Parts of a shape vector: each run of ints one constant, each int64 scalar its own
+        one-element vector."""
+        b = self.b
+        parts, run = [], []
+        for item in [*items, None]:
+            if isinstance(item, int):
+                run.append(item)
+                continue
+            if run:
+                parts.append(b.i64(*run))
+                run = []
+            if item is not None:
+                parts.append(b.op("Unsqueeze", item.name, b.i64(0)))
+        return parts
+
+    def reshape_axes(self, x: Sym, start: int, stop: int, dims: list) -> Sym:
+        """x with axes start .. stop - 1 reshaped to dims (ints, one of them -1, or int64
+        scalars); the axes before and after kept."""
+        b = self.b
+        parts = self._dims([0] * start + list(dims))  # 0: Reshape keeps that axis
+        if stop < x.ndim:
+            parts.append(b.op("Shape", x.name, start=stop))
+        shape = parts[0] if len(parts) == 1 else b.op("Concat", *parts, axis=0)
+        return Sym(b, b.op("Reshape", x.name, shape), x.dtype,
+                   start + len(dims) + x.ndim - stop)
+
+    def expand(self, x: Sym, dims: list[int]) -> Sym:
+        """x broadcast against the shape dims (each 1 or the size it grows to)."""
+        return Sym(self.b, self.b.op("Expand", x.name, self.b.i64(*dims)), x.dtype,
+                   max(x.ndim, len(dims)))
+
+    def expand_rows(self, x: Sym, like: Sym) -> Sym:
+        """x (1, m) repeated to the rows of `like` (n, ...): (n, m)."""
+        b = self.b
+        rows = b.op("Concat", b.op("Shape", like.name, start=0, end=1), b.i64(1), axis=0)
+        return Sym(b, b.op("Expand", x.name, rows), x.dtype, 2)
 
     def slice(self, x: Sym, axis: int, start: int | Sym, stop: int | Sym | None) -> Sym:
         b = self.b
