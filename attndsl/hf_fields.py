@@ -142,7 +142,8 @@ _POSITIVE_INTS = (
     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_routed_experts",
     "n_group", "topk_group", "linear_conv_kernel_dim", "linear_key_head_dim",
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
-    "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim")
+    "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim",
+    "attention_heads")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",

@@ -126,6 +126,10 @@ CONFIGS = {
                                       intermediate_size=96, max_position_embeddings=64,
                                       vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
                                       eos_token_id=2),
+    # fairseq's sinusoidal positions (halves, offset 2, tensor2tensor's frequencies)
+    "xglm": lambda: tf.XGLMConfig(d_model=64, num_layers=2, attention_heads=4, ffn_dim=96,
+                                  vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
+                                  eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom")
@@ -144,8 +148,8 @@ def exported(request, tmp_path_factory):
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=family.startswith("gemma"))
-    if family in ("gemma2", "gpt2", "biogpt"):  # a large embedding and a tied head would echo
-        with torch.no_grad():  # the last token (Gemma and BioGPT multiply it by sqrt(64))
+    if family in ("gemma2", "gpt2", "biogpt", "xglm"):  # a large embedding and a tied head would echo
+        with torch.no_grad():  # the last token (Gemma, BioGPT and XGLM multiply it by sqrt(64))
             model.get_input_embeddings().weight.mul_(0.05)
     folder = root / "hf"
     model.save_pretrained(folder)

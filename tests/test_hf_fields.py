@@ -35,7 +35,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
            "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
-           "biogpt": tf.BioGptConfig}
+           "biogpt": tf.BioGptConfig, "xglm": tf.XGLMConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
