@@ -130,9 +130,11 @@ CONFIGS = {
     "xglm": lambda: tf.XGLMConfig(d_model=64, num_layers=2, attention_heads=4, ffn_dim=96,
                                   vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
                                   eos_token_id=2),
+    "mpt": lambda: tf.MptConfig(d_model=72, n_heads=6, n_layers=2, max_seq_len=64,
+                                vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
-GROWING = ("diffllama", "llama4_text", "bloom")
+GROWING = ("diffllama", "llama4_text", "bloom", "mpt")
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
 # portable: standard ops and a growing cache (left-padded batches)

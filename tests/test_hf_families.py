@@ -112,6 +112,12 @@ CASES = {
     "xglm": (lambda: tf.XGLMConfig(d_model=64, num_layers=2, attention_heads=4, ffn_dim=96,
                                    **SMALL),
              "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.out_proj"),
+    # ALiBi and bias-free LayerNorms; 6 heads: MPT's slopes past a power of two
+    "mpt": (lambda: tf.MptConfig(d_model=64, n_heads=4, n_layers=2, max_seq_len=64, **SMALL),
+            "left", "blocks.0", "blocks.0.attn", "blocks.0.attn.out_proj"),
+    "mpt_6_heads": (lambda: tf.MptConfig(d_model=72, n_heads=6, n_layers=2, max_seq_len=64,
+                                         attn_config={"softmax_scale": 0.2}, **SMALL),
+                    "left", "blocks.0", "blocks.0.attn", "blocks.0.attn.out_proj"),
     "phi": (lambda: tf.PhiConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                  num_attention_heads=4, **SMALL),
             "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.dense"),
