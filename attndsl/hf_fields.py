@@ -143,7 +143,7 @@ _POSITIVE_INTS = (
     "n_group", "topk_group", "linear_conv_kernel_dim", "linear_key_head_dim",
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
     "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim",
-    "attention_heads", "n_heads", "expansion_ratio")
+    "attention_heads", "n_heads", "expansion_ratio", "dff")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",

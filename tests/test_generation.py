@@ -132,6 +132,10 @@ CONFIGS = {
                                   eos_token_id=2),
     "mpt": lambda: tf.MptConfig(d_model=72, n_heads=6, n_layers=2, max_seq_len=64,
                                 vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    # sinusoidal positions (every sine, then every cosine), a tied head with a bias
+    "ctrl": lambda: tf.CTRLConfig(n_embd=64, n_layer=2, n_head=4, dff=96, n_positions=64,
+                                  vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
+                                  eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "mpt")

@@ -36,7 +36,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
            "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
            "biogpt": tf.BioGptConfig, "xglm": tf.XGLMConfig,
-           "mpt": tf.MptConfig}
+           "mpt": tf.MptConfig, "ctrl": tf.CTRLConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -98,6 +98,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("opt", "layer_norm_elementwise_affine", False),
     ("mpt", "no_bias", False),
     ("mpt", "expansion_ratio", 2),
+    ("ctrl", "layer_norm_epsilon", 1e-05),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:
