@@ -212,7 +212,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["position"] = "sinusoidal"
         variant = random.Random(seed * 7919 + 19)  # CTRL's and XGLM's tables: own stream
         if variant.random() < 0.4 and d_model >= 4:
-            entries["position"] = (f"sinusoidal(layout = {variant.choice(['halves', 'interleaved'])}"
+            layout = variant.choice(["halves", "interleaved"])
+            entries["position"] = (f"sinusoidal(layout = {layout}"
                                    f", offset = {variant.choice([0, 2, 7])}, frequencies = "
                                    f"{variant.choice(['vaswani', 'tensor2tensor'])})")
     elif position == "relative_bias":

@@ -154,8 +154,8 @@ def exported(request, tmp_path_factory):
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=family.startswith("gemma"))
-    if family in ("gemma2", "gpt2", "biogpt", "xglm"):  # a large embedding and a tied head would echo
-        with torch.no_grad():  # the last token (Gemma, BioGPT and XGLM multiply it by sqrt(64))
+    if family in ("gemma2", "gpt2", "biogpt", "xglm"):  # a large embedding and a tied head
+        with torch.no_grad():  # would echo the last token (Gemma, BioGPT, XGLM scale it by 8)
             model.get_input_embeddings().weight.mul_(0.05)
     folder = root / "hf"
     model.save_pretrained(folder)

@@ -7,7 +7,7 @@ model neither transformers nor attndsl computes, and is refused by name."""
 from __future__ import annotations
 
 from .base import Family
-from .names import Names, norms, qkv_names, rows
+from .names import Names, qkv_names, rows
 from .rope import num
 from .text import SpecText, mask
 

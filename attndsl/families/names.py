@@ -22,8 +22,9 @@ class Names:
     """Where a family keeps each tensor attndsl names. `layer` is the checkpoint prefix of
     layer i; `names` maps attndsl's name within a layer (after `layers.{i}.`) to the
     checkpoint's name within its layer, or to (fused name, split); `top` maps names outside the
-    layers (to a name, or to (name, split): OPT's position table past its first rows). `bases` are prefixes a task model adds (`model.`, `transformer.`); `by_kernel`
-    the entries of layers whose kernel differs (`layer_names`)."""
+    layers (to a name, or to (name, split): OPT's position table past its first rows).
+    `bases` are prefixes a task model adds (`model.`, `transformer.`); `by_kernel` the entries
+    of layers whose kernel differs (`layer_names`)."""
 
     layer: str
     names: dict[str, str | tuple[str, Split]]
