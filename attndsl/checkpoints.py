@@ -187,7 +187,7 @@ _ALLOW = "--allow-unused-weights leaves it out, with a warning"
 _NOT_NEEDED = re.compile(
     r"(.+\.)?(rotary_emb\.inv_freq|(attn|attention)\.(masked_)?bias|position_ids)"
     r"|(score|classifier|qa_outputs|pooler|cls|multiple_choice_head)(\.\w+)*\.(weight|bias)")
-_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers")
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
 
 def _strays(ckpt: Checkpoint, fam: Names, spec: Attention | Transformer, keys: dict[str, str],

@@ -143,7 +143,8 @@ _POSITIVE_INTS = (
     "n_group", "topk_group", "linear_conv_kernel_dim", "linear_key_head_dim",
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
     "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim", "moe_topk",
-    "prefix_dense_sliding_window_pattern", "prefix_dense_intermediate_size")
+    "prefix_dense_sliding_window_pattern", "prefix_dense_intermediate_size", "attention_heads",
+    "n_heads", "expansion_ratio", "dff")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -159,7 +160,7 @@ _BOOLS = (
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
-    "layer_norm_elementwise_affine", "scale_embedding")
+    "layer_norm_elementwise_affine", "scale_embedding", "no_bias")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
          "activation_function", "activation", "feed_forward_proj", "position_embedding_type",
@@ -174,14 +175,14 @@ TYPES: dict[str, tuple[str, float | None]] = {
     # 0: none (Qwen2MoeConfig writes 0 without use_sliding_window); sliding layers refuse it
     "sliding_window": ("int", 0),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
-    "attention_types": ("list", None),
+    "attention_types": ("list", None), "attn_config": ("dict", None),
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
     "shared_intermediate_size": ("int", 0),  # GraniteMoeShared: 0 is no shared expert
     "num_shared_experts": ("int", 0), "mlp_layer_types": ("list", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
-    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
     "short_factor": ("list", None), "long_factor": ("list", None),
 }

@@ -41,8 +41,11 @@ def alibi_slopes(heads: int, schedule: str = "press", max_bias: float = 8.0,
     return geometric(closest) + geometric(2 * closest)[0::2][: heads - closest]
 
 
-def sinusoidal_inv_freq(d: int) -> list[float]:
-    """10000 ** (-2i / d) for i in 0 .. d/2 - 1: PE[p, 2i] = sin(p * f_i), PE[p, 2i+1] = cos."""
+def sinusoidal_inv_freq(d: int, frequencies: str = "vaswani") -> list[float]:
+    """10000 ** (-2i / d) for i in 0 .. d/2 - 1 (vaswani: PE[p, 2i] = sin(p * f_i),
+    PE[p, 2i+1] = cos), or 10000 ** (-i / (d/2 - 1)) (tensor2tensor's, XGLM's)."""
+    if frequencies == "tensor2tensor":
+        return [10000.0 ** (-i / (d // 2 - 1)) for i in range(d // 2)]
     return rope_inv_freq(10000.0, d)
 
 

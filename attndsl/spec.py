@@ -61,7 +61,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Sinusoidal:
-    pass
+    """The sinusoidal table, docs/LANGUAGE.md: `layout` interleaved (sin, cos of each frequency
+    side by side) or halves (every sine, then every cosine: CTRL, XGLM); position p reads the
+    angle (p + offset) * f_i (XGLM's offset 2); `frequencies` vaswani (f_i = 10000^(-2i/d)) or
+    tensor2tensor (f_i = 10000^(-i/(d/2 - 1)), XGLM's)."""
+
+    layout: str = "interleaved"
+    offset: int = 0
+    frequencies: str = "vaswani"
 
 
 @dataclass(frozen=True)

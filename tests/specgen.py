@@ -136,7 +136,7 @@ def _lsh(r: random.Random, entries: dict[str, object], heads: int, head_dim: int
                                else ["false", "[q, v]"])
     for key in ("qk_norm", "softcap", "dropout", "sparsity"):
         entries.pop(key, None)
-    if entries.get("position") not in ("sinusoidal",) and \
+    if not str(entries.get("position", "")).startswith("sinusoidal") and \
             not str(entries.get("position", "")).startswith("learned"):
         entries.pop("position", None)
     entries["kernel"] = (f"lsh(buckets = {r.choice([2, 4, 6, 16])}, rounds = {r.randint(1, 3)}, "
@@ -210,6 +210,12 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["position"] = f"learned({MAX_TEST_LENGTH + r.randint(0, 20)})"
     elif position == "sinusoidal" and d_model % 2 == 0:
         entries["position"] = "sinusoidal"
+        variant = random.Random(seed * 7919 + 19)  # CTRL's and XGLM's tables: own stream
+        if variant.random() < 0.4 and d_model >= 4:
+            layout = variant.choice(["halves", "interleaved"])
+            entries["position"] = (f"sinusoidal(layout = {layout}"
+                                   f", offset = {variant.choice([0, 2, 7])}, frequencies = "
+                                   f"{variant.choice(['vaswani', 'tensor2tensor'])})")
     elif position == "relative_bias":
         buckets = r.choice([4, 8, 16, 32])
         bidirectional = r.choice(["true", "false"])

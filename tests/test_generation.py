@@ -186,9 +186,19 @@ CONFIGS = {
                                       intermediate_size=96, max_position_embeddings=64,
                                       vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
                                       eos_token_id=2),
+    # fairseq's sinusoidal positions (halves, offset 2, tensor2tensor's frequencies)
+    "xglm": lambda: tf.XGLMConfig(d_model=64, num_layers=2, attention_heads=4, ffn_dim=96,
+                                  vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
+                                  eos_token_id=2),
+    "mpt": lambda: tf.MptConfig(d_model=72, n_heads=6, n_layers=2, max_seq_len=64,
+                                vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    # sinusoidal positions (every sine, then every cosine), a tied head with a bias
+    "ctrl": lambda: tf.CTRLConfig(n_embd=64, n_layer=2, n_head=4, dff=96, n_positions=64,
+                                  vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
+                                  eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
-GROWING = ("diffllama", "llama4_text", "bloom", "lfm2")
+GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt")
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
 # portable: standard ops and a growing cache (left-padded batches)
@@ -204,8 +214,8 @@ def exported(request, tmp_path_factory):
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=family.startswith("gemma"))
-    if family in ("gemma2", "gpt2", "biogpt"):  # a large embedding and a tied head would echo
-        with torch.no_grad():  # the last token (Gemma and BioGPT multiply it by sqrt(64))
+    if family in ("gemma2", "gpt2", "biogpt", "xglm"):  # a large embedding and a tied head
+        with torch.no_grad():  # would echo the last token (Gemma, BioGPT, XGLM scale it by 8)
             model.get_input_embeddings().weight.mul_(0.05)
     folder = root / "hf"
     model.save_pretrained(folder)

@@ -44,7 +44,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
            "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
-           "biogpt": tf.BioGptConfig}
+           "biogpt": tf.BioGptConfig, "xglm": tf.XGLMConfig,
+           "mpt": tf.MptConfig, "ctrl": tf.CTRLConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -104,6 +105,9 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("codegen", "n_head", 6),
     ("opt", "word_embed_proj_dim", 512),
     ("opt", "layer_norm_elementwise_affine", False),
+    ("mpt", "no_bias", False),
+    ("mpt", "expansion_ratio", 2),
+    ("ctrl", "layer_norm_epsilon", 1e-05),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:
@@ -116,6 +120,16 @@ def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsy
     assert f"`{field}` = {json.dumps(value)}" in capsys.readouterr().err
     refused = {**REFUSED, **FAMILIES[family].refused}
     assert field not in refused or refused[field][1]
+
+
+def test_mpt_attention_options_transformers_ignores_are_refused(tmp_path: Path, capsys) -> None:
+    """transformers' MPT computes ALiBi with max_bias 8 whatever attn_config says, and clamps
+    q, k and v with clip_qkv: both are refused by their nested names."""
+    tf.MptConfig(d_model=64, n_heads=4, n_layers=1,
+                 attn_config={"alibi_bias_max": 4, "clip_qkv": 6.0}).save_pretrained(tmp_path)
+    assert main(["import", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "`attn_config.alibi_bias_max` = 4" in err and "`attn_config.clip_qkv` = 6.0" in err
 
 
 def test_qwen2_without_layer_types_slides_from_max_window_layers(tmp_path: Path) -> None:

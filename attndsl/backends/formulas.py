@@ -37,17 +37,29 @@ from ..targets import lacks_bfloat16_cuda_kernel
 
 __all__ = ["LOWEST", "activation", "alibi_bias", "document_positions",
            "masked_softmax", "norm",
-           "rope", "rope_frequencies", "sinusoidal_table", "softcap"]
+           "rope", "rope_frequencies", "sinusoidal_table", "sinusoidal_variant", "softcap"]
 
 Array = Any
 LOWEST = float(np.finfo(np.float32).min)
 
 
-def sinusoidal_table(xp, pos: Array, d: int) -> Array:
+def sinusoidal_table(xp, pos: Array, d: int, layout: str = "interleaved", offset: int = 0,
+                     frequencies: str = "vaswani") -> Array:
     """PE[p, 2i] = sin(p * 10000^(-2i/d)), PE[p, 2i+1] = cos(...); pos: float32 (L, 1) ->
-    float32 (L, d)."""
-    angle = pos * xp.asarray(sinusoidal_inv_freq(d), "float32")  # (L, d/2)
+    float32 (L, d). Its variant (docs/LANGUAGE.md): the angle (p + offset) * f_i, f_i of
+    `frequencies`, and the `halves` layout: every sine, then every cosine."""
+    if offset:
+        pos = pos + float(offset)
+    angle = pos * xp.asarray(sinusoidal_inv_freq(d, frequencies), "float32")  # (L, d/2)
+    if layout == "halves":
+        return xp.concat([xp.sin(angle), xp.cos(angle)], axis=-1)
     return xp.interleave(xp.sin(angle), xp.cos(angle))
+
+
+def sinusoidal_variant(node) -> dict:
+    """The sinusoidal variant's attributes an `add_position` node sets (the rest default)."""
+    attrs = dict(node.attrs)
+    return {k: attrs[k] for k in ("layout", "offset", "frequencies") if k in attrs}
 
 
 def rope_frequencies(xp, theta: float, dim: int, scaling: RopeScaling | None,

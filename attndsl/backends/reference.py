@@ -98,11 +98,17 @@ def _add_position(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarr
             raise ValueError(f"position {pos.max()} exceeds learned positions "
                              f"({table.shape[0]})")
         return x + table[pos]
+    attrs = dict(node.attrs)  # the variant's, where not the default
+    halves = attrs.get("layout") == "halves"
+    p = pos + attrs.get("offset", 0)
     pe = np.zeros((*pos.shape, d))
     for i in range(d // 2):
-        angle = pos / 10000.0 ** (2 * i / d)
-        pe[..., 2 * i] = np.sin(angle)
-        pe[..., 2 * i + 1] = np.cos(angle)
+        if attrs.get("frequencies") == "tensor2tensor":
+            angle = p * np.exp(-i * np.log(10000.0) / (d // 2 - 1))
+        else:
+            angle = p / 10000.0 ** (2 * i / d)
+        pe[..., i if halves else 2 * i] = np.sin(angle)
+        pe[..., d // 2 + i if halves else 2 * i + 1] = np.cos(angle)
     return x + pe
 
 

@@ -156,7 +156,7 @@ def _add_position(m: GraphModule, node: Node, env: Env) -> Tensor:
     if node.attr("kind") == "learned":
         return x + F.embedding(positions, m.weight(node.attr("weight"))).to(x.dtype)
     table = formulas.sinusoidal_table(TorchArrays(x.device), positions.float()[..., None],
-                                      x.shape[2])
+                                      x.shape[2], **formulas.sinusoidal_variant(node))
     return x + table.to(x.dtype)
 
 

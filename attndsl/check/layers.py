@@ -133,6 +133,11 @@ class Layers(Mechanisms):
             self.error(f"sinusoidal encodings need an even d_model, found {d_model}",
                        at("position"))
             failed = True
+        elif isinstance(position, Sinusoidal) and position.frequencies == "tensor2tensor" \
+                and d_model < 4:
+            self.error(f"tensor2tensor's frequencies 10000^(-i / (d_model/2 - 1)) need "
+                       f"d_model >= 4, found {d_model}", at("position"))
+            failed = True
         if kind == "cross" and mask is not None and m.reads_documents(mask):
             self.error("positions within documents (`qd`, `kd`) need self attention: queries "
                        "and keys must come from one sequence", at("mask"),

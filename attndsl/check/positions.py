@@ -28,13 +28,27 @@ MAX_FACTOR = 1e6
 
 
 class Positions(Norms):
+    def sinusoidal_value(self, args: dict) -> Sinusoidal:
+        """`sinusoidal(layout = interleaved, offset = 0, frequencies = vaswani)`."""
+        layout = self.word(args["layout"], SINUSOIDAL_LAYOUTS, "sinusoidal layout") \
+            if "layout" in args else "interleaved"
+        frequencies = self.word(args["frequencies"], SINUSOIDAL_FREQUENCIES,
+                                "sinusoidal frequencies") if "frequencies" in args else "vaswani"
+        offset = 0
+        if "offset" in args:
+            offset = self.integer(args["offset"])
+            if offset > MAX_OFFSET:
+                raise self.error(f"offset must be in [0, {MAX_OFFSET}], found {offset}",
+                                 args["offset"].span, hint="XGLM's is 2 (fairseq's padding rows)")
+        return Sinusoidal(layout, offset, frequencies)
+
     def position_value(self, e: ast.Expr) -> Position:
         name, _ = self.callee(e, _POSITIONS, "position encoding")
         args = self.bind(e, name, _POSITIONS[name])
         if name == "none":
             return None
         if name == "sinusoidal":
-            return Sinusoidal()
+            return self.sinusoidal_value(args)
         if name == "alibi":
             slopes = self.word(args["slopes"], ("press", "geometric"),
                                "alibi slopes") if "slopes" in args else "press"
@@ -169,12 +183,17 @@ def _yarn_mscale(factor: float, mscale: float) -> float:
     return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
 
 
+SINUSOIDAL_LAYOUTS = ("interleaved", "halves")
+SINUSOIDAL_FREQUENCIES = ("vaswani", "tensor2tensor")
+MAX_OFFSET = 1 << 20
+
+
 def _is_auto(e: ast.Expr) -> bool:
     return isinstance(e, ast.Name) and e.id == "auto"
 
 
 _POSITIONS = {
-    "none": (), "sinusoidal": (),
+    "none": (), "sinusoidal": (Param("layout"), Param("offset"), Param("frequencies")),
     "alibi": (Param("slopes"), Param("max_bias"), Param("scaled"), Param("rounding")),
     "learned": (Param("max_len", True),),
     "rope": (Param("theta"), Param("dim"), Param("interleaved"), Param("scaling")),

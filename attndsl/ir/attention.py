@@ -24,9 +24,13 @@ __all__ = ["absolute", "attention", "norm"]
 def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str, ...]) -> str:
     """x plus the sinusoidal or learned table at each token's position (0 .. L-1, or
     position_ids when decoding)."""
-    if isinstance(s.position, Sinusoidal):
+    if isinstance(s.position, Sinusoidal):  # its variant's attributes where not the default
+        variant = {k: v for k, v in (("layout", s.position.layout),
+                                     ("offset", s.position.offset),
+                                     ("frequencies", s.position.frequencies))
+                   if v != getattr(Sinusoidal(), k)}
         return b.emit(Op.ADD_POSITION, "x_pos", (x, *pos), T("B", "L", s.d_model),
-                      kind="sinusoidal")
+                      kind="sinusoidal", **variant)
     if isinstance(s.position, Learned):
         return b.emit(Op.ADD_POSITION, "x_pos", (x, *pos), T("B", "L", s.d_model),
                       kind="learned", weight=f"{prefix}position_embeddings.weight",

@@ -196,7 +196,8 @@ def _float_result(rule: Rule | None) -> Rule:
 
 _DEFS = [
     OpDef(Op.INPUT, (0, 0)),
-    OpDef(Op.ADD_POSITION, (1, 2), ("kind",), ("weight", "max_len"), rule=_same,
+    OpDef(Op.ADD_POSITION, (1, 2), ("kind",), ("weight", "max_len", "layout", "offset",
+                                                "frequencies"), rule=_same,
           tensors=("weight",)),
     OpDef(Op.LINEAR, (1, 1), ("weight", "bias"), rule=_linear, tensors=("weight", "bias")),
     OpDef(Op.SPLIT_HEADS, (1, 1), ("heads", "dim"), rule=_split),

@@ -28,7 +28,8 @@ def _add_position(lw: Lowering, node: Node) -> str:
         ids = arg(lw, node, 1) if len(node.args) > 1 else lw.arange(lw.L).name
         return b.op("Add", x, b.op("Gather", lw.w(node.attr("weight")), ids, axis=0))
     pos = lw.token_positions(node, lw.L)
-    table = formulas.sinusoidal_table(lw.xp, pos, width(node.shape))
+    table = formulas.sinusoidal_table(lw.xp, pos, width(node.shape),
+                                      **formulas.sinusoidal_variant(node))
     return b.op("Add", x, b.to_model(table.name))
 
 
