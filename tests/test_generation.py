@@ -87,6 +87,8 @@ CONFIGS = {
         num_experts_per_tok=2, interleave_moe_layer_step=2, attention_chunk_size=4,
         no_rope_layer_interval=2, floor_scale=64, attn_scale=0.5, bos_token_id=1,
         eos_token_id=2, pad_token_id=0, **SIZES),
+    "ernie4_5": lambda: tf.Ernie4_5Config(num_hidden_layers=2, head_dim=16, use_bias=True,
+                                          bos_token_id=1, eos_token_id=2, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

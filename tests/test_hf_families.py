@@ -218,6 +218,11 @@ CASES = {
         use_bidirectional_attention=True,
         layer_types=["sliding_attention", "sliding_attention", "full_attention"], **SMALL),
         "right", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # interleaved RoPE over the whole head, biases on every projection and the MLP
+    "ernie4_5": (lambda: tf.Ernie4_5Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, use_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

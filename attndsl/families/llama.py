@@ -17,9 +17,10 @@ from .text import SpecText, act, mask, period
 __all__ = ["FAMILIES", "LLAMA", "LLAMA_DEFAULTS", "read"]
 
 
-def read(s: SpecText, padding: str | None) -> None:
+def read(s: SpecText, padding: str | None, interleaved: bool = False) -> None:
     """llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3: pre-norm decoders with SwiGLU or
-    GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping."""
+    GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping. `interleaved`:
+    RoPE pairs features 2i and 2i + 1 (GLM, ERNIE 4.5)."""
     cfg, t = s.cfg, s.cfg.get("model_type")
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     kv = s.get("num_key_value_heads", default=heads)
@@ -88,7 +89,7 @@ def read(s: SpecText, padding: str | None) -> None:
         if params is not None and "rope_theta" not in params:  # as standardize_rope_params
             default = 1e6 if t.startswith("gemma3") and kind == "full_attention" else 10000.0
             params = {**params, "rope_theta": cfg.get("rope_theta", default)}
-        entries = dict(base, position=rope(s, params, head_dim) if roped else "none")
+        entries = dict(base, position=rope(s, params, head_dim, interleaved) if roped else "none")
         slide = kind == "sliding_attention"
         if slide and not window:
             s.refuse("sliding_window", "sliding layers need a window size")

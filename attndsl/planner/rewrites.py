@@ -106,9 +106,11 @@ class Rewrites:
                        "GroupQueryAttention takes the one GEMM's output, split into heads "
                        "in the kernel")
             if r.rope is not None:
+                pairs = ", interleaved" if r.rope.attr("interleaved") else ""
                 out.append(f"rotary: {attention}: RoPE (theta {r.rope.attr('theta')}, dim "
-                           f"{r.rope.attr('dim')}) in GroupQueryAttention (do_rotary) rather "
-                           f"than in standard ops before it; {r.why}")
+                           f"{r.rope.attr('dim')}{pairs}) in GroupQueryAttention (do_rotary"
+                           f"{', rotary_interleaved' if pairs else ''}) rather than in "
+                           f"standard ops before it; {r.why}")
         return out
 
 
