@@ -89,6 +89,11 @@ CONFIGS = {
         eos_token_id=2, pad_token_id=0, **SIZES),
     "ernie4_5": lambda: tf.Ernie4_5Config(num_hidden_layers=2, head_dim=16, use_bias=True,
                                           bos_token_id=1, eos_token_id=2, **SIZES),
+    # head_dim 32: RoPE on 16 features, which GroupQueryAttention rotates itself (do_rotary)
+    "glm": lambda: tf.GlmConfig(num_hidden_layers=2, head_dim=32, bos_token_id=1,
+                                eos_token_id=2, pad_token_id=0, **SIZES),
+    "glm4": lambda: tf.Glm4Config(num_hidden_layers=2, head_dim=16, bos_token_id=1,
+                                  eos_token_id=2, pad_token_id=0, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
