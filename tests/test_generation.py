@@ -94,6 +94,13 @@ CONFIGS = {
                                 eos_token_id=2, pad_token_id=0, **SIZES),
     "glm4": lambda: tf.Glm4Config(num_hidden_layers=2, head_dim=16, bos_token_id=1,
                                   eos_token_id=2, pad_token_id=0, **SIZES),
+    "gemma": lambda: tf.GemmaConfig(num_hidden_layers=2, head_dim=16, bos_token_id=1,
+                                    eos_token_id=2, pad_token_id=0, **SIZES),
+    "vaultgemma": lambda: tf.VaultGemmaConfig(num_hidden_layers=3, head_dim=16, sliding_window=5,
+                                              query_pre_attn_scalar=16,
+                                              attn_logit_softcapping=5.0,
+                                              final_logit_softcapping=30.0, bos_token_id=1,
+                                              eos_token_id=2, pad_token_id=0, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
@@ -109,9 +116,11 @@ def exported(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(family)
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
-    redraw(model, 11, unit_offset=family.startswith("gemma"))
-    if family in ("gemma2", "gpt2"):  # a large embedding and a tied head would echo the last
-        with torch.no_grad():  # token (Gemma multiplies it by sqrt(64))
+    redraw(model, 11, unit_offset="gemma" in family)
+    # a large embedding and a tied head would echo the last token (Gemma multiplies it by
+    # sqrt(64))
+    if family in ("gemma2", "gpt2", "gemma", "vaultgemma"):
+        with torch.no_grad():
             model.get_input_embeddings().weight.mul_(0.05)
     folder = root / "hf"
     model.save_pretrained(folder)

@@ -233,6 +233,16 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=24, pad_token_id=0, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "gemma": (lambda: tf.GemmaConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Gemma 2 without post-sublayer norms: sliding and full layers, softcapped scores
+    "vaultgemma": (lambda: tf.VaultGemmaConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
+        attn_logit_softcapping=5.0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,
@@ -317,7 +327,7 @@ def test_import_and_checkpoint_match_transformers(tmp_path: Path, family: str) -
     make, side, path_layer, path_attn, path_out = CASES[family]
     config = make()
     model = _model(config).eval()
-    redraw(model, 7, unit_offset=family.startswith("gemma"))
+    redraw(model, 7, unit_offset="gemma" in family)
     folder = tmp_path / family
     model.save_pretrained(folder)
     spec = tmp_path / f"{family}.attn"
