@@ -101,6 +101,8 @@ CONFIGS = {
                                               attn_logit_softcapping=5.0,
                                               final_logit_softcapping=30.0, bos_token_id=1,
                                               eos_token_id=2, pad_token_id=0, **SIZES),
+    "olmo": lambda: tf.OlmoConfig(num_hidden_layers=2, attention_bias=True, pad_token_id=0,
+                                  bos_token_id=1, eos_token_id=2, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

@@ -243,6 +243,11 @@ CASES = {
         num_key_value_heads=2, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
         attn_logit_softcapping=5.0, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # LayerNorms without weight or bias; biases on q, k, v and o
+    "olmo": (lambda: tf.OlmoConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, attention_bias=True, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

@@ -34,7 +34,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "ernie4_5": tf.Ernie4_5Config, "glm": tf.GlmConfig, "glm4": tf.Glm4Config,
-           "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig}
+           "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig, "olmo": tf.OlmoConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -90,6 +90,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("gemma2", "use_bidirectional_attention", True),
     ("bloom", "apply_residual_connection_post_layernorm", True),
     ("bert", "position_embedding_type", "relative_key"),
+    ("olmo", "clip_qkv", 8.0),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:
