@@ -103,6 +103,8 @@ CONFIGS = {
                                               eos_token_id=2, pad_token_id=0, **SIZES),
     "olmo": lambda: tf.OlmoConfig(num_hidden_layers=2, attention_bias=True, pad_token_id=0,
                                   bos_token_id=1, eos_token_id=2, **SIZES),
+    "iquestcoder": lambda: tf.IQuestCoderConfig(num_hidden_layers=2, head_dim=16,
+                                                bos_token_id=1, eos_token_id=2, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
@@ -405,12 +407,13 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
         "transformers now reads real positions: the quirk documented is gone"
 
 
-@pytest.mark.parametrize("version", ["v3", "v2"])
+@pytest.mark.parametrize("version", ["v3", "v2", "youtu"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version: str,
                                             capsys) -> None:
-    """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer) and
-    V2-Lite's form (no q bottleneck, greedy softmax routing):
+    """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer),
+    V2-Lite's form (no q bottleneck, greedy softmax routing) and Youtu-LLM (V3's attention,
+    every MLP dense):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
     for a left-padded batch, and the decoding model its logits, caching the latent alone
     (20 + 8 values per token). onnxruntime-genai keeps a key and a value cache per layer:
@@ -420,7 +423,12 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
                   kv_lora_rank=20, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
                   bos_token_id=1, eos_token_id=2, **(SIZES | {"num_key_value_heads": 4}))
     config = (tf.DeepseekV3Config(n_group=4, topk_group=2, q_lora_rank=32, **common)
-              if version == "v3" else tf.DeepseekV2Config(q_lora_rank=None, **common))
+              if version == "v3" else tf.DeepseekV2Config(q_lora_rank=None, **common)
+              if version == "v2" else tf.YoutuConfig(
+                  q_lora_rank=32, **{k: v for k, v in common.items() if k in (
+                      "num_hidden_layers", "kv_lora_rank", "qk_rope_head_dim",
+                      "qk_nope_head_dim", "v_head_dim", "bos_token_id", "eos_token_id")},
+                  **(SIZES | {"num_key_value_heads": 4})))
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -432,7 +440,8 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    decoder = out / f"deepseek_{version}.decode.onnx"
+    name = "youtu" if version == "youtu" else f"deepseek_{version}"
+    decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}
     assert caches == {f"past_key_values.{i}.key": ["batch", 1, "past_length", 20 + 8]

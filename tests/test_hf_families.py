@@ -248,6 +248,16 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, attention_bias=True, pad_token_id=0, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "iquestcoder": (lambda: tf.IQuestCoderConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # DeepSeek-V3's latent attention (q bottleneck, interleaved RoPE), every MLP dense
+    "youtu": (lambda: tf.YoutuConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=20, qk_rope_head_dim=8,
+        qk_nope_head_dim=16, v_head_dim=16, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

@@ -34,7 +34,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "ernie4_5": tf.Ernie4_5Config, "glm": tf.GlmConfig, "glm4": tf.Glm4Config,
-           "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig, "olmo": tf.OlmoConfig}
+           "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig, "olmo": tf.OlmoConfig,
+           "iquestcoder": tf.IQuestCoderConfig, "youtu": tf.YoutuConfig}
 
 
 def test_every_family_has_its_config_class() -> None:

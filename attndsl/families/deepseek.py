@@ -1,12 +1,12 @@
-"""DeepSeek-V3 (and Kimi K2, which shares its config) and DeepSeek-V2: multi-head latent
-attention (a query bottleneck of q_lora_rank, keys and values from a kv_lora_rank latent, a
-shared RoPE key of qk_rope_head_dim features, YaRN with its softmax-scale correction), and a
-mixture of experts with a sigmoid router choosing by score plus e_score_correction_bias among
-the topk_group best of n_group groups, renormalised, times routed_scaling_factor, beside
-n_shared_experts shared experts; the first first_k_dense_replace layers run a dense SwiGLU
-instead. DeepSeek-V2 differs in its router alone (a softmax, top-k either greedy or among the
-topk_group groups with the best single expert, never renormalised) and its always interleaved
-RoPE."""
+"""DeepSeek-V3 (and Kimi K2, which shares its config), DeepSeek-V2 and Youtu-LLM (V3's attention,
+every MLP dense): multi-head latent attention (a query bottleneck of q_lora_rank, keys and
+values from a kv_lora_rank latent, a shared RoPE key of qk_rope_head_dim features, YaRN with its
+softmax-scale correction), and a mixture of experts with a sigmoid router choosing by score
+plus e_score_correction_bias among the topk_group best of n_group groups, renormalised, times
+routed_scaling_factor, beside n_shared_experts shared experts; the first first_k_dense_replace
+layers run a dense SwiGLU instead. DeepSeek-V2 differs in its router alone (a softmax, top-k
+either greedy or among the topk_group groups with the best single expert, never renormalised)
+and its always interleaved RoPE."""
 
 from __future__ import annotations
 
@@ -59,10 +59,15 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.attentions["deepseek_mla"] = entries
     s.comments["deepseek_mla"] = "multi-head latent attention"
     s.pattern = ["deepseek_mla"]
-    layers, hidden = s.need("num_hidden_layers"), s.need("moe_intermediate_size")
+    layers = s.need("num_hidden_layers")
     dense = s.need("intermediate_size")  # the dense layers' MLP (first_k_dense_replace)
     if s.get("hidden_act", default="silu") != "silu":
         s.refuse("hidden_act", "DeepSeek's MLPs and experts are SwiGLU (silu)")
+    norm = f"rmsnorm(pre, eps = {num(eps)})"
+    if cfg.get("model_type") == "youtu":  # Youtu-LLM: latent attention, every MLP dense
+        s.stack = {"layers": str(layers), "ffn": f"swiglu({dense})", "norm": norm}
+        return
+    hidden = s.need("moe_intermediate_size")
     ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
            f"{s.need('num_experts_per_tok')}, expert = swiglu({hidden}), routed_scale = "
            f"{num(s.need('routed_scaling_factor'))}")
@@ -83,7 +88,7 @@ def _read(s: SpecText, padding: str | None) -> None:
         ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
     first = min(s.get("first_k_dense_replace", default=0), layers)
     s.stack = {"layers": str(layers), "ffn": mixture(ffn, list(range(first)), layers, dense),
-               "norm": f"rmsnorm(pre, eps = {num(eps)})"}
+               "norm": norm}
 
 
 _ATTN = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
@@ -107,8 +112,13 @@ _DEEPSEEK_V2 = Names(_DEEPSEEK.layer, {k: v for k, v in _DEEPSEEK.names.items()
                                        if k != "mlp.router.selection_bias"},
                      _DEEPSEEK.top, _DEEPSEEK.bases)
 
-# transformers' defaults (DeepseekV3Config, DeepseekV2Config, 5.23) for the fields the import
-# reads
+_YOUTU = Names(_DEEPSEEK.layer, {k: v for k, v in _DEEPSEEK.names.items()
+                                  if not k.startswith(("mlp.experts.", "mlp.shared.",
+                                                       "mlp.router."))},
+               _DEEPSEEK.top, _DEEPSEEK.bases)
+
+# transformers' defaults (DeepseekV3Config, DeepseekV2Config, YoutuConfig, 5.23) for the fields
+# the import reads
 FAMILIES = [
     Family("deepseek_v3", _read, _DEEPSEEK, {
         "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
@@ -141,4 +151,15 @@ FAMILIES = [
                "pretraining_tp": "transformers' DeepSeek-V2 forward does not read it"},
         refused={"mlp_bias": (bool, "DeepSeek-V2's MLPs with biases have no import yet")},
         lm=True, weights_for=expanded(_DEEPSEEK_V2)),
+    # Youtu-LLM: DeepSeek-V3's latent attention in Llama's decoder, every MLP a dense SwiGLU
+    Family("youtu", _read, _YOUTU, {
+        "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 32,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,
+        "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
+        "hidden_act": "silu", "rms_norm_eps": 1e-06, "tie_word_embeddings": True,
+        "rope_interleave": True, "attention_bias": False},
+        inert={"head_dim": "YoutuConfig sets it to qk_rope_head_dim",
+               "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
+               "embedding_initializer_range": "how untrained embeddings are drawn; a checkpoint "
+                                              "brings its own"}, lm=True),
 ]
