@@ -105,6 +105,8 @@ CONFIGS = {
                                   bos_token_id=1, eos_token_id=2, **SIZES),
     "iquestcoder": lambda: tf.IQuestCoderConfig(num_hidden_layers=2, head_dim=16,
                                                 bos_token_id=1, eos_token_id=2, **SIZES),
+    "cohere": lambda: tf.CohereConfig(num_hidden_layers=2, logit_scale=0.5, attention_bias=True,
+                                      bos_token_id=1, eos_token_id=2, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

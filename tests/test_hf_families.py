@@ -258,6 +258,11 @@ CASES = {
         num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=20, qk_rope_head_dim=8,
         qk_nope_head_dim=16, v_head_dim=16, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a parallel block under one bias-free LayerNorm, interleaved RoPE, every bias
+    "cohere": (lambda: tf.CohereConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, attention_bias=True, logit_scale=0.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

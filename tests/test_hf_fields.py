@@ -35,7 +35,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "ernie4_5": tf.Ernie4_5Config, "glm": tf.GlmConfig, "glm4": tf.Glm4Config,
            "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig, "olmo": tf.OlmoConfig,
-           "iquestcoder": tf.IQuestCoderConfig, "youtu": tf.YoutuConfig}
+           "iquestcoder": tf.IQuestCoderConfig, "youtu": tf.YoutuConfig,
+           "cohere": tf.CohereConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -92,6 +93,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("bloom", "apply_residual_connection_post_layernorm", True),
     ("bert", "position_embedding_type", "relative_key"),
     ("olmo", "clip_qkv", 8.0),
+    ("cohere", "use_qk_norm", True),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:

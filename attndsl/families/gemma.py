@@ -8,9 +8,9 @@ and full layers) without the norms after the sublayers (`input_layernorm` before
 from __future__ import annotations
 
 from .base import Family
-from .llama import _GEMMA, LLAMA
+from .llama import LLAMA
 from .llama import read as read_llama
-from .names import Names
+from .names import ATTN, GATED, LM, Names
 from .text import SpecText
 
 __all__ = ["FAMILIES"]
@@ -25,10 +25,9 @@ def _read(s: SpecText, padding: str | None) -> None:
 
 
 _VAULT = Names("layers.{i}.", {
-    **{k: v for k, v in _GEMMA.names.items() if not k.endswith("norm.weight")
-       or k.startswith("self_attn.")},
-    "attn_norm.weight": "input_layernorm.weight",
-    "ffn_norm.weight": "pre_feedforward_layernorm.weight"}, _GEMMA.top, ("model.",))
+    **ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "pre_feedforward_layernorm.weight"},
+    {"norm.weight": "norm.weight", **LM}, ("model.",))
 
 _BIDIRECTIONAL = (bool, "transformers' Gemma applies it in its SDPA path (is_causal) but keeps "
                         "the causal mask in its eager path")
