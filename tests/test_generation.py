@@ -107,6 +107,12 @@ CONFIGS = {
                                                 bos_token_id=1, eos_token_id=2, **SIZES),
     "cohere": lambda: tf.CohereConfig(num_hidden_layers=2, logit_scale=0.5, attention_bias=True,
                                       bos_token_id=1, eos_token_id=2, **SIZES),
+    # head_dim 32: RoPE on 16 features (rotate-half), in GroupQueryAttention's do_rotary
+    "glm4_moe": lambda: tf.Glm4MoeConfig(
+        num_hidden_layers=2, head_dim=32, moe_intermediate_size=32, n_routed_experts=6,
+        num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
+        use_qk_norm=True, attention_bias=True, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

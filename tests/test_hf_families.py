@@ -263,6 +263,17 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, attention_bias=True, logit_scale=0.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # rotate-half RoPE on half of each head (head_dim 18: 9 features, an odd rotary dim, so
+    # transformers rotates 10 at frequencies theta^(-2i/9)), per-head q/k RMSNorm, q/k/v
+    # biases, DeepSeek-V3's routing (sigmoid, selection bias, 2 of 4 groups, renormalised,
+    # scaled), a shared expert and a dense first layer
+    "glm4_moe": (lambda: tf.Glm4MoeConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=18, n_routed_experts=8,
+        num_experts_per_tok=2, n_group=4, topk_group=2, n_shared_experts=1,
+        first_k_dense_replace=1, routed_scaling_factor=1.5, use_qk_norm=True,
+        attention_bias=True, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

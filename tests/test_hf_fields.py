@@ -36,7 +36,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "ernie4_5": tf.Ernie4_5Config, "glm": tf.GlmConfig, "glm4": tf.Glm4Config,
            "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig, "olmo": tf.OlmoConfig,
            "iquestcoder": tf.IQuestCoderConfig, "youtu": tf.YoutuConfig,
-           "cohere": tf.CohereConfig}
+           "cohere": tf.CohereConfig, "glm4_moe": tf.Glm4MoeConfig}
 
 
 def test_every_family_has_its_config_class() -> None:

@@ -19,7 +19,7 @@ from .names import Names
 from .rope import num, rope
 from .text import SpecText
 
-__all__ = ["FAMILIES"]
+__all__ = ["DEEPSEEK", "FAMILIES", "moe_ffn"]
 
 
 def _softmax_scale(params: dict | None, head_dim: int) -> float:
@@ -67,7 +67,15 @@ def _read(s: SpecText, padding: str | None) -> None:
     if cfg.get("model_type") == "youtu":  # Youtu-LLM: latent attention, every MLP dense
         s.stack = {"layers": str(layers), "ffn": f"swiglu({dense})", "norm": norm}
         return
-    hidden = s.need("moe_intermediate_size")
+    s.stack = {"layers": str(layers), "ffn": moe_ffn(s, v2), "norm": norm}
+
+
+def moe_ffn(s: SpecText, v2: bool = False) -> str:
+    """The stack's `ffn` of a DeepSeek mixture (V3's sigmoid router with its selection bias
+    and groups, or V2's softmax one), its first first_k_dense_replace layers dense SwiGLUs of
+    intermediate_size; GLM-4.5 (glm4_moe) routes as V3."""
+    cfg, layers = s.cfg, s.need("num_hidden_layers")
+    hidden, dense = s.need("moe_intermediate_size"), s.need("intermediate_size")
     ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
            f"{s.need('num_experts_per_tok')}, expert = swiglu({hidden}), routed_scale = "
            f"{num(s.need('routed_scaling_factor'))}")
@@ -87,12 +95,10 @@ def _read(s: SpecText, padding: str | None) -> None:
     if s.get("n_shared_experts", default=0):
         ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
     first = min(s.get("first_k_dense_replace", default=0), layers)
-    s.stack = {"layers": str(layers), "ffn": mixture(ffn, list(range(first)), layers, dense),
-               "norm": norm}
-
+    return mixture(ffn, list(range(first)), layers, dense)
 
 _ATTN = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
-_DEEPSEEK = Names("layers.{i}.", {
+DEEPSEEK = Names("layers.{i}.", {
     **{f"self_attn.{p}.{t}": f"self_attn.{p}.{t}" for p in _ATTN for t in ("weight", "bias")},
     **{f"self_attn.{n}.weight": f"self_attn.{n}.weight"
        for n in ("q_a_layernorm", "kv_a_layernorm")},
@@ -108,19 +114,19 @@ _DEEPSEEK = Names("layers.{i}.", {
     LLAMA.top, LLAMA.bases, past_layers=True)  # num_nextn_predict_layers: multi-token
 # prediction, kept as layers past num_hidden_layers
 
-_DEEPSEEK_V2 = Names(_DEEPSEEK.layer, {k: v for k, v in _DEEPSEEK.names.items()
+_DEEPSEEK_V2 = Names(DEEPSEEK.layer, {k: v for k, v in DEEPSEEK.names.items()
                                        if k != "mlp.router.selection_bias"},
-                     _DEEPSEEK.top, _DEEPSEEK.bases)
+                     DEEPSEEK.top, DEEPSEEK.bases)
 
-_YOUTU = Names(_DEEPSEEK.layer, {k: v for k, v in _DEEPSEEK.names.items()
+_YOUTU = Names(DEEPSEEK.layer, {k: v for k, v in DEEPSEEK.names.items()
                                   if not k.startswith(("mlp.experts.", "mlp.shared.",
                                                        "mlp.router."))},
-               _DEEPSEEK.top, _DEEPSEEK.bases)
+               DEEPSEEK.top, DEEPSEEK.bases)
 
 # transformers' defaults (DeepseekV3Config, DeepseekV2Config, YoutuConfig, 5.23) for the fields
 # the import reads
 FAMILIES = [
-    Family("deepseek_v3", _read, _DEEPSEEK, {
+    Family("deepseek_v3", _read, DEEPSEEK, {
         "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
         "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
         "n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5,
@@ -135,7 +141,7 @@ FAMILIES = [
                "head_dim": "DeepseekV3Config sets it to qk_rope_head_dim",
                "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
                "pretraining_tp": "transformers' DeepSeek-V3 forward does not read it"},
-        lm=True, weights_for=expanded(_DEEPSEEK)),
+        lm=True, weights_for=expanded(DEEPSEEK)),
     Family("deepseek_v2", _read, _DEEPSEEK_V2, {
         "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
         "num_hidden_layers": 32, "num_attention_heads": 32, "n_shared_experts": 2,
