@@ -142,7 +142,7 @@ _POSITIVE_INTS = (
     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_routed_experts",
     "n_group", "topk_group", "linear_conv_kernel_dim", "linear_key_head_dim",
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
-    "full_attention_interval")
+    "full_attention_interval", "moe_k", "moe_num_experts", "moe_layer_interval")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -169,6 +169,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
+    "moe_num_shared_experts": ("int", 0), "moe_layer_start_index": ("int", 0),
+    "moe_layer_end_index": ("int", -1), "moe_norm_min": ("num", 0),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

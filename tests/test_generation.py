@@ -113,6 +113,9 @@ CONFIGS = {
         num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
         use_qk_norm=True, attention_bias=True, bos_token_id=1, eos_token_id=2, pad_token_id=0,
         **SIZES),
+    "ernie4_5_moe": lambda: tf.Ernie4_5_MoeConfig(
+        num_hidden_layers=2, head_dim=16, moe_intermediate_size=32, moe_num_experts=6, moe_k=2,
+        moe_num_shared_experts=1, use_bias=True, bos_token_id=1, eos_token_id=2, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

@@ -274,6 +274,14 @@ CASES = {
         first_k_dense_replace=1, routed_scaling_factor=1.5, use_qk_norm=True,
         attention_bias=True, pad_token_id=0, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # ERNIE 4.5's attention; mixtures on layers 1 and 2 (moe_layer_end_index), dense 0 and 3:
+    # softmax routing by probability plus the selection bias, a shared expert with biases
+    "ernie4_5_moe": (lambda: tf.Ernie4_5_MoeConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, moe_num_experts=6, moe_k=2,
+        moe_num_shared_experts=1, moe_layer_start_index=1, moe_layer_end_index=2,
+        use_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

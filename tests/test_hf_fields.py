@@ -36,7 +36,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "ernie4_5": tf.Ernie4_5Config, "glm": tf.GlmConfig, "glm4": tf.Glm4Config,
            "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig, "olmo": tf.OlmoConfig,
            "iquestcoder": tf.IQuestCoderConfig, "youtu": tf.YoutuConfig,
-           "cohere": tf.CohereConfig, "glm4_moe": tf.Glm4MoeConfig}
+           "cohere": tf.CohereConfig, "glm4_moe": tf.Glm4MoeConfig,
+           "ernie4_5_moe": tf.Ernie4_5_MoeConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -94,6 +95,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("bert", "position_embedding_type", "relative_key"),
     ("olmo", "clip_qkv", 8.0),
     ("cohere", "use_qk_norm", True),
+    ("ernie4_5_moe", "moe_norm_min", 0.5),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:
