@@ -116,6 +116,10 @@ CONFIGS = {
     "ernie4_5_moe": lambda: tf.Ernie4_5_MoeConfig(
         num_hidden_layers=2, head_dim=16, moe_intermediate_size=32, moe_num_experts=6, moe_k=2,
         moe_num_shared_experts=1, use_bias=True, bos_token_id=1, eos_token_id=2, **SIZES),
+    "minimax_m2": lambda: tf.MiniMaxM2Config(
+        num_hidden_layers=2, head_dim=32, rotary_dim=16, num_local_experts=6,
+        num_experts_per_tok=2, bos_token_id=1, eos_token_id=2,
+        **(SIZES | {"intermediate_size": 32})),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

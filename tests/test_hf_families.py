@@ -282,6 +282,13 @@ CASES = {
         moe_num_shared_experts=1, moe_layer_start_index=1, moe_layer_end_index=2,
         use_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q and k RMS-normed over all their heads at once, rotate-half RoPE on rotary_dim = 8 of
+    # 16 features, a sigmoid router choosing by score plus its selection bias
+    "minimax_m2": (lambda: tf.MiniMaxM2Config(
+        hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, rotary_dim=8, num_local_experts=6,
+        num_experts_per_tok=2, bos_token_id=1, eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,
@@ -511,7 +518,7 @@ def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
 
 def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     """Checkpoints saved before transformers 5: rope_theta + rope_scaling ("type", Phi-3's
-    "su"), GPT-NeoX's rotary_pct and rotary_emb_base."""
+    "su"), GPT-NeoX's rotary_pct and rotary_emb_base, MiniMax-M2's rotary_dim."""
     import json
 
     from attndsl.hf_import import import_config
@@ -529,6 +536,9 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
                   "rope_scaling": {"type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                                    "high_freq_factor": 4.0,
                                    "original_max_position_embeddings": 8192}},
+        "minimax_m2": {"rope_theta": 5e6, "head_dim": 16, "rotary_dim": 8,
+                       "num_key_value_heads": 2, "num_local_experts": 4,
+                       "num_experts_per_tok": 2},
     }
     positions = {}
     for model_type, extra in cases.items():
@@ -544,6 +554,7 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     assert longrope.attention_factor == pytest.approx(math.sqrt(1 + math.log(32) /
                                                                 math.log(4096)))
     assert positions["llama"].scaling == Llama3Scaling(32.0, 1.0, 4.0, 8192)
+    assert (positions["minimax_m2"].theta, positions["minimax_m2"].dim) == (5e6, 8)
 
 
 def test_falcon_rw_alibi_is_the_trained_bfloat16_arithmetic(tmp_path: Path) -> None:
