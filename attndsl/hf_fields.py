@@ -166,7 +166,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
     # 0: none (Qwen2MoeConfig writes 0 without use_sliding_window); sliding layers refuse it
     "sliding_window": ("int", 0),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
-    "moe_layers": ("list", None), "attn_scale": ("num", None),
+    "moe_layers": ("list", None), "attn_scale": ("num", None), "mlp_layer_types": ("list", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
     "moe_num_shared_experts": ("int", 0), "moe_layer_start_index": ("int", 0),

@@ -422,28 +422,30 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
         "transformers now reads real positions: the quirk documented is gone"
 
 
-@pytest.mark.parametrize("version", ["v3", "v2", "youtu"])
+@pytest.mark.parametrize("version", ["v3", "v2", "youtu", "glm4_moe_lite"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version: str,
                                             capsys) -> None:
     """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer),
-    V2-Lite's form (no q bottleneck, greedy softmax routing) and Youtu-LLM (V3's attention,
-    every MLP dense):
+    V2-Lite's form (no q bottleneck, greedy softmax routing), Youtu-LLM (V3's attention,
+    every MLP dense) and GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
     for a left-padded batch, and the decoding model its logits, caching the latent alone
     (20 + 8 values per token). onnxruntime-genai keeps a key and a value cache per layer:
     the genai export refuses it with that reason (docs/CHECKPOINTS.md)."""
-    common = dict(num_hidden_layers=2, moe_intermediate_size=32, n_routed_experts=8,
-                  num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
-                  kv_lora_rank=20, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
-                  bos_token_id=1, eos_token_id=2, **(SIZES | {"num_key_value_heads": 4}))
-    config = (tf.DeepseekV3Config(n_group=4, topk_group=2, q_lora_rank=32, **common)
-              if version == "v3" else tf.DeepseekV2Config(q_lora_rank=None, **common)
-              if version == "v2" else tf.YoutuConfig(
-                  q_lora_rank=32, **{k: v for k, v in common.items() if k in (
-                      "num_hidden_layers", "kv_lora_rank", "qk_rope_head_dim",
-                      "qk_nope_head_dim", "v_head_dim", "bos_token_id", "eos_token_id")},
-                  **(SIZES | {"num_key_value_heads": 4})))
+    attention = dict(num_hidden_layers=2, kv_lora_rank=20, qk_rope_head_dim=8,
+                     qk_nope_head_dim=16, v_head_dim=16, bos_token_id=1, eos_token_id=2,
+                     **(SIZES | {"num_key_value_heads": 4}))
+    common = dict(moe_intermediate_size=32, n_routed_experts=8, num_experts_per_tok=2,
+                  n_shared_experts=1, **attention)
+    config = {
+        "v3": lambda: tf.DeepseekV3Config(n_group=4, topk_group=2, q_lora_rank=32,
+                                          first_k_dense_replace=1, **common),
+        "v2": lambda: tf.DeepseekV2Config(q_lora_rank=None, first_k_dense_replace=1, **common),
+        "youtu": lambda: tf.YoutuConfig(q_lora_rank=32, **attention),
+        "glm4_moe_lite": lambda: tf.Glm4MoeLiteConfig(
+            q_lora_rank=32, n_group=2, topk_group=1, mlp_layer_types=["sparse", "dense"],
+            **common)}[version]()
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -455,7 +457,7 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    name = "youtu" if version == "youtu" else f"deepseek_{version}"
+    name = version if version in ("youtu", "glm4_moe_lite") else f"deepseek_{version}"
     decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}

@@ -289,6 +289,14 @@ CASES = {
         num_key_value_heads=2, head_dim=16, rotary_dim=8, num_local_experts=6,
         num_experts_per_tok=2, bos_token_id=1, eos_token_id=2, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # DeepSeek-V3's latent attention and routing, its dense layers named by mlp_layer_types
+    "glm4_moe_lite": (lambda: tf.Glm4MoeLiteConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        n_group=4, topk_group=2, n_shared_experts=1, q_lora_rank=32, kv_lora_rank=20,
+        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+        mlp_layer_types=["sparse", "dense", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

@@ -72,8 +72,9 @@ def _read(s: SpecText, padding: str | None) -> None:
 
 def moe_ffn(s: SpecText, v2: bool = False) -> str:
     """The stack's `ffn` of a DeepSeek mixture (V3's sigmoid router with its selection bias
-    and groups, or V2's softmax one), its first first_k_dense_replace layers dense SwiGLUs of
-    intermediate_size; GLM-4.5 (glm4_moe) routes as V3."""
+    and groups, or V2's softmax one), its first first_k_dense_replace layers (or those
+    mlp_layer_types names `dense`, GLM-4.7-Flash's) dense SwiGLUs of intermediate_size; GLM-4.5
+    (glm4_moe, glm4_moe_lite) routes as V3."""
     cfg, layers = s.cfg, s.need("num_hidden_layers")
     hidden, dense = s.need("moe_intermediate_size"), s.need("intermediate_size")
     ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
@@ -94,6 +95,11 @@ def moe_ffn(s: SpecText, v2: bool = False) -> str:
         ffn += f", groups = {groups}, top_groups = {top}" + (", group_score = max" if v2 else "")
     if s.get("n_shared_experts", default=0):
         ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
+    kinds = s.get("mlp_layer_types")
+    if isinstance(kinds, list):
+        if len(kinds) != layers or not set(kinds) <= {"dense", "sparse"}:
+            s.refuse("mlp_layer_types", f"{layers} entries, each `dense` or `sparse`, are needed")
+        return mixture(ffn, [i for i, k in enumerate(kinds) if k == "dense"], layers, dense)
     first = min(s.get("first_k_dense_replace", default=0), layers)
     return mixture(ffn, list(range(first)), layers, dense)
 
@@ -157,6 +163,21 @@ FAMILIES = [
                "pretraining_tp": "transformers' DeepSeek-V2 forward does not read it"},
         refused={"mlp_bias": (bool, "DeepSeek-V2's MLPs with biases have no import yet")},
         lm=True, weights_for=expanded(_DEEPSEEK_V2)),
+    # GLM-4.7-Flash: DeepSeek-V3's attention and routing, its dense layers in mlp_layer_types
+    Family("glm4_moe_lite", _read, DEEPSEEK, {
+        "hidden_size": 2048, "intermediate_size": 10240, "moe_intermediate_size": 1536,
+        "num_hidden_layers": 47, "num_attention_heads": 20, "num_key_value_heads": 20,
+        "n_shared_experts": 1, "n_routed_experts": 64, "routed_scaling_factor": 1.8,
+        "kv_lora_rank": 512, "q_lora_rank": 768, "qk_rope_head_dim": 64, "v_head_dim": 256,
+        "qk_nope_head_dim": 192, "n_group": 1, "topk_group": 1, "num_experts_per_tok": 4,
+        "norm_topk_prob": True, "hidden_act": "silu", "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": False, "rope_interleave": True, "attention_bias": False},
+        inert={**ROUTER_INERT,
+               "num_nextn_predict_layers": "multi-token prediction layers, for training and "
+                                           "speculative decoding, not in the model's forward",
+               "head_dim": "Glm4MoeLiteConfig reads it as qk_rope_head_dim",
+               "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim"},
+        lm=True, weights_for=expanded(DEEPSEEK)),
     # Youtu-LLM: DeepSeek-V3's latent attention in Llama's decoder, every MLP a dense SwiGLU
     Family("youtu", _read, _YOUTU, {
         "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 32,
