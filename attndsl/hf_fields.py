@@ -156,7 +156,7 @@ _BOOLS = (
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
     "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
-    "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave")
+    "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave", "use_post_norm")
 _STRS = ("model_type", "topk_method", "hidden_act", "hidden_activation", "activation_function",
          "activation", "feed_forward_proj", "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {

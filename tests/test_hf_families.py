@@ -297,6 +297,16 @@ CASES = {
         qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
         mlp_layer_types=["sparse", "dense", "sparse"], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Granite's multipliers (logits times logits_scaling), norms after each sublayer too
+    "hyperclovax": (lambda: tf.HyperCLOVAXConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, embedding_multiplier=3.0, attention_multiplier=0.3,
+        residual_multiplier=0.4, logits_scaling=2.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "hyperclovax_pre": (lambda: tf.HyperCLOVAXConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, residual_multiplier=0.4, use_post_norm=False, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,
