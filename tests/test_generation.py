@@ -123,6 +123,11 @@ CONFIGS = {
     "hyperclovax": lambda: tf.HyperCLOVAXConfig(
         num_hidden_layers=2, embedding_multiplier=3.0, attention_multiplier=0.3,
         residual_multiplier=0.4, logits_scaling=2.5, bos_token_id=1, eos_token_id=2, **SIZES),
+    "mellum": lambda: tf.MellumConfig(
+        num_hidden_layers=2, head_dim=16, moe_intermediate_size=32, num_experts=6,
+        num_experts_per_tok=2, sliding_window=6, layer_types=["sliding_attention",
+                                                              "full_attention"],
+        mlp_layer_types=["dense", "sparse"], bos_token_id=1, eos_token_id=2, **SIZES),
 }
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);

@@ -307,6 +307,15 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, residual_multiplier=0.4, use_post_norm=False, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sliding and full layers with their own RoPE thetas, per-head q/k RMSNorm, a dense layer
+    # (mlp_layer_types) before the mixtures
+    "mellum": (lambda: tf.MellumConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=6,
+        num_experts_per_tok=2, sliding_window=5, attention_bias=True,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,
