@@ -35,19 +35,20 @@ GATED = {"swiglu": "silu", "geglu": "gelu_tanh", "clamped_swiglu": "clamped_swig
 
 @dataclass(frozen=True)
 class Norm:
-    """LayerNorm (weight and bias), RMSNorm (weight; `unit_offset`: scaled by 1 + weight, as
-    Gemma's) or, for q and k only, l2norm (RMSNorm without a weight, Llama 4's), with its
-    epsilon."""
+    """LayerNorm (weight and bias; `affine = False`: neither, OLMo's), RMSNorm (weight;
+    `unit_offset`: scaled by 1 + weight, as Gemma's) or, for q and k only, l2norm (RMSNorm
+    without a weight, Llama 4's), with its epsilon."""
 
     kind: str  # layernorm | rmsnorm | l2norm
     eps: float
     unit_offset: bool = False
     bias: bool = False  # a layernorm's bias (Cohere's has none; q/k layernorms never)
     across_heads: bool = False  # q/k: over all heads of a token (OLMo 2), else per head
+    affine: bool = True  # a layernorm's weight (and bias); OLMo's has neither
 
     @property
     def weighted(self) -> bool:
-        return self.kind != "l2norm"
+        return self.kind != "l2norm" and self.affine
 
     @staticmethod
     def default_eps(kind: str) -> float:

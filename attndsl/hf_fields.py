@@ -144,7 +144,7 @@ _POSITIVE_INTS = (
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
     "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim", "moe_topk",
     "prefix_dense_sliding_window_pattern", "prefix_dense_intermediate_size", "attention_heads",
-    "n_heads", "expansion_ratio", "dff")
+    "n_heads", "expansion_ratio", "dff", "moe_k", "moe_num_experts", "moe_layer_interval")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
@@ -160,7 +160,7 @@ _BOOLS = (
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
-    "layer_norm_elementwise_affine", "scale_embedding", "no_bias")
+    "layer_norm_elementwise_affine", "scale_embedding", "no_bias", "use_post_norm")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
          "activation_function", "activation", "feed_forward_proj", "position_embedding_type",
@@ -181,6 +181,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
     "shared_intermediate_size": ("int", 0),  # GraniteMoeShared: 0 is no shared expert
     "num_shared_experts": ("int", 0), "mlp_layer_types": ("list", None),
+    "moe_num_shared_experts": ("int", 0), "moe_layer_start_index": ("int", 0),
+    "moe_layer_end_index": ("int", -1), "moe_norm_min": ("num", 0),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -86,6 +86,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
 
     def norm(name: str, width: int, kind: Norm, bias: bool) -> None:
         init = "norm_offset" if kind.unit_offset else "norm_weight"
+        if not kind.affine:  # a LayerNorm without weight or bias (OLMo's)
+            return
         out.append(Weight(f"{name}.weight", (width,), init))
         if bias:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))

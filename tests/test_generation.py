@@ -196,6 +196,47 @@ CONFIGS = {
     "ctrl": lambda: tf.CTRLConfig(n_embd=64, n_layer=2, n_head=4, dff=96, n_positions=64,
                                   vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
                                   eos_token_id=2),
+    "ernie4_5": lambda: tf.Ernie4_5Config(num_hidden_layers=2, head_dim=16, use_bias=True,
+                                          bos_token_id=1, eos_token_id=2, **SIZES),
+    # head_dim 32: RoPE on 16 features, which GroupQueryAttention rotates itself (do_rotary)
+    "glm": lambda: tf.GlmConfig(num_hidden_layers=2, head_dim=32, bos_token_id=1,
+                                eos_token_id=2, pad_token_id=0, **SIZES),
+    "glm4": lambda: tf.Glm4Config(num_hidden_layers=2, head_dim=16, bos_token_id=1,
+                                  eos_token_id=2, pad_token_id=0, **SIZES),
+    "gemma": lambda: tf.GemmaConfig(num_hidden_layers=2, head_dim=16, bos_token_id=1,
+                                    eos_token_id=2, pad_token_id=0, **SIZES),
+    "vaultgemma": lambda: tf.VaultGemmaConfig(num_hidden_layers=3, head_dim=16, sliding_window=5,
+                                              query_pre_attn_scalar=16,
+                                              attn_logit_softcapping=5.0,
+                                              final_logit_softcapping=30.0, bos_token_id=1,
+                                              eos_token_id=2, pad_token_id=0, **SIZES),
+    "olmo": lambda: tf.OlmoConfig(num_hidden_layers=2, attention_bias=True, pad_token_id=0,
+                                  bos_token_id=1, eos_token_id=2, **SIZES),
+    "iquestcoder": lambda: tf.IQuestCoderConfig(num_hidden_layers=2, head_dim=16,
+                                                bos_token_id=1, eos_token_id=2, **SIZES),
+    "cohere": lambda: tf.CohereConfig(num_hidden_layers=2, logit_scale=0.5, attention_bias=True,
+                                      bos_token_id=1, eos_token_id=2, **SIZES),
+    # head_dim 32: RoPE on 16 features (rotate-half), in GroupQueryAttention's do_rotary
+    "glm4_moe": lambda: tf.Glm4MoeConfig(
+        num_hidden_layers=2, head_dim=32, moe_intermediate_size=32, n_routed_experts=6,
+        num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
+        use_qk_norm=True, attention_bias=True, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        **SIZES),
+    "ernie4_5_moe": lambda: tf.Ernie4_5_MoeConfig(
+        num_hidden_layers=2, head_dim=16, moe_intermediate_size=32, moe_num_experts=6, moe_k=2,
+        moe_num_shared_experts=1, use_bias=True, bos_token_id=1, eos_token_id=2, **SIZES),
+    "minimax_m2": lambda: tf.MiniMaxM2Config(
+        num_hidden_layers=2, head_dim=32, rotary_dim=16, num_local_experts=6,
+        num_experts_per_tok=2, bos_token_id=1, eos_token_id=2,
+        **(SIZES | {"intermediate_size": 32})),
+    "hyperclovax": lambda: tf.HyperCLOVAXConfig(
+        num_hidden_layers=2, embedding_multiplier=3.0, attention_multiplier=0.3,
+        residual_multiplier=0.4, logits_scaling=2.5, bos_token_id=1, eos_token_id=2, **SIZES),
+    "mellum": lambda: tf.MellumConfig(
+        num_hidden_layers=2, head_dim=16, moe_intermediate_size=32, num_experts=6,
+        num_experts_per_tok=2, sliding_window=6, layer_types=["sliding_attention",
+                                                              "full_attention"],
+        mlp_layer_types=["dense", "sparse"], bos_token_id=1, eos_token_id=2, **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt")
@@ -213,9 +254,11 @@ def exported(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(family)
     model = tf.AutoModelForCausalLM.from_config(CONFIGS[family](),
                                                 attn_implementation="eager").eval()
-    redraw(model, 11, unit_offset=family.startswith("gemma"))
-    if family in ("gemma2", "gpt2", "biogpt", "xglm"):  # a large embedding and a tied head
-        with torch.no_grad():  # would echo the last token (Gemma, BioGPT, XGLM scale it by 8)
+    redraw(model, 11, unit_offset="gemma" in family)
+    # a large embedding and a tied head would echo the last token (Gemma, BioGPT, XGLM scale
+    # it by 8)
+    if family in ("gemma2", "gpt2", "biogpt", "xglm", "gemma", "vaultgemma"):
+        with torch.no_grad():
             model.get_input_embeddings().weight.mul_(0.05)
     folder = root / "hf"
     model.save_pretrained(folder)
@@ -500,22 +543,30 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
         "transformers now reads real positions: the quirk documented is gone"
 
 
-@pytest.mark.parametrize("version", ["v3", "v2"])
+@pytest.mark.parametrize("version", ["v3", "v2", "youtu", "glm4_moe_lite"])
 @pytest.mark.parametrize("target", TARGETS)
 def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version: str,
                                             capsys) -> None:
-    """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer) and
-    V2-Lite's form (no q bottleneck, greedy softmax routing):
+    """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer),
+    V2-Lite's form (no q bottleneck, greedy softmax routing), Youtu-LLM (V3's attention,
+    every MLP dense) and GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
     for a left-padded batch, and the decoding model its logits, caching the latent alone
     (20 + 8 values per token). onnxruntime-genai keeps a key and a value cache per layer:
     the genai export refuses it with that reason (docs/CHECKPOINTS.md)."""
-    common = dict(num_hidden_layers=2, moe_intermediate_size=32, n_routed_experts=8,
-                  num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
-                  kv_lora_rank=20, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
-                  bos_token_id=1, eos_token_id=2, **(SIZES | {"num_key_value_heads": 4}))
-    config = (tf.DeepseekV3Config(n_group=4, topk_group=2, q_lora_rank=32, **common)
-              if version == "v3" else tf.DeepseekV2Config(q_lora_rank=None, **common))
+    attention = dict(num_hidden_layers=2, kv_lora_rank=20, qk_rope_head_dim=8,
+                     qk_nope_head_dim=16, v_head_dim=16, bos_token_id=1, eos_token_id=2,
+                     **(SIZES | {"num_key_value_heads": 4}))
+    common = dict(moe_intermediate_size=32, n_routed_experts=8, num_experts_per_tok=2,
+                  n_shared_experts=1, **attention)
+    config = {
+        "v3": lambda: tf.DeepseekV3Config(n_group=4, topk_group=2, q_lora_rank=32,
+                                          first_k_dense_replace=1, **common),
+        "v2": lambda: tf.DeepseekV2Config(q_lora_rank=None, first_k_dense_replace=1, **common),
+        "youtu": lambda: tf.YoutuConfig(q_lora_rank=32, **attention),
+        "glm4_moe_lite": lambda: tf.Glm4MoeLiteConfig(
+            q_lora_rank=32, n_group=2, topk_group=1, mlp_layer_types=["sparse", "dense"],
+            **common)}[version]()
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -527,7 +578,8 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    decoder = out / f"deepseek_{version}.decode.onnx"
+    name = version if version in ("youtu", "glm4_moe_lite") else f"deepseek_{version}"
+    decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}
     assert caches == {f"past_key_values.{i}.key": ["batch", 1, "past_length", 20 + 8]

@@ -393,6 +393,104 @@ CASES = {
         use_bidirectional_attention=True,
         layer_types=["sliding_attention", "sliding_attention", "full_attention"], **SMALL),
         "right", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # interleaved RoPE over the whole head, biases on every projection and the MLP
+    "ernie4_5": (lambda: tf.Ernie4_5Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, use_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # interleaved RoPE on half of each head, q/k/v biases, gate and up fused
+    "glm": (lambda: tf.GlmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # GLM's, with a norm on each sublayer's output
+    "glm4": (lambda: tf.Glm4Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "gemma": (lambda: tf.GemmaConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Gemma 2 without post-sublayer norms: sliding and full layers, softcapped scores
+    "vaultgemma": (lambda: tf.VaultGemmaConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, query_pre_attn_scalar=24,
+        attn_logit_softcapping=5.0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # LayerNorms without weight or bias; biases on q, k, v and o
+    "olmo": (lambda: tf.OlmoConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, attention_bias=True, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "iquestcoder": (lambda: tf.IQuestCoderConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # DeepSeek-V3's latent attention (q bottleneck, interleaved RoPE), every MLP dense
+    "youtu": (lambda: tf.YoutuConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=20, qk_rope_head_dim=8,
+        qk_nope_head_dim=16, v_head_dim=16, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a parallel block under one bias-free LayerNorm, interleaved RoPE, every bias
+    "cohere": (lambda: tf.CohereConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, attention_bias=True, logit_scale=0.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # rotate-half RoPE on half of each head (head_dim 18: 9 features, an odd rotary dim, so
+    # transformers rotates 10 at frequencies theta^(-2i/9)), per-head q/k RMSNorm, q/k/v
+    # biases, DeepSeek-V3's routing (sigmoid, selection bias, 2 of 4 groups, renormalised,
+    # scaled), a shared expert and a dense first layer
+    "glm4_moe": (lambda: tf.Glm4MoeConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=18, n_routed_experts=8,
+        num_experts_per_tok=2, n_group=4, topk_group=2, n_shared_experts=1,
+        first_k_dense_replace=1, routed_scaling_factor=1.5, use_qk_norm=True,
+        attention_bias=True, pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # ERNIE 4.5's attention; mixtures on layers 1 and 2 (moe_layer_end_index), dense 0 and 3:
+    # softmax routing by probability plus the selection bias, a shared expert with biases
+    "ernie4_5_moe": (lambda: tf.Ernie4_5_MoeConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, moe_num_experts=6, moe_k=2,
+        moe_num_shared_experts=1, moe_layer_start_index=1, moe_layer_end_index=2,
+        use_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q and k RMS-normed over all their heads at once, rotate-half RoPE on rotary_dim = 8 of
+    # 16 features, a sigmoid router choosing by score plus its selection bias
+    "minimax_m2": (lambda: tf.MiniMaxM2Config(
+        hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, rotary_dim=8, num_local_experts=6,
+        num_experts_per_tok=2, bos_token_id=1, eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # DeepSeek-V3's latent attention and routing, its dense layers named by mlp_layer_types
+    "glm4_moe_lite": (lambda: tf.Glm4MoeLiteConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        n_group=4, topk_group=2, n_shared_experts=1, q_lora_rank=32, kv_lora_rank=20,
+        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+        mlp_layer_types=["sparse", "dense", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Granite's multipliers (logits times logits_scaling), norms after each sublayer too
+    "hyperclovax": (lambda: tf.HyperCLOVAXConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, embedding_multiplier=3.0, attention_multiplier=0.3,
+        residual_multiplier=0.4, logits_scaling=2.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    "hyperclovax_pre": (lambda: tf.HyperCLOVAXConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, residual_multiplier=0.4, use_post_norm=False, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sliding and full layers with their own RoPE thetas, per-head q/k RMSNorm, a dense layer
+    # (mlp_layer_types) before the mixtures
+    "mellum": (lambda: tf.MellumConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=6,
+        num_experts_per_tok=2, sliding_window=5, attention_bias=True,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        mlp_layer_types=["dense", "sparse", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,
@@ -481,7 +579,7 @@ def test_import_and_checkpoint_match_transformers(tmp_path: Path, family: str) -
     make, side, path_layer, path_attn, path_out = CASES[family]
     config = make()
     model = _model(config).eval()
-    redraw(model, 7, unit_offset=family.startswith("gemma"))
+    redraw(model, 7, unit_offset="gemma" in family)
     folder = tmp_path / family
     model.save_pretrained(folder)
     spec = tmp_path / f"{family}.attn"
@@ -627,7 +725,7 @@ def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
 
 def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     """Checkpoints saved before transformers 5: rope_theta + rope_scaling ("type", Phi-3's
-    "su"), GPT-NeoX's rotary_pct and rotary_emb_base."""
+    "su"), GPT-NeoX's rotary_pct and rotary_emb_base, MiniMax-M2's rotary_dim."""
     import json
 
     from attndsl.hf_import import import_config
@@ -645,6 +743,9 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
                   "rope_scaling": {"type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                                    "high_freq_factor": 4.0,
                                    "original_max_position_embeddings": 8192}},
+        "minimax_m2": {"rope_theta": 5e6, "head_dim": 16, "rotary_dim": 8,
+                       "num_key_value_heads": 2, "num_local_experts": 4,
+                       "num_experts_per_tok": 2},
     }
     positions = {}
     for model_type, extra in cases.items():
@@ -660,6 +761,7 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     assert longrope.attention_factor == pytest.approx(math.sqrt(1 + math.log(32) /
                                                                 math.log(4096)))
     assert positions["llama"].scaling == Llama3Scaling(32.0, 1.0, 4.0, 8192)
+    assert (positions["minimax_m2"].theta, positions["minimax_m2"].dim) == (5e6, 8)
 
 
 def test_falcon_rw_alibi_is_the_trained_bfloat16_arithmetic(tmp_path: Path) -> None:

@@ -45,7 +45,14 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
            "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
            "biogpt": tf.BioGptConfig, "xglm": tf.XGLMConfig,
-           "mpt": tf.MptConfig, "ctrl": tf.CTRLConfig}
+           "mpt": tf.MptConfig, "ctrl": tf.CTRLConfig,
+           "ernie4_5": tf.Ernie4_5Config, "glm": tf.GlmConfig, "glm4": tf.Glm4Config,
+           "gemma": tf.GemmaConfig, "vaultgemma": tf.VaultGemmaConfig, "olmo": tf.OlmoConfig,
+           "iquestcoder": tf.IQuestCoderConfig, "youtu": tf.YoutuConfig,
+           "cohere": tf.CohereConfig, "glm4_moe": tf.Glm4MoeConfig,
+           "ernie4_5_moe": tf.Ernie4_5_MoeConfig, "minimax_m2": tf.MiniMaxM2Config,
+           "glm4_moe_lite": tf.Glm4MoeLiteConfig, "hyperclovax": tf.HyperCLOVAXConfig,
+           "mellum": tf.MellumConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -108,6 +115,9 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("mpt", "no_bias", False),
     ("mpt", "expansion_ratio", 2),
     ("ctrl", "layer_norm_epsilon", 1e-05),
+    ("olmo", "clip_qkv", 8.0),
+    ("cohere", "use_qk_norm", True),
+    ("ernie4_5_moe", "moe_norm_min", 0.5),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:

@@ -202,7 +202,8 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
     module = node.attr("module")
     bias = m.weight(f"{module}.bias") if node.attr("bias") else None
-    weight = m.weight(f"{module}.weight") if node.attr("kind") != "l2norm" else None
+    weighted = node.attr("kind") != "l2norm" and dict(node.attrs).get("affine", True)
+    weight = m.weight(f"{module}.weight") if weighted else None
     return formulas.norm(TorchArrays(x.device), x, node.attr("kind"), weight, bias,
                          node.attr("eps"), node.attr("unit_offset"))
 

@@ -11,7 +11,7 @@ from .values import FLOAT32_TINY, Param
 __all__ = ["PLACEMENTS", "Norms"]
 
 PLACEMENTS = ("pre", "post", "sandwich", "output")
-_NORMS = {"layernorm": (Param("eps"), Param("bias")),
+_NORMS = {"layernorm": (Param("eps"), Param("bias"), Param("affine")),
           "rmsnorm": (Param("eps"), Param("unit_offset"))}
 
 
@@ -36,8 +36,12 @@ class Norms(Masks):
             if not FLOAT32_TINY <= eps <= 1.0:
                 raise self.error(f"norm eps must be in [{FLOAT32_TINY:.3g}, 1], found {eps:g}",
                                  args["eps"].span, hint="typical values are 1e-5, 1e-6, 1e-12")
-        flags = {k: self.boolean(args[k], k) for k in ("unit_offset", "bias", "across_heads")
-                 if k in args}
-        bias = flags.get("bias", table is _NORMS)  # a q/k layernorm has none
+        flags = {k: self.boolean(args[k], k)
+                 for k in ("unit_offset", "bias", "across_heads", "affine") if k in args}
+        affine = flags.get("affine", True)
+        if not affine and flags.get("bias"):
+            raise self.error("a layernorm with `affine = false` has no weight and no bias",
+                             args["bias"].span, hint="leave out `bias = true`")
+        bias = flags.get("bias", table is _NORMS and affine)  # a q/k layernorm has none
         return Norm(name, eps, flags.get("unit_offset", False), bias=name == "layernorm" and bias,
-                    across_heads=flags.get("across_heads", False)), where
+                    across_heads=flags.get("across_heads", False), affine=affine), where

@@ -1,12 +1,12 @@
-"""DeepSeek-V3 (and Kimi K2, which shares its config) and DeepSeek-V2: multi-head latent
-attention (a query bottleneck of q_lora_rank, keys and values from a kv_lora_rank latent, a
-shared RoPE key of qk_rope_head_dim features, YaRN with its softmax-scale correction), and a
-mixture of experts with a sigmoid router choosing by score plus e_score_correction_bias among
-the topk_group best of n_group groups, renormalised, times routed_scaling_factor, beside
-n_shared_experts shared experts; the first first_k_dense_replace layers run a dense SwiGLU
-instead. DeepSeek-V2 differs in its router alone (a softmax, top-k either greedy or among the
-topk_group groups with the best single expert, never renormalised) and its always interleaved
-RoPE."""
+"""DeepSeek-V3 (and Kimi K2, which shares its config), DeepSeek-V2 and Youtu-LLM (V3's attention,
+every MLP dense): multi-head latent attention (a query bottleneck of q_lora_rank, keys and
+values from a kv_lora_rank latent, a shared RoPE key of qk_rope_head_dim features, YaRN with its
+softmax-scale correction), and a mixture of experts with a sigmoid router choosing by score
+plus e_score_correction_bias among the topk_group best of n_group groups, renormalised, times
+routed_scaling_factor, beside n_shared_experts shared experts; the first first_k_dense_replace
+layers run a dense SwiGLU instead. DeepSeek-V2 differs in its router alone (a softmax, top-k
+either greedy or among the topk_group groups with the best single expert, never renormalised)
+and its always interleaved RoPE."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .names import Names
 from .rope import num, rope
 from .text import SpecText
 
-__all__ = ["FAMILIES"]
+__all__ = ["DEEPSEEK", "FAMILIES", "moe_ffn"]
 
 
 def _softmax_scale(params: dict | None, head_dim: int) -> float:
@@ -59,10 +59,24 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.attentions["deepseek_mla"] = entries
     s.comments["deepseek_mla"] = "multi-head latent attention"
     s.pattern = ["deepseek_mla"]
-    layers, hidden = s.need("num_hidden_layers"), s.need("moe_intermediate_size")
+    layers = s.need("num_hidden_layers")
     dense = s.need("intermediate_size")  # the dense layers' MLP (first_k_dense_replace)
     if s.get("hidden_act", default="silu") != "silu":
         s.refuse("hidden_act", "DeepSeek's MLPs and experts are SwiGLU (silu)")
+    norm = f"rmsnorm(pre, eps = {num(eps)})"
+    if cfg.get("model_type") == "youtu":  # Youtu-LLM: latent attention, every MLP dense
+        s.stack = {"layers": str(layers), "ffn": f"swiglu({dense})", "norm": norm}
+        return
+    s.stack = {"layers": str(layers), "ffn": moe_ffn(s, v2), "norm": norm}
+
+
+def moe_ffn(s: SpecText, v2: bool = False) -> str:
+    """The stack's `ffn` of a DeepSeek mixture (V3's sigmoid router with its selection bias
+    and groups, or V2's softmax one), its first first_k_dense_replace layers (or those
+    mlp_layer_types names `dense`, GLM-4.7-Flash's) dense SwiGLUs of intermediate_size; GLM-4.5
+    (glm4_moe, glm4_moe_lite) routes as V3."""
+    cfg, layers = s.cfg, s.need("num_hidden_layers")
+    hidden, dense = s.need("moe_intermediate_size"), s.need("intermediate_size")
     ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
            f"{s.need('num_experts_per_tok')}, expert = swiglu({hidden}), routed_scale = "
            f"{num(s.need('routed_scaling_factor'))}")
@@ -81,13 +95,16 @@ def _read(s: SpecText, padding: str | None) -> None:
         ffn += f", groups = {groups}, top_groups = {top}" + (", group_score = max" if v2 else "")
     if s.get("n_shared_experts", default=0):
         ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
+    kinds = s.get("mlp_layer_types")
+    if isinstance(kinds, list):
+        if len(kinds) != layers or not set(kinds) <= {"dense", "sparse"}:
+            s.refuse("mlp_layer_types", f"{layers} entries, each `dense` or `sparse`, are needed")
+        return mixture(ffn, [i for i, k in enumerate(kinds) if k == "dense"], layers, dense)
     first = min(s.get("first_k_dense_replace", default=0), layers)
-    s.stack = {"layers": str(layers), "ffn": mixture(ffn, list(range(first)), layers, dense),
-               "norm": f"rmsnorm(pre, eps = {num(eps)})"}
-
+    return mixture(ffn, list(range(first)), layers, dense)
 
 _ATTN = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
-_DEEPSEEK = Names("layers.{i}.", {
+DEEPSEEK = Names("layers.{i}.", {
     **{f"self_attn.{p}.{t}": f"self_attn.{p}.{t}" for p in _ATTN for t in ("weight", "bias")},
     **{f"self_attn.{n}.weight": f"self_attn.{n}.weight"
        for n in ("q_a_layernorm", "kv_a_layernorm")},
@@ -103,14 +120,19 @@ _DEEPSEEK = Names("layers.{i}.", {
     LLAMA.top, LLAMA.bases, past_layers=True)  # num_nextn_predict_layers: multi-token
 # prediction, kept as layers past num_hidden_layers
 
-_DEEPSEEK_V2 = Names(_DEEPSEEK.layer, {k: v for k, v in _DEEPSEEK.names.items()
+_DEEPSEEK_V2 = Names(DEEPSEEK.layer, {k: v for k, v in DEEPSEEK.names.items()
                                        if k != "mlp.router.selection_bias"},
-                     _DEEPSEEK.top, _DEEPSEEK.bases)
+                     DEEPSEEK.top, DEEPSEEK.bases)
 
-# transformers' defaults (DeepseekV3Config, DeepseekV2Config, 5.23) for the fields the import
-# reads
+_YOUTU = Names(DEEPSEEK.layer, {k: v for k, v in DEEPSEEK.names.items()
+                                  if not k.startswith(("mlp.experts.", "mlp.shared.",
+                                                       "mlp.router."))},
+               DEEPSEEK.top, DEEPSEEK.bases)
+
+# transformers' defaults (DeepseekV3Config, DeepseekV2Config, YoutuConfig, 5.23) for the fields
+# the import reads
 FAMILIES = [
-    Family("deepseek_v3", _read, _DEEPSEEK, {
+    Family("deepseek_v3", _read, DEEPSEEK, {
         "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
         "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
         "n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5,
@@ -125,7 +147,7 @@ FAMILIES = [
                "head_dim": "DeepseekV3Config sets it to qk_rope_head_dim",
                "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
                "pretraining_tp": "transformers' DeepSeek-V3 forward does not read it"},
-        lm=True, weights_for=expanded(_DEEPSEEK)),
+        lm=True, weights_for=expanded(DEEPSEEK)),
     Family("deepseek_v2", _read, _DEEPSEEK_V2, {
         "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
         "num_hidden_layers": 32, "num_attention_heads": 32, "n_shared_experts": 2,
@@ -141,4 +163,30 @@ FAMILIES = [
                "pretraining_tp": "transformers' DeepSeek-V2 forward does not read it"},
         refused={"mlp_bias": (bool, "DeepSeek-V2's MLPs with biases have no import yet")},
         lm=True, weights_for=expanded(_DEEPSEEK_V2)),
+    # GLM-4.7-Flash: DeepSeek-V3's attention and routing, its dense layers in mlp_layer_types
+    Family("glm4_moe_lite", _read, DEEPSEEK, {
+        "hidden_size": 2048, "intermediate_size": 10240, "moe_intermediate_size": 1536,
+        "num_hidden_layers": 47, "num_attention_heads": 20, "num_key_value_heads": 20,
+        "n_shared_experts": 1, "n_routed_experts": 64, "routed_scaling_factor": 1.8,
+        "kv_lora_rank": 512, "q_lora_rank": 768, "qk_rope_head_dim": 64, "v_head_dim": 256,
+        "qk_nope_head_dim": 192, "n_group": 1, "topk_group": 1, "num_experts_per_tok": 4,
+        "norm_topk_prob": True, "hidden_act": "silu", "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": False, "rope_interleave": True, "attention_bias": False},
+        inert={**ROUTER_INERT,
+               "num_nextn_predict_layers": "multi-token prediction layers, for training and "
+                                           "speculative decoding, not in the model's forward",
+               "head_dim": "Glm4MoeLiteConfig reads it as qk_rope_head_dim",
+               "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim"},
+        lm=True, weights_for=expanded(DEEPSEEK)),
+    # Youtu-LLM: DeepSeek-V3's latent attention in Llama's decoder, every MLP a dense SwiGLU
+    Family("youtu", _read, _YOUTU, {
+        "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 32,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,
+        "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
+        "hidden_act": "silu", "rms_norm_eps": 1e-06, "tie_word_embeddings": True,
+        "rope_interleave": True, "attention_bias": False},
+        inert={"head_dim": "YoutuConfig sets it to qk_rope_head_dim",
+               "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
+               "embedding_initializer_range": "how untrained embeddings are drawn; a checkpoint "
+                                              "brings its own"}, lm=True),
 ]

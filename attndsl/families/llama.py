@@ -21,14 +21,17 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False,
          gated: bool = True) -> None:
     """llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3: pre-norm decoders with SwiGLU or
     GeGLU MLPs; gemma adds sandwich norms, unit-offset RMSNorm and softcapping. `interleaved`:
-    RoPE pairs features 2i and 2i + 1 (a family whose rotation is GPT-J's, Helium); `gated`
-    false: an MLP down(act(up(x))) (Arcee's)."""
+    RoPE pairs features 2i and 2i + 1 (a family whose rotation is GPT-J's: Helium, GLM,
+    ERNIE 4.5); `gated` false: an MLP down(act(up(x))) (Arcee's)."""
     cfg, t = s.cfg, s.cfg.get("model_type")
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     kv = s.get("num_key_value_heads", default=heads)
     head_dim = s.get("head_dim", default=d // max(heads, 1))
     eps = s.need("rms_norm_eps")
-    gemma = t.startswith("gemma")
+    # Gemma 1 (`gemma`) scales by head_dim ** -0.5 and norms before each sublayer alone;
+    # VaultGemma is Gemma 2 without the norms after the sublayers
+    gemma = t.startswith("gemma") or t == "vaultgemma"
+    sandwich = gemma and t not in ("gemma", "vaultgemma")
     bias = "false"
     if t == "qwen2":
         bias = "[q, k, v]"
@@ -36,16 +39,17 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False,
         bias = "true"
     base = {"d_model": str(d), "heads": str(heads), "kv_heads": str(kv),
             "head_dim": str(head_dim), "bias": bias}
-    if gemma:
+    if gemma and t != "gemma":
         base["scale"] = f"{num(s.need('query_pre_attn_scalar'))} ** -0.5"
-        if t == "gemma2" and cfg.get("attn_logit_softcapping"):  # Gemma 3 never applies it
+        # Gemma 3 never applies it
+        if t in ("gemma2", "vaultgemma") and cfg.get("attn_logit_softcapping"):
             base["softcap"] = num(cfg["attn_logit_softcapping"])
     norm_args = f"eps = {num(eps)}" + (", unit_offset = true" if gemma else "")
     if t in ("qwen3", "qwen3_moe", "gemma3", "gemma3_text"):
         base["qk_norm"] = f"rmsnorm({norm_args})"
     layers = s.need("num_hidden_layers")
     types = cfg.get("layer_types")
-    if not types and t == "gemma2":  # before layer_types: even layers slide
+    if not types and t in ("gemma2", "vaultgemma"):  # before layer_types: even layers slide
         types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
     elif not types and t.startswith("gemma3"):
         every = s.get("sliding_window_pattern", "_sliding_window_pattern", default=6)
@@ -127,7 +131,7 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False,
     unique = list(dict.fromkeys(kinds))
     s.pattern = [names[unique.index(k)] for k in period(kinds)]
     hidden = s.need("intermediate_size")
-    key = "hidden_activation" if "hidden_activation" in cfg else "hidden_act"
+    key = "hidden_activation" if "hidden_activation" in cfg and t != "gemma" else "hidden_act"
     gate = act(s, key, s.need(key), gated=gated)
     if gated:
         ffn = f"{'swiglu' if gate == 'silu' else 'geglu'}({hidden}"
@@ -135,7 +139,7 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False,
     else:
         ffn = f"{gate}({hidden}{'' if cfg.get('mlp_bias') else ', bias = false'})"
     s.stack = {"layers": str(layers), "ffn": ffn,
-               "norm": f"rmsnorm({'sandwich' if gemma else 'pre'}, {norm_args})"}
+               "norm": f"rmsnorm({'sandwich' if sandwich else 'pre'}, {norm_args})"}
 
 
 LLAMA = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight",

@@ -50,12 +50,19 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
     theta = params.get("rope_theta", 10000.0)
     if dim is None:
         dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
+    kind = params.get("rope_type", "default")
+    if dim % 2 and kind == "default" and dim < head_dim:
+        # an odd rotary dim n (GLM-4.5's head_dim 42 at factor 0.5): transformers rotates n + 1
+        # features at frequencies theta^(-2i/n), which are (theta^((n + 1)/n))^(-2i/(n + 1))
+        theta, dim = theta ** ((dim + 1) / dim), dim + 1
+    elif dim % 2:
+        s.problems.append(f"the rotary dim {dim} (head_dim x partial_rotary_factor) is odd: "
+                          f"attndsl reads it for rope_type \"default\" alone, not \"{kind}\"")
     args = [f"theta = {num(theta)}"]
     if dim != head_dim:
         args.append(f"dim = {dim}")
     if interleaved:
         args.append("interleaved = true")
-    kind = params.get("rope_type", "default")
     # as transformers' standardize_rope_params: the pretraining length of llama3, yarn and
     # longrope is the config's own original_max_position_embeddings (Phi-3 keeps it there),
     # else the rope parameters', else max_position_embeddings

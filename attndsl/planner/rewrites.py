@@ -106,9 +106,11 @@ class Rewrites:
                        "GroupQueryAttention takes the one GEMM's output, split into heads "
                        "in the kernel")
             if r.rope is not None:
+                pairs = ", interleaved" if r.rope.attr("interleaved") else ""
                 out.append(f"rotary: {attention}: RoPE (theta {r.rope.attr('theta')}, dim "
-                           f"{r.rope.attr('dim')}) in GroupQueryAttention (do_rotary) rather "
-                           f"than in standard ops before it; {r.why}")
+                           f"{r.rope.attr('dim')}{pairs}) in GroupQueryAttention (do_rotary"
+                           f"{', rotary_interleaved' if pairs else ''}) rather than in "
+                           f"standard ops before it; {r.why}")
         return out
 
 
@@ -121,7 +123,8 @@ def rewrites(graph: Graph, target: str, dtype: str = "float32", quantization: An
     skips = _skip_norms(graph) if fused else {}
     joined = {n.out for n in skips.values()}
     contrib = tuple(n.out for n in all_nodes(graph.nodes) if fused and n.op is Op.NORM
-                    and n.attr("kind") != "l2norm" and n.out not in joined)
+                    and n.attr("kind") != "l2norm" and dict(n.attrs).get("affine", True)
+                    and n.out not in joined)
     siblings = _packed(graph)
     forms, kernels, kept = quantized(graph, quantization) if quantization else ({}, set(), {})
     return Rewrites(siblings, skips, fused, contrib, quantization, forms, frozenset(kernels),
@@ -232,7 +235,8 @@ def _skip_norms(graph: Graph) -> dict[str, Node]:
     -> that norm. Not for q/k norms (no add before them)."""
     adds = {n.out: n for n in graph.nodes if n.op is Op.ADD}
     out: dict[str, Node] = {}
-    for n in graph.nodes:
-        if n.op is Op.NORM and n.args[0] in adds and n.args[0] not in out:
+    for n in graph.nodes:  # (a norm without a weight has none for the kernel's gamma)
+        if n.op is Op.NORM and n.args[0] in adds and n.args[0] not in out \
+                and dict(n.attrs).get("affine", True):
             out[n.args[0]] = n
     return out

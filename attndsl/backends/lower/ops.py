@@ -240,7 +240,7 @@ def _merge_heads(lw: Lowering, node: Node) -> str:
 def _norm(lw: Lowering, node: Node) -> str:
     if node.out in lw.fused:  # computed with the residual add before it
         return lw.fused[node.out]
-    weighted = node.attr("kind") != "l2norm"
+    weighted = node.attr("kind") != "l2norm" and dict(node.attrs).get("affine", True)
     if lw.contrib_norms and weighted:
         return _contrib_norm(lw, node, [arg(lw, node)])
     module = node.attr("module")

@@ -1,0 +1,53 @@
+"""Cohere (Command R, `cohere`): one bias-free LayerNorm feeds attention and the SwiGLU MLP in
+parallel (x + attn(ln(x)) + mlp(ln(x))), every layer rotates q and k in the interleaved
+(GPT-J) layout (transformers repeat_interleaves its frequencies and rotates pairs 2i, 2i + 1),
+biases on q, k, v and o with attention_bias, the logits scaled by logit_scale. Its optional
+q/k LayerNorm (`use_qk_norm`, Command R+) holds a weight per head ([heads, head_dim]), which
+attndsl's qk_norm (one weight shared by the heads, or one norm over all of them) does not
+express: refused."""
+
+from __future__ import annotations
+
+from .base import Family
+from .names import ATTN, GATED, LM, Names
+from .rope import num, rope
+from .text import SpecText, act, mask
+
+__all__ = ["FAMILIES"]
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    cfg = s.cfg
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    head_dim = s.get("head_dim", default=d // max(heads, 1))  # as LlamaAttention reads it
+    s.attentions["cohere_attn"] = {
+        "d_model": str(d), "heads": str(heads),
+        "kv_heads": str(s.get("num_key_value_heads", default=heads)), "head_dim": str(head_dim),
+        "bias": "true" if cfg.get("attention_bias") else "false",
+        "position": rope(s, cfg.get("rope_parameters"), head_dim, interleaved=True),
+        "mask": mask(True, padding)}
+    s.comments["cohere_attn"] = "RoPE (interleaved) on every layer"
+    s.pattern = ["cohere_attn"]
+    gate = act(s, "hidden_act", s.need("hidden_act"), gated=True)
+    s.stack = {"layers": str(s.need("num_hidden_layers")),
+               "ffn": f"{'swiglu' if gate == 'silu' else 'geglu'}({s.need('intermediate_size')})",
+               "norm": f"layernorm(pre, eps = {num(s.need('layer_norm_eps'))}, bias = false)",
+               "residual": "parallel(shared_norm = true)"}
+    if s.need("logit_scale") != 1:
+        s.head["logit_scale"] = num(cfg["logit_scale"])
+
+
+_COHERE = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight"},
+                {"norm.weight": "norm.weight", **LM}, ("model.",))
+
+# transformers' defaults (CohereConfig, 5.23) for the fields the import reads
+FAMILIES = [
+    Family("cohere", _read, _COHERE, {
+        "hidden_size": 8192, "intermediate_size": 22528, "logit_scale": 0.0625,
+        "num_hidden_layers": 40, "num_attention_heads": 64, "hidden_act": "silu",
+        "layer_norm_eps": 1e-05, "tie_word_embeddings": True, "attention_bias": False,
+        "use_qk_norm": False},
+        refused={"use_qk_norm": (bool, "Cohere's q/k LayerNorm holds a weight per head "
+                                       "([heads, head_dim]); attndsl's qk_norm shares one "
+                                       "weight among the heads")}, lm=True),
+]

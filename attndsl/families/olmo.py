@@ -1,0 +1,45 @@
+"""OLMo (v1, AI2): a Llama decoder whose norms are LayerNorms without a weight or a bias
+(OlmoLayerNorm: F.layer_norm(x, None, None, eps = 1e-5) in float32: `layernorm(pre, eps =
+1e-05, affine = false)`), with biases on q, k, v and o when attention_bias is set; its optional
+clamp of q, k and v (`clip_qkv`) has no form in attndsl and is refused."""
+
+from __future__ import annotations
+
+from .base import Family
+from .names import ATTN, GATED, LM, Names
+from .rope import rope
+from .text import SpecText, act, mask
+
+__all__ = ["FAMILIES"]
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    cfg = s.cfg
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    head_dim = s.get("head_dim", default=d // max(heads, 1))  # as LlamaAttention reads it
+    s.attentions["olmo_attn"] = {
+        "d_model": str(d), "heads": str(heads),
+        "kv_heads": str(s.get("num_key_value_heads", default=heads)), "head_dim": str(head_dim),
+        "bias": "true" if cfg.get("attention_bias") else "false",
+        "position": rope(s, cfg.get("rope_parameters"), head_dim), "mask": mask(True, padding)}
+    s.pattern = ["olmo_attn"]
+    gate = act(s, "hidden_act", s.need("hidden_act"), gated=True)
+    s.stack = {"layers": str(s.need("num_hidden_layers")),
+               "ffn": f"{'swiglu' if gate == 'silu' else 'geglu'}({s.need('intermediate_size')})",
+               "norm": "layernorm(pre, eps = 1e-05, affine = false)"}  # OlmoLayerNorm's eps
+
+
+_OLMO = Names("layers.{i}.", {**{k: v for k, v in ATTN.items() if "_norm." not in k},
+                              **{k: v for k, v in GATED.items() if k.endswith(".weight")}},
+              dict(LM), ("model.",))
+
+# transformers' defaults (OlmoConfig, 5.23) for the fields the import reads
+FAMILIES = [
+    Family("olmo", _read, _OLMO, {
+        "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "hidden_act": "silu", "tie_word_embeddings": False,
+        "attention_bias": False},
+        refused={"clip_qkv": (lambda v: v is not None,
+                              "OLMo clamps q, k and v to [-clip_qkv, clip_qkv] after their "
+                              "projections, which attndsl has no form for")}, lm=True),
+]
