@@ -60,6 +60,12 @@ CONFIGS = {
     "granite": lambda: tf.GraniteConfig(num_hidden_layers=2, embedding_multiplier=3.0,
                                         attention_multiplier=0.3, residual_multiplier=0.4,
                                         logits_scaling=2.5, **SIZES),
+    # a sink per head, sliding layers between full ones, a NoPE layer and two RoPE bases
+    "granite_swa": lambda: tf.GraniteSWAConfig(
+        num_hidden_layers=4, sliding_window=6, embedding_multiplier=3.0,
+        attention_multiplier=0.3, residual_multiplier=0.4, logits_scaling=2.5,
+        layer_rope_theta=[10000.0, 0, 500000.0, 10000.0], tie_word_embeddings=False,
+        bos_token_id=1, eos_token_id=2, **SIZES),
     "gpt2": lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64,
                                   vocab_size=VOCAB, bos_token_id=1, eos_token_id=2),
     "phi": lambda: tf.PhiConfig(num_hidden_layers=2, **SIZES),

@@ -124,6 +124,14 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, qkv_bias=True, bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Granite's multipliers, a sink per head, full layers 0 and 4 and sliding ones between,
+    # a RoPE base per layer (0: NoPE; two bases among the sliding layers)
+    "granite_swa": (lambda: tf.GraniteSWAConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, embedding_multiplier=3.0,
+        attention_multiplier=0.3, residual_multiplier=0.4, logits_scaling=2.5,
+        layer_rope_theta=[10000.0, 0, 500000.0, 10000.0, 0], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
     # multi-query (one key and value head) and, without it, c_attn per head
