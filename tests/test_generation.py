@@ -109,6 +109,12 @@ CONFIGS = {
                                            shared_expert_intermediate_size=48, num_experts=6,
                                            num_experts_per_tok=2, bos_token_id=1,
                                            eos_token_id=2, **SIZES),
+    "flint": lambda: tf.FlintConfig(
+        num_hidden_layers=3, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+        head_dim=16, num_experts=6, num_experts_per_tok=2, sliding_window=6,
+        mlp_only_layers=[1], layer_types=["sliding_attention", "full_attention",
+                                          "sliding_attention"],
+        bos_token_id=1, eos_token_id=2, **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

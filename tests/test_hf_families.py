@@ -212,6 +212,16 @@ CASES = {
         num_key_value_heads=2, head_dim=16, num_local_experts=6, num_experts_per_tok=2,
         sliding_window=5, swiglu_limit=1.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sinks, sliding layers with RoPE and full ones without, per-head q/k norm, a sigmoid
+    # router with an ungated shared expert and a dense layer (mlp_only_layers)
+    "flint": (lambda: tf.FlintConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=6, num_experts_per_tok=2,
+        sliding_window=5, mlp_only_layers=[2], layer_types=[
+            "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
