@@ -119,6 +119,11 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, mlp_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # LayerNorms with biases, an MLP without a gate (squared ReLU), biases everywhere
+    "jais2": (lambda: tf.Jais2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, layer_norm_eps=1e-4, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # biases everywhere, named by InternLM3's aliases (qkv_bias, bias)
     "internlm3": (lambda: tf.InternLM3Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

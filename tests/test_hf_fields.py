@@ -24,7 +24,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "qwen3": tf.Qwen3Config, "gemma2": tf.Gemma2Config, "gemma3": tf.Gemma3TextConfig,
            "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
            "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
-           "granite_swa": tf.GraniteSWAConfig, "flint": tf.FlintConfig,
+           "granite_swa": tf.GraniteSWAConfig, "flint": tf.FlintConfig, "jais2": tf.Jais2Config,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
            "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config, "cohere2": tf.Cohere2Config,
            "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,
