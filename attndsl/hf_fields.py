@@ -276,6 +276,10 @@ _NOT_IMPORTED = {
               "gated squared-ReLU MLP's units before down_proj (ffn_sub_norm), places the "
               "language has no norm at, and its released checkpoints hold ternary weights run "
               "with int8 activations (quantization_config)",
+    "apertus": "Apertus's MLP activation is xIELU (hidden_act \"xielu\": alpha_p x^2 + beta x "
+               "for x > 0, else alpha_n (expm1(min(x, eps)) - x) + beta x) with alpha_p and "
+               "alpha_n learned per layer (mlp.act_fn.alpha_p, alpha_n); the language's "
+               "activations are fixed functions without weights",
 }
 
 
