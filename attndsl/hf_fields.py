@@ -277,9 +277,10 @@ _NOT_IMPORTED = {
               "language has no norm at, and its released checkpoints hold ternary weights run "
               "with int8 activations (quantization_config)",
     "apertus": "Apertus's MLP activation is xIELU (hidden_act \"xielu\": alpha_p x^2 + beta x "
-               "for x > 0, else alpha_n (expm1(min(x, eps)) - x) + beta x) with alpha_p and "
-               "alpha_n learned per layer (mlp.act_fn.alpha_p, alpha_n); the language's "
-               "activations are fixed functions without weights",
+               "for x > 0, else alpha_n (expm1(min(x, eps)) - x) + beta x, alpha_p = "
+               "softplus(a), alpha_n = beta + softplus(b)) with a and b learned per layer "
+               "(mlp.act_fn.alpha_p, alpha_n): the language's activations are fixed "
+               "functions without weights",
 }
 
 
