@@ -502,6 +502,41 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     generates_as(model, decoder, capsys)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_mimo_v2_flash_generates_as_transformers(tmp_path: Path, target: str, capsys) -> None:
+    """MiMo-V2-Flash (value heads narrower than its query/key heads, values scaled, sliding
+    layers with twice the kv heads and sinks beside a full layer without):
+    `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
+    for a left-padded batch, and the decoding model its logits. onnxruntime-genai keeps one
+    head size and count for every layer's key and value caches: the genai export refuses it
+    with that reason (docs/CHECKPOINTS.md)."""
+    config = tf.MiMoV2FlashConfig(
+        num_hidden_layers=3, head_dim=24, v_head_dim=16, moe_intermediate_size=32,
+        attention_value_scale=0.5, n_routed_experts=6,
+        num_experts_per_tok=2, sliding_window=6, bos_token_id=1, eos_token_id=2,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        **(SIZES | {"num_key_value_heads": 1}))
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    redraw(model, 11, unit_offset=False)
+    folder, spec, out = tmp_path / "hf", tmp_path / "mimo.attn", tmp_path / "out"
+    model.save_pretrained(folder)
+    assert main(["import", str(folder), "-o", str(spec)]) == 0
+    capsys.readouterr()
+    assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
+                 "-o", str(out)]) == 2
+    assert "one head size and head count in every layer" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
+                 str(folder), "-o", str(out), "--target", target]) == 0
+    decoder = out / "mimo_v2_flash.decode.onnx"
+    caches = {i.name: i.shape[1::2] for i in ort.InferenceSession(str(decoder)).get_inputs()
+              if i.name.startswith("past_key_values.")}
+    assert caches == {"past_key_values.0.key": [2, 24], "past_key_values.0.value": [2, 16],
+                      "past_key_values.1.key": [1, 24], "past_key_values.1.value": [1, 16],
+                      "past_key_values.2.key": [2, 24], "past_key_values.2.value": [2, 16]}
+    generates_as(model, decoder, capsys)
+
+
 def generates_as(model, decoder: Path, capsys) -> None:
     """`attndsl generate` with the decoding model `decoder` gives transformers' greedy tokens
     of `model` for PROMPTS (a left-padded batch), and one call its logits at every real

@@ -265,6 +265,16 @@ CASES = {
             "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # query/key heads of 24 features, value heads of 16 scaled by 0.5; sliding layers with
+    # twice the kv heads and sinks, a full one without; RoPE per kind on a third of each
+    # head; DeepSeek-V3's router (2 groups) without shared experts, a dense layer
+    "mimo_v2_flash": (lambda: tf.MiMoV2FlashConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=24, v_head_dim=16,
+        attention_value_scale=0.5, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+        topk_group=1, sliding_window=5, mlp_layer_types=["sparse", "dense", "sparse"],
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # DeepSeek-V2-Lite's form: no q bottleneck; group-limited greedy softmax routing
     "deepseek_v2": (lambda: tf.DeepseekV2Config(
         hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
