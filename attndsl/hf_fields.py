@@ -175,6 +175,10 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),
+    "layer_rope_theta": ("list", None), "mlp_layer_types": ("list", None),
+    "attention_value_scale": ("num", 0), "global_attn_every_n_layers": ("int", 1),
+    "num_dense_layers": ("int", 0), "num_shared_experts": ("int", 0), "route_scale": ("num", 0),
+    "mup_enabled": ("bool", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

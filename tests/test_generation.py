@@ -117,6 +117,12 @@ CONFIGS = {
         mlp_only_layers=[1], layer_types=["sliding_attention", "full_attention",
                                           "sliding_attention"],
         bos_token_id=1, eos_token_id=2, **SIZES),
+    # the embeddings times sqrt(64) (mup_enabled)
+    "afmoe": lambda: tf.AfmoeConfig(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, num_experts=6,
+        num_experts_per_tok=2, num_shared_experts=1, route_scale=1.5, sliding_window=6,
+        global_attn_every_n_layers=2, mup_enabled=True, bos_token_id=1, eos_token_id=2,
+        **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers

@@ -227,6 +227,15 @@ CASES = {
             "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q/k norm per head, an output gate of its own projection, NoPE full layers, sandwich
+    # norms, biases; a dense layer, then sigmoid routing by score plus expert_bias, scaled,
+    # beside a shared expert
+    "afmoe": (lambda: tf.AfmoeConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=6,
+        num_experts_per_tok=2, num_shared_experts=1, route_scale=1.5, sliding_window=5,
+        global_attn_every_n_layers=2, attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
@@ -635,3 +644,31 @@ def test_falcon_rw_alibi_is_the_trained_bfloat16_arithmetic(tmp_path: Path) -> N
     with torch.no_grad():
         _close(module(x=torch.from_numpy(ref["x"])).numpy(), ref["y"], np.ones((1, 300), bool),
                "falcon-rw stack in torch")
+
+
+def test_a_joined_tensor_is_read_from_both_and_missing_names_the_absent_one(
+        tmp_path: Path, capsys) -> None:
+    """AFMoE's query projection is joined from q_proj and gate_proj (docs/CHECKPOINTS.md): a
+    checkpoint without the layer's gate_proj is refused naming it, and none of the tensors
+    read is called unused."""
+    from safetensors.numpy import load_file, save_file
+
+    make, *_ = CASES["afmoe"]
+    model = _model(make()).eval()
+    folder = tmp_path / "hf"
+    model.save_pretrained(folder)
+    spec = tmp_path / "afmoe.attn"
+    assert main(["import", str(folder), "-o", str(spec), "--head", "none"]) == 0
+    program = attndsl.load(spec)
+    stack = next(n for n in program if hasattr(program[n].spec, "layers"))
+    program[stack].onnx_bytes(target="ort-cpu", weights=folder)  # every tensor read, none left
+    file = folder / "model.safetensors"
+    tensors = load_file(file)
+    del tensors["layers.1.self_attn.gate_proj.weight"]
+    save_file(tensors, file, metadata={"format": "pt"})
+    capsys.readouterr()
+    assert main(["compile", str(spec), "--export", "onnx", "--weights", str(folder), "-o",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "missing `layers.1.self_attn.gate_proj.weight`" in err, err
+    assert "not used by the spec" not in err, err

@@ -25,7 +25,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "gemma3_text": tf.Gemma3TextConfig, "phi3": tf.Phi3Config,
            "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
            "granite_swa": tf.GraniteSWAConfig, "flint": tf.FlintConfig, "jais2": tf.Jais2Config,
-           "mimo_v2_flash": tf.MiMoV2FlashConfig,
+           "mimo_v2_flash": tf.MiMoV2FlashConfig, "afmoe": tf.AfmoeConfig,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
            "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config, "cohere2": tf.Cohere2Config,
            "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,

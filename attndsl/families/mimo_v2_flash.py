@@ -92,7 +92,7 @@ def _read(s: SpecText, padding: str | None) -> None:
 def _scaled(t: Any, a: Attention, cfg: dict) -> Any:
     """v_proj's weight or bias times attention_value_scale: transformers scales the values
     it projects (a constant, so the projection's rows carry it)."""
-    scale = cfg.get("attention_value_scale")
+    scale = cfg.get("attention_value_scale", 0.707)  # (null: none, as transformers reads it)
     return t if scale is None else t * scale
 
 
@@ -118,6 +118,7 @@ FAMILIES = [
         "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "attention_bias": False,
         "moe_intermediate_size": 2048, "num_experts_per_tok": 8, "n_routed_experts": 256,
         "routed_scaling_factor": 1.0, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
-        "head_dim": 192, "v_head_dim": 128, "sliding_window": 129},
+        "head_dim": 192, "v_head_dim": 128, "sliding_window": 129,
+        "attention_value_scale": 0.707},
         inert=ROUTER_INERT, lm=True, weights_for=expanded(_MIMO)),
 ]
