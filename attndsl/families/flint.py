@@ -29,7 +29,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.cfg["no_rope_layers"] = [1 if t == "sliding_attention" else 0 for t in types]
     read_llama(s, padding)
     eps = num(s.need("rms_norm_eps"))
-    for name, entries in s.attentions.items():
+    for entries in s.attentions.values():
         mask = entries.pop("mask")  # the mask stays last
         entries.update(qk_norm=f"rmsnorm(eps = {eps})", sinks="learned", mask=mask)
     experts = s.need("num_experts")
