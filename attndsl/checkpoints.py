@@ -100,15 +100,19 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     picked_layers = range(spec.layers) if isinstance(spec, Transformer) else [layer]
     for i, (ours, shape) in enumerate(wanted.items()):
         report(f"reading {ckpt.root.name}", i, len(wanted))
-        theirs, split, attn = _source(fam, spec, ours, layer)
-        if theirs not in keys:
-            missing.setdefault(theirs, []).append((ours, shape, split is not None))
+        theirs, split, attn, joined = _source(fam, spec, ours, layer)
+        absent = [n for n in (theirs, *joined) if n not in keys]
+        used.update(n for n in (theirs, *joined) if n in keys)  # (a joined tensor's others)
+        if absent:
+            missing.setdefault(absent[0], []).append((ours, shape, split is not None))
             continue
-        used.add(theirs)
 
         def read(name: str = keys[theirs], split: Split | None = split,
-                 attn: Attention = attn) -> np.ndarray:
+                 attn: Attention = attn,
+                 joined: tuple[str, ...] = tuple(keys[n] for n in joined)) -> np.ndarray:
             t = ckpt.tensor(name)
+            if joined:  # the split joins the tensors, its own first
+                t = [t, *(ckpt.tensor(n) for n in joined)]
             return t if split is None else split(t, attn, ckpt.config)
         t = read()
         if tuple(t.shape) != shape:
@@ -119,9 +123,9 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
             continue
         out[ours] = ckpt.kept(ours, t, read)  # streamed: checked now, read again when used
     prefixes = tuple(fam.layer.format(i=i) for i in picked_layers)
-    table = {_name(v) for k, v in fam.names.items()
-             if isinstance(spec, Transformer) or k.startswith("self_attn.")}
-    table |= {_name(v) for t in fam.by_kernel.values() for v in t.values()}
+    table = {n for k, v in fam.names.items()
+             if isinstance(spec, Transformer) or k.startswith("self_attn.") for n in _names(v)}
+    table |= {n for t in fam.by_kernel.values() for v in t.values() for n in _names(v)}
     domain = {p + t for p in prefixes for t in table}
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
         domain |= {fam.top_name(k) for k in fam.top if spec.vocab is not None or k not in
@@ -129,7 +133,7 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
         if spec.tied and _tied_head(ckpt, fam, keys):  # transformers ties them on loading
             domain -= {fam.top_name("lm_head.weight")}
     unused = sorted(k for k in domain if k in keys and k not in used)
-    every = {_name(v) for v in fam.every()}
+    every = {n for v in fam.every() for n in _names(v)}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
 
     def stray(k: str, layer_prefix: str | None) -> bool:
@@ -198,7 +202,7 @@ def _strays(ckpt: Checkpoint, fam: Names, spec: Attention | Transformer, keys: d
     count (unless the family keeps a multi-token prediction module there), and for a stack,
     the layers past its own (one line for them all); each with its hint."""
     known_top = {*fam.top_names(), *LM_NAMES, *_EMBEDDING_NAMES}
-    every = {_name(v) for v in fam.every()}
+    every = {n for v in fam.every() for n in _names(v)}
     outside = re.compile("|".join(fam.outside) or "(?!)")
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"(\d+)"))
     count = next((c for c in (ckpt.config.get(k) for k in _LAYER_COUNTS) if isinstance(c, int)),
@@ -268,9 +272,16 @@ def _tied_head(ckpt: Checkpoint, fam: Names, keys: dict[str, str]) -> bool:
         np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8))
 
 
-def _name(source: str | tuple[str, Split]) -> str:
+def _name(source: str | tuple) -> str:
     """The checkpoint name of a table entry (a fused entry names the tensor it splits)."""
     return source[0] if isinstance(source, tuple) else source
+
+
+def _names(source: str | tuple) -> tuple[str, ...]:
+    """Every checkpoint name a table entry reads (a joining entry's others too)."""
+    if not isinstance(source, tuple):
+        return (source,)
+    return (source[0], *(source[2] if len(source) > 2 else ()))
 
 
 def _fits(found: tuple[int, ...], shape: tuple[int, ...], fused: bool) -> bool:
@@ -298,8 +309,9 @@ _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
 
 def _source(fam: Names, spec: Attention | Transformer, ours: str,
-            layer: int) -> tuple[str, Split | None, Attention]:
-    """(checkpoint name, split or None, the attention of its layer) for one attndsl tensor."""
+            layer: int) -> tuple[str, Split | None, Attention, tuple[str, ...]]:
+    """(checkpoint name, split or None, the attention of its layer, the names of the
+    layer's other tensors the split joins to it) for one attndsl tensor."""
     if isinstance(spec, Attention):
         i, inner, attn = layer, f"self_attn.{ours}", spec
     else:
@@ -307,11 +319,13 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
         if match is None:
             source = fam.top.get(ours, ours)
             if isinstance(source, tuple):
-                return source[0], source[1], spec.attention
-            return source, None, spec.attention
+                return source[0], source[1], spec.attention, ()
+            return source, None, spec.attention, ()
         i, inner = int(match.group(1)), match.group(2)
         attn = spec.layer_attention(i)
     source = fam.layer_names(attn.kernel).get(inner, inner)
+    at = fam.layer.format(i=i)
     if isinstance(source, tuple):
-        return fam.layer.format(i=i) + source[0], source[1], attn
-    return fam.layer.format(i=i) + source, None, attn
+        joined = tuple(at + n for n in source[2]) if len(source) > 2 else ()
+        return at + source[0], source[1], attn, joined
+    return at + source, None, attn, ()

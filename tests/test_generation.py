@@ -60,6 +60,12 @@ CONFIGS = {
     "granite": lambda: tf.GraniteConfig(num_hidden_layers=2, embedding_multiplier=3.0,
                                         attention_multiplier=0.3, residual_multiplier=0.4,
                                         logits_scaling=2.5, **SIZES),
+    # a sink per head, sliding layers between full ones, a NoPE layer and two RoPE bases
+    "granite_swa": lambda: tf.GraniteSWAConfig(
+        num_hidden_layers=4, sliding_window=6, embedding_multiplier=3.0,
+        attention_multiplier=0.3, residual_multiplier=0.4, logits_scaling=2.5,
+        layer_rope_theta=[10000.0, 0, 500000.0, 10000.0], tie_word_embeddings=False,
+        bos_token_id=1, eos_token_id=2, **SIZES),
     "gpt2": lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64,
                                   vocab_size=VOCAB, bos_token_id=1, eos_token_id=2),
     "phi": lambda: tf.PhiConfig(num_hidden_layers=2, **SIZES),
@@ -83,6 +89,8 @@ CONFIGS = {
     "cwm": lambda: tf.CwmConfig(num_hidden_layers=3, head_dim=16, sliding_window=6,
                                 bos_token_id=1, eos_token_id=2, **SIZES),
     "arcee": lambda: tf.ArceeConfig(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
+                                    **SIZES),
+    "jais2": lambda: tf.Jais2Config(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
                                     **SIZES),
     "internlm3": lambda: tf.InternLM3Config(num_hidden_layers=2, head_dim=16, pad_token_id=0,
                                             eos_token_id=2, **SIZES),
@@ -139,6 +147,18 @@ CONFIGS = {
     "lfm2": lambda: tf.Lfm2Config(num_hidden_layers=3, layer_types=["conv", "full_attention",
                                                                     "conv"],
                                   bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
+    "flint": lambda: tf.FlintConfig(
+        num_hidden_layers=3, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+        head_dim=16, num_experts=6, num_experts_per_tok=2, sliding_window=6,
+        mlp_only_layers=[1], layer_types=["sliding_attention", "full_attention",
+                                          "sliding_attention"],
+        bos_token_id=1, eos_token_id=2, **SIZES),
+    # the embeddings times sqrt(64) (mup_enabled)
+    "afmoe": lambda: tf.AfmoeConfig(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, num_experts=6,
+        num_experts_per_tok=2, num_shared_experts=1, route_scale=1.5, sliding_window=6,
+        global_attn_every_n_layers=2, mup_enabled=True, bos_token_id=1, eos_token_id=2,
+        **SIZES),
     # chunks of 4 (so a prompt spans several), a NoPE layer every 2nd layer with its
     # temperature (floor 64: constant over these short rows, see the test of it below), dense
     # and mixture layers
@@ -584,6 +604,41 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
               if i.name.startswith("past_key_values.")}
     assert caches == {f"past_key_values.{i}.key": ["batch", 1, "past_length", 20 + 8]
                       for i in range(2)}  # the latent and the RoPE key alone
+    generates_as(model, decoder, capsys)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_mimo_v2_flash_generates_as_transformers(tmp_path: Path, target: str, capsys) -> None:
+    """MiMo-V2-Flash (value heads narrower than its query/key heads, values scaled, sliding
+    layers with twice the kv heads and sinks beside a full layer without):
+    `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
+    for a left-padded batch, and the decoding model its logits. onnxruntime-genai keeps one
+    head size and count for every layer's key and value caches: the genai export refuses it
+    with that reason (docs/CHECKPOINTS.md)."""
+    config = tf.MiMoV2FlashConfig(
+        num_hidden_layers=3, head_dim=24, v_head_dim=16, moe_intermediate_size=32,
+        attention_value_scale=0.5, n_routed_experts=6,
+        num_experts_per_tok=2, sliding_window=6, bos_token_id=1, eos_token_id=2,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        **(SIZES | {"num_key_value_heads": 1}))
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    redraw(model, 11, unit_offset=False)
+    folder, spec, out = tmp_path / "hf", tmp_path / "mimo.attn", tmp_path / "out"
+    model.save_pretrained(folder)
+    assert main(["import", str(folder), "-o", str(spec)]) == 0
+    capsys.readouterr()
+    assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
+                 "-o", str(out)]) == 2
+    assert "one head size and head count in every layer" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
+                 str(folder), "-o", str(out), "--target", target]) == 0
+    decoder = out / "mimo_v2_flash.decode.onnx"
+    caches = {i.name: i.shape[1::2] for i in ort.InferenceSession(str(decoder)).get_inputs()
+              if i.name.startswith("past_key_values.")}
+    assert caches == {"past_key_values.0.key": [2, 24], "past_key_values.0.value": [2, 16],
+                      "past_key_values.1.key": [1, 24], "past_key_values.1.value": [1, 16],
+                      "past_key_values.2.key": [2, 24], "past_key_values.2.value": [2, 16]}
     generates_as(model, decoder, capsys)
 
 

@@ -119,10 +119,23 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, mlp_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # LayerNorms with biases, an MLP without a gate (squared ReLU), biases everywhere
+    "jais2": (lambda: tf.Jais2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, layer_norm_eps=1e-4, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # biases everywhere, named by InternLM3's aliases (qkv_bias, bias)
     "internlm3": (lambda: tf.InternLM3Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, qkv_bias=True, bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Granite's multipliers, a sink per head, full layers 0 and 4 and sliding ones between,
+    # a RoPE base per layer (0: NoPE; two bases among the sliding layers)
+    "granite_swa": (lambda: tf.GraniteSWAConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=2, sliding_window=5, embedding_multiplier=3.0,
+        attention_multiplier=0.3, residual_multiplier=0.4, logits_scaling=2.5,
+        layer_rope_theta=[10000.0, 0, 500000.0, 10000.0, 0], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
@@ -283,6 +296,25 @@ CASES = {
         routed_scaling_factor=1.5, sliding_window=5, sliding_window_pattern=4, pad_token_id=0,
         eos_token_id=2, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # sinks, sliding layers with RoPE and full ones without, per-head q/k norm, a sigmoid
+    # router with an ungated shared expert and a dense layer (mlp_only_layers)
+    "flint": (lambda: tf.FlintConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=6, num_experts_per_tok=2,
+        sliding_window=5, mlp_only_layers=[2], layer_types=[
+            "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q/k norm per head, an output gate of its own projection, NoPE full layers, sandwich
+    # norms, biases; a dense layer, then sigmoid routing by score plus expert_bias, scaled,
+    # beside a shared expert
+    "afmoe": (lambda: tf.AfmoeConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=6,
+        num_experts_per_tok=2, num_shared_experts=1, route_scale=1.5, sliding_window=5,
+        global_attn_every_n_layers=2, attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # chunked RoPE layers with L2 qk-norm and a NoPE layer with temperature tuning (floor 4,
     # so it changes within the prompt), dense and mixture layers (a sigmoid router scaling
     # the expert's input, a shared expert); right padding: transformers counts chunks from
@@ -320,6 +352,16 @@ CASES = {
             "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
             "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
         **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # query/key heads of 24 features, value heads of 16 scaled by 0.5; sliding layers with
+    # twice the kv heads and sinks, a full one without; RoPE per kind on a third of each
+    # head; DeepSeek-V3's router (2 groups) without shared experts, a dense layer
+    "mimo_v2_flash": (lambda: tf.MiMoV2FlashConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=24, v_head_dim=16,
+        attention_value_scale=0.5, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+        topk_group=1, sliding_window=5, mlp_layer_types=["sparse", "dense", "sparse"],
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # DeepSeek-V2-Lite's form: no q bottleneck; group-limited greedy softmax routing
     "deepseek_v2": (lambda: tf.DeepseekV2Config(
@@ -674,6 +716,10 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
 
     cases = {
         "unknown": ({"model_type": "mamba"}, "model_type `mamba` is not one attndsl imports"),
+        "bitnet": ({"model_type": "bitnet"}, "`bitnet` is not one attndsl imports: BitNet "
+                                             "RMS-normalizes the merged heads"),
+        "apertus": ({"model_type": "apertus"}, "`apertus` is not one attndsl imports: "
+                                               "Apertus's MLP activation is xIELU"),
         "residual": ({**tf.BloomConfig(hidden_size=64, n_head=4).to_dict(),
                       "apply_residual_connection_post_layernorm": True},
                      "`apply_residual_connection_post_layernorm` = true"),
@@ -788,3 +834,31 @@ def test_falcon_rw_alibi_is_the_trained_bfloat16_arithmetic(tmp_path: Path) -> N
     with torch.no_grad():
         _close(module(x=torch.from_numpy(ref["x"])).numpy(), ref["y"], np.ones((1, 300), bool),
                "falcon-rw stack in torch")
+
+
+def test_a_joined_tensor_is_read_from_both_and_missing_names_the_absent_one(
+        tmp_path: Path, capsys) -> None:
+    """AFMoE's query projection is joined from q_proj and gate_proj (docs/CHECKPOINTS.md): a
+    checkpoint without the layer's gate_proj is refused naming it, and none of the tensors
+    read is called unused."""
+    from safetensors.numpy import load_file, save_file
+
+    make, *_ = CASES["afmoe"]
+    model = _model(make()).eval()
+    folder = tmp_path / "hf"
+    model.save_pretrained(folder)
+    spec = tmp_path / "afmoe.attn"
+    assert main(["import", str(folder), "-o", str(spec), "--head", "none"]) == 0
+    program = attndsl.load(spec)
+    stack = next(n for n in program if hasattr(program[n].spec, "layers"))
+    program[stack].onnx_bytes(target="ort-cpu", weights=folder)  # every tensor read, none left
+    file = folder / "model.safetensors"
+    tensors = load_file(file)
+    del tensors["layers.1.self_attn.gate_proj.weight"]
+    save_file(tensors, file, metadata={"format": "pt"})
+    capsys.readouterr()
+    assert main(["compile", str(spec), "--export", "onnx", "--weights", str(folder), "-o",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "missing `layers.1.self_attn.gate_proj.weight`" in err, err
+    assert "not used by the spec" not in err, err

@@ -50,6 +50,7 @@ OVERRIDES: dict[str, dict] = {
     "dbrx": {"attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0},
              "ffn_config": {"ffn_hidden_size": 96, "moe_num_experts": 4, "moe_top_k": 2}},
     "zaya": {"num_experts_per_tok": 1},  # ZAYA's only routing
+    "mimo_v2_flash": {"head_dim": 24},  # 0.334 of 16 features would rotate an odd number
 }
 
 # model types transformers builds only through another class, or that are out of scope

@@ -21,13 +21,15 @@ Split = Callable[[Any, Attention, dict], Any]
 class Names:
     """Where a family keeps each tensor attndsl names. `layer` is the checkpoint prefix of
     layer i; `names` maps attndsl's name within a layer (after `layers.{i}.`) to the
-    checkpoint's name within its layer, or to (fused name, split); `top` maps names outside the
-    layers (to a name, or to (name, split): OPT's position table past its first rows).
-    `bases` are prefixes a task model adds (`model.`, `transformer.`); `by_kernel` the entries
-    of layers whose kernel differs (`layer_names`)."""
+    checkpoint's name within its layer, or to (fused name, split), or to (name, split,
+    (other names, ...)): a tensor joined from several of the layer's, the split taking them
+    as a list, the first named first (AFMoE's gate_proj into the query projection's rows);
+    `top` maps names outside the layers (to a name, or to (name, split): OPT's position table
+    past its first rows). `bases` are prefixes a task model adds (`model.`, `transformer.`);
+    `by_kernel` the entries of layers whose kernel differs (`layer_names`)."""
 
     layer: str
-    names: dict[str, str | tuple[str, Split]]
+    names: dict[str, str | tuple]
     top: dict[str, str | tuple[str, Split]] = field(default_factory=dict)
     bases: tuple[str, ...] = ()
     # entries that replace `names`' in the layers whose attention has a kernel of this class
