@@ -14,6 +14,7 @@ from typing import Any
 from .check.stacks import MAX_LAYERS
 from .errors import Diagnostic, SpecError, UsageError
 from .families import FAMILIES, Family, Refusal
+from .hf_lacks import LACKS
 
 __all__ = ["INERT", "REFUSED", "TRANSFORMERS_LAYER_TYPES", "TYPES", "Recorded", "inert_fields",
            "non_finite", "read_config", "read_json", "refusals", "type_problems",
@@ -276,14 +277,17 @@ def unimported_kinds(cfg: dict) -> list[str]:
 
 
 def unknown_family(cfg: dict) -> str:
-    """Why a config's model type is not imported: none given, or not one attndsl knows (and
-    the layer kinds it names that attndsl does not import yet)."""
+    """Why a config's model type is not imported: none given, or not one attndsl knows (with
+    the mechanism it lacks for it, from hf_lacks.LACKS, and the layer kinds the config names
+    that attndsl does not import yet)."""
     model_type = cfg.get("model_type")
     if model_type is None:
         return "config.json has no `model_type`, which names the family attndsl imports"
     text = cfg.get("text_config")  # a multimodal wrapper's language model
     kinds = unimported_kinds(cfg) or unimported_kinds(text if isinstance(text, dict) else {})
+    lacks = LACKS.get(model_type) if isinstance(model_type, str) else None
     return f"model_type `{model_type}` is not one attndsl imports" + (
+        f": it needs {lacks}, which attndsl cannot express yet" if lacks else "") + (
         f" (it has layers of kind {', '.join(f'`{k}`' for k in kinds)}, which attndsl does "
         "not import yet)" if kinds else "")
 
