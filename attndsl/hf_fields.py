@@ -14,6 +14,7 @@ from typing import Any
 from .check.stacks import MAX_LAYERS
 from .errors import Diagnostic, SpecError, UsageError
 from .families import FAMILIES, Family, Refusal
+from .hf_lacks import LACKS
 
 __all__ = ["INERT", "REFUSED", "TRANSFORMERS_LAYER_TYPES", "TYPES", "Recorded", "inert_fields",
            "non_finite", "read_config", "read_json", "refusals", "type_problems",
@@ -281,34 +282,20 @@ def unimported_kinds(cfg: dict) -> list[str]:
             if k in TRANSFORMERS_LAYER_TYPES and k not in _LAYER_TYPES]
 
 
-# model types whose fields alone would not say why attndsl does not import them: what they
-# compute that the language has no form for
-_NOT_IMPORTED = {
-    "bitnet": "BitNet RMS-normalizes the merged heads before o_proj (attn_sub_norm) and the "
-              "gated squared-ReLU MLP's units before down_proj (ffn_sub_norm), places the "
-              "language has no norm at, and its released checkpoints hold ternary weights run "
-              "with int8 activations (quantization_config)",
-    "apertus": "Apertus's MLP activation is xIELU (hidden_act \"xielu\": alpha_p x^2 + beta x "
-               "for x > 0, else alpha_n (expm1(min(x, eps)) - x) + beta x, alpha_p = "
-               "softplus(a), alpha_n = beta + softplus(b)) with a and b learned per layer "
-               "(mlp.act_fn.alpha_p, alpha_n): the language's activations are fixed "
-               "functions without weights",
-}
-
-
 def unknown_family(cfg: dict) -> str:
-    """Why a config's model type is not imported: none given, or not one attndsl knows (and
-    the layer kinds it names that attndsl does not import yet, or what it computes that the
-    language cannot express)."""
+    """Why a config's model type is not imported: none given, or not one attndsl knows (with
+    the mechanism it lacks for it, from hf_lacks.LACKS, and the layer kinds the config names
+    that attndsl does not import yet)."""
     model_type = cfg.get("model_type")
     if model_type is None:
         return "config.json has no `model_type`, which names the family attndsl imports"
     text = cfg.get("text_config")  # a multimodal wrapper's language model
     kinds = unimported_kinds(cfg) or unimported_kinds(text if isinstance(text, dict) else {})
-    why = _NOT_IMPORTED.get(model_type) if isinstance(model_type, str) else None
+    lacks = LACKS.get(model_type) if isinstance(model_type, str) else None
     return f"model_type `{model_type}` is not one attndsl imports" + (
+        f": it needs {lacks}, which attndsl cannot express yet" if lacks else "") + (
         f" (it has layers of kind {', '.join(f'`{k}`' for k in kinds)}, which attndsl does "
-        "not import yet)" if kinds else "") + (f": {why}" if why else "")
+        "not import yet)" if kinds else "")
 
 
 def read_config(path: Path) -> tuple[dict, Path]:

@@ -716,10 +716,10 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
 
     cases = {
         "unknown": ({"model_type": "mamba"}, "model_type `mamba` is not one attndsl imports"),
-        "bitnet": ({"model_type": "bitnet"}, "`bitnet` is not one attndsl imports: BitNet "
-                                             "RMS-normalizes the merged heads"),
-        "apertus": ({"model_type": "apertus"}, "`apertus` is not one attndsl imports: "
-                                               "Apertus's MLP activation is xIELU"),
+        "bitnet": ({"model_type": "bitnet"}, "`bitnet` is not one attndsl imports: it needs "
+                                             "RMS norms of the merged heads before o_proj"),
+        "apertus": ({"model_type": "apertus"}, "`apertus` is not one attndsl imports: it "
+                                               "needs the xIELU activation"),
         "residual": ({**tf.BloomConfig(hidden_size=64, n_head=4).to_dict(),
                       "apply_residual_connection_post_layernorm": True},
                      "`apply_residual_connection_post_layernorm` = true"),

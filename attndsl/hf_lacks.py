@@ -1,0 +1,98 @@
+"""What attndsl lacks to import each causal-LM model type of transformers 5.23 that it refuses
+as "not one attndsl imports": model_type -> one phrase naming the mechanism(s), read from the
+type's transformers modeling file. The import's refusal (hf_fields.unknown_family) reads it, so
+a user learns why, not only that; the phrases also plan which mechanism unlocks the most types.
+A type attndsl imports (families.FAMILIES) has no entry (a test holds it)."""
+
+from __future__ import annotations
+
+__all__ = ["LACKS"]
+
+_MAMBA = "Mamba selective state-space layers (S6 scan with a causal depthwise conv)"
+_MAMBA2 = "Mamba2 state-space (SSD) layers"
+_DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
+
+# model_type -> what attndsl lacks to import it, sorted by model type
+LACKS: dict[str, str] = {
+    "apertus": "the xIELU activation with parameters learned per layer (`mlp.act_fn.alpha_p`, "
+               "`alpha_n`: alpha_p x^2 + beta x for x > 0, else alpha_n (expm1(min(x, eps)) - x) "
+               "+ beta x, alpha_p = softplus(a), alpha_n = beta + softplus(b))",
+    "aria_text": "Aria's mixture of experts: ungated shared experts beside experts routed by a "
+                 "softmax over the top-k logits, stored transposed (`gate_up_proj` [E, d, 2n])",
+    "axk1": "an RMSNorm on the mixture-of-experts output (`post_mlp_layernorm`) in DeepSeek-V3's "
+            "latent attention stack",
+    "axk2": f"{_DSA}, a low-rank sigmoid-gated RMSNorm and a sigmoid gate on latent attention's "
+            "output",
+    "bailing_hybrid": "Kimi-style delta-rule linear attention (KDA) with a per-channel forget gate",
+    "bamba": f"{_MAMBA2} interleaved with attention",
+    "beam": "a scalable-softmax query scale ((1 + (pos + 1) / 2048) ** 0.1) on NoPE layers, with a "
+            "per-head-biased sigmoid output gate",
+    "bitnet": "RMS norms of the merged heads before o_proj (`attn_sub_norm`) and of the gated "
+              "squared-ReLU MLP's units before down_proj (`ffn_sub_norm`); its released "
+              "checkpoints also hold ternary weights run with int8 activations",
+    "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
+              "embeddings",
+    "dbrx": "clamped q/k/v (`clip_qkv`) and expert weights renormalized by their p-norm",
+    "deepseek_v32": _DSA,
+    "deepseek_v4": "compressed sparse attention (KV compressors scored by an indexer) and "
+                   "hyper-connections between layers",
+    "doge": "dynamic mask attention (a learned per-key mask from the values) and a cross-domain "
+            "mixture of experts (CDMoE) of product-key experts",
+    "falcon_h1": f"{_MAMBA2} run in parallel with attention in each layer, with muP multipliers",
+    "falcon_mamba": f"{_MAMBA}, with RMS-normalized B, C and dt",
+    "glm_moe_dsa": _DSA,
+    "gpt_neox_japanese": "GPT-NeoX-Japanese's layout: bias-free projections with the attention "
+                         "output bias kept apart (`dense_bias`)",
+    "granitemoehybrid": f"{_MAMBA2} interleaved with attention",
+    "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "
+                "(Hierarchical Reasoning Model)",
+    "hy_v3": "a bias-corrected sigmoid router with shared experts and a router scale beside "
+             "GQA (not latent) attention, dense or sparse per `mlp_layer_types`",
+    "hy_v4": f"{_DSA} and hyper-connections between layers",
+    "hyperclovax": "Peri-LN: an RMSNorm on each sub-layer's output (`post_norm1`, `post_norm2`) "
+                   "inside Granite's scaled residual",
+    "inkling2_text": "a hidden-state-conditioned relative-position bias, dynamic short "
+                     "convolutions and block attention residuals",
+    "inkling_text": "a hidden-state-conditioned relative-position bias (a learned bank of "
+                    "bias-vs-distance profiles) and short convolutions",
+    "jamba": f"{_MAMBA} interleaved with attention and experts",
+    "jetmoe": "a mixture of attention heads (top-k routed query and output projections per token)",
+    "kimi_linear": "Kimi Delta Attention (KDA) linear-attention layers beside latent attention",
+    "kolibri1": "a router choosing experts by raw logits plus a correction bias, weighted by "
+                "their sigmoid",
+    "laguna": "a head count per layer (`num_attention_heads_per_layer`) and a softplus output gate "
+              "per head",
+    "lfm3": "a sigmoid output gate per head and RoPE parameters per layer kind in LFM2's "
+            "conv/attention hybrid",
+    "longcat_flash": "zero-computation experts and two attention/MLP blocks per layer "
+                     "(shortcut-connected MoE)",
+    "mamba": _MAMBA,
+    "mamba2": _MAMBA2,
+    "mellum": "RoPE parameters per layer kind (sliding and full layers) in Qwen3-MoE",
+    "minicpm3": "latent attention with dense MLPs and MiniCPM's muP scales (`scale_emb`, "
+                "`scale_depth` / sqrt(layers), `dim_model_base`)",
+    "minimax": "Lightning attention (linear attention with a per-head exponential decay)",
+    "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
+                          "attention)",
+    "nanochat": "weightless RMSNorms (embeddings, q/k and each sub-layer) with a squared-ReLU MLP",
+    "nemotron": "LayerNorm1P (a LayerNorm scaled by 1 + weight) with a squared-ReLU MLP",
+    "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",
+    "olmo_hybrid": "Gated DeltaNet with separate q/k/v/a/b projections, a `g_proj` output gate and "
+                   "negative eigenvalues (beta x 2)",
+    "persimmon": "a LayerNorm with bias over each head's queries and keys, and a squared-ReLU MLP",
+    "phimoe": "a sparse-mixer router (top-2 by relative threshold)",
+    "qwen3_5_moe_text": "Gated DeltaNet with unfused `in_proj_qkv`, `in_proj_z`, `in_proj_b`, "
+                        "`in_proj_a` projections",
+    "qwen3_5_text": "Gated DeltaNet with unfused `in_proj_qkv`, `in_proj_z`, `in_proj_b`, "
+                    "`in_proj_a` projections",
+    "recurrent_gemma": "Griffin's recurrent blocks (RG-LRU with a causal conv)",
+    "reformer": "LSH bucketed attention, reversible layers and axial position embeddings",
+    "rwkv": "RWKV's time-mix (WKV recurrence) and channel-mix blocks",
+    "stablelm": "StableLM's layout: partial rotary in a LayerNorm stack with a gated MLP, and "
+                "per-head q/k LayerNorms",
+    "xlnet": "two-stream relative attention (permutation language modelling)",
+    "xlstm": "recurrent xLSTM (mLSTM) blocks",
+    "zamba2": f"{_MAMBA2} with shared attention blocks (LoRA-adapted, fed the original embeddings)",
+    "zaya": "Compressed Convolutional Attention (q/k/v through convolutions over a compressed "
+            "latent) with an MLP router",
+}
