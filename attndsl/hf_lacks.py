@@ -49,8 +49,6 @@ LACKS: dict[str, str] = {
     "hy_v3": "a bias-corrected sigmoid router with shared experts and a router scale beside "
              "GQA (not latent) attention, dense or sparse per `mlp_layer_types`",
     "hy_v4": f"{_DSA} and hyper-connections between layers",
-    "hyperclovax": "Peri-LN: an RMSNorm on each sub-layer's output (`post_norm1`, `post_norm2`) "
-                   "inside Granite's scaled residual",
     "inkling2_text": "a hidden-state-conditioned relative-position bias, dynamic short "
                      "convolutions and block attention residuals",
     "inkling_text": "a hidden-state-conditioned relative-position bias (a learned bank of "
@@ -68,7 +66,6 @@ LACKS: dict[str, str] = {
                      "(shortcut-connected MoE)",
     "mamba": _MAMBA,
     "mamba2": _MAMBA2,
-    "mellum": "RoPE parameters per layer kind (sliding and full layers) in Qwen3-MoE",
     "minicpm3": "latent attention with dense MLPs and MiniCPM's muP scales (`scale_emb`, "
                 "`scale_depth` / sqrt(layers), `dim_model_base`)",
     "minimax": "Lightning attention (linear attention with a per-head exponential decay)",

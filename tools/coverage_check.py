@@ -22,9 +22,10 @@ MAX_PARAMETERS = 20_000_000  # a tiny config past this needs an override (or it 
 LENGTHS = (12, 7)  # B = 2: one full row, one padded
 SUB_CONFIGS = ("vision_config", "audio_config", "speech_config", "vq_config", "encoder_config",
                "image_config", "perceiver_config", "depth_decoder_config")
-# padding side other than left: transformers counts Llama 4's chunks from each row's first
-# real token, which a one-pass model with left padding does not (docs/CHECKPOINTS.md)
-PADDING = {"llama4_text": "right", "llama4": "right"}
+# padding side other than left: transformers counts Llama 4's chunks, and OPT's learned
+# positions, from each row's first real token, which a one-pass model with left padding does
+# not (its decoding form does, from position_ids: docs/CHECKPOINTS.md)
+PADDING = {"llama4_text": "right", "llama4": "right", "opt": "right"}
 # attention implementation other than eager (Falcon's eager path adds ALiBi twice)
 ATTENTION = {"falcon": "sdpa"}
 
