@@ -17,6 +17,10 @@ from .text import SpecText, act, mask, period
 __all__ = ["FAMILIES", "LLAMA", "LLAMA_DEFAULTS", "read"]
 
 
+# the layer kinds other readers import, to name in this reader's refusal of them
+_KIND_READERS = {"chunked_attention": "llama4_text", "linear_attention": "qwen3_next",
+                 "conv": "lfm2"}
+
 def read(s: SpecText, padding: str | None, interleaved: bool = False,
          gated: bool = True) -> None:
     """llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3: pre-norm decoders with SwiGLU or
@@ -62,10 +66,11 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False,
         types = ["sliding_attention" if s.get("sliding_window") is not None else
                  "full_attention"] * layers
     types = types or ["full_attention"] * layers
-    for kind, who in (("chunked_attention", "llama4_text"), ("linear_attention", "qwen3_next")):
-        if kind in types:
-            s.refuse("layer_types", f"attndsl does not import layer kind `{kind}` for {t} (it "
-                                    f"does for {who})")
+    for kind in dict.fromkeys(types):  # any kind but these two: refused, never read as full
+        if kind not in ("sliding_attention", "full_attention"):
+            who = _KIND_READERS.get(kind)
+            s.refuse("layer_types", f"attndsl does not import layer kind `{kind}` for {t}"
+                                    + (f" (it does for {who})" if who else ""))
     # read on as if full (the import fails, having listed every problem): sliding and full
     # layers are the only kinds this reader names, and two kinds must not share a name
     types = [k if k == "sliding_attention" else "full_attention" for k in types]
