@@ -16,11 +16,24 @@ PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 NEW = 8
 
 
+def prompts(config) -> list[list[int]]:
+    """PROMPTS with the config's pad, bos and eos ids replaced by ordinary ones:
+    onnxruntime-genai reads a prompt token equal to the pad id as padding (Helium's pad id
+    is 3), which no real prompt holds."""
+    special = set()
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        value = getattr(config, key, None)
+        special |= set(value) if isinstance(value, list) else {value}
+    free = (i for i in range(4, 64) if i not in special)
+    swap = {t: next(free) for t in sorted({t for p in PROMPTS for t in p} & special)}
+    return [[swap.get(t, t) for t in p] for p in PROMPTS]
+
+
 def _transformers_tokens(model) -> list[list[int]]:
     import torch
 
     tokens = []
-    for prompt in PROMPTS:  # one at a time: no padding to agree on
+    for prompt in prompts(model.config):  # one at a time: no padding to agree on
         with torch.no_grad():
             out = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=NEW,
                                  do_sample=False, pad_token_id=0, eos_token_id=None)
@@ -28,12 +41,12 @@ def _transformers_tokens(model) -> list[list[int]]:
     return tokens
 
 
-def _genai_tokens(folder: Path) -> list[list[int]]:
+def _genai_tokens(folder: Path, config) -> list[list[int]]:
     import onnxruntime_genai as og
 
     model = og.Model(str(folder))
     found = []
-    for prompt in PROMPTS:
+    for prompt in prompts(config):
         params = og.GeneratorParams(model)
         params.set_search_options(max_length=len(prompt) + NEW, do_sample=False)
         generator = og.Generator(model, params)
@@ -69,7 +82,7 @@ def genai_row(row, model, folder: Path):
         target = next(p.parent for p in out.rglob("genai_config.json"))
         eos = json.loads((target / "genai_config.json").read_text())["model"]["eos_token_id"]
         eos = set(eos) if isinstance(eos, list) else {eos}
-        got = _genai_tokens(target)
+        got = _genai_tokens(target, model.config)
     except Exception as exc:
         return replace(row, genai=f"crash: {type(exc).__name__}: {exc}"[:200])
     want = _transformers_tokens(model)
