@@ -70,12 +70,18 @@ def test_delta_rule_matches_qwen3_next_gated_deltanet(tmp_path, chunk: int) -> N
     layer = attndsl.loads(SPEC.replace("CHUNK", str(chunk)))["gdn"]
     module = layer.to_torch(weights=weights)
     models = {t: layer.onnx_bytes(target=t, weights=weights) for t in ("ort-cpu", "portable")}
-    for L in (1, 5, 40, 131):
-        x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+    agree(net, module, models.values(), (1, 5, 40, 131), D_MODEL)
+
+
+def agree(net, module, models, lengths, d_model: int) -> None:
+    """transformers' layer `net`, attndsl's torch module and its ONNX models on one x
+    (2, L, d_model) at each length L."""
+    for L in lengths:
+        x = torch.randn(2, L, d_model, generator=torch.Generator().manual_seed(L))
         with torch.no_grad():
             ref = net(x).numpy()
             close(module(x).numpy(), ref)
-        for model in models.values():
+        for model in models:
             close(run_onnx(model, x.numpy()), ref)
 
 

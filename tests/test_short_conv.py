@@ -14,7 +14,8 @@ from safetensors.torch import save_file
 
 import attndsl
 
-from .test_transformers import close, redraw, run_onnx
+from .test_delta_rule import agree
+from .test_transformers import close, redraw
 
 D_MODEL = 24
 
@@ -59,13 +60,7 @@ def test_short_conv_matches_lfm2_short_conv(tmp_path, bias: bool, width: int) ->
     fused = {t: any(n.op_type == "CausalConvWithState" for n in
                     onnx.load_from_string(m).graph.node) for t, m in models.items()}
     assert fused == {"ort-cpu": True, "ort-cuda": False, "portable": False}
-    for L in (1, 2, 7, 40):
-        x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
-        with torch.no_grad():
-            ref = net(x).numpy()
-            close(module(x).numpy(), ref)
-        for model in models.values():
-            close(run_onnx(model, x.numpy()), ref)
+    agree(net, module, models.values(), (1, 2, 7, 40), D_MODEL)
 
 
 def test_float16_ort_cpu_keeps_the_standard_ops() -> None:

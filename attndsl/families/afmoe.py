@@ -15,8 +15,7 @@ import numpy as np
 
 from ..spec import Attention
 from .base import Family
-from .llama import LLAMA
-from .llama import read as read_llama
+from .llama import LLAMA, read_nope_full
 from .moe import ROUTER_INERT, expanded, mixture
 from .names import Names
 from .rope import num
@@ -31,14 +30,7 @@ def _read(s: SpecText, padding: str | None) -> None:
         every = s.need("global_attn_every_n_layers") or 1
         s.cfg["layer_types"] = ["sliding_attention" if (i + 1) % every else "full_attention"
                                 for i in range(layers)]
-    types = s.cfg["layer_types"]
-    # the full layers are NoPE layers, as the Llama reader names them (`no_rope_layers`)
-    s.cfg["no_rope_layers"] = [1 if t == "sliding_attention" else 0 for t in types]
-    read_llama(s, padding)
-    eps = num(s.need("rms_norm_eps"))
-    for entries in s.attentions.values():
-        mask = entries.pop("mask")  # the mask stays last
-        entries.update(qk_norm=f"rmsnorm(eps = {eps})", output_gate="sigmoid", mask=mask)
+    eps = read_nope_full(s, padding, output_gate="sigmoid")
     experts, hidden = s.need("num_experts"), s.need("moe_intermediate_size")
     ffn = (f"moe(experts = {experts}, top_k = {s.need('num_experts_per_tok')}, "
            f"expert = swiglu({hidden}), routed_scale = {num(s.need('route_scale'))}, "

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..spec import Attention
 from .base import Family
-from .moe import ROUTER_INERT, expanded, mixture
+from .moe import ROUTER_INERT, expanded, layer_kinds, mixture
 from .names import ATTN, LM, Names
 from .rope import num, rope
 from .text import SpecText, act, mask, period
@@ -31,18 +31,7 @@ def _types(s: SpecText, layers: int) -> tuple[list[str], list[str]]:
         else "full_attention" for i in range(first)] + [
         "sliding_attention" if (i + 1) % s.need("sliding_window_pattern") else "full_attention"
         for i in range(layers - first)]
-    mlps = s.get("mlp_layer_types") or ["dense" if i < first else "sparse"
-                                        for i in range(layers)]
-    if len(types) != layers or len(mlps) != layers:
-        s.refuse("layer_types", f"one entry per layer ({layers}) is needed, in layer_types and "
-                                "mlp_layer_types")
-        return ["full_attention"] * layers, ["sparse"] * layers
-    for key, values, known in (("layer_types", types, ("sliding_attention", "full_attention")),
-                               ("mlp_layer_types", mlps, ("dense", "sparse"))):
-        if other := [t for t in dict.fromkeys(values) if t not in known]:
-            s.refuse(key, f"Cohere 2 MoE's layers are {' or '.join(known)}; attndsl does not "
-                          f"import `{other[0]}` for it")
-    return types, mlps
+    return layer_kinds(s, layers, types, "Cohere 2 MoE")
 
 
 def _read(s: SpecText, padding: str | None) -> None:

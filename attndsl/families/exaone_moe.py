@@ -9,7 +9,7 @@ experts of moe_intermediate_size beside num_shared_experts shared ones."""
 from __future__ import annotations
 
 from .base import Family
-from .moe import ROUTER_INERT, expanded, mixture
+from .moe import ROUTER_INERT, expanded, grouped_sigmoid, layer_kinds, mixture
 from .names import ATTN, LM, Names
 from .rope import num, rope
 from .text import SpecText, act, mask, period
@@ -24,19 +24,7 @@ def _types(s: SpecText, layers: int) -> tuple[list[str], list[str]]:
     types = s.get("layer_types") or [
         "sliding_attention" if every and (i + 1) % every else "full_attention"
         for i in range(layers)]
-    first = s.get("first_k_dense_replace", default=0)
-    mlps = s.get("mlp_layer_types") or ["dense" if i < first else "sparse"
-                                        for i in range(layers)]
-    if len(types) != layers or len(mlps) != layers:
-        s.refuse("layer_types", f"one entry per layer ({layers}) is needed, in layer_types and "
-                                "mlp_layer_types")
-        return ["full_attention"] * layers, ["sparse"] * layers
-    for key, values, known in (("layer_types", types, ("sliding_attention", "full_attention")),
-                               ("mlp_layer_types", mlps, ("dense", "sparse"))):
-        if other := [t for t in dict.fromkeys(values) if t not in known]:
-            s.refuse(key, f"EXAONE MoE's layers are {' or '.join(known)}; attndsl does not "
-                          f"import `{other[0]}` for it")
-    return types, mlps
+    return layer_kinds(s, layers, types, "EXAONE MoE")
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -66,15 +54,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     if act(s, "hidden_act", s.need("hidden_act"), gated=True) != "silu":
         s.refuse("hidden_act", "EXAONE MoE's MLPs and experts are imported as SwiGLU (silu)")
     hidden = s.need("moe_intermediate_size")
-    ffn = (f"moe(experts = {s.need('num_experts')}, top_k = {s.need('num_experts_per_tok')}, "
-           f"expert = swiglu({hidden}), router = sigmoid, normalize = "
-           f"{'true' if cfg.get('norm_topk_prob') else 'false'}, selection_bias = true, "
-           f"routed_scale = {num(s.need('routed_scaling_factor'))}")
-    groups, top = s.need("n_group"), s.need("topk_group")
-    if groups > 1:
-        ffn += f", groups = {groups}, top_groups = {top}"
-    if shared := s.get("num_shared_experts", default=0):
-        ffn += f", shared = swiglu({hidden * shared})"
+    ffn = grouped_sigmoid(s, "num_experts", "num_shared_experts", "swiglu", hidden)
     dense = [i for i, m in enumerate(mlps) if m == "dense"]
     s.stack = {"layers": str(layers),
                "ffn": mixture(ffn, dense, layers, s.need("intermediate_size")),

@@ -9,11 +9,9 @@ renormalised with norm_topk_prob) beside an ungated shared expert, with dense la
 from __future__ import annotations
 
 from .base import Family
-from .llama import LLAMA
-from .llama import read as read_llama
+from .llama import LLAMA, read_nope_full
 from .moe import ROUTER_INERT, expanded, mixture
 from .names import Names
-from .rope import num
 from .text import SpecText
 
 __all__ = ["FAMILIES"]
@@ -24,14 +22,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     if not s.get("layer_types"):
         s.cfg["layer_types"] = ["full_attention" if i < 2 or i % 4 == 1 or i == layers - 1
                                 else "sliding_attention" for i in range(layers)]
-    types = s.cfg["layer_types"]
-    # the full layers are NoPE layers, as the Llama reader names them (`no_rope_layers`)
-    s.cfg["no_rope_layers"] = [1 if t == "sliding_attention" else 0 for t in types]
-    read_llama(s, padding)
-    eps = num(s.need("rms_norm_eps"))
-    for entries in s.attentions.values():
-        mask = entries.pop("mask")  # the mask stays last
-        entries.update(qk_norm=f"rmsnorm(eps = {eps})", sinks="learned", mask=mask)
+    read_nope_full(s, padding, sinks="learned")
     experts = s.need("num_experts")
     ffn = (f"moe(experts = {experts}, top_k = {s.need('num_experts_per_tok')}, "
            f"expert = swiglu({s.need('moe_intermediate_size')}), router = sigmoid, "

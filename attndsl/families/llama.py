@@ -14,7 +14,7 @@ from .names import ATTN, GATED, LM, Names, rows
 from .rope import num, rope
 from .text import SpecText, act, mask, period
 
-__all__ = ["FAMILIES", "LLAMA", "LLAMA_DEFAULTS", "read"]
+__all__ = ["FAMILIES", "LLAMA", "LLAMA_DEFAULTS", "read", "read_nope_full"]
 
 
 # the layer kinds other readers import, to name in this reader's refusal of them
@@ -145,6 +145,21 @@ def read(s: SpecText, padding: str | None, interleaved: bool = False,
         ffn = f"{gate}({hidden}{'' if cfg.get('mlp_bias') else ', bias = false'})"
     s.stack = {"layers": str(layers), "ffn": ffn,
                "norm": f"rmsnorm({'sandwich' if sandwich else 'pre'}, {norm_args})"}
+
+
+def read_nope_full(s: SpecText, padding: str | None, **entries: str) -> str:
+    """This reader over a config whose layer_types' full layers have no positions (the
+    sliding ones alone rotate, as the reader's `no_rope_layers` say), q and k RMS-normed per
+    head and `entries` added to each attention, its mask kept last; the eps, as written."""
+    # the full layers are NoPE layers, as this reader names them (`no_rope_layers`)
+    s.cfg["no_rope_layers"] = [1 if t == "sliding_attention" else 0
+                               for t in s.cfg["layer_types"]]
+    read(s, padding)
+    eps = num(s.need("rms_norm_eps"))
+    for attention in s.attentions.values():
+        kept = attention.pop("mask")
+        attention.update(qk_norm=f"rmsnorm(eps = {eps})", **entries, mask=kept)
+    return eps
 
 
 LLAMA = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight",

@@ -13,9 +13,11 @@ from .base import Family
 from .llama import LLAMA
 from .llama import read as read_llama
 from .names import Names
+from .rope import num
 from .text import SpecText
 
-__all__ = ["FAMILIES", "ROUTER_INERT", "expanded", "mixture"]
+__all__ = ["FAMILIES", "ROUTER_INERT", "expanded", "grouped_sigmoid", "layer_kinds",
+           "mixture"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -46,6 +48,44 @@ def mixture(moe: str, dense: list[int], layers: int, width: int) -> str:
     if len(dense) == layers:
         return f"swiglu({width})"
     return f"{moe}, dense = swiglu({width}), dense_layers = {dense})" if dense else moe + ")"
+
+
+def grouped_sigmoid(s: SpecText, experts: str, shared: str, expert: str, hidden: int) -> str:
+    """DeepSeek-V3's mixture as an unclosed `moe(...` call: `expert(hidden)` experts (their
+    count the config's `experts`), a sigmoid router choosing by score plus a selection bias
+    among the topk_group best of n_group groups, renormalised with norm_topk_prob, times
+    routed_scaling_factor, beside the config's `shared` shared experts as one wider unit."""
+    ffn = (f"moe(experts = {s.need(experts)}, top_k = {s.need('num_experts_per_tok')}, "
+           f"expert = {expert}({hidden}), router = sigmoid, normalize = "
+           f"{'true' if s.cfg.get('norm_topk_prob') else 'false'}, selection_bias = true, "
+           f"routed_scale = {num(s.need('routed_scaling_factor'))}")
+    groups, top = s.need("n_group"), s.need("topk_group")
+    if groups > 1:
+        ffn += f", groups = {groups}, top_groups = {top}"
+    if count := s.get(shared, default=0):
+        ffn += f", shared = {expert}({hidden * count})"
+    return ffn
+
+
+def layer_kinds(s: SpecText, layers: int, types: list[str],
+                model: str) -> tuple[list[str], list[str]]:
+    """`types` (layer_types as read, or as the family's config derives them) and
+    mlp_layer_types (as read, or first_k_dense_replace `dense` layers then `sparse` ones),
+    checked: one entry per layer in each, sliding or full, dense or sparse (a refusal names
+    `model`); every layer full and sparse where their lengths are wrong."""
+    first = s.get("first_k_dense_replace", default=0)
+    mlps = s.get("mlp_layer_types") or ["dense" if i < first else "sparse"
+                                        for i in range(layers)]
+    if len(types) != layers or len(mlps) != layers:
+        s.refuse("layer_types", f"one entry per layer ({layers}) is needed, in layer_types and "
+                                "mlp_layer_types")
+        return ["full_attention"] * layers, ["sparse"] * layers
+    for key, values, known in (("layer_types", types, ("sliding_attention", "full_attention")),
+                               ("mlp_layer_types", mlps, ("dense", "sparse"))):
+        if other := [t for t in dict.fromkeys(values) if t not in known]:
+            s.refuse(key, f"{model}'s layers are {' or '.join(known)}; attndsl does not "
+                          f"import `{other[0]}` for it")
+    return types, mlps
 
 
 def _experts(layer: str, moe: str, gate: str, up: str, down: str, router: str,

@@ -7,21 +7,13 @@ from __future__ import annotations
 
 from .base import Family
 from .names import ATTN, GATED, LM, Names
-from .rope import rope
-from .text import SpecText, act, mask
+from .text import SpecText, act, roped_attention
 
 __all__ = ["FAMILIES"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
-    cfg = s.cfg
-    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
-    head_dim = s.get("head_dim", default=d // max(heads, 1))  # as LlamaAttention reads it
-    s.attentions["olmo_attn"] = {
-        "d_model": str(d), "heads": str(heads),
-        "kv_heads": str(s.get("num_key_value_heads", default=heads)), "head_dim": str(head_dim),
-        "bias": "true" if cfg.get("attention_bias") else "false",
-        "position": rope(s, cfg.get("rope_parameters"), head_dim), "mask": mask(True, padding)}
+    s.attentions["olmo_attn"] = roped_attention(s, padding)
     s.pattern = ["olmo_attn"]
     gate = act(s, "hidden_act", s.need("hidden_act"), gated=True)
     s.stack = {"layers": str(s.need("num_hidden_layers")),

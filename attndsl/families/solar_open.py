@@ -10,9 +10,8 @@ from __future__ import annotations
 from .base import Family
 from .llama import LLAMA
 from .llama import read as read_llama
-from .moe import ROUTER_INERT, expanded
+from .moe import ROUTER_INERT, expanded, grouped_sigmoid
 from .names import Names
-from .rope import num
 from .text import SpecText
 
 __all__ = ["FAMILIES"]
@@ -25,15 +24,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     for entries in s.attentions.values():
         entries["bias"] = "[q, k, v]" if s.cfg.get("attention_bias") else "false"
     expert = s.stack["ffn"].split("(")[0]  # swiglu, or geglu by hidden_act
-    ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
-           f"{s.need('num_experts_per_tok')}, expert = {expert}({hidden}), router = sigmoid, "
-           f"normalize = {'true' if s.cfg.get('norm_topk_prob') else 'false'}, "
-           f"selection_bias = true, routed_scale = {num(s.need('routed_scaling_factor'))}")
-    groups, top = s.need("n_group"), s.need("topk_group")
-    if groups > 1:
-        ffn += f", groups = {groups}, top_groups = {top}"
-    if shared := s.get("n_shared_experts", default=0):
-        ffn += f", shared = {expert}({hidden * shared})"
+    ffn = grouped_sigmoid(s, "n_routed_experts", "n_shared_experts", expert, hidden)
     s.stack["ffn"] = ffn + ")"
 
 

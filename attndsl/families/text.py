@@ -7,7 +7,9 @@ import json
 import textwrap
 from typing import Any
 
-__all__ = ["SpecText", "act", "mask", "period"]
+from .rope import rope
+
+__all__ = ["SpecText", "act", "mask", "period", "roped_attention"]
 
 
 class SpecText:
@@ -89,6 +91,20 @@ def mask(causal: bool, padding: str | None, window: int | None = None,
     if padding is not None:
         parts.append("padding" if padding == "right" else "padding(side = left)")
     return " & ".join(parts) or "full"
+
+
+def roped_attention(s: SpecText, padding: str | None, interleaved: bool = False) -> dict:
+    """One causal attention's entries as LlamaAttention reads the config (head_dim, else
+    hidden_size / heads; kv heads; attention_bias on every projection), RoPE on every layer
+    (`interleaved`: pairs 2i and 2i + 1)."""
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    head_dim = s.get("head_dim", default=d // max(heads, 1))
+    return {
+        "d_model": str(d), "heads": str(heads),
+        "kv_heads": str(s.get("num_key_value_heads", default=heads)), "head_dim": str(head_dim),
+        "bias": "true" if s.cfg.get("attention_bias") else "false",
+        "position": rope(s, s.cfg.get("rope_parameters"), head_dim, interleaved=interleaved),
+        "mask": mask(True, padding)}
 
 
 def period(types: list[str]) -> list[str]:

@@ -286,6 +286,20 @@ class Kernel:
         in (a count of heads that defaults to the layer's)."""
         return value
 
+    @staticmethod
+    def causal_padding(mask: Any) -> bool:
+        """With `own_layer`: whether `mask` is what a layer reading its tokens in order honours
+        by construction: `causal`, or `causal & padding` (either side, either order)."""
+        from .. import masks as m
+
+        match mask:
+            case m.Causal("top_left"):
+                return True
+            case (m.And(m.Causal("top_left"), m.Padding())
+                  | m.And(m.Padding(), m.Causal("top_left"))):
+                return True
+        return False
+
     def layer(self, site: Site, value: Any, x: str, cache: int | None) -> str:
         """With `own_layer`: its nodes from the attention's input x (B, L, d_model) to the
         merged heads (B, L, width) o_proj reads; `cache`: the layer's index when decoding

@@ -83,7 +83,7 @@ class _DeltaRule(Kernel):
         if where.kind != "self":
             problems.append(("the delta rule reads its own sequence's keys, in order: it is "
                              "self attention", at("kind"), "remove `kind = cross`"))
-        if where.mask is not None and not _causal_padding(where.mask):
+        if where.mask is not None and not self.causal_padding(where.mask):
             problems.append((f"the delta rule is causal by construction: its mask is `causal`, "
                              f"or `causal & padding` (padding slots skipped), found "
                              f"`{m.render(where.mask)}`", at("mask"),
@@ -238,16 +238,6 @@ def _not_with() -> dict[str, str]:
             "sparsity": "it forms no scores",
             "latent": "it has its own projections", "by_length": "it has one form",
             **{key: mech.with_delta for key, mech in MECHANISMS.items() if mech.with_delta}}
-
-
-def _causal_padding(mask: m.Mask) -> bool:
-    """`causal`, or `causal & padding` (either side, either order)."""
-    match mask:
-        case m.Causal("top_left"):
-            return True
-        case m.And(m.Causal("top_left"), m.Padding()) | m.And(m.Padding(), m.Causal("top_left")):
-            return True
-    return False
 
 
 KERNEL = _DeltaRule()

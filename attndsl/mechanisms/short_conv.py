@@ -59,7 +59,7 @@ class _ShortConv(Kernel):
         if where.kind != "self":
             problems.append(("a short convolution reads its own sequence's tokens, in order: "
                              "it is self attention", at("kind"), "remove `kind = cross`"))
-        if where.mask is not None and not _causal_padding(where.mask):
+        if where.mask is not None and not self.causal_padding(where.mask):
             problems.append((f"a short convolution is causal by construction: its mask is "
                              f"`causal`, or `causal & padding` (padding slots read as 0), "
                              f"found `{m.render(where.mask)}`", at("mask"),
@@ -206,16 +206,6 @@ def _not_with() -> tuple[str, ...]:
 
     return (*SCORED, "sparsity", "latent", "by_length",
             *(key for key, mech in MECHANISMS.items() if mech.with_delta))
-
-
-def _causal_padding(mask: m.Mask) -> bool:
-    """`causal`, or `causal & padding` (either side, either order)."""
-    match mask:
-        case m.Causal("top_left"):
-            return True
-        case m.And(m.Causal("top_left"), m.Padding()) | m.And(m.Padding(), m.Causal("top_left")):
-            return True
-    return False
 
 
 KERNEL = _ShortConv()
