@@ -125,6 +125,12 @@ CONFIGS = {
         num_hidden_layers=2, num_local_experts=5, num_experts_per_tok=3,
         shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
         **SIZES),
+    # a shared expert, sinks, sliding layers between full ones, a NoPE layer, two RoPE bases
+    "granitemoe_swa": lambda: tf.GraniteMoeSWAConfig(
+        num_hidden_layers=4, num_local_experts=5, num_experts_per_tok=3,
+        shared_intermediate_size=48, sliding_window=6, embedding_multiplier=3.0,
+        attention_multiplier=0.3, residual_multiplier=0.4, logits_scaling=2.5,
+        layer_rope_theta=[10000.0, 0, 500000.0, 10000.0], **SIZES),
     "hunyuan_v1_moe": lambda: tf.HunYuanMoEV1Config(
         num_hidden_layers=2, head_dim=16, num_experts=5, moe_topk=2, eos_token_id=2,
         rope_parameters={"rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0,

@@ -255,6 +255,14 @@ CASES = {
         shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # granitemoeshared's mixture with granite_swa's sinks, sliding and full layers, RoPE bases
+    "granitemoe_swa": (lambda: tf.GraniteMoeSWAConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=5, num_experts_per_tok=3,
+        shared_intermediate_size=48, sliding_window=5, embedding_multiplier=3.0,
+        attention_multiplier=0.3, residual_multiplier=0.4, logits_scaling=2.5,
+        layer_rope_theta=[10000.0, 0, 500000.0, 10000.0, 0], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # Hunyuan's attention, a renormalised top 2 of 5 experts and an ungated shared expert
     "hunyuan_v1_moe": (lambda: tf.HunYuanMoEV1Config(
         hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,

@@ -7,6 +7,8 @@ first full, as GraniteSWAConfig derives them), and a RoPE base per layer (`layer
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .base import Family
 from .granite import FAMILIES as GRANITE
 from .llama import LLAMA
@@ -14,10 +16,15 @@ from .names import Names
 from .rope import rope
 from .text import SpecText, period
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "read_swa"]
+
+# a family's reader: the config's text and the padding side
+Reader = Callable[[SpecText, str | None], None]
 
 
-def _read(s: SpecText, padding: str | None) -> None:
+def read_swa(s: SpecText, padding: str | None, dense: Reader | None = None) -> None:
+    """Granite SWA's reader around `dense`, the reader of the decoder without sinks, sliding
+    layers and per-layer bases (Granite's; GraniteMoE's for granitemoe_swa)."""
     layers = s.need("num_hidden_layers")
     if not s.get("layer_types"):
         s.cfg["layer_types"] = ["full_attention" if i % 4 == 0 else "sliding_attention"
@@ -29,7 +36,7 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.refuse("layer_rope_theta", f"a list of {layers} entries (one per layer) is needed")
         thetas = [params["rope_theta"]] * layers
     s.cfg["no_rope_layers"] = [1 if theta else 0 for theta in thetas]  # llama's NoPE layers
-    GRANITE[0].read(s, padding)
+    (dense or GRANITE[0].read)(s, padding)
     if not s.pattern:
         return
     # each layer's attention as the Granite reader named it by kind, then one per RoPE base
@@ -65,7 +72,7 @@ _GRANITE_SWA = Names(LLAMA.layer, {**LLAMA.names, "self_attn.sinks": "self_attn.
 
 # transformers' defaults (GraniteSWAConfig, 5.23) for the fields the import reads
 FAMILIES = [
-    Family("granite_swa", _read, _GRANITE_SWA, {
+    Family("granite_swa", read_swa, _GRANITE_SWA, {
         **GRANITE[0].defaults, "hidden_size": 2560, "intermediate_size": 8192,
         "num_hidden_layers": 24, "num_attention_heads": 20, "num_key_value_heads": 4,
         "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "sliding_window": 128}, lm=True),
