@@ -300,6 +300,34 @@ class Kernel:
                 return True
         return False
 
+    def ordered_problems(self, where: Any, name: str, reads: str, empty: str, order: str,
+                         kv_heads: tuple) -> list[tuple]:
+        """With `own_layer`: (message, span, hint) of each attention key such a layer
+        (`name`, reading its own sequence's `reads` in order) refuses: cross attention, a mask
+        other than `causal_padding`'s (`empty`: what its padding slots are), positions
+        (`order`: what orders it instead), `kv_heads` as the given (message, hint) says, and
+        dropout."""
+        from .. import masks as m
+
+        e, at, heads = where.entries, where.at, where.heads
+        problems = []
+        if where.kind != "self":
+            problems.append((f"{name} reads its own sequence's {reads}, in order: it is self "
+                             "attention", at("kind"), "remove `kind = cross`"))
+        if where.mask is not None and not self.causal_padding(where.mask):
+            problems.append((f"{name} is causal by construction: its mask is `causal`, or "
+                             f"`causal & padding` ({empty}), found `{m.render(where.mask)}`",
+                             at("mask"), "use `mask = causal` or `causal & padding(side = left)`"))
+        if where.position is not None:
+            problems.append((f"{name} has no positions: {order}", at("position"),
+                             "remove `position`"))
+        if where.kv_heads not in (None, heads):
+            problems.append((kv_heads[0], at("kv_heads"), kv_heads[1]))
+        if where.dropout:
+            problems.append((f"attention dropout needs attention weights; {name} has none",
+                             e["dropout"].key_span, "remove `dropout`"))
+        return problems
+
     def layer(self, site: Site, value: Any, x: str, cache: int | None) -> str:
         """With `own_layer`: its nodes from the attention's input x (B, L, d_model) to the
         merged heads (B, L, width) o_proj reads; `cache`: the layer's index when decoding

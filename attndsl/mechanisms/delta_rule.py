@@ -79,25 +79,11 @@ class _DeltaRule(Kernel):
                     arg_span(e["kernel"].value, "key_heads") or at("kernel"),
                     hint="Qwen3-Next: heads = 32, key_heads = 16")
             failed = True
-        problems = []
-        if where.kind != "self":
-            problems.append(("the delta rule reads its own sequence's keys, in order: it is "
-                             "self attention", at("kind"), "remove `kind = cross`"))
-        if where.mask is not None and not self.causal_padding(where.mask):
-            problems.append((f"the delta rule is causal by construction: its mask is `causal`, "
-                             f"or `causal & padding` (padding slots skipped), found "
-                             f"`{m.render(where.mask)}`", at("mask"),
-                             "use `mask = causal` or `causal & padding(side = left)`"))
-        if where.position is not None:
-            problems.append(("the delta rule has no positions: its order is the recurrence's",
-                             at("position"), "remove `position`"))
-        if where.kv_heads not in (None, heads):
-            problems.append(("the delta rule's value heads are its heads; its query and key "
-                             "heads are the kernel's `key_heads`", at("kv_heads"),
-                             "remove `kv_heads`; write delta_rule(key_heads = n)"))
-        if where.dropout:
-            problems.append(("attention dropout needs attention weights; the delta rule has "
-                             "none", e["dropout"].key_span, "remove `dropout`"))
+        problems = self.ordered_problems(
+            where, "the delta rule", "keys", "padding slots skipped",
+            "its order is the recurrence's",
+            ("the delta rule's value heads are its heads; its query and key heads are the "
+             "kernel's `key_heads`", "remove `kv_heads`; write delta_rule(key_heads = n)"))
         for key, why in _not_with().items():
             if key in e and not (isinstance(e[key].value, ast.Name)
                                  and e[key].value.id in ("none", "auto", "false")):

@@ -54,25 +54,12 @@ class _ShortConv(Kernel):
         """Causal self attention without positions, kv heads, dropout, or any key of a
         softmax, a position scheme or a projection form; `bias` all or nothing (in_proj,
         the convolution and o_proj share it, as LFM2's conv_bias)."""
-        e, at, heads = where.entries, where.at, where.heads
-        problems = []
-        if where.kind != "self":
-            problems.append(("a short convolution reads its own sequence's tokens, in order: "
-                             "it is self attention", at("kind"), "remove `kind = cross`"))
-        if where.mask is not None and not self.causal_padding(where.mask):
-            problems.append((f"a short convolution is causal by construction: its mask is "
-                             f"`causal`, or `causal & padding` (padding slots read as 0), "
-                             f"found `{m.render(where.mask)}`", at("mask"),
-                             "use `mask = causal` or `causal & padding(side = left)`"))
-        if where.position is not None:
-            problems.append(("a short convolution has no positions: its window is the last "
-                             "tokens'", at("position"), "remove `position`"))
-        if where.kv_heads not in (None, heads):
-            problems.append(("a short convolution has no keys: its channels are heads x "
-                             "value_dim", at("kv_heads"), "remove `kv_heads`"))
-        if where.dropout:
-            problems.append(("attention dropout needs attention weights; a short convolution "
-                             "has none", e["dropout"].key_span, "remove `dropout`"))
+        e, at = where.entries, where.at
+        problems = self.ordered_problems(
+            where, "a short convolution", "tokens", "padding slots read as 0",
+            "its window is the last tokens'",
+            ("a short convolution has no keys: its channels are heads x value_dim",
+             "remove `kv_heads`"))
         if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
                                  and e["scale"].value.id == "auto"):
             problems.append(("a short convolution forms no scores to scale", at("scale"),
