@@ -1,8 +1,8 @@
 """The fused softmax core's arithmetic that the torch module and the ONNX lowering share, over
-the array namespace of `backends.formulas` (`TorchArrays`, `OnnxArrays`): the block-sparse
-form (`block_sparse`). What differs per backend, the scores (q.k with the score bias and
-modifiers), the masked softmax @ v and the runtime mask inputs, each backend passes in
-(`CoreOps`)."""
+the array namespace of `backends.formulas` (`TorchArrays`, `OnnxArrays`): the score bias
+(`score_bias`: ALiBi or T5 relative positions) and the block-sparse form (`block_sparse`).
+What differs per backend, the scores (q.k with the score bias and modifiers), the masked
+softmax @ v and the runtime mask inputs, each backend passes in (`CoreOps`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ import numpy as np
 
 from .. import masks
 from ..ir import Node
+from ..positions import alibi_slopes, t5_bucket_float32
 from ..targets import lacks_bfloat16_cuda_kernel
+from . import formulas
 
-__all__ = ["CoreOps", "block_sparse"]
+__all__ = ["CoreOps", "block_sparse", "score_bias"]
 
 Array = Any
 
@@ -33,6 +35,27 @@ class CoreOps:
     scores: Callable[[Array, Array, Array, Array], Array]
     attend: Callable[[Array, Array, Array], Array]
     context: Callable[[], masks.MaskContext]
+
+
+def score_bias(xp, attrs: dict, heads: int, lead: tuple[int, ...], table: Array | None,
+               q_pos: Array, k_pos: Array) -> Array:
+    """The float32 score bias of ALiBi or T5 relative positions (docs/LANGUAGE.md), at the
+    broadcast of the positions q_pos and k_pos (of one rank), its heads on leading axes
+    `lead`: (heads,) or (kv_heads, heads // kv_heads). `attrs`: a score_bias node's, or an
+    attention core's (the kind as `bias`); `table`: the relative bias's (buckets, heads)
+    weight (None for ALiBi)."""
+    nd = max(q_pos.ndim, k_pos.ndim)
+    if attrs.get("bias", attrs.get("kind")) == "alibi":
+        slopes = np.array(alibi_slopes(heads, attrs["slopes"], attrs["max_bias"],
+                                       attrs["factor"], attrs["rounding"]),
+                          dtype=np.float32).reshape(lead + (1,) * nd)
+        return formulas.alibi_bias(xp, xp.asarray(slopes.tolist(), "float32"), q_pos, k_pos,
+                                   attrs["rounding"], attrs["factor"])
+    bucket = t5_bucket_float32(xp, k_pos - q_pos, attrs["buckets"], attrs["max_distance"],
+                               attrs["bidirectional"])
+    # (..., H) -> (H, ...): the heads first
+    bias = xp.move_last_first(xp.astype(xp.embedding(table, bucket), "float32"))
+    return bias if len(lead) == 1 else xp.reshape_axes(bias, 0, 1, list(lead))
 
 
 def block_sparse(xp, node: Node, q: Array, k: Array, v: Array, L: Any, S: Any, d: int, dv: int,

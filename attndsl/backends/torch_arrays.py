@@ -13,7 +13,11 @@ __all__ = ["TorchArrays"]
 
 
 class TorchArrays:
-    """The array namespace of `backends.formulas` over eager torch tensors on `device`."""
+    """The array namespace of `backends.formulas` over eager torch tensors on `device` (and,
+    as torch, of `positions.t5_bucket_float32`)."""
+
+    __name__ = "torch"
+    int64, float32 = torch.int64, torch.float32
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -140,6 +144,15 @@ class TorchArrays:
     @staticmethod
     def slice(x: Tensor, axis: int, start: int, stop: int | None) -> Tensor:
         return x[(slice(None),) * (axis % x.dim()) + (slice(start, stop),)]
+
+    @staticmethod
+    def embedding(table: Tensor, ids: Tensor) -> Tensor:
+        """table[ids]: the rows of a table at each id, (*ids, *row)."""
+        return F.embedding(ids, table)
+
+    @staticmethod
+    def move_last_first(x: Tensor) -> Tensor:
+        return x.movedim(-1, 0)
 
     @staticmethod
     def take(x: Tensor, indices: Tensor, axis: int) -> Tensor:

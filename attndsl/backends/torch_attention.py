@@ -31,8 +31,7 @@ from .. import masks, mechanisms
 from ..errors import UsageError
 from ..ir import Node
 from ..planner.torch_paths import SDPA_SIDE, block_sparse_kernel
-from ..positions import alibi_slopes, t5_bucket_float32
-from . import formulas
+from . import formulas, softmax_core
 from .softmax_core import CoreOps, block_sparse
 from .torch_arrays import TorchArrays
 from .torch_masks import mask_context, visible
@@ -99,19 +98,13 @@ def _boolean_mask(m: nn.Module, node: Node, env: Env, L: int, S: int,
 
 
 def score_bias(m: nn.Module, attrs: dict, heads: int, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-    """The float32 score bias of ALiBi or T5 relative positions, (H, ...) at the broadcast of
-    the positions q_pos and k_pos (of one rank); `attrs`: a score_bias node's, or a fused
-    attention's (the kind as `bias`)."""
-    nd = max(q_pos.dim(), k_pos.dim())
-    if attrs.get("bias", attrs.get("kind")) == "alibi":
-        slopes = torch.tensor(alibi_slopes(heads, attrs["slopes"], attrs["max_bias"],
-                                           attrs["factor"], attrs["rounding"]),
-                              dtype=torch.float32, device=q_pos.device)
-        return formulas.alibi_bias(TorchArrays(q_pos.device), slopes.view(-1, *[1] * nd),
-                                   q_pos, k_pos, attrs["rounding"], attrs["factor"])
-    bucket = t5_bucket_float32(torch, k_pos - q_pos, attrs["buckets"], attrs["max_distance"],
-                               attrs["bidirectional"])
-    return F.embedding(bucket, m.get_parameter(attrs["weight"])).movedim(-1, 0).float()
+    """The float32 score bias (H, ...) of `softmax_core.score_bias` at the broadcast of the
+    positions q_pos and k_pos (of one rank); `attrs`: a score_bias node's, or an attention
+    core's."""
+    relative = attrs.get("bias", attrs.get("kind")) == "relative_bias"
+    table = m.get_parameter(attrs["weight"]) if relative else None
+    return softmax_core.score_bias(TorchArrays(q_pos.device), attrs, heads, (heads,), table,
+                                   q_pos, k_pos)
 
 
 def _scores(m: nn.Module, node: Node, q: Tensor, k: Tensor, q_pos: Tensor,

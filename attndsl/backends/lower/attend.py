@@ -3,12 +3,10 @@ softmax with empty rows set to zero, and the runtime mask inputs as symbolic ten
 
 from __future__ import annotations
 
-import numpy as np
-
 from ... import masks, mechanisms
 from ...ir import Node
-from ...positions import alibi_slopes, t5_bucket_float32
 from .. import formulas
+from ..softmax_core import score_bias
 from .builder import Lowering, Sym, arg, static_last
 
 __all__ = ["masked_attend", "qk_float32", "runtime_masks", "scores", "with_head_axes"]
@@ -35,29 +33,14 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
         perm = list(range(rank))
         perm[-1], perm[-2] = perm[-2], perm[-1]
         s = b.op("MatMul", q, b.op("Transpose", k, perm=perm))
-    bias_kind = node.attr("bias")
     xp = lw.xp
     s = Sym(b, s, "float32", rank)
-    if bias_kind:
+    if node.attr("bias"):
         heads, kv = node.attr("heads"), node.attr("kv_heads")
-        nd = max(q_pos.ndim, k_pos.ndim)
-        if bias_kind == "alibi":
-            slopes = np.array(alibi_slopes(heads, node.attr("slopes"), node.attr("max_bias"),
-                                           node.attr("factor"), node.attr("rounding")),
-                              dtype=np.float32).reshape((kv, heads // kv) + (1,) * nd)
-            bias = formulas.alibi_bias(xp, xp.asarray(slopes, "float32"), q_pos, k_pos,
-                                       node.attr("rounding"), node.attr("factor"))
-        else:
-            bucket = t5_bucket_float32(xp, k_pos - q_pos, node.attr("buckets"),
-                                       node.attr("max_distance"), node.attr("bidirectional"))
-            table = b.to_float32(b.op("Gather", lw.w(node.attr("weight")), bucket.name,
-                                      axis=0))  # (..., H)
-            nd = bucket.ndim
-            moved = b.op("Transpose", table, perm=[nd, *range(nd)])  # (H, ...)
-            bias = Sym(b, b.op("Reshape", moved, b.op("Concat", b.i64(kv, heads // kv),
-                                                      b.op("Shape", moved, start=1), axis=0)),
-                       "float32", nd + 2)
-        s = s + bias  # broadcasts over B
+        relative = node.attr("bias") == "relative_bias"
+        table = lw.weight(node.attr("weight"), 2) if relative else None
+        s = s + score_bias(xp, dict(node.attrs), heads, (kv, heads // kv), table, q_pos,
+                           k_pos)  # broadcasts over B
     return mechanisms.score(xp, node, s).name
 
 

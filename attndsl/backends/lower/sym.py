@@ -326,6 +326,13 @@ class OnnxArrays:
         return Sym(b, b.op("Slice", x.name, first, self.vector(end), b.i64(axis)),
                    x.dtype, x.ndim)
 
+    def embedding(self, table: Sym, ids: Sym) -> Sym:
+        """table[ids]: the rows of a table at each id, (*ids, *row)."""
+        return self.take(table, ids, 0)
+
+    def move_last_first(self, x: Sym) -> Sym:
+        return self._unary("Transpose", x, perm=[x.ndim - 1, *range(x.ndim - 1)])
+
     def take(self, x: Sym, indices: Sym, axis: int) -> Sym:
         return Sym(self.b, self.b.op("Gather", x.name, indices.name, axis=axis), x.dtype,
                    x.ndim - 1 + indices.ndim)
