@@ -15,6 +15,7 @@ from .check.stacks import MAX_LAYERS
 from .errors import Diagnostic, SpecError, UsageError
 from .families import FAMILIES, Family, Refusal
 from .hf_lacks import LACKS
+from .mechanisms import MECHANISMS
 
 __all__ = ["INERT", "REFUSED", "TRANSFORMERS_LAYER_TYPES", "TYPES", "Recorded", "inert_fields",
            "non_finite", "read_config", "read_json", "refusals", "type_problems",
@@ -64,13 +65,14 @@ INERT: dict[str, str] = {
     "type_vocab_size": "BERT's token-type embeddings, added before the stack",
     "vocab_size": "the token embedding and LM head (read for a language model's head)",
     "tie_word_embeddings": "the LM head (read for a language model's head)",
-    "final_logit_softcapping": "the LM head's softcap (read for a language model's head)",
     "num_decoder_layers": "T5's decoder: the import takes the encoder stack",
     "scale_decoder_outputs": "T5's decoder: the import takes the encoder stack",
     "is_gated_act": "derived by T5Config from feed_forward_proj, which the import reads",
     "dense_act_fn": "derived by T5Config from feed_forward_proj, which the import reads",
     "_sliding_window_pattern": "derived by Gemma3TextConfig into layer_types, which the import "
                                "reads",
+    # each mechanism module's own (`Mechanism.hf_inert`)
+    **{field: why for m in MECHANISMS.values() for field, why in m.hf_inert.items()},
 }
 
 # field -> (when it is refused, why), for every family (a family's own: `Family.refused`)
@@ -148,11 +150,11 @@ _POSITIVE_INTS = (
     "n_heads", "expansion_ratio", "dff", "moe_k", "moe_num_experts", "moe_layer_interval")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
-    "partial_rotary_factor", "rotary_pct", "attn_logit_softcapping", "final_logit_softcapping",
-    "rope_local_base_freq", "query_pre_attn_scalar", "factor", "low_freq_factor",
-    "high_freq_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
-    "attention_factor", "embedding_multiplier", "logits_scaling", "residual_multiplier",
-    "attention_multiplier", "norm_epsilon", "logit_scale", "swiglu_alpha", "swiglu_limit")
+    "partial_rotary_factor", "rotary_pct", "rope_local_base_freq", "query_pre_attn_scalar",
+    "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
+    "mscale_all_dim", "attention_factor", "embedding_multiplier", "logits_scaling",
+    "residual_multiplier", "attention_multiplier", "norm_epsilon", "logit_scale", "swiglu_alpha",
+    "swiglu_limit")
 _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
@@ -191,6 +193,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
     "short_factor": ("list", None), "long_factor": ("list", None),
+    # each mechanism module's own (`Mechanism.hf_types`)
+    **{field: kind for m in MECHANISMS.values() for field, kind in m.hf_types.items()},
 }
 _LAYER_TYPES = ("sliding_attention", "chunked_attention", "full_attention", "linear_attention",
                 "conv")

@@ -13,13 +13,15 @@ from .families import FAMILIES
 from .families.rope import num
 from .families.text import SpecText
 from .hf_fields import Recorded, read_config, refusals
+from .mechanisms import HEADS
 
 __all__ = ["import_config"]
 
 
 def _lm_head(s: SpecText) -> None:
-    """vocab, tied embeddings, Gemma's embedding scale sqrt(hidden_size) and final logit
-    softcap: the keys that make the stack a language model."""
+    """vocab, tied embeddings, Gemma's embedding scale sqrt(hidden_size) and the head's
+    mechanisms the config sets (`Mechanism.head_field`): the keys that make the stack a
+    language model."""
     cfg = s.cfg
     s.stack["vocab"] = str(s.need("vocab_size"))
     gemma = cfg["model_type"].startswith("gemma")
@@ -27,8 +29,9 @@ def _lm_head(s: SpecText) -> None:
         s.stack["tie_embeddings"] = "true"
     if gemma:
         s.stack["embedding_scale"] = f"sqrt({s.need('hidden_size')})"
-    if cfg.get("final_logit_softcapping"):
-        s.stack["logit_softcap"] = num(cfg["final_logit_softcapping"])
+    for key, mechanism in HEADS.items():
+        if cfg.get(mechanism.head_field):
+            s.stack[key] = num(cfg[mechanism.head_field])
     s.stack.update(s.head)
     for entries in s.attentions.values():
         mask = entries.pop("mask", None)  # the mask stays last

@@ -191,14 +191,16 @@ class Transformer:
     shared_relative_bias: bool  # one T5 table for every layer (T5)
     dropout: float
     # a language model: token ids in (embed_tokens, times embedding_scale), logits out
-    # (lm_head, or embed_tokens itself when tied; cap * tanh(logits / cap) with logit_softcap)
+    # (lm_head, or embed_tokens itself when tied)
     vocab: int | None = None
     tied: bool = False
     embedding_scale: float = 1.0
-    logit_softcap: float | None = None
+    # the mechanisms its head applies to the logits, last: (mechanism key, value) in order
+    # (`mechanisms.HEADS`, each set by its transformer key)
+    logit_mechanisms: tuple[tuple[str, Any], ...] = ()
     # Granite: each sublayer's output times residual_scale before it joins the residual;
-    # logits times logit_scale (Cohere; Granite's 1 / logits_scaling) before the softcap;
-    # head_bias: the LM head adds lm_head.bias (Phi-2)
+    # logits times logit_scale (Cohere; Granite's 1 / logits_scaling) before the head's
+    # mechanisms; head_bias: the LM head adds lm_head.bias (Phi-2)
     residual_scale: float = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False

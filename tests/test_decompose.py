@@ -24,7 +24,7 @@ FROZEN = {
 %k_rep = repeat_kv %k_rope groups=2 : [B, 8, L, 64]
 %v_rep = repeat_kv %v_heads groups=2 : [B, 8, L, 64]
 %scores = scores %q_rope, %k_rep scale=0.0625 : [B, 8, L, L]
-%capped = softcap %scores cap=50.0 : [B, 8, L, L]
+%capped = apply %scores mechanism=softcap softcap=50.0 : [B, 8, L, L]
 %mask = mask expr=And(left=Causal(), right=Window(left=127, right=0)) sparsity=Sparsity(mode=auto) memory=None : bool[L, L]
 %probs = masked_softmax %capped, %mask dropout=0.0 sinks=None : [B, 8, L, L]
 %attn = attend %probs, %v_rep : [B, 8, L, 64]

@@ -17,7 +17,9 @@ from attndsl.backends.reference_mechanisms import READINGS
 from attndsl.check.vocabulary import KEYS, VALUES, WORDS
 from attndsl.editor import hover
 from attndsl.errors import SpecError
-from attndsl.mechanisms import KERNELS, MECHANISMS
+from attndsl.hf_fields import TYPES
+from attndsl.ir import Op
+from attndsl.mechanisms import HEADS, KERNELS, MECHANISMS
 
 from .conftest import ROOT
 from .specgen import random_spec
@@ -37,6 +39,29 @@ def test_a_mechanism_module_is_a_key_everywhere(key: str) -> None:
     assert "`" + key + "`" in (hover(text, 3, 6) or "")
     if mechanism.attributes:  # it emits `apply` nodes: the oracle reads them on its own
         assert key in READINGS
+
+
+_STACK = ("attention a {{\n    d_model = 64\n    heads = 4\n}}\n"
+          "transformer t {{\n    attention = a\n    layers = 1\n    ffn = gelu(hidden = 128)\n"
+          "    norm = layernorm(pre)\n{extra}}}\n")
+
+
+@pytest.mark.parametrize("key", list(HEADS))
+def test_a_head_mechanism_is_a_language_models_key(key: str) -> None:
+    """A mechanism with a `head_key` (the softcap's `logit_softcap`) is a transformer key of
+    docs/LANGUAGE.md that needs `vocab`, its config field is typed for the import, and a
+    language model's logits are its `apply` node, after the LM head's linear."""
+    mechanism = HEADS[key]
+    assert key in KEYS["transformer"] and f"| `{key}` |" in (
+        ROOT / "docs" / "LANGUAGE.md").read_text()
+    assert mechanism.head_field in TYPES
+    with pytest.raises(SpecError, match=f"`{key}` needs `vocab`"):
+        attndsl.loads(_STACK.format(extra=f"    {key} = 2.5\n"))
+    graph = attndsl.loads(_STACK.format(extra=f"    vocab = 32\n    {key} = 2.5\n"))["t"].graph()
+    nodes = {n.out: n for n in graph.nodes}
+    logits = nodes[graph.output]
+    assert logits.op is Op.APPLY and logits.attr("mechanism") == mechanism.key
+    assert nodes[logits.args[0]].op is Op.LINEAR
 
 
 @pytest.mark.parametrize("name", list(KERNELS))

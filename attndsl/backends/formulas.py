@@ -37,7 +37,7 @@ from ..targets import lacks_bfloat16_cuda_kernel
 
 __all__ = ["LOWEST", "activation", "alibi_bias", "document_positions",
            "masked_softmax", "norm",
-           "rope", "rope_frequencies", "sinusoidal_table", "sinusoidal_variant", "softcap"]
+           "rope", "rope_frequencies", "sinusoidal_table", "sinusoidal_variant"]
 
 Array = Any
 LOWEST = float(np.finfo(np.float32).min)
@@ -205,11 +205,6 @@ def alibi_bias(xp, slopes: Array, q_pos: Array, k_pos: Array, rounding: str = "f
     at_q = r(slopes * r(xp.astype(q_pos, "float32")))
     at_k = r(slopes * r(xp.astype(k_pos, "float32")))
     return xp.abs(at_q - at_k) * (-factor)
-
-
-def softcap(xp, s: Array, cap: float) -> Array:
-    """cap * tanh(s / cap)."""
-    return xp.tanh(s / cap) * cap
 
 
 def masked_softmax(xp, s: Array, visible: Array, extra_logit: Array | None = None,

@@ -213,12 +213,6 @@ def _biased(s: np.ndarray, node: Node, env: Env, w: Mapping[str, np.ndarray]) ->
     return add_bias(s, kind, dict(node.attrs), w)
 
 
-@impl(Op.SOFTCAP)
-def _softcap(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    c = node.attr("cap")
-    return c * np.tanh(_arg(node, env) / c)
-
-
 @impl(Op.MASK)
 def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """Visibility (B, L, S); a decoding call's (its attention_mask, or memory rows, first)

@@ -38,6 +38,15 @@ def _differential(o: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarr
     return ((1 - init) * d).reshape(B, L, -1)
 
 
+def _softcap(s: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
+              pos: np.ndarray | None = None) -> np.ndarray:
+    """`softcap = c` (an attention's scores (B, H, L, S)) and `logit_softcap = c` (a language
+    model's logits (B, L, vocab)): c * tanh(s / c)."""
+    c = attrs["softcap"]
+    return c * np.tanh(s / c)
+
+
 # each: (x, its node's attributes, the weights, a decoding call's position_ids or None) -> y
 READINGS: dict[str, Callable[..., np.ndarray]] = {"temperature": _temperature,
-                                                  "differential": _differential}
+                                                  "differential": _differential,
+                                                  "softcap": _softcap}

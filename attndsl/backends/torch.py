@@ -256,12 +256,6 @@ def _score_bias(m: GraphModule, node: Node, env: Env) -> Tensor:
     return s + score_bias(m, dict(node.attrs), s.shape[1], qi, ki)
 
 
-@impl(Op.SOFTCAP)
-def _softcap(m: GraphModule, node: Node, env: Env) -> Tensor:
-    s = _arg(node, env)
-    return formulas.softcap(TorchArrays(s.device), s, node.attr("cap"))
-
-
 @impl(Op.MASK)
 def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
     if node.attr("memory"):  # cross attention decoding: keys are the cached memory rows

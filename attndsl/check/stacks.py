@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import ast
-from ..mechanisms import kernel_of
+from ..mechanisms import HEADS, kernel_of
 from ..spec import Attention, Learned, Norm, RelativeBias, Sinusoidal, Transformer
 from ..weight_table import parameter_count
 from .ffns import FeedForwards
@@ -11,10 +11,11 @@ from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 
 __all__ = ["Stacks"]
 
+# (the LM head's mechanisms' keys, `mechanisms.HEADS`, among the keys of a language model)
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
-         "tie_embeddings", "embedding_scale", "logit_softcap", "residual_scale", "logit_scale",
+         "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm")
-_LM_KEYS = ("tie_embeddings", "embedding_scale", "logit_softcap", "logit_scale",
+_LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm")  # need `vocab'
 MAX_VOCAB = 1 << 24
 _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
@@ -58,7 +59,9 @@ class Stacks(FeedForwards):
                              1.0)
         logit_scale = get("logit_scale", lambda x: self.multiplier(x, "logit_scale"), 1.0)
         head_bias = get("head_bias", lambda x: self.boolean(x, "head_bias"), False)
-        logit_cap = get("logit_softcap", lambda x: self.cap_value(x, "logit_softcap"), "none")
+        logit_mechanisms = tuple(
+            (m.key, value) for key, m in HEADS.items()
+            if (value := get(key, lambda x, m=m: m.read_head(self, x))) is not None)
         embedding_norm = get("embedding_norm", self.embedding_norm_value)
         if get.failed or attns is None:
             return None
@@ -83,7 +86,7 @@ class Stacks(FeedForwards):
                          placement=placement, residual=residual, shared_norm=shared_norm,
                          shared_relative_bias=shared_table, dropout=dropout, vocab=vocab,
                          tied=tied, embedding_scale=scale,
-                         logit_softcap=None if logit_cap == "none" else logit_cap,
+                         logit_mechanisms=logit_mechanisms,
                          residual_scale=residual_scale, logit_scale=logit_scale,
                          head_bias=head_bias, feed_forward=form,
                          embedding_norm=embedding_norm)
@@ -168,15 +171,6 @@ class Stacks(FeedForwards):
             raise self.error(f"transformer stacks need self attention; `{e.id}` is cross "
                              "attention", e.span)
         return attn
-
-
-    def cap_value(self, e: ast.Expr, key: str) -> float | str:
-        """`none`, or a softcap: a number > 0 that float32 holds (the LM head's `logit_softcap`;
-        a mechanism module reads its own value with it)."""
-        return self.word_or_number(
-            e, key, "none", FLOAT32_TINY, FLOAT32_MAX,
-            f"softcap must be a number > 0 that float32 can hold ([{FLOAT32_TINY:.3g}, "
-            f"{FLOAT32_MAX:.3g}]), found {{:g}}", "softcap is applied to float32 scores")
 
 
 def _stack_shared(attn: Attention) -> tuple[object, object]:

@@ -155,17 +155,21 @@ def _type_of(name: str, s: Attention, spec: Layer, latent_cache: bool) -> Tensor
 
 def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
     """logits = h @ W^T (+ lm_head.bias) with W lm_head, or embed_tokens when tied; times
-    logit_scale; then the final softcap."""
+    logit_scale; then each of the head's mechanisms (`Mechanism.head`), the last value named
+    `logits`."""
+    from ..mechanisms import MECHANISMS
+
     shape = T("B", "L", t.vocab)
     weight = "embed_tokens.weight" if t.tied else "lm_head.weight"
-    steps = [(Op.SCALE, {"factor": t.logit_scale})] if t.logit_scale != 1.0 else []
-    if t.logit_softcap is not None:
-        steps.append((Op.SOFTCAP, {"cap": t.logit_softcap}))
-    out = b.emit(Op.LINEAR, "lm_logits" if steps else "logits", (h,), shape, weight=weight,
-                 bias="lm_head.bias" if t.head_bias else None)
-    for i, (op, attrs) in enumerate(steps):
-        out = b.emit(op, "logits" if i == len(steps) - 1 else "scaled_logits", (out,), shape,
-                     **attrs)
+    scaled, mechanisms = t.logit_scale != 1.0, t.logit_mechanisms
+    out = b.emit(Op.LINEAR, "lm_logits" if scaled or mechanisms else "logits", (h,), shape,
+                 weight=weight, bias="lm_head.bias" if t.head_bias else None)
+    if scaled:
+        out = b.emit(Op.SCALE, "scaled_logits" if mechanisms else "logits", (out,), shape,
+                     factor=t.logit_scale)
+    for i, (key, value) in enumerate(mechanisms, 1):
+        name = "logits" if i == len(mechanisms) else f"{key}_logits"
+        out = MECHANISMS[key].head(b, value, out, name, shape)
     return out
 
 

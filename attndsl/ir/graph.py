@@ -23,14 +23,14 @@ class Op(enum.Enum):
     HEAD_SLICE = "head_slice"  # (B, n, h*w) -> (B, n, h*(stop-start)): columns of each head
     NORM = "norm"  # rmsnorm | layernorm over the last axis
     ROPE = "rope"
-    # a mechanism's transform of heads (B, h, n, d) at a hook point of the attention, its
-    # arithmetic in its module (`attndsl/mechanisms/<mechanism>.py`); (x, position_ids) when
-    # decoding and the mechanism reads positions
+    # a mechanism's transform at a hook point of the attention (heads (B, h, n, d), scores,
+    # merged heads) or of a language model's logits (`Mechanism.head`), its arithmetic in its
+    # module (`attndsl/mechanisms/<mechanism>.py`); (x, position_ids) when decoding and the
+    # mechanism reads positions
     APPLY = "apply"
     REPEAT_KV = "repeat_kv"  # (B, Hkv, S, d) -> (B, H, S, d): head h reads kv h // groups
     SCORES = "scores"  # scale * q @ k^T
     SCORE_BIAS = "score_bias"  # + alibi | relative_bias
-    SOFTCAP = "softcap"
     MASK = "mask"  # boolean visibility from index ranges (and runtime inputs)
     SOFTMAX = "masked_softmax"  # rows with no visible key -> zeros
     ATTEND = "attend"  # p @ v

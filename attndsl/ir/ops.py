@@ -212,7 +212,6 @@ _DEFS = [
     OpDef(Op.SCORE_BIAS, (1, 1), ("kind",), ("slopes", "max_bias", "factor", "rounding",
                                               "buckets", "max_distance", "bidirectional",
                                               "weight"), rule=_same, tensors=("weight",)),
-    OpDef(Op.SOFTCAP, (1, 1), ("cap",), rule=_same),
     OpDef(Op.MASK, (0, 3), ("expr", "sparsity", "memory"), rule=_mask),
     OpDef(Op.SOFTMAX, (1, 2), ("dropout", "sinks"), rule=_softmax, tensors=("sinks",)),
     OpDef(Op.ATTEND, (2, 2), rule=_attend),

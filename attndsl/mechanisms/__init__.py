@@ -20,7 +20,7 @@ from .base_ffn import FeedForward
 from .base_projection import Projection, ProjectionWhere
 from .base_selector import Selector
 
-__all__ = ["FFNS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SELECTORS",
+__all__ = ["FFNS", "HEADS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SELECTORS",
            "SOFTMAX", "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere", "Mechanism",
            "Projection", "ProjectionWhere", "Selector", "Site", "Where", "at", "core", "expand",
            "ffn_of", "kernel_fact", "kernel_of", "modifiers", "projected", "projection_of",
@@ -61,6 +61,9 @@ SCORED: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook ==
 # softmax (each the weight of an extra logit per head: `softmax_logits`)
 SOFTMAX: dict[str, Mechanism] = {k: m for k, m in MECHANISMS.items() if m.hook == "softmax"}
 SOFTMAX_ATTRS: tuple[str, ...] = tuple(m.softmax_attr for m in SOFTMAX.values())
+# the mechanisms a language model's head may apply to its logits, by their transformer key
+# (`Mechanism.head_key`), in order
+HEADS: dict[str, Mechanism] = {m.head_key: m for m in MECHANISMS.values() if m.head_key}
 
 
 def kernel_of(value: Any) -> Kernel | None:

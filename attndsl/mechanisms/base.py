@@ -92,6 +92,17 @@ class Mechanism:
     # whether its `apply` nodes read the tokens' positions (then the node's second operand is
     # position_ids when decoding; else the backends pass positions 0 .. n-1)
     reads_positions: bool = False
+    # a language model's head: the transformer key that applies it to the logits (B, L,
+    # vocab) too, after logit_scale (it needs `vocab`), or ""; its value `read_head`, its
+    # nodes `head`; the stack holds it in `Transformer.logit_mechanisms`
+    head_key: str = ""
+    # with `head_key`: the Hugging Face config field holding its value, a number (the import
+    # writes `head_key = value` for a language model's head), or ""
+    head_field: str = ""
+    # the Hugging Face config fields it reads, each with its declared type (`hf_fields.TYPES`:
+    # (kind, lower bound)), and those the import may leave unread, with why (`hf_fields.INERT`)
+    hf_types: ClassVar[dict[str, tuple[str, float | None]]] = {}
+    hf_inert: ClassVar[dict[str, str]] = {}
 
     def hook_of(self, value: Any) -> str:
         """Its hook for this value (one of HOOKS; `hook` unless the value moves it)."""
@@ -100,6 +111,16 @@ class Mechanism:
     def read(self, c: Any, e: Any) -> Any:
         """The spec's value of `key = e` (None for `none`), or raise the checker's located
         diagnostic (`c` is the checker: `c.call(e, forms, what)`, `c.number`, `c.error`)."""
+        raise NotImplementedError
+
+    def read_head(self, c: Any, e: Any) -> Any:
+        """With `head_key`: the stack's value of `head_key = e` (None for `none`), or raise
+        the checker's located diagnostic."""
+        raise NotImplementedError
+
+    def head(self, b: Any, value: Any, x: str, out: str, shape: Any) -> str:
+        """With `head_key`: its nodes on the logits `x` (type `shape`, (B, L, vocab)), the
+        last named `out`; the value they make."""
         raise NotImplementedError
 
     def conflicts(self, c: Any, value: Any, where: Where) -> bool:

@@ -109,13 +109,6 @@ def _seq_project(lw: Lowering, node: Node) -> str:
     return b.op("MatMul", e, t)
 
 
-@lower(Op.SOFTCAP)
-def _softcap(lw: Lowering, node: Node) -> str:
-    """cap * tanh(x / cap) (`formulas.softcap`): the LM head's final logit softcap, or a
-    mechanism's node in a decomposed core."""
-    return formulas.softcap(lw.xp, lw.sym(node), node.attr("cap")).name
-
-
 @lower(Op.LINEAR)
 def _linear(lw: Lowering, node: Node) -> str:
     b = lw.b
