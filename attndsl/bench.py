@@ -147,8 +147,8 @@ def _stdout_of_native_code():
     std::cout) while the block runs; yields a list that then holds the text."""
     sys_out = os.dup(1)
     captured: list[str] = []
-    with tempfile.TemporaryFile(mode="w+b") as sink:
-        os.dup2(sink.fileno(), 1)
+    with tempfile.TemporaryFile(mode="w+b") as stdout_file:
+        os.dup2(stdout_file.fileno(), 1)
         try:
             yield captured
         finally:
@@ -158,8 +158,8 @@ def _stdout_of_native_code():
                 ctypes.CDLL(None).fflush(None)
             os.dup2(sys_out, 1)
             os.close(sys_out)
-            sink.seek(0)
-            captured.append(sink.read().decode("utf-8", "replace"))
+            stdout_file.seek(0)
+            captured.append(stdout_file.read().decode("utf-8", "replace"))
 
 
 def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:

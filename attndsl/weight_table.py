@@ -31,8 +31,8 @@ class Weight:
     shape: tuple[int, ...]
     # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
     # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (a kernel's
-    # projections along the sequence: uniform in +-1/sqrt(k)), sink (learned sink logits:
-    # N(0, 1)), selection (a router's selection bias: 0.1 N(0, 1)), decay (the delta rule's
+    # projections along the sequence: uniform in +-1/sqrt(k)), normal (a mechanism's weight
+    # drawn N(0, 1)), selection (a router's selection bias: 0.1 N(0, 1)), decay (the delta rule's
     # A_log: 0.1 N(0, 1))
     init: str
     fan_in: int = 0  # of a linear weight or bias
@@ -187,11 +187,10 @@ def _block_norms(t: Transformer) -> tuple[str, ...]:
 def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray]:
     """Float32 weights drawn from `seed` alone (NumPy's PCG64), in the table's order
     (docs/LANGUAGE.md, Weights): a linear weight or bias, and a kernel's sequence projections,
-    uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and sink
-    logits N(0, 1); a norm
-    weight (and a kernel's dt_bias) 1 + 0.1 N(0, 1); a norm bias, a unit-offset norm
-    weight, a mechanism's lambda vectors, a router's selection bias and a
-    kernel's A_log 0.1 N(0, 1)."""
+    uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and a
+    `normal` weight N(0, 1); a norm weight (and a kernel's dt_bias) 1 + 0.1 N(0, 1); a norm
+    bias, a unit-offset norm weight, a mechanism's lambda vectors, a router's selection bias
+    and a kernel's A_log 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
     return {w.name: draw(rng, w) for w in table}
 
@@ -201,7 +200,7 @@ def draw(rng: np.random.Generator, w: Weight) -> np.ndarray:
     if w.init in ("linear", "linear_bias", "sequence"):
         bound = 1.0 / math.sqrt(w.fan_in)
         value = rng.uniform(-bound, bound, w.shape)
-    elif w.init in ("embedding", "sink"):
+    elif w.init in ("embedding", "normal"):
         value = rng.standard_normal(w.shape)
     elif w.init == "norm_weight":
         value = 1.0 + 0.1 * rng.standard_normal(w.shape)

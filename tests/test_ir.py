@@ -18,6 +18,7 @@ from attndsl.ir.decompose import decomposed
 from attndsl.ir.ops import OPS
 from attndsl.ir.text import parse
 from attndsl.ir.verify import IRError, verify
+from attndsl.mechanisms import SOFTMAX_ATTRS
 from attndsl.planner import plan
 from attndsl.targets import TARGETS
 
@@ -106,6 +107,10 @@ def _broken(graph, name: str, **changes):
     ("k_rep", {"attrs": (("groups", 3),)}, "(B, Hkv, S, d) must become (B, Hkv * groups"),
     ("mask", {"shape": ir.graph.TensorType(("L", "L"), None)}, "a mask is bool"),
     ("probs", {"args": ("scores", "scores")}, "operand 1 (the mask) must be bool"),
+    # the `softmax` hook's attribute (from its mechanism) names a weight-table tensor
+    ("probs", {"attrs": (("dropout", 0.0), (SOFTMAX_ATTRS[0], "nowhere"))},
+     "names nowhere, not in the weight table"),
+    ("probs", {"attrs": (("dropout", 0.0), ("colour", 1))}, "attribute colour is not one of"),
 ])
 def test_the_verifier_names_the_node_and_the_rule(name: str, changes: dict, words: str) -> None:
     graph = _primitive()

@@ -141,7 +141,7 @@ def test_prefill_and_steps_equal_one_pass(case) -> None:
             err = float(np.abs(got[i, S - n:] - want[i]).max())
             assert err <= 1e-9 * max(1.0, float(np.abs(want[i]).max())), (chunks, i, err)
         for t in tails:  # the present stops growing at the keys the mask can reach
-            kept, held = t.attr("sinks") + t.attr("keep"), 0
+            kept, held = t.attr("first") + t.attr("keep"), 0
             for n, out in zip(chunks, presents, strict=True):
                 held = min(held + n, kept)
                 assert out[t.out].shape[2] == held, (t.out, chunks)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Op
 from .reference_decoding import (
-    SINKS,
+    FIRST,
     cache,
     call_positions,
     decoding_visible,
@@ -59,9 +59,9 @@ def _evaluate(graph: Graph, inputs: Mapping[str, np.ndarray],
               weights: Mapping[str, np.ndarray]) -> Env:
     env: Env = {}
     w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
-    for node in graph.nodes:  # a bounded cache's sink tokens, for the mask over it
+    for node in graph.nodes:  # a bounded cache's first positions kept, for the mask over it
         if node.op is Op.TAIL:
-            env[node.args[0] + SINKS] = np.int64(node.attr("sinks"))
+            env[node.args[0] + FIRST] = np.int64(node.attr("first"))
     for node in graph.nodes:
         if node.op is Op.INPUT:
             value = np.asarray(inputs[node.out])

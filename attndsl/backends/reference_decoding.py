@@ -18,12 +18,13 @@ import numpy as np
 from ..ir import Node
 from .reference_masks import mask_of
 
-__all__ = ["SINKS", "cache", "decoding_visible", "head_linear", "key_slots", "rows", "tail"]
+__all__ = ["FIRST", "cache", "decoding_visible", "head_linear", "key_slots", "rows", "tail"]
 
 Env = dict[str, np.ndarray]
-# env[f"{cache}{SINKS}"]: the sink tokens a bounded cache's `tail` keeps (set by `run` from
-# the graph, so that the mask over that cache knows which slots its first keys stand for)
-SINKS = ":sinks"
+# env[f"{cache}{FIRST}"]: how many first positions (sink tokens) a bounded cache's `tail`
+# keeps (set by `run` from the graph, so that the mask over that cache knows which slots its
+# first keys stand for)
+FIRST = ":first"
 
 
 def cache(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -76,29 +77,29 @@ def _sink_slot(attention_mask: np.ndarray, j: int) -> np.ndarray:
     return (np.cumsum(attention_mask, axis=1) <= j).sum(axis=1)
 
 
-def key_slots(attention_mask: np.ndarray, K: int, sinks: int) -> tuple[np.ndarray, np.ndarray]:
+def key_slots(attention_mask: np.ndarray, K: int, first: int) -> tuple[np.ndarray, np.ndarray]:
     """((B, K) the slot each of the K keys stands for, (B, K) whether it is shown there):
-    every key while K = S; else key i >= sinks stands for slot S - K + i and key i < sinks
-    for s_b(i), hidden when that slot is also among the last K - sinks (seen there) or the
+    every key while K = S; else key i >= first stands for slot S - K + i and key i < first
+    for s_b(i), hidden when that slot is also among the last K - first (seen there) or the
     row has no i-th real token yet."""
     B, S = attention_mask.shape
     slots = np.broadcast_to(np.arange(S - K, S), (B, K)).copy()
     shown = np.ones((B, K), bool)
     if K < S:
-        for i in range(min(sinks, K)):
+        for i in range(min(first, K)):
             slots[:, i] = _sink_slot(attention_mask, i)
-            shown[:, i] = slots[:, i] < S - K + sinks  # S (no such token) is hidden too
+            shown[:, i] = slots[:, i] < S - K + first  # S (no such token) is hidden too
     return slots, shown
 
 
 def tail(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """A bounded cache's present of the call's keys `full` (B, h, K, d), r = `keep` recent
-    and n = `sinks` sink keys: all K while K <= n + r; else the last r alone without sinks,
+    and n = `first` sink keys: all K while K <= n + r; else the last r alone without sinks,
     and with them, first the key of each row's j-th real token for j < n (whichever of the
     K keys stands for slot s_b(j) and is shown; zeros where the row has none yet, a slot
     no query sees until it is filled), then the last r."""
     full = env[node.args[0]]
-    n, r = node.attr("sinks"), node.attr("keep")
+    n, r = node.attr("first"), node.attr("keep")
     B, _, K, _ = full.shape
     if n + r >= K:
         return full
@@ -131,8 +132,8 @@ def decoding_visible(node: Node, runtime: tuple[str, ...], env: Env) -> np.ndarr
     attention_mask, keys = env[runtime[0]], runtime[1]
     B, S = attention_mask.shape
     K = env[keys].shape[2]
-    sinks = int(env.get(keys + SINKS, 0))
-    slots, shown = key_slots(attention_mask, K, sinks)
+    first = int(env.get(keys + FIRST, 0))
+    slots, shown = key_slots(attention_mask, K, first)
     # every (query position, key position) pair of one pass over S tokens; `padding` shows
     # every key here, for attention_mask says which are real
     grid = mask_of(node.attr("expr"), B, S, S, np.full(B, S), None)

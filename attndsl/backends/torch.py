@@ -140,7 +140,7 @@ def _embed(m: GraphModule, node: Node, env: Env) -> Tensor:
 def _tail(m: GraphModule, node: Node, env: Env) -> Tensor:
     full = _arg(node, env)
     return bounded_present(TorchArrays(full.device), full, env["attention_mask"],
-                           node.attr("sinks"), node.attr("keep"))
+                           node.attr("first"), node.attr("keep"))
 
 
 @impl(Op.CACHE)

@@ -111,7 +111,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                 continue
             full = b.emit(Op.CACHE, f"{p}{name}_cache", (past, t), shape)
             b.emit(Op.TAIL, present, (full,), T("B", s.kv_heads, f"<= {sum(keep)}", width),
-                   keep=keep[1], sinks=keep[0])
+                   keep=keep[1], first=keep[0])
             cached.append(full)
         k, v = cached
     site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
@@ -186,9 +186,10 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
 
 
 def _kept(s: Attention) -> tuple[int, int] | None:
-    """(sinks, recent): the keys a bounded cache keeps (`masks.kept_keys`), or None where it
-    grows: cross attention (its keys are memory rows), an unbounded mask, or sink tokens with
-    ALiBi or T5 biases (which read a key's distance from the cache's slot order)."""
+    """(first, recent): the keys a bounded cache keeps (`masks.kept_keys`: those of the first
+    positions and the recent ones), or None where it grows: cross attention (its keys are
+    memory rows), an unbounded mask, or first positions kept with ALiBi or T5 biases (which
+    read a key's distance from the cache's slot order)."""
     keep = None if s.kind == "cross" else masks.kept_keys(masks.real_keys(s.mask))
     if keep and keep[0] and isinstance(s.position, Alibi | RelativeBias):
         return None

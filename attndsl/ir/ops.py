@@ -6,7 +6,7 @@ definition after each pass."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..shapes import TensorType
 from .graph import Node, Op
@@ -29,6 +29,28 @@ class OpDef:
     # the attributes naming values the node defines besides its result (a decoding kernel's
     # updated caches, written in place)
     defines: tuple[str, ...] = ()
+    # it takes the `softmax` hook mechanisms' attributes (`mechanisms.SOFTMAX_ATTRS`), each
+    # optional and naming a weight-table tensor: the weight of an extra logit per head
+    softmax_hook: bool = False
+
+    def optional_attrs(self) -> tuple[str, ...]:
+        """`optional`, then the `softmax` hook's attributes where it takes them."""
+        return self.optional + _softmax_attrs(self)
+
+    def tensor_attrs(self) -> tuple[str, ...]:
+        """The attributes that name weight-table tensors: `tensors`, then the `softmax`
+        hook's attributes where it takes them."""
+        return self.tensors + _softmax_attrs(self)
+
+
+def _softmax_attrs(d: OpDef) -> tuple[str, ...]:
+    """The `softmax` hook's attributes on an op that takes them (read when a graph is checked,
+    not at import: the mechanism modules import the IR package, and this module with it)."""
+    if not d.softmax_hook:
+        return ()
+    from .. import mechanisms
+
+    return mechanisms.SOFTMAX_ATTRS
 
 
 def _same(node: Node, a: Sequence[TensorType]) -> str | None:
@@ -213,12 +235,12 @@ _DEFS = [
                                               "buckets", "max_distance", "bidirectional",
                                               "weight"), rule=_same, tensors=("weight",)),
     OpDef(Op.MASK, (0, 3), ("expr", "sparsity", "memory"), rule=_mask),
-    OpDef(Op.SOFTMAX, (1, 2), ("dropout", "sinks"), rule=_softmax, tensors=("sinks",)),
+    OpDef(Op.SOFTMAX, (1, 2), ("dropout",), rule=_softmax, softmax_hook=True),
     OpDef(Op.ATTEND, (2, 2), rule=_attend),
     OpDef(Op.MERGE_HEADS, (1, 1), rule=_merge),
     # (open: a planned core's strategy parameters follow `core_attributes`)
     OpDef(Op.ATTENTION, (3, 6), ("strategy", "bias"), open=True, rule=_core,
-          tensors=("sinks", "weight"), defines=("presents",)),
+          tensors=("weight",), defines=("presents",), softmax_hook=True),
     OpDef(Op.ACTIVATION, (1, 1), ("kind",), rule=_same),
     OpDef(Op.MUL, (2, 2), rule=_same),
     OpDef(Op.CLAMPED_GLU, (2, 2), ("alpha", "limit"), rule=_same),
@@ -235,7 +257,7 @@ _DEFS = [
                                "gate", "prefix"), ("kernel",), rule=_same),
     OpDef(Op.EMBED, (1, 1), ("weight", "scale"), rule=_embed, tensors=("weight",)),
     OpDef(Op.CACHE, (2, 2), rule=_cache),
-    OpDef(Op.TAIL, (1, 1), ("keep", "sinks"), rule=_rank(4)),
+    OpDef(Op.TAIL, (1, 1), ("keep", "first"), rule=_rank(4)),
     OpDef(Op.SWITCH, (3, 3), ("up_to", "branches", "outputs"), rule=_rank(3)),
     OpDef(Op.SEQ_PROJECT, (1, 2), ("weight", "max_len", "expr"), rule=_rank(4),
           tensors=("weight",)),
@@ -246,9 +268,7 @@ _DEFS = [
           tensors=("weights",)),
 ]
 OPS: dict[Op, OpDef] = {
-    d.op: d if d.op in (Op.INPUT, Op.MASK) else OpDef(d.op, d.operands, d.required, d.optional,
-                                                       d.open, _float_result(d.rule), d.tensors,
-                                                       d.defines)
+    d.op: d if d.op in (Op.INPUT, Op.MASK) else replace(d, rule=_float_result(d.rule))
     for d in _DEFS
 }
 assert set(OPS) == set(Op), "every op has its definition"

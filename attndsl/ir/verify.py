@@ -65,15 +65,17 @@ def _broken(node: Node, types: dict[str, TensorType], weights: set[str]) -> str 
     missing = [k for k in d.required if k not in keys]
     if missing:
         return f"attribute {missing[0]} is missing"
-    extra = [k for k in keys if k not in d.required and k not in d.optional]
+    optional = d.optional_attrs()
+    extra = [k for k in keys if k not in d.required and k not in optional]
     if extra and not d.open:
         return f"attribute {extra[0]} is not one of {node.op.value}'s"
+    tensors = d.tensor_attrs()
     for key, value in node.attrs:
         if node.op is Op.SWITCH and key == "branches":
             continue
         if not is_plain(value):
             return f"attribute {key} holds a live {type(value).__name__}, not a plain value"
-        if key in d.tensors and weights:
+        if key in tensors and weights:
             named = value if isinstance(value, tuple) else (value,)
             unknown = [w for w in named if w is not None and w not in weights]
             if unknown:

@@ -93,9 +93,10 @@ def real_keys(mask: Mask) -> Mask:
 
 
 def kept_keys(mask: Mask) -> tuple[int, int] | None:
-    """(n, r): the keys a query can see at most are those at positions below n (StreamingLLM's
-    sink tokens: `prefix(n)`) and the r before its own (`reach_back`); `&` takes the smaller
-    bound, `|` both. None when unbounded. A bounded decoding cache keeps those n + r keys."""
+    """(n, r): the keys a query can see at most are the prefix keys, those at positions below
+    n (`prefix(n)`), and the r before its own (`reach_back`); `&` takes the smaller bound, `|`
+    both. None when unbounded. A bounded decoding cache keeps those n + r keys: the first n
+    positions' and the recent ones."""
     return mask.kept_keys()
 
 

@@ -56,8 +56,8 @@ class MaskNode:
         return None
 
     def kept_keys(self) -> tuple[int, int] | None:
-        """(n, r): a query sees at most the keys at positions below n (sink tokens) and the r
-        keys before its own (and its own); None: unbounded."""
+        """(n, r): a query sees at most the prefix keys, those at positions below n
+        (`prefix(n)`), and the r keys before its own (and its own); None: unbounded."""
         r = self.reach_back()
         return None if r is None else (0, r)
 

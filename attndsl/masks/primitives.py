@@ -157,7 +157,7 @@ class Prefix(MaskNode):
     def text(self) -> str:
         return f"prefix({self.n})"
 
-    def kept_keys(self) -> tuple[int, int] | None:  # the first n positions: sink tokens
+    def kept_keys(self) -> tuple[int, int] | None:  # the prefix keys: the first n positions
         return self.n, 0
 
     def cover(self, self_attention: bool) -> Cover:

@@ -180,7 +180,7 @@ class _Latent(Projection):
         else:
             k = b.emit(Op.CACHE, f"{p}key_cache", (past, k), shape)
             b.emit(Op.TAIL, f"present.{cache}.key", (k,), T("B", 1, f"<= {sum(keep)}", width),
-                   keep=keep[1], sinks=keep[0])
+                   keep=keep[1], first=keep[0])
         v = b.emit(Op.HEAD_SLICE, f"{p}latent_values", (k,), T("B", 1, "P + L", rank),
                    heads=1, start=0, stop=rank)
         return q, k, v, replace(s, kv_heads=1, head_dim=width, value_dim=rank)

@@ -37,7 +37,7 @@ class _Sinks(Mechanism):
         return True
 
     def weights(self, value: bool, spec: Any, prefix: str) -> list[Weight]:
-        return [Weight(f"{prefix}sinks", (spec.heads,), "sink")]
+        return [Weight(f"{prefix}sinks", (spec.heads,), "normal")]  # N(0, 1) logits
 
     def softmax(self, site: Site, value: bool) -> str:
         return f"{site.prefix}sinks"

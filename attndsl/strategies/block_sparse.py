@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from .. import masks
 from ..backends.lower.attend import (
+    extra_logits,
     masked_attend,
     qk_float32,
     runtime_masks,
     scores,
-    sink_logits,
     with_head_axes,
 )
 from ..backends.lower.builder import Lowering, Sym, bsh, static_last
@@ -87,7 +87,7 @@ def lower(lw: Lowering, node: Node) -> str:
 
     def attend(s: Sym, visible: Sym, v: Sym) -> Sym:
         o = masked_attend(lw, s.name, with_head_axes(visible, expr), v.name,
-                          sink_logits(lw, node, s.ndim))
+                          extra_logits(lw, node, s.ndim))
         return Sym(b, o, b.dtype, s.ndim)
 
     ops = CoreOps(

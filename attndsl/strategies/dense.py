@@ -5,11 +5,11 @@ from __future__ import annotations
 from .. import masks
 from ..backends.cache_slots import decoding_visible
 from ..backends.lower.attend import (
+    extra_logits,
     masked_attend,
     qk_float32,
     runtime_masks,
     scores,
-    sink_logits,
     with_head_axes,
 )
 from ..backends.lower.builder import Lowering, Sym, arg, bsh
@@ -57,7 +57,7 @@ def lower(lw: Lowering, node: Node) -> str:
         visible = masks.evaluate(node.attr("expr"), q_pos, k_pos,
                                  runtime_masks(lw, lw.L, lw.S))
         visible = with_head_axes(visible, node.attr("expr"))
-    o = masked_attend(lw, s, visible, v, sink_logits(lw, node, 5))  # (B, Hkv, g, L, dv)
+    o = masked_attend(lw, s, visible, v, extra_logits(lw, node, 5))  # (B, Hkv, g, L, dv)
     o = b.op("Reshape", o, b.op("Concat", b.i64(0, heads), b.op("Shape", o, start=3), axis=0))
     return bsh(lw, o)
 

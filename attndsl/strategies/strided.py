@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import masks
 from ..backends import formulas
-from ..backends.lower.attend import qk_float32, runtime_masks, scores, sink_logits
+from ..backends.lower.attend import extra_logits, qk_float32, runtime_masks, scores
 from ..backends.lower.builder import Lowering, OnnxArrays, Sym, arg, bsh, static_last
 from ..ir import Node
 from ..planner.cores import Core
@@ -119,7 +119,7 @@ def lower(lw: Lowering, node: Node) -> str:
                           seen_res.ndim - 1)], axis=-1)
     if masks.runtime_inputs(expr):  # (B, Lp, w + Lc) -> (B, 1, 1, Lp, w + Lc)
         seen = Sym(b, b.op("Unsqueeze", seen.name, b.i64(1, 2)), "bool", seen.ndim + 2)
-    probs, any_key = formulas.masked_softmax(xp, s, seen, sink_logits(lw, node, 5))
+    probs, any_key = formulas.masked_softmax(xp, s, seen, extra_logits(lw, node, 5))
     p_band = b.op("Slice", probs.name, b.i64(0), b.i64(w), b.i64(-1))  # (B, Hkv, g, Lp, w)
     p_res = b.op("Slice", probs.name, b.i64(w), b.i64(2**62), b.i64(-1))  # (.., Lp, Lc)
     o_band = b.op("MatMul", b.op("Unsqueeze", p_band, b.i64(4)), vg)  # (.., Lp, 1, dv)

@@ -9,7 +9,8 @@ from .. import formulas
 from ..softmax_core import score_bias
 from .builder import Lowering, Sym, arg, static_last
 
-__all__ = ["masked_attend", "qk_float32", "runtime_masks", "scores", "with_head_axes"]
+__all__ = ["extra_logits", "masked_attend", "qk_float32", "runtime_masks", "scores",
+           "with_head_axes"]
 
 
 def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
@@ -46,7 +47,7 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
 
 def masked_attend(lw: Lowering, s: str, visible: Sym, v: str,
                   extra_logit: Sym | None = None) -> str:
-    """softmax over the last axis where visible (with its extra logit, `sink_logits`, in the
+    """softmax over the last axis where visible (with its extra logit, `extra_logits`, in the
     denominator), then @ v; rows with no visible key -> 0 (the factor is applied to the n x dv
     output, not to the n x m probabilities). The additive 0 / lowest mask is built at the
     mask's own (head-free) size: adding it broadcasts faster than a Where over the scores."""
@@ -56,7 +57,7 @@ def masked_attend(lw: Lowering, s: str, visible: Sym, v: str,
     return b.op("Mul", b.op("MatMul", b.to_model(probs.name), v), b.to_model(any_key.name))
 
 
-def sink_logits(lw: Lowering, node: Node, rank: int) -> Sym | None:
+def extra_logits(lw: Lowering, node: Node, rank: int) -> Sym | None:
     """An attention node's extra softmax logit per head (heads,), a `softmax` hook
     mechanism's weight (`mechanisms.softmax_logits`), as float32 (Hkv, g, 1, ...), to broadcast
     over its scores of `rank` (B, Hkv, g, ..., keys); None where it has none."""

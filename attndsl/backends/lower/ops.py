@@ -84,11 +84,11 @@ def _cache(lw: Lowering, node: Node) -> str:
 @lower(Op.TAIL)
 def _tail(lw: Lowering, node: Node) -> str:
     """The last `keep` slots of a cache (all of them while it is shorter), after the keys of
-    its `sinks` first positions when it has sink tokens (`cache_slots.bounded_present`)."""
+    its `first` first positions when its mask shows them (`cache_slots.bounded_present`)."""
     b = lw.b
     full = Sym(b, arg(lw, node), b.dtype, 4)
     mask = Sym(b, lw.env["attention_mask"], "int64", 2)
-    return bounded_present(OnnxArrays(b), full, mask, node.attr("sinks"),
+    return bounded_present(OnnxArrays(b), full, mask, node.attr("first"),
                            node.attr("keep")).name
 
 
