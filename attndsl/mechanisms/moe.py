@@ -323,11 +323,12 @@ class _Moe(FeedForward):
         why = _obstacle(node, provider, dtype)
         layer = node.attr("prefix").removesuffix("experts.")
         if why is None:
-            return "moe", "experts_moe", layer, ("com.microsoft.MoE: the router's softmax and top-k and each "
-                                  "token's experts in one kernel",)
-        return "graph", "experts_graph", layer, ("each token's experts alone: rows gathered to their experts' "
-                                "weights (decoding) or grouped by expert (prompts), standard "
-                                "ops", f"not com.microsoft.MoE: {why}")
+            return "moe", "experts_moe", layer, (
+                "com.microsoft.MoE: the router's softmax and top-k and each token's experts in "
+                "one kernel",)
+        return "graph", "experts_graph", layer, (
+            "each token's experts alone: rows gathered to their experts' weights (decoding) or "
+            "grouped by expert (prompts), standard ops", f"not com.microsoft.MoE: {why}")
 
     quantized_forms: ClassVar = {
         "QMoE": "as com.microsoft.QMoE blocks: the mixture runs as ONNX Runtime's MoE kernel",

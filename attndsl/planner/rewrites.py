@@ -149,7 +149,8 @@ def quantized(graph: Graph, q: Any) -> tuple[dict[str, tuple[str, ...]], set[str
     form: those read by linear nodes alone (q, k, v, o projections, MLPs, the LM head) as
     MatMulNBits; the token embedding (its width a multiple of the block) as
     GatherBlockQuantized, a tied LM head reading it too; a feed-forward form's own weights
-    as its module says (`quantized`: in its quantized kernel's blocks, or why not), else stored as the float values their blocks give. Not a weight another op reads
+    as its module says (`quantized`: in its quantized kernel's blocks, or why not), else
+    stored as the float values their blocks give. Not a weight another op reads
     (a head_linear node's, when a decoding form absorbs it). Gives (form -> weights, the
     feed-forward nodes' prefixes run as their quantized kernel, weight -> why it stays
     float)."""
