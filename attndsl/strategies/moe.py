@@ -32,8 +32,9 @@ __all__ = ["STRATEGY"]
 
 
 def lower_moe(lw: Lowering, node: Node) -> str:
-    """The router's logits and gates (unused where the kernel routes them itself), then each
-    token's experts: com.microsoft.MoE where the module's `plan` chose it, else the graph."""
+    """The router's logits and gates (always built; where the kernel routes by the logits
+    itself, the unused gates are pruned with the model's dead nodes), then each token's
+    experts: com.microsoft.MoE where the module's `plan` chose it, else the graph."""
     logits, gates = _route(lw, node)
     if node.attr("kernel") == "moe":
         return _moe_kernel(lw, node, logits)
