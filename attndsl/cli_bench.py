@@ -83,7 +83,7 @@ def _theory(layer, target: str, dtype: str) -> float | None:
 
     if not get(target).planned:
         return None
-    # a mixture of experts' and an own-layer kernel's cost is linear in L (no strategy of its own)
+    # a feed-forward form's and an own-layer kernel's cost is linear in L (no strategy of its own)
     growth = [BY_NAME[c.strategy].growth(dict(c.params)) if c.strategy in BY_NAME else 1.0
               for c in layer.plan(target, dtype)[1]]
     return max(growth) if growth else None

@@ -207,8 +207,8 @@ class Transformer:
     # BLOOM: a norm of the token embeddings (after embedding_scale), before the absolute
     # positions and the first block; its tensors `embedding_norm.*`
     embedding_norm: Norm | None = None
-    # a feed-forward form other than one MLP (`mechanisms.ffn_of`: a mixture of experts, each
-    # expert of the form `ffn`) in every block but its dense_layers, or None
+    # a feed-forward form other than one MLP (`mechanisms.ffn_of`), made of MLPs of the form
+    # `ffn`, in every block but its dense_layers, or None
     feed_forward: Any = None
 
     def layer_feed_forward(self, i: int) -> Any:
@@ -217,7 +217,7 @@ class Transformer:
         return None if f is None or i in f.dense_layers else f
 
     def layer_ffn(self, i: int) -> Ffn:
-        """Block i's MLP: its form's (a mixture's experts'), else the one it runs."""
+        """Block i's MLP: the form its feed-forward form is made of, else the one it runs."""
         f = self.feed_forward
         return f.dense if f is not None and i in f.dense_layers else self.ffn
 

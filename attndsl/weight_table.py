@@ -32,17 +32,17 @@ class Weight:
     # linear | linear_bias (nn.Linear's), embedding (N(0, 1)), norm_weight (around 1),
     # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (a kernel's
     # projections along the sequence: uniform in +-1/sqrt(k)), normal (a mechanism's weight
-    # drawn N(0, 1)), selection (a router's selection bias: 0.1 N(0, 1)), decay (the delta rule's
-    # A_log: 0.1 N(0, 1))
+    # drawn N(0, 1)), selection (a bias that chooses without weighing: 0.1 N(0, 1)), decay
+    # (the delta rule's A_log: 0.1 N(0, 1))
     init: str
     fan_in: int = 0  # of a linear weight or bias
 
 
 def parameter_count(spec: Attention | Transformer) -> int:
     """How many numbers the layer's weights hold, counted without expanding a stack: block i
-    holds what block i % P holds (P the pattern's length), a mixture's dense layers what a
-    dense block of that attention holds, so the weight tables of P blocks give every block's
-    count."""
+    holds what block i % P holds (P the pattern's length), a feed-forward form's dense layers
+    what a dense block of that attention holds, so the weight tables of P blocks give every
+    block's count."""
     if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions):
         return sum(math.prod(w.shape) for w in weight_table(spec))
     period = len(spec.attentions)
@@ -189,7 +189,7 @@ def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray
     (docs/LANGUAGE.md, Weights): a linear weight or bias, and a kernel's sequence projections,
     uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] (as nn.Linear draws them); an embedding and a
     `normal` weight N(0, 1); a norm weight (and a kernel's dt_bias) 1 + 0.1 N(0, 1); a norm
-    bias, a unit-offset norm weight, a mechanism's lambda vectors, a router's selection bias
+    bias, a unit-offset norm weight, a mechanism's lambda vectors, a selection bias
     and a kernel's A_log 0.1 N(0, 1)."""
     rng = np.random.default_rng(seed)
     return {w.name: draw(rng, w) for w in table}

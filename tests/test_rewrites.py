@@ -119,7 +119,7 @@ def test_explain_names_the_quantized_weights_and_those_left_float(capsys) -> Non
     assert not any("quantized" in line for line in _explained(capsys, LM, "--name", "llama_lm"))
     # a mixture's router stays float, its experts as QMoE on the CPU (int4)
     lines = _explained(capsys, MOE, "--name", "mixtral_lm", "--quantize", "int4")
-    assert any(line.startswith("unquantized: layers.*.mlp.router.weight: a route node")
+    assert any(line.startswith("unquantized: layers.*.mlp.router.weight: the router reads it")
                for line in lines)
     assert any(line.startswith("quantized: layers.*.mlp.experts.*.down_proj.weight")
                and "com.microsoft.QMoE" in line for line in lines)

@@ -340,20 +340,19 @@ def _value_pairs(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
     return np.stack(out, axis=1)
 
 
-@impl(Op.ROUTE)
-def _route(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    bias, selection = node.attr("bias"), node.attr("selection")
-    return route(_arg(node, env), w[node.attr("weight")], w[bias] if bias else None,
-                 node.attr("top_k"), node.attr("router"), node.attr("normalize"),
-                 node.attr("scale"), w[selection] if selection else None, node.attr("groups"),
-                 node.attr("top_groups"), node.attr("group_score"))
-
-
-@impl(Op.EXPERTS)
-def _experts(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+@impl(Op.FFN)
+def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """A feed-forward form's node, read here on its own: a mixture of experts (the one form),
+    the router's gates, then each token's experts."""
+    if node.attr("ffn") != "moe":
+        raise NotImplementedError(f"no reading of the feed-forward form {node.attr('ffn')!r}")
+    x, router = _arg(node, env), node.attr("weights")
+    gates = route(x, w[router[0]], w[router[1]] if node.attr("router_bias") else None,
+                  node.attr("top_k"), node.attr("router"), node.attr("normalize"),
+                  node.attr("scale"), w[router[-1]] if node.attr("selection_bias") else None,
+                  node.attr("groups"), node.attr("top_groups"), node.attr("group_score"))
     attrs = ("experts", "prefix", "gated", "bias", "gate", "alpha", "limit")
-    return experts(_arg(node, env, 0), _arg(node, env, 1), w, unit=node.attr("act"),
-                   **{k: node.attr(k) for k in attrs})
+    return experts(x, gates, w, unit=node.attr("act"), **{k: node.attr(k) for k in attrs})
 
 
 @impl(Op.SCALE)

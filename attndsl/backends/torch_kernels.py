@@ -1,7 +1,7 @@
 """The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
 core by length): a core selector's switch, a kernel's sequence projection, a kernel module's
-core, a causal convolution, and a mixture of experts' router and experts, each
-`(module, node, env) -> tensor` as `torch.IMPLS` runs them."""
+core, a causal convolution, and a feed-forward form's node, each `(module, node, env) ->
+tensor` as `torch.IMPLS` runs them."""
 
 from __future__ import annotations
 
@@ -133,45 +133,8 @@ def _kernel(m: nn.Module, node: Node, env: Env) -> Tensor:
     return kernel.apply(TorchArrays(q.device), q, k, v, kept, **attrs)
 
 
-def _form(node: Node):
-    """The feed-forward module whose op `node` is (mechanisms.FFNS): its arithmetic."""
-    return next(form for form in FFNS.values() if node.op in form.ops)
-
-
-@impl(Op.ROUTE)
-def _route(m: nn.Module, node: Node, env: Env) -> Tensor:
+@impl(Op.FFN)
+def _ffn(m: nn.Module, node: Node, env: Env) -> Tensor:
+    """A feed-forward form's node, as its module runs it (mechanisms.FFNS, `run`)."""
     x = _arg(node, env)
-    bias, selection = node.attr("bias"), node.attr("selection")
-    logits = torch.nn.functional.linear(x, m.weight(node.attr("weight")),
-                                        m.weight(bias) if bias else None)
-    gates = _form(node).route(TorchArrays(x.device), logits.reshape(-1, logits.shape[-1]),
-                  node.attr("top_k"), node.attr("router"), node.attr("normalize"),
-                  node.attr("scale"), m.weight(selection) if selection else None,
-                  node.attr("groups"), node.attr("top_groups"), node.attr("group_score"))
-    return gates.reshape(logits.shape)
-
-
-@impl(Op.EXPERTS)
-def _experts(m: nn.Module, node: Node, env: Env) -> Tensor:
-    """Each expert runs on the tokens routed to it alone (their rows gathered, its output
-    added back in float32 at those rows), its gate times its output or (`gate = input`) its
-    input rows, in the model dtype."""
-    x, gates = _arg(node, env, 0), _arg(node, env, 1)
-    flat, gates = x.reshape(-1, x.shape[-1]), gates.reshape(-1, gates.shape[-1])
-    out = torch.zeros(flat.shape, dtype=torch.float32, device=x.device)
-    gated, act = node.attr("gated"), node.attr("act")
-    names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")
-    on_input = node.attr("gate") == "input"
-    for e in range(node.attr("experts")):
-        rows = torch.nonzero(gates[:, e] > 0).squeeze(-1)
-        prefix = f"{node.attr('prefix')}{e}."
-        weights = [m.weight(f"{prefix}{n}.weight") for n in names]
-        biases = [m.weight(f"{prefix}{n}.bias") if node.attr("bias") else None for n in names]
-        gate = gates[:, e].index_select(0, rows)[:, None]
-        h = flat.index_select(0, rows)
-        if on_input:
-            h = h * gate.to(h.dtype)
-        h = _form(node).expert_mlp(TorchArrays(x.device), h, act, gated, weights, biases,
-                                   (node.attr("alpha"), node.attr("limit"))).float()
-        out.index_add_(0, rows, h if on_input else h * gate)
-    return out.to(x.dtype).reshape(x.shape)
+    return FFNS[node.attr("ffn")].run(TorchArrays(x.device), x, m.weight, **dict(node.attrs[1:]))

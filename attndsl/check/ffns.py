@@ -1,5 +1,5 @@
 """A stack's feed-forward: one MLP (`swiglu(n)`, ...) or a feed-forward form's call (its
-module reads it: mechanisms.FFNS, a mixture of experts)."""
+module reads it: mechanisms.FFNS)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ MLPS = ("relu", "relu2", "gelu", "gelu_tanh", *GATED)
 
 class FeedForwards(Layers):
     def ffn_form(self, e: ast.Expr) -> tuple[Ffn, Any]:
-        """An MLP (and None), or a feed-forward form's MLP and value (a mixture: its experts'
-        MLP form)."""
+        """An MLP (and None), or a feed-forward form's MLP (the form its blocks are made of)
+        and value."""
         name, _ = self.callee(e, dict.fromkeys((*MLPS, *FFNS)), "ffn")
         return FFNS[name].read(self, e) if name in FFNS else (self.ffn_value(e), None)
 

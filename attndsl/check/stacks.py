@@ -175,8 +175,8 @@ class Stacks(FeedForwards):
 
 def _stack_shared(attn: Attention) -> tuple[object, object]:
     """(its kernel module, what every layer of a stack shares of that kernel:
-    `Kernel.stack_shared`) for the first of the attention's cores (itself, or each by_length
-    variant's) that shares one, else (None, None)."""
+    `Kernel.stack_shared`) for the first of the attention's cores (itself, or each variant's
+    of its core selector) that shares one, else (None, None)."""
     for core in attn.cores:
         module = kernel_of(core.kernel)
         shared = module.stack_shared(core.kernel) if module else None

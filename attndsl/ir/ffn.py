@@ -1,5 +1,5 @@
 """The IR of a block's feed-forward: one MLP, or a feed-forward form's nodes (its module's
-`expand`, mechanisms.FFNS: a mixture of experts' `route` and `experts`)."""
+`expand`, mechanisms.FFNS: its `ffn` node and any existing ops beside it)."""
 
 from __future__ import annotations
 

@@ -48,8 +48,9 @@ class Op(enum.Enum):
     HEAD_LINEAR = "head_linear"
     JOIN_HEADS = "join_heads"  # (B, H, n, a), (B, H | 1, n, c) -> (B, H, n, a + c): features
     VALUE_PAIRS = "value_pairs"  # (B, Hkv, S, dv) -> (B, Hkv, S, 2 dv): [v_j', v_j' + Hkv/2]
-    ROUTE = "route"  # x -> (B, L, experts): each token's top-k routing weights, 0 elsewhere
-    EXPERTS = "experts"  # (x, gates) -> sum of gate * expert(x) (or expert(gate * x)), routed
+    # a feed-forward form's node (mechanisms.FFNS): x -> its output, as its module computes
+    # it; its attributes its own (`FeedForward.attributes`), `kernel` set by the planner
+    FFN = "ffn"
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)

@@ -76,13 +76,15 @@ def _linear(node: Node, a: Sequence[TensorType]) -> str | None:
 
 
 def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
-    """A mechanism's `apply` or a kernel's `kernel` node: named by its first attribute, the
-    module's own attributes after it, and a result of one of `ranks`."""
+    """A mechanism's `apply`, a kernel's `kernel` or a feed-forward form's `ffn` node: named
+    by its first attribute, the module's own attributes after it, and a result of one of
+    `ranks`."""
 
     def rule(node: Node, a: Sequence[TensorType]) -> str | None:
         from .. import mechanisms
 
-        modules = mechanisms.MECHANISMS if kind == "mechanism" else mechanisms.KERNELS
+        modules = {"mechanism": mechanisms.MECHANISMS, "kernel": mechanisms.KERNELS,
+                   "ffn": mechanisms.FFNS}[kind]
         module = modules.get(node.attr(kind))
         if module is None:
             return f"no {kind} module {node.attr(kind)!r}"
@@ -250,11 +252,8 @@ _DEFS = [
           rule=_rank(3), tensors=("weight",)),
     OpDef(Op.JOIN_HEADS, (2, 2), rule=_rank(4)),
     OpDef(Op.VALUE_PAIRS, (1, 1), rule=_value_pairs),
-    OpDef(Op.ROUTE, (1, 1), ("weight", "bias", "top_k", "router", "normalize", "scale",
-                             "selection", "groups", "top_groups", "group_score"),
-          rule=_rank(3), tensors=("weight", "bias", "selection")),
-    OpDef(Op.EXPERTS, (2, 2), ("experts", "top_k", "act", "gated", "bias", "alpha", "limit",
-                               "gate", "prefix"), ("kernel",), rule=_same),
+    OpDef(Op.FFN, (1, 1), ("ffn",), open=True, rule=_module("ffn", (3,)),
+          tensors=("weights",)),
     OpDef(Op.EMBED, (1, 1), ("weight", "scale"), rule=_embed, tensors=("weight",)),
     OpDef(Op.CACHE, (2, 2), rule=_cache),
     OpDef(Op.TAIL, (1, 1), ("keep", "first"), rule=_rank(4)),

@@ -20,10 +20,9 @@ class FeedForward:
 
     name: str  # the call: `ffn = name(...)`
     params: tuple[tuple[str, bool], ...] = ()  # (parameter, required)
-    # the IR ops of its nodes (a backend implementing one reads the form's arithmetic from
-    # the module whose op it is), and the one a planned target chooses a form for (`plan`)
-    ops: tuple[Any, ...] = ()
-    planned: Any = None
+    # the IR attributes of its `ffn` node (after `ffn`), plain values, the last `kernel`: ""
+    # as built, the form the planner chose on a planned target (`plan`)
+    attributes: tuple[str, ...] = ()
 
     def read(self, c: Any, e: Any) -> tuple[Any, Any]:
         """The MLP form its blocks are made of (`spec.Ffn`) and the spec's value of `ffn =
@@ -48,13 +47,16 @@ class FeedForward:
         raise NotImplementedError
 
     def expand(self, b: Any, value: Any, ffn: Any, prefix: str, x: str, d: Any) -> str:
-        """Its nodes on block `prefix`'s input x (of type d): the value they make."""
+        """Its nodes on block `prefix`'s input x (of type d): its `ffn` node (`Op.FFN`, its
+        `attributes`) and any existing ops beside it; the value they make."""
         raise NotImplementedError
 
-    def plan(self, node: Any, by_name: dict, provider: str | None,
-             dtype: str) -> tuple[str, str, tuple[str, ...]]:
-        """For its `planned` node on a planned target: the node's `kernel` attribute, the
-        layer it is in (the planner's Choice) and the reasons `explain` gives."""
+    def plan(self, node: Any, provider: str | None,
+             dtype: str) -> tuple[str, str, str, tuple[str, ...]]:
+        """For its `ffn` node on a planned target: the node's `kernel` attribute, the name
+        of the choice, the layer it is in (the planner's Choice) and the reasons `explain`
+        gives. Its ONNX forms are the lowering's by the form's name (`Lowering.strategies`:
+        `strategies/<name>.py`), as a kernel's strategy lowers the kernel's node."""
         raise NotImplementedError
 
     # how a quantized export may read its weights, by form (`planner.rewrites`, which
@@ -70,15 +72,8 @@ class FeedForward:
         `quantized_forms`), and weight -> why it stays float."""
         return {}, {}
 
-    # the arithmetic of its ops (`ops`: a mixture's `route` and `experts`) over the array
-    # namespace, which the torch backend's implementations of those ops call; their ONNX
-    # forms are backends/lower/experts.py's (ONNX's alone)
-    def route(self, xp: Any, logits: Any, top_k: int, router: str, normalize: bool,
-              scale: float, **options: Any) -> Any:
-        """Gates (tokens, experts), float32, from the router's logits."""
-        raise NotImplementedError
-
-    def expert_mlp(self, xp: Any, x: Any, act: str, gated: bool, weights: list[Any],
-                   biases: list[Any], **options: Any) -> Any:
-        """One expert's MLP on its tokens' rows."""
+    def run(self, xp: Any, x: Any, weight: Any, **attrs: Any) -> Any:
+        """Its `ffn` node on the torch module: x (B, L, d) as a tensor, `xp` the torch array
+        namespace (`TorchArrays`), `weight(name)` a parameter, `attrs` the node's attributes
+        after `ffn`."""
         raise NotImplementedError

@@ -1,10 +1,12 @@
 """A mixture of experts (`ffn = moe(experts, top_k, expert, ...)`, docs/LANGUAGE.md,
-Transformer keys): a router's top-k gates per token (`route`) and the experts each token was
-routed to (`experts`, which runs a token through its own experts only), with a shared expert
-beside them. A feed-forward module (`base_ffn.FeedForward`): its value, checks, weights, nodes,
-arithmetic over the array namespace (the router's gates and one expert's MLP; which tokens run
-which expert is each backend's own part, the ONNX forms in `backends/lower/experts.py`), the
-target's com.microsoft.MoE kernel facts and the planner's reasons for it."""
+Transformer keys): a router's top-k gates per token and the experts each token was routed to
+(which runs a token through its own experts only), with a shared expert beside them: one
+`ffn` node (`Op.FFN`) and the shared expert's MLP nodes. A feed-forward module
+(`base_ffn.FeedForward`): its value, checks, weights, nodes, arithmetic over the array
+namespace (the router's gates and one expert's MLP; which tokens run which expert is each
+backend's own part: the torch module's in `moe_torch.py`, the ONNX forms in
+`strategies/moe.py`), the target's com.microsoft.MoE kernel facts and the planner's reasons
+for it."""
 
 from __future__ import annotations
 
@@ -115,11 +117,12 @@ class _Moe(FeedForward):
               ("router", False), ("gate", False), ("shared_gate", False), ("dense", False),
               ("dense_layers", False), ("selection_bias", False), ("groups", False),
               ("top_groups", False), ("group_score", False))
-    planned = Op.EXPERTS
-    ops = (Op.ROUTE, Op.EXPERTS)
-    # its arithmetic over the array namespace, which both backends' `route` and `experts` read
-    route = staticmethod(route)
-    expert_mlp = staticmethod(expert_mlp)
+    # its `ffn` node's attributes: the router's tensors (weight, then its bias and selection
+    # bias where `router_bias` and `selection_bias` say), its routing, the experts' MLP form
+    # and the prefix of their weights
+    attributes = ("weights", "experts", "top_k", "router", "router_bias", "selection_bias",
+                  "normalize", "scale", "groups", "top_groups", "group_score", "act", "gated",
+                  "bias", "alpha", "limit", "gate", "prefix", "kernel")
 
     def _bind(self, c: Any, e: Any) -> dict:
         from ..check.values import Param
@@ -278,18 +281,20 @@ class _Moe(FeedForward):
         return out
 
     def expand(self, b: Any, m: Moe, ffn: Ffn, p: str, x: str, d: Any) -> str:
-        """`route` (the gates), `experts` (each token's own), and the shared expert added."""
+        """The `ffn` node (the router's gates and each token's experts), and the shared
+        expert added."""
         from ..ir.ffn import mlp
 
-        gates = b.emit(Op.ROUTE, f"{p}routing", (x,), T("B", "L", m.experts),
-                       weight=f"{p}mlp.router.weight",
-                       bias=f"{p}mlp.router.bias" if m.router_bias else None, top_k=m.top_k,
-                       router=m.router, normalize=m.normalize, scale=m.routed_scale,
-                       selection=f"{p}mlp.router.selection_bias" if m.selection_bias else None,
-                       groups=m.groups, top_groups=m.top_groups, group_score=m.group_score)
-        y = b.emit(Op.EXPERTS, f"{p}routed", (x, gates), d, experts=m.experts, top_k=m.top_k,
-                   act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
-                   limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.")
+        router = f"{p}mlp.router."
+        weights = (f"{router}weight", *((f"{router}bias",) if m.router_bias else ()),
+                   *((f"{router}selection_bias",) if m.selection_bias else ()))
+        y = b.emit(Op.FFN, f"{p}routed", (x,), d, ffn=self.name, weights=weights,
+                   experts=m.experts, top_k=m.top_k, router=m.router,
+                   router_bias=m.router_bias, selection_bias=m.selection_bias,
+                   normalize=m.normalize, scale=m.routed_scale, groups=m.groups,
+                   top_groups=m.top_groups, group_score=m.group_score, act=ffn.activation,
+                   gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha, limit=ffn.limit,
+                   gate=m.gate, prefix=f"{p}mlp.experts.", kernel="")
         if m.shared is None:
             return y
         shared = mlp(b, m.shared, f"{p}shared_", f"{p}mlp.shared.", x, d)
@@ -301,22 +306,29 @@ class _Moe(FeedForward):
             shared = b.emit(Op.MUL, f"{p}shared_scaled", (shared, g), d)
         return b.emit(Op.ADD, f"{p}moe_out", (y, shared), d)
 
-    def plan(self, node: Any, by_name: dict, provider: str | None,
-             dtype: str) -> tuple[str, str, tuple[str, ...]]:
+    def run(self, xp: Any, x: Any, weight: Any, **attrs: Any) -> Any:
+        """The torch module's form (`moe_torch.py`)."""
+        from .moe_torch import run
+
+        return run(xp, x, weight, route, expert_mlp, **attrs)
+
+    def plan(self, node: Any, provider: str | None,
+             dtype: str) -> tuple[str, str, str, tuple[str, ...]]:
         """ONNX Runtime's com.microsoft.MoE where the provider has one for the dtype and the
         mixture is a form it computes (a softmax router, the gate on the expert's output,
         SwiGLU experts with or without gpt-oss's clamp, or ReLU ones), else the gather/scatter
         graph. The kernel picks a token's experts by the same softmax and top-k; among
         experts of exactly equal probability it takes the higher index, the graph the
         lower."""
-        why = _obstacle(by_name[node.args[1]], node, provider, dtype)
+        why = _obstacle(node, provider, dtype)
         layer = node.attr("prefix").removesuffix("experts.")
         if why is None:
-            return "moe", layer, ("com.microsoft.MoE: the router's softmax and top-k and each "
-                                  "token's experts in one kernel",)
-        return "graph", layer, ("each token's experts alone: rows gathered to their experts' "
-                                "weights (decoding) or grouped by expert (prompts), standard "
-                                "ops", f"not com.microsoft.MoE: {why}")
+            return "moe", "experts_moe", layer, (
+                "com.microsoft.MoE: the router's softmax and top-k and each token's experts in "
+                "one kernel",)
+        return "graph", "experts_graph", layer, (
+            "each token's experts alone: rows gathered to their experts' weights (decoding) or "
+            "grouped by expert (prompts), standard ops", f"not com.microsoft.MoE: {why}")
 
     quantized_forms: ClassVar = {
         "QMoE": "as com.microsoft.QMoE blocks: the mixture runs as ONNX Runtime's MoE kernel",
@@ -334,29 +346,32 @@ class _Moe(FeedForward):
         blocks run along both): as com.microsoft.QMoE where the mixture runs as ONNX
         Runtime's MoE kernel and it takes them (int4, or int8 symmetric at accuracy_level
         4), else stored as the float values their blocks give."""
-        if node.op is not Op.EXPERTS:
+        if node.op is not Op.FFN or node.attr("ffn") != self.name:
             return {}, {}
+        router = node.attr("weights")[0]  # the router's logits: no block kernel reads it
+        read = ({router: ""}, {router: "the router reads it, and blocks are read by linear "
+                                       "and embed nodes and the experts alone"})
         names = [w for w in shapes if w.startswith(node.attr("prefix")) and w.endswith(".weight")]
         if any(side % q.block for w in names for side in shapes[w]):
             why = f"an expert's widths are not multiples of the block ({q.block})"
-            return dict.fromkeys(names, ""), dict.fromkeys(names, why)
+            return dict.fromkeys(names, "") | read[0], dict.fromkeys(names, why) | read[1]
         form = "graph_float"
-        if dict(node.attrs).get("kernel") == "moe":
+        if node.attr("kernel") == "moe":
             form = "QMoE" if q.bits == 4 or (q.symmetric and q.accuracy == 4) else "moe_float"
-        return dict.fromkeys(names, form), {}
+        return dict.fromkeys(names, form) | read[0], read[1]
 
 
-def _obstacle(route: Any, experts: Any, provider: str | None, dtype: str) -> str | None:
-    """Why com.microsoft.MoE cannot run this mixture, or None."""
+def _obstacle(node: Any, provider: str | None, dtype: str) -> str | None:
+    """Why com.microsoft.MoE cannot run this mixture (its `ffn` node), or None."""
     if dtype not in KERNEL_DTYPES.get(provider or "", ()):
         return f"no com.microsoft.MoE kernel attndsl uses on {provider} for {dtype}"
-    if route.attr("router") != "softmax":
+    if node.attr("router") != "softmax":
         return "its router is a sigmoid; the kernel's is a softmax"
-    if route.attr("selection") or route.attr("groups") > 1:
+    if node.attr("selection_bias") or node.attr("groups") > 1:
         return "it chooses by a selection bias or among groups; the kernel by the softmax alone"
-    if experts.attr("gate") != "output":
+    if node.attr("gate") != "output":
         return "its gate scales the expert's input; the kernel's scales the output"
-    act, gated = experts.attr("act"), experts.attr("gated")
+    act, gated = node.attr("act"), node.attr("gated")
     if gated and act not in ("silu", "clamped_swiglu"):
         return f"its experts are gated by {act}; the kernel's gated unit is SwiGLU"
     if not gated and act != "relu":

@@ -24,7 +24,7 @@ from ..mechanisms import KERNELS
 from ..targets import get
 from .cores import Choice, Core, attndsl_lowered, cores, cores_of, fuse, unfused, where
 from .cover import Cover, cover
-from .experts import plan_experts
+from .ffns import plan_ffns
 from .torch_paths import plan_torch
 
 __all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
@@ -67,8 +67,8 @@ def in_place_obstacle(a: Core, target: str, dtype: str = "float32") -> str | Non
 
 
 def plan(graph: Graph, target: str, dtype: str = "float32") -> tuple[Graph, list[Choice]]:
-    """The planned graph and one Choice per attention (then one per mixture of experts, on a
-    planned target: `experts.plan_experts`), read from the graph alone.
+    """The planned graph and one Choice per attention (then one per feed-forward form's node,
+    on a planned target: `ffns.plan_ffns`), read from the graph alone.
 
     Requires: a graph from `ir.build`: each attention's core one unplanned `attention` node
     (or a kernel module's own node under its `merge_heads`).
@@ -93,7 +93,7 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                        for c in found]
     if graph.decoding:
         graph, choices = _plan_decoding(graph, found, target, dtype)
-        return _with_experts(graph, choices, target, dtype)
+        return _with_ffns(graph, choices, target, dtype)
     by_name = {n.out: n for n in all_nodes(graph.nodes)}
     types = {name: n.shape for name, n in by_name.items()}
     choices: list[Choice] = []
@@ -122,7 +122,7 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
         return nodes
 
     graph = replace(graph, nodes=tuple(planned(list(graph.nodes))))
-    return _with_experts(graph, choices, target, dtype)
+    return _with_ffns(graph, choices, target, dtype)
 
 
 def _own(node: Node) -> bool:
@@ -147,25 +147,25 @@ def own_choice(node: Node) -> Choice:
     return Choice(node.out.removesuffix("attn"), "", name, reasons, params)
 
 
-def _with_experts(graph: Graph, choices: list[Choice], target: str,
+def _with_ffns(graph: Graph, choices: list[Choice], target: str,
                   dtype: str) -> tuple[Graph, list[Choice]]:
-    """On a planned target, each mixture of experts' kernel (`experts.plan_experts`) too."""
+    """On a planned target, each feed-forward form's node's kernel (`ffns.plan_ffns`) too."""
     if not get(target).planned:
         return graph, choices
-    graph, more = plan_experts(graph, target, dtype)
+    graph, more = plan_ffns(graph, target, dtype)
     return graph, choices + more
 
 
 def _portable(core: Core):
-    """A portable graph with a switch (the core chosen by length): attndsl lowers it (an `If`
-    on the length, which torch.onnx.export cannot write), every core in standard ops; a
-    kernel module's node as its module computes it."""
+    """A portable graph with a switch (a core selector's): attndsl lowers it (an `If` on the
+    length, which torch.onnx.export cannot write), every core in standard ops; a kernel
+    module's node as its module computes it."""
     from ..strategies import BY_NAME
 
     strategy = BY_NAME.get(core.kernel or "dense") or _own_kernel(core)
     return strategy, {}, [
-        "portable: standard ONNX ops only; the by_length `If` is lowered by attndsl, each core "
-        "in its standard-ops form"], {}
+        "portable: standard ONNX ops only; the core selector's `If` is lowered by attndsl, each "
+        "core in its standard-ops form"], {}
 
 
 def _plan_decoding(graph: Graph, found: list[Core], target: str,

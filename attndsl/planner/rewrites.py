@@ -149,8 +149,8 @@ def quantized(graph: Graph, q: Any) -> tuple[dict[str, tuple[str, ...]], set[str
     form: those read by linear nodes alone (q, k, v, o projections, MLPs, the LM head) as
     MatMulNBits; the token embedding (its width a multiple of the block) as
     GatherBlockQuantized, a tied LM head reading it too; a feed-forward form's own weights
-    as its module says (`quantized`: a mixture's experts in its quantized kernel's blocks),
-    else stored as the float values their blocks give. Not a weight another op reads
+    as its module says (`quantized`: in its quantized kernel's blocks, or why not), else
+    stored as the float values their blocks give. Not a weight another op reads
     (a head_linear node's, when a decoding form absorbs it). Gives (form -> weights, the
     feed-forward nodes' prefixes run as their quantized kernel, weight -> why it stays
     float)."""
@@ -158,7 +158,7 @@ def quantized(graph: Graph, q: Any) -> tuple[dict[str, tuple[str, ...]], set[str
     forms: dict[str, set[str]] = {}  # each weight it could store in blocks -> its forms
     why_not: dict[str, str] = {}  # weight -> why it stays float
     for node in all_nodes(graph.nodes):
-        for ffn in FFNS.values():  # a feed-forward form's own weights (a mixture's experts)
+        for ffn in FFNS.values():  # a feed-forward form's own weights, as its module says
             own, why = ffn.quantized(node, shapes, q)
             why_not |= why
             for w, form in own.items():
@@ -178,12 +178,13 @@ def quantized(graph: Graph, q: Any) -> tuple[dict[str, tuple[str, ...]], set[str
                 if key == "weight":
                     forms.setdefault(value, set())
                 why_not.setdefault(value, f"a {node.op.value} node reads it, and blocks are "
-                                          "read by linear, embed and experts nodes alone")
+                                          "read by linear, embed and feed-forward form nodes "
+                                          "alone")
     by_form = {form: tuple(sorted(w for w, f in forms.items() if form in f and w not in why_not))
                for form in _FORMS}
     kernels = {ffn.kernel_form for ffn in FFNS.values() if ffn.kernel_form}
     prefixes = {dict(n.attrs).get("prefix") for n in all_nodes(graph.nodes)
-                if any(n.op in ffn.ops for ffn in FFNS.values())} - {None}
+                if n.op is Op.FFN} - {None}
     quantized_kernels = {p for p in prefixes if any(w.startswith(p) for form in kernels
                                        for w in by_form[form])}
     kept = {w: why for w, why in sorted(why_not.items()) if w in forms}

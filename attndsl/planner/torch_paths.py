@@ -112,7 +112,7 @@ def _own(core: Core, graph: Graph, path: str) -> tuple[str, tuple[str]] | None:
         why = f"path = 'dense': the exact dense form, as the {PORTABLE_TARGET} and " \
               "torch.export exports trace it"
     elif where(core.prefix, graph)[1]:
-        why = "a by_length branch: torch.cond runs each variant's own nodes"
+        why = "a core selector's branch: torch.cond runs each variant's own nodes"
     else:
         return None
     return "dense", (why,)

@@ -57,11 +57,13 @@ class Strategy:
     (None: not in that order; `gqa_cache` is the decoding planner's). `fuses`: the core
     becomes one `attention` node with `strategy = name`, lowered by `lower`; otherwise the
     core keeps its kernel module's own `kernel` node, lowered by `lower` where given (the
-    strategy then bears the kernel's name), else by the module. `growth(params)`: the
-    exponent a of latency ~ L^a that the plan predicts. `takes`: the score modifiers and
-    `softmax` hook mechanisms (`mechanisms.SCORED`, `mechanisms.SOFTMAX`: keys) its kernel
-    applies, which its `match` refuses the rest of (`Core.untaken`); None: every one, as a form
-    in standard ops does (`mechanisms.score`, the softmax's extra logit)."""
+    strategy then bears the kernel's name), else by the module; a strategy bearing a
+    feed-forward form's name, with no priority, lowers that form's `ffn` nodes (`moe`).
+    `growth(params)`: the exponent a of latency ~ L^a that the plan predicts. `takes`: the
+    score modifiers and `softmax` hook mechanisms (`mechanisms.SCORED`, `mechanisms.SOFTMAX`:
+    keys) its kernel applies, which its `match` refuses the rest of (`Core.untaken`); None:
+    every one, as a form in standard ops does (`mechanisms.score`, the softmax's extra
+    logit)."""
 
     name: str
     priority: int | None

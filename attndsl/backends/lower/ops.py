@@ -294,6 +294,17 @@ def _kernel(lw: Lowering, node: Node) -> str:
     return own(lw, node) if own is not None else kernel_form(lw, node)
 
 
+@lower(Op.FFN)
+def _ffn(lw: Lowering, node: Node) -> str:
+    """A feed-forward form's node: its ONNX forms, the lowering the caller passed by the form's
+    name (`Lowering.strategies`: `strategies/<name>.py`, as a kernel's strategy lowers the
+    kernel's node)."""
+    own = lw.strategies.get(node.attr("ffn"))
+    if own is None:
+        raise KeyError(f"no lowering of the feed-forward form {node.attr('ffn')!r} was passed")
+    return own(lw, node)
+
+
 def kernel_form(lw: Lowering, node: Node) -> str:
     """A kernel module's core by its module's `apply`: the query and key indices first where
     it is `indexed` and causal, then the keys it sees (a decoding call's real keys, or those

@@ -1,7 +1,8 @@
-"""A mixture of experts in ONNX (the `route` and `experts` ops; mechanisms/moe.py is the
+"""Strategy `moe`: a mixture of experts' `ffn` node in ONNX (mechanisms/moe.py is the
 mixture's module, this its ONNX forms, which only the ONNX backend has: the gather/scatter
 graph and ONNX Runtime's com.microsoft.MoE and QMoE kernels, as planned by the module's
-`plan`). The router's gates come from the module's `route`. The experts' weights are stored
+`plan`), lowered here by the form's name (`LOWERINGS`); it plans no attention core (no
+priority). The router's gates come from the module's `route`. The experts' weights are stored
 stacked, [experts, in, out] per projection, and each token runs its top_k experts alone, in
 one of two forms chosen at run time by an If on the number of routed rows R = tokens x top_k:
 
@@ -18,31 +19,43 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Node, Op
-from ...mechanisms.moe import route
-from ...quantize import block_shapes, dequantize, quantize
-from ..formulas import activation, clamped_glu
-from .builder import Lowering, arg, lower, parts, shape_of
-from .switch import subgraph
-from .sym import Sym
+from ..backends.formulas import activation, clamped_glu
+from ..backends.lower.builder import Lowering, arg, parts, shape_of
+from ..backends.lower.switch import subgraph
+from ..backends.lower.sym import Sym
+from ..ir import Node
+from ..mechanisms.moe import route
+from ..quantize import block_shapes, dequantize, quantize
+from .base import Reject, Strategy
 
-__all__: list[str] = []
+__all__ = ["STRATEGY"]
 
 
-@lower(Op.ROUTE)
-def _route(lw: Lowering, node: Node) -> str:
+def lower_moe(lw: Lowering, node: Node) -> str:
+    """The router's logits and gates (always built; where the kernel routes by the logits
+    itself, the unused gates are pruned with the model's dead nodes), then each token's
+    experts: com.microsoft.MoE where the module's `plan` chose it, else the graph."""
+    logits, gates = _route(lw, node)
+    if node.attr("kernel") == "moe":
+        return _moe_kernel(lw, node, logits)
+    return _experts(lw, node, gates)
+
+
+def _route(lw: Lowering, node: Node) -> tuple[Sym, str]:
+    """The router's logits (B, L, experts), what com.microsoft.MoE routes by, and the gates
+    (B, L, experts), float32."""
     x, b = lw.sym(node), lw.b
-    logits = lw.xp.matmul(x, lw.xp.swap_last(lw.weight(node.attr("weight"), 2)))
-    if node.attr("bias"):
-        logits = logits + lw.weight(node.attr("bias"))
-    lw.memo[("router_logits", node.out)] = logits  # what com.microsoft.MoE routes by
-    experts = lw.graph_shapes[node.out].dims[-1]
+    router = node.attr("weights")
+    logits = lw.xp.matmul(x, lw.xp.swap_last(lw.weight(router[0], 2)))
+    if node.attr("router_bias"):
+        logits = logits + lw.weight(router[1])
+    experts = node.attr("experts")
     flat = Sym(b, b.op("Reshape", logits.name, b.i64(-1, experts)), logits.dtype, 2)
-    selection = node.attr("selection")
+    selection = router[-1] if node.attr("selection_bias") else None
     gates = route(lw.xp, flat, node.attr("top_k"), node.attr("router"), node.attr("normalize"),
                   node.attr("scale"), lw.weight(selection) if selection else None,
                   node.attr("groups"), node.attr("top_groups"), node.attr("group_score"))
-    return b.op("Reshape", gates.name, b.op("Shape", logits.name))
+    return logits, b.op("Reshape", gates.name, b.op("Shape", logits.name))
 
 
 def _stacked(lw: Lowering, node: Node, name: str, make, one: tuple[int, ...]) -> str:
@@ -100,12 +113,10 @@ def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
     return linear(activation(lw.xp, linear(h, names[0]), act), names[1])
 
 
-@lower(Op.EXPERTS)
-def _experts(lw: Lowering, node: Node) -> str:
-    if dict(node.attrs).get("kernel") == "moe":
-        return _moe_kernel(lw, node)
+def _experts(lw: Lowering, node: Node, gates: str) -> str:
+    """The gather/scatter graph: each token's top_k experts alone."""
     b = lw.b
-    x, gates = arg(lw, node, 0), arg(lw, node, 1)
+    x = arg(lw, node, 0)
     n, k = node.attr("experts"), node.attr("top_k")
     flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), b.op("Shape", x, start=-1), axis=0))
     table = b.op("Reshape", gates, b.i64(-1, n))  # (T, experts), float32
@@ -175,26 +186,26 @@ def _summed(lw: Lowering, y: str, weight: str | None, k: int) -> str:
 def _zero(dtype: str):
     from onnx import helper
 
-    from ...dtypes import ONNX_TYPE
+    from ..dtypes import ONNX_TYPE
     return helper.make_tensor("zero", ONNX_TYPE[dtype], [1], [0])
 
 
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
-def _moe_kernel(lw: Lowering, node: Node) -> str:
+def _moe_kernel(lw: Lowering, node: Node, logits: Sym) -> str:
     """The mixture as one com.microsoft.MoE node (the module's `plan` says when): the router's
     logits in, its softmax, top-k and renormalisation inside; fc1 [experts, 2 n, d] with each
     expert's gate and up rows interleaved (SwiGLU: g * sigmoid(alpha g) * (u + beta), g
     clamped above and u both ways at `swiglu_limit`: alpha 1, beta 0 and no limit for plain
     SwiGLU, gpt-oss's alpha, 1 and limit for its clamped unit), fc2 [experts, d, n]; times
     the routed scale after."""
-    b, route = lw.b, lw.nodes[node.args[1]]
+    b = lw.b
     x = arg(lw, node, 0)
     n, gated = node.attr("experts"), node.attr("gated")
     width = b.op("Shape", x, start=-1)
     flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), width, axis=0))
-    logits = b.op("Reshape", lw.memo[("router_logits", route.out)].name, b.i64(-1, n))
+    logits = b.op("Reshape", logits.name, b.i64(-1, n))
 
     def one(name: str) -> tuple[int, ...]:  # every expert's shapes are the first's
         return shape_of(lw.weights, f"{node.attr('prefix')}0.{name}")
@@ -215,7 +226,7 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
 
     biased = node.attr("bias")
     clamped = node.attr("act") == "clamped_swiglu"
-    attrs = dict(k=node.attr("top_k"), normalize_routing_weights=int(route.attr("normalize")),
+    attrs = dict(k=node.attr("top_k"), normalize_routing_weights=int(node.attr("normalize")),
                  activation_type="swiglu" if gated else "relu")
     if gated:
         attrs |= dict(swiglu_fusion=1, activation_alpha=node.attr("alpha") if clamped else 1.0,
@@ -226,8 +237,8 @@ def _moe_kernel(lw: Lowering, node: Node) -> str:
     else:
         y = b.op("MoE", flat, logits, fc1("weight"), fc1("bias") if biased else "",
                  fc2("weight"), fc2("bias") if biased else "", domain="com.microsoft", **attrs)
-    if route.attr("scale") != 1.0:
-        y = b.op("Mul", y, b.const(route.attr("scale"), b.dtype))
+    if node.attr("scale") != 1.0:
+        y = b.op("Mul", y, b.const(node.attr("scale"), b.dtype))
     return b.op("Reshape", y, b.op("Shape", x))
 
 
@@ -293,3 +304,7 @@ def _qmoe(lw: Lowering, node: Node, flat: str, logits: str, fc1, fc2, biased: bo
         args.pop()
     return b.op("QMoE", *args, domain="com.microsoft", expert_weight_bits=q.bits,
                 block_size=q.block, accuracy_level=q.accuracy, **attrs)
+
+
+STRATEGY = Strategy("moe", None, lambda core, ctx: Reject(), lambda params: 1.0, lower_moe,
+                    fuses=False)
