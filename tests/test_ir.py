@@ -111,6 +111,13 @@ def _broken(graph, name: str, **changes):
     ("probs", {"attrs": (("dropout", 0.0), (SOFTMAX_ATTRS[0], "nowhere"))},
      "names nowhere, not in the weight table"),
     ("probs", {"attrs": (("dropout", 0.0), ("colour", 1))}, "attribute colour is not one of"),
+    # each attribute's value is of the kind its op declares
+    ("q_heads", {"attrs": (("heads", "4"), ("dim", 8))}, "attribute heads holds str '4', not int"),
+    ("q", {"attrs": (("weight", "q_proj.weight"), ("bias", 1.5))},
+     "attribute bias holds float 1.5, not None or str"),
+    ("k_rep", {"attrs": (("groups", True),)}, "attribute groups holds bool True, not int"),
+    ("mask", {"attrs": (("expr", "causal"), ("sparsity", None), ("memory", None))},
+     "attribute expr holds str 'causal', not mask"),
 ])
 def test_the_verifier_names_the_node_and_the_rule(name: str, changes: dict, words: str) -> None:
     graph = _primitive()
@@ -171,3 +178,27 @@ def test_unreadable_text_names_its_line() -> None:
     text = _graph().text().replace("split_heads", "split_heads_", 1)
     with pytest.raises(ValueError, match=r"line \d+: expected `%name = op`"):
         parse(text)
+
+
+def test_every_node_reads_into_its_ops_frozen_attribute_record() -> None:
+    """Each op's attributes are a frozen dataclass of its declared fields (`OpDef.record`): a
+    node of every op in the graph reads into it with its values, undeclared ones of an open
+    op in `more`, and the record cannot be changed."""
+    import dataclasses
+
+    from attndsl.ir.ops import OPS
+
+    graph = _primitive()
+    for node in (*graph.nodes, *_graph().nodes):
+        d = OPS[node.op]
+        rec = d.attributes(node)
+        assert dataclasses.is_dataclass(rec) and type(rec).__name__.endswith("Attributes")
+        declared = {f.name for f in dataclasses.fields(rec)} - {"more"}
+        for key, value in node.attrs:
+            if key in declared:
+                assert getattr(rec, key) == value
+            else:
+                assert d.open and (key, value) in rec.more
+        if dataclasses.fields(rec):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(rec, dataclasses.fields(rec)[0].name, None)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ..shapes import TensorType
+from .attributes import Record, declared, record
 from .graph import Node, Op
 
 __all__ = ["OPS", "SCORE_BIASES", "OpDef", "core_attributes"]
@@ -19,6 +21,10 @@ Rule = Callable[[Node, Sequence[TensorType]], str | None]
 
 @dataclass(frozen=True)
 class OpDef:
+    """One op: its operand count, its attributes declared `name: kind` (`attributes.KINDS`; a
+    trailing `?`: it may be None), required then optional, read into its record, a frozen
+    dataclass (`record`), and the rule its result type keeps."""
+
     op: Op
     operands: tuple[int, int]  # fewest, most
     required: tuple[str, ...] = ()
@@ -33,14 +39,30 @@ class OpDef:
     # optional and naming a weight-table tensor: the weight of an extra logit per head
     softmax_hook: bool = False
 
+    @cached_property
+    def required_names(self) -> tuple[str, ...]:
+        return tuple(declared(e)[0] for e in self.required)
+
     def optional_attrs(self) -> tuple[str, ...]:
-        """`optional`, then the `softmax` hook's attributes where it takes them."""
-        return self.optional + _softmax_attrs(self)
+        """The optional attributes' names, then the `softmax` hook's where it takes them."""
+        return tuple(declared(e)[0] for e in self.optional) + _softmax_attrs(self)
 
     def tensor_attrs(self) -> tuple[str, ...]:
         """The attributes that name weight-table tensors: `tensors`, then the `softmax`
         hook's attributes where it takes them."""
         return self.tensors + _softmax_attrs(self)
+
+    @cached_property
+    def record(self) -> type[Record]:
+        """The op's frozen attribute dataclass (`attributes.record`), made when first read
+        (after the mechanism modules, whose softmax attributes it may hold)."""
+        name = "".join(part.title() for part in self.op.name.split("_"))
+        hooked = tuple(f"{key}: str?" for key in _softmax_attrs(self))
+        return record(name, self.required, self.optional + hooked, self.open)
+
+    def attributes(self, node: Node) -> Record:
+        """`node`'s attributes as the op's record (TypeError: a value not of its kind)."""
+        return self.record.of(node.attrs)
 
 
 def _softmax_attrs(d: OpDef) -> tuple[str, ...]:
@@ -218,52 +240,62 @@ def _float_result(rule: Rule | None) -> Rule:
     return checked
 
 
+# the attributes of an attention core after `strategy` and `bias` (`core_attributes`), each
+# score modifier's and softmax hook's being its module's (plain, or a tensor name)
+_CORE = ("heads: int", "kv_heads: int", "scale: number", "slopes: str", "max_bias: number",
+         "factor: number", "rounding: str", "buckets: int", "max_distance: int",
+         "bidirectional: bool", "weight: str", "expr: mask?", "sparsity: sparsity?",
+         "memory: bool?", "dropout: number", "kind: str")
 _DEFS = [
     OpDef(Op.INPUT, (0, 0)),
-    OpDef(Op.ADD_POSITION, (1, 2), ("kind",), ("weight", "max_len", "layout", "offset",
-                                                "frequencies"), rule=_same,
+    OpDef(Op.ADD_POSITION, (1, 2), ("kind: str",), ("weight: str", "max_len: int",
+                                                     "layout: str", "offset: int",
+                                                     "frequencies: str"), rule=_same,
           tensors=("weight",)),
-    OpDef(Op.LINEAR, (1, 1), ("weight", "bias"), rule=_linear, tensors=("weight", "bias")),
-    OpDef(Op.SPLIT_HEADS, (1, 1), ("heads", "dim"), rule=_split),
-    OpDef(Op.HEAD_SLICE, (1, 1), ("heads", "start", "stop"), rule=_head_slice),
-    OpDef(Op.NORM, (1, 1), ("kind", "eps", "unit_offset", "module", "bias"), ("affine",),
-          rule=_same),
-    OpDef(Op.ROPE, (1, 2), ("theta", "dim", "interleaved", "scaling"), rule=_same),
-    OpDef(Op.APPLY, (1, 2), ("mechanism",), open=True, rule=_module("mechanism", (3, 4)),
+    OpDef(Op.LINEAR, (1, 1), ("weight: str", "bias: str?"), rule=_linear,
+          tensors=("weight", "bias")),
+    OpDef(Op.SPLIT_HEADS, (1, 1), ("heads: int", "dim: int"), rule=_split),
+    OpDef(Op.HEAD_SLICE, (1, 1), ("heads: int", "start: int", "stop: int"), rule=_head_slice),
+    OpDef(Op.NORM, (1, 1), ("kind: str", "eps: number", "unit_offset: bool", "module: str",
+                            "bias: bool"), ("affine: bool",), rule=_same),
+    OpDef(Op.ROPE, (1, 2), ("theta: number", "dim: int", "interleaved: bool",
+                            "scaling: scaling?"), rule=_same),
+    OpDef(Op.APPLY, (1, 2), ("mechanism: str",), open=True, rule=_module("mechanism", (3, 4)),
           tensors=("weights",)),
-    OpDef(Op.REPEAT_KV, (1, 1), ("groups",), rule=_repeat),
-    OpDef(Op.SCORES, (2, 2), ("scale",), rule=_scores),
-    OpDef(Op.SCORE_BIAS, (1, 1), ("kind",), ("slopes", "max_bias", "factor", "rounding",
-                                              "buckets", "max_distance", "bidirectional",
-                                              "weight"), rule=_same, tensors=("weight",)),
-    OpDef(Op.MASK, (0, 3), ("expr", "sparsity", "memory"), rule=_mask),
-    OpDef(Op.SOFTMAX, (1, 2), ("dropout",), rule=_softmax, softmax_hook=True),
+    OpDef(Op.REPEAT_KV, (1, 1), ("groups: int",), rule=_repeat),
+    OpDef(Op.SCORES, (2, 2), ("scale: number",), rule=_scores),
+    OpDef(Op.SCORE_BIAS, (1, 1), ("kind: str",), _CORE[3:11], rule=_same,
+          tensors=("weight",)),
+    OpDef(Op.MASK, (0, 3), ("expr: mask", "sparsity: sparsity?", "memory: bool?"), rule=_mask),
+    OpDef(Op.SOFTMAX, (1, 2), ("dropout: number",), rule=_softmax, softmax_hook=True),
     OpDef(Op.ATTEND, (2, 2), rule=_attend),
     OpDef(Op.MERGE_HEADS, (1, 1), rule=_merge),
-    # (open: a planned core's strategy parameters follow `core_attributes`)
-    OpDef(Op.ATTENTION, (3, 6), ("strategy", "bias"), open=True, rule=_core,
-          tensors=("weight",), defines=("presents",), softmax_hook=True),
-    OpDef(Op.ACTIVATION, (1, 1), ("kind",), rule=_same),
+    # (open: the score modifiers' values, then a planned core's strategy parameters)
+    OpDef(Op.ATTENTION, (3, 6), ("strategy: str", "bias: str?"), _CORE, open=True,
+          rule=_core, tensors=("weight",), defines=("presents",), softmax_hook=True),
+    OpDef(Op.ACTIVATION, (1, 1), ("kind: str",), rule=_same),
     OpDef(Op.MUL, (2, 2), rule=_same),
-    OpDef(Op.CLAMPED_GLU, (2, 2), ("alpha", "limit"), rule=_same),
-    OpDef(Op.ADD, (2, 2), (), ("dropout",), rule=_same),
-    OpDef(Op.SCALE, (1, 1), ("factor",), rule=_same),
-    OpDef(Op.HEAD_LINEAR, (1, 1), ("weight", "heads", "block", "start", "stop", "transposed"),
-          rule=_rank(3), tensors=("weight",)),
+    OpDef(Op.CLAMPED_GLU, (2, 2), ("alpha: number", "limit: number"), rule=_same),
+    OpDef(Op.ADD, (2, 2), (), ("dropout: number",), rule=_same),
+    OpDef(Op.SCALE, (1, 1), ("factor: number",), rule=_same),
+    OpDef(Op.HEAD_LINEAR, (1, 1), ("weight: str", "heads: int", "block: int", "start: int",
+                                   "stop: int", "transposed: bool"), rule=_rank(3),
+          tensors=("weight",)),
     OpDef(Op.JOIN_HEADS, (2, 2), rule=_rank(4)),
     OpDef(Op.VALUE_PAIRS, (1, 1), rule=_value_pairs),
-    OpDef(Op.FFN, (1, 1), ("ffn",), open=True, rule=_module("ffn", (3,)),
+    OpDef(Op.FFN, (1, 1), ("ffn: str",), open=True, rule=_module("ffn", (3,)),
           tensors=("weights",)),
-    OpDef(Op.EMBED, (1, 1), ("weight", "scale"), rule=_embed, tensors=("weight",)),
+    OpDef(Op.EMBED, (1, 1), ("weight: str", "scale: number"), rule=_embed, tensors=("weight",)),
     OpDef(Op.CACHE, (2, 2), rule=_cache),
-    OpDef(Op.TAIL, (1, 1), ("keep", "first"), rule=_rank(4)),
-    OpDef(Op.SWITCH, (3, 3), ("up_to", "branches", "outputs"), rule=_rank(3)),
-    OpDef(Op.SEQ_PROJECT, (1, 2), ("weight", "max_len", "expr"), rule=_rank(4),
+    OpDef(Op.TAIL, (1, 1), ("keep: int", "first: int"), rule=_rank(4)),
+    OpDef(Op.SWITCH, (3, 3), ("up_to: ints", "branches: region", "outputs: strs"),
+          rule=_rank(3)),
+    OpDef(Op.SEQ_PROJECT, (1, 2), ("weight: str", "max_len: int", "expr: mask"), rule=_rank(4),
           tensors=("weight",)),
-    OpDef(Op.CAUSAL_CONV, (3, 5), ("part", "weight", "width", "padding", "decoding"),
-          rule=_rank(3), tensors=("weight",)),
-    OpDef(Op.ROWS, (1, 1), ("start", "stop"), rule=_rank(3, 4)),
-    OpDef(Op.KERNEL, (2, 7), ("kernel",), open=True, rule=_module("kernel", (4,)),
+    OpDef(Op.CAUSAL_CONV, (3, 5), ("part: str", "weight: str", "width: int", "padding: mask?",
+                                   "decoding: bool"), rule=_rank(3), tensors=("weight",)),
+    OpDef(Op.ROWS, (1, 1), ("start: int", "stop: int?"), rule=_rank(3, 4)),
+    OpDef(Op.KERNEL, (2, 7), ("kernel: str",), open=True, rule=_module("kernel", (4,)),
           tensors=("weights",)),
 ]
 OPS: dict[Op, OpDef] = {

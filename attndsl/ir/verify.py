@@ -8,7 +8,6 @@ from collections.abc import Iterable
 
 from ..shapes import TensorType
 from .graph import Graph, Node, Op
-from .literals import is_plain
 from .ops import OPS
 
 __all__ = ["IRError", "verify"]
@@ -62,19 +61,17 @@ def _broken(node: Node, types: dict[str, TensorType], weights: set[str]) -> str 
     keys = [k for k, _ in node.attrs]
     if len(set(keys)) != len(keys):
         return "an attribute is given twice"
-    missing = [k for k in d.required if k not in keys]
+    missing = [k for k in d.required_names if k not in keys]
     if missing:
         return f"attribute {missing[0]} is missing"
-    optional = d.optional_attrs()
-    extra = [k for k in keys if k not in d.required and k not in optional]
-    if extra and not d.open:
-        return f"attribute {extra[0]} is not one of {node.op.value}'s"
+    try:
+        d.attributes(node)  # each value of its declared kind; an open op's others plain
+    except ValueError as not_its:
+        return f"attribute {not_its} is not one of {node.op.value}'s"
+    except TypeError as wrong:
+        return str(wrong)
     tensors = d.tensor_attrs()
     for key, value in node.attrs:
-        if node.op is Op.SWITCH and key == "branches":
-            continue
-        if not is_plain(value):
-            return f"attribute {key} holds a live {type(value).__name__}, not a plain value"
         if key in tensors and weights:
             named = value if isinstance(value, tuple) else (value,)
             unknown = [w for w in named if w is not None and w not in weights]
