@@ -117,7 +117,8 @@ def golden(path: Path, actual: str) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--deep", action="store_true",
-                     help="the long property runs: thousands of random specs and fuzz inputs")
+                     help="the long property runs: thousands of random specs and fuzz inputs; "
+                     "every generation family on both targets")
     parser.addoption("--deep-count", type=int, default=2000,
                      help="random specs checked with --deep (default 2000)")
 
