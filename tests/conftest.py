@@ -117,7 +117,8 @@ def golden(path: Path, actual: str) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--deep", action="store_true",
-                     help="the long property runs: thousands of random specs and fuzz inputs")
+                     help="the long property runs: thousands of random specs and fuzz inputs; "
+                     "every generation family on both targets")
     parser.addoption("--deep-count", type=int, default=2000,
                      help="random specs checked with --deep (default 2000)")
 
@@ -130,12 +131,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("spec_seed", range(count))
 
 
+DEEP = [False]  # --deep given (set before the test modules are imported)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Hypothesis tests: a fixed-seed slice by default (the same inputs on every run, so CI is
     # reproducible); --deep explores afresh with many more inputs.
     settings.register_profile("slice", derandomize=True, max_examples=150)
     settings.register_profile("deep", max_examples=3000)
     settings.load_profile("deep" if config.getoption("--deep") else "slice")
+    DEEP[0] = config.getoption("--deep")
     config.addinivalue_line("markers", "fresh_exports: build every export afresh (no "
                             "sharing through the shared_exports fixture)")
 
