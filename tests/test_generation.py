@@ -26,7 +26,7 @@ import attndsl
 from attndsl.cli import main
 from attndsl.decoding import first_past
 
-from .test_hf_families import MINISTRAL3_ROPE, redraw
+from .test_hf_families import MINISTRAL3_ROPE, QWEN3_5_ROPE, redraw
 
 VOCAB = 97
 SIZES = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
@@ -258,6 +258,18 @@ CONFIGS = {
     "hyperclovax": lambda: tf.HyperCLOVAXConfig(
         num_hidden_layers=2, embedding_multiplier=3.0, attention_multiplier=0.3,
         residual_multiplier=0.4, logits_scaling=2.5, bos_token_id=1, eos_token_id=2, **SIZES),
+    # Qwen3.5: delta-rule layers (unfused projections) and a gated softmax layer, multimodal
+    # RoPE sections read as text positions; its mixture of experts in every layer
+    "qwen3_5_text": lambda: tf.Qwen3_5TextConfig(
+        num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=8, rope_parameters=dict(QWEN3_5_ROPE),
+        bos_token_id=1, eos_token_id=2, **SIZES),
+    "qwen3_5_moe_text": lambda: tf.Qwen3_5MoeTextConfig(
+        num_hidden_layers=4, head_dim=16, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=8, num_experts=6, num_experts_per_tok=2,
+        rope_parameters=dict(QWEN3_5_ROPE), bos_token_id=1, eos_token_id=2,
+        **{k: v for k, v in SIZES.items() if k != "intermediate_size"}),
     "mellum": lambda: tf.MellumConfig(
         num_hidden_layers=2, head_dim=16, moe_intermediate_size=32, num_experts=6,
         num_experts_per_tok=2, sliding_window=6, layer_types=["sliding_attention",
