@@ -277,7 +277,8 @@ CONFIGS = {
         mlp_layer_types=["dense", "sparse"], bos_token_id=1, eos_token_id=2, **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
-GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt")
+GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt", "qwen3_5_text",
+           "qwen3_5_moe_text")
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 # ort-cpu: GroupQueryAttention writes one cache buffer in place (right-padded batches);
 # portable: standard ops and a growing cache (left-padded batches)
@@ -345,8 +346,8 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
     in_place = config["search"]["past_present_share_buffer"]
     # differential attention pairs each kv head's cached values with another's after the
     # cache, Llama 4's chunks are no window GroupQueryAttention knows, ALiBi's score biases
-    # have no place in its kernel, and LFM2's convolution windows are no keys: these grow their
-    # cache instead of the in-place buffer
+    # have no place in its kernel, and LFM2's convolution windows (and Qwen3.5's delta-rule
+    # states) are no keys: these grow their cache instead of the in-place buffer
     assert in_place is (family_target(exported) == "ort-cpu"
                         and family not in GROWING)
     genai_generates(og, Path(folder), want)

@@ -836,6 +836,30 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     assert (positions["minimax_m2"].theta, positions["minimax_m2"].dim) == (5e6, 8)
 
 
+def test_qwen_hybrids_without_rope_parameters_rotate_a_quarter_of_each_head(
+        tmp_path: Path) -> None:
+    """A Qwen3-Next or Qwen3.5 config.json with rope_theta and no rope_parameters: its config
+    class fills partial_rotary_factor 0.25 (not RoPE's usual 1), and the import reads it so."""
+    import json
+
+    from attndsl.hf_import import import_config
+
+    common = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "num_hidden_layers": 1, "intermediate_size": 96,
+              "rope_theta": 5e5, "layer_types": ["full_attention"]}
+    for model_type, make in (("qwen3_next", tf.Qwen3NextConfig),
+                             ("qwen3_5_text", tf.Qwen3_5TextConfig),
+                             ("qwen3_5_moe_text", tf.Qwen3_5MoeTextConfig)):
+        folder = tmp_path / model_type
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"model_type": model_type, **common}))
+        program = attndsl.loads(import_config(folder))
+        position = program[model_type.replace("_text", "")].spec.attention.position
+        want = make.from_dict({"model_type": model_type, **common}).rope_parameters
+        assert (position.theta, position.dim) == (
+            want["rope_theta"], int(16 * want["partial_rotary_factor"])), model_type
+
+
 def test_falcon_rw_alibi_is_the_trained_bfloat16_arithmetic(tmp_path: Path) -> None:
     """Falcon-RW's ALiBi as transformers computes it (build_alibi_tensor: slope and position
     in bfloat16, and their product), at lengths where bfloat16 rounds them (float32 ALiBi is
