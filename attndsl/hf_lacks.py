@@ -78,10 +78,6 @@ LACKS: dict[str, str] = {
                    "negative eigenvalues (beta x 2)",
     "persimmon": "a LayerNorm with bias over each head's queries and keys, and a squared-ReLU MLP",
     "phimoe": "a sparse-mixer router (top-2 by relative threshold)",
-    "qwen3_5_moe_text": "Gated DeltaNet with unfused `in_proj_qkv`, `in_proj_z`, `in_proj_b`, "
-                        "`in_proj_a` projections",
-    "qwen3_5_text": "Gated DeltaNet with unfused `in_proj_qkv`, `in_proj_z`, `in_proj_b`, "
-                    "`in_proj_a` projections",
     "recurrent_gemma": "Griffin's recurrent blocks (RG-LRU with a causal conv)",
     "reformer": "LSH bucketed attention, reversible layers and axial position embeddings",
     "rwkv": "RWKV's time-mix (WKV recurrence) and channel-mix blocks",

@@ -37,7 +37,7 @@ from attndsl.cli import main
 from attndsl.decoding import first_past
 
 from .conftest import DEEP
-from .test_hf_families import MINISTRAL3_ROPE, redraw
+from .test_hf_families import MINISTRAL3_ROPE, QWEN3_5_ROPE, redraw
 
 VOCAB = 97
 SIZES = {"hidden_size": 64, "intermediate_size": 96, "num_attention_heads": 4,
@@ -269,6 +269,18 @@ CONFIGS = {
     "hyperclovax": lambda: tf.HyperCLOVAXConfig(
         num_hidden_layers=2, embedding_multiplier=3.0, attention_multiplier=0.3,
         residual_multiplier=0.4, logits_scaling=2.5, bos_token_id=1, eos_token_id=2, **SIZES),
+    # Qwen3.5: delta-rule layers (unfused projections) and a gated softmax layer, multimodal
+    # RoPE sections read as text positions; its mixture of experts in every layer
+    "qwen3_5_text": lambda: tf.Qwen3_5TextConfig(
+        num_hidden_layers=4, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=8, rope_parameters=dict(QWEN3_5_ROPE),
+        bos_token_id=1, eos_token_id=2, **SIZES),
+    "qwen3_5_moe_text": lambda: tf.Qwen3_5MoeTextConfig(
+        num_hidden_layers=4, head_dim=16, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, linear_num_key_heads=2, linear_num_value_heads=4,
+        linear_key_head_dim=16, linear_value_head_dim=8, num_experts=6, num_experts_per_tok=2,
+        rope_parameters=dict(QWEN3_5_ROPE), bos_token_id=1, eos_token_id=2,
+        **{k: v for k, v in SIZES.items() if k != "intermediate_size"}),
     "mellum": lambda: tf.MellumConfig(
         num_hidden_layers=2, head_dim=16, moe_intermediate_size=32, num_experts=6,
         num_experts_per_tok=2, sliding_window=6, layer_types=["sliding_attention",
@@ -276,7 +288,8 @@ CONFIGS = {
         mlp_layer_types=["dense", "sparse"], bos_token_id=1, eos_token_id=2, **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
-GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt")
+GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt", "qwen3_5_text",
+           "qwen3_5_moe_text")
 # the families whose ort-cpu folder has GroupQueryAttention apply what few others ask of it:
 # softcap (Gemma 2, VaultGemma), learned sinks as head_sink (gpt-oss, the Granite SWA pair), a
 # local window (Mistral, alternating in Gemma 2 and Cohere 2), RoPE on part of each head in
@@ -388,8 +401,8 @@ def test_onnxruntime_genai_runs_the_folder_as_it_is(exported) -> None:
     in_place = config["search"]["past_present_share_buffer"]
     # differential attention pairs each kv head's cached values with another's after the
     # cache, Llama 4's chunks are no window GroupQueryAttention knows, ALiBi's score biases
-    # have no place in its kernel, and LFM2's convolution windows are no keys: these grow their
-    # cache instead of the in-place buffer
+    # have no place in its kernel, and LFM2's convolution windows (and Qwen3.5's delta-rule
+    # states) are no keys: these grow their cache instead of the in-place buffer
     assert in_place is (family_target(exported) == "ort-cpu"
                         and family not in GROWING)
     genai_generates(og, Path(folder), want)

@@ -26,6 +26,9 @@ MINISTRAL3_ROPE = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
                   "original_max_position_embeddings": 4, "beta_fast": 32.0, "beta_slow": 1.0,
                   "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.5}
 
+QWEN3_5_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5,
+                "mrope_section": [2, 1, 1], "mrope_interleaved": True}
+
 # family -> (config, padding side, the path of layer 0, of its attention, of its output linear)
 CASES = {
     "llama": (lambda: tf.LlamaConfig(
@@ -395,6 +398,21 @@ CASES = {
         num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
         linear_key_head_dim=16, linear_value_head_dim=8, num_experts=6, num_experts_per_tok=2,
         mlp_only_layers=[2], **SMALL),
+        "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.out_proj"),
+    # Qwen3.5: Qwen3-Next's hybrid with unfused delta-rule projections; multimodal RoPE
+    # sections (text positions in every stream: 1-D RoPE on half of each head)
+    "qwen3_5_text": (lambda: tf.Qwen3_5TextConfig(
+        hidden_size=64, intermediate_size=80, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=6,
+        linear_key_head_dim=16, linear_value_head_dim=8, rope_parameters=dict(QWEN3_5_ROPE),
+        **SMALL),
+        "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.out_proj"),
+    "qwen3_5_moe_text": (lambda: tf.Qwen3_5MoeTextConfig(
+        hidden_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        linear_num_key_heads=3, linear_num_value_heads=6, linear_key_head_dim=8,
+        linear_value_head_dim=12, num_experts=6, num_experts_per_tok=2,
+        rope_parameters=dict(QWEN3_5_ROPE), **SMALL),
         "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.out_proj"),
     "lfm2": (lambda: tf.Lfm2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
@@ -816,6 +834,30 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
                                                                 math.log(4096)))
     assert positions["llama"].scaling == Llama3Scaling(32.0, 1.0, 4.0, 8192)
     assert (positions["minimax_m2"].theta, positions["minimax_m2"].dim) == (5e6, 8)
+
+
+def test_qwen_hybrids_without_rope_parameters_rotate_a_quarter_of_each_head(
+        tmp_path: Path) -> None:
+    """A Qwen3-Next or Qwen3.5 config.json with rope_theta and no rope_parameters: its config
+    class fills partial_rotary_factor 0.25 (not RoPE's usual 1), and the import reads it so."""
+    import json
+
+    from attndsl.hf_import import import_config
+
+    common = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "head_dim": 16, "num_hidden_layers": 1, "intermediate_size": 96,
+              "rope_theta": 5e5, "layer_types": ["full_attention"]}
+    for model_type, make in (("qwen3_next", tf.Qwen3NextConfig),
+                             ("qwen3_5_text", tf.Qwen3_5TextConfig),
+                             ("qwen3_5_moe_text", tf.Qwen3_5MoeTextConfig)):
+        folder = tmp_path / model_type
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"model_type": model_type, **common}))
+        program = attndsl.loads(import_config(folder))
+        position = program[model_type.replace("_text", "")].spec.attention.position
+        want = make.from_dict({"model_type": model_type, **common}).rope_parameters
+        assert (position.theta, position.dim) == (
+            want["rope_theta"], int(16 * want["partial_rotary_factor"])), model_type
 
 
 def test_falcon_rw_alibi_is_the_trained_bfloat16_arithmetic(tmp_path: Path) -> None:

@@ -18,12 +18,15 @@ from .names import Names, Split
 from .rope import num, rope
 from .text import SpecText, mask, period
 
-__all__ = ["FAMILIES"]
+__all__ = ["DELTA_KEPT", "FAMILIES", "MIXTURE", "read_hybrid"]
 
 _KINDS = ("linear_attention", "full_attention")
 
 
-def _read(s: SpecText, padding: str | None) -> None:
+def read_hybrid(s: SpecText, padding: str | None) -> list[str] | None:
+    """The delta-rule and gated softmax attentions (`<stack>_linear`, `<stack>_full`) and the
+    layer pattern layer_types makes of them, as Qwen3-Next and Qwen3.5 share them; the layer
+    kinds, or None where layer_types is refused."""
     cfg = s.cfg
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     kv, head_dim = s.get("num_key_value_heads", default=heads), s.need("head_dim")
@@ -36,30 +39,40 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.refuse("layer_types", f"one entry per layer ({layers}), each linear_attention or "
                                 "full_attention" + (f"; attndsl does not import layer kind "
                                                     f"`{other[0]}` for it" if other else ""))
-        return
+        return None
+    if cfg.get("rope_parameters") is None and cfg.get("partial_rotary_factor") is None:
+        cfg["partial_rotary_factor"] = 0.25  # the config class's default, config.json's BC
     if s.get("hidden_act", default="silu") != "silu":
-        s.refuse("hidden_act", "Qwen3-Next's convolution, MLPs and experts use silu")
+        s.refuse("hidden_act", "the delta rule's convolution, the MLPs and experts use silu")
+    linear, full = f"{s.name}_linear", f"{s.name}_full"
     value_heads, key_heads = s.need("linear_num_value_heads"), s.need("linear_num_key_heads")
-    s.attentions["qwen3_next_linear"] = {
+    s.attentions[linear] = {
         "d_model": str(d), "heads": str(value_heads),
         "head_dim": str(s.need("linear_key_head_dim")),
         "value_dim": str(s.need("linear_value_head_dim")), "bias": "false",
         "kernel": f"delta_rule(key_heads = {key_heads}, conv = "
                   f"{s.need('linear_conv_kernel_dim')}, chunk = 64, eps = {num(eps)})",
         "mask": mask(True, padding)}
-    s.comments["qwen3_next_linear"] = ("gated delta rule (linear attention): a state per value "
-                                       "head; padding slots are skipped")
-    s.attentions["qwen3_next_full"] = {
+    s.comments[linear] = ("gated delta rule (linear attention): a state per value head; "
+                          "padding slots are skipped")
+    s.attentions[full] = {
         "d_model": str(d), "heads": str(heads), "kv_heads": str(kv), "head_dim": str(head_dim),
         "bias": "true" if cfg.get("attention_bias") else "false",
         "qk_norm": f"rmsnorm(eps = {num(eps)}, unit_offset = true)",
         "position": rope(s, cfg.get("rope_parameters"), head_dim),
         "mask": mask(True, padding), "output_gate": "sigmoid"}
-    names = {"linear_attention": "qwen3_next_linear", "full_attention": "qwen3_next_full"}
+    names = {"linear_attention": linear, "full_attention": full}
     s.pattern = [names[t] for t in period(types)]
     if set(types) != set(_KINDS):  # one kind only: the other attention goes
         for kind in set(_KINDS) - set(types):
             del s.attentions[names[kind]]
+    return types
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    if read_hybrid(s, padding) is None:
+        return
+    cfg, layers, eps = s.cfg, s.get("num_hidden_layers"), s.get("rms_norm_eps")
     only = s.get("mlp_only_layers") or []
     step, experts = s.get("decoder_sparse_step", default=1), s.get("num_experts", default=0)
     dense = [i for i in range(layers) if not experts or i in only or (i + 1) % step != 0]
@@ -95,22 +108,26 @@ def _ba(part: int) -> Split:
 
 
 _LA = "linear_attn."
+# the delta-rule layer's tensors Qwen3-Next and Qwen3.5 name alike
+DELTA_KEPT = {
+    **{f"self_attn.{n}": f"{_LA}{n}" for n in ("conv1d.weight", "dt_bias", "A_log",
+                                               "norm.weight")},
+    "self_attn.o_proj.weight": f"{_LA}out_proj.weight"}
 _DELTA = {
     **{f"self_attn.{p}_proj.weight": (f"{_LA}in_proj_qkvz.weight", _qkvz(i))
        for i, p in enumerate("qkvz")},
     "self_attn.b_proj.weight": (f"{_LA}in_proj_ba.weight", _ba(0)),
     "self_attn.a_proj.weight": (f"{_LA}in_proj_ba.weight", _ba(1)),
-    **{f"self_attn.{n}": f"{_LA}{n}" for n in ("conv1d.weight", "dt_bias", "A_log",
-                                               "norm.weight")},
-    "self_attn.o_proj.weight": f"{_LA}out_proj.weight"}
+    **DELTA_KEPT}
 _E = "mlp.experts.{e}."
-_QWEN3_NEXT = Names("layers.{i}.", {
-    **LLAMA.names,
+# experts (as transformers saves them: one module each), the router and the gated shared expert
+MIXTURE = {
     **{f"{_E}{p}.weight": f"{_E}{p}.weight" for p in ("gate_proj", "up_proj", "down_proj")},
     "mlp.router.weight": "mlp.gate.weight",
     **{f"mlp.shared.{p}.weight": f"mlp.shared_expert.{p}.weight"
        for p in ("gate_proj", "up_proj", "down_proj")},
-    "mlp.shared_gate.weight": "mlp.shared_expert_gate.weight"},
+    "mlp.shared_gate.weight": "mlp.shared_expert_gate.weight"}
+_QWEN3_NEXT = Names("layers.{i}.", {**LLAMA.names, **MIXTURE},
     LLAMA.top, LLAMA.bases, by_kernel={"DeltaRule": _DELTA},
     # its multi-token prediction module, not in the model's forward
     outside=(r"mtp(\.\w+)*\.(weight|bias)",))
