@@ -1,5 +1,5 @@
-"""The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels and Choosing the
-core by length): a core selector's switch, a kernel's sequence projection, a kernel module's
+"""The torch module's kernels beyond plain attention (docs/LANGUAGE.md, Kernels, and core
+selectors): a core selector's switch, a kernel's sequence projection, a kernel module's
 core, a causal convolution, and a feed-forward form's node, each `(module, node, env) ->
 tensor` as `torch.IMPLS` runs them."""
 

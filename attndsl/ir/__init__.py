@@ -25,19 +25,19 @@ __all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
 
 
 def build(spec: Layer, decode: bool = False, bounded: bool = False,
-          latent_cache: bool = True) -> Graph:
+          own_cache: bool = True) -> Graph:
     """The IR of one layer. Parameter names are the state-dict names of docs/LANGUAGE.md
     (Weights). `decode`: the decoding form (docs/LANGUAGE.md, Decoding): the new tokens, an
     attention_mask over cache and new tokens, their position_ids and each layer's past keys
     and values in; the output and each layer's present keys and values out. `bounded`: a
     layer whose mask reaches back a bounded number of keys (a window, a chunk) keeps only
-    those in its present. `latent_cache`: a projection form decodes against a cache of its own
-    entries (`Projection.cache`: latent attention's latents; False: of every head's expanded
+    those in its present. `own_cache`: a projection form decodes against a cache of its own
+    entries (`Projection.cache`: its compressed rows; False: of every head's expanded
     keys and values, as a baseline to measure)."""
     b = GraphBuilder()
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    for name in decode_inputs(spec, latent_cache) if decode else input_names(spec):
-        b.emit(Op.INPUT, name, (), _type_of(name, attn, spec, latent_cache))
+    for name in decode_inputs(spec, own_cache) if decode else input_names(spec):
+        b.emit(Op.INPUT, name, (), _type_of(name, attn, spec, own_cache))
     x = "x"
     if is_lm(spec):
         x = b.emit(Op.EMBED, "x", ("input_ids",), T("B", "L", spec.d_model),
@@ -49,7 +49,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     h = absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
         for i in range(spec.layers):
-            h = _block(b, spec, i, h, pos, bounded, latent_cache)
+            h = _block(b, spec, i, h, pos, bounded, own_cache)
         if spec.placement != "post":
             h = emit_norm(b, "out", h, T("B", "L", spec.d_model), spec.norm, "norm")
         if is_lm(spec):
@@ -61,21 +61,21 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     else:
         h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
                        cache=0 if decode else None, pos=pos, bounded=bounded,
-                       compact=latent_cache)
+                       compact=own_cache)
         summary, kind = _summary(spec), "attention"
     return verify(Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
-                        output_name(spec), cache_names(spec, latent_cache) if decode else ()),
+                        output_name(spec), cache_names(spec, own_cache) if decode else ()),
                   "build")
 
 
-def cache_names(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
+def cache_names(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
     """present.{i}.key, present.{i}.value per layer i; a layer whose projection form has its
-    own cache (`Projection.cache`, with `latent_cache`) its entries, a layer whose kernel
+    own cache (`Projection.cache`, with `own_cache`) its entries, a layer whose kernel
     carries states those (`Kernel.states`)."""
     attns = [spec.layer_attention(i) for i in range(spec.layers)] \
         if isinstance(spec, Transformer) else [spec]
     return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns) for kv in (
-        _states(a) or (latent_cache and _cached(a)) or ("key", "value")))
+        _states(a) or (own_cache and _cached(a)) or ("key", "value")))
 
 
 def _states(a: Attention) -> tuple[str, ...]:
@@ -101,14 +101,14 @@ def _kernel(a: Attention):
     return kernel_of(a.kernel)
 
 
-def decode_inputs(spec: Layer, latent_cache: bool = True) -> tuple[str, ...]:
+def decode_inputs(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
     """A decoding graph's inputs: input_ids (or x), attention_mask, position_ids, then
     past_key_values.{i}.key, .value per layer (onnxruntime-genai's names). Cross attention
     takes memory after x (the rows its cache appends: all of them once, then none) and
     key_lengths last when its mask reads them."""
     first = "input_ids" if is_lm(spec) else "x"
     past = tuple(n.replace("present", "past_key_values")
-                 for n in cache_names(spec, latent_cache))
+                 for n in cache_names(spec, own_cache))
     if isinstance(spec, Attention) and spec.kind == "cross":  # memory rows, and their padding
         return (first, "memory", "attention_mask", "position_ids", *past,
                 *spec.runtime_inputs)
@@ -130,7 +130,7 @@ def _summary(s: Attention) -> str:
             f"head_dim={s.head_dim}, value_dim={s.value_dim}")
 
 
-def _type_of(name: str, s: Attention, spec: Layer, latent_cache: bool) -> TensorType:
+def _type_of(name: str, s: Attention, spec: Layer, own_cache: bool) -> TensorType:
     if name.startswith("past_key_values."):
         i = int(name.split(".")[1])
         a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
@@ -138,7 +138,7 @@ def _type_of(name: str, s: Attention, spec: Layer, latent_cache: bool) -> Tensor
         rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
         if _states(a):  # a kernel's states: their own (fixed) sizes
             return _kernel(a).state_type(a, name.split(".")[2])
-        if latent_cache and _cached(a):  # the projection form's own cache entries
+        if own_cache and _cached(a):  # the projection form's own cache entries
             from ..mechanisms import projection_of
 
             return projection_of(a.projection).cache_type(a, a.projection,

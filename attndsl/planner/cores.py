@@ -244,7 +244,7 @@ def unfused(nodes: list[Node], a: Core, types: dict[str, Any]) -> list[Node]:
 
 def attndsl_lowered(node: Node) -> bool:
     """Whether attndsl lowers `node` itself on every target, the portable one included: a
-    switch (an If over the core chosen by length), a kernel's node with control flow of its
+    switch (an If over cores, one per range of L), a kernel's node with control flow of its
     own (`Kernel.lowered`: a Scan, an If), which torch.onnx.export cannot write."""
     return node.op is Op.SWITCH or (node.op is Op.KERNEL and
                                     KERNELS[node.attr("kernel")].lowered)
