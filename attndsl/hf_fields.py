@@ -153,8 +153,8 @@ _POSITIVE_NUMS = (
     "partial_rotary_factor", "rotary_pct", "rope_local_base_freq", "query_pre_attn_scalar",
     "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
     "mscale_all_dim", "attention_factor", "embedding_multiplier", "logits_scaling",
-    "residual_multiplier", "attention_multiplier", "norm_epsilon", "logit_scale", "swiglu_alpha",
-    "swiglu_limit")
+    "residual_multiplier", "attention_multiplier", "norm_epsilon", "norm_eps", "logit_scale",
+    "swiglu_alpha", "swiglu_limit")
 _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",

@@ -72,7 +72,6 @@ LACKS: dict[str, str] = {
     "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
                           "attention)",
     "nanochat": "weightless RMSNorms (embeddings, q/k and each sub-layer) with a squared-ReLU MLP",
-    "nemotron": "LayerNorm1P (a LayerNorm scaled by 1 + weight) with a squared-ReLU MLP",
     "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",
     "olmo_hybrid": "Gated DeltaNet with separate q/k/v/a/b projections, a `g_proj` output gate and "
                    "negative eigenvalues (beta x 2)",

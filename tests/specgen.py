@@ -310,6 +310,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             norm += ", bias = false"
         if kind == "rmsnorm" and r.random() < 0.4:
             norm += ", unit_offset = true"
+        if kind == "layernorm" and random.Random(seed * 7919 + 20).random() < 0.3:
+            norm += ", unit_offset = true"  # Nemotron's LayerNorm1P: own stream
         pattern = "a"
         if r.random() < 0.4:  # a layer pattern: a second attention, another mask
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)

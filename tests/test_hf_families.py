@@ -119,6 +119,12 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, mlp_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # LayerNorm1P (gain 1 + w) with biases, a squared-ReLU MLP without a gate, RoPE on half of
+    # each head, biases everywhere
+    "nemotron": (lambda: tf.NemotronConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, attention_bias=True, mlp_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # LayerNorms with biases, an MLP without a gate (squared ReLU), biases everywhere
     "jais2": (lambda: tf.Jais2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

@@ -81,3 +81,12 @@ def test_random_specs_with_a_squared_relu_match_the_reference() -> None:
     for seed in (26, 78):
         assert "relu2(" in random_spec(seed)  # a stack's MLP (26) and experts (78)
         check_random_spec(seed, portable=True)
+
+
+def test_random_specs_with_a_unit_offset_layernorm_match_the_reference() -> None:
+    """A stack's LayerNorm with gain 1 + w (Nemotron's LayerNorm1P) is drawn from its own
+    stream, among the default seeds."""
+    for seed, drawn in ((7, "unit_offset = true)"),):
+        text = random_spec(seed)
+        assert any(drawn in line and "layernorm(" in line for line in text.splitlines())
+        check_random_spec(seed, portable=True)
