@@ -75,7 +75,6 @@ LACKS: dict[str, str] = {
     "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",
     "olmo_hybrid": "Gated DeltaNet with separate q/k/v/a/b projections, a `g_proj` output gate and "
                    "negative eigenvalues (beta x 2)",
-    "persimmon": "a LayerNorm with bias over each head's queries and keys, and a squared-ReLU MLP",
     "phimoe": "a sparse-mixer router (top-2 by relative threshold)",
     "qwen3_5_moe_text": "Gated DeltaNet with unfused `in_proj_qkv`, `in_proj_z`, `in_proj_b`, "
                         "`in_proj_a` projections",

@@ -195,6 +195,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             entries["qk_norm"] = whole.choice(["rmsnorm(eps = 1e-6, across_heads = true)",
                                                "l2norm(across_heads = true)",
                                                "layernorm(across_heads = true)"])
+        norm = entries["qk_norm"]  # Persimmon's q/k LayerNorms with their bias: own stream
+        if norm.startswith("layernorm") and random.Random(seed * 7919 + 21).random() < 0.5:
+            args = norm.removeprefix("layernorm").strip("()")
+            entries["qk_norm"] = f"layernorm({args + ', ' if args else ''}bias = true)"
     positions = ["none", "rope", "learned", "sinusoidal"]
     if not linear and not linformer:
         positions += ["alibi", "relative_bias"]

@@ -55,7 +55,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "cohere": tf.CohereConfig, "glm4_moe": tf.Glm4MoeConfig,
            "ernie4_5_moe": tf.Ernie4_5_MoeConfig, "minimax_m2": tf.MiniMaxM2Config,
            "glm4_moe_lite": tf.Glm4MoeLiteConfig, "hyperclovax": tf.HyperCLOVAXConfig,
-           "mellum": tf.MellumConfig, "nemotron": tf.NemotronConfig}
+           "mellum": tf.MellumConfig, "nemotron": tf.NemotronConfig,
+           "persimmon": tf.PersimmonConfig}
 
 
 def test_every_family_has_its_config_class() -> None:

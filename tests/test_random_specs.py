@@ -83,10 +83,10 @@ def test_random_specs_with_a_squared_relu_match_the_reference() -> None:
         check_random_spec(seed, portable=True)
 
 
-def test_random_specs_with_a_unit_offset_layernorm_match_the_reference() -> None:
-    """A stack's LayerNorm with gain 1 + w (Nemotron's LayerNorm1P) is drawn from its own
-    stream, among the default seeds."""
-    for seed, drawn in ((7, "unit_offset = true)"),):
+def test_random_specs_with_unit_offset_and_biased_qk_layernorms_match_the_reference() -> None:
+    """A stack's LayerNorm with gain 1 + w (Nemotron's LayerNorm1P) and q/k LayerNorms with
+    their bias (Persimmon's) are drawn from their own streams, among the default seeds."""
+    for seed, drawn in ((7, "unit_offset = true)"), (17, "bias = true)")):
         text = random_spec(seed)
         assert any(drawn in line and "layernorm(" in line for line in text.splitlines())
         check_random_spec(seed, portable=True)

@@ -1,8 +1,9 @@
 """QK-norm (`qk_norm = rmsnorm(eps = 1e-6)`): each query and key head normed over its
 head_dim features before RoPE (Qwen3, Gemma 3, Llama 4's l2norm); with `across_heads = true`
 (OLMo 2) q is normed over all heads of a token at once, and k over its kv heads, before the
-heads are split. The norms are the stack norms' (no bias); weights `q_norm.weight` and
-`k_norm.weight`."""
+heads are split. The norms are the stack norms'; weights `q_norm.weight` and `k_norm.weight`,
+and with `layernorm(bias = true)` (Persimmon's, a LayerNorm with its bias over each head)
+`q_norm.bias` and `k_norm.bias` beside them."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ __all__ = ["MECHANISM"]
 class _QkNorm(Mechanism):
     key = "qk_norm"
     hook = "heads"  # `projected` with across_heads (`hook_of`)
-    forms: ClassVar = {"layernorm": (("eps", False), ("across_heads", False)),
+    forms: ClassVar = {"layernorm": (("eps", False), ("across_heads", False), ("bias", False)),
                        "rmsnorm": (("eps", False), ("unit_offset", False),
                                    ("across_heads", False)),
                        "l2norm": (("eps", False), ("across_heads", False))}
@@ -42,9 +43,13 @@ class _QkNorm(Mechanism):
         if not value.weighted:
             return []
         init = "norm_offset" if value.unit_offset else "norm_weight"
-        return [Weight(f"{prefix}{part}_norm.weight",
-                       (spec.head_dim * (heads if value.across_heads else 1),), init)
-                for part, heads in (("q", spec.heads), ("k", spec.kv_heads))]
+        out = []
+        for part, heads in (("q", spec.heads), ("k", spec.kv_heads)):
+            width = (spec.head_dim * (heads if value.across_heads else 1),)
+            out.append(Weight(f"{prefix}{part}_norm.weight", width, init))
+            if value.bias:
+                out.append(Weight(f"{prefix}{part}_norm.bias", width, "norm_bias"))
+        return out
 
     def expand(self, site: Site, value: Norm, x: str, part: str) -> str:
         s = site.spec
@@ -53,7 +58,7 @@ class _QkNorm(Mechanism):
                  T("B", heads, n, s.head_dim))
         return site.b.emit(Op.NORM, f"{site.p}{part}_normed", (x,), shape, kind=value.kind,
                            eps=value.eps, unit_offset=value.unit_offset,
-                           module=f"{site.prefix}{part}_norm", bias=False)
+                           module=f"{site.prefix}{part}_norm", bias=value.bias)
 
 
 MECHANISM = _QkNorm()
