@@ -83,8 +83,6 @@ LACKS: dict[str, str] = {
     "recurrent_gemma": "Griffin's recurrent blocks (RG-LRU with a causal conv)",
     "reformer": "LSH bucketed attention, reversible layers and axial position embeddings",
     "rwkv": "RWKV's time-mix (WKV recurrence) and channel-mix blocks",
-    "stablelm": "StableLM's layout: partial rotary in a LayerNorm stack with a gated MLP, and "
-                "per-head q/k LayerNorms",
     "xlnet": "two-stream relative attention (permutation language modelling)",
     "xlstm": "recurrent xLSTM (mLSTM) blocks",
     "zamba2": f"{_MAMBA2} with shared attention blocks (LoRA-adapted, fed the original embeddings)",

@@ -97,6 +97,9 @@ CONFIGS = {
     "persimmon": lambda: tf.PersimmonConfig(
         num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
         **{k: v for k, v in SIZES.items() if k != "num_key_value_heads"}),
+    "stablelm": lambda: tf.StableLmConfig(num_hidden_layers=2, use_qkv_bias=True,
+                                          use_parallel_residual=True, bos_token_id=1,
+                                          eos_token_id=2, **SIZES),
     "internlm3": lambda: tf.InternLM3Config(num_hidden_layers=2, head_dim=16, pad_token_id=0,
                                             eos_token_id=2, **SIZES),
     "cohere2": lambda: tf.Cohere2Config(num_hidden_layers=4, sliding_window=6, logit_scale=0.5,

@@ -136,6 +136,16 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         qk_layernorm=False, partial_rotary_factor=0.25, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.dense"),
+    # LayerNorms with biases, a gated MLP, RoPE on a quarter of each head, biases on q, k, v
+    "stablelm": (lambda: tf.StableLmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, use_qkv_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # one norm before the parallel attention and MLP
+    "stablelm_parallel": (lambda: tf.StableLmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, use_parallel_residual=True, partial_rotary_factor=0.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # LayerNorms with biases, an MLP without a gate (squared ReLU), biases everywhere
     "jais2": (lambda: tf.Jais2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

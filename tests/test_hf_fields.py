@@ -56,7 +56,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "ernie4_5_moe": tf.Ernie4_5_MoeConfig, "minimax_m2": tf.MiniMaxM2Config,
            "glm4_moe_lite": tf.Glm4MoeLiteConfig, "hyperclovax": tf.HyperCLOVAXConfig,
            "mellum": tf.MellumConfig, "nemotron": tf.NemotronConfig,
-           "persimmon": tf.PersimmonConfig}
+           "persimmon": tf.PersimmonConfig, "stablelm": tf.StableLmConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -122,6 +122,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("ctrl", "layer_norm_epsilon", 1e-05),
     ("olmo", "clip_qkv", 8.0),
     ("cohere", "use_qk_norm", True),
+    ("stablelm", "qk_layernorm", True),
     ("ernie4_5_moe", "moe_norm_min", 0.5),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
