@@ -199,6 +199,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         if norm.startswith("layernorm") and random.Random(seed * 7919 + 21).random() < 0.5:
             args = norm.removeprefix("layernorm").strip("()")
             entries["qk_norm"] = f"layernorm({args + ', ' if args else ''}bias = true)"
+        own = random.Random(seed * 7919 + 22)  # StableLM 2's weight per head: own stream
+        if entries["qk_norm"] in ("layernorm", "layernorm(eps = 1e-12)") and own.random() < 0.5:
+            entries["qk_norm"] = own.choice(["layernorm(head_weights = true)",
+                                             "layernorm(head_weights = true, bias = true)"])
     positions = ["none", "rope", "learned", "sinusoidal"]
     if not linear and not linformer:
         positions += ["alibi", "relative_bias"]

@@ -141,6 +141,11 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, use_qkv_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # StableLM 2 12B's q/k LayerNorms: each head its own weight (qk_norm's head_weights)
+    "stablelm_qk": (lambda: tf.StableLmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, qk_layernorm=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # one norm before the parallel attention and MLP
     "stablelm_parallel": (lambda: tf.StableLmConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

@@ -122,7 +122,6 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("ctrl", "layer_norm_epsilon", 1e-05),
     ("olmo", "clip_qkv", 8.0),
     ("cohere", "use_qk_norm", True),
-    ("stablelm", "qk_layernorm", True),
     ("ernie4_5_moe", "moe_norm_min", 0.5),
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,

@@ -90,3 +90,12 @@ def test_random_specs_with_unit_offset_and_biased_qk_layernorms_match_the_refere
         text = random_spec(seed)
         assert any(drawn in line and "layernorm(" in line for line in text.splitlines())
         check_random_spec(seed, portable=True)
+
+
+def test_random_specs_with_a_weight_per_head_in_qk_layernorms_match_the_reference() -> None:
+    """q/k LayerNorms with each head's own weight (StableLM 2's `head_weights`), with and
+    without a bias, are drawn from their own stream, past the seeds the tests above run."""
+    for seed, drawn in ((98, "head_weights = true)"), (84, "bias = true)")):
+        text = random_spec(seed)
+        assert any(drawn in line and "head_weights" in line for line in text.splitlines())
+        check_random_spec(seed, portable=True)

@@ -2,11 +2,16 @@
 MLP without biases, RoPE on the first `partial_rotary_factor` of each head (0.25 by default),
 biases on q, k and v with `use_qkv_bias` (never on o_proj), and with `use_parallel_residual`
 GPT-J's parallel block (one norm feeds attention and the MLP). StableLM 2 12B's q/k LayerNorms
-(`qk_layernorm`) give each head its own weights, which attndsl's `qk_norm` (one weight shared by
-the heads) does not: refused."""
+(`qk_layernorm`) give each head its own weight, without a bias: `qk_norm = layernorm(
+head_weights = true)`, its [heads, head_dim] weights stacked from `q_layernorm.norms.{h}`."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
+from ..spec import Attention
 from .base import Family
 from .names import ATTN, GATED, LM, Names, linear, norms
 from .rope import default_partial, num
@@ -19,6 +24,10 @@ def _read(s: SpecText, padding: str | None) -> None:
     default_partial(s, 0.25)  # StableLmConfig's default
     entries = roped_attention(s, padding)
     entries["bias"] = "[q, k, v]" if s.cfg.get("use_qkv_bias") else "false"
+    if s.cfg.get("qk_layernorm"):  # (the mask stays last)
+        mask = entries.pop("mask")
+        eps = num(s.need("layer_norm_eps"))
+        entries.update(qk_norm=f"layernorm(eps = {eps}, head_weights = true)", mask=mask)
     s.attentions["stablelm_attn"] = entries
     s.pattern = ["stablelm_attn"]
     gate = act(s, "hidden_act", s.need("hidden_act"), gated=True)
@@ -34,9 +43,25 @@ _STABLELM = Names("layers.{i}.", {
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"})},
     {**linear("norm", "norm"), **LM}, ("model.",))
 
-_PER_HEAD = (bool, "StableLM's q/k LayerNorms give each head its own weights "
-                   "(`q_layernorm.norms.{h}`, `k_layernorm.norms.{h}`), and attndsl's `qk_norm` "
-                   "shares one weight across the heads")
+
+def _rows(t: list[Any], a: Attention, cfg: dict) -> Any:
+    """Each head's LayerNorm weight [head_dim], stacked in head order: [heads, head_dim]."""
+    return np.stack([np.asarray(x) for x in t])
+
+
+def _names(cfg: dict) -> Names:
+    """With `qk_layernorm`, q_norm's and k_norm's rows from each head's own LayerNorm."""
+    if not cfg.get("qk_layernorm"):
+        return _STABLELM
+    heads = cfg.get("num_attention_heads") or 32  # (StableLmConfig's default)
+    kv = cfg.get("num_key_value_heads") or heads
+    rows = {f"self_attn.{p}_norm.weight": (
+        f"self_attn.{p}_layernorm.norms.0.weight", _rows,
+        tuple(f"self_attn.{p}_layernorm.norms.{h}.weight" for h in range(1, n)))
+        for p, n in (("q", heads), ("k", kv))}
+    return Names(_STABLELM.layer, {**_STABLELM.names, **rows}, _STABLELM.top, _STABLELM.bases)
+
+
 # transformers' defaults (StableLmConfig, 5.23) for the fields the import reads
 FAMILIES = [
     Family("stablelm", _read, _STABLELM, {
@@ -44,5 +69,5 @@ FAMILIES = [
         "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu",
         "layer_norm_eps": 1e-05, "tie_word_embeddings": False, "use_qkv_bias": False,
         "qk_layernorm": False, "use_parallel_residual": False},
-        refused={"qk_layernorm": _PER_HEAD}, lm=True),
+        weights_for=_names, lm=True),
 ]
