@@ -153,8 +153,8 @@ _POSITIVE_NUMS = (
     "partial_rotary_factor", "rotary_pct", "rope_local_base_freq", "query_pre_attn_scalar",
     "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
     "mscale_all_dim", "attention_factor", "embedding_multiplier", "logits_scaling",
-    "residual_multiplier", "attention_multiplier", "norm_epsilon", "logit_scale", "swiglu_alpha",
-    "swiglu_limit")
+    "residual_multiplier", "attention_multiplier", "norm_epsilon", "norm_eps", "logit_scale",
+    "swiglu_alpha", "swiglu_limit")
 _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
@@ -163,7 +163,8 @@ _BOOLS = (
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
-    "layer_norm_elementwise_affine", "scale_embedding", "no_bias", "use_post_norm")
+    "layer_norm_elementwise_affine", "scale_embedding", "no_bias", "use_post_norm",
+    "use_qkv_bias")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
          "activation_function", "activation", "feed_forward_proj", "position_embedding_type",

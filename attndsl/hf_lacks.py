@@ -72,17 +72,13 @@ LACKS: dict[str, str] = {
     "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
                           "attention)",
     "nanochat": "weightless RMSNorms (embeddings, q/k and each sub-layer) with a squared-ReLU MLP",
-    "nemotron": "LayerNorm1P (a LayerNorm scaled by 1 + weight) with a squared-ReLU MLP",
     "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",
     "olmo_hybrid": "Gated DeltaNet with separate q/k/v/a/b projections, a `g_proj` output gate and "
                    "negative eigenvalues (beta x 2)",
-    "persimmon": "a LayerNorm with bias over each head's queries and keys, and a squared-ReLU MLP",
     "phimoe": "a sparse-mixer router (top-2 by relative threshold)",
     "recurrent_gemma": "Griffin's recurrent blocks (RG-LRU with a causal conv)",
     "reformer": "LSH bucketed attention, reversible layers and axial position embeddings",
     "rwkv": "RWKV's time-mix (WKV recurrence) and channel-mix blocks",
-    "stablelm": "StableLM's layout: partial rotary in a LayerNorm stack with a gated MLP, and "
-                "per-head q/k LayerNorms",
     "xlnet": "two-stream relative attention (permutation language modelling)",
     "xlstm": "recurrent xLSTM (mLSTM) blocks",
     "zamba2": f"{_MAMBA2} with shared attention blocks (LoRA-adapted, fed the original embeddings)",

@@ -195,6 +195,14 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             entries["qk_norm"] = whole.choice(["rmsnorm(eps = 1e-6, across_heads = true)",
                                                "l2norm(across_heads = true)",
                                                "layernorm(across_heads = true)"])
+        norm = entries["qk_norm"]  # Persimmon's q/k LayerNorms with their bias: own stream
+        if norm.startswith("layernorm") and random.Random(seed * 7919 + 21).random() < 0.5:
+            args = norm.removeprefix("layernorm").strip("()")
+            entries["qk_norm"] = f"layernorm({args + ', ' if args else ''}bias = true)"
+        own = random.Random(seed * 7919 + 22)  # StableLM 2's weight per head: own stream
+        if entries["qk_norm"] in ("layernorm", "layernorm(eps = 1e-12)") and own.random() < 0.5:
+            entries["qk_norm"] = own.choice(["layernorm(head_weights = true)",
+                                             "layernorm(head_weights = true, bias = true)"])
     positions = ["none", "rope", "learned", "sinusoidal"]
     if not linear and not linformer:
         positions += ["alibi", "relative_bias"]
@@ -310,6 +318,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             norm += ", bias = false"
         if kind == "rmsnorm" and r.random() < 0.4:
             norm += ", unit_offset = true"
+        if kind == "layernorm" and random.Random(seed * 7919 + 20).random() < 0.3:
+            norm += ", unit_offset = true"  # Nemotron's LayerNorm1P: own stream
         pattern = "a"
         if r.random() < 0.4:  # a layer pattern: a second attention, another mask
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)

@@ -122,6 +122,38 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, mlp_bias=True, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # LayerNorm1P (gain 1 + w) with biases, a squared-ReLU MLP without a gate, RoPE on half of
+    # each head, biases everywhere
+    "nemotron": (lambda: tf.NemotronConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, attention_bias=True, mlp_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q, k and v interleaved per head in one projection, each head of q and k LayerNormed with
+    # its bias, RoPE on half of each head, a squared-ReLU MLP with biases
+    "persimmon": (lambda: tf.PersimmonConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.dense"),
+    # without the q/k LayerNorms, RoPE on a quarter of each head (config.json's top-level factor)
+    "persimmon_plain": (lambda: tf.PersimmonConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        qk_layernorm=False, partial_rotary_factor=0.25, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.dense"),
+    # LayerNorms with biases, a gated MLP, RoPE on a quarter of each head, biases on q, k, v
+    "stablelm": (lambda: tf.StableLmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, use_qkv_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # StableLM 2 12B's q/k LayerNorms: each head its own weight (qk_norm's head_weights)
+    "stablelm_qk": (lambda: tf.StableLmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, qk_layernorm=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # one norm before the parallel attention and MLP
+    "stablelm_parallel": (lambda: tf.StableLmConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, use_parallel_residual=True, partial_rotary_factor=0.5, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # LayerNorms with biases, an MLP without a gate (squared ReLU), biases everywhere
     "jais2": (lambda: tf.Jais2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -797,7 +829,8 @@ def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
 
 def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     """Checkpoints saved before transformers 5: rope_theta + rope_scaling ("type", Phi-3's
-    "su"), GPT-NeoX's rotary_pct and rotary_emb_base, MiniMax-M2's rotary_dim."""
+    "su"), GPT-NeoX's rotary_pct and rotary_emb_base, MiniMax-M2's rotary_dim, Persimmon's
+    top-level partial_rotary_factor and Nemotron's default one."""
     import json
 
     from attndsl.hf_import import import_config
@@ -818,6 +851,9 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
         "minimax_m2": {"rope_theta": 5e6, "head_dim": 16, "rotary_dim": 8,
                        "num_key_value_heads": 2, "num_local_experts": 4,
                        "num_experts_per_tok": 2},
+        # partial_rotary_factor beside rope_theta, or absent: the config class's default (0.5)
+        "persimmon": {"rope_theta": 25000.0, "partial_rotary_factor": 0.25},
+        "nemotron": {"rope_theta": 10000.0, "num_key_value_heads": 2},
     }
     positions = {}
     for model_type, extra in cases.items():
@@ -834,6 +870,8 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
                                                                 math.log(4096)))
     assert positions["llama"].scaling == Llama3Scaling(32.0, 1.0, 4.0, 8192)
     assert (positions["minimax_m2"].theta, positions["minimax_m2"].dim) == (5e6, 8)
+    assert (positions["persimmon"].theta, positions["persimmon"].dim) == (25000, 4)
+    assert (positions["nemotron"].theta, positions["nemotron"].dim) == (10000, 8)
 
 
 def test_qwen_hybrids_without_rope_parameters_rotate_a_quarter_of_each_head(

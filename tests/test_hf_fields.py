@@ -55,8 +55,9 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "cohere": tf.CohereConfig, "glm4_moe": tf.Glm4MoeConfig,
            "ernie4_5_moe": tf.Ernie4_5_MoeConfig, "minimax_m2": tf.MiniMaxM2Config,
            "glm4_moe_lite": tf.Glm4MoeLiteConfig, "hyperclovax": tf.HyperCLOVAXConfig,
-           "mellum": tf.MellumConfig, "qwen3_5_text": tf.Qwen3_5TextConfig,
-           "qwen3_5_moe_text": tf.Qwen3_5MoeTextConfig}
+            "mellum": tf.MellumConfig, "qwen3_5_text": tf.Qwen3_5TextConfig,
+            "qwen3_5_moe_text": tf.Qwen3_5MoeTextConfig, "nemotron": tf.NemotronConfig,
+            "persimmon": tf.PersimmonConfig, "stablelm": tf.StableLmConfig}
 
 
 def test_every_family_has_its_config_class() -> None:

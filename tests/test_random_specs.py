@@ -81,3 +81,21 @@ def test_random_specs_with_a_squared_relu_match_the_reference() -> None:
     for seed in (26, 78):
         assert "relu2(" in random_spec(seed)  # a stack's MLP (26) and experts (78)
         check_random_spec(seed, portable=True)
+
+
+def test_random_specs_with_unit_offset_and_biased_qk_layernorms_match_the_reference() -> None:
+    """A stack's LayerNorm with gain 1 + w (Nemotron's LayerNorm1P) and q/k LayerNorms with
+    their bias (Persimmon's) are drawn from their own streams, among the default seeds."""
+    for seed, drawn in ((7, "unit_offset = true)"), (17, "bias = true)")):
+        text = random_spec(seed)
+        assert any(drawn in line and "layernorm(" in line for line in text.splitlines())
+        check_random_spec(seed, portable=True)
+
+
+def test_random_specs_with_a_weight_per_head_in_qk_layernorms_match_the_reference() -> None:
+    """q/k LayerNorms with each head's own weight (StableLM 2's `head_weights`), with and
+    without a bias, are drawn from their own stream, past the seeds the tests above run."""
+    for seed, drawn in ((98, "head_weights = true)"), (84, "bias = true)")):
+        text = random_spec(seed)
+        assert any(drawn in line and "head_weights" in line for line in text.splitlines())
+        check_random_spec(seed, portable=True)

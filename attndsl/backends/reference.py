@@ -157,7 +157,7 @@ def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     y = centered / np.sqrt((centered**2).mean(-1, keepdims=True) + eps)
     if not dict(node.attrs).get("affine", True):  # no weight, no bias
         return y
-    y = y * w[f"{module}.weight"]
+    y = y * (w[f"{module}.weight"] + (1.0 if node.attr("unit_offset") else 0.0))
     return y + w[f"{module}.bias"] if node.attr("bias") else y
 
 

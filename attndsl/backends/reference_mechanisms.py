@@ -46,7 +46,19 @@ def _softcap(s: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
     return c * np.tanh(s / c)
 
 
+def _qk_norm(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
+             pos: np.ndarray | None = None) -> np.ndarray:
+    """`qk_norm = layernorm(head_weights = true)`: each head i of x (B, h, n, d) is
+    (x_i - mean(x_i)) / sqrt(var(x_i) + eps) * w[i] (+ b[i]), w and b [h, d]."""
+    weight, *bias = (w[name] for name in attrs["weights"])
+    centered = x - x.mean(-1, keepdims=True)
+    y = centered / np.sqrt((centered**2).mean(-1, keepdims=True) + attrs["eps"])
+    y = y * weight[:, None, :]
+    return y + bias[0][:, None, :] if bias else y
+
+
 # each: (x, its node's attributes, the weights, a decoding call's position_ids or None) -> y
 READINGS: dict[str, Callable[..., np.ndarray]] = {"temperature": _temperature,
                                                   "differential": _differential,
-                                                  "softcap": _softcap}
+                                                  "softcap": _softcap,
+                                                  "qk_norm": _qk_norm}

@@ -4,7 +4,7 @@ import`."""
 
 from __future__ import annotations
 
-__all__ = ["default_theta", "num", "rope"]
+__all__ = ["default_partial", "default_theta", "num", "rope"]
 
 # the keys transformers requires of each rope_type (RotaryEmbeddingConfigMixin's validation)
 _REQUIRED = {
@@ -30,6 +30,17 @@ def default_theta(s, theta: float) -> None:
     gives neither `rope_theta` nor `rope_parameters`), in place of 10000."""
     if s.cfg.get("rope_parameters") is None and s.cfg.get("rope_theta") is None:
         s.cfg["rope_theta"] = theta
+
+
+def default_partial(s, factor: float) -> None:
+    """A config class's own default `partial_rotary_factor` (its __post_init__'s, which puts
+    config.json's top-level one, else this, into `rope_parameters`), in place of 1."""
+    given = s.cfg.get("partial_rotary_factor", factor)
+    params = s.cfg.get("rope_parameters")
+    if isinstance(params, dict) and "partial_rotary_factor" not in params:
+        s.cfg["rope_parameters"] = {**params, "partial_rotary_factor": given}
+    elif params is None:
+        s.cfg["partial_rotary_factor"] = given
 
 
 def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
