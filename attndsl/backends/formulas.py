@@ -124,7 +124,8 @@ def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
     Llama's narrows to the model dtype before the weight; the unit-offset form (Gemma's)
     multiplies by 1 + w in float32 and then narrows; a unit-offset LayerNorm (Nemotron's
     LayerNorm1P) takes 1 + w as its weight, in the model dtype. l2norm: RMSNorm without a
-    weight. A LayerNorm without a weight (and bias: OLMo's) computes in float32, as its F.layer_norm."""
+    weight. A LayerNorm without a weight (and bias: OLMo's) computes in float32, as its
+    F.layer_norm."""
     if kind == "layernorm" and weight is None:
         h = xp.astype(x, "float32")
         h = h - xp.mean(h, axis=-1, keepdims=True)
