@@ -41,7 +41,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     cfg = s.cfg
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     kv = s.get("num_key_value_heads", default=heads)
-    eps, layers = _own(s, "norm_eps"), s.need("num_hidden_layers")
+    eps, layers = s.need("norm_eps"), s.need("num_hidden_layers")
     full = s.get("full_attn_idxs", default=list(range(layers)))
     types = s.get("layer_types") or ["full_attention" if i in full else "conv"
                                      for i in range(layers)]
@@ -88,8 +88,9 @@ _LFM2 = Names("layers.{i}.", {
 # fields' defaults are `_OWN`'s, read where they are used
 _DEFAULTS = {
     "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": True}
-_OWN = {"norm_eps": 1e-5, "conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "tie_word_embeddings": True,
+    "norm_eps": 1e-5}
+_OWN = {"conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
         "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True}
 FAMILIES = [
     Family("lfm2", _read, _LFM2, _DEFAULTS, inert={
