@@ -359,6 +359,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             ffn = (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
                    f"{normalize}, router_bias = {bias}, shared = {shared}, routed_scale = "
                    f"{experts.choice([1, 2.5])}{routing})")
+        xielu = random.Random(seed * 7919 + 21)  # Apertus's xIELU MLP: its own stream
+        if not ffn.startswith(("moe(", "relu2(")) and xielu.random() < 0.15:
+            ffn = f"xielu({xielu.choice([8, 24])}" + xielu.choice(
+                ["", ", bias = true", ", beta = 0.25, eps = -0.5"]) + ")"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

@@ -81,3 +81,11 @@ def test_random_specs_with_a_squared_relu_match_the_reference() -> None:
     for seed in (26, 78):
         assert "relu2(" in random_spec(seed)  # a stack's MLP (26) and experts (78)
         check_random_spec(seed, portable=True)
+
+
+def test_random_specs_with_an_xielu_mlp_match_the_reference() -> None:
+    """xielu (Apertus's MLP) is drawn from its own stream: a biased one in the seeds the test
+    above runs (7), its constants changed (37, a language model) and its defaults (141)."""
+    for seed in (7, 37, 141):
+        assert "ffn = xielu(" in random_spec(seed)
+        check_random_spec(seed, portable=True)
