@@ -14,9 +14,6 @@ _DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
 
 # model_type -> what attndsl lacks to import it, sorted by model type
 LACKS: dict[str, str] = {
-    "apertus": "the xIELU activation with parameters learned per layer (`mlp.act_fn.alpha_p`, "
-               "`alpha_n`: alpha_p x^2 + beta x for x > 0, else alpha_n (expm1(min(x, eps)) - x) "
-               "+ beta x, alpha_p = softplus(a), alpha_n = beta + softplus(b))",
     "aria_text": "Aria's mixture of experts: ungated shared experts beside experts routed by a "
                  "softmax over the top-k logits, stored transposed (`gate_up_proj` [E, d, 2n])",
     "axk1": "an RMSNorm on the mixture-of-experts output (`post_mlp_layernorm`) in DeepSeek-V3's "

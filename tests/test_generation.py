@@ -103,6 +103,8 @@ CONFIGS = {
                                     **SIZES),
     "jais2": lambda: tf.Jais2Config(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
                                     **SIZES),
+    "apertus": lambda: tf.ApertusConfig(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
+                                        pad_token_id=0, **SIZES),
     "internlm3": lambda: tf.InternLM3Config(num_hidden_layers=2, head_dim=16, pad_token_id=0,
                                             eos_token_id=2, **SIZES),
     "cohere2": lambda: tf.Cohere2Config(num_hidden_layers=4, sliding_window=6, logit_scale=0.5,
