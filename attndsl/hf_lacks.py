@@ -24,9 +24,6 @@ LACKS: dict[str, str] = {
     "bamba": f"{_MAMBA2} interleaved with attention",
     "beam": "a scalable-softmax query scale ((1 + (pos + 1) / 2048) ** 0.1) on NoPE layers, with a "
             "per-head-biased sigmoid output gate",
-    "bitnet": "RMS norms of the merged heads before o_proj (`attn_sub_norm`) and of the gated "
-              "squared-ReLU MLP's units before down_proj (`ffn_sub_norm`); its released "
-              "checkpoints also hold ternary weights run with int8 activations",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
     "dbrx": "clamped q/k/v (`clip_qkv`) and expert weights renormalized by their p-norm",

@@ -103,6 +103,8 @@ CONFIGS = {
                                     **SIZES),
     "jais2": lambda: tf.Jais2Config(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
                                     **SIZES),
+    "bitnet": lambda: tf.BitNetConfig(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
+                                      pad_token_id=0, **SIZES),
     "apertus": lambda: tf.ApertusConfig(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
                                         pad_token_id=0, **SIZES),
     "internlm3": lambda: tf.InternLM3Config(num_hidden_layers=2, head_dim=16, pad_token_id=0,

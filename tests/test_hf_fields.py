@@ -36,7 +36,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
            "helium": tf.HeliumConfig, "ministral": tf.MinistralConfig,
            "ministral3": tf.Ministral3Config, "seed_oss": tf.SeedOssConfig,
-           "cwm": tf.CwmConfig, "arcee": tf.ArceeConfig, "apertus": tf.ApertusConfig, "internlm3": tf.InternLM3Config,
+           "cwm": tf.CwmConfig, "arcee": tf.ArceeConfig, "apertus": tf.ApertusConfig, "bitnet": tf.BitNetConfig, "internlm3": tf.InternLM3Config,
            "olmoe": tf.OlmoeConfig, "flex_olmo": tf.FlexOlmoConfig,
            "granitemoe": tf.GraniteMoeConfig, "granitemoeshared": tf.GraniteMoeSharedConfig,
            "granitemoe_swa": tf.GraniteMoeSWAConfig,
