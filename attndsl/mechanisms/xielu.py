@@ -100,12 +100,20 @@ class _XieluFfn(FeedForward):
 
     def run(self, xp: Any, x: Any, weight: Any, **attrs: Any) -> Any:
         """xielu(u) of u (B, L, n) in its dtype, alpha_p and alpha_n from `weight`."""
+        from ..targets import lacks_bfloat16_cuda_kernel
+
         alpha_p, alpha_n = (weight(name) for name in attrs["weights"])
-        beta, eps = attrs["beta"], attrs["eps"]
+        beta, eps, dtype = attrs["beta"], attrs["eps"], xp.dtype(x)
+        # a bfloat16 model computes it in float32 and narrows the result: ONNX Runtime's CUDA
+        # provider has no bfloat16 Exp, Greater or Where (one text: the torch module too)
+        wide = lacks_bfloat16_cuda_kernel("Where", dtype)
+        if wide:
+            x, alpha_p, alpha_n = (xp.astype(t, "float32") for t in (x, alpha_p, alpha_n))
         a_p = xp.softplus(alpha_p)
         a_n = xp.softplus(alpha_n) + beta
         negative = (xp.exp(xp.minimum(x, eps)) - 1.0 - x) * a_n + x * beta
-        return xp.where(x > 0.0, a_p * x * x + x * beta, negative)
+        y = xp.where(x > 0.0, a_p * x * x + x * beta, negative)
+        return xp.astype(y, dtype) if wide else y
 
 
 FFN = _XieluFfn()
