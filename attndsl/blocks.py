@@ -12,7 +12,7 @@ __all__ = ["GATED", "Ffn", "Norm"]
 @dataclass(frozen=True)
 class Ffn:
     kind: str  # relu | relu2 | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu |
-    # clamped_swiglu
+    # relu2_glu | clamped_swiglu
     hidden: int
     bias: bool
     # clamped_swiglu (gpt-oss): (clamp(up, -limit, limit) + 1) * g sigmoid(alpha g), g =
@@ -30,7 +30,8 @@ class Ffn:
 
 
 # gated FFN -> its gate's activation (clamped_swiglu: its own, with the up projection's clamp)
-GATED = {"swiglu": "silu", "geglu": "gelu_tanh", "clamped_swiglu": "clamped_swiglu"}
+GATED = {"swiglu": "silu", "geglu": "gelu_tanh", "relu2_glu": "relu2",
+         "clamped_swiglu": "clamped_swiglu"}
 
 
 @dataclass(frozen=True)

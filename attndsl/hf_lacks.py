@@ -14,9 +14,6 @@ _DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
 
 # model_type -> what attndsl lacks to import it, sorted by model type
 LACKS: dict[str, str] = {
-    "apertus": "the xIELU activation with parameters learned per layer (`mlp.act_fn.alpha_p`, "
-               "`alpha_n`: alpha_p x^2 + beta x for x > 0, else alpha_n (expm1(min(x, eps)) - x) "
-               "+ beta x, alpha_p = softplus(a), alpha_n = beta + softplus(b))",
     "aria_text": "Aria's mixture of experts: ungated shared experts beside experts routed by a "
                  "softmax over the top-k logits, stored transposed (`gate_up_proj` [E, d, 2n])",
     "axk1": "an RMSNorm on the mixture-of-experts output (`post_mlp_layernorm`) in DeepSeek-V3's "
@@ -27,9 +24,6 @@ LACKS: dict[str, str] = {
     "bamba": f"{_MAMBA2} interleaved with attention",
     "beam": "a scalable-softmax query scale ((1 + (pos + 1) / 2048) ** 0.1) on NoPE layers, with a "
             "per-head-biased sigmoid output gate",
-    "bitnet": "RMS norms of the merged heads before o_proj (`attn_sub_norm`) and of the gated "
-              "squared-ReLU MLP's units before down_proj (`ffn_sub_norm`); its released "
-              "checkpoints also hold ternary weights run with int8 activations",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
     "dbrx": "clamped q/k/v (`clip_qkv`) and expert weights renormalized by their p-norm",

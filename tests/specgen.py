@@ -299,6 +299,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     _delta(random.Random(seed * 7919 + 16), entries, cross or linear or linformer or lsh)
     _short_conv(random.Random(seed * 7919 + 18), entries, cross or linear or linformer or lsh
                 or "kernel" in entries)
+    sub = random.Random(seed * 7919 + 22)  # BitNet's sub-norm of the merged heads: own stream
+    if "latent" not in entries and "delta_rule" not in entries.get("kernel", "") and \
+            sub.random() < 0.15:
+        entries["sub_norm"] = sub.choice(["rmsnorm(eps = 1e-5)", "layernorm",
+                                          "rmsnorm(unit_offset = true)"])
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -369,6 +374,15 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             ffn = (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
                    f"{normalize}, router_bias = {bias}, shared = {shared}, routed_scale = "
                    f"{experts.choice([1, 2.5])}{routing})")
+        xielu = random.Random(seed * 7919 + 21)  # Apertus's xIELU MLP: its own stream
+        if not ffn.startswith(("moe(", "relu2(")) and xielu.random() < 0.15:
+            ffn = f"xielu({xielu.choice([8, 24])}" + xielu.choice(
+                ["", ", bias = true", ", beta = 0.25, eps = -0.5"]) + ")"
+        sub = random.Random(seed * 7919 + 23)  # BitNet's MLP sub-norm: its own stream
+        if not ffn.startswith(("moe(", "xielu(")) and sub.random() < 0.15:
+            inner = sub.choice([ffn, f"relu2_glu({sub.choice([8, 24])})"])
+            ffn = f"sub_norm({inner}" + sub.choice(
+                ["", ", rmsnorm(eps = 1e-5)", ", norm = layernorm(eps = 1e-5)"]) + ")"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

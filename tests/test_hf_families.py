@@ -154,6 +154,21 @@ CASES = {
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=4, use_parallel_residual=True, partial_rotary_factor=0.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # q/k norms per head, an MLP without a gate whose xIELU activation learns alpha_p and
+    # alpha_n per layer (set apart from their init, so each layer's count), Llama 3 RoPE
+    "apertus": (lambda: tf.ApertusConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 12e6, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 16}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # BitNet's float form: sub-norms of the merged heads and of the gated squared-ReLU MLP's
+    # units, each before its output projection
+    "bitnet": (lambda: tf.BitNetConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # LayerNorms with biases, an MLP without a gate (squared ReLU), biases everywhere
     "jais2": (lambda: tf.Jais2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -774,10 +789,6 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
 
     cases = {
         "unknown": ({"model_type": "mamba"}, "model_type `mamba` is not one attndsl imports"),
-        "bitnet": ({"model_type": "bitnet"}, "`bitnet` is not one attndsl imports: it needs "
-                                             "RMS norms of the merged heads before o_proj"),
-        "apertus": ({"model_type": "apertus"}, "`apertus` is not one attndsl imports: it "
-                                               "needs the xIELU activation"),
         "residual": ({**tf.BloomConfig(hidden_size=64, n_head=4).to_dict(),
                       "apply_residual_connection_post_layernorm": True},
                      "`apply_residual_connection_post_layernorm` = true"),

@@ -98,4 +98,22 @@ def test_random_specs_with_a_weight_per_head_in_qk_layernorms_match_the_referenc
     for seed, drawn in ((98, "head_weights = true)"), (84, "bias = true)")):
         text = random_spec(seed)
         assert any(drawn in line and "head_weights" in line for line in text.splitlines())
+
+
+def test_random_specs_with_an_xielu_mlp_match_the_reference() -> None:
+    """xielu (Apertus's MLP) is drawn from its own stream: a biased one in the seeds the test
+    above runs (7), its constants changed (37, a language model) and its defaults (141)."""
+    for seed in (7, 37, 141):
+        assert "ffn = xielu(" in random_spec(seed)
+        check_random_spec(seed, portable=True)
+
+
+def test_random_specs_with_sub_norms_match_the_reference() -> None:
+    """BitNet's sub-norms are drawn from their own streams: both with a gated squared-ReLU MLP
+    over an LSH kernel (58), both as layernorms around a biased SwiGLU (111), the MLP's alone
+    around an MLP without a gate (232)."""
+    for seed, words in ((58, ("sub_norm = layernorm", "ffn = sub_norm(relu2_glu(")),
+                        (111, ("sub_norm = layernorm", "ffn = sub_norm(swiglu(")),
+                        (232, ("ffn = sub_norm(gelu_tanh(",))):
+        assert all(w in random_spec(seed) for w in words)
         check_random_spec(seed, portable=True)

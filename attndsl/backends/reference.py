@@ -22,7 +22,7 @@ from .reference_decoding import (
     tail,
 )
 from .reference_delta import causal_conv
-from .reference_experts import act, experts, glu, route
+from .reference_experts import act, experts, glu, route, xielu
 from .reference_kernels import kernel
 from .reference_masks import mask_of, visible
 from .reference_mechanisms import READINGS
@@ -342,8 +342,11 @@ def _value_pairs(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
 
 @impl(Op.FFN)
 def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """A feed-forward form's node, read here on its own: a mixture of experts (the one form),
-    the router's gates, then each token's experts."""
+    """A feed-forward form's node, read here on its own: the xIELU activation of an xielu
+    MLP's units; a mixture of experts, the router's gates, then each token's experts."""
+    if node.attr("ffn") == "xielu":
+        alpha_p, alpha_n = (w[name] for name in node.attr("weights"))
+        return xielu(_arg(node, env), alpha_p, alpha_n, node.attr("beta"), node.attr("eps"))
     if node.attr("ffn") != "moe":
         raise NotImplementedError(f"no reading of the feed-forward form {node.attr('ffn')!r}")
     x, router = _arg(node, env), node.attr("weights")

@@ -1,6 +1,6 @@
 """The NumPy reference's reading of the feed-forward units and of a mixture of experts
 (docs/LANGUAGE.md, Transformer keys), written from the document: the activations, gpt-oss's
-clamped unit, the router's gates, and the experts, every expert computed on every token and
+clamped unit, the xIELU activation, the router's gates, and the experts, every expert computed on every token and
 the routed ones kept."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["act", "experts", "glu", "route"]
+__all__ = ["act", "experts", "glu", "route", "xielu"]
 
 
 def act(x: np.ndarray, kind: str) -> np.ndarray:
@@ -96,3 +96,14 @@ def experts(x: np.ndarray, gates: np.ndarray, w: Mapping[str, np.ndarray], *, ex
         else:
             y = y + g * mlp(x, f"{prefix}{e}.")
     return y
+
+
+def xielu(u: np.ndarray, alpha_p: np.ndarray, alpha_n: np.ndarray, beta: float,
+          eps: float) -> np.ndarray:
+    """The xIELU activation (`ffn = xielu(n)`): a_p u^2 + beta u where u > 0, else
+    a_n (expm1(min(u, eps)) - u) + beta u, with a_p = softplus(alpha_p) and
+    a_n = beta + softplus(alpha_n)."""
+    a_p = np.log1p(np.exp(alpha_p))
+    a_n = beta + np.log1p(np.exp(alpha_n))
+    return np.where(u > 0, a_p * u * u + beta * u,
+                    a_n * (np.expm1(np.minimum(u, eps)) - u) + beta * u)

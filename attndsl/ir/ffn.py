@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..shapes import T, TensorType
 from ..spec import Ffn, Transformer
 from .graph import GraphBuilder, Op
@@ -22,10 +24,13 @@ def feed_forward(b: GraphBuilder, t: Transformer, i: int, x: str) -> str:
     return ffn_of(form).expand(b, form, ffn, p, x, d)
 
 
-def mlp(b: GraphBuilder, ffn: Ffn, p: str, w: str, x: str, d: TensorType) -> str:
+def mlp(b: GraphBuilder, ffn: Ffn, p: str, w: str, x: str, d: TensorType,
+        units: Callable[[str, TensorType], str] | None = None) -> str:
     """fc2(act(fc1(x))), or down(act(gate(x)) * up(x)) for the gated forms; `p` prefixes the
-    node names, `w` the weights' (`layers.0.mlp.`)."""
+    node names, `w` the weights' (`layers.0.mlp.`); `units(h, type)`: a feed-forward form's
+    nodes on the hidden units h before the last projection (a sub-norm), or None."""
     hidden = T("B", "L", ffn.hidden)
+    units = units or (lambda h, _: h)
 
     def linear(out: str, arg: str, proj: str, shape: TensorType) -> str:
         return b.emit(Op.LINEAR, f"{p}{out}", (arg,), shape, weight=f"{w}{proj}.weight",
@@ -40,7 +45,7 @@ def mlp(b: GraphBuilder, ffn: Ffn, p: str, w: str, x: str, d: TensorType) -> str
         else:
             g = b.emit(Op.ACTIVATION, f"{p}gate_act", (g,), hidden, kind=ffn.activation)
             m = b.emit(Op.MUL, f"{p}gated", (g, u), hidden)
-        return linear("mlp_out", m, "down_proj", d)
+        return linear("mlp_out", units(m, hidden), "down_proj", d)
     h = linear("fc1", x, "fc1", hidden)
     h = b.emit(Op.ACTIVATION, f"{p}act", (h,), hidden, kind=ffn.activation)
-    return linear("mlp_out", h, "fc2", d)
+    return linear("mlp_out", units(h, hidden), "fc2", d)

@@ -23,6 +23,9 @@ class FeedForward:
     # the IR attributes of its `ffn` node (after `ffn`), plain values, the last `kernel`: ""
     # as built, the form the planner chose on a planned target (`plan`)
     attributes: tuple[str, ...] = ()
+    # whether its ONNX forms are its own (a lowering by its name, `strategies/<name>.py`);
+    # False: the lowering runs its `run` over the ONNX array namespace
+    lowered: bool = True
 
     def read(self, c: Any, e: Any) -> tuple[Any, Any]:
         """The MLP form its blocks are made of (`spec.Ffn`) and the spec's value of `ffn =
@@ -73,7 +76,8 @@ class FeedForward:
         return {}, {}
 
     def run(self, xp: Any, x: Any, weight: Any, **attrs: Any) -> Any:
-        """Its `ffn` node on the torch module: x (B, L, d) as a tensor, `xp` the torch array
+        """Its `ffn` node on the torch module: x (its input) as a tensor, `xp` the torch array
         namespace (`TorchArrays`), `weight(name)` a parameter, `attrs` the node's attributes
-        after `ffn`."""
+        after `ffn`; without ONNX forms of its own (`lowered` False), the same over
+        `OnnxArrays` for the lowering."""
         raise NotImplementedError

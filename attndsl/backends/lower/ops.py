@@ -10,7 +10,7 @@ from onnx import TensorProto
 from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Node, Op
-from ...mechanisms import KERNELS, MECHANISMS
+from ...mechanisms import FFNS, KERNELS, MECHANISMS
 from ...quantize import block_shapes, quantize
 from .. import formulas
 from ..cache_slots import bounded_present
@@ -298,8 +298,12 @@ def _kernel(lw: Lowering, node: Node) -> str:
 def _ffn(lw: Lowering, node: Node) -> str:
     """A feed-forward form's node: its ONNX forms, the lowering the caller passed by the form's
     name (`Lowering.strategies`: `strategies/<name>.py`, as a kernel's strategy lowers the
-    kernel's node)."""
+    kernel's node); a form with no ONNX forms of its own (`FeedForward.lowered`), its module's
+    `run` over the ONNX array namespace."""
+    form = FFNS[node.attr("ffn")]
     own = lw.strategies.get(node.attr("ffn"))
+    if own is None and not form.lowered:
+        return form.run(lw.xp, lw.sym(node), lw.weight, **dict(node.attrs[1:])).name
     if own is None:
         raise KeyError(f"no lowering of the feed-forward form {node.attr('ffn')!r} was passed")
     return own(lw, node)
