@@ -356,9 +356,13 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             bias = experts.choice(["true", "false"])
             shared = experts.choice(["none", "swiglu(8)", "gelu(4, bias = true)"])
             routing = _routing(seed, layers, shared != "none", n, top_k)
-            ffn = (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
+            expert, ffn = ffn, (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
                    f"{normalize}, router_bias = {bias}, shared = {shared}, routed_scale = "
                    f"{experts.choice([1, 2.5])}{routing})")
+            mixer = random.Random(seed * 7919 + 20)  # PhiMoE's sparse mixer: own stream
+            if n > 2 and mixer.random() < 0.3:  # a threshold keeping some, or every expert
+                ffn = (f"moe(experts = {n}, top_k = 2, expert = {expert}, router = sparsemixer, "
+                       f"threshold = {mixer.choice([0.02, 0.3, 1e9])}, shared = {shared})")
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

@@ -81,3 +81,12 @@ def test_random_specs_with_a_squared_relu_match_the_reference() -> None:
     for seed in (26, 78):
         assert "relu2(" in random_spec(seed)  # a stack's MLP (26) and experts (78)
         check_random_spec(seed, portable=True)
+
+
+def test_random_specs_with_a_sparse_mixer_match_the_reference() -> None:
+    """PhiMoE's sparse mixer (`router = sparsemixer`) is drawn from its own stream, past the
+    seeds the test above runs: experts with a gelu and a swiglu unit, thresholds that keep few
+    and every expert."""
+    for seed in (54, 99):
+        assert "router = sparsemixer" in random_spec(seed)
+        check_random_spec(seed, portable=seed == 54)
