@@ -286,6 +286,9 @@ CONFIGS = {
         num_experts_per_tok=2, sliding_window=6, layer_types=["sliding_attention",
                                                               "full_attention"],
         mlp_layer_types=["dense", "sparse"], bos_token_id=1, eos_token_id=2, **SIZES),
+    "phimoe": lambda: tf.PhimoeConfig(num_hidden_layers=2, num_local_experts=6,
+                                      sliding_window=6, attention_bias=True, lm_head_bias=True,
+                                      router_jitter_noise=0.1, **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt", "qwen3_5_text",

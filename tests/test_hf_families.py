@@ -221,6 +221,18 @@ CASES = {
         num_key_value_heads=2, num_local_experts=6, num_experts_per_tok=2, sliding_window=5,
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # the sparse mixer at threshold 0.2 (softmaxes over several experts), LayerNorms with a
+    # bias, q/k/v/o and LM head biases, longrope with its short factors and equal mscales
+    "phimoe": (lambda: tf.PhimoeConfig(
+        hidden_size=64, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=6, sliding_window=5, attention_bias=True,
+        lm_head_bias=True, router_jitter_noise=0.1, max_position_embeddings=64,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                         "short_factor": [1.0, 1.5, 2.0, 1.2, 3.0, 1.1, 1.7, 2.5],
+                         "long_factor": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+                         "original_max_position_embeddings": 8, "short_mscale": 1.25,
+                         "long_mscale": 1.25}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "qwen3_moe": (lambda: tf.Qwen3MoeConfig(
         hidden_size=64, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=3,

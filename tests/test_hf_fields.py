@@ -30,6 +30,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config,
            "cohere2": tf.Cohere2Config,
            "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,
+           "phimoe": tf.PhimoeConfig,
            "qwen3_moe": tf.Qwen3MoeConfig, "gpt_oss": tf.GptOssConfig,
            "llama4_text": tf.Llama4TextConfig, "qwen2_moe": tf.Qwen2MoeConfig,
            "deepseek_v3": tf.DeepseekV3Config, "deepseek_v2": tf.DeepseekV2Config,
