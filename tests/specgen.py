@@ -291,6 +291,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     _delta(random.Random(seed * 7919 + 16), entries, cross or linear or linformer or lsh)
     _short_conv(random.Random(seed * 7919 + 18), entries, cross or linear or linformer or lsh
                 or "kernel" in entries)
+    clip = random.Random(seed * 7919 + 21)  # clamped projections (DBRX, OLMo): own stream
+    own = entries.get("kernel", "").startswith(("delta_rule", "short_conv"))
+    if not (lsh or own or "latent" in entries) and clip.random() < 0.2:
+        entries["clip_qkv"] = clip.choice(["0.5", "2", "8.0"])
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
