@@ -174,7 +174,9 @@ CASES = {
                                    **SMALL),
              "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.out_proj"),
     # ALiBi and bias-free LayerNorms; 6 heads: MPT's slopes past a power of two
-    "mpt": (lambda: tf.MptConfig(d_model=64, n_heads=4, n_layers=2, max_seq_len=64, **SMALL),
+    # q, k and v clamped (attn_config's clip_qkv), tight enough to clamp
+    "mpt": (lambda: tf.MptConfig(d_model=64, n_heads=4, n_layers=2, max_seq_len=64,
+                                 attn_config={"clip_qkv": 0.3}, **SMALL),
             "left", "blocks.0", "blocks.0.attn", "blocks.0.attn.out_proj"),
     "mpt_6_heads": (lambda: tf.MptConfig(d_model=72, n_heads=6, n_layers=2, max_seq_len=64,
                                          attn_config={"softmax_scale": 0.2}, **SMALL),
@@ -501,7 +503,7 @@ CASES = {
     # LayerNorms without weight or bias; biases on q, k, v and o
     "olmo": (lambda: tf.OlmoConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, attention_bias=True, pad_token_id=0, **SMALL),
+        num_key_value_heads=2, attention_bias=True, pad_token_id=0, clip_qkv=0.3, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "iquestcoder": (lambda: tf.IQuestCoderConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
