@@ -143,7 +143,8 @@ class _Moe(FeedForward):
         groups, top_groups = self._groups(c, args, experts, top_k,
                                           words.get("group_score", "top2"))
         threshold = self._threshold(c, args, words.get("router", "softmax"), top_k)
-        return expert, Moe(experts, top_k, flags.get("normalize", True),
+        router = words.get("router", "softmax")  # (the sparse mixer's gates are its own)
+        return expert, Moe(experts, top_k, flags.get("normalize", router != "sparsemixer"),
                            flags.get("router_bias", False), shared, scale,
                            router=words.get("router", "softmax"),
                            gate=words.get("gate", "output"),
