@@ -164,7 +164,7 @@ _BOOLS = (
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
     "layer_norm_elementwise_affine", "scale_embedding", "no_bias", "use_post_norm",
-    "use_qkv_bias")
+    "use_qkv_bias", "lm_head_bias")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
          "activation_function", "activation", "feed_forward_proj", "position_embedding_type",

@@ -69,7 +69,6 @@ LACKS: dict[str, str] = {
     "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",
     "olmo_hybrid": "Gated DeltaNet with separate q/k/v/a/b projections, a `g_proj` output gate and "
                    "negative eigenvalues (beta x 2)",
-    "phimoe": "a sparse-mixer router (top-2 by relative threshold)",
     "recurrent_gemma": "Griffin's recurrent blocks (RG-LRU with a causal conv)",
     "reformer": "LSH bucketed attention, reversible layers and axial position embeddings",
     "rwkv": "RWKV's time-mix (WKV recurrence) and channel-mix blocks",

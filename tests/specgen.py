@@ -304,6 +304,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             sub.random() < 0.15:
         entries["sub_norm"] = sub.choice(["rmsnorm(eps = 1e-5)", "layernorm",
                                           "rmsnorm(unit_offset = true)"])
+    clip = random.Random(seed * 7919 + 21)  # clamped projections (DBRX, OLMo): own stream
+    own = entries.get("kernel", "").startswith(("delta_rule", "short_conv"))
+    if not (lsh or own or "latent" in entries) and clip.random() < 0.2:
+        entries["clip_qkv"] = clip.choice(["0.5", "2", "8.0"])
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -371,9 +375,13 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             bias = experts.choice(["true", "false"])
             shared = experts.choice(["none", "swiglu(8)", "gelu(4, bias = true)"])
             routing = _routing(seed, layers, shared != "none", n, top_k)
-            ffn = (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
+            expert, ffn = ffn, (f"moe(experts = {n}, top_k = {top_k}, expert = {ffn}, normalize = "
                    f"{normalize}, router_bias = {bias}, shared = {shared}, routed_scale = "
                    f"{experts.choice([1, 2.5])}{routing})")
+            mixer = random.Random(seed * 7919 + 20)  # PhiMoE's sparse mixer: own stream
+            if n > 2 and mixer.random() < 0.3:  # a threshold keeping some, or every expert
+                ffn = (f"moe(experts = {n}, top_k = 2, expert = {expert}, router = sparsemixer, "
+                       f"threshold = {mixer.choice([0.02, 0.3, 1e9])}, shared = {shared})")
         xielu = random.Random(seed * 7919 + 21)  # Apertus's xIELU MLP: its own stream
         if not ffn.startswith(("moe(", "relu2(")) and xielu.random() < 0.15:
             ffn = f"xielu({xielu.choice([8, 24])}" + xielu.choice(

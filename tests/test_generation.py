@@ -240,7 +240,8 @@ CONFIGS = {
                                   vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
                                   eos_token_id=2),
     "mpt": lambda: tf.MptConfig(d_model=72, n_heads=6, n_layers=2, max_seq_len=64,
-                                vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+                                attn_config={"clip_qkv": 4.0}, vocab_size=VOCAB, pad_token_id=0,
+                                bos_token_id=1, eos_token_id=2),
     # sinusoidal positions (every sine, then every cosine), a tied head with a bias
     "ctrl": lambda: tf.CTRLConfig(n_embd=64, n_layer=2, n_head=4, dff=96, n_positions=64,
                                   vocab_size=VOCAB, pad_token_id=0, bos_token_id=1,
@@ -260,7 +261,7 @@ CONFIGS = {
                                               final_logit_softcapping=30.0, bos_token_id=1,
                                               eos_token_id=2, pad_token_id=0, **SIZES),
     "olmo": lambda: tf.OlmoConfig(num_hidden_layers=2, attention_bias=True, pad_token_id=0,
-                                  bos_token_id=1, eos_token_id=2, **SIZES),
+                                  clip_qkv=0.3, bos_token_id=1, eos_token_id=2, **SIZES),
     "iquestcoder": lambda: tf.IQuestCoderConfig(num_hidden_layers=2, head_dim=16,
                                                 bos_token_id=1, eos_token_id=2, **SIZES),
     "cohere": lambda: tf.CohereConfig(num_hidden_layers=2, logit_scale=0.5, attention_bias=True,
@@ -298,6 +299,9 @@ CONFIGS = {
         num_experts_per_tok=2, sliding_window=6, layer_types=["sliding_attention",
                                                               "full_attention"],
         mlp_layer_types=["dense", "sparse"], bos_token_id=1, eos_token_id=2, **SIZES),
+    "phimoe": lambda: tf.PhimoeConfig(num_hidden_layers=2, num_local_experts=6,
+                                      sliding_window=6, attention_bias=True, lm_head_bias=True,
+                                      router_jitter_noise=0.1, **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt", "qwen3_5_text",

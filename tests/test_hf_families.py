@@ -221,7 +221,9 @@ CASES = {
                                    **SMALL),
              "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.out_proj"),
     # ALiBi and bias-free LayerNorms; 6 heads: MPT's slopes past a power of two
-    "mpt": (lambda: tf.MptConfig(d_model=64, n_heads=4, n_layers=2, max_seq_len=64, **SMALL),
+    # q, k and v clamped (attn_config's clip_qkv), tight enough to clamp
+    "mpt": (lambda: tf.MptConfig(d_model=64, n_heads=4, n_layers=2, max_seq_len=64,
+                                 attn_config={"clip_qkv": 0.3}, **SMALL),
             "left", "blocks.0", "blocks.0.attn", "blocks.0.attn.out_proj"),
     "mpt_6_heads": (lambda: tf.MptConfig(d_model=72, n_heads=6, n_layers=2, max_seq_len=64,
                                          attn_config={"softmax_scale": 0.2}, **SMALL),
@@ -267,6 +269,18 @@ CASES = {
         hidden_size=64, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, num_local_experts=6, num_experts_per_tok=2, sliding_window=5,
         **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # the sparse mixer at threshold 0.2 (softmaxes over several experts), LayerNorms with a
+    # bias, q/k/v/o and LM head biases, longrope with its short factors and equal mscales
+    "phimoe": (lambda: tf.PhimoeConfig(
+        hidden_size=64, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_local_experts=6, sliding_window=5, attention_bias=True,
+        lm_head_bias=True, router_jitter_noise=0.1, max_position_embeddings=64,
+        rope_parameters={"rope_type": "longrope", "rope_theta": 10000.0,
+                         "short_factor": [1.0, 1.5, 2.0, 1.2, 3.0, 1.1, 1.7, 2.5],
+                         "long_factor": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+                         "original_max_position_embeddings": 8, "short_mscale": 1.25,
+                         "long_mscale": 1.25}, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "qwen3_moe": (lambda: tf.Qwen3MoeConfig(
         hidden_size=64, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -536,7 +550,7 @@ CASES = {
     # LayerNorms without weight or bias; biases on q, k, v and o
     "olmo": (lambda: tf.OlmoConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, attention_bias=True, pad_token_id=0, **SMALL),
+        num_key_value_heads=2, attention_bias=True, pad_token_id=0, clip_qkv=0.3, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "iquestcoder": (lambda: tf.IQuestCoderConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

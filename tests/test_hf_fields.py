@@ -30,6 +30,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config,
            "cohere2": tf.Cohere2Config,
            "diffllama": tf.DiffLlamaConfig, "mixtral": tf.MixtralConfig,
+           "phimoe": tf.PhimoeConfig,
            "qwen3_moe": tf.Qwen3MoeConfig, "gpt_oss": tf.GptOssConfig,
            "llama4_text": tf.Llama4TextConfig, "qwen2_moe": tf.Qwen2MoeConfig,
            "deepseek_v3": tf.DeepseekV3Config, "deepseek_v2": tf.DeepseekV2Config,
@@ -122,7 +123,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("mpt", "no_bias", False),
     ("mpt", "expansion_ratio", 2),
     ("ctrl", "layer_norm_epsilon", 1e-05),
-    ("olmo", "clip_qkv", 8.0),
+    ("olmoe", "clip_qkv", 8.0),
     ("cohere", "use_qk_norm", True),
     ("ernie4_5_moe", "moe_norm_min", 0.5),
 ])
@@ -140,13 +141,13 @@ def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsy
 
 
 def test_mpt_attention_options_transformers_ignores_are_refused(tmp_path: Path, capsys) -> None:
-    """transformers' MPT computes ALiBi with max_bias 8 whatever attn_config says, and clamps
-    q, k and v with clip_qkv: both are refused by their nested names."""
+    """transformers' MPT computes ALiBi with max_bias 8 whatever attn_config says: refused by
+    its nested name, as a clip_qkv below 0 is (clamping to [-c, c] needs c > 0)."""
     tf.MptConfig(d_model=64, n_heads=4, n_layers=1,
-                 attn_config={"alibi_bias_max": 4, "clip_qkv": 6.0}).save_pretrained(tmp_path)
+                 attn_config={"alibi_bias_max": 4, "clip_qkv": -6.0}).save_pretrained(tmp_path)
     assert main(["import", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "`attn_config.alibi_bias_max` = 4" in err and "`attn_config.clip_qkv` = 6.0" in err
+    assert "`attn_config.alibi_bias_max` = 4" in err and "`attn_config.clip_qkv` = -6.0" in err
 
 
 def test_qwen2_without_layer_types_slides_from_max_window_layers(tmp_path: Path) -> None:

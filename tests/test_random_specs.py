@@ -117,3 +117,10 @@ def test_random_specs_with_sub_norms_match_the_reference() -> None:
                         (232, ("ffn = sub_norm(gelu_tanh(",))):
         assert all(w in random_spec(seed) for w in words)
         check_random_spec(seed, portable=True)
+def test_random_specs_with_a_sparse_mixer_match_the_reference() -> None:
+    """PhiMoE's sparse mixer (`router = sparsemixer`) is drawn from its own stream, past the
+    seeds the test above runs: experts with a gelu and a swiglu unit, thresholds that keep few
+    and every expert."""
+    for seed in (54, 99):
+        assert "router = sparsemixer" in random_spec(seed)
+        check_random_spec(seed, portable=seed == 54)

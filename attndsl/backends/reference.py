@@ -353,7 +353,8 @@ def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     gates = route(x, w[router[0]], w[router[1]] if node.attr("router_bias") else None,
                   node.attr("top_k"), node.attr("router"), node.attr("normalize"),
                   node.attr("scale"), w[router[-1]] if node.attr("selection_bias") else None,
-                  node.attr("groups"), node.attr("top_groups"), node.attr("group_score"))
+                  node.attr("groups"), node.attr("top_groups"), node.attr("group_score"),
+                  node.attr("threshold"))
     attrs = ("experts", "prefix", "gated", "bias", "gate", "alpha", "limit")
     return experts(x, gates, w, unit=node.attr("act"), **{k: node.attr(k) for k in attrs})
 

@@ -1,7 +1,7 @@
 """The NumPy reference's reading of the feed-forward units and of a mixture of experts
 (docs/LANGUAGE.md, Transformer keys), written from the document: the activations, gpt-oss's
-clamped unit, the xIELU activation, the router's gates, and the experts, every expert computed on every token and
-the routed ones kept."""
+clamped unit, the xIELU activation, the router's gates, and the experts, every expert computed
+on every token and the routed ones kept."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def glu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndar
 
 def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int, router: str,
           normalize: bool, scale: float, selection: np.ndarray | None = None, groups: int = 1,
-          top_groups: int = 1, group_score: str = "top2") -> np.ndarray:
+          top_groups: int = 1, group_score: str = "top2", threshold: float = 0.0) -> np.ndarray:
     """Each token's gates over the experts: p = softmax(x W^T + b) over the experts, or the
     sigmoid of each logit; the experts chosen by s = p + selection bias: with groups, only
     those of the top_groups groups (of consecutive experts) whose two best s summed (`top2`)
@@ -45,6 +45,8 @@ def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int
     logits = x @ weight.T
     if bias is not None:
         logits = logits + bias
+    if router == "sparsemixer":
+        return _mixer(logits, threshold) * scale
     if router == "softmax":
         p = np.exp(logits - logits.max(-1, keepdims=True))
         p = p / p.sum(-1, keepdims=True)
@@ -65,6 +67,24 @@ def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int
         kept = kept / kept.sum(-1, keepdims=True)
     gates = np.zeros_like(p)
     np.put_along_axis(gates, top, kept * scale, -1)
+    return gates
+
+
+def _mixer(r: np.ndarray, threshold: float) -> np.ndarray:
+    """The sparse mixer's gates: in round one the expert of highest logit m, its gate the
+    softmax over the experts j with (m - r_j) / max(|r_j|, m) <= threshold; in round two the
+    same over the others, m their highest logit (the lower index first among equals)."""
+    gates = np.zeros_like(r)
+    out = np.ones(r.shape, bool)  # the experts still in the running
+    for _ in range(2):
+        left = np.where(out, r, -np.inf)
+        i = np.argmax(left, axis=-1)[..., None]
+        m = np.take_along_axis(left, i, -1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = out & ~((m - r) / np.maximum(np.abs(r), m) > threshold)
+        e = np.where(keep, np.exp(r - m), 0.0)
+        np.put_along_axis(gates, i, np.take_along_axis(e, i, -1) / e.sum(-1, keepdims=True), -1)
+        np.put_along_axis(out, i, False, -1)
     return gates
 
 

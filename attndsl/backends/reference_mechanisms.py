@@ -57,8 +57,16 @@ def _qk_norm(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
     return y + bias[0][:, None, :] if bias else y
 
 
+def _clip_qkv(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
+              pos: np.ndarray | None = None) -> np.ndarray:
+    """`clip_qkv = c`: a projection's output (B, n, width) with each entry clamped to
+    [-c, c]."""
+    return np.clip(x, -attrs["limit"], attrs["limit"])
+
+
 # each: (x, its node's attributes, the weights, a decoding call's position_ids or None) -> y
 READINGS: dict[str, Callable[..., np.ndarray]] = {"temperature": _temperature,
                                                   "differential": _differential,
                                                   "softcap": _softcap,
-                                                  "qk_norm": _qk_norm}
+                                                  "qk_norm": _qk_norm,
+                                                  "clip_qkv": _clip_qkv}

@@ -2,7 +2,8 @@
 anywhere (LayerNorms without one), a fused Wqkv (q, k, v rows), a 4 d_model exact-GELU MLP and
 a tied head. transformers' MptModel ignores several of MosaicML's options (alibi_bias_max,
 no_bias, expansion_ratio, qk_ln, prefix_lm...): a config that sets them otherwise describes a
-model neither transformers nor attndsl computes, and is refused by name."""
+model neither transformers nor attndsl computes, and is refused by name. attn_config's
+clip_qkv clamps Wqkv's output: `clip_qkv = c`."""
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ def _attention_config(s: SpecText) -> dict:
     if cfg["attn_type"] != "multihead_attention":
         s.problems.append(f"`attn_config.attn_type` = {cfg['attn_type']!r}: transformers' MPT "
                           "splits Wqkv into as many key and value heads as query heads")
-    if cfg["clip_qkv"]:
-        s.problems.append(f"`attn_config.clip_qkv` = {cfg['clip_qkv']!r}: clamping the "
-                          "projected q, k and v has no attndsl form")
+    clip = cfg["clip_qkv"]  # transformers clamps Wqkv's output where it is truthy
+    if clip and (isinstance(clip, bool) or not isinstance(clip, int | float) or clip < 0):
+        s.problems.append(f"`attn_config.clip_qkv` = {clip!r}: a clamp of the projected q, k "
+                          "and v to [-c, c] needs a number c > 0")
     unknown = [k for k in cfg if k not in (*_ATTN_AS, *_ATTN_INERT, *_GENERIC)]
     if unknown:
         s.problems.append(f"`attn_config` has fields attndsl does not know: {', '.join(unknown)}")
@@ -56,6 +58,8 @@ def _read(s: SpecText, padding: str | None) -> None:
     if attn["softmax_scale"] is not None:
         entries["scale"] = num(attn["softmax_scale"])
     entries["position"] = "alibi"  # Press's slopes, as build_mpt_alibi_tensor's
+    if isinstance(attn["clip_qkv"], int | float) and attn["clip_qkv"] > 0:
+        entries["clip_qkv"] = num(attn["clip_qkv"])  # Wqkv's output clamped to [-c, c]
     entries["mask"] = mask(True, padding)
     s.attentions["mpt_attn"] = entries
     s.pattern = ["mpt_attn"]

@@ -54,8 +54,9 @@ FAMILIES = [
         "num_experts": 64},
         inert=ROUTER_INERT,
         refused={"clip_qkv": (lambda v: v is not None,
-                              "OLMoE clamps q, k and v to [-clip_qkv, clip_qkv]: attndsl has "
-                              "no clamp of the projections")},
+                              "OLMoE clamps q and k to [-clip_qkv, clip_qkv] after their "
+                              "norm over all heads; attndsl's clip_qkv clamps the projections "
+                              "before qk_norm")},
         lm=True, weights_for=expanded(_OLMOE)),
     Family("flex_olmo", _read, _FLEX_OLMO, {
         **_COMMON, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,

@@ -72,7 +72,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         q = mechanisms.projected(site, linear("q", x, "q_proj",
                                               s.heads * mechanisms.query_rows(s), "L"))
         q = mechanisms.expand(site, "projected", q, "q")
-        v = linear("v", kv, "v_proj", s.kv_heads * s.value_dim, n)
+        v = mechanisms.expand(site, "projected", linear("v", kv, "v_proj",
+                                                        s.kv_heads * s.value_dim, n), "v")
         q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
                    heads=s.heads, dim=s.head_dim)
         v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),

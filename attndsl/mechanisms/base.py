@@ -152,7 +152,8 @@ class Mechanism:
         return v
 
     def expand(self, site: Site, value: Any, x: str, part: str) -> str:
-        """Its nodes on the heads `x` (part `q` or `k`) at its hook; the value they make."""
+        """Its nodes on the heads `x` (part `q` or `k`; at `projected`, the projections'
+        outputs, `v` too) at its hook; the value they make."""
         raise NotImplementedError
 
     def softmax(self, site: Site, value: Any) -> Any:

@@ -19,8 +19,9 @@ from ..shapes import T
 from ..spec import Ffn
 from ..weight_table import Weight, linear_weights, mlp_weights
 from .base_ffn import FeedForward
+from .moe_route import route, sparsemixer
 
-__all__ = ["FFN", "MAX_EXPERTS", "Moe", "expert_mlp", "route"]
+__all__ = ["FFN", "MAX_EXPERTS", "Moe", "expert_mlp", "route", "sparsemixer"]
 
 # a layer's experts: past this the graph (a few nodes an expert) is a typo, not a model (the
 # largest published routers pick among 384)
@@ -59,37 +60,7 @@ class Moe:
     groups: int = 1  # group-limited routing (DeepSeek): experts in `groups` groups, of which
     top_groups: int = 1  # the `top_groups` best (by `group_score`: top2 | max) are eligible
     group_score: str = "top2"
-
-
-def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float,
-          selection: Array | None = None, groups: int = 1, top_groups: int = 1,
-          group_score: str = "top2") -> Array:
-    """Gates (T, experts), float32, from the router's logits (T, experts): p = softmax over
-    the experts (or the sigmoid of each, `router = sigmoid`); the top_k experts by p +
-    `selection` (a bias that chooses without weighing), among the `top_groups` of `groups`
-    groups of experts whose best two (`top2`, summed) or best one (`max`) score highest; their
-    p kept (renormalised to sum 1 when `normalize`) and times `scale`, 0 for the others."""
-    logits = xp.astype(logits, "float32")
-    probs = xp.softmax(logits, axis=-1) if router == "softmax" else xp.sigmoid(logits)
-    choice = probs if selection is None else probs + xp.astype(selection, "float32")
-    if groups > 1:
-        experts = xp.shape(logits, 1)
-        by_group = xp.reshape(choice, [-1, groups, experts // groups])
-        score = xp.sum(xp.topk(by_group, 2 if group_score == "top2" else 1)[0], axis=-1)
-        _, kept = xp.topk(score, top_groups)  # (T, top_groups)
-        hit = xp.scatter_last(score, kept, xp.astype(kept >= 0, "float32"))
-        eligible = xp.reshape(hit[..., None] + by_group * 0.0, [-1, experts]) > 0.5
-        choice = xp.where(eligible, choice, xp.asarray(-3.0e38, "float32"))
-    if choice is probs:
-        weights, indices = xp.topk(probs, top_k)
-    else:  # chosen by another score: weighed by p
-        _, indices = xp.topk(choice, top_k)
-        weights = xp.take_along(probs, indices, -1)
-    if normalize:
-        weights = weights / xp.sum(weights, axis=-1, keepdims=True)
-    if scale != 1.0:
-        weights = weights * scale
-    return xp.scatter_last(probs, indices, weights)
+    threshold: float = 0.0  # router = sparsemixer: the relative gap that drops an expert
 
 
 def expert_mlp(xp, x: Array, act: str, gated: bool, weights: list[Array],
@@ -116,13 +87,13 @@ class _Moe(FeedForward):
               ("router_bias", False), ("shared", False), ("routed_scale", False),
               ("router", False), ("gate", False), ("shared_gate", False), ("dense", False),
               ("dense_layers", False), ("selection_bias", False), ("groups", False),
-              ("top_groups", False), ("group_score", False))
+              ("top_groups", False), ("group_score", False), ("threshold", False))
     # its `ffn` node's attributes: the router's tensors (weight, then its bias and selection
     # bias where `router_bias` and `selection_bias` say), its routing, the experts' MLP form
     # and the prefix of their weights
-    attributes = ("weights", "experts", "top_k", "router", "router_bias", "selection_bias",
-                  "normalize", "scale", "groups", "top_groups", "group_score", "act", "gated",
-                  "bias", "alpha", "limit", "gate", "prefix", "kernel")
+    attributes = ("weights", "experts", "top_k", "router", "threshold", "router_bias",
+                  "selection_bias", "normalize", "scale", "groups", "top_groups", "group_score",
+                  "act", "gated", "bias", "alpha", "limit", "gate", "prefix", "kernel")
 
     def _bind(self, c: Any, e: Any) -> dict:
         from ..check.values import Param
@@ -167,18 +138,46 @@ class _Moe(FeedForward):
         flags = {k: c.boolean(args[k], k) for k in ("normalize", "router_bias", "shared_gate",
                                                      "selection_bias") if k in args}
         words = {k: c.word(args[k], choices, k) for k, choices in (
-            ("router", ("softmax", "sigmoid")), ("gate", ("output", "input")),
+            ("router", ("softmax", "sigmoid", "sparsemixer")), ("gate", ("output", "input")),
             ("group_score", ("top2", "max"))) if k in args}
         groups, top_groups = self._groups(c, args, experts, top_k,
                                           words.get("group_score", "top2"))
-        return expert, Moe(experts, top_k, flags.get("normalize", True),
+        threshold = self._threshold(c, args, words.get("router", "softmax"), top_k)
+        router = words.get("router", "softmax")  # (the sparse mixer's gates are its own)
+        return expert, Moe(experts, top_k, flags.get("normalize", router != "sparsemixer"),
                            flags.get("router_bias", False), shared, scale,
                            router=words.get("router", "softmax"),
                            gate=words.get("gate", "output"),
                            shared_gate=flags.get("shared_gate", False), dense=dense,
                            dense_layers=layers,
                            selection_bias=flags.get("selection_bias", False), groups=groups,
-                           top_groups=top_groups, group_score=words.get("group_score", "top2"))
+                           top_groups=top_groups, group_score=words.get("group_score", "top2"),
+                           threshold=threshold)
+
+    def _threshold(self, c: Any, args: dict, router: str, top_k: int) -> float:
+        """The sparse mixer's relative threshold (>= 0, finite), given with it alone; the
+        sparse mixer picks two experts by its own rule: top_k = 2, nothing else choosing."""
+        if router != "sparsemixer":
+            if "threshold" in args:
+                raise c.error("`threshold` is the sparse mixer's, and the router is not one",
+                              args["threshold"].span, hint="add `router = sparsemixer`")
+            return 0.0
+        if top_k != 2:
+            raise c.error(f"the sparse mixer picks 2 experts, and top_k is {top_k}",
+                          args["top_k"].span, hint="`top_k = 2`")
+        for key in ("normalize", "selection_bias", "groups"):
+            if key in args:
+                raise c.error(f"`{key}` does not apply to the sparse mixer, whose gates are "
+                              "its own softmaxes", args[key].span,
+                              hint="remove it (PhiMoE: `router = sparsemixer, threshold = 0.02`)")
+        if "threshold" not in args:
+            raise c.error("the sparse mixer needs its `threshold`", args["router"].span,
+                          hint="PhiMoE's is 2 * router_jitter_noise: `threshold = 0.02`")
+        t = c.number(args["threshold"])
+        if not 0.0 <= t < float("inf"):
+            raise c.error(f"threshold must be a finite number >= 0, found {t:g}",
+                          args["threshold"].span)
+        return t
 
     def _groups(self, c: Any, args: dict, experts: int, top_k: int,
                 score: str) -> tuple[int, int]:
@@ -289,7 +288,7 @@ class _Moe(FeedForward):
         weights = (f"{router}weight", *((f"{router}bias",) if m.router_bias else ()),
                    *((f"{router}selection_bias",) if m.selection_bias else ()))
         y = b.emit(Op.FFN, f"{p}routed", (x,), d, ffn=self.name, weights=weights,
-                   experts=m.experts, top_k=m.top_k, router=m.router,
+                   experts=m.experts, top_k=m.top_k, router=m.router, threshold=m.threshold,
                    router_bias=m.router_bias, selection_bias=m.selection_bias,
                    normalize=m.normalize, scale=m.routed_scale, groups=m.groups,
                    top_groups=m.top_groups, group_score=m.group_score, act=ffn.activation,
@@ -366,7 +365,8 @@ def _obstacle(node: Any, provider: str | None, dtype: str) -> str | None:
     if dtype not in KERNEL_DTYPES.get(provider or "", ()):
         return f"no com.microsoft.MoE kernel attndsl uses on {provider} for {dtype}"
     if node.attr("router") != "softmax":
-        return "its router is a sigmoid; the kernel's is a softmax"
+        kind = "a sigmoid" if node.attr("router") == "sigmoid" else "PhiMoE's sparse mixer"
+        return f"its router is {kind}; the kernel's is a softmax"
     if node.attr("selection_bias") or node.attr("groups") > 1:
         return "it chooses by a selection bias or among groups; the kernel by the softmax alone"
     if node.attr("gate") != "output":

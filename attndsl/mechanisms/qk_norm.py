@@ -72,6 +72,8 @@ class _QkNorm(Mechanism):
         return out
 
     def expand(self, site: Site, value: Norm, x: str, part: str) -> str:
+        if part == "v":  # (the `projected` hook's values: queries and keys alone are normed)
+            return x
         s = site.spec
         heads, n = (s.heads, "L") if part == "q" else (s.kv_heads, site.n)
         shape = (T("B", n, heads * s.head_dim) if value.across_heads else

@@ -1,0 +1,64 @@
+"""A mixture of experts' routers (mechanisms/moe.py): each token's gates over the experts
+from the router's logits, over the array namespace (the torch module's and the ONNX graph
+form's one text)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["route", "sparsemixer"]
+
+Array = Any
+
+
+def sparsemixer(xp, logits: Array, threshold: float, scale: float) -> Array:
+    """PhiMoE's sparse mixer at inference (docs/LANGUAGE.md): two rounds over the logits r
+    (T, experts); in each the best remaining expert i (the first round's left out of the
+    second), the experts j with (r_i - r_j) / max(|r_j|, r_i) > `threshold` left out, and i's
+    gate its softmax among those kept; times `scale`, 0 for the others."""
+    r = xp.astype(logits, "float32")
+    cut = xp.asarray(float("-inf"), "float32")
+    gates, remaining = None, r
+    for _ in range(2):
+        best, i = xp.topk(remaining, 1)  # (T, 1)
+        far = (best - r) / xp.maximum(xp.abs(r), best) > threshold
+        g = xp.take_along(xp.softmax(xp.where(far, cut, remaining), axis=-1), i, -1)
+        one = xp.scatter_last(r, i, g)
+        gates = one if gates is None else gates + one
+        hit = xp.scatter_last(r, i, xp.astype(i >= 0, "float32")) > 0.5
+        remaining = xp.where(hit, cut, remaining)
+    return gates * scale if scale != 1.0 else gates
+
+
+def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float,
+          selection: Array | None = None, groups: int = 1, top_groups: int = 1,
+          group_score: str = "top2", threshold: float = 0.0) -> Array:
+    """Gates (T, experts), float32, from the router's logits (T, experts): p = softmax over
+    the experts (or the sigmoid of each, `router = sigmoid`); the top_k experts by p +
+    `selection` (a bias that chooses without weighing), among the `top_groups` of `groups`
+    groups of experts whose best two (`top2`, summed) or best one (`max`) score highest; their
+    p kept (renormalised to sum 1 when `normalize`) and times `scale`, 0 for the others;
+    `router = sparsemixer`: PhiMoE's two rounds instead (`sparsemixer`)."""
+    if router == "sparsemixer":
+        return sparsemixer(xp, logits, threshold, scale)
+    logits = xp.astype(logits, "float32")
+    probs = xp.softmax(logits, axis=-1) if router == "softmax" else xp.sigmoid(logits)
+    choice = probs if selection is None else probs + xp.astype(selection, "float32")
+    if groups > 1:
+        experts = xp.shape(logits, 1)
+        by_group = xp.reshape(choice, [-1, groups, experts // groups])
+        score = xp.sum(xp.topk(by_group, 2 if group_score == "top2" else 1)[0], axis=-1)
+        _, kept = xp.topk(score, top_groups)  # (T, top_groups)
+        hit = xp.scatter_last(score, kept, xp.astype(kept >= 0, "float32"))
+        eligible = xp.reshape(hit[..., None] + by_group * 0.0, [-1, experts]) > 0.5
+        choice = xp.where(eligible, choice, xp.asarray(-3.0e38, "float32"))
+    if choice is probs:
+        weights, indices = xp.topk(probs, top_k)
+    else:  # chosen by another score: weighed by p
+        _, indices = xp.topk(choice, top_k)
+        weights = xp.take_along(probs, indices, -1)
+    if normalize:
+        weights = weights / xp.sum(weights, axis=-1, keepdims=True)
+    if scale != 1.0:
+        weights = weights * scale
+    return xp.scatter_last(probs, indices, weights)
