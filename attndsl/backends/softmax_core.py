@@ -46,10 +46,15 @@ def score_bias(xp, attrs: dict, heads: int, lead: tuple[int, ...], table: Array 
     weight (None for ALiBi)."""
     nd = max(q_pos.ndim, k_pos.ndim)
     if attrs.get("bias", attrs.get("kind")) == "alibi":
-        slopes = np.array(alibi_slopes(heads, attrs["slopes"], attrs["max_bias"],
-                                       attrs["factor"], attrs["rounding"]),
-                          dtype=np.float32).reshape(lead + (1,) * nd)
-        return formulas.alibi_bias(xp, xp.asarray(slopes.tolist(), "float32"), q_pos, k_pos,
+        # nested Python lists of the slopes, in the shape lead + (1,) * nd (plain values:
+        # FlexAttention's score_mod, compiled, takes them as a constant)
+        slopes: list = alibi_slopes(heads, attrs["slopes"], attrs["max_bias"], attrs["factor"],
+                                    attrs["rounding"])
+        for _ in range(nd):
+            slopes = [[s] for s in slopes]
+        if len(lead) == 2:
+            slopes = [slopes[i * lead[1]:(i + 1) * lead[1]] for i in range(lead[0])]
+        return formulas.alibi_bias(xp, xp.asarray(slopes, "float32"), q_pos, k_pos,
                                    attrs["rounding"], attrs["factor"])
     bucket = t5_bucket_float32(xp, k_pos - q_pos, attrs["buckets"], attrs["max_distance"],
                                attrs["bidirectional"])
