@@ -11,7 +11,7 @@ from .names import ATTN, LM, Names, linear, norms
 from .rope import num
 from .text import SpecText
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "UNGATED"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -21,14 +21,16 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.stack["norm"] = f"layernorm(pre, eps = {num(eps)})"
 
 
-_JAIS2 = Names("layers.{i}.", {
+# Llama's attention and norms with an MLP without a gate (fc1 = up_proj, fc2 = down_proj):
+# Jais 2's names, and Nemotron's
+UNGATED = Names("layers.{i}.", {
     **ATTN, **linear("mlp.fc1", "mlp.up_proj"), **linear("mlp.fc2", "mlp.down_proj"),
     **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"})},
     {**linear("norm", "norm"), **LM}, ("model.",))
 
 # transformers' defaults (Jais2Config, 5.23) for the fields the import reads
 FAMILIES = [
-    Family("jais2", _read, _JAIS2, {
+    Family("jais2", _read, UNGATED, {
         **{k: v for k, v in LLAMA_DEFAULTS.items() if k != "rms_norm_eps"},
         "hidden_size": 3328, "intermediate_size": 26624, "num_hidden_layers": 32,
         "num_attention_heads": 26, "hidden_act": "relu2", "layer_norm_eps": 1e-05,

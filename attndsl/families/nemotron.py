@@ -6,7 +6,7 @@ default) and no biases unless `attention_bias` / `mlp_bias`."""
 from __future__ import annotations
 
 from .base import Family
-from .names import ATTN, LM, Names, linear, norms
+from .jais2 import UNGATED
 from .rope import default_partial, num
 from .text import SpecText, act, roped_attention
 
@@ -24,14 +24,9 @@ def _read(s: SpecText, padding: str | None) -> None:
                "norm": f"layernorm(pre, eps = {num(s.need('norm_eps'))}, unit_offset = true)"}
 
 
-_NEMOTRON = Names("layers.{i}.", {
-    **ATTN, **linear("mlp.fc1", "mlp.up_proj"), **linear("mlp.fc2", "mlp.down_proj"),
-    **norms({"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"})},
-    {**linear("norm", "norm"), **LM}, ("model.",))
-
 # transformers' defaults (NemotronConfig, 5.23) for the fields the import reads
 FAMILIES = [
-    Family("nemotron", _read, _NEMOTRON, {
+    Family("nemotron", _read, UNGATED, {
         "hidden_size": 6144, "intermediate_size": 24576, "num_hidden_layers": 32,
         "num_attention_heads": 48, "hidden_act": "relu2", "norm_eps": 1e-05,
         "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False}, lm=True),

@@ -43,10 +43,6 @@ class OpDef:
     def required_names(self) -> tuple[str, ...]:
         return tuple(declared(e)[0] for e in self.required)
 
-    def optional_attrs(self) -> tuple[str, ...]:
-        """The optional attributes' names, then the `softmax` hook's where it takes them."""
-        return tuple(declared(e)[0] for e in self.optional) + _softmax_attrs(self)
-
     def tensor_attrs(self) -> tuple[str, ...]:
         """The attributes that name weight-table tensors: `tensors`, then the `softmax`
         hook's attributes where it takes them."""
