@@ -147,9 +147,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _features(nodes, strategy: str = "") -> set[tuple]:
     """What a planned graph exercises, sizes and names aside: each op; each attribute's kind
-    (strings, flags and presence as they are, numbers by sign, objects by class); each mask
-    primitive; recursively into a switch's branches."""
+    (strings, flags and presence as they are, numbers by sign, objects by class, a weight's
+    name by its presence); each mask primitive; recursively into a switch's branches."""
     from attndsl import masks
+    from attndsl.ir.ops import OPS
 
     out: set[tuple] = set()
 
@@ -161,8 +162,12 @@ def _features(nodes, strategy: str = "") -> set[tuple]:
     for node in nodes:
         op = node.op.value
         out.add((op,))
+        named = OPS[node.op].tensor_attrs()  # weights: layers.0.self_attn.sinks, sinks, ...
         for key, value in node.attrs:
             if key in ("weight", "module", "outputs"):
+                continue
+            if key in named and isinstance(value, str):
+                out.add((op, key, "a weight"))
                 continue
             if key == "branches":
                 for branch in value:

@@ -7,7 +7,9 @@ gradients (of the inputs and of every parameter) give the directional derivative
 oracle (central differences, float64) along a random direction, and the float32 module's
 gradients are finite and agree with them. At L = 7 (B = 3, a row whose keys are all hidden where
 the spec pads), L = 1 (B = 2) and, for layers the torch plan runs block-sparse, L = 70 (several
-blocks of 16, 32 or 64 queries, the last one partial)."""
+blocks of 16, 32 or 64 queries, the last one partial). The `dense` path runs on a cover of the
+examples' layers by default (every feature of their planned graphs), on every layer with
+--deep."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from attndsl.ir import build
 from attndsl.planner import torch_paths
 from attndsl.verify import make_inputs
 
-from .conftest import EXAMPLES
+from .conftest import DEEP, EXAMPLES, plan_cover
 
 LAYERS = [(path, name) for path in EXAMPLES for name in attndsl.load(path)]
 EPS = 1e-7  # small enough that no ReLU or routing kink falls inside (T5's did at 1e-6)
@@ -98,9 +100,14 @@ def _blocked(path, name: str) -> bool:
     return any(c.strategy == "block_sparse" for c in attndsl.load(path)[name].plan("torch")[1])
 
 
-# `blocks` only for layers with a block-sparse attention: elsewhere it is `auto`'s module
+# `blocks` only for layers with a block-sparse attention: elsewhere it is `auto`'s module.
+# `dense` (the graph's own nodes, as planned for the portable target) for the layers whose
+# portable graphs together exercise every op, mask primitive and attribute kind any layer's
+# does (conftest.plan_cover), and for every layer with --deep
+DENSE = LAYERS if DEEP[0] else plan_cover(LAYERS, ("portable",))
 CASES = [(path, name, torch_path) for path, name in LAYERS for torch_path in PATHS
-         if torch_path != "blocks" or _blocked(path, name)]
+         if (torch_path != "blocks" or _blocked(path, name))
+         and (torch_path != "dense" or (path, name) in DENSE)]
 
 
 @pytest.mark.parametrize(("path", "name", "torch_path"), CASES,

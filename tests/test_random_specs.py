@@ -16,7 +16,9 @@ from attndsl.verify import tolerance
 from .specgen import random_spec
 
 SHAPES = ((2, 1, 7), (3, 37, 53), (2, 23, 283), (3, 131, 101))  # (batch, L, S if cross): primes
-PORTABLE_EVERY = 8  # torch.onnx.export takes seconds: the portable target on every 8th spec
+# torch.onnx.export takes seconds: the portable target on every 8th spec, and on one spec of
+# each stream the tests below draw from
+PORTABLE_EVERY = 8
 
 
 def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -80,7 +82,7 @@ def test_random_specs_with_a_squared_relu_match_the_reference() -> None:
     """relu2 (Arcee's MLP) is drawn from its own stream, past the seeds the test above runs."""
     for seed in (26, 78):
         assert "relu2(" in random_spec(seed)  # a stack's MLP (26) and experts (78)
-        check_random_spec(seed, portable=True)
+        check_random_spec(seed, portable=seed == 26)
 
 
 def test_random_specs_with_unit_offset_and_biased_qk_layernorms_match_the_reference() -> None:
@@ -89,7 +91,7 @@ def test_random_specs_with_unit_offset_and_biased_qk_layernorms_match_the_refere
     for seed, drawn in ((7, "unit_offset = true)"), (17, "bias = true)")):
         text = random_spec(seed)
         assert any(drawn in line and "layernorm(" in line for line in text.splitlines())
-        check_random_spec(seed, portable=True)
+        check_random_spec(seed, portable=True)  # the default run exports every 8th seed only
 
 
 def test_random_specs_with_a_weight_per_head_in_qk_layernorms_match_the_reference() -> None:
@@ -105,7 +107,8 @@ def test_random_specs_with_an_xielu_mlp_match_the_reference() -> None:
     above runs (7), its constants changed (37, a language model) and its defaults (141)."""
     for seed in (7, 37, 141):
         assert "ffn = xielu(" in random_spec(seed)
-        check_random_spec(seed, portable=True)
+        if seed != 7:  # the default run and the unit-offset test above check seed 7
+            check_random_spec(seed, portable=seed == 37)
 
 
 def test_random_specs_with_sub_norms_match_the_reference() -> None:
@@ -116,7 +119,9 @@ def test_random_specs_with_sub_norms_match_the_reference() -> None:
                         (111, ("sub_norm = layernorm", "ffn = sub_norm(swiglu(")),
                         (232, ("ffn = sub_norm(gelu_tanh(",))):
         assert all(w in random_spec(seed) for w in words)
-        check_random_spec(seed, portable=True)
+        check_random_spec(seed, portable=seed == 111)
+
+
 def test_random_specs_with_a_sparse_mixer_match_the_reference() -> None:
     """PhiMoE's sparse mixer (`router = sparsemixer`) is drawn from its own stream, past the
     seeds the test above runs: experts with a gelu and a swiglu unit, thresholds that keep few

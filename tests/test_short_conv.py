@@ -80,7 +80,7 @@ def _seeds(decoding: bool, count: int) -> list[int]:
 def test_random_short_conv_spec_matches_reference_everywhere(seed: int) -> None:
     from .test_random_specs import check_random_spec
 
-    check_random_spec(seed, portable=True)
+    check_random_spec(seed, portable=seed == _seeds(False, 1)[0])  # torch.onnx.export: seconds
 
 
 @pytest.mark.parametrize("seed", _seeds(True, 3))
