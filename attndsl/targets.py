@@ -118,7 +118,7 @@ _KERNEL_DTYPES = {
 }
 GQA_HEAD_DIM_MULTIPLE = 8  # GroupQueryAttention refuses other head sizes at run time
 # ops with no bfloat16 CUDA kernel: bfloat16 models (CUDA only) avoid them on bfloat16 values
-_NO_BFLOAT16_CUDA = frozenset({"Pad", "Where", "Gelu", "Erf", "Sin", "Cos"})
+_NO_BFLOAT16_CUDA = frozenset({"Pad", "Where", "Gelu", "Erf", "Sin", "Cos", "Softplus"})
 # providers whose windowed GroupQueryAttention skips keys outside local_window_size (the CPU
 # kernel visits every earlier key: ~4x slower than block-sparse at L = 8192, BENCHMARKS.md)
 _WINDOW_SKIPPING = frozenset({"cuda"})

@@ -278,7 +278,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if not (linear or linformer or lsh) and random.Random(seed * 7919 + 4).random() < 0.25:
         entries["sinks"] = "learned"  # its own stream: the other specs are unchanged
     if random.Random(seed * 7919 + 5).random() < 0.2:
-        entries["output_gate"] = "sigmoid"
+        form = random.Random(seed * 7919 + 24)  # its form (LFM3's, Laguna's): its own stream
+        entries["output_gate"] = form.choice(["sigmoid", "sigmoid", "softplus",
+                                              "sigmoid(per_head = true)",
+                                              "softplus(per_head = true)"])
     temperature = random.Random(seed * 7919 + 7)
     if not lsh and temperature.random() < 0.2:
         offset = random.Random(seed * 7919 + 18).choice(["", ", offset = 0", ", offset = 3"])

@@ -141,3 +141,70 @@ def test_the_temperature_offset_moves_where_the_floor_steps() -> None:
            "scale = 1.0, offset = -1)\n}\n"
     with pytest.raises(SpecError, match="temperature offset"):
         attndsl.loads(text)
+
+
+@pytest.mark.parametrize(("seed", "form"), [
+    (30, "softplus(per_head = true)"), (65, "softplus"), (99, "softplus(per_head = true)")])
+def test_random_specs_with_each_output_gate_form_match_the_reference(seed: int,
+                                                                     form: str) -> None:
+    """The gate's form is drawn from its own stream: a softplus per head (30; 99 in a stack)
+    and for every value (65), past the default seeds (seed 4 there: a sigmoid per head)."""
+    assert f"output_gate = {form}\n" in random_spec(seed)
+    check_random_spec(seed, portable=seed == 30)
+
+
+def test_a_gate_per_head_matches_lfm3_attention(tmp_path) -> None:
+    """LFM3's attention (Qwen3's, with each head's output times sigmoid of its own `g_proj`
+    row): attndsl reads g_proj as each head's one gate row after its query rows
+    (`output_gate = sigmoid(per_head = true)`), on the torch module and both ONNX targets."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    from safetensors.torch import save_file
+    from transformers import Lfm3Config
+    from transformers.models.lfm3.modeling_lfm3 import Lfm3Attention, Lfm3RotaryEmbedding
+
+    d, heads, kv, dim = 40, 4, 2, 12
+    config = Lfm3Config(hidden_size=d, num_attention_heads=heads, num_key_value_heads=kv,
+                        head_dim=dim, norm_eps=1e-5, num_hidden_layers=1,
+                        layer_types=["full_attention"], max_position_embeddings=64,
+                        rope_parameters={"full_attention": {"rope_type": "default",
+                                                            "rope_theta": 10000.0}})
+    config._attn_implementation = "eager"
+    attn = Lfm3Attention(config, layer_idx=0).eval()
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in attn.parameters():  # far from uniform attention, and gates far from 1/2
+            p.copy_(torch.randn(p.shape, generator=g) * 2 / p.shape[-1] ** 0.5)
+    state = dict(attn.state_dict())
+    q, gate = state.pop("q_proj.weight"), state.pop("g_proj.weight")
+    state["q_proj.weight"] = torch.cat([q.view(heads, dim, d), gate.view(heads, 1, d)], 1) \
+        .reshape(heads * (dim + 1), d)  # per head: its query rows, then its gate row
+    weights = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(weights))
+    layer = attndsl.loads(f"""attention a {{
+    d_model = {d}
+    heads = {heads}
+    kv_heads = {kv}
+    head_dim = {dim}
+    bias = false
+    qk_norm = rmsnorm(eps = 1e-5)
+    position = rope(theta = 10000)
+    output_gate = sigmoid(per_head = true)
+    mask = causal
+}}""")["a"]
+    module = layer.to_torch(weights=weights)
+    models = {t: ort.InferenceSession(layer.onnx_bytes(target=t, weights=weights),
+                                      providers=["CPUExecutionProvider"])
+              for t in ("ort-cpu", "portable")}
+    for L in (1, 5, 33):
+        x = torch.randn(2, L, d, generator=torch.Generator().manual_seed(L))
+        rotary = Lfm3RotaryEmbedding(config)(x, torch.arange(L)[None], "full_attention")
+        causal = torch.full((L, L), float("-inf")).triu(1)[None, None]
+        with torch.no_grad():
+            ref = attn(x, rotary, causal)[0].numpy()
+            outs = [module(x).numpy(), *(s.run(None, {"x": x.numpy()})[0]
+                                         for s in models.values())]
+        for out in outs:
+            err = float(np.abs(out - ref).max())
+            assert err <= 1e-4 * max(1.0, float(np.abs(ref).max())), err

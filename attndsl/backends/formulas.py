@@ -165,9 +165,9 @@ def head_linear(xp, x: Array, w: Array, heads: int, block: int, start: int, stop
 
 
 def activation(xp, h: Array, kind: str) -> Array:
-    """relu, relu2 (relu(x) squared), silu (x * sigmoid(x)), gelu (erf) or gelu_tanh; GELU
-    of bfloat16 values is computed in float32 (ONNX Runtime's CUDA provider has no bfloat16
-    Gelu kernel)."""
+    """relu, relu2 (relu(x) squared), silu (x * sigmoid(x)), sigmoid, softplus (ln(1 + e^x)),
+    gelu (erf) or gelu_tanh; GELU and softplus of bfloat16 values are computed in float32 (ONNX
+    Runtime's CUDA provider has no bfloat16 Gelu or Softplus kernel)."""
     if kind == "relu":
         return xp.relu(h)
     if kind == "relu2":
@@ -177,6 +177,10 @@ def activation(xp, h: Array, kind: str) -> Array:
         return h * xp.sigmoid(h)
     if kind == "sigmoid":  # an attention's output gate
         return xp.sigmoid(h)
+    if kind == "softplus":  # an attention's output gate
+        if lacks_bfloat16_cuda_kernel("Softplus", xp.dtype(h)):
+            return xp.astype(xp.softplus(xp.astype(h, "float32")), "bfloat16")
+        return xp.softplus(h)
     approximate = "tanh" if kind == "gelu_tanh" else "none"
     dtype = xp.dtype(h)
     if lacks_bfloat16_cuda_kernel("Gelu", dtype):
