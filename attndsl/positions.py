@@ -11,6 +11,7 @@ from .rope_scaling import (
     LinearScaling,
     Llama3Scaling,
     LongRopeScaling,
+    ProportionalScaling,
     RopeScaling,
     YarnScaling,
 )
@@ -51,7 +52,7 @@ def sinusoidal_inv_freq(d: int, frequencies: str = "vaswani") -> list[float]:
 
 def rope_inv_freq(theta: float, dim: int, scaling: RopeScaling | None = None) -> list[float]:
     """theta ** (-2i / dim) for i in 0 .. dim/2 - 1, adjusted by a scaling that does not
-    depend on the length (linear, llama3, yarn; longrope's short factors), in double
+    depend on the length (linear, llama3, yarn, proportional; longrope's short factors), in double
     precision, as docs/LANGUAGE.md states them."""
     base = [theta ** (-(2 * i) / dim) for i in range(dim // 2)]
     match scaling:
@@ -79,6 +80,8 @@ def rope_inv_freq(theta: float, dim: int, scaling: RopeScaling | None = None) ->
             return out
         case LongRopeScaling(short_factor=short):
             return [f / s for f, s in zip(base, short, strict=True)]
+        case ProportionalScaling(rotated=rotated, factor=factor):
+            return [f / factor if i < rotated else 0.0 for i, f in enumerate(base)]
     return base
 
 

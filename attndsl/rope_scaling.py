@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DynamicScaling", "LinearScaling", "Llama3Scaling", "LongRopeScaling", "RopeScaling",
-           "YarnScaling"]
+__all__ = ["SCALINGS", "DynamicScaling", "LinearScaling", "Llama3Scaling", "LongRopeScaling",
+           "ProportionalScaling", "RopeScaling", "YarnScaling"]
 
 
 @dataclass(frozen=True)
@@ -83,4 +83,20 @@ class LongRopeScaling:
                 f"{self.attention_factor!r})")
 
 
-RopeScaling = LinearScaling | DynamicScaling | Llama3Scaling | YarnScaling | LongRopeScaling
+@dataclass(frozen=True)
+class ProportionalScaling:
+    """Proportional RoPE (Gemma 4's, LFM3's): the first `rotated` pairs turn at their
+    frequencies / factor, the others not at all."""
+
+    rotated: int
+    factor: float
+
+    def __str__(self) -> str:
+        return f"proportional(rotated = {self.rotated}, factor = {self.factor:g})"
+
+
+RopeScaling = (LinearScaling | DynamicScaling | Llama3Scaling | YarnScaling | LongRopeScaling
+               | ProportionalScaling)
+# every scaling class (the IR's literals and attribute kinds read them from here)
+SCALINGS = (LinearScaling, DynamicScaling, Llama3Scaling, YarnScaling, LongRopeScaling,
+            ProportionalScaling)

@@ -214,6 +214,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["position"] = (f"rope(theta = {r.choice([10000, 500000, 1000000.0, 1.5])}, "
                                f"dim = {dim}, interleaved = {r.choice(['true', 'false'])}"
                                f"{_rope_scaling(r, dim, decoding)})")
+        turned = random.Random(seed * 7919 + 25)  # proportional RoPE (Gemma 4, LFM3): own stream
+        if "scaling" not in entries["position"] and turned.random() < 0.25:
+            entries["position"] = entries["position"][:-1] + (
+                f", scaling = proportional(rotated = {turned.randint(1, dim // 2)}"
+                f"{turned.choice(['', ', factor = 2'])}))")
     elif position == "learned":
         entries["position"] = f"learned({MAX_TEST_LENGTH + r.randint(0, 20)})"
     elif position == "sinusoidal" and d_model % 2 == 0:

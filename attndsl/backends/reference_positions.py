@@ -48,6 +48,8 @@ def rope_frequencies(theta: float, dim: int, scaling: object,
             hi += 0.001
         ramp = np.clip((i - lo) / (hi - lo), 0, 1)
         return inv / scaling.factor * ramp + inv * (1 - ramp), scaling.attention_factor
+    if kind == "ProportionalScaling":  # pairs past `rotated` do not turn
+        return np.where(i < scaling.rotated, inv / scaling.factor, 0.0), 1.0
     if kind == "LongRopeScaling":
         long = scaling.original_max_position < S
         factors = np.array(scaling.long_factor if long else scaling.short_factor)

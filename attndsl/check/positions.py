@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .. import ast
+from ..rope_scaling import ProportionalScaling
 from ..spec import (
     Alibi,
     DynamicScaling,
@@ -139,6 +140,9 @@ class Positions(Norms):
             else:
                 attention = _yarn_mscale(f, 1.0)
             return YarnScaling(f, original(), beta_fast, beta_slow, truncate, attention)
+        if name == "proportional":
+            return ProportionalScaling(self.positive(args["rotated"], "rotated"),
+                                       factor() if "factor" in args else 1.0)
         short, long = self.factor_list(args["short_factor"]), self.factor_list(args["long_factor"])
         orig = original()
         if "attention_factor" in args and not _is_auto(args["attention_factor"]):
@@ -174,6 +178,9 @@ def check_rope_dim(rope: Rope) -> str | None:
             if len(values) != rope.dim // 2:
                 return (f"longrope {name} has {len(values)} entries; rope dim {rope.dim} needs "
                         f"{rope.dim // 2} (one per rotated pair)")
+    if isinstance(s, ProportionalScaling) and s.rotated > rope.dim // 2:
+        return (f"proportional rotates {s.rotated} pairs; rope dim {rope.dim} has "
+                f"{rope.dim // 2}")
     if isinstance(s, DynamicScaling) and rope.dim <= 2:
         return "dynamic scaling needs a rope dim above 2 (its exponent is dim / (dim - 2))"
     return None
@@ -210,4 +217,5 @@ _SCALINGS = {
     "longrope": (Param("short_factor", True), Param("long_factor", True),
                  Param("original_max_position", True), Param("factor"),
                  Param("attention_factor")),
+    "proportional": (Param("rotated", True), Param("factor")),
 }

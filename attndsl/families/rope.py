@@ -62,6 +62,10 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
     if dim is None:
         dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
     kind = params.get("rope_type", "default")
+    # proportional: frequencies over the whole head, the pairs past the factor's unturned
+    rotated = int(params.get("partial_rotary_factor", 1.0) * head_dim // 2)
+    if kind == "proportional":
+        dim = head_dim
     if dim % 2 and kind == "default" and dim < head_dim:
         # an odd rotary dim n (GLM-4.5's head_dim 42 at factor 0.5): transformers rotates n + 1
         # features at frequencies theta^(-2i/n), which are (theta^((n + 1)/n))^(-2i/(n + 1))
@@ -120,7 +124,10 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
                 f"factor = {cfg['max_position_embeddings']} / {orig}")
         args.append(f"scaling = longrope(short_factor = [{short}], long_factor = [{long}], "
                     f"original_max_position = {orig}, {tail})")
+    elif kind == "proportional":
+        args.append(f"scaling = proportional(rotated = {rotated}"
+                    + (f", factor = {num(factor)})" if factor not in (None, 1, 1.0) else ")"))
     elif kind != "default":
         s.problems.append(f"`rope_type` = \"{kind}\": no such RoPE scaling in attndsl "
-                          "(linear, dynamic, llama3, yarn, longrope)")
+                          "(linear, dynamic, llama3, yarn, longrope, proportional)")
     return f"rope({', '.join(args)})"

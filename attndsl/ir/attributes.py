@@ -26,9 +26,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-_SCALINGS = (rope_scaling.LinearScaling, rope_scaling.DynamicScaling,
-             rope_scaling.Llama3Scaling, rope_scaling.YarnScaling,
-             rope_scaling.LongRopeScaling)
+_SCALINGS = rope_scaling.SCALINGS
 
 # kind -> whether a value is of it
 KINDS: dict[str, Callable[[Any], bool]] = {

@@ -26,9 +26,7 @@ VALUE_CLASSES: dict[str, type] = {
                 masks.Strided, masks.Global, masks.Prefix, masks.Random, masks.Padding,
                 masks.Document, masks.Compare, masks.Index, masks.And, masks.Or, masks.Not,
                 masks.Cover,
-                Sparsity, rope_scaling.LinearScaling, rope_scaling.DynamicScaling,
-                rope_scaling.Llama3Scaling, rope_scaling.YarnScaling,
-                rope_scaling.LongRopeScaling)
+                Sparsity, *rope_scaling.SCALINGS)
 }
 _WORDS = {"None": None, "True": True, "False": False}
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
