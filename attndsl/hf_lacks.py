@@ -54,8 +54,6 @@ LACKS: dict[str, str] = {
                 "their sigmoid",
     "laguna": "a head count per layer (`num_attention_heads_per_layer`) and a softplus output gate "
               "per head",
-    "lfm3": "a sigmoid output gate per head and RoPE parameters per layer kind in LFM2's "
-            "conv/attention hybrid",
     "longcat_flash": "zero-computation experts and two attention/MLP blocks per layer "
                      "(shortcut-connected MoE)",
     "mamba": _MAMBA,

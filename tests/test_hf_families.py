@@ -480,6 +480,16 @@ CASES = {
         num_key_value_heads=2, layer_types=["conv", "conv", "full_attention", "conv"],
         conv_L_cache=4, block_ffn_dim_multiplier=1.5, block_multiple_of=16, **SMALL),
         "left", "layers.0", "layers.0.conv", "layers.0.conv.out_proj"),
+    # LFM3: both attention kinds, the full layers' proportional RoPE over a third of each head
+    "lfm3": (lambda: tf.Lfm3Config(
+        hidden_size=48, intermediate_size=72, num_hidden_layers=5, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=12, sliding_window=5, conv_L_cache=4,
+        layer_types=["conv", "sliding_attention", "full_attention", "conv", "sliding_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                         "full_attention": {"rope_type": "proportional", "rope_theta": 1e4,
+                                            "partial_rotary_factor": 0.34}},
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.conv", "layers.0.conv.out_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),
@@ -807,8 +817,8 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
                       "apply_residual_connection_post_layernorm": True},
                      "`apply_residual_connection_post_layernorm` = true"),
         "rope": ({**tf.LlamaConfig(hidden_size=64, num_attention_heads=4).to_dict(),
-                  "rope_parameters": {"rope_type": "proportional", "rope_theta": 1e4}},
-                 "`rope_type` = \"proportional\""),
+                  "rope_parameters": {"rope_type": "axial", "rope_theta": 1e4}},
+                 "`rope_type` = \"axial\""),
         "act": ({**tf.LlamaConfig(hidden_size=64, num_attention_heads=4).to_dict(),
                  "hidden_act": "relu6"}, "`hidden_act` = \"relu6\""),
     }

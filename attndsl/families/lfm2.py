@@ -2,10 +2,21 @@
 conv(B * x) over the last conv_L_cache tokens, out_proj) and grouped-query softmax attention
 (`full_attention`: q and k RMS-normed per head before RoPE, no biases), as layer_types (or
 full_attn_idxs) says; pre-norm RMSNorm blocks (operator_norm, ffn_norm), the final norm named
-embedding_norm, a SwiGLU MLP (w1, w3, w2) whose width LFM2 adjusts (block_auto_adjust_ff_dim)."""
+embedding_norm, a SwiGLU MLP (w1, w3, w2) whose width LFM2 adjusts (block_auto_adjust_ff_dim).
+
+LFM3 (`lfm3`): the same hybrid with `sliding_attention` layers besides (a window of
+sliding_window keys), each attention kind with its own RoPE (`rope_parameters[kind]`; the full
+layers' proportional by default), each head's output times sigmoid of its own `g_proj` row
+(`use_attention_gate`), sandwich RMSNorms (`use_sandwich_norm`: post_operator_norm and
+post_ffn_norm) and an unadjusted SwiGLU of intermediate_size."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
+from ..spec import Attention
 from .base import Family
 from .names import ATTN, LM, Names, linear
 from .rope import num, rope
@@ -70,6 +81,72 @@ def _read(s: SpecText, padding: str | None) -> None:
                "norm": f"rmsnorm(pre, eps = {num(eps)})"}
 
 
+def _own3(s: SpecText, key: str):
+    """An LFM3 field, Lfm3Config's default where config.json omits it."""
+    return s.cfg[key] if key in s.cfg else _OWN3[key]
+
+
+def _read_lfm3(s: SpecText, padding: str | None) -> None:
+    cfg = s.cfg
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    kv, head_dim = s.need("num_key_value_heads"), s.need("head_dim")
+    eps, layers = s.need("norm_eps"), s.need("num_hidden_layers")
+    types = s.get("layer_types") or [
+        "full_attention" if i % 4 == 2 else "sliding_attention" if i % 4 == 0 and i > 0
+        else "conv" for i in range(layers)]  # Lfm3Config's default
+    other = [t for t in dict.fromkeys(types) if t not in _KINDS3]
+    if len(types) != layers or other:
+        s.refuse("layer_types", f"one entry per layer ({layers}), each conv, full_attention or "
+                 "sliding_attention" + (f"; attndsl does not import layer kind `{other[0]}` "
+                                        "for it" if other else ""))
+        return
+    if s.get("attention_bias") and _own3(s, "use_attention_gate"):
+        s.refuse("attention_bias", "LFM3's attention biases beside its gate: q_proj's bias "
+                 "would need its gate rows, which g_proj (bias-free) does not have")
+        return
+    params = cfg.get("rope_parameters") or _ROPE3
+    s.attentions["lfm2_conv"] = {
+        "d_model": str(d), "heads": "1", "bias": "true" if _own3(s, "conv_bias") else "false",
+        "kernel": f"short_conv(width = {_own3(s, 'conv_L_cache')})", "mask": mask(True, padding)}
+    s.comments["lfm2_conv"] = ("gated short convolution: C * conv(B * x) over the last "
+                               "conv_L_cache tokens; padding slots read as 0")
+    names = {"conv": "lfm2_conv", "full_attention": "lfm3_full",
+             "sliding_attention": "lfm3_sliding"}
+    for kind in ("full_attention", "sliding_attention"):
+        if kind not in types:
+            continue
+        if kind not in params:
+            s.refuse("rope_parameters", f"no entry for `{kind}` layers")
+            return
+        window = s.need("sliding_window") if kind == "sliding_attention" else None
+        s.attentions[names[kind]] = {
+            "d_model": str(d), "heads": str(heads), "kv_heads": str(kv),
+            "head_dim": str(head_dim), "bias": "true" if s.get("attention_bias") else "false",
+            "qk_norm": f"rmsnorm(eps = {num(eps)})",
+            "position": rope(s, params[kind], head_dim), "mask": mask(True, padding, window)}
+        if _own3(s, "use_attention_gate"):
+            s.attentions[names[kind]]["output_gate"] = "sigmoid(per_head = true)"
+    s.pattern = [names[t] for t in period(types)]
+    if "conv" not in types:
+        del s.attentions["lfm2_conv"]
+    norm = "sandwich" if _own3(s, "use_sandwich_norm") else "pre"
+    s.stack = {"layers": str(layers), "ffn": f"swiglu({s.need('intermediate_size')})",
+               "norm": f"rmsnorm({norm}, eps = {num(eps)})"}
+
+
+def _gated(t: list[Any], a: Attention, cfg: dict) -> Any:
+    """q_proj's rows with g_proj's after each head's: attndsl's query projection under a gate
+    per head (each head's head_dim query rows, then its one gate row). Checkpoints hold g_proj
+    as `gate_proj` (transformers renames it when it loads them)."""
+    q, gate = (np.asarray(x) for x in t)
+    rest = q.shape[1:]
+    if not cfg.get("use_attention_gate", True):
+        return q
+    return np.concatenate([q.reshape(a.heads, a.head_dim, *rest),
+                           gate.reshape(a.heads, 1, *rest)], axis=1).reshape(
+        a.heads * (a.head_dim + 1), *rest)
+
+
 _CONV = {"self_attn.in_proj.weight": "conv.in_proj.weight",
          "self_attn.in_proj.bias": "conv.in_proj.bias",
          **linear("self_attn.conv", "conv.conv"), **linear("self_attn.o_proj", "conv.out_proj")}
@@ -81,6 +158,25 @@ _LFM2 = Names("layers.{i}.", {
     **{f"mlp.{ours}_proj.weight": f"feed_forward.{theirs}.weight"
        for ours, theirs in (("gate", "w1"), ("up", "w3"), ("down", "w2"))},
     "attn_norm.weight": "operator_norm.weight", "ffn_norm.weight": "ffn_norm.weight"},
+    {"norm.weight": "embedding_norm.weight", **LM}, ("model.",),
+    by_kernel={"ShortConv": _CONV})
+
+_KINDS3 = ("conv", "full_attention", "sliding_attention")
+_OWN3 = {"conv_bias": False, "conv_L_cache": 7, "use_sandwich_norm": True,
+         "use_attention_gate": True}
+_ROPE3 = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+          "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
+                             "partial_rotary_factor": 0.5}}  # Lfm3Config's default
+_LFM3 = Names("layers.{i}.", {
+    **{k: v for k, v in ATTN.items() if not k.startswith("self_attn.q_proj.")},
+    "self_attn.q_proj.weight": ("self_attn.q_proj.weight", _gated,
+                                ("self_attn.gate_proj.weight",)),
+    "self_attn.q_proj.bias": "self_attn.q_proj.bias",
+    **{f"mlp.{ours}_proj.weight": f"feed_forward.{theirs}.weight"
+       for ours, theirs in (("gate", "w1"), ("up", "w3"), ("down", "w2"))},
+    "attn_norm.weight": "operator_norm.weight", "post_attn_norm.weight":
+    "post_operator_norm.weight", "ffn_norm.weight": "ffn_norm.weight",
+    "post_ffn_norm.weight": "post_ffn_norm.weight"},
     {"norm.weight": "embedding_norm.weight", **LM}, ("model.",),
     by_kernel={"ShortConv": _CONV})
 
@@ -96,4 +192,10 @@ FAMILIES = [
     Family("lfm2", _read, _LFM2, _DEFAULTS, inert={
         "full_attn_idxs": "read into layer_types by Lfm2Config; the import reads it only "
                           "when layer_types is absent"}, lm=True),
+    # Lfm3Config's defaults, 5.23
+    Family("lfm3", _read_lfm3, _LFM3, {
+        "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
+        "tie_word_embeddings": True, "norm_eps": 1e-5, "sliding_window": 256,
+        "attention_bias": False}, lm=True),
 ]
