@@ -59,7 +59,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "glm4_moe_lite": tf.Glm4MoeLiteConfig, "hyperclovax": tf.HyperCLOVAXConfig,
             "mellum": tf.MellumConfig, "qwen3_5_text": tf.Qwen3_5TextConfig,
             "qwen3_5_moe_text": tf.Qwen3_5MoeTextConfig, "nemotron": tf.NemotronConfig,
-            "persimmon": tf.PersimmonConfig, "stablelm": tf.StableLmConfig}
+            "persimmon": tf.PersimmonConfig, "stablelm": tf.StableLmConfig,
+            "openai-gpt": tf.OpenAIGPTConfig, "gpt_neox_japanese": tf.GPTNeoXJapaneseConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
