@@ -154,7 +154,7 @@ _POSITIVE_NUMS = (
     "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
     "mscale_all_dim", "attention_factor", "embedding_multiplier", "logits_scaling",
     "residual_multiplier", "attention_multiplier", "norm_epsilon", "norm_eps", "logit_scale",
-    "swiglu_alpha", "swiglu_limit")
+    "swiglu_alpha", "swiglu_limit", "intermediate_multiple_size")
 _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
@@ -167,8 +167,8 @@ _BOOLS = (
     "use_qkv_bias", "lm_head_bias")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
-         "activation_function", "activation", "feed_forward_proj", "position_embedding_type",
-         "rope_type", "type")
+         "activation_function", "activation", "afn", "feed_forward_proj",
+         "position_embedding_type", "rope_type", "type")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),

@@ -53,7 +53,8 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
     cfg = Recorded({**family.defaults, **cfg})  # as transformers reads it
     if padding == "auto":
         padding = "right" if family.encoder else "none"
-    s = SpecText(cfg, model_type.replace("_text", ""))
+    # the stack's name: a variant's `_text` dropped, a hyphen (GPT-1's `openai-gpt`) as `_`
+    s = SpecText(cfg, model_type.replace("_text", "").replace("-", "_"))
     s.problems += refusals(cfg, family)
     family.read(s, None if padding == "none" else padding)
     lms = sorted(t for t, f in FAMILIES.items() if f.lm)

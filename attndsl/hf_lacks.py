@@ -35,8 +35,6 @@ LACKS: dict[str, str] = {
     "falcon_h1": f"{_MAMBA2} run in parallel with attention in each layer, with muP multipliers",
     "falcon_mamba": f"{_MAMBA}, with RMS-normalized B, C and dt",
     "glm_moe_dsa": _DSA,
-    "gpt_neox_japanese": "GPT-NeoX-Japanese's layout: bias-free projections with the attention "
-                         "output bias kept apart (`dense_bias`)",
     "granitemoehybrid": f"{_MAMBA2} interleaved with attention",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "
                 "(Hierarchical Reasoning Model)",

@@ -306,6 +306,15 @@ CONFIGS = {
     "phimoe": lambda: tf.PhimoeConfig(num_hidden_layers=2, num_local_experts=6,
                                       sliding_window=6, attention_bias=True, lm_head_bias=True,
                                       router_jitter_noise=0.1, **SIZES),
+    # the last layer's attention output bias (dense_bias), half of each head rotated
+    "gpt_neox_japanese": lambda: tf.GPTNeoXJapaneseConfig(
+        hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_multiple_size=3,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.5}, vocab_size=VOCAB, bos_token_id=1,
+        eos_token_id=2),
+    # post-norm blocks, no final norm, learned positions, a tied head
+    "openai-gpt": lambda: tf.OpenAIGPTConfig(n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                                             vocab_size=VOCAB, bos_token_id=1, eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm3", "mpt", "qwen3_5_text",
@@ -369,7 +378,8 @@ def exported(request, tmp_path_factory):
     assert main(["import", str(folder), "-o", str(spec)]) == 0
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
                  "-o", str(root / "out"), "--target", target]) == 0
-    stack = model.config.model_type.replace("_text", "")  # (a variant's key names its case)
+    # (a variant's key names its case; a hyphen is no name in the language)
+    stack = model.config.model_type.replace("_text", "").replace("-", "_")
     return family, model, folder, spec, root / "out" / stack, target
 
 

@@ -189,6 +189,11 @@ CASES = {
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "gpt2": (lambda: tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=64, **SMALL),
              "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
+    # GPT-1: GPT-2's Conv1D layers, post-norm blocks without a final norm, scores' future
+    # filled with -1e4
+    "openai-gpt": (lambda: tf.OpenAIGPTConfig(n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                                              **SMALL),
+                   "left", "h.0", "h.0.attn", "h.0.attn.c_proj"),
     # multi-query (one key and value head) and, without it, c_attn per head
     "gpt_bigcode": (lambda: tf.GPTBigCodeConfig(n_embd=64, n_layer=2, n_head=4, n_inner=96,
                                                 n_positions=64, **SMALL),
@@ -493,6 +498,13 @@ CASES = {
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),
+        "left", "layers.0", "layers.0.attention", "layers.0.attention.dense"),
+    # bias-free layers but the last, whose attention adds its dense_bias; half of each head
+    # rotated; an MLP int(64 * 3) wide
+    "gpt_neox_japanese": (lambda: tf.GPTNeoXJapaneseConfig(
+        hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_multiple_size=3,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.5}, **SMALL),
         "left", "layers.0", "layers.0.attention", "layers.0.attention.dense"),
     "gptj": (lambda: tf.GPTJConfig(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_inner=96,
                                    n_positions=64, **SMALL),
@@ -864,8 +876,8 @@ def test_checkpoint_layouts(tmp_path: Path, how: str) -> None:
 
 def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
     """Checkpoints saved before transformers 5: rope_theta + rope_scaling ("type", Phi-3's
-    "su"), GPT-NeoX's rotary_pct and rotary_emb_base, MiniMax-M2's rotary_dim, Persimmon's
-    top-level partial_rotary_factor and Nemotron's default one."""
+    "su"), GPT-NeoX's (and GPT-NeoX-Japanese's) rotary_pct and rotary_emb_base, MiniMax-M2's
+    rotary_dim, Persimmon's top-level partial_rotary_factor and Nemotron's default one."""
     import json
 
     from attndsl.hf_import import import_config
@@ -875,6 +887,8 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
               "intermediate_size": 96}
     cases = {
         "gpt_neox": {"rotary_pct": 0.25, "rotary_emb_base": 20000},
+        # GPTNeoXJapaneseConfig reads its own names, never a top-level rope_theta
+        "gpt_neox_japanese": {"rotary_pct": 0.5, "rotary_emb_base": 20000, "rope_theta": 5000.0},
         "phi3": {"rope_theta": 10000.0, "max_position_embeddings": 131072,
                  "original_max_position_embeddings": 4096,
                  "rope_scaling": {"type": "su", "short_factor": [1.0] * 8,
@@ -899,6 +913,7 @@ def test_import_reads_older_config_spellings(tmp_path: Path) -> None:
         program = attndsl.loads(import_config(folder))
         positions[model_type] = program[model_type].spec.attention.position
     assert (positions["gpt_neox"].theta, positions["gpt_neox"].dim) == (20000, 4)
+    assert (positions["gpt_neox_japanese"].theta, positions["gpt_neox_japanese"].dim) == (20000, 8)
     longrope = positions["phi3"].scaling
     assert isinstance(longrope, LongRopeScaling) and longrope.long_factor == (2.0,) * 8
     assert longrope.attention_factor == pytest.approx(math.sqrt(1 + math.log(32) /

@@ -59,7 +59,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "glm4_moe_lite": tf.Glm4MoeLiteConfig, "hyperclovax": tf.HyperCLOVAXConfig,
             "mellum": tf.MellumConfig, "qwen3_5_text": tf.Qwen3_5TextConfig,
             "qwen3_5_moe_text": tf.Qwen3_5MoeTextConfig, "nemotron": tf.NemotronConfig,
-            "persimmon": tf.PersimmonConfig, "stablelm": tf.StableLmConfig}
+            "persimmon": tf.PersimmonConfig, "stablelm": tf.StableLmConfig,
+            "openai-gpt": tf.OpenAIGPTConfig, "gpt_neox_japanese": tf.GPTNeoXJapaneseConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -126,6 +127,7 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("olmoe", "clip_qkv", 8.0),
     ("cohere", "use_qk_norm", True),
     ("ernie4_5_moe", "moe_norm_min", 0.5),
+    ("openai-gpt", "afn", "gelu_new"),  # GPT-1's ACT_FNS has no such key
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:

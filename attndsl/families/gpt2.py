@@ -12,7 +12,7 @@ from .names import Names, Split, norms
 from .rope import num
 from .text import SpecText, act, mask
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "GPT2"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -54,7 +54,8 @@ def _conv1d(ours: str, theirs: str) -> dict[str, tuple[str, Split] | str]:
     return {f"{ours}.weight": (f"{theirs}.weight", _transposed), f"{ours}.bias": f"{theirs}.bias"}
 
 
-_GPT2 = Names("h.{i}.", {
+# GPT-2's names (GPT-1, openai.py, keeps the same names in its layers)
+GPT2 = Names("h.{i}.", {
     **{f"self_attn.{p}_proj.{kind}": ("attn.c_attn." + kind, _c_attn(i, kind == "weight"))
        for i, p in enumerate("qkv") for kind in ("weight", "bias")},
     **_conv1d("self_attn.o_proj", "attn.c_proj"),
@@ -66,7 +67,7 @@ _GPT2 = Names("h.{i}.", {
 
 # transformers' defaults (GPT2Config, 5.23) for the fields the import reads
 FAMILIES = [
-    Family("gpt2", _read, _GPT2, {
+    Family("gpt2", _read, GPT2, {
         "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
         "add_cross_attention": False, "activation_function": "gelu_new",
         "layer_norm_epsilon": 1e-05,
