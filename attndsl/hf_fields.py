@@ -190,6 +190,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "layer_rope_theta": ("list", None), "attention_value_scale": ("num", 0),
     "global_attn_every_n_layers": ("int", 1), "num_dense_layers": ("int", 0),
     "route_scale": ("num", 0), "mup_enabled": ("bool", None),
+    "scale_emb": ("num", 0), "scale_depth": ("num", 0), "dim_model_base": ("int", 1),
+    "router_scaling_factor": ("num", 0),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -38,8 +38,6 @@ LACKS: dict[str, str] = {
     "granitemoehybrid": f"{_MAMBA2} interleaved with attention",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "
                 "(Hierarchical Reasoning Model)",
-    "hy_v3": "a bias-corrected sigmoid router with shared experts and a router scale beside "
-             "GQA (not latent) attention, dense or sparse per `mlp_layer_types`",
     "hy_v4": f"{_DSA} and hyper-connections between layers",
     "inkling2_text": "a hidden-state-conditioned relative-position bias, dynamic short "
                      "convolutions and block attention residuals",
@@ -56,8 +54,6 @@ LACKS: dict[str, str] = {
                      "(shortcut-connected MoE)",
     "mamba": _MAMBA,
     "mamba2": _MAMBA2,
-    "minicpm3": "latent attention with dense MLPs and MiniCPM's muP scales (`scale_emb`, "
-                "`scale_depth` / sqrt(layers), `dim_model_base`)",
     "minimax": "Lightning attention (linear attention with a per-head exponential decay)",
     "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
                           "attention)",

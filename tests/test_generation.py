@@ -315,6 +315,12 @@ CONFIGS = {
     # post-norm blocks, no final norm, learned positions, a tied head
     "openai-gpt": lambda: tf.OpenAIGPTConfig(n_embd=64, n_layer=2, n_head=4, n_positions=64,
                                              vocab_size=VOCAB, bos_token_id=1, eos_token_id=2),
+    # q/k norms, a dense first layer (HYV3Config's default mlp_layer_types), then sigmoid
+    # routing by score plus the selection bias, scaled, beside a shared expert
+    "hy_v3": lambda: tf.HYV3Config(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, num_experts=6,
+        num_experts_per_tok=2, router_scaling_factor=1.5, bos_token_id=1, eos_token_id=2,
+        **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm3", "mpt", "qwen3_5_text",
@@ -675,7 +681,7 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
 # by default each latent-attention checkpoint is decoded for one target (two each; portable
 # takes the two quicker to export), and MiMo-V2-Flash for ort-cpu; both with --deep
 LATENT_TARGETS = {"v3": ("ort-cpu",), "v2": ("portable",), "youtu": ("portable",),
-                  "glm4_moe_lite": ("ort-cpu",)}
+                  "glm4_moe_lite": ("ort-cpu",), "minicpm3": ("portable",)}
 
 
 @pytest.mark.parametrize(("target", "version"), [(t, v) for v, ts in LATENT_TARGETS.items()
@@ -684,7 +690,9 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
                                             capsys) -> None:
     """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer),
     V2-Lite's form (no q bottleneck, greedy softmax routing), Youtu-LLM (V3's attention,
-    every MLP dense) and GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types):
+    every MLP dense), GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types) and
+    MiniCPM3 (V2's attention with rotate-half RoPE, dense MLPs, muP's embedding, residual and
+    logit scales):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
     for a left-padded batch, and the decoding model its logits, caching the latent alone
     (20 + 8 values per token). onnxruntime-genai keeps a key and a value cache per layer:
@@ -701,7 +709,10 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
         "youtu": lambda: tf.YoutuConfig(q_lora_rank=32, **attention),
         "glm4_moe_lite": lambda: tf.Glm4MoeLiteConfig(
             q_lora_rank=32, n_group=2, topk_group=1, mlp_layer_types=["sparse", "dense"],
-            **common)}[version]()
+            **common),
+        # scale_emb 1.5 (not 12): a large embedding with a tied head echoes the last token
+        "minicpm3": lambda: tf.MiniCPM3Config(q_lora_rank=32, scale_emb=1.5, dim_model_base=32,
+                                              **attention)}[version]()
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -713,7 +724,8 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    name = version if version in ("youtu", "glm4_moe_lite") else f"deepseek_{version}"
+    name = version if version in ("youtu", "glm4_moe_lite", "minicpm3") else \
+        f"deepseek_{version}"
     decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}

@@ -623,6 +623,28 @@ CASES = {
         qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
         mlp_layer_types=["sparse", "dense", "sparse"], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # latent attention with rotate-half RoPE (YaRN with DeepSeek's softmax-scale correction),
+    # latent norms at eps 1e-6 beside rms_norm_eps 1e-3, dense SwiGLUs with biases, biases on
+    # the latent projections, each sublayer's output times scale_depth / sqrt(layers)
+    "minicpm3": (lambda: tf.MiniCPM3Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=20, qk_rope_head_dim=8,
+        qk_nope_head_dim=16, v_head_dim=16, rms_norm_eps=1e-3, attention_bias=True,
+        mlp_bias=True, scale_depth=2.0, max_position_embeddings=64, rope_parameters={
+            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+            "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # per-head q/k RMSNorm before RoPE, a dense layer and mixtures (mlp_layer_types): sigmoid
+    # routing by score plus expert_bias, renormalised, times router_scaling_factor, two
+    # shared experts as one SwiGLU; biases on the projections and the dense and shared MLPs
+    "hy_v3": (lambda: tf.HYV3Config(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=24, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=7,
+        num_experts_per_tok=3, num_shared_experts=2, router_scaling_factor=1.5,
+        attention_bias=True, mlp_bias=True, mlp_layer_types=["sparse", "dense", "sparse"],
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # Granite's multipliers (logits times logits_scaling), norms after each sublayer too
     "hyperclovax": (lambda: tf.HyperCLOVAXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

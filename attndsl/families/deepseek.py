@@ -19,7 +19,7 @@ from .names import Names
 from .rope import num, rope
 from .text import SpecText
 
-__all__ = ["DEEPSEEK", "FAMILIES", "moe_ffn"]
+__all__ = ["DEEPSEEK", "FAMILIES", "moe_ffn", "read_latent"]
 
 
 def _softmax_scale(params: dict | None, head_dim: int) -> float:
@@ -35,7 +35,10 @@ def _softmax_scale(params: dict | None, head_dim: int) -> float:
     return scale
 
 
-def _read(s: SpecText, padding: str | None) -> None:
+def read_latent(s: SpecText, padding: str | None, latent_eps: float | None = None) -> float:
+    """The one attention (`deepseek_mla`) and layer pattern of a latent-attention config, and
+    rms_norm_eps as read; `latent_eps`: the latent norms' eps where it is not rms_norm_eps
+    (MiniCPM3's, transformers' RMSNorm default 1e-6)."""
     cfg, v2 = s.cfg, s.cfg.get("model_type") == "deepseek_v2"
     heads, rope_dim = s.need("num_attention_heads"), s.need("qk_rope_head_dim")
     nope, eps = s.need("qk_nope_head_dim"), s.need("rms_norm_eps")
@@ -48,7 +51,8 @@ def _read(s: SpecText, padding: str | None) -> None:
                "head_dim": str(head_dim), "value_dim": str(s.need("v_head_dim")),
                "bias": "true" if cfg.get("attention_bias") else "false",
                "latent": (f"mla(q_rank = {q_rank if q_rank else 'none'}, kv_rank = "
-                          f"{s.need('kv_lora_rank')}, rope_dim = {rope_dim}, eps = {num(eps)})"),
+                          f"{s.need('kv_lora_rank')}, rope_dim = {rope_dim}, eps = "
+                          f"{num(eps if latent_eps is None else latent_eps)})"),
                "position": rope(s, cfg.get("rope_parameters"), head_dim, dim=rope_dim,
                                 interleaved=v2 or bool(cfg.get("rope_interleave")))}
     scale = _softmax_scale(cfg.get("rope_parameters"), head_dim)
@@ -59,6 +63,12 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.attentions["deepseek_mla"] = entries
     s.comments["deepseek_mla"] = "multi-head latent attention"
     s.pattern = ["deepseek_mla"]
+    return eps
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    eps = read_latent(s, padding)
+    cfg, v2 = s.cfg, s.cfg.get("model_type") == "deepseek_v2"
     layers = s.need("num_hidden_layers")
     dense = s.need("intermediate_size")  # the dense layers' MLP (first_k_dense_replace)
     if s.get("hidden_act", default="silu") != "silu":
