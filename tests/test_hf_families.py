@@ -428,7 +428,7 @@ CASES = {
         max_position_embeddings=64, rope_parameters={
             "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
             "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
-        **SMALL),
+        rms_norm_eps=1e-3, **SMALL),  # the latent norms keep their own 1e-6
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # query/key heads of 24 features, value heads of 16 scaled by 0.5; sliding layers with
     # twice the kv heads and sinks, a full one without; RoPE per kind on a third of each

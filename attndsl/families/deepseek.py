@@ -67,7 +67,9 @@ def read_latent(s: SpecText, padding: str | None, latent_eps: float | None = Non
 
 
 def _read(s: SpecText, padding: str | None) -> None:
-    eps = read_latent(s, padding)
+    # the latent norms (q_a_layernorm, kv_a_layernorm) are RMSNorms of transformers' default
+    # eps 1e-6 in DeepSeek-V2/V3, Youtu and GLM-4.7-Flash alike, whatever rms_norm_eps says
+    eps = read_latent(s, padding, latent_eps=1e-6)
     cfg, v2 = s.cfg, s.cfg.get("model_type") == "deepseek_v2"
     layers = s.need("num_hidden_layers")
     dense = s.need("intermediate_size")  # the dense layers' MLP (first_k_dense_replace)
