@@ -302,6 +302,18 @@ CONFIGS = {
     "phimoe": lambda: tf.PhimoeConfig(num_hidden_layers=2, num_local_experts=6,
                                       sliding_window=6, attention_bias=True, lm_head_bias=True,
                                       router_jitter_noise=0.1, **SIZES),
+    # weightless RMSNorms (embeddings, sublayers, q and k after RoPE), RoPE turned the other
+    # way, a squared-ReLU MLP, the final logit softcap (15)
+    "nanochat": lambda: tf.NanoChatConfig(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
+                                          pad_token_id=0, **SIZES),
+    # sliding RoPE layers and a full NoPE one, four norms per block, a router choosing by
+    # logit plus the correction bias, weighing by sigmoid, renormalised, a shared expert
+    "kolibri1": lambda: tf.Kolibri1Config(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_experts=6, num_experts_per_tok=2,
+        norm_topk_prob=True, sliding_window=6, layer_types=[
+            "sliding_attention", "full_attention", "sliding_attention"], bos_token_id=1,
+        eos_token_id=2, **{k: v for k, v in SIZES.items() if k != "intermediate_size"}),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "mpt", "qwen3_5_text",
@@ -661,7 +673,7 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
 # by default each latent-attention checkpoint is decoded for one target (two each; portable
 # takes the two quicker to export), and MiMo-V2-Flash for ort-cpu; both with --deep
 LATENT_TARGETS = {"v3": ("ort-cpu",), "v2": ("portable",), "youtu": ("portable",),
-                  "glm4_moe_lite": ("ort-cpu",)}
+                  "glm4_moe_lite": ("ort-cpu",), "axk1": ("portable",)}
 
 
 @pytest.mark.parametrize(("target", "version"), [(t, v) for v, ts in LATENT_TARGETS.items()
@@ -670,7 +682,8 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
                                             capsys) -> None:
     """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer),
     V2-Lite's form (no q bottleneck, greedy softmax routing), Youtu-LLM (V3's attention,
-    every MLP dense) and GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types):
+    every MLP dense), GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types) and
+    A.X-K1 (V3's, the mixture's output RMS-normed):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
     for a left-padded batch, and the decoding model its logits, caching the latent alone
     (20 + 8 values per token). onnxruntime-genai keeps a key and a value cache per layer:
@@ -687,7 +700,9 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
         "youtu": lambda: tf.YoutuConfig(q_lora_rank=32, **attention),
         "glm4_moe_lite": lambda: tf.Glm4MoeLiteConfig(
             q_lora_rank=32, n_group=2, topk_group=1, mlp_layer_types=["sparse", "dense"],
-            **common)}[version]()
+            **common),
+        "axk1": lambda: tf.AXK1Config(q_lora_rank=32, n_group=4, topk_group=2,
+                                      first_k_dense_replace=1, **common)}[version]()
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -699,7 +714,7 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    name = version if version in ("youtu", "glm4_moe_lite") else f"deepseek_{version}"
+    name = version if version in ("youtu", "glm4_moe_lite", "axk1") else f"deepseek_{version}"
     decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}
