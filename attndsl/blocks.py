@@ -37,15 +37,15 @@ GATED = {"swiglu": "silu", "geglu": "gelu_tanh", "relu2_glu": "relu2",
 @dataclass(frozen=True)
 class Norm:
     """LayerNorm (weight and bias; `affine = False`: neither, OLMo's), RMSNorm (weight;
-    `unit_offset`: scaled by 1 + weight, as Gemma's) or, for q and k only, l2norm (RMSNorm
-    without a weight, Llama 4's), with its epsilon."""
+    `unit_offset`: scaled by 1 + weight, as Gemma's; `affine = False`: none, NanoChat's) or,
+    for q and k only, l2norm (RMSNorm without a weight, Llama 4's), with its epsilon."""
 
     kind: str  # layernorm | rmsnorm | l2norm
     eps: float
     unit_offset: bool = False
     bias: bool = False  # a layernorm's bias (Cohere's has none; q/k layernorms never)
     across_heads: bool = False  # q/k: over all heads of a token (OLMo 2), else per head
-    affine: bool = True  # a layernorm's weight (and bias); OLMo's has neither
+    affine: bool = True  # a norm's weight (and bias); OLMo's LayerNorm, NanoChat's RMSNorm: none
 
     @property
     def weighted(self) -> bool:

@@ -16,8 +16,6 @@ _DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
 LACKS: dict[str, str] = {
     "aria_text": "Aria's mixture of experts: ungated shared experts beside experts routed by a "
                  "softmax over the top-k logits, stored transposed (`gate_up_proj` [E, d, 2n])",
-    "axk1": "an RMSNorm on the mixture-of-experts output (`post_mlp_layernorm`) in DeepSeek-V3's "
-            "latent attention stack",
     "axk2": f"{_DSA}, a low-rank sigmoid-gated RMSNorm and a sigmoid gate on latent attention's "
             "output",
     "bailing_hybrid": "Kimi-style delta-rule linear attention (KDA) with a per-channel forget gate",
@@ -46,8 +44,6 @@ LACKS: dict[str, str] = {
     "jamba": f"{_MAMBA} interleaved with attention and experts",
     "jetmoe": "a mixture of attention heads (top-k routed query and output projections per token)",
     "kimi_linear": "Kimi Delta Attention (KDA) linear-attention layers beside latent attention",
-    "kolibri1": "a router choosing experts by raw logits plus a correction bias, weighted by "
-                "their sigmoid",
     "laguna": "a head count per layer (`num_attention_heads_per_layer`) and a softplus output gate "
               "per head",
     "longcat_flash": "zero-computation experts and two attention/MLP blocks per layer "
@@ -57,7 +53,6 @@ LACKS: dict[str, str] = {
     "minimax": "Lightning attention (linear attention with a per-head exponential decay)",
     "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
                           "attention)",
-    "nanochat": "weightless RMSNorms (embeddings, q/k and each sub-layer) with a squared-ReLU MLP",
     "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",
     "olmo_hybrid": "Gated DeltaNet with separate q/k/v/a/b projections, a `g_proj` output gate and "
                    "negative eigenvalues (beta x 2)",

@@ -86,7 +86,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
 
     def norm(name: str, width: int, kind: Norm, bias: bool) -> None:
         init = "norm_offset" if kind.unit_offset else "norm_weight"
-        if not kind.affine:  # a LayerNorm without weight or bias (OLMo's)
+        if not kind.affine:  # a norm without weight or bias
             return
         out.append(Weight(f"{name}.weight", (width,), init))
         if bias:

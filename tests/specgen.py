@@ -337,6 +337,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             norm += ", unit_offset = true"
         if kind == "layernorm" and random.Random(seed * 7919 + 20).random() < 0.3:
             norm += ", unit_offset = true"  # Nemotron's LayerNorm1P: own stream
+        weightless = random.Random(seed * 7919 + 24)  # OLMo's, NanoChat's norms: own stream
+        if "unit_offset" not in norm and "bias" not in norm and weightless.random() < 0.15:
+            norm += ", affine = false"
         pattern = "a"
         if r.random() < 0.4:  # a layer pattern: a second attention, another mask
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)
@@ -368,9 +371,12 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    head_bias = true"
             norms = random.Random(seed * 7919 + 18)  # BLOOM's embedding norm: own stream
             if norms.random() < 0.25:
-                extra += "\n    embedding_norm = " + norms.choice(
+                chosen = norms.choice(
                     ["layernorm(eps = 1e-5)", "layernorm(bias = false)", "rmsnorm(eps = 1e-6)",
                      "rmsnorm(unit_offset = true)"])
+                if chosen == "rmsnorm(eps = 1e-6)" and weightless.random() < 0.5:
+                    chosen = "rmsnorm(eps = 1e-6, affine = false)"  # NanoChat's
+                extra += "\n    embedding_norm = " + chosen
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
         layers = r.randint(1, 3)
@@ -406,8 +412,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
 
 def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> str:
     """Llama 4's, Qwen2-MoE's and DeepSeek's routing (a sigmoid router, the gate on the
-    expert's input, a gated shared expert, a selection bias, group-limited choice) and dense
-    layers among the mixtures: their own stream."""
+    expert's input, a gated shared expert, a selection bias, group-limited choice), Kolibri's
+    choice by the logits, A.X-K1's output norm and dense layers among the mixtures: their own
+    streams."""
     r = random.Random(seed * 7919 + 14)
     out = ""
     if r.random() < 0.5:
@@ -423,6 +430,12 @@ def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> 
         out += ", selection_bias = true"
     if experts == 8 and top_k <= 4 and r.random() < 0.4:  # 4 groups of 2, 2 kept
         out += f", groups = 4, top_groups = 2, group_score = {r.choice(['top2', 'max'])}"
+    more = random.Random(seed * 7919 + 25)  # Kolibri's choice, A.X-K1's norm: own stream
+    if more.random() < 0.3:  # by the logits (plus the selection bias, where there is one)
+        out += ", select_by = logits"
+    if more.random() < 0.3:
+        out += ", output_norm = " + more.choice(["rmsnorm(eps = 1e-5)", "layernorm(eps = 1e-5)",
+                                                 "rmsnorm(affine = false)"])
     return out
 
 

@@ -321,6 +321,18 @@ CONFIGS = {
         num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, num_experts=6,
         num_experts_per_tok=2, router_scaling_factor=1.5, bos_token_id=1, eos_token_id=2,
         **SIZES),
+    # weightless RMSNorms (embeddings, sublayers, q and k after RoPE), RoPE turned the other
+    # way, a squared-ReLU MLP, the final logit softcap (15)
+    "nanochat": lambda: tf.NanoChatConfig(num_hidden_layers=2, bos_token_id=1, eos_token_id=2,
+                                          pad_token_id=0, **SIZES),
+    # sliding RoPE layers and a full NoPE one, four norms per block, a router choosing by
+    # logit plus the correction bias, weighing by sigmoid, renormalised, a shared expert
+    "kolibri1": lambda: tf.Kolibri1Config(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_experts=6, num_experts_per_tok=2,
+        norm_topk_prob=True, sliding_window=6, layer_types=[
+            "sliding_attention", "full_attention", "sliding_attention"], bos_token_id=1,
+        eos_token_id=2, **{k: v for k, v in SIZES.items() if k != "intermediate_size"}),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm3", "mpt", "qwen3_5_text",
@@ -681,7 +693,8 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
 # by default each latent-attention checkpoint is decoded for one target (two each; portable
 # takes the two quicker to export), and MiMo-V2-Flash for ort-cpu; both with --deep
 LATENT_TARGETS = {"v3": ("ort-cpu",), "v2": ("portable",), "youtu": ("portable",),
-                  "glm4_moe_lite": ("ort-cpu",), "minicpm3": ("portable",)}
+                  "glm4_moe_lite": ("ort-cpu",), "minicpm3": ("portable",),
+                  "axk1": ("ort-cpu",)}
 
 
 @pytest.mark.parametrize(("target", "version"), [(t, v) for v, ts in LATENT_TARGETS.items()
@@ -692,7 +705,7 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     V2-Lite's form (no q bottleneck, greedy softmax routing), Youtu-LLM (V3's attention,
     every MLP dense), GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types) and
     MiniCPM3 (V2's attention with rotate-half RoPE, dense MLPs, muP's embedding, residual and
-    logit scales):
+    logit scales) and A.X-K1 (V3's, the mixture's output RMS-normed):
     `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
     for a left-padded batch, and the decoding model its logits, caching the latent alone
     (20 + 8 values per token). onnxruntime-genai keeps a key and a value cache per layer:
@@ -712,7 +725,9 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
             **common),
         # scale_emb 1.5 (not 12): a large embedding with a tied head echoes the last token
         "minicpm3": lambda: tf.MiniCPM3Config(q_lora_rank=32, scale_emb=1.5, dim_model_base=32,
-                                              **attention)}[version]()
+                                              **attention),
+        "axk1": lambda: tf.AXK1Config(q_lora_rank=32, n_group=4, topk_group=2,
+                                      first_k_dense_replace=1, **common)}[version]()
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -724,7 +739,7 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    name = version if version in ("youtu", "glm4_moe_lite", "minicpm3") else \
+    name = version if version in ("youtu", "glm4_moe_lite", "minicpm3", "axk1") else \
         f"deepseek_{version}"
     decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()

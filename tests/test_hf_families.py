@@ -664,6 +664,30 @@ CASES = {
         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
         mlp_layer_types=["dense", "sparse", "sparse"], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # weightless RMSNorms (the embeddings, each sublayer's input, q and k after RoPE, the
+    # final norm), RoPE turned the other way, a squared-ReLU MLP, q/k/v/o biases
+    "nanochat": (lambda: tf.NanoChatConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, attention_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # DeepSeek-V3's with the mixture's output RMS-normed (post_mlp_layernorm), a dense first
+    # layer (moe_layer_freq 2 makes layer 3 dense too)
+    "axk1": (lambda: tf.AXK1Config(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        n_group=4, topk_group=2, n_shared_experts=1, q_lora_rank=32, kv_lora_rank=20,
+        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, first_k_dense_replace=1,
+        moe_layer_freq=2, pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # per-head q/k norm before RoPE, sliding RoPE layers and a full NoPE one, four norms per
+    # block, a router choosing by logit plus the correction bias, weighing by sigmoid, a
+    # shared expert
+    "kolibri1": (lambda: tf.Kolibri1Config(
+        hidden_size=64, moe_intermediate_size=32, shared_expert_intermediate_size=48,
+        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        num_experts=6, num_experts_per_tok=2, sliding_window=5,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

@@ -61,7 +61,9 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
             "qwen3_5_moe_text": tf.Qwen3_5MoeTextConfig, "nemotron": tf.NemotronConfig,
             "persimmon": tf.PersimmonConfig, "stablelm": tf.StableLmConfig,
             "openai-gpt": tf.OpenAIGPTConfig, "gpt_neox_japanese": tf.GPTNeoXJapaneseConfig,
-            "minicpm3": tf.MiniCPM3Config, "hy_v3": tf.HYV3Config}
+            "minicpm3": tf.MiniCPM3Config, "hy_v3": tf.HYV3Config,
+            "nanochat": tf.NanoChatConfig, "axk1": tf.AXK1Config,
+            "kolibri1": tf.Kolibri1Config}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -89,8 +91,8 @@ def test_every_field_is_read_inert_or_refused(tmp_path: Path, family: str, make)
     (tmp_path / "config.json").write_text(json.dumps(saved))
     notes: list[str] = []
     text = import_config(tmp_path, notes=notes)
-    if family in ("deepseek_v3", "mimo_v2_flash", "hy_v3"):  # 671 B, 309 B and 295 B
-        # weights, past the size attndsl compiles: 4 layers
+    if family in ("deepseek_v3", "mimo_v2_flash", "hy_v3", "axk1"):  # 671 B, 309 B, 295 B
+        # and 519 B weights, past the size attndsl compiles: 4 layers
         text = re.sub(r"layers(\s*)= (61|48|80)\n", r"layers\1= 4\n", text)
     attndsl.loads(text)  # it imports, and the spec checks
     assert notes == [], notes

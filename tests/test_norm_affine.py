@@ -58,3 +58,45 @@ def test_a_bias_beside_affine_false_is_refused_where_written() -> None:
     message = str(caught.value)
     assert "`affine = false` has no weight and no bias" in message, message
     assert ":13:" in message, message  # the norm's line
+
+
+RMS_SPEC = SPEC.replace("layernorm({placement}, eps = 1e-05, affine = false)",
+                        "rmsnorm({placement}, eps = 1e-06, affine = false)") \
+    .replace("    layers    = 2\n", "    layers    = 2\n    vocab     = 37\n"
+             "    embedding_norm = rmsnorm(eps = 1e-06, affine = false)\n")
+
+
+@pytest.mark.parametrize("placement", ["pre", "sandwich"])
+def test_an_rmsnorm_without_weight_matches_the_oracle_on_every_backend(placement: str) -> None:
+    """NanoChat's norms: `rmsnorm(affine = false)` in the blocks and on the embeddings holds
+    no tensor, and every backend matches the oracle."""
+    layer = attndsl.loads(RMS_SPEC.format(placement=placement))["t"]
+    names = set(layer.to_torch().state_dict())
+    assert not [n for n in names if "norm" in n], names
+    report = layer.verify(lengths={5: "short", 19: "longer"}, batches=(1, 2))
+    assert report.passed, report.text()
+
+
+def test_the_oracle_computes_the_rmsnorm_formula() -> None:
+    """As above for the LayerNorm: one layer adding nothing, so the stack is its final
+    weightless RMSNorm, x / sqrt(mean(x^2) + eps)."""
+    text = SPEC.format(placement="pre").replace("layers    = 2", "layers    = 1").replace(
+        "layernorm(pre, eps = 1e-05, affine = false)", "rmsnorm(pre, eps = 0.01, affine = false)")
+    layer = attndsl.loads(text)["t"]
+    weights = {k: v.detach().numpy() * 0.0 if ("o_proj" in k or "down_proj" in k)
+               else v.detach().numpy() for k, v in layer.to_torch().state_dict().items()}
+    x = np.random.default_rng(1).standard_normal((2, 6, 24)) * 0.2 + 0.1
+    got = layer.reference({"x": x}, weights)
+    want = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 0.01)
+    assert np.abs(np.asarray(got) - want).max() < 1e-9
+
+
+def test_a_unit_offset_beside_a_weightless_rmsnorm_is_refused_where_written() -> None:
+    text = RMS_SPEC.format(placement="pre").replace("rmsnorm(pre, eps = 1e-06, affine = false)",
+                                                    "rmsnorm(pre, unit_offset = true, "
+                                                    "affine = false)")
+    with pytest.raises(SpecError) as caught:
+        attndsl.loads(text)
+    message = str(caught.value)
+    assert "an rmsnorm with `affine = false` has no weight to offset" in message, message
+    assert ":13:" in message, message  # the norm's line

@@ -129,3 +129,18 @@ def test_random_specs_with_a_sparse_mixer_match_the_reference() -> None:
     for seed in (54, 99):
         assert "router = sparsemixer" in random_spec(seed)
         check_random_spec(seed, portable=seed == 54)
+
+
+def test_random_specs_with_weightless_rmsnorms_and_kolibri_and_axk1_mixtures_match() -> None:
+    """RMSNorms without a weight (NanoChat's: a stack's, 52; the embeddings', 1160), a router
+    choosing by its logits plus the selection bias (Kolibri's `select_by = logits`, 1607) and
+    a mixture's output norm (A.X-K1's `output_norm`: a layernorm, 225; a weightless RMSNorm,
+    22), drawn from their own streams past the seeds the default run takes."""
+    for seed, words in ((52, ("rmsnorm(sandwich", "affine = false)")),
+                        (1160, ("embedding_norm = rmsnorm(eps = 1e-6, affine = false)",)),
+                        (1607, ("selection_bias = true, select_by = logits",)),
+                        (225, ("output_norm = layernorm(eps = 1e-5)",)),
+                        (22, ("output_norm = rmsnorm(affine = false)",))):
+        text = random_spec(seed)
+        assert all(w in text for w in words), (seed, words)
+        check_random_spec(seed, portable=seed == 1607)

@@ -34,3 +34,41 @@ def test_sparse_mixer_matches_phimoe(threshold: float) -> None:
     ours = route(TorchArrays(x.device), logits, 2, "sparsemixer", False, 1.5,
                  threshold=threshold)
     np.testing.assert_allclose(ours.numpy(), 1.5 * want, atol=1e-5)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_choosing_by_logits_matches_kolibri1(normalize: bool) -> None:
+    """Gates of `router = sigmoid, select_by = logits, selection_bias = true` equal
+    Kolibri1TopKRouter's (the top k of logits + e_score_correction_bias, weighed by the
+    sigmoid of their logits, renormalised with norm_topk_prob), in the reference and in the
+    shared arithmetic; a bias large enough that choosing by sigmoid + bias differs."""
+    import transformers as tf
+    from transformers.models.kolibri1.modeling_kolibri1 import Kolibri1TopKRouter
+
+    from attndsl.backends import reference_experts
+    from attndsl.backends.torch_arrays import TorchArrays
+    from attndsl.mechanisms.moe import route
+
+    config = tf.Kolibri1Config(hidden_size=24, num_experts=7, num_experts_per_tok=3,
+                               norm_topk_prob=normalize)
+    router = Kolibri1TopKRouter(config)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        router.weight.copy_(torch.randn(7, 24, generator=g) / 3)
+        router.e_score_correction_bias.copy_(torch.randn(7, generator=g))
+    x = torch.randn(64, 24, generator=g)
+    with torch.no_grad():
+        _, weights, indices = router(x)
+    want = np.zeros((64, 7))
+    np.put_along_axis(want, indices.numpy(), weights.double().numpy(), -1)
+    bias = router.e_score_correction_bias
+    logits = x @ router.weight.detach().T
+    by_score = torch.topk(logits.sigmoid() + bias, 3)[1].sort()[0]
+    assert (by_score != indices.sort()[0]).any(), "the bias moves no choice: the test is weak"
+    ref = reference_experts.route(x.double().numpy(), router.weight.detach().double().numpy(),
+                                  None, 3, "sigmoid", normalize, 1.0,
+                                  bias.double().numpy(), select_by="logits")
+    np.testing.assert_allclose(ref, want, atol=1e-6)
+    ours = route(TorchArrays(x.device), logits, 3, "sigmoid", normalize, 1.0, bias,
+                 select_by="logits")
+    np.testing.assert_allclose(ours.numpy(), want, atol=1e-5)

@@ -123,9 +123,9 @@ def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
     its statistics in float32 (x^2 overflows float16 from |x| = 256), as Hugging Face does:
     Llama's narrows to the model dtype before the weight; the unit-offset form (Gemma's)
     multiplies by 1 + w in float32 and then narrows; a unit-offset LayerNorm (Nemotron's
-    LayerNorm1P) takes 1 + w as its weight, in the model dtype. l2norm: RMSNorm without a
-    weight. A LayerNorm without a weight (and bias: OLMo's) computes in float32, as its
-    F.layer_norm."""
+    LayerNorm1P) takes 1 + w as its weight, in the model dtype. l2norm, and an RMSNorm
+    without a weight (`weight` None: NanoChat's): float32, then narrowed. A LayerNorm without
+    a weight (and bias: OLMo's) computes in float32, as its F.layer_norm."""
     if kind == "layernorm" and weight is None:
         h = xp.astype(x, "float32")
         h = h - xp.mean(h, axis=-1, keepdims=True)
@@ -135,7 +135,7 @@ def norm(xp, x: Array, kind: str, weight: Array, bias: Array | None, eps: float,
         return xp.layer_norm(x, weight + 1.0 if unit_offset else weight, bias, eps)
     h = xp.astype(x, "float32")
     h = h / xp.sqrt(xp.mean(h * h, axis=-1, keepdims=True) + eps)
-    if kind == "l2norm":
+    if kind == "l2norm" or weight is None:
         return xp.astype(h, xp.dtype(x))
     if unit_offset:
         return xp.astype(h * (xp.astype(weight, "float32") + 1.0), xp.dtype(x))

@@ -151,8 +151,10 @@ def _norm(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     if node.attr("kind") == "l2norm":
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
     if node.attr("kind") == "rmsnorm":
-        gain = w[f"{module}.weight"] + (1.0 if node.attr("unit_offset") else 0.0)
-        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * gain
+        y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+        if not dict(node.attrs).get("affine", True):  # no weight (NanoChat's)
+            return y
+        return y * (w[f"{module}.weight"] + (1.0 if node.attr("unit_offset") else 0.0))
     centered = x - x.mean(-1, keepdims=True)
     y = centered / np.sqrt((centered**2).mean(-1, keepdims=True) + eps)
     if not dict(node.attrs).get("affine", True):  # no weight, no bias
@@ -354,7 +356,7 @@ def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
                   node.attr("top_k"), node.attr("router"), node.attr("normalize"),
                   node.attr("scale"), w[router[-1]] if node.attr("selection_bias") else None,
                   node.attr("groups"), node.attr("top_groups"), node.attr("group_score"),
-                  node.attr("threshold"))
+                  node.attr("threshold"), node.attr("select_by"))
     attrs = ("experts", "prefix", "gated", "bias", "gate", "alpha", "limit")
     return experts(x, gates, w, unit=node.attr("act"), **{k: node.attr(k) for k in attrs})
 

@@ -38,9 +38,11 @@ def glu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndar
 
 def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int, router: str,
           normalize: bool, scale: float, selection: np.ndarray | None = None, groups: int = 1,
-          top_groups: int = 1, group_score: str = "top2", threshold: float = 0.0) -> np.ndarray:
+          top_groups: int = 1, group_score: str = "top2", threshold: float = 0.0,
+          select_by: str = "probs") -> np.ndarray:
     """Each token's gates over the experts: p = softmax(x W^T + b) over the experts, or the
-    sigmoid of each logit; the experts chosen by s = p + selection bias: with groups, only
+    sigmoid of each logit; the experts chosen by s = p + selection bias (s = the logit +
+    selection bias with `select_by = logits`): with groups, only
     those of the top_groups groups (of consecutive experts) whose two best s summed (`top2`)
     or best s (`max`) rank highest; the top_k by s (the lower index first among equals);
     their p kept, renormalised to sum 1 with `normalize`, times `scale`; 0 for the others."""
@@ -54,7 +56,9 @@ def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int
         p = p / p.sum(-1, keepdims=True)
     else:
         p = 1.0 / (1.0 + np.exp(-logits))
-    s = p if selection is None else p + selection
+    s = logits if select_by == "logits" else p
+    if selection is not None:
+        s = s + selection
     if groups > 1:
         size = p.shape[-1] // groups
         ranked = -np.sort(-s.reshape(*s.shape[:-1], groups, size), axis=-1)

@@ -12,14 +12,14 @@ __all__ = ["PLACEMENTS", "Norms"]
 
 PLACEMENTS = ("pre", "post", "sandwich", "output")
 _NORMS = {"layernorm": (Param("eps"), Param("bias"), Param("affine"), Param("unit_offset")),
-          "rmsnorm": (Param("eps"), Param("unit_offset"))}
+          "rmsnorm": (Param("eps"), Param("unit_offset"), Param("affine"))}
 
 
 class Norms(Masks):
     def norm_value(self, e: ast.Expr, placement: bool, table: dict | None = None,
                    ) -> tuple[Norm, str | None]:
-        """`layernorm(eps = 1e-5, bias = true, unit_offset = false)` or `rmsnorm(eps = 1e-6,
-        unit_offset = false)`,
+        """`layernorm(eps = 1e-5, bias = true, affine = true, unit_offset = false)` or
+        `rmsnorm(eps = 1e-6, unit_offset = false, affine = true)` (`affine = false`: no weight),
         with a leading `placement` argument for stacks (`table`: the norms allowed; a mechanism's
         own, such as q/k norms': `l2norm(eps = 1e-6)`, `across_heads`, a layernorm without bias)."""
         table = _NORMS if table is None else table
@@ -40,11 +40,12 @@ class Norms(Masks):
         flags = {k: self.boolean(args[k], k)
                  for k in ("unit_offset", "bias", "across_heads", "affine") if k in args}
         affine = flags.get("affine", True)
+        article = "an" if name == "rmsnorm" else "a"
         if not affine and flags.get("bias"):
-            raise self.error("a layernorm with `affine = false` has no weight and no bias",
+            raise self.error(f"{article} {name} with `affine = false` has no weight and no bias",
                              args["bias"].span, hint="leave out `bias = true`")
         if not affine and flags.get("unit_offset"):
-            raise self.error("a layernorm with `affine = false` has no weight to offset",
+            raise self.error(f"{article} {name} with `affine = false` has no weight to offset",
                              args["unit_offset"].span, hint="leave out `unit_offset = true`")
         bias = flags.get("bias", table is _NORMS and affine)  # a q/k layernorm has none
         return Norm(name, eps, flags.get("unit_offset", False), bias=name == "layernorm" and bias,

@@ -82,11 +82,12 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.stack = {"layers": str(layers), "ffn": moe_ffn(s, v2), "norm": norm}
 
 
-def moe_ffn(s: SpecText, v2: bool = False) -> str:
+def moe_ffn(s: SpecText, v2: bool = False, extra: str = "") -> str:
     """The stack's `ffn` of a DeepSeek mixture (V3's sigmoid router with its selection bias
     and groups, or V2's softmax one), its first first_k_dense_replace layers (or those
     mlp_layer_types names `dense`, GLM-4.7-Flash's) dense SwiGLUs of intermediate_size; GLM-4.5
-    (glm4_moe, glm4_moe_lite) routes as V3."""
+    (glm4_moe, glm4_moe_lite) routes as V3. `extra`: more of the mixture's arguments (A.X-K1's
+    output norm)."""
     cfg, layers = s.cfg, s.need("num_hidden_layers")
     hidden, dense = s.need("moe_intermediate_size"), s.need("intermediate_size")
     ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
@@ -107,6 +108,7 @@ def moe_ffn(s: SpecText, v2: bool = False) -> str:
         ffn += f", groups = {groups}, top_groups = {top}" + (", group_score = max" if v2 else "")
     if s.get("n_shared_experts", default=0):
         ffn += f", shared = swiglu({hidden * cfg['n_shared_experts']})"
+    ffn += extra
     kinds = s.get("mlp_layer_types")
     if isinstance(kinds, list):
         if len(kinds) != layers or not set(kinds) <= {"dense", "sparse"}:

@@ -200,7 +200,7 @@ def _kept(s: Attention) -> tuple[int, int] | None:
 def norm(b: GraphBuilder, out: str, arg: str, shape: TensorType, norm: Norm, module: str,
           bias: bool | None = None) -> str:
     """A norm node; a LayerNorm's bias as `norm` says, unless `bias` says otherwise; a
-    LayerNorm without weight or bias (`affine = false`) carries `affine=False`."""
+    norm without weight or bias (`affine = false`) carries `affine=False`."""
     extra = {} if norm.affine else {"affine": False}
     return b.emit(Op.NORM, out, (arg,), shape, kind=norm.kind, eps=norm.eps,
                   unit_offset=norm.unit_offset, module=module,

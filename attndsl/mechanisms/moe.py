@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 from .. import ast
 from ..ir.graph import Op
 from ..shapes import T
-from ..spec import Ffn
+from ..spec import Ffn, Norm
 from ..weight_table import Weight, linear_weights, mlp_weights
 from .base_ffn import FeedForward
-from .moe_route import route, sparsemixer
+from .moe_route import expert_mlp, route, sparsemixer
 
 __all__ = ["FFN", "MAX_EXPERTS", "Moe", "expert_mlp", "route", "sparsemixer"]
 
@@ -37,12 +37,14 @@ Array = Any
 class Moe:
     """A mixture-of-experts feed-forward (docs/LANGUAGE.md, Transformer keys): a router picks
     `top_k` of `experts` MLPs per token (`router`: softmax or sigmoid of the router's logits,
-    chosen by those plus a learned `selection_bias` and among the `top_groups` best of
-    `groups` groups, the top k weights renormalised when `normalize`, times `routed_scale`);
+    chosen by those (or, `select_by = logits`, by the logits) plus a learned `selection_bias`
+    and among the `top_groups` best of `groups` groups, the top k weights renormalised when
+    `normalize`, times `routed_scale`);
     each token runs
     only those, its gate multiplying the expert's output (or, `gate = input`, its input), plus
-    the `shared` MLP when there is one (times sigmoid(x W) with `shared_gate`). Every expert is
-    the stack's `ffn` form; the layers in `dense_layers` run the `dense` MLP instead."""
+    the `shared` MLP when there is one (times sigmoid(x W) with `shared_gate`), the sum normed
+    by `output_norm` when there is one. Every expert is the stack's `ffn` form; the layers in
+    `dense_layers` run the `dense` MLP instead."""
 
     name: ClassVar[str] = "moe"
     experts: int
@@ -61,24 +63,8 @@ class Moe:
     top_groups: int = 1  # the `top_groups` best (by `group_score`: top2 | max) are eligible
     group_score: str = "top2"
     threshold: float = 0.0  # router = sparsemixer: the relative gap that drops an expert
-
-
-def expert_mlp(xp, x: Array, act: str, gated: bool, weights: list[Array],
-               biases: list[Array | None], clamp: tuple[float, float] = (1.702, 7.0)) -> Array:
-    """One expert: down(act(gate(x)) * up(x)) with weights (gate, up, down) when `gated` (the
-    clamped unit with `clamp` = (alpha, limit) for clamped_swiglu), else fc2(act(fc1(x)));
-    nn.Linear layout [out, in]; a bias None where there is none."""
-    from ..backends.formulas import activation, clamped_glu  # (the MLP units' arithmetic)
-
-    def linear(h: Array, i: int) -> Array:
-        y = xp.matmul(h, xp.swap_last(weights[i]))
-        return y if biases[i] is None else y + biases[i]
-
-    if act == "clamped_swiglu":
-        return linear(clamped_glu(xp, linear(x, 0), linear(x, 1), *clamp), 2)
-    if gated:
-        return linear(activation(xp, linear(x, 0), act) * linear(x, 1), 2)
-    return linear(activation(xp, linear(x, 0), act), 1)
+    select_by: str = "probs"  # probs | logits (Kolibri's): what the selection bias is added to
+    output_norm: Norm | None = None  # A.X-K1's post_mlp_layernorm: on routed + shared
 
 
 class _Moe(FeedForward):
@@ -87,13 +73,15 @@ class _Moe(FeedForward):
               ("router_bias", False), ("shared", False), ("routed_scale", False),
               ("router", False), ("gate", False), ("shared_gate", False), ("dense", False),
               ("dense_layers", False), ("selection_bias", False), ("groups", False),
-              ("top_groups", False), ("group_score", False), ("threshold", False))
+              ("top_groups", False), ("group_score", False), ("threshold", False),
+              ("select_by", False), ("output_norm", False))
     # its `ffn` node's attributes: the router's tensors (weight, then its bias and selection
     # bias where `router_bias` and `selection_bias` say), its routing, the experts' MLP form
     # and the prefix of their weights
     attributes = ("weights", "experts", "top_k", "router", "threshold", "router_bias",
-                  "selection_bias", "normalize", "scale", "groups", "top_groups", "group_score",
-                  "act", "gated", "bias", "alpha", "limit", "gate", "prefix", "kernel")
+                  "selection_bias", "select_by", "normalize", "scale", "groups", "top_groups",
+                  "group_score", "act", "gated", "bias", "alpha", "limit", "gate", "prefix",
+                  "kernel")
 
     def _bind(self, c: Any, e: Any) -> dict:
         from ..check.values import Param
@@ -105,7 +93,7 @@ class _Moe(FeedForward):
         false, shared = none | swiglu(m), routed_scale = 1.0, router = softmax | sigmoid,
         gate = output | input, shared_gate = false, dense = none | swiglu(m), dense_layers =
         [i, ...], selection_bias = false, groups = 1, top_groups = 1, group_score = top2 |
-        max)`."""
+        max, select_by = probs | logits, output_norm = none | rmsnorm(...) | layernorm(...))`."""
         from ..check.values import FLOAT32_MAX, FLOAT32_TINY
 
         args = self._bind(c, e)
@@ -139,7 +127,7 @@ class _Moe(FeedForward):
                                                      "selection_bias") if k in args}
         words = {k: c.word(args[k], choices, k) for k, choices in (
             ("router", ("softmax", "sigmoid", "sparsemixer")), ("gate", ("output", "input")),
-            ("group_score", ("top2", "max"))) if k in args}
+            ("group_score", ("top2", "max")), ("select_by", ("probs", "logits"))) if k in args}
         groups, top_groups = self._groups(c, args, experts, top_k,
                                           words.get("group_score", "top2"))
         threshold = self._threshold(c, args, words.get("router", "softmax"), top_k)
@@ -152,7 +140,15 @@ class _Moe(FeedForward):
                            dense_layers=layers,
                            selection_bias=flags.get("selection_bias", False), groups=groups,
                            top_groups=top_groups, group_score=words.get("group_score", "top2"),
-                           threshold=threshold)
+                           threshold=threshold, select_by=words.get("select_by", "probs"),
+                           output_norm=self._output_norm(c, args))
+
+    def _output_norm(self, c: Any, args: dict) -> Norm | None:
+        """`none`, or a stack norm without its placement (A.X-K1's post_mlp_layernorm)."""
+        e = args.get("output_norm")
+        if e is None or (isinstance(e, ast.Name) and e.id == "none"):
+            return None
+        return c.norm_value(e, placement=False)[0]
 
     def _threshold(self, c: Any, args: dict, router: str, top_k: int) -> float:
         """The sparse mixer's relative threshold (>= 0, finite), given with it alone; the
@@ -165,7 +161,7 @@ class _Moe(FeedForward):
         if top_k != 2:
             raise c.error(f"the sparse mixer picks 2 experts, and top_k is {top_k}",
                           args["top_k"].span, hint="`top_k = 2`")
-        for key in ("normalize", "selection_bias", "groups"):
+        for key in ("normalize", "selection_bias", "groups", "select_by"):
             if key in args:
                 raise c.error(f"`{key}` does not apply to the sparse mixer, whose gates are "
                               "its own softmaxes", args[key].span,
@@ -267,7 +263,7 @@ class _Moe(FeedForward):
 
     def weights(self, m: Moe, ffn: Ffn, d: int, p: str) -> list[Weight]:
         """The router (and its selection bias), each expert's MLP, the shared expert and its
-        gate."""
+        gate, the output norm's weight (and bias)."""
         out = linear_weights(f"{p}mlp.router", m.experts, d, m.router_bias)
         if m.selection_bias:
             out.append(Weight(f"{p}mlp.router.selection_bias", (m.experts,), "selection"))
@@ -277,12 +273,18 @@ class _Moe(FeedForward):
             out += mlp_weights(f"{p}mlp.shared.", m.shared, d)
         if m.shared_gate:
             out += linear_weights(f"{p}mlp.shared_gate", 1, d, False)
+        n = m.output_norm
+        if n is not None and n.weighted:
+            init = "norm_offset" if n.unit_offset else "norm_weight"
+            out.append(Weight(f"{p}mlp.output_norm.weight", (d,), init))
+            if n.bias:
+                out.append(Weight(f"{p}mlp.output_norm.bias", (d,), "norm_bias"))
         return out
 
     def expand(self, b: Any, m: Moe, ffn: Ffn, p: str, x: str, d: Any) -> str:
-        """The `ffn` node (the router's gates and each token's experts), and the shared
-        expert added."""
-        from ..ir.ffn import mlp
+        """The `ffn` node (the router's gates and each token's experts), the shared expert
+        added, and the sum normed by the output norm."""
+        from ..ir.attention import norm
 
         router = f"{p}mlp.router."
         weights = (f"{router}weight", *((f"{router}bias",) if m.router_bias else ()),
@@ -290,12 +292,20 @@ class _Moe(FeedForward):
         y = b.emit(Op.FFN, f"{p}routed", (x,), d, ffn=self.name, weights=weights,
                    experts=m.experts, top_k=m.top_k, router=m.router, threshold=m.threshold,
                    router_bias=m.router_bias, selection_bias=m.selection_bias,
-                   normalize=m.normalize, scale=m.routed_scale, groups=m.groups,
-                   top_groups=m.top_groups, group_score=m.group_score, act=ffn.activation,
-                   gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha, limit=ffn.limit,
-                   gate=m.gate, prefix=f"{p}mlp.experts.", kernel="")
-        if m.shared is None:
+                   select_by=m.select_by, normalize=m.normalize, scale=m.routed_scale,
+                   groups=m.groups, top_groups=m.top_groups, group_score=m.group_score,
+                   act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
+                   limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.", kernel="")
+        if m.shared is not None:
+            y = self._shared(b, m, p, x, d, y)
+        if m.output_norm is None:
             return y
+        return norm(b, f"{p}moe_normed", y, d, m.output_norm, f"{p}mlp.output_norm")
+
+    def _shared(self, b: Any, m: Moe, p: str, x: str, d: Any, y: str) -> str:
+        """The routed output y plus the shared expert (times its gate with `shared_gate`)."""
+        from ..ir.ffn import mlp
+
         shared = mlp(b, m.shared, f"{p}shared_", f"{p}mlp.shared.", x, d)
         if m.shared_gate:  # Qwen2-MoE: shared(x) * sigmoid(x W_g^T), one gate per token
             one = T("B", "L", 1)
@@ -367,8 +377,10 @@ def _obstacle(node: Any, provider: str | None, dtype: str) -> str | None:
     if node.attr("router") != "softmax":
         kind = "a sigmoid" if node.attr("router") == "sigmoid" else "PhiMoE's sparse mixer"
         return f"its router is {kind}; the kernel's is a softmax"
-    if node.attr("selection_bias") or node.attr("groups") > 1:
-        return "it chooses by a selection bias or among groups; the kernel by the softmax alone"
+    if node.attr("selection_bias") or node.attr("groups") > 1 or \
+            node.attr("select_by") != "probs":
+        return ("it chooses by a selection bias, among groups or by the logits; the kernel by "
+                "the softmax alone")
     if node.attr("gate") != "output":
         return "its gate scales the expert's input; the kernel's scales the output"
     act, gated = node.attr("act"), node.attr("gated")

@@ -1,12 +1,12 @@
-"""A mixture of experts' routers (mechanisms/moe.py): each token's gates over the experts
-from the router's logits, over the array namespace (the torch module's and the ONNX graph
-form's one text)."""
+"""A mixture of experts' arithmetic (mechanisms/moe.py) over the array namespace (the torch
+module's and the ONNX graph form's one text): the routers, each token's gates over the experts
+from the router's logits, and one expert's MLP."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["route", "sparsemixer"]
+__all__ = ["expert_mlp", "route", "sparsemixer"]
 
 Array = Any
 
@@ -32,18 +32,21 @@ def sparsemixer(xp, logits: Array, threshold: float, scale: float) -> Array:
 
 def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float,
           selection: Array | None = None, groups: int = 1, top_groups: int = 1,
-          group_score: str = "top2", threshold: float = 0.0) -> Array:
-    """Gates (T, experts), float32, from the router's logits (T, experts): p = softmax over
-    the experts (or the sigmoid of each, `router = sigmoid`); the top_k experts by p +
-    `selection` (a bias that chooses without weighing), among the `top_groups` of `groups`
-    groups of experts whose best two (`top2`, summed) or best one (`max`) score highest; their
-    p kept (renormalised to sum 1 when `normalize`) and times `scale`, 0 for the others;
-    `router = sparsemixer`: PhiMoE's two rounds instead (`sparsemixer`)."""
+          group_score: str = "top2", threshold: float = 0.0, select_by: str = "probs") -> Array:
+    """Gates (T, experts), float32, from the router's logits (T, experts): p = softmax over the
+    experts (or the sigmoid of each, `router = sigmoid`); the top_k experts by p (or by the
+    logits, `select_by = logits`) + `selection` (a bias that chooses without weighing), among
+    the `top_groups` of `groups` groups of experts whose best two (`top2`, summed) or best one
+    (`max`) score highest; their p kept (renormalised to sum 1 when `normalize`) and times
+    `scale`, 0 for the others; `router = sparsemixer`: PhiMoE's two rounds instead
+    (`sparsemixer`)."""
     if router == "sparsemixer":
         return sparsemixer(xp, logits, threshold, scale)
     logits = xp.astype(logits, "float32")
     probs = xp.softmax(logits, axis=-1) if router == "softmax" else xp.sigmoid(logits)
-    choice = probs if selection is None else probs + xp.astype(selection, "float32")
+    choice = logits if select_by == "logits" else probs
+    if selection is not None:
+        choice = choice + xp.astype(selection, "float32")
     if groups > 1:
         experts = xp.shape(logits, 1)
         by_group = xp.reshape(choice, [-1, groups, experts // groups])
@@ -62,3 +65,21 @@ def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: fl
     if scale != 1.0:
         weights = weights * scale
     return xp.scatter_last(probs, indices, weights)
+
+
+def expert_mlp(xp, x: Array, act: str, gated: bool, weights: list[Array],
+               biases: list[Array | None], clamp: tuple[float, float] = (1.702, 7.0)) -> Array:
+    """One expert: down(act(gate(x)) * up(x)) with weights (gate, up, down) when `gated` (the
+    clamped unit with `clamp` = (alpha, limit) for clamped_swiglu), else fc2(act(fc1(x)));
+    nn.Linear layout [out, in]; a bias None where there is none."""
+    from ..backends.formulas import activation, clamped_glu  # (the MLP units' arithmetic)
+
+    def linear(h: Array, i: int) -> Array:
+        y = xp.matmul(h, xp.swap_last(weights[i]))
+        return y if biases[i] is None else y + biases[i]
+
+    if act == "clamped_swiglu":
+        return linear(clamped_glu(xp, linear(x, 0), linear(x, 1), *clamp), 2)
+    if gated:
+        return linear(activation(xp, linear(x, 0), act) * linear(x, 1), 2)
+    return linear(activation(xp, linear(x, 0), act), 1)

@@ -13,9 +13,9 @@ __all__ = ["run"]
 
 def run(xp: Any, x: Any, weight: Any, route: Any, expert_mlp: Any, *, weights: tuple[str, ...],
         experts: int, top_k: int, router: str, threshold: float, router_bias: bool,
-        selection_bias: bool, normalize: bool, scale: float, groups: int, top_groups: int,
-        group_score: str, act: str, gated: bool, bias: bool, alpha: float, limit: float,
-        gate: str, prefix: str, kernel: str) -> Any:
+        selection_bias: bool, select_by: str, normalize: bool, scale: float, groups: int,
+        top_groups: int, group_score: str, act: str, gated: bool, bias: bool, alpha: float,
+        limit: float, gate: str, prefix: str, kernel: str) -> Any:
     """x (B, L, d) -> (B, L, d); `weight(name)` a parameter of the module; `route` and
     `expert_mlp` the mixture's arithmetic over the array namespace (moe.py's)."""
     import torch
@@ -24,7 +24,8 @@ def run(xp: Any, x: Any, weight: Any, route: Any, expert_mlp: Any, *, weights: t
     selection = weight(weights[-1]) if selection_bias else None
     logits = torch.nn.functional.linear(x, weight(weights[0]), bias_of)
     gates = route(xp, logits.reshape(-1, logits.shape[-1]), top_k, router, normalize, scale,
-                  selection, groups, top_groups, group_score, threshold).reshape(logits.shape)
+                  selection, groups, top_groups, group_score, threshold,
+                  select_by).reshape(logits.shape)
     flat, gates = x.reshape(-1, x.shape[-1]), gates.reshape(-1, gates.shape[-1])
     out = torch.zeros(flat.shape, dtype=torch.float32, device=x.device)
     names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")

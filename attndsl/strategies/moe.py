@@ -55,7 +55,7 @@ def _route(lw: Lowering, node: Node) -> tuple[Sym, str]:
     gates = route(lw.xp, flat, node.attr("top_k"), node.attr("router"), node.attr("normalize"),
                   node.attr("scale"), lw.weight(selection) if selection else None,
                   node.attr("groups"), node.attr("top_groups"), node.attr("group_score"),
-                  node.attr("threshold"))
+                  node.attr("threshold"), node.attr("select_by"))
     return logits, b.op("Reshape", gates.name, b.op("Shape", logits.name))
 
 
