@@ -57,7 +57,7 @@ def test_a_bias_beside_affine_false_is_refused_where_written() -> None:
         attndsl.loads(text)
     message = str(caught.value)
     assert "`affine = false` has no weight and no bias" in message, message
-    assert ":13:" in message, message  # the norm's line
+    assert ":15:" in message, message  # the stack norm's line
 
 
 RMS_SPEC = SPEC.replace("layernorm({placement}, eps = 1e-05, affine = false)",
@@ -99,4 +99,4 @@ def test_a_unit_offset_beside_a_weightless_rmsnorm_is_refused_where_written() ->
         attndsl.loads(text)
     message = str(caught.value)
     assert "an rmsnorm with `affine = false` has no weight to offset" in message, message
-    assert ":13:" in message, message  # the norm's line
+    assert ":15:" in message, message  # the stack norm's line
