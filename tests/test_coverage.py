@@ -67,6 +67,19 @@ def test_the_table_section_is_what_write_makes(tmp_path) -> None:
     assert coverage.read_table(doc) == {r["model_type"]: r for r in rows}
 
 
+def test_write_with_types_replaces_their_rows_alone(tmp_path) -> None:
+    """`--types T --write FILE`: T's rows replaced, the others kept, the counts recomputed."""
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"{coverage.BEGIN}\n{coverage.END}\n")
+    old = [{"model_type": t, "status": "refused", "detail": "lacks x", "genai": "-"}
+           for t in ("a", "b", "c")]
+    coverage.write(doc, old)
+    new = {"model_type": "b", "status": "exact", "detail": "max error 1e-06", "genai": "yes"}
+    coverage.update(doc, [new])
+    assert coverage.read_table(doc) == {"a": old[0], "b": new, "c": old[2]}
+    assert "Counts: 1 exact, 2 refused." in doc.read_text()
+
+
 @pytest.mark.skipif("not config.getoption('--deep')", reason="the whole sweep: --deep")
 def test_every_type_has_the_status_of_the_table() -> None:
     table = coverage.read_table(TABLE)

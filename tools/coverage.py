@@ -11,8 +11,10 @@ Each type runs in a worker process (a hang or a crash of one type costs that typ
 after `--timeout` seconds its worker is killed and the type is `skipped: timeout`). With
 `--write FILE` the section of FILE between `<!-- coverage:begin -->` and
 `<!-- coverage:end -->` is replaced by the table: deterministic (sorted, no timings), so it is
-regenerated rather than written by hand. Needs transformers (the test extra), not a
-dependency of attndsl."""
+regenerated rather than written by hand. With `--types` too, those types' rows are replaced in
+the table FILE holds, the others kept as last swept, and the counts recomputed (a family's
+change can reword another type's refusal that reads it: the whole sweep rewrites those).
+Needs transformers (the test extra), not a dependency of attndsl."""
 
 from __future__ import annotations
 
@@ -171,6 +173,11 @@ def write(path: Path, rows: list[dict]) -> None:
     path.write_text(f"{head}{BEGIN}\n{section(rows)}{END}{tail}")
 
 
+def update(path: Path, rows: list[dict]) -> None:
+    """`write` with `rows` in place of their types' rows in the table `path` holds."""
+    write(path, list((read_table(path) | {r["model_type"]: r for r in rows}).values()))
+
+
 def read_table(path: Path) -> dict[str, dict]:
     """The rows of the table in `path`'s coverage section, by model type."""
     text = path.read_text().split(BEGIN, 1)[1].split(END, 1)[0]
@@ -201,8 +208,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(types) - set(known))
     if unknown:
         parser.error(f"not in the causal-LM mapping: {', '.join(unknown)}")
-    if args.write and args.types:
-        parser.error("--write takes the whole sweep (no --types)")
 
     def progress(row: dict) -> None:
         print(f"{row['model_type']}: {row['status']} {row['detail']}", file=sys.stderr,
@@ -212,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print(counts(rows))
     if args.write:
-        write(args.write, rows)
+        (update if args.types else write)(args.write, rows)
     return 1 if any(r["status"] in ("WRONG", "crash") for r in rows) else 0
 
 
