@@ -176,6 +176,10 @@ CONFIGS = {
     "lfm2": lambda: tf.Lfm2Config(num_hidden_layers=3, layer_types=["conv", "full_attention",
                                                                     "conv"],
                                   bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
+    "lfm2_moe": lambda: tf.Lfm2MoeConfig(
+        num_hidden_layers=3, moe_intermediate_size=32, num_experts=6, num_experts_per_tok=2,
+        num_dense_layers=1, layer_types=["conv", "full_attention", "conv"], bos_token_id=1,
+        eos_token_id=2, pad_token_id=0, **SIZES),
     "lfm3": lambda: tf.Lfm3Config(num_hidden_layers=4, head_dim=16, sliding_window=6,
                                   layer_types=["conv", "sliding_attention", "full_attention",
                                                "conv"],
@@ -335,7 +339,7 @@ CONFIGS = {
         eos_token_id=2, **{k: v for k, v in SIZES.items() if k != "intermediate_size"}),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
-GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm3", "mpt", "qwen3_5_text",
+GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm2_moe", "lfm3", "mpt", "qwen3_5_text",
            "qwen3_5_moe_text")
 # the families whose ort-cpu folder has GroupQueryAttention apply what few others ask of it:
 # softcap (Gemma 2, VaultGemma), learned sinks as head_sink (gpt-oss, the Granite SWA pair), a

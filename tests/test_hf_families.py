@@ -485,6 +485,13 @@ CASES = {
         num_key_value_heads=2, layer_types=["conv", "conv", "full_attention", "conv"],
         conv_L_cache=4, block_ffn_dim_multiplier=1.5, block_multiple_of=16, **SMALL),
         "left", "layers.0", "layers.0.conv", "layers.0.conv.out_proj"),
+    # LFM2-MoE: a dense first layer, then experts chosen by sigmoid plus the expert bias
+    "lfm2_moe": (lambda: tf.Lfm2MoeConfig(
+        hidden_size=48, intermediate_size=72, moe_intermediate_size=24, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, num_experts=6, num_experts_per_tok=2,
+        num_dense_layers=1, routed_scaling_factor=1.5, conv_L_cache=3,
+        layer_types=["conv", "full_attention", "conv", "full_attention"], **SMALL),
+        "left", "layers.0", "layers.0.conv", "layers.0.conv.out_proj"),
     # LFM3: both attention kinds, the full layers' proportional RoPE over a third of each head
     "lfm3": (lambda: tf.Lfm3Config(
         hidden_size=48, intermediate_size=72, num_hidden_layers=5, num_attention_heads=4,
@@ -723,7 +730,7 @@ def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
             else:
                 p.copy_(0.1 * noise)
         for name, b in model.named_buffers():  # a router's selection bias (DeepSeek-V3's form)
-            if name.endswith("e_score_correction_bias"):
+            if name.endswith(("e_score_correction_bias", "feed_forward.expert_bias")):
                 b.copy_(0.3 * torch.randn(b.shape, generator=g))
 
 

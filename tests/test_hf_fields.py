@@ -44,7 +44,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "granitemoe_swa": tf.GraniteMoeSWAConfig,
            "hunyuan_v1_moe": tf.HunYuanMoEV1Config, "cohere2_moe": tf.Cohere2MoeConfig,
            "solar_open": tf.SolarOpenConfig, "exaone_moe": tf.ExaoneMoeConfig,
-           "lfm2": tf.Lfm2Config, "lfm3": tf.Lfm3Config,
+           "lfm2": tf.Lfm2Config, "lfm2_moe": tf.Lfm2MoeConfig, "lfm3": tf.Lfm3Config,
            "gpt_neox": tf.GPTNeoXConfig, "gptj": tf.GPTJConfig, "falcon": tf.FalconConfig,
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,

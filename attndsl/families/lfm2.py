@@ -8,7 +8,12 @@ LFM3 (`lfm3`): the same hybrid with `sliding_attention` layers besides (a window
 sliding_window keys), each attention kind with its own RoPE (`rope_parameters[kind]`; the full
 layers' proportional by default), each head's output times sigmoid of its own `g_proj` row
 (`use_attention_gate`), sandwich RMSNorms (`use_sandwich_norm`: post_operator_norm and
-post_ffn_norm) and an unadjusted SwiGLU of intermediate_size."""
+post_ffn_norm) and an unadjusted SwiGLU of intermediate_size.
+
+LFM2-MoE (`lfm2_moe`): LFM2's layers with a mixture of experts after the first
+num_dense_layers (an unadjusted SwiGLU of intermediate_size there): SwiGLU experts of
+moe_intermediate_size, a sigmoid router choosing by score plus expert_bias
+(`use_expert_bias`), renormalised with norm_topk_prob, times routed_scaling_factor."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import numpy as np
 
 from ..spec import Attention
 from .base import Family
+from .moe import ROUTER_INERT, expanded, mixture
 from .names import ATTN, LM, Names, linear
 from .rope import num, rope
 from .text import SpecText, mask, period
@@ -79,6 +85,21 @@ def _read(s: SpecText, padding: str | None) -> None:
         del s.attentions[names[kind]]
     s.stack = {"layers": str(layers), "ffn": f"swiglu({ffn_width(s)})",
                "norm": f"rmsnorm(pre, eps = {num(eps)})"}
+
+
+def _read_moe(s: SpecText, padding: str | None) -> None:
+    _read(s, padding)
+    if not s.stack:  # refused
+        return
+    layers = s.need("num_hidden_layers")
+    bias = s.cfg.get("use_expert_bias", True)
+    ffn = (f"moe(experts = {s.need('num_experts')}, top_k = {s.need('num_experts_per_tok')}, "
+           f"expert = swiglu({s.need('moe_intermediate_size')}), router = sigmoid, "
+           f"normalize = {'true' if s.need('norm_topk_prob') else 'false'}, selection_bias = "
+           f"{'true' if bias else 'false'}, routed_scale = "
+           f"{num(s.need('routed_scaling_factor'))}")
+    dense = list(range(min(s.need("num_dense_layers"), layers)))
+    s.stack["ffn"] = mixture(ffn, dense, layers, s.need("intermediate_size"))
 
 
 def _own3(s: SpecText, key: str):
@@ -180,6 +201,14 @@ _LFM3 = Names("layers.{i}.", {
     {"norm.weight": "embedding_norm.weight", **LM}, ("model.",),
     by_kernel={"ShortConv": _CONV})
 
+_LFM2_MOE = Names(_LFM2.layer, {
+    **_LFM2.names,
+    **{f"mlp.experts.{{e}}.{ours}_proj.weight": f"feed_forward.experts.{{e}}.{theirs}.weight"
+       for ours, theirs in (("gate", "w1"), ("up", "w3"), ("down", "w2"))},
+    "mlp.router.weight": "feed_forward.gate.weight",
+    "mlp.router.selection_bias": "feed_forward.expert_bias"}, _LFM2.top, _LFM2.bases,
+    by_kernel=_LFM2.by_kernel)
+
 # transformers' defaults (Lfm2Config, 5.23) for the typed fields the import reads; its own
 # fields' defaults are `_OWN`'s, read where they are used
 _DEFAULTS = {
@@ -192,6 +221,15 @@ FAMILIES = [
     Family("lfm2", _read, _LFM2, _DEFAULTS, inert={
         "full_attn_idxs": "read into layer_types by Lfm2Config; the import reads it only "
                           "when layer_types is absent"}, lm=True),
+    # Lfm2MoeConfig's defaults, 5.23 (its layer_types has none: a checkpoint's config states
+    # them, as transformers cannot build the model without)
+    Family("lfm2_moe", _read_moe, _LFM2_MOE, {
+        "hidden_size": 2048, "intermediate_size": 7168, "moe_intermediate_size": 1792,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "tie_word_embeddings": True, "norm_eps": 1e-5, "num_dense_layers": 2,
+        "num_experts_per_tok": 4, "num_experts": 32, "routed_scaling_factor": 1.0,
+        "norm_topk_prob": True}, inert={**ROUTER_INERT}, lm=True,
+        weights_for=expanded(_LFM2_MOE)),
     # Lfm3Config's defaults, 5.23
     Family("lfm3", _read_lfm3, _LFM3, {
         "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
