@@ -337,6 +337,12 @@ CONFIGS = {
         norm_topk_prob=True, sliding_window=6, layer_types=[
             "sliding_attention", "full_attention", "sliding_attention"], bos_token_id=1,
         eos_token_id=2, **{k: v for k, v in SIZES.items() if k != "intermediate_size"}),
+    # DeepSeek-V3's grouped sigmoid routing under Qwen3's attention, a dense first layer
+    "dots1": lambda: tf.Dots1Config(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, n_routed_experts=8,
+        num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1,
+        first_k_dense_replace=1, norm_topk_prob=True, bos_token_id=1, eos_token_id=2,
+        **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm2_moe", "lfm3", "mpt", "qwen3_5_text",

@@ -645,6 +645,16 @@ CASES = {
     # per-head q/k RMSNorm before RoPE, a dense layer and mixtures (mlp_layer_types): sigmoid
     # routing by score plus expert_bias, renormalised, times router_scaling_factor, two
     # shared experts as one SwiGLU; biases on the projections and the dense and shared MLPs
+    # dots.llm1: Qwen3's attention (a sliding layer), DeepSeek-V3's grouped sigmoid routing
+    # beside a shared expert, a dense first layer
+    "dots1": (lambda: tf.Dots1Config(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=24, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, n_routed_experts=8,
+        num_experts_per_tok=3, n_shared_experts=2, n_group=4, topk_group=2,
+        first_k_dense_replace=1, norm_topk_prob=True, routed_scaling_factor=1.5,
+        attention_bias=True, sliding_window=5,
+        layer_types=["full_attention", "sliding_attention", "full_attention"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "hy_v3": (lambda: tf.HYV3Config(
         hidden_size=64, intermediate_size=80, moe_intermediate_size=24, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=7,

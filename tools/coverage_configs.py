@@ -51,6 +51,8 @@ OVERRIDES: dict[str, dict] = {
              "ffn_config": {"ffn_hidden_size": 96, "moe_num_experts": 4, "moe_top_k": 2}},
     "zaya": {"num_experts_per_tok": 1},  # ZAYA's only routing
     "mimo_v2_flash": {"head_dim": 24},  # 0.334 of 16 features would rotate an odd number
+    # None by default: no experts
+    "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
     # Lfm2MoeConfig has no default layer_types: transformers builds no model without them
     "lfm2_moe": {"num_hidden_layers": 3, "num_dense_layers": 1,
                  "layer_types": ["conv", "full_attention", "conv"]},
