@@ -12,7 +12,7 @@ __all__ = ["GATED", "Ffn", "Norm"]
 @dataclass(frozen=True)
 class Ffn:
     kind: str  # relu | relu2 | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu |
-    # relu2_glu | clamped_swiglu
+    # relu2_glu | clamped_swiglu | gelu_glu (exact erf GELU's gate: ModernBERT's)
     hidden: int
     bias: bool
     # clamped_swiglu (gpt-oss): (clamp(up, -limit, limit) + 1) * g sigmoid(alpha g), g =
@@ -31,7 +31,7 @@ class Ffn:
 
 # gated FFN -> its gate's activation (clamped_swiglu: its own, with the up projection's clamp)
 GATED = {"swiglu": "silu", "geglu": "gelu_tanh", "relu2_glu": "relu2",
-         "clamped_swiglu": "clamped_swiglu"}
+         "clamped_swiglu": "clamped_swiglu", "gelu_glu": "gelu"}
 
 
 @dataclass(frozen=True)

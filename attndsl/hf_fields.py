@@ -154,7 +154,8 @@ _POSITIVE_NUMS = (
     "factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
     "mscale_all_dim", "attention_factor", "embedding_multiplier", "logits_scaling",
     "residual_multiplier", "attention_multiplier", "norm_epsilon", "norm_eps", "logit_scale",
-    "swiglu_alpha", "swiglu_limit", "intermediate_multiple_size")
+    "swiglu_alpha", "swiglu_limit", "intermediate_multiple_size", "global_rope_theta",
+    "local_rope_theta")
 _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
@@ -164,7 +165,7 @@ _BOOLS = (
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
     "layer_norm_elementwise_affine", "scale_embedding", "no_bias", "use_post_norm",
-    "use_qkv_bias", "lm_head_bias")
+    "use_qkv_bias", "lm_head_bias", "norm_bias")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
          "activation_function", "activation", "afn", "feed_forward_proj",
@@ -192,6 +193,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "route_scale": ("num", 0), "mup_enabled": ("bool", None),
     "scale_emb": ("num", 0), "scale_depth": ("num", 0), "dim_model_base": ("int", 1),
     "router_scaling_factor": ("num", 0),
+    "local_attention": ("int", 0),  # ModernBERT's: null or < 2 refused where layers slide
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -207,6 +207,10 @@ class Transformer:
     # BLOOM: a norm of the token embeddings (after embedding_scale), before the absolute
     # positions and the first block; its tensors `embedding_norm.*`
     embedding_norm: Norm | None = None
+    # False: layer 0's attention reads its input unnormed, no `layers.0.attn_norm.*`
+    # (ModernBERT's Identity attn_norm on its first layer, whose input the embedding norm
+    # has normed); pre norms, sequential residual
+    first_attn_norm: bool = True
     # a feed-forward form other than one MLP (`mechanisms.ffn_of`), made of MLPs of the form
     # `ffn`, in every block but its dense_layers, or None
     feed_forward: Any = None

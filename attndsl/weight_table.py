@@ -50,7 +50,7 @@ def parameter_count(spec: Attention | Transformer) -> int:
 
     def blocks(stack: Transformer) -> tuple[list[int], int]:
         block, top = [0] * period, 0
-        for w in weight_table(replace(stack, layers=period)):
+        for w in weight_table(replace(stack, layers=period, first_attn_norm=True)):
             if w.name.startswith("layers."):
                 block[int(w.name.split(".")[1])] += math.prod(w.shape)
             else:
@@ -62,7 +62,11 @@ def parameter_count(spec: Attention | Transformer) -> int:
     dense = (blocks(replace(spec, feed_forward=None, ffn=form.dense))[0]
              if form is not None and form.dense else block)
     layers = set(form.dense_layers) if form is not None else set()
-    return top + sum((dense if i in layers else block)[i % period] for i in range(spec.layers))
+    # layer 0 without its attention's norm (`first_attn_norm = false`): that norm's tensors less
+    first = 0 if spec.first_attn_norm or not spec.norm.affine else spec.d_model * (
+        2 if spec.norm.bias else 1)
+    return top - first + sum((dense if i in layers else block)[i % period]
+                             for i in range(spec.layers))
 
 
 def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
@@ -141,7 +145,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         p = f"layers.{i}."
         attention(spec.layer_attention(i), f"{p}self_attn.", False,
                   table=not spec.shared_relative_bias)
-        for which in _block_norms(spec):
+        for which in _block_norms(spec, i):
             norm(f"{p}{which}", d, spec.norm, layernorm)
         form, ffn = spec.layer_feed_forward(i), spec.layer_ffn(i)
         if form is None:
@@ -175,8 +179,10 @@ def mlp_weights(p: str, ffn: Ffn, d_model: int) -> list[Weight]:
             *linear_weights(f"{p}{names[-1]}", d_model, ffn.hidden, ffn.bias)]
 
 
-def _block_norms(t: Transformer) -> tuple[str, ...]:
-    """A block's norms, in weight-table order."""
+def _block_norms(t: Transformer, i: int) -> tuple[str, ...]:
+    """Block i's norms, in weight-table order."""
+    if i == 0 and not t.first_attn_norm:  # ModernBERT: none before layer 0's attention
+        return ("ffn_norm",)
     if t.placement == "sandwich":
         return ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")
     if t.placement == "output":

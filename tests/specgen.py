@@ -323,6 +323,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         ffn += r.choice(["", ", bias = true", ", bias = false"]) + ")"
         if ffn.startswith("relu(") and random.Random(seed * 7919 + 19).random() < 0.5:
             ffn = "relu2" + ffn[4:]  # squared ReLU (Arcee): its own stream
+        if ffn.startswith("geglu(") and random.Random(seed * 7919 + 27).random() < 0.5:
+            ffn = "gelu_glu" + ffn[5:]  # ModernBERT's exact-GELU gate: its own stream
         kind = r.choice(["layernorm", "rmsnorm"])
         placement = r.choice(["pre", "post", "sandwich"])
         block = random.Random(seed * 7919 + 11)  # OLMo 2's and Cohere's norms: own stream
@@ -354,6 +356,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         extra = ""
         if drawn == "pre" and r.random() < 0.4 and placement == "pre":
             extra += "\n    residual = " + r.choice(["parallel", "parallel(shared_norm = true)"])
+        modern = random.Random(seed * 7919 + 26)  # ModernBERT's unnormed layer 0: own stream
+        if placement == "pre" and "residual" not in extra and modern.random() < 0.5:
+            extra += "\n    first_attn_norm = false"
         if "relative_bias" in entries.get("position", "") and r.random() < 0.5:
             extra += "\n    relative_bias = shared"
         if r.random() < 0.4:  # a language model: token ids in, logits out

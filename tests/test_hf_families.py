@@ -705,6 +705,16 @@ CASES = {
         num_experts=6, num_experts_per_tok=2, sliding_window=5,
         layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # full and sliding layers (a window of local_attention // 2 = 3 keys) with their own RoPE
+    # bases, layer 0's attention unnormed, an exact-GELU GLU from the fused Wi, LayerNorms and
+    # every projection with biases
+    "modernbert-decoder": (lambda: tf.ModernBertDecoderConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=4, num_attention_heads=4,
+        local_attention=6, norm_bias=True, attention_bias=True, mlp_bias=True, norm_eps=1e-3,
+        layer_types=["full_attention", "sliding_attention", "sliding_attention",
+                     "full_attention"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        cls_token_id=1, sep_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.attn", "layers.0.attn.Wo"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

@@ -64,7 +64,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
             "openai-gpt": tf.OpenAIGPTConfig, "gpt_neox_japanese": tf.GPTNeoXJapaneseConfig,
             "minicpm3": tf.MiniCPM3Config, "hy_v3": tf.HYV3Config,
             "nanochat": tf.NanoChatConfig, "axk1": tf.AXK1Config,
-            "kolibri1": tf.Kolibri1Config}
+            "kolibri1": tf.Kolibri1Config,
+            "modernbert-decoder": tf.ModernBertDecoderConfig}
 
 
 def test_every_family_has_its_config_class() -> None:

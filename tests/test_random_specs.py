@@ -144,3 +144,11 @@ def test_random_specs_with_weightless_rmsnorms_and_kolibri_and_axk1_mixtures_mat
         text = random_spec(seed)
         assert all(w in text for w in words), (seed, words)
         check_random_spec(seed, portable=seed == 1607)
+
+
+def test_random_specs_with_modernbert_blocks_match_the_reference() -> None:
+    """ModernBERT's unnormed first attention (`first_attn_norm = false`, 197) and its exact-GELU
+    gate (`gelu_glu`, 15) are drawn from their own streams, past the seeds the test above runs."""
+    for seed, word in ((197, "first_attn_norm = false"), (15, "gelu_glu(")):
+        assert word in random_spec(seed)
+        check_random_spec(seed, portable=seed == 15)

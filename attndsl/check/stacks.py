@@ -14,7 +14,7 @@ __all__ = ["Stacks"]
 # (the LM head's mechanisms' keys, `mechanisms.HEADS`, among the keys of a language model)
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
-         "head_bias", "embedding_norm")
+         "head_bias", "embedding_norm", "first_attn_norm")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm")  # need `vocab'
 MAX_VOCAB = 1 << 24
@@ -63,6 +63,7 @@ class Stacks(FeedForwards):
             (m.key, value) for key, m in HEADS.items()
             if (value := get(key, lambda x, m=m: m.read_head(self, x))) is not None)
         embedding_norm = get("embedding_norm", self.embedding_norm_value)
+        first_norm = get("first_attn_norm", lambda x: self.boolean(x, "first_attn_norm"), True)
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
@@ -80,6 +81,11 @@ class Stacks(FeedForwards):
                              f"`{placement}`", e["norm"].value.span,
                              hint="parallel blocks normalise the input once, before both "
                                   "branches")
+        if not first_norm and (placement != "pre" or residual != "sequential"):
+            raise self.error("`first_attn_norm = false` needs `norm = ...(pre, ...)` and a "
+                             "sequential residual", e["first_attn_norm"].value.span,
+                             hint="it leaves out layer 0's norm before its attention, which "
+                                  "only pre norms with a sequential residual have alone")
         if shared_table:
             self.check_shared_table(attns, e["relative_bias"].value)
         tr = Transformer(name=d.name, attentions=attns, layers=layers, ffn=ffn, norm=norm,
@@ -89,7 +95,7 @@ class Stacks(FeedForwards):
                          logit_mechanisms=logit_mechanisms,
                          residual_scale=residual_scale, logit_scale=logit_scale,
                          head_bias=head_bias, feed_forward=form,
-                         embedding_norm=embedding_norm)
+                         embedding_norm=embedding_norm, first_attn_norm=first_norm)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 

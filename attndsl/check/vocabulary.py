@@ -40,7 +40,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
 # plain words some keys take
 WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
          "scale": ("auto",),
-         "tie_embeddings": ("true", "false"),
+         "tie_embeddings": ("true", "false"), "first_attn_norm": ("true", "false"),
          "placement": PLACEMENTS,
          **{key: ("none", *m.words) for key, m in MECHANISMS.items() if not m.forms}}
 

@@ -206,8 +206,9 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     if t.placement == "output":  # OLMo 2: h = x + norm1(attn(x)); y = h + norm2(ffn(h))
         h = add("resid1", h, norm("attn_out", attn(h), "post_attn_norm"))
         return add("resid2", h, norm("ffn_out", feed_forward(b, t, i, h), "post_ffn_norm"))
-    if t.placement == "pre":
-        h = add("resid1", h, attn(norm("attn_in", h, "attn_norm")))
+    if t.placement == "pre":  # (ModernBERT: layer 0's attention input unnormed)
+        h = add("resid1", h, attn(norm("attn_in", h, "attn_norm") if i or t.first_attn_norm
+                                  else h))
         return add("resid2", h, feed_forward(b, t, i, norm("ffn_in", h, "ffn_norm")))
     h = norm("h", add("resid1", h, attn(h)), "attn_norm")
     return norm("y", add("resid2", h, feed_forward(b, t, i, h)), "ffn_norm")
