@@ -181,6 +181,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "sliding_window": ("int", 0),
     "no_rope_layers": ("list", None), "mlp_only_layers": ("list", None),
     "attention_types": ("list", None), "attn_config": ("dict", None),
+    "ffn_config": ("dict", None),
     "moe_layers": ("list", None), "attn_scale": ("num", None),
     "q_lora_rank": ("int", 1), "n_shared_experts": ("int", 0),
     "first_k_dense_replace": ("int", 0), "routed_scaling_factor": ("num", 0),

@@ -14,8 +14,6 @@ _DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
 
 # model_type -> what attndsl lacks to import it, sorted by model type
 LACKS: dict[str, str] = {
-    "aria_text": "Aria's mixture of experts: ungated shared experts beside experts routed by a "
-                 "softmax over the top-k logits, stored transposed (`gate_up_proj` [E, d, 2n])",
     "axk2": f"{_DSA}, a low-rank sigmoid-gated RMSNorm and a sigmoid gate on latent attention's "
             "output",
     "bailing_hybrid": "Kimi-style delta-rule linear attention (KDA) with a per-channel forget gate",
@@ -24,7 +22,6 @@ LACKS: dict[str, str] = {
             "per-head-biased sigmoid output gate",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
-    "dbrx": "clamped q/k/v (`clip_qkv`) and expert weights renormalized by their p-norm",
     "deepseek_v32": _DSA,
     "deepseek_v4": "compressed sparse attention (KV compressors scored by an indexer) and "
                    "hyper-connections between layers",

@@ -343,6 +343,19 @@ CONFIGS = {
         num_experts_per_tok=2, n_shared_experts=1, n_group=2, topk_group=1,
         first_k_dense_replace=1, norm_topk_prob=True, bos_token_id=1, eos_token_id=2,
         **SIZES),
+    # a softmax over the router's top 3 logits, SiLU-gated experts stored transposed, the
+    # shared experts added unweighted (pad_token_id 0: AriaTextConfig's 2 is the prompt's eos)
+    "aria_text": lambda: tf.AriaTextConfig(
+        num_hidden_layers=2, moe_num_experts=5, moe_topk=3, moe_num_shared_experts=2,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        **{k: v for k, v in SIZES.items() if k != "intermediate_size"}, intermediate_size=40),
+    # q, k and v clamped (clip_qkv), bias-free LayerNorms, a softmax router's top 2
+    # renormalised (p = 1) over packed experts
+    "dbrx": lambda: tf.DbrxConfig(
+        d_model=64, n_heads=4, n_layers=2, max_seq_len=64,
+        attn_config={"kv_n_heads": 2, "clip_qkv": 0.5, "rope_theta": 10000.0},
+        ffn_config={"ffn_hidden_size": 40, "moe_num_experts": 5, "moe_top_k": 2},
+        vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm2_moe", "lfm3", "mpt", "qwen3_5_text",

@@ -715,6 +715,22 @@ CASES = {
                      "full_attention"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
         cls_token_id=1, sep_token_id=2, **SMALL),
         "left", "layers.0", "layers.0.attn", "layers.0.attn.Wo"),
+    # a router's top 3 logits softmaxed (the softmax's top 3 renormalised) over SiLU-gated
+    # experts stored transposed and fused (fc1 [E, d, 2 n]), beside the shared experts as one
+    # MLP twice as wide with mlp_bias's biases, added unweighted
+    "aria_text": (lambda: tf.AriaTextConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, moe_num_experts=5, moe_topk=3, moe_num_shared_experts=2,
+        mlp_bias=True, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a fused Wqkv with 2 kv heads clamped to [-0.3, 0.3] (tight enough to clamp), bias-free
+    # LayerNorms, a softmax router's top 3 divided by their sum (p = 1) over packed experts
+    "dbrx": (lambda: tf.DbrxConfig(
+        d_model=64, n_heads=4, n_layers=2, max_seq_len=64,
+        attn_config={"kv_n_heads": 2, "clip_qkv": 0.3, "rope_theta": 10000.0},
+        ffn_config={"ffn_hidden_size": 40, "moe_num_experts": 5, "moe_top_k": 3}, **SMALL),
+        "left", "blocks.0", "blocks.0.norm_attn_norm.attn",
+        "blocks.0.norm_attn_norm.attn.out_proj"),
     "t5": (lambda: tf.T5Config(d_model=64, d_kv=12, d_ff=96, num_layers=2, num_heads=4,
                                relative_attention_num_buckets=8,
                                relative_attention_max_distance=20,

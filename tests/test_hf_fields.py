@@ -65,7 +65,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
             "minicpm3": tf.MiniCPM3Config, "hy_v3": tf.HYV3Config,
             "nanochat": tf.NanoChatConfig, "axk1": tf.AXK1Config,
             "kolibri1": tf.Kolibri1Config,
-            "modernbert-decoder": tf.ModernBertDecoderConfig}
+            "modernbert-decoder": tf.ModernBertDecoderConfig,
+            "aria_text": tf.AriaTextConfig, "dbrx": tf.DbrxConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -158,6 +159,25 @@ def test_mpt_attention_options_transformers_ignores_are_refused(tmp_path: Path, 
     assert main(["import", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "`attn_config.alibi_bias_max` = 4" in err and "`attn_config.clip_qkv` = -6.0" in err
+
+
+def test_dbrx_sub_config_values_it_cannot_express_are_refused(tmp_path: Path, capsys) -> None:
+    """DBRX's experts' weights divided by their 2-norm (attndsl renormalises by the sum, p = 1,
+    alone), an attn_config.rope_theta transformers does not rotate by (it reads
+    rope_parameters'), a clip_qkv of 0 and an unknown ffn_config field: each refused by its
+    nested name."""
+    tf.DbrxConfig(d_model=64, n_heads=4, n_layers=1,
+                  attn_config={"kv_n_heads": 2, "rope_theta": 500000.0, "clip_qkv": 0},
+                  ffn_config={"moe_normalize_expert_weights": 2.0}).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved["ffn_config"]["moe_bias"] = True
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert main(["import", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    for refused in ("`ffn_config.moe_normalize_expert_weights` = 2.0",
+                    "`attn_config.rope_theta` = 500000.0", "`attn_config.clip_qkv` = 0",
+                    "`ffn_config` has fields attndsl does not know: moe_bias"):
+        assert refused in err, (refused, err)
 
 
 def test_qwen2_without_layer_types_slides_from_max_window_layers(tmp_path: Path) -> None:

@@ -72,3 +72,43 @@ def test_choosing_by_logits_matches_kolibri1(normalize: bool) -> None:
     ours = route(TorchArrays(x.device), logits, 3, "sigmoid", normalize, 1.0, bias,
                  select_by="logits")
     np.testing.assert_allclose(ours.numpy(), want, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["aria_text", "dbrx", "dbrx_unnormalized"])
+def test_softmax_routers_match_aria_and_dbrx(family: str) -> None:
+    """Gates of a softmax router equal AriaTextTopKRouter's (a softmax over the top k logits:
+    `normalize = true`) and DBRX's route_tokens_to_experts (the softmax's top k divided by
+    their 1-norm: `normalize = true`; left as they are with moe_normalize_expert_weights
+    null: `normalize = false`), in the reference and in the shared arithmetic."""
+    import transformers as tf
+    from transformers.models.aria.modeling_aria import AriaTextTopKRouter
+    from transformers.models.dbrx.modeling_dbrx import DbrxFFN
+
+    from attndsl.backends import reference_experts
+    from attndsl.backends.torch_arrays import TorchArrays
+    from attndsl.mechanisms.moe import route
+
+    g = torch.Generator().manual_seed(3)
+    x, weight = torch.randn(64, 24, generator=g), torch.randn(7, 24, generator=g) / 2
+    logits = x @ weight.T
+    normalize = family != "dbrx_unnormalized"
+    if family == "aria_text":
+        router = AriaTextTopKRouter(tf.AriaTextConfig(hidden_size=24, num_attention_heads=4,
+                                                      moe_num_experts=7,
+                                                      moe_topk=3))
+        with torch.no_grad():
+            router.weight.copy_(weight)
+            _, weights, indices = router(x)
+    else:
+        ffn = DbrxFFN(tf.DbrxConfig(d_model=24, ffn_config={
+            "moe_num_experts": 7, "moe_top_k": 3,
+            "moe_normalize_expert_weights": 1.0 if normalize else None}))
+        weights, indices = ffn.route_tokens_to_experts(logits)
+    want = np.zeros((64, 7))
+    np.put_along_axis(want, indices.numpy(), weights.double().numpy(), -1)
+    assert np.allclose(want.sum(-1), 1.0) == normalize
+    ref = reference_experts.route(x.double().numpy(), weight.double().numpy(), None, 3,
+                                  "softmax", normalize, 1.0)
+    np.testing.assert_allclose(ref, want, atol=1e-6)
+    ours = route(TorchArrays(x.device), logits, 3, "softmax", normalize, 1.0)
+    np.testing.assert_allclose(ours.numpy(), want, atol=1e-5)

@@ -47,7 +47,8 @@ OVERRIDES: dict[str, dict] = {
     "mamba2": {"head_dim": 32},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [32, 32],
                  "axial_pos_shape": [8, 16]},
-    "dbrx": {"attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0},
+    # DBRX's clip_qkv (null by default) is a clamp transformers' forward cannot run without
+    "dbrx": {"attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
              "ffn_config": {"ffn_hidden_size": 96, "moe_num_experts": 4, "moe_top_k": 2}},
     "zaya": {"num_experts_per_tok": 1},  # ZAYA's only routing
     "mimo_v2_flash": {"head_dim": 24},  # 0.334 of 16 features would rotate an odd number

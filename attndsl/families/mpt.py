@@ -12,7 +12,7 @@ from .names import Names, qkv_names, rows
 from .rope import num
 from .text import SpecText, mask
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "GENERIC"]
 
 _IGNORED = "transformers' MPT ignores it (it computes {}), so no model that sets it is imported"
 # attn_config's fields: (the value transformers' MPT computes as, what it computes)
@@ -21,9 +21,9 @@ _ATTN_AS = {"qk_ln": (False, "no q/k LayerNorm"), "prefix_lm": (False, "a causal
             "alibi": (True, "ALiBi"), "alibi_bias_max": (8, "ALiBi with max_bias 8")}
 _ATTN_INERT = ("attn_impl", "attn_pdrop", "softmax_scale", "clip_qkv", "attn_type")
 # what every saved sub-config carries (PreTrainedConfig's own fields): none is MPT's attention's
-_GENERIC = ("_name_or_path", "architectures", "chunk_size_feed_forward", "dtype", "torch_dtype",
-            "id2label", "label2id", "is_encoder_decoder", "model_type", "output_attentions",
-            "output_hidden_states", "problem_type", "return_dict", "transformers_version")
+GENERIC = ("_name_or_path", "architectures", "chunk_size_feed_forward", "dtype", "torch_dtype",
+           "id2label", "label2id", "is_encoder_decoder", "model_type", "output_attentions",
+           "output_hidden_states", "problem_type", "return_dict", "transformers_version")
 
 
 def _attention_config(s: SpecText) -> dict:
@@ -44,7 +44,7 @@ def _attention_config(s: SpecText) -> dict:
     if clip and (isinstance(clip, bool) or not isinstance(clip, int | float) or clip < 0):
         s.problems.append(f"`attn_config.clip_qkv` = {clip!r}: a clamp of the projected q, k "
                           "and v to [-c, c] needs a number c > 0")
-    unknown = [k for k in cfg if k not in (*_ATTN_AS, *_ATTN_INERT, *_GENERIC)]
+    unknown = [k for k in cfg if k not in (*_ATTN_AS, *_ATTN_INERT, *GENERIC)]
     if unknown:
         s.problems.append(f"`attn_config` has fields attndsl does not know: {', '.join(unknown)}")
     return cfg
