@@ -192,6 +192,10 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "route_scale": ("num", 0), "mup_enabled": ("bool", None),
     "scale_emb": ("num", 0), "scale_depth": ("num", 0), "dim_model_base": ("int", 1),
     "router_scaling_factor": ("num", 0),
+    # Laguna's (`gating`, true or a string, is read where it is used; its router's logit cap,
+    # where it is not 0, is refused by the family)
+    "num_attention_heads_per_layer": ("list", None), "moe_routed_scaling_factor": ("num", 0),
+    "moe_apply_router_weight_on_input": ("bool", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
