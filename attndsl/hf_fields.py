@@ -195,6 +195,10 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "scale_emb": ("num", 0), "scale_depth": ("num", 0), "dim_model_base": ("int", 1),
     "router_scaling_factor": ("num", 0),
     "local_attention": ("int", 0),  # ModernBERT's: null or < 2 refused where layers slide
+    # Laguna's (`gating`, true or a string, is read where it is used; its router's logit cap,
+    # where it is not 0, is refused by the family)
+    "num_attention_heads_per_layer": ("list", None), "moe_routed_scaling_factor": ("num", 0),
+    "moe_apply_router_weight_on_input": ("bool", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

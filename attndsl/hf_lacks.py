@@ -41,8 +41,6 @@ LACKS: dict[str, str] = {
     "jamba": f"{_MAMBA} interleaved with attention and experts",
     "jetmoe": "a mixture of attention heads (top-k routed query and output projections per token)",
     "kimi_linear": "Kimi Delta Attention (KDA) linear-attention layers beside latent attention",
-    "laguna": "a head count per layer (`num_attention_heads_per_layer`) and a softplus output gate "
-              "per head",
     "longcat_flash": "zero-computation experts and two attention/MLP blocks per layer "
                      "(shortcut-connected MoE)",
     "mamba": _MAMBA,

@@ -356,6 +356,16 @@ CONFIGS = {
         attn_config={"kv_n_heads": 2, "clip_qkv": 0.5, "rope_theta": 10000.0},
         ffn_config={"ffn_hidden_size": 40, "moe_num_experts": 5, "moe_top_k": 2},
         vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    # each head's output times softplus of its g_proj row, RoPE per layer kind (the full
+    # layer's on half of each head), a dense first layer, then sigmoid routing by score plus
+    # the correction bias, scaled, beside a shared expert (one head count in every layer:
+    # onnxruntime-genai keeps one; the test of Laguna below varies it)
+    "laguna": lambda: tf.LagunaConfig(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_experts=6, num_experts_per_tok=2,
+        moe_routed_scaling_factor=1.5, sliding_window=6, layer_types=[
+            "sliding_attention", "full_attention", "sliding_attention"], bos_token_id=1,
+        eos_token_id=2, **SIZES),
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm2_moe", "lfm3", "mpt", "qwen3_5_text",
@@ -805,6 +815,34 @@ def test_mimo_v2_flash_generates_as_transformers(tmp_path: Path, target: str, ca
                       "past_key_values.1.key": [1, 24], "past_key_values.1.value": [1, 16],
                       "past_key_values.2.key": [2, 24], "past_key_values.2.value": [2, 16]}
     generates_as(model, decoder, capsys)
+
+
+def test_laguna_with_a_head_count_per_layer_generates_as_transformers(tmp_path: Path,
+                                                                    capsys) -> None:
+    """Laguna with 4 and 6 query heads in its layers (num_attention_heads_per_layer):
+    `compile --export onnx --decode` and `attndsl generate` give transformers' greedy tokens
+    for a left-padded batch, and the decoding model its logits. onnxruntime-genai keeps one
+    head count for every layer: the genai export refuses it with that reason
+    (docs/CHECKPOINTS.md)."""
+    config = tf.LagunaConfig(
+        num_hidden_layers=3, head_dim=16, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_experts=6, num_experts_per_tok=2,
+        num_attention_heads_per_layer=[4, 6, 4], sliding_window=6, layer_types=[
+            "sliding_attention", "full_attention", "full_attention"], bos_token_id=1,
+        eos_token_id=2, **SIZES)
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    redraw(model, 11, unit_offset=False)
+    folder, spec, out = tmp_path / "hf", tmp_path / "laguna.attn", tmp_path / "out"
+    model.save_pretrained(folder)
+    assert main(["import", str(folder), "-o", str(spec)]) == 0
+    capsys.readouterr()
+    assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
+                 "-o", str(out)]) == 2
+    assert "one head size and head count in every layer" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
+                 str(folder), "-o", str(out), "--target", "portable"]) == 0  # left padding
+    generates_as(model, out / "laguna.decode.onnx", capsys)
 
 
 def generates_as(model, decoder: Path, capsys) -> None:

@@ -737,6 +737,28 @@ CASES = {
                                feed_forward_proj="gated-gelu", **SMALL),
            "right", "encoder.block.0", "encoder.block.0.layer.0.SelfAttention",
            "encoder.block.0.layer.0.SelfAttention.o"),
+    # a head count per layer (4 attentions: each kind with 4 and with 6 heads), each head's
+    # output times softplus of its g_proj row, q/k norm per head, biases, RoPE per kind (the
+    # full layers' on half of each head, LagunaConfig's default), a dense first layer, then
+    # sigmoid routing by score plus the correction bias, scaled, beside a shared expert
+    "laguna": (lambda: tf.LagunaConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_experts=6, num_experts_per_tok=2,
+        sliding_window=5, num_attention_heads_per_layer=[4, 6, 6, 4], attention_bias=True,
+        moe_routed_scaling_factor=1.5, layer_types=[
+            "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a gate per output feature (gating "per-element"), every layer full, scaled RoPE
+    "laguna_per_element": (lambda: tf.LagunaConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=24, num_experts=6, num_experts_per_tok=2,
+        gating="per-element", mlp_layer_types=["sparse", "dense"], rope_parameters={
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1000.0,
+                               "partial_rotary_factor": 0.5}}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
 }
 
 

@@ -66,7 +66,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
             "nanochat": tf.NanoChatConfig, "axk1": tf.AXK1Config,
             "kolibri1": tf.Kolibri1Config,
             "modernbert-decoder": tf.ModernBertDecoderConfig,
-            "aria_text": tf.AriaTextConfig, "dbrx": tf.DbrxConfig}
+            "aria_text": tf.AriaTextConfig, "dbrx": tf.DbrxConfig,
+            "laguna": tf.LagunaConfig}
 
 
 def test_every_family_has_its_config_class() -> None:
@@ -137,6 +138,9 @@ def test_an_unknown_field_is_reported_not_dropped(tmp_path: Path, capsys) -> Non
     ("cohere", "use_qk_norm", True),
     ("ernie4_5_moe", "moe_norm_min", 0.5),
     ("openai-gpt", "afn", "gelu_new"),  # GPT-1's ACT_FNS has no such key
+    ("laguna", "moe_router_logit_softcapping", 30.0),
+    ("laguna", "moe_apply_router_weight_on_input", True),
+    ("laguna", "num_attention_heads_per_layer", [48, 48]),  # not one per layer
 ])
 def test_a_field_attndsl_cannot_express_is_refused_by_name(tmp_path: Path, capsys, family: str,
                                                            field: str, value) -> None:
