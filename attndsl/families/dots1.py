@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from .base import Family
 from .deepseek import DEEPSEEK
-from .llama import LLAMA, LLAMA_DEFAULTS
-from .llama import read as read_llama
+from .llama import LLAMA, LLAMA_DEFAULTS, read_qk_normed
 from .moe import ROUTER_INERT, expanded, grouped_sigmoid, mixture
 from .names import ATTN, Names
-from .rope import num
-from .text import SpecText, act
+from .text import SpecText
 
 __all__ = ["FAMILIES"]
 
@@ -26,13 +24,7 @@ def _read(s: SpecText, padding: str | None) -> None:
         window, first = s.get("sliding_window"), s.need("max_window_layers")
         cfg["layer_types"] = ["sliding_attention" if window is not None and i >= first
                               else "full_attention" for i in range(layers)]
-    read_llama(s, padding)
-    eps = num(s.need("rms_norm_eps"))
-    for entries in s.attentions.values():  # each head of q and k, before RoPE
-        kept = entries.pop("mask")
-        entries.update(qk_norm=f"rmsnorm(eps = {eps})", mask=kept)
-    if act(s, "hidden_act", s.need("hidden_act"), gated=True) != "silu":
-        s.refuse("hidden_act", "dots.llm1's MLPs and experts are imported as SwiGLU (silu)")
+    read_qk_normed(s, padding, "dots.llm1")
     if s.get("n_routed_experts") is None:
         s.refuse("n_routed_experts", "Dots1MoE's experts: a count is needed")
         return

@@ -11,25 +11,18 @@ width of 0 as none given), added ungated."""
 from __future__ import annotations
 
 from .base import Family
-from .llama import LLAMA_DEFAULTS
-from .llama import read as read_llama
+from .llama import LLAMA_DEFAULTS, read_qk_normed
 from .moe import ROUTER_INERT, expanded
 from .names import ATTN, GATED, LM, Names
 from .rope import default_theta, num
-from .text import SpecText, act
+from .text import SpecText
 
 __all__ = ["FAMILIES"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
     default_theta(s, 11_158_840.0)  # HYV3Config.default_theta
-    read_llama(s, padding)
-    eps = num(s.need("rms_norm_eps"))
-    for entries in s.attentions.values():  # each head of q and k, before RoPE
-        kept = entries.pop("mask")
-        entries.update(qk_norm=f"rmsnorm(eps = {eps})", mask=kept)
-    if act(s, "hidden_act", s.need("hidden_act"), gated=True) != "silu":
-        s.refuse("hidden_act", "Hy3's MLPs and experts are imported as SwiGLU (silu)")
+    read_qk_normed(s, padding, "Hy3")
     layers, hidden = s.need("num_hidden_layers"), s.need("moe_intermediate_size")
     bias = ", bias = true" if s.get("mlp_bias") else ""  # the dense and shared MLPs' own
     count = s.get("num_shared_experts")

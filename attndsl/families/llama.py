@@ -162,6 +162,18 @@ def read_nope_full(s: SpecText, padding: str | None, **entries: str) -> str:
     return eps
 
 
+def read_qk_normed(s: SpecText, padding: str | None, who: str) -> None:
+    """This reader with q and k RMS-normed per head before RoPE (Qwen3's attention, in Hy3 and
+    dots.llm1), whose MLPs and experts must be SwiGLU (`who` names the model in a refusal)."""
+    read(s, padding)
+    eps = num(s.need("rms_norm_eps"))
+    for entries in s.attentions.values():  # each head of q and k, before RoPE
+        kept = entries.pop("mask")
+        entries.update(qk_norm=f"rmsnorm(eps = {eps})", mask=kept)
+    if act(s, "hidden_act", s.need("hidden_act"), gated=True) != "silu":
+        s.refuse("hidden_act", f"{who}'s MLPs and experts are imported as SwiGLU (silu)")
+
+
 LLAMA = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight",
                                "ffn_norm.weight": "post_attention_layernorm.weight"},
                {"norm.weight": "norm.weight", **LM}, ("model.",))
