@@ -502,6 +502,14 @@ CASES = {
                                             "partial_rotary_factor": 0.34}},
         pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL),
         "left", "layers.0", "layers.0.conv", "layers.0.conv.out_proj"),
+    # LFM3 without its gates (no g_proj: q_proj alone) and with pre-norms only
+    "lfm3_ungated": (lambda: tf.Lfm3Config(
+        hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=12, sliding_window=5, conv_L_cache=4,
+        use_attention_gate=False, use_sandwich_norm=False,
+        layer_types=["conv", "full_attention", "sliding_attention"],
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.conv", "layers.0.conv.out_proj"),
     "gpt_neox": (lambda: tf.GPTNeoXConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
         **SMALL),

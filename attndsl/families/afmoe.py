@@ -9,15 +9,10 @@ dense SwiGLU; with mup_enabled the embeddings times sqrt(hidden_size)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from ..spec import Attention
 from .base import Family
 from .llama import LLAMA, read_nope_full
 from .moe import ROUTER_INERT, expanded, mixture
-from .names import Names
+from .names import Names, gate_joined
 from .rope import num
 from .text import SpecText
 
@@ -44,28 +39,10 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.head["embedding_scale"] = f"sqrt({s.need('hidden_size')})"
 
 
-def _gated(t: list[Any], a: Attention, cfg: dict) -> Any:
-    """q_proj's rows with gate_proj's after each head's: attndsl's query projection under an
-    output gate (per head its head_dim query rows, then its gate rows)."""
-    q, gate = (np.asarray(x) for x in t)
-    rest = q.shape[1:]
-    return np.concatenate([q.reshape(a.heads, a.head_dim, *rest),
-                           gate.reshape(a.heads, a.value_dim, *rest)], axis=1).reshape(
-        a.heads * (a.head_dim + a.value_dim), *rest)
-
-
-def _gated_bias(t: Any, a: Attention, cfg: dict) -> Any:
-    """q_proj's bias with zeros after each head's (gate_proj has none)."""
-    q = np.asarray(t).reshape(a.heads, a.head_dim)
-    return np.concatenate([q, np.zeros((a.heads, a.value_dim), q.dtype)], axis=1).reshape(-1)
-
-
 _P = ("gate_proj", "up_proj", "down_proj")
 _AFMOE = Names(LLAMA.layer, {
     **{k: v for k, v in LLAMA.names.items() if not k.startswith("self_attn.q_proj.")},
-    "self_attn.q_proj.weight": ("self_attn.q_proj.weight", _gated,
-                                ("self_attn.gate_proj.weight",)),
-    "self_attn.q_proj.bias": ("self_attn.q_proj.bias", _gated_bias),
+    **gate_joined("self_attn.gate_proj.weight"),
     "post_attn_norm.weight": "post_attention_layernorm.weight",
     "ffn_norm.weight": "pre_mlp_layernorm.weight",
     "post_ffn_norm.weight": "post_mlp_layernorm.weight",

@@ -12,15 +12,10 @@ ungated shared SwiGLU of shared_expert_intermediate_size."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from ..spec import Attention
 from .base import Family
 from .llama import LLAMA
 from .moe import ROUTER_INERT, expanded, mixture
-from .names import Names
+from .names import Names, gate_joined
 from .rope import num, rope
 from .text import SpecText, act, mask, period
 
@@ -96,33 +91,12 @@ def _read(s: SpecText, padding: str | None) -> None:
                "norm": f"rmsnorm(pre, eps = {eps})"}
 
 
-def _gated(t: list[Any], a: Attention, cfg: dict) -> Any:
-    """q_proj's rows with g_proj's after each head's: attndsl's query projection under an
-    output gate (per head its head_dim query rows, then its gate rows: one, or value_dim)."""
-    q, gate = (np.asarray(x) for x in t)
-    rest = q.shape[1:]
-    width = gate.shape[0] // a.heads
-    return np.concatenate([q.reshape(a.heads, a.head_dim, *rest),
-                           gate.reshape(a.heads, width, *rest)], axis=1).reshape(
-        a.heads * (a.head_dim + width), *rest)
-
-
-def _gated_bias(t: Any, a: Attention, cfg: dict) -> Any:
-    """q_proj's bias with zeros after each head's (g_proj has none)."""
-    q = np.asarray(t).reshape(a.heads, a.head_dim)
-    gating = cfg.get("gating", True)
-    width = 1 if gating is True or gating == "per-head" else a.value_dim
-    return np.concatenate([q, np.zeros((a.heads, width), q.dtype)], axis=1).reshape(-1)
-
-
 _P = ("gate_proj", "up_proj", "down_proj")
 # where transformers 5.23 saves each tensor (and reads it back from: Laguna's conversion
 # mapping renames mlp.experts.e_score_correction_bias and mlp.shared_expert on loading)
 _LAGUNA = Names(LLAMA.layer, {
     **{k: v for k, v in LLAMA.names.items() if not k.startswith("self_attn.q_proj.")},
-    "self_attn.q_proj.weight": ("self_attn.q_proj.weight", _gated,
-                                ("self_attn.g_proj.weight",)),
-    "self_attn.q_proj.bias": ("self_attn.q_proj.bias", _gated_bias),
+    **gate_joined("self_attn.g_proj.weight"),
     **{f"mlp.experts.{{e}}.{p}.weight": f"mlp.experts.{{e}}.{p}.weight" for p in _P},
     **{f"mlp.shared.{p}.weight": f"mlp.shared_expert.{p}.weight" for p in _P},
     "mlp.router.weight": "mlp.gate.weight",

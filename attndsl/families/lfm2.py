@@ -17,14 +17,11 @@ moe_intermediate_size, a sigmoid router choosing by score plus expert_bias
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
-import numpy as np
-
-from ..spec import Attention
 from .base import Family
 from .moe import ROUTER_INERT, expanded, mixture
-from .names import ATTN, LM, Names, linear
+from .names import ATTN, LM, Names, gate_joined, linear
 from .rope import num, rope
 from .text import SpecText, mask, period
 
@@ -155,19 +152,6 @@ def _read_lfm3(s: SpecText, padding: str | None) -> None:
                "norm": f"rmsnorm({norm}, eps = {num(eps)})"}
 
 
-def _gated(t: list[Any], a: Attention, cfg: dict) -> Any:
-    """q_proj's rows with g_proj's after each head's: attndsl's query projection under a gate
-    per head (each head's head_dim query rows, then its one gate row). Checkpoints hold g_proj
-    as `gate_proj` (transformers renames it when it loads them)."""
-    q, gate = (np.asarray(x) for x in t)
-    rest = q.shape[1:]
-    if not cfg.get("use_attention_gate", True):
-        return q
-    return np.concatenate([q.reshape(a.heads, a.head_dim, *rest),
-                           gate.reshape(a.heads, 1, *rest)], axis=1).reshape(
-        a.heads * (a.head_dim + 1), *rest)
-
-
 _CONV = {"self_attn.in_proj.weight": "conv.in_proj.weight",
          "self_attn.in_proj.bias": "conv.in_proj.bias",
          **linear("self_attn.conv", "conv.conv"), **linear("self_attn.o_proj", "conv.out_proj")}
@@ -189,10 +173,7 @@ _ROPE3 = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
           "full_attention": {"rope_type": "proportional", "rope_theta": 1000000.0,
                              "partial_rotary_factor": 0.5}}  # Lfm3Config's default
 _LFM3 = Names("layers.{i}.", {
-    **{k: v for k, v in ATTN.items() if not k.startswith("self_attn.q_proj.")},
-    "self_attn.q_proj.weight": ("self_attn.q_proj.weight", _gated,
-                                ("self_attn.gate_proj.weight",)),
-    "self_attn.q_proj.bias": "self_attn.q_proj.bias",
+    **ATTN,
     **{f"mlp.{ours}_proj.weight": f"feed_forward.{theirs}.weight"
        for ours, theirs in (("gate", "w1"), ("up", "w3"), ("down", "w2"))},
     "attn_norm.weight": "operator_norm.weight", "post_attn_norm.weight":
@@ -200,6 +181,8 @@ _LFM3 = Names("layers.{i}.", {
     "post_ffn_norm.weight": "post_ffn_norm.weight"},
     {"norm.weight": "embedding_norm.weight", **LM}, ("model.",),
     by_kernel={"ShortConv": _CONV})
+# with use_attention_gate (the default), g_proj (`gate_proj` on disk) joins q_proj per head
+_LFM3_GATED = replace(_LFM3, names=_LFM3.names | gate_joined("self_attn.gate_proj.weight"))
 
 _LFM2_MOE = Names(_LFM2.layer, {
     **_LFM2.names,
@@ -231,9 +214,11 @@ FAMILIES = [
         "norm_topk_prob": True}, inert={**ROUTER_INERT}, lm=True,
         weights_for=expanded(_LFM2_MOE)),
     # Lfm3Config's defaults, 5.23
-    Family("lfm3", _read_lfm3, _LFM3, {
+    Family("lfm3", _read_lfm3, _LFM3_GATED, {
         "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
         "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
         "tie_word_embeddings": True, "norm_eps": 1e-5, "sliding_window": 256,
-        "attention_bias": False}, lm=True),
+        "attention_bias": False}, lm=True,
+        weights_for=lambda cfg: _LFM3_GATED if cfg.get(
+            "use_attention_gate", _OWN3["use_attention_gate"]) else _LFM3),
 ]

@@ -7,10 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..spec import Attention
 
-__all__ = ["ATTN", "GATED", "LM", "LM_NAMES", "Names", "Split", "linear", "norms", "per_head",
-           "qkv_names", "rows", "same"]
+__all__ = ["ATTN", "GATED", "LM", "LM_NAMES", "Names", "Split", "gate_joined", "linear", "norms",
+           "per_head", "qkv_names", "rows", "same"]
 
 # a fused tensor (a NumPy array or torch tensor: both reshape and slice alike), the attention
 # of its layer and the config -> attndsl's piece of it
@@ -73,6 +75,35 @@ def per_head(part: int) -> Split:
         return t.reshape(a.heads, 3, a.head_dim, *t.shape[1:])[:, part].reshape(
             a.heads * a.head_dim, *t.shape[1:])
     return split
+
+
+def _gate_rows(a: Attention) -> int:
+    """The gate rows per head that `output_gate` puts after each head's query rows."""
+    from ..mechanisms import MECHANISMS
+
+    return MECHANISMS["output_gate"].query_rows(a, a.mechanism("output_gate"))
+
+
+def _joined(t: list[Any], a: Attention, cfg: dict) -> Any:
+    q, gate = (np.asarray(x) for x in t)
+    rest, rows = q.shape[1:], _gate_rows(a)
+    return np.concatenate([q.reshape(a.heads, a.head_dim, *rest),
+                           gate.reshape(a.heads, rows, *rest)], axis=1).reshape(
+        a.heads * (a.head_dim + rows), *rest)
+
+
+def _joined_bias(t: Any, a: Attention, cfg: dict) -> Any:
+    q = np.asarray(t).reshape(a.heads, a.head_dim)
+    return np.concatenate([q, np.zeros((a.heads, _gate_rows(a)), q.dtype)], axis=1).reshape(-1)
+
+
+def gate_joined(gate: str) -> dict:
+    """q_proj's weight and bias under an output gate from a projection of its own (`gate`,
+    bias-free: AFMoE's, LFM3's, Laguna's): per head its head_dim query rows, then its gate rows
+    (value_dim, or one with `per_head = true`; docs/LANGUAGE.md, `output_gate`), the bias
+    zeros in the gate rows."""
+    return {"self_attn.q_proj.weight": ("self_attn.q_proj.weight", _joined, (gate,)),
+            "self_attn.q_proj.bias": ("self_attn.q_proj.bias", _joined_bias)}
 
 
 def qkv_names(fused: str, make: Callable[[int], Split], bias: bool = True) -> dict:
