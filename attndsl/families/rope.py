@@ -62,9 +62,7 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
     if dim is None:
         dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
     kind = params.get("rope_type", "default")
-    # proportional: frequencies over the whole head, the pairs past the factor's unturned
-    rotated = int(params.get("partial_rotary_factor", 1.0) * head_dim // 2)
-    if kind == "proportional":
+    if kind == "proportional":  # frequencies over the whole head; pairs past the factor unturned
         dim = head_dim
     if dim % 2 and kind == "default" and dim < head_dim:
         # an odd rotary dim n (GLM-4.5's head_dim 42 at factor 0.5): transformers rotates n + 1
@@ -125,6 +123,7 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
         args.append(f"scaling = longrope(short_factor = [{short}], long_factor = [{long}], "
                     f"original_max_position = {orig}, {tail})")
     elif kind == "proportional":
+        rotated = int(params.get("partial_rotary_factor", 1.0) * head_dim // 2)
         args.append(f"scaling = proportional(rotated = {rotated}"
                     + (f", factor = {num(factor)})" if factor not in (None, 1, 1.0) else ")"))
     elif kind != "default":
