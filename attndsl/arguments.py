@@ -219,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="tokens and timings as JSON")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar on stderr")
 
+    cp = sub.add_parser("check-placement",
+                        help="which nodes of ONNX models a provider has no kernel for")
+    cp.add_argument("models", nargs="+", metavar="MODEL", help=".onnx files (any tool's)")
+    cp.add_argument("--provider", default="cuda", choices=("cpu", "cuda"),
+                    help="ONNX Runtime's execution provider (default cuda)")
+    cp.add_argument("--json", action="store_true", help="the findings as JSON")
+
     r = sub.add_parser("run", help="run an exported .onnx model in ONNX Runtime")
     r.add_argument("model", help="an exported .onnx model")
     r.add_argument("--inputs", help=".npz with arrays named as the model's inputs")

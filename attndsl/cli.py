@@ -216,9 +216,11 @@ def _show(args: argparse.Namespace) -> int:
 
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
+    from .placement import check as check_placement
     from .planner import plan
     from .planner.cores import render_choices
     from .planner.rewrites import explained
+    from .targets import get as get_target
 
     if args.bounded_cache and not args.decode:
         raise UsageError("--bounded-cache goes with --decode")
@@ -254,6 +256,12 @@ def _explain(args: argparse.Namespace) -> int:
         if lines:
             print("rewrites:")
             print("\n".join(f"  {line}" for line in lines))
+        if args.target != TORCH_PLAN and get_target(args.target).planned:  # where ORT runs it
+            options = {"target": args.target, "dtype": args.dtype, "quantize": quantize}
+            model = (layer.decoder_model(**options, bounded=args.bounded_cache,
+                                         max_length=args.context_length)
+                     if args.decode else layer.onnx_model(**options)).proto()
+            print(check_placement(model, get_target(args.target).provider).summary())
     return 0
 
 
@@ -286,6 +294,22 @@ def _generate(args: argparse.Namespace) -> int:
           f"ms/token ({rate:.1f} tokens/s, batch {len(result.tokens)}) on {args.provider}",
           file=sys.stderr)
     return 0
+
+
+@command("check-placement")
+def _check_placement(args: argparse.Namespace) -> int:
+    from .placement import check, load_graph
+
+    placements = [(path, check(load_graph(Path(path)), args.provider)) for path in args.models]
+    if args.json:
+        print(json.dumps([{"model": path, "provider": p.provider, "table": p.source,
+                           "nodes": p.nodes, "findings": [
+                               {"node": f.node, "graph": f.path, "why": f.why,
+                                "at_run_time": f.rule} for f in p.findings]}
+                          for path, p in placements], indent=2))
+    else:
+        print("\n".join(f"{path}: {p.summary()}" for path, p in placements))
+    return 1 if any(p.findings for _, p in placements) else 0
 
 
 @command("run")

@@ -1,16 +1,19 @@
-"""Targets, and everything attndsl knows about ONNX Runtime, in one place: what each target
-means, which fused kernel exists for which dtype on which provider, which ops lack a bfloat16
+"""Targets, and what the planner asks about ONNX Runtime, in one place: what each target
+means, which op has a kernel for which dtype on which provider, which ops lack a bfloat16
 CUDA kernel, and which ONNX Runtime release the plans were verified against. Every other
 module asks here; none compares target names or restates a kernel fact.
 
-The facts come from ONNX Runtime 1.31's ContribOperators.md, OperatorKernels.md and kernel
-sources, and from measurements on this project's machines (BENCHMARKS.md)."""
+The kernel facts are ONNX Runtime's own kernel tables and run-time rules (attndsl/placement,
+docs/PLACEMENT.md); the rest come from its kernel sources and from measurements on this
+project's machines (BENCHMARKS.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .errors import ExportError, UsageError
+from .placement import op_runs
+from .placement.rules import GQA_HEAD_SIZE_MULTIPLE
 
 __all__ = [
     "CPU_TARGET", "CUDA_TARGET", "DEFAULT_TARGET", "GQA_HEAD_DIM_MULTIPLE", "HEAVY_OPS",
@@ -106,19 +109,10 @@ def check_ort_version(target: str, version: str | None = None) -> None:
 
 # -- kernels --------------------------------------------------------------------------------
 
-# (op, provider) -> the dtypes its kernel takes, where that is not every dtype. A node without
-# a kernel for its type is placed on the CPU silently, so the planner never emits one.
-_KERNEL_DTYPES = {
-    ("GroupQueryAttention", "cuda"): ("float16", "bfloat16"),
-    ("MultiHeadAttention", "cuda"): ("float32", "float16"),
-    # float32 on the CPU (the installed 1.31's kernel table); its CUDA kernel is not used:
-    # the sources read take channels first only, and no CUDA run has checked it here
-    ("CausalConvWithState", "cpu"): ("float32",),
-    ("CausalConvWithState", "cuda"): (),
-}
-GQA_HEAD_DIM_MULTIPLE = 8  # GroupQueryAttention refuses other head sizes at run time
-# ops with no bfloat16 CUDA kernel: bfloat16 models (CUDA only) avoid them on bfloat16 values
-_NO_BFLOAT16_CUDA = frozenset({"Pad", "Where", "Gelu", "Erf", "Sin", "Cos", "Softplus"})
+# Which op has a kernel for which dtype on which provider is ONNX Runtime's own kernel tables
+# (attndsl/placement): the planner asks `has_kernel` and never emits a node its provider lacks.
+GQA_HEAD_DIM_MULTIPLE = GQA_HEAD_SIZE_MULTIPLE  # GroupQueryAttention refuses other head sizes
+_DTYPES = ("float32", "float16", "bfloat16")
 # providers whose windowed GroupQueryAttention skips keys outside local_window_size (the CPU
 # kernel visits every earlier key: ~4x slower than block-sparse at L = 8192, BENCHMARKS.md)
 _WINDOW_SKIPPING = frozenset({"cuda"})
@@ -126,13 +120,15 @@ _WINDOW_SKIPPING = frozenset({"cuda"})
 
 def kernel_dtypes(op: str, provider: str) -> tuple[str, ...] | None:
     """The dtypes `op`'s kernel on `provider` takes, or None for every dtype."""
-    return _KERNEL_DTYPES.get((op, provider))
+    taking = tuple(d for d in _DTYPES if op_runs(op, d, provider))
+    return None if taking == _DTYPES else taking
 
 
 def has_kernel(op: str, dtype: str, provider: str | None) -> bool:
-    """Whether `op` has a kernel for `dtype` on `provider` (None: assume the least)."""
+    """Whether `op` (as attndsl emits it) has a kernel for `dtype` on `provider` (None: on
+    both providers)."""
     providers = ("cpu", "cuda") if provider is None else (provider,)
-    return all(dtype in _KERNEL_DTYPES.get((op, p), (dtype,)) for p in providers)
+    return all(op_runs(op, dtype, p) for p in providers)
 
 
 def kernel_skips_outside_window(provider: str | None) -> bool:
@@ -140,8 +136,9 @@ def kernel_skips_outside_window(provider: str | None) -> bool:
 
 
 def lacks_bfloat16_cuda_kernel(op: str, dtype: str) -> bool:
-    """True where a `dtype` model must not use `op` on its own values."""
-    return dtype == "bfloat16" and op in _NO_BFLOAT16_CUDA
+    """True where a `dtype` model must not use `op` on its own values: bfloat16 models run on
+    CUDA alone, and the CUDA provider has no bfloat16 kernel for `op`."""
+    return dtype == "bfloat16" and not op_runs(op, dtype, "cuda")
 
 
 def check_dtype_target(dtype: str, target: str, providers: tuple[str, ...] = ()) -> None:

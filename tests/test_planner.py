@@ -70,7 +70,7 @@ def test_choices_and_reasons(body: str, target: str, strategy: str, reason: str)
     # MultiHeadAttention's CUDA kernel: float32 and float16 only
     ("mask = full", "float32", "mha", "flash"),
     ("mask = padding", "float16", "mha", "key_padding_mask"),
-    ("mask = padding", "bfloat16", "dense", "no bfloat16"),
+    ("mask = padding", "bfloat16", "mha", "key_padding_mask"),
     ("softcap = 30.0\n mask = causal", "float32", "dense", "cannot apply a softcap"),
 ])
 def test_cuda_choices_follow_the_kernels_types(body: str, dtype: str, strategy: str,

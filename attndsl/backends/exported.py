@@ -63,6 +63,10 @@ class Exported:
             self.single = model.SerializeToString(deterministic=True)
             self.model = None
 
+    def proto(self) -> onnx.ModelProto:
+        """The model as a proto, to read its graph (a deferred tensor without its data)."""
+        return self.model if self.model is not None else onnx.load_from_string(self.single)
+
     @property
     def external(self) -> bool:
         return self.layout is not None

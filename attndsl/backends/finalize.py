@@ -12,6 +12,7 @@ import onnx
 
 from .. import __version__
 from ..errors import ExportError
+from ..placement import require_placed
 from ..targets import VERIFIED_ORT, get
 from .exported import Exported, Reader, copy_field, graphs
 
@@ -100,11 +101,16 @@ def finalize(model: onnx.ModelProto, provenance: Provenance,
     del model.metadata_props[:]
     for key, value in sorted(provenance.props().items()):
         model.metadata_props.add(key=key, value=value)
+    skeleton = _skeleton(model)
     try:
-        onnx.checker.check_model(_skeleton(model), full_check=True)
+        onnx.checker.check_model(skeleton, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise ExportError(f"exported model for `{provenance.layer}` fails onnx.checker: "
                           f"{str(exc).splitlines()[0]}") from None
+    target = get(provenance.target)
+    if target.planned:  # a planned target never emits a node its provider lacks
+        require_placed(skeleton, target.provider, f"the {target.name} model of "
+                                                  f"`{provenance.layer}`")
     return Exported(model, provenance.layer, deferred)
 
 

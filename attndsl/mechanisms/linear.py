@@ -91,9 +91,11 @@ class _Linear(Kernel):
 
 
 def feature_map(xp, x: Any, feature: str) -> Any:
-    """phi: elu(x) + 1, relu(x) or softmax over the features."""
+    """phi: elu(x) + 1, relu(x) or softmax over the features. elu(x) + 1 is computed as
+    relu(x) + exp(min(x, 0)), the same function: ONNX Runtime's CUDA provider has no kernel
+    for Elu at opset 22 and later."""
     if feature == "elu":
-        return xp.elu(x, 1.0) + 1.0
+        return xp.relu(x) + xp.exp(xp.minimum(x, 0.0))
     if feature == "relu":
         return xp.relu(x)
     return xp.softmax(x, axis=-1)

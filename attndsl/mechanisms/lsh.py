@@ -212,7 +212,8 @@ def attend(xp, q: Any, v: Any, kept: Any | None, causal: bool,
     pos = xp.arange(Lp)  # (Lp,)
     real = pos < L
     if kept is not None:  # (B|1, L) -> (B|1, 1, 1, Lp)
-        shown = xp.pad(xp.astype(kept, "int64"), 1, Lp - L) > 0
+        # padded as float32: ONNX Runtime's CUDA provider has no int64 Pad kernel
+        shown = xp.pad(xp.astype(kept, "float32"), 1, Lp - L) > 0
         real = xp.reshape(real & shown, [-1, 1, 1, Lp])
     # hash: per round, the argmax of [xR, -xR] over the round's buckets / 2 directions
     rotated = xp.reshape(xp.matmul(q, xp.asarray(rotations, "float32")), [B, H, Lp, rounds, half])

@@ -104,9 +104,11 @@ class _XieluFfn(FeedForward):
 
         alpha_p, alpha_n = (weight(name) for name in attrs["weights"])
         beta, eps, dtype = attrs["beta"], attrs["eps"], xp.dtype(x)
-        # a bfloat16 model computes it in float32 and narrows the result: ONNX Runtime's CUDA
-        # provider has no bfloat16 Exp, Greater or Where (one text: the torch module too)
-        wide = lacks_bfloat16_cuda_kernel("Where", dtype)
+        # a bfloat16 model computes it in float32 and narrows the result where ONNX Runtime's
+        # CUDA provider lacks a bfloat16 kernel for one of its ops (one text: the torch module
+        # too)
+        wide = any(lacks_bfloat16_cuda_kernel(op, dtype)
+                   for op in ("Softplus", "Exp", "Min", "Greater", "Where", "Mul", "Sub"))
         if wide:
             x, alpha_p, alpha_n = (xp.astype(t, "float32") for t in (x, alpha_p, alpha_n))
         a_p = xp.softplus(alpha_p)

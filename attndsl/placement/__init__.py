@@ -1,0 +1,171 @@
+"""Where ONNX Runtime will run a model's nodes: for a provider, every node whose (domain, op,
+opset version, element types) has no kernel there, which ONNX Runtime would place on the CPU
+silently (or refuse), and every node a run-time rule rejects, each named with why.
+
+`check(model, provider)` gives the findings; `require_placed` raises for them (compile runs
+it for the planned targets, so a planned target never emits a node its provider lacks);
+`attndsl check-placement MODEL.onnx --provider P` runs it on any ONNX file. The kernel tables
+are ONNX Runtime's own (`tables`), the rules each cite their source (`rules`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+
+from ..errors import ExportError, UsageError
+from .bindings import Node, nodes, schema
+from .rules import RULES
+from .tables import PROVIDERS, Kernel, Table, table
+
+__all__ = ["PROVIDERS", "Finding", "Placement", "check", "load_graph", "node_keys",
+           "op_runs", "require_placed", "table"]
+
+# ONNX Runtime turns these into initializers when it loads a model: they need no kernel
+_LOAD_TIME = frozenset({("ai.onnx", "Constant")})
+
+
+@dataclass(frozen=True)
+class Finding:
+    node: str  # "name (op)"
+    path: str  # the graph it is in
+    why: str
+    rule: bool = False  # a run-time rejection rather than a missing kernel
+
+    def text(self) -> str:
+        where = "" if self.path == "graph" else f" in {self.path}"
+        return f"{self.node}{where}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    provider: str
+    source: str  # the kernel table's
+    nodes: int
+    findings: tuple[Finding, ...]
+
+    def summary(self) -> str:
+        head = f"placement on {PROVIDERS[self.provider]} ({table(self.provider).label})"
+        if not self.findings:
+            return f"{head}: every one of the {self.nodes} nodes has a kernel"
+        return "\n".join([f"{head}: {len(self.findings)} of the {self.nodes} nodes would not "
+                          "run there as planned"] + [f"  {f.text()}" for f in self.findings])
+
+
+def check(model: onnx.ModelProto, provider: str) -> Placement:
+    """The placement of `model`'s nodes on `provider` ("cpu" or "cuda")."""
+    kernels = table(provider)
+    found: list[Finding] = []
+    every = nodes(model)
+    for node in every:
+        why = _missing(node, kernels)
+        if why:
+            found.append(Finding(node.label, node.path, why))
+            continue
+        key = f"{node.proto.domain or 'ai.onnx'}.{node.proto.op_type}"
+        for rule in RULES:
+            if provider in rule.providers and rule.op == key and rule.rejects(node):
+                found.append(Finding(node.label, node.path,
+                                     f"loads, and is rejected when it runs: {rule.why} "
+                                     f"({rule.source})", rule=True))
+    return Placement(provider, kernels.source, len(every), tuple(found))
+
+
+def _missing(node: Node, kernels: Table) -> str | None:
+    """Why `node` has no kernel in `kernels`, or None."""
+    proto = node.proto
+    domain = proto.domain or "ai.onnx"
+    name = PROVIDERS[kernels.provider]
+    if (domain, proto.op_type) in _LOAD_TIME:
+        return None
+    if node.since is None:
+        return f"ONNX Runtime knows no op {domain}.{proto.op_type} at the model's opset"
+    candidates = kernels.of(domain, proto.op_type)
+    if not candidates:
+        return f"{name} has no kernel for {proto.op_type}"
+    versioned = [k for k in candidates if k.covers(node.since)]
+    if not versioned:
+        return (f"{name} has no kernel for {proto.op_type}-{node.since} (its kernels cover "
+                f"opset {', '.join(k.versions() for k in candidates)})")
+    if any(_takes(k, node.bindings) for k in versioned):
+        return None
+    if kernels.provider == "cpu" and any(_takes(k, _widened(node.bindings)) for k in versioned):
+        return None  # ONNX Runtime's CPU provider runs it in float32 between inserted Casts
+    bound = ", ".join(f"{c} = {t}" for c, t in sorted(node.bindings.items()))
+    takes = "; ".join(", ".join(f"{c} = {'|'.join(sorted(ts))}"
+                                for c, ts in sorted(k.types.items())) for k in versioned)
+    return (f"{name} has no kernel for {proto.op_type}-{node.since} with {bound} (its kernels "
+            f"take {takes})")
+
+
+# the domain and opset of the ops the planner asks about, as attndsl emits them
+_CONTRIB = frozenset({"GroupQueryAttention", "MultiHeadAttention", "CausalConvWithState",
+                      "RotaryEmbedding", "MRotaryEmbedding", "LinearAttention", "MatMulNBits",
+                      "GatherBlockQuantized", "QMoE", "SkipSimplifiedLayerNormalization"})
+_OPSETS = {"ai.onnx": 23, "com.microsoft": 1}  # backends/onnx.py's OPSET, the contrib domain's
+
+
+def op_runs(op: str, dtype: str, provider: str) -> bool:
+    """Whether `provider` runs `op` as attndsl emits it (its domain, at attndsl's opset) on
+    `dtype` values ("float32", "float16", "bfloat16"): a kernel whose T takes the dtype, or,
+    on the CPU, float16 in float32 between the Casts ONNX Runtime inserts."""
+    domain = "com.microsoft" if op in _CONTRIB else "ai.onnx"
+    found = schema(domain, op, _OPSETS[domain])
+    if found is None:
+        return False
+    elem = "float" if dtype == "float32" else dtype
+    kernels = [k for k in table(provider).of(domain, op) if k.covers(found.since)]
+    if any(elem in k.types.get("T", {elem}) for k in kernels):
+        return True
+    return provider == "cpu" and elem == "float16" and any(
+        "float" in k.types.get("T", {"float"}) for k in kernels)
+
+
+def _widened(bindings: dict[str, str]) -> dict[str, str]:
+    return {c: "float" if t == "float16" else t for c, t in bindings.items()}
+
+
+def _takes(kernel: Kernel, bindings: dict[str, str]) -> bool:
+    return all(bindings[c] in types for c, types in kernel.types.items() if c in bindings)
+
+
+def require_placed(model: onnx.ModelProto, provider: str, what: str) -> None:
+    """ExportError naming every node of `model` that `provider` would not run as planned."""
+    placement = check(model, provider)
+    if placement.findings:
+        raise ExportError(
+            f"{what} has nodes {PROVIDERS[provider]} would not run as planned:\n"
+            + "\n".join(f"  {f.text()}" for f in placement.findings)
+            + "\n  = help: this is a gap in attndsl's plan for the target; compile with "
+              "--target portable meanwhile, and report it")
+
+
+def node_keys(model: onnx.ModelProto, not_found: set[str]) -> tuple[set, set]:
+    """(placed, missing): the kernel keys (domain, op, opset, ((constraint, type), ...)) of
+    the nodes ONNX Runtime looks a kernel up for, split by whether a provider's log named the
+    node as having none (`not_found`, node names). Nodes computed from constants alone are
+    left out (ONNX Runtime folds them when it loads the model); a subgraph's nodes count."""
+    dynamic = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+    placed, missing = set(), set()
+    for node in nodes(model):
+        proto = node.proto
+        if (proto.domain or "ai.onnx", proto.op_type) in _LOAD_TIME or (
+                node.path == "graph" and not any(i in dynamic for i in proto.input)):
+            continue
+        dynamic.update(proto.output)
+        key = (proto.domain or "ai.onnx", proto.op_type, node.since,
+               tuple(sorted(node.bindings.items())))
+        (missing if proto.name in not_found else placed).add(key)
+    return placed, missing
+
+
+def load_graph(path) -> onnx.ModelProto:
+    """An ONNX file's graph without its external data (the check needs none)."""
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a folder, not an ONNX model") from None
+    except Exception as exc:  # protobuf's DecodeError and its kin
+        raise UsageError(f"{path}: not an ONNX model ({type(exc).__name__})") from None

@@ -1,0 +1,172 @@
+"""Regenerate attndsl/placement/{cpu,cuda}.json, ONNX Runtime's kernel tables.
+
+  # the CPU provider's, from the installed onnxruntime (the CPU build)
+  .venv/bin/python tools/kernel_tables.py cpu
+  # the com.microsoft schemas, for the check where no onnxruntime is installed
+  .venv/bin/python tools/kernel_tables.py schemas
+  # the CUDA provider's, from ONNX Runtime's generated docs/OperatorKernels.md of a release
+  # (github.com/microsoft/onnxruntime, docs/OperatorKernels.md at the release's tag)
+  .venv/bin/python tools/kernel_tables.py cuda --markdown OperatorKernels.md \\
+      --source "docs/OperatorKernels.md of onnxruntime at <commit>" --version 1.31
+  # the kernels a GPU machine's onnxruntime-gpu ran that the markdown lacks, from the GPU
+  # plan's placement keys (benchmarks/gpu_plan.sh writes placement-keys.json)
+  .venv/bin/python tools/kernel_tables.py measured --keys placement-keys.json \\
+      --device "NVIDIA H200" --version 1.31.1
+
+Each file holds the release it was read from, where, and one row per kernel: [domain, op,
+first opset, last opset, {type constraint: [types]}], sorted, so that regenerating from the
+same source gives the same bytes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "attndsl" / "placement"
+_MAX = 2**31 - 1
+_ANCHORS = {"cpu": "cpuexecutionprovider", "cuda": "cudaexecutionprovider"}
+
+
+def from_markdown(text: str, provider: str) -> list[list]:
+    """The kernel rows of `provider`'s section of OperatorKernels.md."""
+    start = text.index(f'<a name="{_ANCHORS[provider]}"/>')
+    end = text.find('<a name="', start + 10)
+    section = text[start:end if end > 0 else len(text)]
+    rows, domain, op = [], "ai.onnx", None
+    for line in section.splitlines():
+        if not line.startswith("|") or line.startswith(("| Op Name", "|---", "| |")):
+            continue
+        cells = line.split("|")[1:-1]
+        found = re.match(r"\*\*Operator Domain:\*\* \*(.+)\*", cells[0])
+        if found:
+            domain = found.group(1)
+            continue
+        if len(cells) != 4:
+            raise ValueError(f"unexpected row: {line[:120]}")
+        name, _params, versions, types = cells
+        op = name or op
+        rows.append([domain, op, *_versions(versions), _types(types)])
+    return sorted(rows, key=json.dumps)
+
+
+def _versions(text: str) -> tuple[int, int]:
+    text = text.strip()
+    if text.endswith("+"):
+        return int(text[:-1]), _MAX
+    if text.startswith("["):
+        lo, hi = text.strip("[]").split(",")
+        return int(lo), int(hi)
+    return int(text), int(text)
+
+
+def _types(text: str) -> dict[str, list[str]]:
+    out = {}
+    for part in text.split("<br/>"):
+        found = re.match(r"\s*\*\*(\w+)\*\* = (.*)", part)
+        if found:
+            out[found.group(1)] = sorted(t.strip() for t in found.group(2).split(","))
+    return out
+
+
+def from_installed() -> tuple[str, list[list]]:
+    import onnxruntime as ort
+    from onnxruntime.capi.onnxruntime_pybind11_state import get_all_opkernel_def
+
+    rows = [[k.domain or "ai.onnx", k.op_name, *k.version_range,
+             {c: sorted(t) for c, t in sorted(k.type_constraints.items())}]
+            for k in get_all_opkernel_def() if k.provider == "CPUExecutionProvider"]
+    return ort.__version__, sorted(rows, key=json.dumps)
+
+
+def measured(keys: Path, device: str, version: str) -> dict:
+    """attndsl/placement/cuda-measured.json from a GPU plan's placement keys (`placed`: the
+    (domain, op, opset, types) of nodes its onnxruntime-gpu's CUDA provider took; `missing`:
+    of those it logged "CUDA kernel not found" for): the placed keys the markdown's table
+    lacks, each a kernel of exactly that version and those types, and the missing keys, which
+    the check must keep naming."""
+    sys.path.insert(0, str(ROOT))
+    from attndsl.placement.tables import _shipped
+
+    data = json.loads(keys.read_text())
+    shipped = _shipped("cuda", measured=False)
+    placed = {(d, op, since, tuple(sorted(b.items()))) for d, op, since, b in data["placed"]}
+    covered = {k for k in placed if any(
+        kern.covers(k[2]) and all(t in kern.types.get(c, {t}) for c, t in k[3])
+        for kern in shipped.of(k[0], k[1]))}
+    rows = [[d, op, since, since, {c: [f"tensor({t})"] for c, t in b}]
+            for d, op, since, b in sorted(placed - covered)]
+    return {"onnxruntime": version, "provider": "cuda",
+            "source": f"measured with onnxruntime-gpu {version} on an {device} (the nodes "
+                      "its CUDA provider took in attndsl's models)",
+            "missing": data["missing"], "kernels": rows}
+
+
+def contrib_schemas() -> list[list]:
+    """The com.microsoft schemas of the installed onnxruntime, as the check reads them where
+    no onnxruntime is installed: [op, since, inputs, outputs, constraints], each parameter as
+    [name, type string, variadic]."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import get_all_operator_schema
+
+    def params(ps):
+        return [[p.name, p.typeStr, "Variadic" in str(p.option)] for p in ps]
+    return sorted(([s.name, s.since_version, params(s.inputs), params(s.outputs),
+                    {c.type_param_str: sorted(c.allowed_type_strs) for c in s.type_constraints}]
+                   for s in get_all_operator_schema() if s.domain == "com.microsoft"),
+                  key=json.dumps)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("provider", choices=("cpu", "cuda", "measured", "schemas"))
+    parser.add_argument("--keys", help="measured: the GPU plan's placement-keys.json")
+    parser.add_argument("--device", help="measured: the GPU it ran on")
+    parser.add_argument("--markdown", help="OperatorKernels.md to read the table from")
+    parser.add_argument("--source", help="where the markdown came from (recorded)")
+    parser.add_argument("--version", help="the onnxruntime release of the markdown")
+    args = parser.parse_args()
+    if args.provider == "schemas":
+        import onnxruntime as ort
+
+        path = OUT / "contrib-schemas.json"
+        rows = contrib_schemas()
+        path.write_text(json.dumps({"onnxruntime": ort.__version__})[:-1] + ', "schemas": [\n'
+                        + ",\n".join(json.dumps(r, sort_keys=True) for r in rows) + "\n]}\n")
+        print(f"wrote {path.relative_to(ROOT)}: {len(rows)} schemas", file=sys.stderr)
+        return 0
+    if args.provider == "measured":
+        if not (args.keys and args.device and args.version):
+            parser.error("measured needs --keys, --device and --version")
+        data = measured(Path(args.keys), args.device, args.version)
+        path = OUT / "cuda-measured.json"
+        path.write_text(json.dumps({k: v for k, v in data.items() if k != "kernels"})[:-1]
+                        + ', "kernels": [\n' + ",\n".join(json.dumps(r, sort_keys=True)
+                                                          for r in data["kernels"]) + "\n]}\n")
+        print(f"wrote {path.relative_to(ROOT)}: {len(data['kernels'])} kernels beyond the "
+              f"markdown's, {len(data['missing'])} keys without one", file=sys.stderr)
+        return 0
+    if args.markdown:
+        if not (args.source and args.version):
+            parser.error("--markdown needs --source and --version")
+        rows = from_markdown(Path(args.markdown).read_text(), args.provider)
+        version, source = args.version, args.source
+    elif args.provider == "cpu":
+        version, rows = from_installed()
+        source = f"onnxruntime {version}'s get_all_opkernel_def() (the CPU build)"
+    else:
+        parser.error("the CUDA table comes from --markdown (a GPU build's own table loads "
+                     "every provider library it ships, and crashes without TensorRT)")
+    head = {"onnxruntime": version, "provider": args.provider, "source": source}
+    path = OUT / f"{args.provider}.json"
+    path.write_text(json.dumps(head)[:-1] + ', "kernels": [\n'  # a kernel a line
+                    + ",\n".join(json.dumps(row, sort_keys=True) for row in rows) + "\n]}\n")
+    print(f"wrote {path.relative_to(ROOT)}: {len(rows)} kernels of onnxruntime {version}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
