@@ -65,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "genai: an onnxruntime-genai folder DIR/<layer>/{genai_config.json,"
                         "model.onnx} (a decoding language model)")
     k.add_argument("--decode", action="store_true",
-                   help="with --export onnx: the decoding form (KV caches in and out, "
-                        "docs/LANGUAGE.md, Decoding)")
+                   help="with --export onnx or triton: the decoding form (KV caches in and "
+                        "out, docs/LANGUAGE.md, Decoding); triton: DIR/<layer>_decode/")
     k.add_argument("--bounded-cache", action="store_true",
                    help="with --decode: a window's (or chunk's) layer keeps only the keys later "
                         "queries can see, so its cache stops growing (standard ops)")
@@ -262,10 +262,11 @@ def compile_options(args: argparse.Namespace):
     """compile's options that go together, checked (UsageError) before anything is built:
     (the target, its default by export; the quantization or None). Sets `args.seed` to its
     default where it was not given."""
-    if args.decode and args.export != "onnx":
-        raise UsageError("--decode goes with --export onnx (--export genai always decodes)")
+    if args.decode and args.export not in ("onnx", "triton"):
+        raise UsageError("--decode goes with --export onnx or triton (--export genai always "
+                         "decodes)")
     if args.bounded_cache and not args.decode:
-        raise UsageError("--bounded-cache goes with --export onnx --decode: onnxruntime-genai "
+        raise UsageError("--bounded-cache goes with --decode: onnxruntime-genai "
                          "allocates every present at the full length, so a genai folder keeps "
                          "full caches")
     if args.weights and args.seed is not None:  # weights from a file: no seed draws anything

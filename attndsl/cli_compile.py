@@ -85,8 +85,9 @@ def compile_command(args: argparse.Namespace, layers_of: Callable[[], list[Layer
         if args.export == "triton":
             from .triton import repository_files
 
-            path = out_dir / layer.name
-            outputs.tree(path, repository_files(layer.name, model.streams("model.onnx")))
+            name = f"{layer.name}_decode" if args.decode else layer.name  # both in one repository
+            path = out_dir / name
+            outputs.tree(path, repository_files(name, model.streams("model.onnx")))
             written.append(lambda path=path, what=what:
                            f"wrote {path}/config.pbtxt and {path}/1/model.onnx {what()}")
         else:  # the decoding form beside the one-pass form of the same layer, not over it
