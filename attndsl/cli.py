@@ -217,6 +217,7 @@ def _show(args: argparse.Namespace) -> int:
 @command("explain")
 def _explain(args: argparse.Namespace) -> int:
     from .placement import check as check_placement
+    from .placement import reporting
     from .planner import plan
     from .planner.cores import render_choices
     from .planner.rewrites import explained
@@ -258,9 +259,10 @@ def _explain(args: argparse.Namespace) -> int:
             print("\n".join(f"  {line}" for line in lines))
         if args.target != TORCH_PLAN and get_target(args.target).planned:  # where ORT runs it
             options = {"target": args.target, "dtype": args.dtype, "quantize": quantize}
-            model = (layer.decoder_model(**options, bounded=args.bounded_cache,
-                                         max_length=args.context_length)
-                     if args.decode else layer.onnx_model(**options)).proto()
+            with reporting():  # built whatever the check finds, to show it
+                model = (layer.decoder_model(**options, bounded=args.bounded_cache,
+                                             max_length=args.context_length)
+                         if args.decode else layer.onnx_model(**options)).proto()
             print(check_placement(model, get_target(args.target).provider).summary())
     return 0
 
@@ -300,7 +302,13 @@ def _generate(args: argparse.Namespace) -> int:
 def _check_placement(args: argparse.Namespace) -> int:
     from .placement import check, load_graph
 
-    placements = [(path, check(load_graph(Path(path)), args.provider)) for path in args.models]
+    placements, unreadable = [], 0
+    for path in args.models:  # each file on its own: a bad one does not stop the others
+        try:
+            placements.append((path, check(load_graph(Path(path)), args.provider)))
+        except UsageError as exc:
+            print(exc.render(), file=sys.stderr)
+            unreadable += 1
     if args.json:
         print(json.dumps([{"model": path, "provider": p.provider, "table": p.source,
                            "nodes": p.nodes, "findings": [
@@ -309,7 +317,7 @@ def _check_placement(args: argparse.Namespace) -> int:
                           for path, p in placements], indent=2))
     else:
         print("\n".join(f"{path}: {p.summary()}" for path, p in placements))
-    return 1 if any(p.findings for _, p in placements) else 0
+    return 2 if unreadable else 1 if any(p.findings for _, p in placements) else 0
 
 
 @command("run")

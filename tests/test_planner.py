@@ -67,7 +67,7 @@ def test_choices_and_reasons(body: str, target: str, strategy: str, reason: str)
     ("mask = causal & window(left = 63, right = 0)", "float16", "gqa", "local_window_size = 64"),
     ("mask = causal & window(left = 63, right = 0)", "bfloat16", "gqa",
      "local_window_size = 64"),
-    # MultiHeadAttention's CUDA kernel: float32 and float16 only
+    # MultiHeadAttention's CUDA kernel: float32, float16 and bfloat16 (ONNX Runtime's table)
     ("mask = full", "float32", "mha", "flash"),
     ("mask = padding", "float16", "mha", "key_padding_mask"),
     ("mask = padding", "bfloat16", "mha", "key_padding_mask"),

@@ -9,7 +9,7 @@
   .venv/bin/python tools/kernel_tables.py cuda --markdown OperatorKernels.md \\
       --source "docs/OperatorKernels.md of onnxruntime at <commit>" --version 1.31
   # the kernels a GPU machine's onnxruntime-gpu ran that the markdown lacks, from the GPU
-  # plan's placement keys (benchmarks/gpu_plan.sh writes placement-keys.json)
+  # plan's placement keys (benchmarks/gpu_plan.py writes placement-keys.json)
   .venv/bin/python tools/kernel_tables.py measured --keys placement-keys.json \\
       --device "NVIDIA H200" --version 1.31.1
 
@@ -97,8 +97,25 @@ def measured(keys: Path, device: str, version: str) -> dict:
     covered = {k for k in placed if any(
         kern.covers(k[2]) and all(t in kern.types.get(c, {t}) for c, t in k[3])
         for kern in shipped.of(k[0], k[1]))}
-    rows = [[d, op, since, since, {c: [f"tensor({t})"] for c, t in b}]
-            for d, op, since, b in sorted(placed - covered)]
+    lacking = {}  # (domain, op, opset) -> constraint -> the types measured without a kernel
+    for d, op, since, b in data["missing"]:
+        for c, t in b.items():
+            lacking.setdefault((d, op, since), {}).setdefault(c, set()).add(t)
+    # a version the run showed: the types seen, and those of the op's newest kernel in the
+    # markdown (a new opset version's kernel takes its predecessor's types in ONNX Runtime),
+    # less any measured without a kernel
+    found: dict[tuple, dict[str, set[str]]] = {}
+    for d, op, since, b in sorted(placed - covered):
+        types = found.setdefault((d, op, since), {})
+        newest = max(shipped.of(d, op), key=lambda k: k.since, default=None)
+        for c, ts in (newest.types.items() if newest else ()):
+            types.setdefault(c, set()).update(ts)
+        for c, t in b:
+            types.setdefault(c, set()).add(t)
+    rows = [[d, op, since, since, {c: sorted(f"tensor({t})" for t in ts
+                                               - lacking.get((d, op, since), {}).get(c, set()))
+                                   for c, ts in sorted(types.items())}]
+            for (d, op, since), types in sorted(found.items())]
     return {"onnxruntime": version, "provider": "cuda",
             "source": f"measured with onnxruntime-gpu {version} on an {device} (the nodes "
                       "its CUDA provider took in attndsl's models)",

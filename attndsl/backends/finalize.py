@@ -12,7 +12,7 @@ import onnx
 
 from .. import __version__
 from ..errors import ExportError
-from ..placement import require_placed
+from ..placement import enforced, require_placed
 from ..targets import VERIFIED_ORT, get
 from .exported import Exported, Reader, copy_field, graphs
 
@@ -108,9 +108,9 @@ def finalize(model: onnx.ModelProto, provenance: Provenance,
         raise ExportError(f"exported model for `{provenance.layer}` fails onnx.checker: "
                           f"{str(exc).splitlines()[0]}") from None
     target = get(provenance.target)
-    if target.planned:  # a planned target never emits a node its provider lacks
+    if target.planned and enforced():  # a planned target never emits a node its provider lacks
         require_placed(skeleton, target.provider, f"the {target.name} model of "
-                                                  f"`{provenance.layer}`")
+                       f"`{provenance.layer}`", {t.name for t in model.graph.initializer})
     return Exported(model, provenance.layer, deferred)
 
 

@@ -9,17 +9,20 @@ are ONNX Runtime's own (`tables`), the rules each cite their source (`rules`).""
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import onnx
 
 from ..errors import ExportError, UsageError
-from .bindings import Node, nodes, schema
+from .bindings import Node, _schemas, nodes, schema
 from .rules import RULES
 from .tables import PROVIDERS, Kernel, Table, table
 
-__all__ = ["PROVIDERS", "Finding", "Placement", "check", "load_graph", "node_keys",
-           "op_runs", "require_placed", "table"]
+__all__ = ["PROVIDERS", "Finding", "Placement", "check", "enforced", "load_graph", "node_keys",
+           "op_runs", "reporting", "require_placed", "table"]
 
 # ONNX Runtime turns these into initializers when it loads a model: they need no kernel
 _LOAD_TIME = frozenset({("ai.onnx", "Constant")})
@@ -52,12 +55,40 @@ class Placement:
                           "run there as planned"] + [f"  {f.text()}" for f in self.findings])
 
 
-def check(model: onnx.ModelProto, provider: str) -> Placement:
-    """The placement of `model`'s nodes on `provider` ("cpu" or "cuda")."""
+_ENFORCED: ContextVar[bool] = ContextVar("attndsl_placement_enforced", default=True)
+
+
+@contextmanager
+def reporting():
+    """Within it, compile builds a planned model whatever the check finds (explain shows the
+    findings; the GPU plan's scan measures them). So does ATTNDSL_PLACEMENT=report."""
+    token = _ENFORCED.set(False)
+    try:
+        yield
+    finally:
+        _ENFORCED.reset(token)
+
+
+def enforced() -> bool:
+    return _ENFORCED.get() and os.environ.get("ATTNDSL_PLACEMENT") != "report"
+
+
+def check(model: onnx.ModelProto, provider: str,
+          constants: set[str] | None = None) -> Placement:
+    """The placement of `model`'s nodes on `provider` ("cpu" or "cuda"). A node of the main
+    graph computed from constants alone (its initializers, or `constants`: the names of a
+    skeleton's initializers turned inputs) is left out: ONNX Runtime folds it when it loads
+    the model, on the CPU."""
     kernels = table(provider)
-    found: list[Finding] = []
+    found = list(_opset_findings(model))
     every = nodes(model)
+    fixed = {t.name for t in model.graph.initializer} | set(constants or ())
+    dynamic = {i.name for i in model.graph.input} - fixed
     for node in every:
+        if node.path == "graph":
+            if not any(i in dynamic for i in node.proto.input):
+                continue  # folded at load
+            dynamic.update(node.proto.output)
         why = _missing(node, kernels)
         if why:
             found.append(Finding(node.label, node.path, why))
@@ -71,6 +102,17 @@ def check(model: onnx.ModelProto, provider: str) -> Placement:
     return Placement(provider, kernels.source, len(every), tuple(found))
 
 
+def _opset_findings(model: onnx.ModelProto):
+    """An opset of the standard domain newer than any schema ONNX Runtime knows: it refuses
+    the model when it loads it."""
+    newest = max((s.since for (d, _), ss in _schemas().items() if d == "ai.onnx" for s in ss),
+                 default=0)
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx") and o.version > newest:
+            yield Finding("(the model)", "graph", f"it imports opset {o.version} of the "
+                          f"standard domain; ONNX Runtime knows opsets up to {newest}")
+
+
 def _missing(node: Node, kernels: Table) -> str | None:
     """Why `node` has no kernel in `kernels`, or None."""
     proto = node.proto
@@ -79,7 +121,8 @@ def _missing(node: Node, kernels: Table) -> str | None:
     if (domain, proto.op_type) in _LOAD_TIME:
         return None
     if node.since is None:
-        return f"ONNX Runtime knows no op {domain}.{proto.op_type} at the model's opset"
+        return (f"ONNX Runtime knows no op {domain}.{proto.op_type} at the model's opset of "
+                f"{domain} (or the model imports no opset of it)")
     candidates = kernels.of(domain, proto.op_type)
     if not candidates:
         return f"{name} has no kernel for {proto.op_type}"
@@ -114,11 +157,15 @@ def op_runs(op: str, dtype: str, provider: str) -> bool:
     if found is None:
         return False
     elem = "float" if dtype == "float32" else dtype
+    # the constraint of the op's first floating-point input (Where's T, MatMulNBits' T1, ...)
+    data = next((p.type_str for p in found.inputs if any(
+        t in found.constraints.get(p.type_str, ()) for t in ("tensor(float)", "tensor(float16)"))),
+        "T")
     kernels = [k for k in table(provider).of(domain, op) if k.covers(found.since)]
-    if any(elem in k.types.get("T", {elem}) for k in kernels):
+    if any(elem in k.types.get(data, {elem}) for k in kernels):
         return True
     return provider == "cpu" and elem == "float16" and any(
-        "float" in k.types.get("T", {"float"}) for k in kernels)
+        "float" in k.types.get(data, {"float"}) for k in kernels)
 
 
 def _widened(bindings: dict[str, str]) -> dict[str, str]:
@@ -129,9 +176,10 @@ def _takes(kernel: Kernel, bindings: dict[str, str]) -> bool:
     return all(bindings[c] in types for c, types in kernel.types.items() if c in bindings)
 
 
-def require_placed(model: onnx.ModelProto, provider: str, what: str) -> None:
+def require_placed(model: onnx.ModelProto, provider: str, what: str,
+                   constants: set[str] | None = None) -> None:
     """ExportError naming every node of `model` that `provider` would not run as planned."""
-    placement = check(model, provider)
+    placement = check(model, provider, constants)
     if placement.findings:
         raise ExportError(
             f"{what} has nodes {PROVIDERS[provider]} would not run as planned:\n"
@@ -162,10 +210,14 @@ def node_keys(model: onnx.ModelProto, not_found: set[str]) -> tuple[set, set]:
 def load_graph(path) -> onnx.ModelProto:
     """An ONNX file's graph without its external data (the check needs none)."""
     try:
-        return onnx.load(str(path), load_external_data=False)
+        model = onnx.load(str(path), load_external_data=False)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a folder, not an ONNX model") from None
     except Exception as exc:  # protobuf's DecodeError and its kin
         raise UsageError(f"{path}: not an ONNX model ({type(exc).__name__})") from None
+    if not model.HasField("graph") or not model.opset_import:
+        raise UsageError(f"{path}: not an ONNX model ONNX Runtime loads (it has "
+                         f"{'no opset import' if model.HasField('graph') else 'no graph'})")
+    return model

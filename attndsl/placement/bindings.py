@@ -18,8 +18,9 @@ from functools import cache
 from pathlib import Path
 
 import onnx
+import onnx.inliner
 
-from ..backends.exported import graphs
+from ..backends.exported import copy_field
 
 __all__ = ["Node", "Schema", "nodes"]
 
@@ -57,9 +58,10 @@ class Node:
 
 
 def _elem_name(elem_type: int) -> str | None:
-    if not elem_type:
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower() if elem_type else None
+    except ValueError:  # an element type onnx does not know: unknown here too
         return None
-    return onnx.TensorProto.DataType.Name(elem_type).lower()
 
 
 @cache
@@ -98,30 +100,50 @@ def _dom(domain: str) -> str:
 
 
 def schema(domain: str, op: str, opset: int | None) -> Schema | None:
-    """The schema a node of `op` uses in a model importing `domain` at `opset`."""
-    found = [s for s in _schemas().get((_dom(domain), op), ())
-             if opset is None or s.since <= opset]
+    """The schema a node of `op` uses in a model importing `domain` at `opset` (None: the
+    model imports no opset of the domain, and ONNX Runtime refuses the node)."""
+    if opset is None:
+        return None
+    found = [s for s in _schemas().get((_dom(domain), op), ()) if s.since <= opset]
     return found[-1] if found else None
 
 
+_INLINE_BYTES = 1024  # larger initializers are read as typed inputs: their data is not needed
+
+
 def nodes(model: onnx.ModelProto) -> list[Node]:
-    """Every node of the model, subgraphs' included, with its kernel key."""
+    """Every node of the model, subgraphs' and local functions' (inlined, as ONNX Runtime
+    does) included, with its kernel key. Shape inference runs on a copy whose large
+    initializers are typed inputs, so the weights are never copied; small ones (shapes, the
+    targets of Reshapes) keep their data."""
+    if model.functions:
+        model = onnx.inliner.inline_local_functions(model)
+    light = _without_weights(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False)
     except Exception:  # inference is a help, not a requirement
-        inferred = model
+        inferred = light
     opsets = {_dom(o.domain): o.version for o in model.opset_import}
-    types: dict[str, str] = {}
-    shapes: dict[str, tuple] = {}
-    for g in graphs(inferred.graph):
-        for v in (*g.input, *g.output, *g.value_info):
-            _note(types, shapes, v)
-        for t in g.initializer:
-            types[t.name] = _elem_name(t.data_type) or ""
-            shapes[t.name] = tuple(t.dims)
     out: list[Node] = []
-    _walk(model.graph, "graph", opsets, types, shapes, out)
+    _walk(inferred.graph, "graph", opsets, {}, {}, out)
     return out
+
+
+def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    light = onnx.ModelProto()
+    for descriptor, value in model.ListFields():
+        if descriptor.name != "graph":
+            copy_field(light, descriptor, value)
+    for descriptor, value in model.graph.ListFields():
+        if descriptor.name != "initializer":
+            copy_field(light.graph, descriptor, value)
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() > _INLINE_BYTES or tensor.data_location == tensor.EXTERNAL:
+            light.graph.input.append(onnx.helper.make_tensor_value_info(
+                tensor.name, tensor.data_type, list(tensor.dims)))
+        else:
+            light.graph.initializer.append(tensor)
+    return light
 
 
 def _note(types: dict, shapes: dict, value: onnx.ValueInfoProto) -> None:
@@ -133,16 +155,23 @@ def _note(types: dict, shapes: dict, value: onnx.ValueInfoProto) -> None:
                                        for d in tt.shape.dim)
 
 
-def _walk(graph, path, opsets, types, shapes, out) -> None:
-    for v in (*graph.input, *graph.output):
+def _walk(graph, path, opsets, outer_types, outer_shapes, out) -> None:
+    """The graph's nodes, in a scope of its own: the outer graphs' values, then its own (a
+    sibling branch's names are not seen)."""
+    types, shapes = dict(outer_types), dict(outer_shapes)
+    for v in (*graph.input, *graph.output, *graph.value_info):
         _note(types, shapes, v)
     for t in graph.initializer:
-        types.setdefault(t.name, _elem_name(t.data_type) or "")
+        types[t.name] = _elem_name(t.data_type) or ""
+        shapes[t.name] = tuple(t.dims)
     for proto in graph.node:
         for attr in proto.attribute:  # a subgraph's nodes before the node that runs it
-            if attr.type == onnx.AttributeProto.GRAPH:
-                _walk(attr.g, f"{path}/{proto.name or proto.op_type}.{attr.name}", opsets,
-                      types, shapes, out)
+            for i, g in enumerate([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                                  attr.graphs):
+                where = f"{attr.name}[{i}]" if attr.type == onnx.AttributeProto.GRAPHS \
+                    else attr.name
+                _walk(g, f"{path}/{proto.name or proto.op_type}.{where}", opsets, types,
+                      shapes, out)
         s = schema(proto.domain, proto.op_type, opsets.get(_dom(proto.domain)))
         node = Node(proto, path, s.since if s else None)
         if s is not None:
