@@ -239,3 +239,60 @@ def test_check_placement_names_what_a_provider_lacks(tmp_path, capsys) -> None:
     (tmp_path / "not.onnx").write_text("hello")
     assert main(["check-placement", str(tmp_path / "not.onnx")]) == 2
     assert "not an ONNX model" in capsys.readouterr().err
+
+
+def test_sibling_branches_keep_their_own_types() -> None:
+    """Both branches of an If name a value `t`: int8 in one, float in the other. Each node is
+    checked with its own branch's type (ONNX Runtime's CUDA Relu takes no int8)."""
+    def branch(name: str, elem: int) -> onnx.GraphProto:
+        return h.make_graph([h.make_node("Cast", ["x"], ["t"], to=elem),
+                             h.make_node("Relu", ["t"], ["r"], name=name),
+                             h.make_node("Cast", ["r"], ["out"], to=T.FLOAT)], name, [],
+                            [h.make_tensor_value_info("out", T.FLOAT, None)])
+    node = h.make_node("If", ["c"], ["y"], name="br", then_branch=branch("relu_i8", T.INT8),
+                       else_branch=branch("relu_f", T.FLOAT))
+    model = _model([node], [h.make_tensor_value_info("c", T.BOOL, []),
+                            h.make_tensor_value_info("x", T.FLOAT, [4])],
+                   [h.make_tensor_value_info("y", T.FLOAT, None)])
+    assert [f.node for f in check(model, "cuda").findings] == ["relu_i8 (Relu)"]
+
+
+def test_a_node_computed_from_initializers_alone_is_folded_not_placed() -> None:
+    """ONNX Runtime folds a node whose inputs are all initializers when it loads the model:
+    its Elu-22 needs no CUDA kernel; the same node on a graph input does."""
+    weight = onnx.numpy_helper.from_array(np.ones(3, np.float32), "w")
+    nodes = [h.make_node("Elu", ["w"], ["e"], name="folded"),
+             h.make_node("Elu", ["x"], ["f"], name="placed"),
+             h.make_node("Add", ["e", "f"], ["y"], name="add")]
+    model = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                   [h.make_tensor_value_info("y", T.FLOAT, None)])
+    model.graph.initializer.append(weight)
+    assert [f.node for f in check(model, "cuda").findings] == ["placed (Elu)"]
+
+
+def test_check_placement_on_what_onnx_runtime_does_not_load(tmp_path, capsys) -> None:
+    """A file without a graph or an opset import: exit 2, the other files still checked; an
+    opset newer than ONNX Runtime knows: a finding; an element type onnx does not know: no
+    crash, the value untyped."""
+    empty, bare, late, odd = (tmp_path / f"{n}.onnx" for n in ("empty", "bare", "late", "odd"))
+    empty.write_bytes(b"")
+    model = _model([h.make_node("Relu", ["x"], ["y"])],
+                   [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                   [h.make_tensor_value_info("y", T.FLOAT, None)])
+    del model.opset_import[:]
+    onnx.save(model, bare)
+    onnx.save(_model([h.make_node("Relu", ["x"], ["y"])],
+                     [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], opset=99), late)
+    unknown = _model([h.make_node("Relu", ["x"], ["y"])],
+                     [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    unknown.graph.input[0].type.tensor_type.elem_type = 99
+    odd.write_bytes(unknown.SerializeToString())
+    assert main(["check-placement", str(empty), str(bare), str(late), str(odd)]) == 2
+    captured = capsys.readouterr()
+    assert "empty.onnx: not an ONNX model ONNX Runtime loads (it has no graph)" in captured.err
+    assert "bare.onnx: not an ONNX model ONNX Runtime loads (it has no opset import)" in \
+        captured.err
+    assert "it imports opset 99 of the standard domain" in captured.out
+    assert f"{odd}: placement on" in captured.out and "internal error" not in captured.err
