@@ -29,6 +29,9 @@ LACKS: dict[str, str] = {
             "mixture of experts (CDMoE) of product-key experts",
     "falcon_h1": f"{_MAMBA2} run in parallel with attention in each layer, with muP multipliers",
     "falcon_mamba": f"{_MAMBA}, with RMS-normalized B, C and dt",
+    "gemma4_text": "per-layer input embeddings (a second token embedding feeding every layer), "
+                   "keys and values shared across layers (`num_kv_shared_layers`), keys equal "
+                   "to values (`attention_k_eq_v`) and a scale-less RMSNorm on values",
     "glm_moe_dsa": _DSA,
     "granitemoehybrid": f"{_MAMBA2} interleaved with attention",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "

@@ -43,6 +43,8 @@ DERIVED = {"num_key_value_heads", "head_dim"}
 # model type -> fields set after the generic shrink (a value of None removes the field)
 OVERRIDES: dict[str, dict] = {
     "deepseek_v2": {"num_experts_per_tok": 2},
+    # Gemma 4's per-layer inputs: an embedding of 262,144 rows by default
+    "gemma4_text": {"vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 8},
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
     "mamba2": {"head_dim": 32},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [32, 32],
@@ -108,6 +110,15 @@ def _default(cls: type, fixed: dict):
         return cls(**fixed)
 
 
+def _read(config, field: str, fallback):
+    """config.field, or `fallback` where the config refuses to give one value for it (Gemma
+    4's per-layer attributes read globally raise)."""
+    try:
+        return getattr(config, field, fallback)
+    except RuntimeError:
+        return fallback
+
+
 def _shrunk(cls: type, layers: int, fixed: dict) -> dict[str, object]:
     """The generic shrink of `cls`'s fields, at `layers` layers (`fixed`: the overrides,
     which its default config takes too)."""
@@ -119,7 +130,7 @@ def _shrunk(cls: type, layers: int, fixed: dict) -> dict[str, object]:
         field = alias.get(name, name)
         if field not in params or field in kwargs:
             continue
-        current = getattr(default, field, params[field])
+        current = _read(default, field, params[field])
         if current is None and name not in DERIVED:
             continue
         if isinstance(current, list) and current and all(type(v) is int for v in current):
@@ -133,11 +144,11 @@ def _shrunk(cls: type, layers: int, fixed: dict) -> dict[str, object]:
         kwargs["num_key_value_heads"] = kwargs.get("num_attention_heads", 4)  # expands to all
     depth = getattr(default, "num_hidden_layers", None)
     for field in params:  # per-layer lists at the default depth: cut to ours
-        value = getattr(default, field, None)
+        value = _read(default, field, None)
         if isinstance(value, list) and depth and len(value) == depth and field != "layer_types":
             kwargs[field] = value[:layers]
     for field in params:  # token ids past the tiny vocabulary
-        value = getattr(default, field, None)
+        value = _read(default, field, None)
         if field.endswith("_token_id") and isinstance(value, int) and value >= VOCAB:
             kwargs[field] = {"bos_token_id": 1, "eos_token_id": 2}.get(field, 0)
         elif field.endswith("_token_id") and isinstance(value, list):
