@@ -29,6 +29,9 @@ LACKS: dict[str, str] = {
             "mixture of experts (CDMoE) of product-key experts",
     "falcon_h1": f"{_MAMBA2} run in parallel with attention in each layer, with muP multipliers",
     "falcon_mamba": f"{_MAMBA}, with RMS-normalized B, C and dt",
+    "gemma3n_text": "AltUp's parallel residual streams, the LAuReL low-rank residual, per-layer "
+                    "input embeddings, activation sparsity by a Gaussian top-k and keys and "
+                    "values shared across layers (`num_kv_shared_layers`)",
     "gemma4_text": "per-layer input embeddings (a second token embedding feeding every layer), "
                    "keys and values shared across layers (`num_kv_shared_layers`), keys equal "
                    "to values (`attention_k_eq_v`) and a scale-less RMSNorm on values",

@@ -45,6 +45,13 @@ OVERRIDES: dict[str, dict] = {
     "deepseek_v2": {"num_experts_per_tok": 2},
     # Gemma 4's per-layer inputs: an embedding of 262,144 rows by default
     "gemma4_text": {"vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 8},
+    # Gemma 3n: its last layers reuse earlier layers' keys and values, and transformers wants
+    # a producing layer of every kind they use: four layers, the last two sharing
+    "gemma3n_text": {"num_hidden_layers": 4, "num_kv_shared_layers": 2,
+                     "layer_types": ["sliding_attention", "full_attention"] * 2,
+                     "vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 8,
+                     "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
+                     "intermediate_size": 96},
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
     "mamba2": {"head_dim": 32},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [32, 32],
