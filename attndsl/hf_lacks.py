@@ -35,6 +35,9 @@ LACKS: dict[str, str] = {
     "gemma4_text": "per-layer input embeddings (a second token embedding feeding every layer), "
                    "keys and values shared across layers (`num_kv_shared_layers`), keys equal "
                    "to values (`attention_k_eq_v`) and a scale-less RMSNorm on values",
+    "gemma4_unified_text": "keys and values shared across layers (`num_kv_shared_layers`), keys "
+                           "equal to values (`attention_k_eq_v`), a scale-less RMSNorm on values "
+                           "and a head size per layer kind (`global_head_dim`)",
     "glm_moe_dsa": _DSA,
     "granitemoehybrid": f"{_MAMBA2} interleaved with attention",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "
