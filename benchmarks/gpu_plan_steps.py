@@ -40,11 +40,19 @@ for path in sys.argv[2:]:
     finally:
         os.dup2(saved, 2); os.close(saved); os.close(fd)
     log = open(tmp, errors="replace").read(); os.remove(tmp)
-    lost = [line.split("node name: ")[-1].strip() for line in log.splitlines()
-            if "kernel not found in registries" in line]
-    print(json.dumps({"model": path, "providers": providers, "error": error, "logged": lost}),
+    lines = [line for line in log.splitlines() if "kernel not found in registries" in line]
+    print(json.dumps({"model": path, "providers": providers, "error": error, "log": lines}),
           flush=True)
 '''
+
+
+def not_found(lines: list[str]) -> set[str]:
+    """The nodes ONNX Runtime's verbose log names as having no kernel on the provider, e.g.
+    `... [I:onnxruntime:, cuda_execution_provider.cc:... GetCapability] CUDA kernel not found
+    in registries for Op type: Elu node name: n20_Elu`."""
+    return {m.group(1) for line in lines
+            for m in [re.search(r"kernel not found in registries for Op type: \S+ node name: "
+                                r"(\S*)", line)] if m}
 
 
 def versions(provider: str) -> str:
@@ -77,7 +85,7 @@ def scan(models: list[Path], provider: str, out: Path, jobs: int) -> list[dict]:
     placed, missing, results = set(), set(), []
     for row in sorted(rows, key=lambda r: r["model"]):
         model = onnx.load(row["model"], load_external_data=False)
-        logged = set(row["logged"])
+        logged = not_found(row["log"])
         have, lack = node_keys(model, logged)
         placed |= have
         missing |= lack

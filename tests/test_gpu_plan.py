@@ -35,3 +35,19 @@ def test_the_gpu_plan_runs_end_to_end_on_the_cpu(tmp_path, capsys) -> None:
                  "| llama_lm | float32, int4 |"):
         assert part in report, part
     assert report in capsys.readouterr().out
+
+
+def test_the_scan_reads_onnx_runtimes_log_lines() -> None:
+    """Lines as onnxruntime-gpu 1.31.1 wrote them on an H200 (its verbose log), and lines of
+    the same log that name no missing kernel."""
+    from gpu_plan_steps import not_found
+
+    log = ["2026-11-26 03:43:01.1 [I:onnxruntime:, cuda_execution_provider.cc:2540 GetCapability]"
+           " CUDA kernel not found in registries for Op type: Elu node name: n20_Elu",
+           "2026-11-26 03:43:01.1 [I:onnxruntime:, cuda_execution_provider.cc:2540 GetCapability]"
+           " CUDA kernel not found in registries for Op type: Pad node name: n62_Pad",
+           "2026-11-26 03:43:00.4 [I:onnxruntime:, fallback_cpu_capability.cc:167 "
+           "GetCpuPreferredNodes] ORT optimization- Force fallback to CPU execution for node: "
+           "n79_Squeeze because the CPU execution path is deemed faster"]
+    assert not_found(log) == {"n20_Elu", "n62_Pad"}
+    assert not_found(log[2:]) == set()
