@@ -151,7 +151,7 @@ def test_the_cuda_facts_a_gpu_measured_are_in_the_tables() -> None:
     path = table("cuda")
     measured = shipped_measurement("cuda")
     assert measured["missing"], "the measurement names the nodes that had no kernel"
-    markdown = _shipped("cuda", measured=False)
+    markdown = _shipped("cuda", with_measured=False)
     for domain, op, since, types in measured["missing"]:
         kernels = path.of(domain, op)
         assert not any(k.covers(since) and all(t in k.types.get(c, {t}) for c, t in types.items())
@@ -193,11 +193,14 @@ _FAMILY_SAMPLE = ("llama", "qwen3_next", "deepseek_v3", "gpt_oss", "lfm2", "gemm
 
 
 def _exact_types() -> list[str]:
-    import re
+    import sys
 
     from .conftest import ROOT
-    text = (ROOT / "docs" / "CHECKPOINTS.md").read_text()
-    return re.findall(r"^\| `([^`]+)` \| exact \|", text, re.M)
+    sys.path.insert(0, str(ROOT / "tools"))
+    from coverage import read_table
+
+    table = read_table(ROOT / "docs" / "CHECKPOINTS.md")
+    return [t for t, row in table.items() if row["status"] == "exact"]
 
 
 @pytest.mark.parametrize("model_type", _exact_types() if DEEP[0] else _FAMILY_SAMPLE)

@@ -73,13 +73,14 @@ def _types(text: str) -> dict[str, list[str]]:
 
 
 def from_installed() -> tuple[str, list[list]]:
-    import onnxruntime as ort
-    from onnxruntime.capi.onnxruntime_pybind11_state import get_all_opkernel_def
+    sys.path.insert(0, str(ROOT))
+    from attndsl.placement.tables import installed_cpu_rows
 
-    rows = [[k.domain or "ai.onnx", k.op_name, *k.version_range,
-             {c: sorted(t) for c, t in sorted(k.type_constraints.items())}]
-            for k in get_all_opkernel_def() if k.provider == "CPUExecutionProvider"]
-    return ort.__version__, sorted(rows, key=json.dumps)
+    found = installed_cpu_rows()
+    if found is None:
+        sys.exit("kernel_tables.py cpu: needs the CPU build of onnxruntime installed")
+    version, rows = found
+    return version, sorted(rows, key=json.dumps)
 
 
 def measured(keys: Path, device: str, version: str) -> dict:
@@ -92,7 +93,7 @@ def measured(keys: Path, device: str, version: str) -> dict:
     from attndsl.placement.tables import _shipped
 
     data = json.loads(keys.read_text())
-    shipped = _shipped("cuda", measured=False)
+    shipped = _shipped("cuda", with_measured=False)
     placed = {(d, op, since, tuple(sorted(b.items()))) for d, op, since, b in data["placed"]}
     covered = {k for k in placed if any(
         kern.covers(k[2]) and all(t in kern.types.get(c, {t}) for c, t in k[3])

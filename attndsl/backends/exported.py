@@ -27,7 +27,7 @@ from google.protobuf.message import EncodeError
 from ..errors import ExportError
 from ..output import Stream
 
-__all__ = ["MAX_ONNX_BYTES", "Exported", "Reader", "copy_field", "graphs"]
+__all__ = ["MAX_ONNX_BYTES", "Exported", "Reader", "copy_field", "graphs", "without_weights"]
 
 MAX_ONNX_BYTES = 2 * 1024**3 - 1  # protobuf's limit for one message
 _EXTERNAL_FROM = 1024  # bytes: smaller tensors (shapes, scalars) stay in the model file
@@ -283,6 +283,29 @@ def _inline_size(model: onnx.ModelProto, sizes: dict[str, int]) -> int:
                                                                           sizes[tensor.name]))
                       - _field_size(_INITIALIZER_OF_GRAPH, n))
     return size - _field_size(_GRAPH_OF_MODEL, before) + _field_size(_GRAPH_OF_MODEL, after)
+
+
+def without_weights(model: onnx.ModelProto, keep_bytes: int = 0) -> onnx.ModelProto:
+    """The model with each initializer over `keep_bytes` (and each held in external data)
+    turned into a graph input of the same type and shape.
+
+    onnx.checker's full check and shape inference then run without copying the weights several
+    times over (serialized, parsed in C++, inferred, parsed back); small initializers kept
+    (shapes, a Reshape's target) let inference see their values."""
+    light = onnx.ModelProto()
+    for descriptor, value in model.ListFields():
+        if descriptor.name != "graph":
+            copy_field(light, descriptor, value)
+    for descriptor, value in model.graph.ListFields():
+        if descriptor.name != "initializer":
+            copy_field(light.graph, descriptor, value)
+    for tensor in model.graph.initializer:
+        if tensor.ByteSize() > keep_bytes or tensor.data_location == tensor.EXTERNAL:
+            light.graph.input.append(onnx.helper.make_tensor_value_info(
+                tensor.name, tensor.data_type, list(tensor.dims)))
+        else:
+            light.graph.initializer.append(tensor)
+    return light
 
 
 def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

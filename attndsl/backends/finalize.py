@@ -14,7 +14,7 @@ from .. import __version__
 from ..errors import ExportError
 from ..placement import enforced, require_placed
 from ..targets import VERIFIED_ORT, get
-from .exported import Exported, Reader, copy_field, graphs
+from .exported import Exported, Reader, graphs, without_weights
 
 __all__ = ["MAX_IR_VERSION", "Provenance", "finalize"]
 
@@ -101,7 +101,7 @@ def finalize(model: onnx.ModelProto, provenance: Provenance,
     del model.metadata_props[:]
     for key, value in sorted(provenance.props().items()):
         model.metadata_props.add(key=key, value=value)
-    skeleton = _skeleton(model)
+    skeleton = without_weights(model)
     try:
         onnx.checker.check_model(skeleton, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
@@ -112,26 +112,3 @@ def finalize(model: onnx.ModelProto, provenance: Provenance,
         require_placed(skeleton, target.provider, f"the {target.name} model of "
                        f"`{provenance.layer}`", {t.name for t in model.graph.initializer})
     return Exported(model, provenance.layer, deferred)
-
-
-def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with each initializer turned into a graph input of the same type and shape.
-
-    onnx.checker's full check (types and shapes through every node) then runs without copying
-    the weights several times over (serialized, parsed in C++, inferred, parsed back); the
-    weights' own data is consistent by construction (one raw_data of the declared shape)."""
-    skeleton = onnx.ModelProto()
-    _copy_fields(model, skeleton, skip="graph")
-    _copy_fields(model.graph, skeleton.graph, skip="initializer")
-    graph = model.graph
-    for tensor in graph.initializer:
-        skeleton.graph.input.append(onnx.helper.make_tensor_value_info(
-            tensor.name, tensor.data_type, list(tensor.dims)))
-    return skeleton
-
-
-def _copy_fields(source, target, *, skip: str) -> None:
-    """Copy every set field of a protobuf message but one."""
-    for field, value in source.ListFields():
-        if field.name != skip:
-            copy_field(target, field, value)

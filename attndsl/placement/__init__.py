@@ -10,9 +10,11 @@ are ONNX Runtime's own (`tables`), the rules each cite their source (`rules`).""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import cache
 
 import onnx
 
@@ -82,13 +84,7 @@ def check(model: onnx.ModelProto, provider: str,
     kernels = table(provider)
     found = list(_opset_findings(model))
     every = nodes(model)
-    fixed = {t.name for t in model.graph.initializer} | set(constants or ())
-    dynamic = {i.name for i in model.graph.input} - fixed
-    for node in every:
-        if node.path == "graph":
-            if not any(i in dynamic for i in node.proto.input):
-                continue  # folded at load
-            dynamic.update(node.proto.output)
+    for node in _looked_up(model, every, constants):
         why = _missing(node, kernels)
         if why:
             found.append(Finding(node.label, node.path, why))
@@ -100,6 +96,24 @@ def check(model: onnx.ModelProto, provider: str,
                                      f"loads, and is rejected when it runs: {rule.why} "
                                      f"({rule.source})", rule=True))
     return Placement(provider, kernels.source, len(every), tuple(found))
+
+
+def _looked_up(model: onnx.ModelProto, every: list[Node],
+               constants: set[str] | None = None) -> Iterator[Node]:
+    """The nodes of `every` that ONNX Runtime looks a kernel up for: not a `Constant` (made an
+    initializer at load), nor a node of the main graph computed from constants alone (folded
+    at load, on the CPU: the model's initializers, or `constants`); a subgraph's nodes all."""
+    fixed = {t.name for t in model.graph.initializer} | set(constants or ())
+    dynamic = {i.name for i in model.graph.input} - fixed
+    for node in every:
+        proto = node.proto
+        if (proto.domain or "ai.onnx", proto.op_type) in _LOAD_TIME:
+            continue
+        if node.path == "graph":
+            if not any(i in dynamic for i in proto.input):
+                continue
+            dynamic.update(proto.output)
+        yield node
 
 
 def _opset_findings(model: onnx.ModelProto):
@@ -118,8 +132,6 @@ def _missing(node: Node, kernels: Table) -> str | None:
     proto = node.proto
     domain = proto.domain or "ai.onnx"
     name = PROVIDERS[kernels.provider]
-    if (domain, proto.op_type) in _LOAD_TIME:
-        return None
     if node.since is None:
         return (f"ONNX Runtime knows no op {domain}.{proto.op_type} at the model's opset of "
                 f"{domain} (or the model imports no opset of it)")
@@ -148,6 +160,7 @@ _CONTRIB = frozenset({"GroupQueryAttention", "MultiHeadAttention", "CausalConvWi
 _OPSETS = {"ai.onnx": 23, "com.microsoft": 1}  # backends/onnx.py's OPSET, the contrib domain's
 
 
+@cache  # asked at every lowering of an op on a bfloat16 value; the tables do not change
 def op_runs(op: str, dtype: str, provider: str) -> bool:
     """Whether `provider` runs `op` as attndsl emits it (its domain, at attndsl's opset) on
     `dtype` values ("float32", "float16", "bfloat16"): a kernel whose T takes the dtype, or,
@@ -193,14 +206,9 @@ def node_keys(model: onnx.ModelProto, not_found: set[str]) -> tuple[set, set]:
     the nodes ONNX Runtime looks a kernel up for, split by whether a provider's log named the
     node as having none (`not_found`, node names). Nodes computed from constants alone are
     left out (ONNX Runtime folds them when it loads the model); a subgraph's nodes count."""
-    dynamic = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
     placed, missing = set(), set()
-    for node in nodes(model):
+    for node in _looked_up(model, nodes(model)):
         proto = node.proto
-        if (proto.domain or "ai.onnx", proto.op_type) in _LOAD_TIME or (
-                node.path == "graph" and not any(i in dynamic for i in proto.input)):
-            continue
-        dynamic.update(proto.output)
         key = (proto.domain or "ai.onnx", proto.op_type, node.since,
                tuple(sorted(node.bindings.items())))
         (missing if proto.name in not_found else placed).add(key)

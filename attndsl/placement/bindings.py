@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 import onnx.inliner
 
-from ..backends.exported import copy_field
+from ..backends.exported import without_weights
 
 __all__ = ["Node", "Schema", "nodes"]
 
@@ -118,7 +118,7 @@ def nodes(model: onnx.ModelProto) -> list[Node]:
     targets of Reshapes) keep their data."""
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
-    light = _without_weights(model)
+    light = without_weights(model, _INLINE_BYTES)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False)
     except Exception:  # inference is a help, not a requirement
@@ -127,23 +127,6 @@ def nodes(model: onnx.ModelProto) -> list[Node]:
     out: list[Node] = []
     _walk(inferred.graph, "graph", opsets, {}, {}, out)
     return out
-
-
-def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
-    light = onnx.ModelProto()
-    for descriptor, value in model.ListFields():
-        if descriptor.name != "graph":
-            copy_field(light, descriptor, value)
-    for descriptor, value in model.graph.ListFields():
-        if descriptor.name != "initializer":
-            copy_field(light.graph, descriptor, value)
-    for tensor in model.graph.initializer:
-        if tensor.ByteSize() > _INLINE_BYTES or tensor.data_location == tensor.EXTERNAL:
-            light.graph.input.append(onnx.helper.make_tensor_value_info(
-                tensor.name, tensor.data_type, list(tensor.dims)))
-        else:
-            light.graph.initializer.append(tensor)
-    return light
 
 
 def _note(types: dict, shapes: dict, value: onnx.ValueInfoProto) -> None:

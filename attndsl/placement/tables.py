@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 
-__all__ = ["PROVIDERS", "Kernel", "Table", "from_rows", "measured", "shipped_version",
+__all__ = ["PROVIDERS", "Kernel", "Table", "from_rows", "installed_cpu_rows", "measured",
            "table"]
 
 # attndsl's provider names -> ONNX Runtime's
@@ -84,7 +84,9 @@ def table(provider: str) -> Table:
     return _shipped(provider)
 
 
-def _installed_cpu() -> Table | None:
+def installed_cpu_rows() -> tuple[str, list[list]] | None:
+    """(version, rows) of the installed onnxruntime's CPU kernels, each row [domain, op,
+    since, until, {constraint: [type strings]}], or None where it is not the CPU build."""
     try:
         import onnxruntime as ort
         from onnxruntime.capi.onnxruntime_pybind11_state import get_all_opkernel_def
@@ -92,20 +94,28 @@ def _installed_cpu() -> Table | None:
         return None
     if set(ort.get_available_providers()) - {"CPUExecutionProvider", "AzureExecutionProvider"}:
         return None  # a GPU build: see the module's docstring
-    rows = [(k.domain, k.op_name, *k.version_range, k.type_constraints)
-            for k in get_all_opkernel_def() if k.provider == PROVIDERS["cpu"]]
-    return from_rows("cpu", f"the installed onnxruntime {ort.__version__}'s "
-                     "get_all_opkernel_def()", rows, f"onnxruntime {ort.__version__}'s kernels")
+    return ort.__version__, [
+        [k.domain or "ai.onnx", k.op_name, *k.version_range,
+         {c: sorted(t) for c, t in sorted(k.type_constraints.items())}]
+        for k in get_all_opkernel_def() if k.provider == PROVIDERS["cpu"]]
 
 
-def _shipped(provider: str, measured: bool = True) -> Table:
+def _installed_cpu() -> Table | None:
+    found = installed_cpu_rows()
+    if found is None:
+        return None
+    version, rows = found
+    return from_rows("cpu", f"the installed onnxruntime {version}'s get_all_opkernel_def()",
+                     rows, f"onnxruntime {version}'s kernels")
+
+
+def _shipped(provider: str, with_measured: bool = True) -> Table:
     data = json.loads((_HERE / f"{provider}.json").read_text())
     rows, source = data["kernels"], data["source"]
-    extra = _HERE / f"{provider}-measured.json"
-    if measured and extra.exists():  # what a GPU's run found that the generated table lacks
-        measured = json.loads(extra.read_text())
-        rows = rows + measured["kernels"]
-        source = f"{source}, with {len(measured['kernels'])} kernels {measured['source']}"
+    extra = measured(provider) if with_measured else {"kernels": []}
+    if extra["kernels"]:  # what a GPU's run found that the generated table lacks
+        rows = rows + extra["kernels"]
+        source = f"{source}, with {len(extra['kernels'])} kernels {extra['source']}"
     return from_rows(provider, source, rows, f"onnxruntime {data['onnxruntime']}'s kernel table")
 
 
@@ -114,8 +124,3 @@ def measured(provider: str) -> dict:
     `kernels` and the `missing` keys, or empty lists."""
     path = _HERE / f"{provider}-measured.json"
     return json.loads(path.read_text()) if path.exists() else {"kernels": [], "missing": []}
-
-
-def shipped_version(provider: str) -> str:
-    """The onnxruntime release a shipped table was read from."""
-    return json.loads((_HERE / f"{provider}.json").read_text())["onnxruntime"]
