@@ -154,9 +154,6 @@ def _missing(node: Node, kernels: Table) -> str | None:
 
 
 # the domain and opset of the ops the planner asks about, as attndsl emits them
-_CONTRIB = frozenset({"GroupQueryAttention", "MultiHeadAttention", "CausalConvWithState",
-                      "RotaryEmbedding", "MRotaryEmbedding", "LinearAttention", "MatMulNBits",
-                      "GatherBlockQuantized", "QMoE", "SkipSimplifiedLayerNormalization"})
 _OPSETS = {"ai.onnx": 23, "com.microsoft": 1}  # backends/onnx.py's OPSET, the contrib domain's
 
 
@@ -165,8 +162,10 @@ def op_runs(op: str, dtype: str, provider: str) -> bool:
     """Whether `provider` runs `op` as attndsl emits it (its domain, at attndsl's opset) on
     `dtype` values ("float32", "float16", "bfloat16"): a kernel whose T takes the dtype, or,
     on the CPU, float16 in float32 between the Casts ONNX Runtime inserts."""
-    domain = "com.microsoft" if op in _CONTRIB else "ai.onnx"
-    found = schema(domain, op, _OPSETS[domain])
+    # the standard op where ONNX has one at attndsl's opset (Gelu), else the contrib op
+    found, domain = schema("ai.onnx", op, _OPSETS["ai.onnx"]), "ai.onnx"
+    if found is None:
+        found, domain = schema("com.microsoft", op, _OPSETS["com.microsoft"]), "com.microsoft"
     if found is None:
         return False
     elem = "float" if dtype == "float32" else dtype
