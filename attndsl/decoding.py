@@ -134,6 +134,15 @@ def positions_of(mask: np.ndarray) -> np.ndarray:
     return np.where(mask == 0, 1, pos).astype(np.int64)
 
 
+def text_streams(positions: np.ndarray, rank: int) -> np.ndarray:
+    """position_ids as a model takes them: (B, n), or, for one whose multimodal RoPE reads
+    three streams (an input of rank 3), a text token's time, height and width positions,
+    which are all its position (3, B, n)."""
+    if rank == 3:
+        return np.ascontiguousarray(np.broadcast_to(positions, (3, *positions.shape)))
+    return positions
+
+
 def padded(prompts: Sequence[Sequence[int]], pad: int = 0,
            side: str = "left") -> tuple[np.ndarray, np.ndarray]:
     """(input_ids, attention_mask), both int64 (B, longest prompt): prompts aligned right
@@ -235,12 +244,14 @@ class _Growing:
         self.past = {n: np.zeros(first_past(len(prompts), i.shape), dtype=_ort_float(i.type))
                      for n, i in inputs.items() if n.startswith("past_key_values.")}
         self.presents = [o.name for o in session.get_outputs()][1:]
+        self.streams = len(inputs["position_ids"].shape)
 
     def next_tokens(self) -> np.ndarray:
         n = self.ids.shape[1]
         result = self.session.run(None, {
             "input_ids": self.ids, "attention_mask": self.mask,
-            "position_ids": positions_of(self.mask)[:, -n:], **self.past})
+            "position_ids": text_streams(positions_of(self.mask)[:, -n:], self.streams),
+            **self.past})
         self.past = {p.replace("present.", "past_key_values."): v
                      for p, v in zip(self.presents, result[1:], strict=True)}
         return result[0][:, -1, :].argmax(-1).astype(np.int64)
@@ -262,6 +273,8 @@ class _InPlace:
         self.lengths = self.mask.sum(-1)
         B, n = self.ids.shape
         self.positions = np.broadcast_to(np.arange(n, dtype=np.int64), (B, n)).copy()
+        self.streams = len(next(i for i in session.get_inputs()
+                                if i.name == "position_ids").shape)
         self.full_mask = np.concatenate([self.mask, np.ones((B, max_new), np.int64)], axis=1)
         self.step_logits = None
         self.logits_type = _ort_float(session.get_outputs()[0].type)
@@ -279,7 +292,7 @@ class _InPlace:
     def next_tokens(self) -> np.ndarray:
         self.io.bind_cpu_input("input_ids", self.ids)
         self.io.bind_cpu_input("attention_mask", np.ascontiguousarray(self.mask))
-        self.io.bind_cpu_input("position_ids", self.positions)
+        self.io.bind_cpu_input("position_ids", text_streams(self.positions, self.streams))
         if self.step_logits is None:  # the prompt's: all of its positions
             self.io.bind_output("logits")
         self.session.run_with_iobinding(self.io)

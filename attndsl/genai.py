@@ -13,7 +13,7 @@ from .backends.exported import Exported
 from .errors import UsageError
 from .hf_fields import read_json
 from .output import Stream
-from .spec import Attention, Layer, Transformer, is_lm
+from .spec import Attention, Layer, Transformer, is_lm, reads_streams
 
 __all__ = ["GENAI_CONFIG", "MODEL_FILE", "TOKENIZER_FILES", "check_genai", "folder_context",
            "genai_config", "genai_files", "genai_folder", "genai_model", "load_decoder",
@@ -152,6 +152,8 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
             "temperature": 1.0, "top_k": 1, "top_p": 1.0,
         },
     }
+    if reads_streams(spec):  # position_ids [3, B, S]: a multimodal-RoPE text model's type
+        config["model"].update(_multimodal_text(recurrent, vocab or spec.vocab))
     kinds = [_states(spec.layer_attention(i)) for i in range(spec.layers)]
     if ("conv",) in kinds:  # a convolution's window alone: onnxruntime-genai's
         # ConvKeyValueCache, which decoder.layer_types turns on (every layer not
@@ -164,6 +166,19 @@ def genai_config(spec: Transformer, *, context_length: int, eos: Sequence[int] =
         for side, names in _STATE_NAMES.items():
             config["model"]["decoder"][side].update(names)
     return config
+
+
+def _multimodal_text(recurrent: bool, vocab: int) -> dict:
+    """The model section's entries for a model reading three position streams:
+    onnxruntime-genai 0.18 passes position_ids [3, B, S] (a text token's three streams equal
+    to its position) only to its multimodal text types (qwen2_5_vl_text, qwen3_vl_text,
+    qwen3_5_text, qwen3_5_moe_text; `decoder` passes [B, S]); Qwen3.5's for recurrent layers,
+    Qwen2.5-VL's else. Those types look for image and video tokens in the prompt, which a
+    text-only model has none of: their ids are set past the vocabulary (the defaults, 0,
+    are real token ids)."""
+    return {"type": "qwen3_5_text" if recurrent else "qwen2_5_vl_text",
+            "image_token_id": vocab, "video_token_id": vocab + 1,
+            "vision_start_token_id": vocab + 2}
 
 
 def genai_files(spec: Layer, model: Exported, *, in_place: bool, weights: str | None = None,

@@ -16,7 +16,8 @@ from .rope_scaling import (
     YarnScaling,
 )
 
-__all__ = ["alibi_slopes", "rope_inv_freq", "sinusoidal_inv_freq", "t5_bucket_float32"]
+__all__ = ["alibi_slopes", "mrope_streams", "rope_inv_freq", "sinusoidal_inv_freq",
+           "t5_bucket_float32"]
 
 
 def alibi_slopes(heads: int, schedule: str = "press", max_bias: float = 8.0,
@@ -83,6 +84,18 @@ def rope_inv_freq(theta: float, dim: int, scaling: RopeScaling | None = None) ->
         case ProportionalScaling(rotated=rotated, factor=factor):
             return [f / factor if i < rotated else 0.0 for i, f in enumerate(base)]
     return base
+
+
+def mrope_streams(sections: tuple[int, int, int], interleaved: bool, half: int) -> list[int]:
+    """The position stream (0 time, 1 height, 2 width) each of `half` frequencies reads under
+    multimodal RoPE: sectioned, the first t frequencies time, the next h height, the rest
+    width; interleaved, frequency i height if i = 1 (mod 3) and i < 3h, width if i = 2
+    (mod 3) and i < 3w, else time."""
+    t, h, w = sections
+    if interleaved:
+        return [1 if i % 3 == 1 and i < 3 * h else 2 if i % 3 == 2 and i < 3 * w else 0
+                for i in range(half)]
+    return [0 if i < t else 1 if i < t + h else 2 for i in range(half)]
 
 
 def _yarn_ramp(s: YarnScaling, theta: float, dim: int) -> tuple[float, float]:

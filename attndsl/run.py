@@ -31,7 +31,8 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
     vocabulary; key_lengths = the memory length (no padding);
     segment_ids (and a cross attention's memory_segment_ids) = one document. A decoding
     model gets a prompt of `length` tokens: an empty cache (or in-place buffers of that
-    length), an all-ones attention_mask, positions 0 .. length-1."""
+    length), an all-ones attention_mask, positions 0 .. length-1 (in each of multimodal RoPE's
+    three streams, as text tokens have them, where position_ids is [3, batch, length])."""
     rng = np.random.default_rng(seed)
     feed: dict[str, np.ndarray] = {}
     in_place = session.get_modelmeta().custom_metadata_map.get("attndsl.kv_cache") == \
@@ -50,8 +51,9 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
         if inp.name == "attention_mask":  # a decoding model's prompt: every token real
             feed[inp.name] = np.ones(dims, dtype=np.int64)
             continue
-        if inp.name == "position_ids":
-            feed[inp.name] = np.broadcast_to(np.arange(length, dtype=np.int64), dims).copy()
+        if inp.name == "position_ids":  # (multimodal RoPE's [3, batch, length]: text tokens')
+            shape = (3, batch, length) if len(dims) == 3 else (batch, length)
+            feed[inp.name] = np.broadcast_to(np.arange(length, dtype=np.int64), shape).copy()
             continue
         if inp.name.startswith("past_key_values."):
             feed[inp.name] = np.zeros(dims, dtype=np.float32)

@@ -82,6 +82,18 @@ class Rope:
     dim: int  # rotated features: the first `dim` of each head (even, <= head_dim)
     interleaved: bool  # GPT-J pairs (2i, 2i+1) instead of rotate-half halves
     scaling: RopeScaling | None = None
+    # multimodal RoPE: the frequencies of the time, height and width position streams (an
+    # input position_ids [3, B, L]), sectioned or interleaved (docs/LANGUAGE.md)
+    mrope: tuple[int, int, int] | None = None
+    mrope_interleaved: bool = False
+
+    def attrs(self, dim: int | None = None) -> dict:
+        """The attributes of a `rope` IR node rotating `dim` features (default: its own)."""
+        out = dict(theta=self.theta, dim=self.dim if dim is None else dim,
+                   interleaved=self.interleaved, scaling=self.scaling)
+        if self.mrope is not None:
+            out.update(mrope=self.mrope, mrope_interleaved=self.mrope_interleaved)
+        return out
 
 
 @dataclass(frozen=True)
@@ -255,10 +267,20 @@ def attentions_of(spec: Layer) -> tuple[Attention, ...]:
 
 def input_names(spec: Layer) -> tuple[str, ...]:
     """Graph inputs, in this order: x (input_ids for a language model), memory (cross),
-    key_lengths, segment_ids, memory_segment_ids (cross attention's `document`)."""
+    key_lengths, segment_ids, memory_segment_ids (cross attention's `document`), position_ids
+    (multimodal RoPE's three position streams, `reads_streams`)."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
     first = "input_ids" if is_lm(spec) else "x"
-    return (first, *(["memory"] if attn.kind == "cross" else []), *spec.runtime_inputs)
+    return (first, *(["memory"] if attn.kind == "cross" else []), *spec.runtime_inputs,
+            *(["position_ids"] if reads_streams(spec) else []))
+
+
+def reads_streams(spec: Layer) -> bool:
+    """Whether the layer's RoPE is multimodal (`mrope`): it reads position_ids [3, B, L], the
+    time, height and width positions of each token, in one pass as in decoding."""
+    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
+    return any(isinstance(c.position, Rope) and c.position.mrope is not None
+               for a in attns for c in a.cores)
 
 
 def output_name(spec: Layer) -> str:

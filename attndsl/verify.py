@@ -188,6 +188,8 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
             if batch > 2:
                 lengths[-1] = 0
             out[name] = lengths.astype(np.int64)
+        elif name == "position_ids":  # multimodal RoPE's streams: each its own positions
+            out[name] = rng.integers(0, 2 * length + 1, size=(3, batch, length)).astype(np.int64)
         else:  # segment ids; a cross attention's memory rows get ids of the same documents
             docs = rng.integers(1, 4)
             n = S if name == "memory_segment_ids" else length

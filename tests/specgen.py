@@ -12,6 +12,7 @@ block size by construction of those lengths (see test_random_specs)."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 
 MAX_TEST_LENGTH = 150  # the longest L or S the property test uses
@@ -292,6 +293,18 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         offset = random.Random(seed * 7919 + 18).choice(["", ", offset = 0", ", offset = 3"])
         entries["temperature"] = (f"log(floor = {temperature.randint(1, 40)}, scale = "
                                   f"{temperature.uniform(0, 0.5):.3f}{offset})")
+    multi = random.Random(seed * 7919 + 28)  # multimodal RoPE (Qwen-VL, Qwen3.5): own stream
+    rope = re.search(r"^rope\(.*dim = (\d+)", entries.get("position", ""))
+    if rope and not cross and "temperature" not in entries and multi.random() < 0.25:
+        half = int(rope.group(1)) // 2
+        if multi.random() < 0.5:  # sectioned: t + h + w = dim / 2
+            t = multi.randint(0, half)
+            h = multi.randint(0, half - t)
+            layout = f"mrope = [{t}, {h}, {half - t - h}]"
+        else:  # interleaved: any sections, cut by dim / 2
+            layout = (f"mrope = [{multi.randint(0, 12)}, {multi.randint(0, 12)}, "
+                      f"{multi.randint(0, 12)}], mrope_interleaved = true")
+        entries["position"] = f"{entries['position'][:-1]}, {layout})"
     late = random.Random(seed * 7919 + 17)  # qk-norm after RoPE (Hunyuan): its own stream
     if not lsh and entries.get("position", "").startswith("rope") and late.random() < 0.2:
         entries.pop("qk_norm", None)

@@ -16,7 +16,7 @@ import torch
 
 import attndsl
 from attndsl.backends import reference
-from attndsl.decoding import check_decodable, first_past, padded, positions_of
+from attndsl.decoding import check_decodable, first_past, padded, positions_of, text_streams
 from attndsl.errors import SpecError
 from attndsl.ir import Op, build
 from attndsl.masks import Full, Padding, Prefix, Random, kept_keys, lookahead, primitives
@@ -24,7 +24,7 @@ from attndsl.mechanisms import KERNELS
 from attndsl.mechanisms.linear import LinearKernel
 from attndsl.mechanisms.lsh import LshKernel
 from attndsl.planner import cores, in_place_obstacle
-from attndsl.spec import Alibi, RelativeBias, Rope, Transformer, is_lm
+from attndsl.spec import Alibi, RelativeBias, Rope, Transformer, is_lm, reads_streams
 
 from .conftest import EXAMPLES
 
@@ -129,7 +129,8 @@ def _decode(run, spec, batch, mask, chunks, memory=None):
     for n in chunks:
         end = start + n
         feed = {first: batch[:, start:end], "attention_mask": mask[:, :end],
-                "position_ids": positions[:, start:end], **past}
+                "position_ids": text_streams(positions[:, start:end],
+                                             3 if reads_streams(spec) else 2), **past}
         if memory is not None:
             feed |= {k: v if start == 0 or k != "memory" else v[:, :0]
                      for k, v in memory.items()}
@@ -225,7 +226,10 @@ def _check_decoding(layer) -> None:
         memory = {"key_lengths": np.array([len(r) for r in rows], np.int64)}
 
     def alone(i: int) -> dict[str, np.ndarray]:  # row i's one-pass inputs
-        return {first: rows[i][None]} | {k: v[i:i + 1] for k, v in (memory or {}).items()}
+        streams = {"position_ids": text_streams(np.arange(len(rows[i]))[None], 3)} \
+            if "position_ids" in graph.inputs else {}  # multimodal RoPE: a text token's
+        return {first: rows[i][None]} | {k: v[i:i + 1] for k, v in (memory or {}).items()} \
+            | streams
 
     expected = [reference.run(graph, alone(i), weights)[0] for i in range(len(rows))]
     if memory is not None and "memory" not in memory:
@@ -288,16 +292,17 @@ def _decode_in_place(run, spec, rows, chunks):
                   for r, p in zip(rows, prompt, strict=True)])
     mask = (np.arange(n)[None] < np.array(prompt)[:, None]).astype(np.int64)
     positions = np.broadcast_to(np.arange(n), mask.shape).astype(np.int64)
-    y, past = call({first: x, "attention_mask": mask, "position_ids": positions},
-                   buffers(len(rows)))
+    rank = 3 if reads_streams(spec) else 2  # multimodal RoPE: a text token's three streams
+    y, past = call({first: x, "attention_mask": mask,
+                    "position_ids": text_streams(positions, rank)}, buffers(len(rows)))
     outs = [[y[b, :p]] for b, p in enumerate(prompt)]
     done = np.array(prompt)
     while (done < [len(r) for r in rows]).any():
         x = np.stack([r[d: d + 1] if d < len(r) else np.zeros_like(r[:1])
                       for r, d in zip(rows, done, strict=True)])
         mask = np.concatenate([mask, np.ones((len(rows), 1), np.int64)], axis=1)
-        y, past = call({first: x, "attention_mask": mask, "position_ids": done[:, None]},
-                       past)
+        y, past = call({first: x, "attention_mask": mask,
+                        "position_ids": text_streams(done[:, None], rank)}, past)
         for b, r in enumerate(rows):
             if done[b] < len(r):
                 outs[b].append(y[b])
@@ -309,7 +314,8 @@ def _decode_in_place(run, spec, rows, chunks):
         end = start + c
         y, past = call({first: rows[0][None, start:end],
                         "attention_mask": np.ones((1, end), np.int64),
-                        "position_ids": np.arange(start, end)[None]}, past)
+                        "position_ids": text_streams(np.arange(start, end)[None], rank)},
+                       past)
         pieces.append(y[0])
         start = end
     chunked = np.concatenate(pieces)

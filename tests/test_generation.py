@@ -34,7 +34,7 @@ import transformers as tf
 
 import attndsl
 from attndsl.cli import main
-from attndsl.decoding import first_past
+from attndsl.decoding import first_past, text_streams
 
 from .conftest import DEEP
 from .test_hf_families import MINISTRAL3_ROPE, QWEN3_5_ROPE, redraw
@@ -526,8 +526,11 @@ def test_the_language_model_gives_the_logits_of_transformers(exported, request) 
     name = next(n for n in program if getattr(program[n].spec, "vocab", None))
     data = program[name].onnx_bytes(target="ort-cpu", weights=folder)
     ids = np.array([[5, 7, 9, 11, 2, 3, 4, 60, 61, 1, 0, 33]], dtype=np.int64)
-    got = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(
-        None, {"input_ids": ids})[0]
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feed = {"input_ids": ids}
+    if "position_ids" in {i.name for i in session.get_inputs()}:  # multimodal RoPE's streams
+        feed["position_ids"] = text_streams(np.arange(ids.shape[1])[None], 3)
+    got = session.run(None, feed)[0]
     with torch.no_grad():
         want = model(input_ids=torch.from_numpy(ids)).logits.numpy()
     err = float(np.abs(got - want).max())
@@ -562,7 +565,9 @@ def _left_padded_logits(model: Path):
     mask = mask.astype(np.int64)
     positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    feed = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+    rank = len(next(i for i in session.get_inputs() if i.name == "position_ids").shape)
+    feed = {"input_ids": ids, "attention_mask": mask,
+            "position_ids": text_streams(positions, rank)}
     for i in session.get_inputs():
         if i.name.startswith("past_key_values."):  # empty; a fixed-size state: zeros
             feed[i.name] = np.zeros(first_past(2, i.shape), dtype=np.float32)

@@ -873,7 +873,10 @@ def test_import_and_checkpoint_match_transformers(tmp_path: Path, family: str) -
                 mask[b, n:] = 0
         ref = run_hf(model, path_layer, path_attn, path_out, ids, mask)
         rows = mask.bool().numpy()  # compare the real positions (padded queries are free)
-        feed = {"key_lengths": lengths.astype(np.int64)}
+        # (transformers' positions without position_ids: 0 .. L-1, every stream of
+        # multimodal RoPE the same)
+        feed = {"key_lengths": lengths.astype(np.int64),
+                "position_ids": np.broadcast_to(np.arange(L), (3, B, L)).astype(np.int64)}
         ours = _ort(stack_onnx, {"x": ref["x"], **feed})
         _close(ours, ref["y"], rows, f"{family} stack B={B} L={L}")
         ours = _ort(attn_onnx, {"x": ref["attn_in"], **feed})

@@ -11,6 +11,7 @@ import torch
 
 import attndsl
 from attndsl.backends import reference, runtime
+from attndsl.spec import reads_streams
 from attndsl.verify import tolerance
 
 from .specgen import random_spec
@@ -42,6 +43,8 @@ def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[
     if "memory_segment_ids" in spec.runtime_inputs:  # rows of the same documents
         feed["memory_segment_ids"] = np.sort(rng.integers(0, 3, size=(batch, S)),
                                              axis=1).astype(np.int64)
+    if reads_streams(spec):  # multimodal RoPE: three streams, each its own positions
+        feed["position_ids"] = rng.integers(0, 2 * L + 3, size=(3, batch, L)).astype(np.int64)
     return feed
 
 

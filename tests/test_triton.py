@@ -98,7 +98,11 @@ def test_every_example_parses_as_triton_model_config(path: Path, tmp_path: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
     for name in names:
         config = check_repository(tmp_path / name, name)
-        assert config.max_batch_size > 0  # every example's tensors lead with `batch`
+        streams = [i for i in config.input if i.name == "position_ids"]
+        if streams:  # multimodal RoPE's [3, batch, length]: no batch axis leads every tensor
+            assert config.max_batch_size == 0 and list(streams[0].dims) == [3, -1, -1]
+        else:  # every other example's tensors lead with `batch`
+            assert config.max_batch_size > 0
 
 
 DECODING = [("llama_lm", "llama_lm", "float32", []),  # token ids in, logits and caches out

@@ -9,9 +9,12 @@
   .venv/bin/python tools/kernel_tables.py cuda --markdown OperatorKernels.md \\
       --source "docs/OperatorKernels.md of onnxruntime at <commit>" --version 1.31
   # the kernels a GPU machine's onnxruntime-gpu ran that the markdown lacks, from the GPU
-  # plan's placement keys (benchmarks/gpu_plan.py writes placement-keys.json)
-  .venv/bin/python tools/kernel_tables.py measured --keys placement-keys.json \\
+  # runs' placement keys (benchmarks/gpu_plan.py and tools/gpu_mrope.py write
+  # placement-keys.json)
+  .venv/bin/python tools/kernel_tables.py measured --keys gpu-results/placement-keys.json \\
       --device "NVIDIA H200" --version 1.31.1
+  # (several runs' keys: repeat --keys; --merge adds a run on another machine, the one-node
+  # probes of tools/gpu_kernels.py and tools/gpu_mrope.py, to the file's rows)
 
 Each file holds the release it was read from, where, and one row per kernel: [domain, op,
 first opset, last opset, {type constraint: [types]}], sorted, so that regenerating from the
@@ -83,8 +86,8 @@ def from_installed() -> tuple[str, list[list]]:
     return version, sorted(rows, key=json.dumps)
 
 
-def measured(keys: Path, device: str, version: str) -> dict:
-    """attndsl/placement/cuda-measured.json from a GPU plan's placement keys (`placed`: the
+def measured(keys: list[Path], device: str, version: str) -> dict:
+    """attndsl/placement/cuda-measured.json from GPU runs' placement keys (`placed`: the
     (domain, op, opset, types) of nodes its onnxruntime-gpu's CUDA provider took; `missing`:
     of those it logged "CUDA kernel not found" for): the placed keys the markdown's table
     lacks, each a kernel of exactly that version and those types, and the missing keys, which
@@ -92,16 +95,24 @@ def measured(keys: Path, device: str, version: str) -> dict:
     sys.path.insert(0, str(ROOT))
     from attndsl.placement.tables import _shipped
 
-    data = json.loads(keys.read_text())
+    runs = [json.loads(k.read_text()) for k in keys]  # (several runs: their union)
+    data = {part: sorted({json.dumps(k, sort_keys=True) for r in runs for k in r[part]})
+            for part in ("placed", "missing")}
+    data = {part: [json.loads(k) for k in keys] for part, keys in data.items()}
     shipped = _shipped("cuda", with_measured=False)
     placed = {(d, op, since, tuple(sorted(b.items()))) for d, op, since, b in data["placed"]}
     covered = {k for k in placed if any(
         kern.covers(k[2]) and all(t in kern.types.get(c, {t}) for c, t in k[3])
         for kern in shipped.of(k[0], k[1]))}
-    lacking = {}  # (domain, op, opset) -> constraint -> the types measured without a kernel
+    # (domain, op, opset) -> constraint -> the types measured without a kernel: those a key
+    # without one binds that no placed key of the version binds (a key binds several
+    # constraints; which type lacked the kernel is the one never seen placed)
+    seen = {(k[:3], c, t) for k in placed for c, t in k[3]}
+    lacking = {}
     for d, op, since, b in data["missing"]:
         for c, t in b.items():
-            lacking.setdefault((d, op, since), {}).setdefault(c, set()).add(t)
+            if ((d, op, since), c, t) not in seen:
+                lacking.setdefault((d, op, since), {}).setdefault(c, set()).add(t)
     # a version the run showed: the types seen, and those of the op's newest kernel in the
     # markdown (a new opset version's kernel takes its predecessor's types in ONNX Runtime),
     # less any measured without a kernel
@@ -123,6 +134,18 @@ def measured(keys: Path, device: str, version: str) -> dict:
             "missing": data["missing"], "kernels": rows}
 
 
+def merged(old: dict, new: dict) -> dict:
+    """Two measurements as one: the old file's kernels, then the new run's of op versions the
+    old lacks, and both runs' keys without a kernel; each run's source said."""
+    have = {tuple(r[:3]) for r in old["kernels"]}
+    missing = {json.dumps(k, sort_keys=True) for k in old["missing"] + new["missing"]}
+    return {"onnxruntime": new["onnxruntime"], "provider": "cuda",
+            "source": f"{old['source']}; {new['source']}",
+            "missing": [json.loads(k) for k in sorted(missing)],
+            "kernels": sorted(old["kernels"] + [r for r in new["kernels"]
+                                                if tuple(r[:3]) not in have], key=json.dumps)}
+
+
 def contrib_schemas() -> list[list]:
     """The com.microsoft schemas of the installed onnxruntime, as the check reads them where
     no onnxruntime is installed: [op, since, inputs, outputs, constraints], each parameter as
@@ -140,8 +163,13 @@ def contrib_schemas() -> list[list]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("provider", choices=("cpu", "cuda", "measured", "schemas"))
-    parser.add_argument("--keys", help="measured: the GPU plan's placement-keys.json")
+    parser.add_argument("--keys", action="append",
+                        help="measured: a GPU run's placement-keys.json (repeat for several: "
+                             "the GPU plan's, tools/gpu_mrope.py's)")
     parser.add_argument("--device", help="measured: the GPU it ran on")
+    parser.add_argument("--merge", action="store_true",
+                        help="measured: add to attndsl/placement/cuda-measured.json's rows "
+                             "rather than replace them")
     parser.add_argument("--markdown", help="OperatorKernels.md to read the table from")
     parser.add_argument("--source", help="where the markdown came from (recorded)")
     parser.add_argument("--version", help="the onnxruntime release of the markdown")
@@ -158,8 +186,10 @@ def main() -> int:
     if args.provider == "measured":
         if not (args.keys and args.device and args.version):
             parser.error("measured needs --keys, --device and --version")
-        data = measured(Path(args.keys), args.device, args.version)
+        data = measured([Path(k) for k in args.keys], args.device, args.version)
         path = OUT / "cuda-measured.json"
+        if args.merge:  # beside what the file holds (an earlier run's, on another machine)
+            data = merged(json.loads(path.read_text()), data)
         path.write_text(json.dumps({k: v for k, v in data.items() if k != "kernels"})[:-1]
                         + ', "kernels": [\n' + ",\n".join(json.dumps(r, sort_keys=True)
                                                           for r in data["kernels"]) + "\n]}\n")

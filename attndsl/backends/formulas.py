@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from ..positions import rope_inv_freq, sinusoidal_inv_freq
+from ..positions import mrope_streams, rope_inv_freq, sinusoidal_inv_freq
 from ..rope_scaling import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
-__all__ = ["LOWEST", "activation", "alibi_bias", "document_positions",
-           "masked_softmax", "norm",
-           "rope", "rope_frequencies", "sinusoidal_table", "sinusoidal_variant"]
+__all__ = ["LOWEST", "activation", "alibi_bias", "document_positions", "masked_softmax",
+           "mrope_positions", "norm", "rope", "rope_frequencies", "sinusoidal_table",
+           "sinusoidal_variant"]
 
 Array = Any
 LOWEST = float(np.finfo(np.float32).min)
@@ -83,6 +83,16 @@ def rope_frequencies(xp, theta: float, dim: int, scaling: RopeScaling | None,
     return static
 
 
+def mrope_positions(xp, pos: Array, sections: tuple[int, int, int], interleaved: bool,
+                    half: int) -> Array:
+    """Multimodal RoPE's positions per frequency: pos, the time, height and width streams as
+    float32 (3, B, n, 1), -> (B, 1, n, half), frequency i at its stream's position
+    (`positions.mrope_streams`): one stream times 1 plus the others times 0, exact."""
+    streams = mrope_streams(sections, interleaved, half)
+    pick = [[[[1.0 if s == j else 0.0 for s in streams]]] for j in range(3)]  # (3, 1, 1, half)
+    return xp.sum(pos * xp.asarray(pick, "float32"), axis=0)[:, None]
+
+
 def rope_tables(xp, pos: Array, keys: Array, theta: float, dim: int,
                 scaling: RopeScaling | None, dtype: str) -> tuple[Array, Array]:
     """cos and sin of the angles pos * inv_freq (see `rope_frequencies`), pos a float32 (n, 1)
@@ -111,8 +121,13 @@ def rotate(xp, x: Array, cos: Array, sin: Array, dim: int, interleaved: bool,
 
 
 def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interleaved: bool,
-         scaling: RopeScaling | None = None) -> Array:
-    """RoPE: `rotate` x by `rope_tables` at positions pos."""
+         scaling: RopeScaling | None = None, mrope: tuple[int, int, int] | None = None,
+         mrope_interleaved: bool = False) -> Array:
+    """RoPE: `rotate` x by `rope_tables` at positions pos; multimodal (`mrope`): pos the
+    three streams' float32 (3, B, n, 1), each frequency's position picked by
+    `mrope_positions`."""
+    if mrope is not None:
+        pos = mrope_positions(xp, pos, mrope, mrope_interleaved, dim // 2)
     cos, sin = rope_tables(xp, pos, keys, theta, dim, scaling, xp.dtype(x))
     return rotate(xp, x, cos, sin, dim, interleaved)
 

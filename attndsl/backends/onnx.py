@@ -65,6 +65,8 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
             out[name] = torch.randn(B, S, attn.memory_dim, generator=g, dtype=dtype)
         elif name == "key_lengths":
             out[name] = torch.full((B,), S if attn.kind == "cross" else L, dtype=torch.int64)
+        elif name == "position_ids":  # multimodal RoPE's three streams
+            out[name] = torch.arange(L).expand(3, B, L).clone()
         else:  # segment ids (memory rows' for memory_segment_ids)
             n = S if name == "memory_segment_ids" else L
             out[name] = torch.zeros(B, n, dtype=torch.int64)
@@ -106,7 +108,8 @@ def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGT
         S = torch.export.Dim("memory_length", min=1, max=longest[1])
     table = {"x": {0: B, 1: L}, "input_ids": {0: B, 1: L}, "memory": {0: B, 1: S},
              "key_lengths": {0: B},
-             "segment_ids": {0: B, 1: L}, "memory_segment_ids": {0: B, 1: S}}
+             "segment_ids": {0: B, 1: L}, "memory_segment_ids": {0: B, 1: S},
+             "position_ids": {1: B, 2: L}}
     return (tuple(table[n] for n in names),)
 
 

@@ -26,7 +26,7 @@ from .reference_experts import act, experts, glu, route, xielu
 from .reference_kernels import kernel
 from .reference_masks import mask_of, visible
 from .reference_mechanisms import READINGS
-from .reference_positions import add_bias, rope_frequencies
+from .reference_positions import add_bias, mrope_stream_of, rope_frequencies
 
 __all__ = ["run", "run_all"]
 
@@ -179,7 +179,13 @@ def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     S = (env["attention_mask"].shape[1] if "attention_mask" in env else
          env["memory"].shape[1] if "memory" in env else env["x"].shape[1])
     inv_freq, gain = rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)
-    angle = _positions(node, env, x.shape[2])[..., None] * inv_freq  # (B | 1, n, dim/2)
+    pos = _positions(node, env, x.shape[2])  # (B | 1, n); multimodal: (3, B, n)
+    sections = dict(node.attrs).get("mrope")
+    if sections is None:
+        angle = pos[..., None] * inv_freq  # (B | 1, n, dim/2)
+    else:  # frequency i turns by the position of its stream (docs/LANGUAGE.md, mrope)
+        streams = mrope_stream_of(sections, node.attr("mrope_interleaved"), dim // 2)
+        angle = np.stack([pos[streams[i]] * inv_freq[i] for i in range(dim // 2)], axis=-1)
     cos, sin = gain * np.cos(angle)[:, None], gain * np.sin(angle)[:, None]  # over heads
     out = x.copy()
     for i in range(dim // 2):

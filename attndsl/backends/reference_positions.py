@@ -11,7 +11,24 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["add_bias", "alibi_slopes", "rope_frequencies", "t5_bucket"]
+__all__ = ["add_bias", "alibi_slopes", "mrope_stream_of", "rope_frequencies", "t5_bucket"]
+
+
+def mrope_stream_of(sections: tuple[int, int, int], interleaved: bool, half: int) -> list[int]:
+    """docs/LANGUAGE.md, `mrope`: for each frequency i < dim/2 the stream whose position turns
+    it, 0 (time), 1 (height) or 2 (width)."""
+    t, h, w = sections
+    out = []
+    for i in range(half):
+        if not interleaved:  # sections of t, then h, then w consecutive frequencies
+            out.append(0 if i < t else (1 if i < t + h else 2))
+        elif i % 3 == 1 and i < 3 * h:
+            out.append(1)
+        elif i % 3 == 2 and i < 3 * w:
+            out.append(2)
+        else:
+            out.append(0)
+    return out
 
 
 def rope_frequencies(theta: float, dim: int, scaling: object,

@@ -232,8 +232,10 @@ def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)
     pos = _head_positions(node, env, x, floating=True)
     keys = lengths(env)[1][0, -1] + 1  # as a 0-d tensor (see `visible`)
+    attrs = dict(node.attrs)
     return formulas.rope(TorchArrays(x.device), x, pos, keys, node.attr("theta"),
-                         node.attr("dim"), node.attr("interleaved"), node.attr("scaling"))
+                         node.attr("dim"), node.attr("interleaved"), node.attr("scaling"),
+                         attrs.get("mrope"), attrs.get("mrope_interleaved", False))
 
 
 @impl(Op.REPEAT_KV)

@@ -124,11 +124,14 @@ class Layers(Mechanisms):
                            f"({head_dim})", span,
                            hint="RoPE rotates pairs of features" if rope_dim % 2 else None)
                 failed = True
-            position = Rope(position.theta, rope_dim, position.interleaved, position.scaling)
+            position = replace(position, dim=rope_dim)
             problem = check_rope_dim(position)
             if problem and rope_dim % 2 == 0 and rope_dim <= head_dim:
                 self.error(problem, arg_span(e["position"].value, "scaling") or at("position"))
                 failed = True
+            failed |= self.check_mrope(position, kind, arg_span(e["position"].value, "mrope")
+                                       or at("position"), {key: at(key) for key, _ in hooked
+                                                           if MECHANISMS[key].reads_positions})
         if isinstance(position, Sinusoidal) and d_model % 2:
             self.error(f"sinusoidal encodings need an even d_model, found {d_model}",
                        at("position"))

@@ -95,7 +95,54 @@ class Positions(Norms):
         if "scaling" in args and not (isinstance(args["scaling"], ast.Name)
                                       and args["scaling"].id == "none"):
             scaling = self.scaling_value(args["scaling"])
-        return Rope(theta, dim, interleaved, scaling)
+        mrope = self.mrope_sections(args["mrope"]) if "mrope" in args else None
+        mrope_interleaved = False
+        if "mrope_interleaved" in args:
+            mrope_interleaved = self.boolean(args["mrope_interleaved"], "mrope_interleaved")
+            if mrope is None:
+                raise self.error("mrope_interleaved needs `mrope = [t, h, w]`",
+                                 args["mrope_interleaved"].span,
+                                 hint="multimodal RoPE's sections say which frequencies read "
+                                      "each position stream")
+        return Rope(theta, dim, interleaved, scaling, mrope, mrope_interleaved)
+
+    def mrope_sections(self, e: ast.Expr) -> tuple[int, int, int]:
+        """`mrope = [t, h, w]`: three non-negative frequency counts."""
+        if not isinstance(e, ast.List) or len(e.items) != 3:
+            raise self.error("mrope takes three frequency counts, [t, h, w]", e.span,
+                             hint="the time, height and width streams' sections "
+                                  "(Qwen2.5-VL: [16, 24, 24]; Qwen3.5: [11, 11, 10])")
+        values = []
+        for item in e.items:
+            value = self.integer(item)
+            if value < 0:
+                raise self.error(f"an mrope section must be >= 0, found {value}", item.span)
+            values.append(value)
+        return values[0], values[1], values[2]
+
+    def check_mrope(self, rope: Rope, kind: str, span, readers: dict) -> bool:
+        """Multimodal RoPE against its layer: the sectioned layout splits exactly the dim / 2
+        frequencies, its position streams are the queries' own (self attention), and no
+        mechanism of the layer reads one position per token (`readers`: key -> span)."""
+        if rope.mrope is None:
+            return False
+        for key, where in readers.items():
+            self.error(f"`{key}` reads one position per token, and multimodal RoPE gives each "
+                       "token three (time, height, width)", where,
+                       hint=f"remove `{key}` or `mrope`")
+            return True
+        if kind == "cross":
+            self.error("multimodal RoPE (mrope) needs self attention: its position streams are "
+                       "the tokens' own, and a memory row has none", span,
+                       hint="remove `mrope`, or use kind = self")
+            return True
+        if not rope.mrope_interleaved and sum(rope.mrope) != rope.dim // 2:
+            self.error(f"the sectioned mrope {list(rope.mrope)} covers {sum(rope.mrope)} "
+                       f"frequencies; rope dim {rope.dim} has {rope.dim // 2}", span,
+                       hint="t + h + w must equal dim / 2 (or set mrope_interleaved = true, "
+                            "whose sections may be cut by dim / 2)")
+            return True
+        return False
 
     def scaling_value(self, e: ast.Expr) -> RopeScaling:
         name, _ = self.callee(e, _SCALINGS, "RoPE scaling")
@@ -203,7 +250,8 @@ _POSITIONS = {
     "none": (), "sinusoidal": (Param("layout"), Param("offset"), Param("frequencies")),
     "alibi": (Param("slopes"), Param("max_bias"), Param("scaled"), Param("rounding")),
     "learned": (Param("max_len", True),),
-    "rope": (Param("theta"), Param("dim"), Param("interleaved"), Param("scaling")),
+    "rope": (Param("theta"), Param("dim"), Param("interleaved"), Param("scaling"),
+             Param("mrope"), Param("mrope_interleaved")),
     "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),
 }
 _SCALINGS = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import ast
 from ..mechanisms import HEADS, kernel_of
-from ..spec import Attention, Learned, Norm, RelativeBias, Sinusoidal, Transformer
+from ..spec import Attention, Learned, Norm, RelativeBias, Rope, Sinusoidal, Transformer
 from ..weight_table import parameter_count
 from .ffns import FeedForwards
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
@@ -133,6 +133,14 @@ class Stacks(FeedForwards):
                                  "positions; a stack adds them once, at its input", item.span,
                                  hint="give every attention of the pattern the same `sinusoidal`"
                                       " or `learned` position, or none")
+            streams = {_streams(a) for a in (*attns, attn)} - {None}
+            if len(streams) > 1:
+                raise self.error(f"`{attn.name}` and the pattern's other attentions read "
+                                 "positions of different shapes: multimodal RoPE (mrope) reads "
+                                 "position_ids [3, B, L], other RoPE and absolute positions "
+                                 "[B, L]", item.span,
+                                 hint="give every RoPE of the stack the same `mrope`, and no "
+                                      "absolute position")
             mine, first = _stack_shared(attn), _stack_shared(attns[0]) if attns else None
             if attns and mine[1] != first[1]:
                 what, hint = (mine[0] or first[0]).stack_shares
@@ -193,3 +201,11 @@ def _stack_shared(attn: Attention) -> tuple[object, object]:
 
 def _absolute(attn: Attention) -> object:
     return attn.position if isinstance(attn.position, Sinusoidal | Learned) else None
+
+
+def _streams(attn: Attention) -> int | None:
+    """How many position streams an attention reads: 3 (multimodal RoPE), 1 (other RoPE,
+    absolute positions) or None (none)."""
+    if isinstance(attn.position, Rope):
+        return 1 if attn.position.mrope is None else 3
+    return 1 if isinstance(attn.position, Sinusoidal | Learned) else None

@@ -7,11 +7,11 @@ that matter here:
   convolution's channels); in_proj_z, in_proj_b and in_proj_a one row block per value head.
   So q, k and v are row ranges and z, b and a whole tensors (Qwen3-Next's in_proj_qkvz holds
   them per key head g: [q_g, k_g, v and z of g's value heads]).
-- RoPE is transformers' multimodal form (`mrope_section`, `mrope_interleaved`): three position
-  streams, each frequency's angle taken from one of them. A text model's streams are all its
-  text positions (Qwen3_5TextModel expands a [B, L] position_ids to them), so every angle is
-  position x inv_freq, one-dimensional RoPE on partial_rotary_factor of each head; the
-  sections are not read, nor is a 3-stream position_ids input.
+- RoPE is transformers' multimodal form: three position streams (time, height, width), each
+  frequency's angle taken from one of them, interleaved by `mrope_section` (Qwen3.5's rotary
+  embedding interleaves whatever `mrope_interleaved` says): `rope(..., mrope = [t, h, w],
+  mrope_interleaved = true)`, the model taking position_ids [3, B, L]. A text token's
+  streams are all its position.
 
 The dense model runs swiglu(intermediate_size) in every layer; the mixture runs in every layer
 of the MoE model: top-k of a softmax, always renormalised, beside a sigmoid-gated shared
@@ -35,6 +35,12 @@ __all__ = ["FAMILIES"]
 def _read(s: SpecText, padding: str | None) -> None:
     if read_hybrid(s, padding) is None:
         return
+    params = s.cfg.get("rope_parameters") or {}
+    t, h, w = params.get("mrope_section") or (11, 11, 10)  # Qwen3_5TextRotaryEmbedding's
+    for attention in s.attentions.values():  # its frequencies always interleaved
+        if "position" in attention:
+            attention["position"] = (f"{attention['position'][:-1]}, mrope = [{t}, {h}, {w}], "
+                                     "mrope_interleaved = true)")
     layers, eps = s.get("num_hidden_layers"), s.get("rms_norm_eps")
     if s.cfg.get("model_type") == "qwen3_5_moe_text":
         ffn = (f"moe(experts = {s.need('num_experts')}, top_k = "

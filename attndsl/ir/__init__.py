@@ -12,6 +12,7 @@ from ..spec import (
     input_names,
     is_lm,
     output_name,
+    reads_streams,
 )
 from ..weight_table import Weight, parameter_count, weight_table
 from .attention import absolute, attention
@@ -45,11 +46,12 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         if spec.embedding_norm is not None:  # BLOOM's word_embeddings_layernorm
             x = emit_norm(b, "x_normed", x, T("B", "L", spec.d_model), spec.embedding_norm,
                           "embedding_norm")
-    pos = ("position_ids",) if decode else ()
+    # the tokens' positions: 0 .. L-1 in one pass, unless multimodal RoPE reads its streams
+    pos = ("position_ids",) if decode or reads_streams(spec) else ()
     h = absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
         for i in range(spec.layers):
-            h = _block(b, spec, i, h, pos, bounded, own_cache)
+            h = _block(b, spec, i, h, pos, decode, bounded, own_cache)
         if spec.placement != "post":
             h = emit_norm(b, "out", h, T("B", "L", spec.d_model), spec.norm, "norm")
         if is_lm(spec):
@@ -150,7 +152,8 @@ def _type_of(name: str, s: Attention, spec: Layer, own_cache: bool) -> TensorTyp
             "memory_segment_ids": T("B", "S", dtype="int64"),
             "input_ids": T("B", "L", dtype="int64"),
             "attention_mask": T("B", "P + L", dtype="int64"),
-            "position_ids": T("B", "L", dtype="int64")}[name]
+            "position_ids": T(3, "B", "L", dtype="int64") if reads_streams(spec)
+            else T("B", "L", dtype="int64")}[name]
 
 
 def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
@@ -174,7 +177,7 @@ def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
 
 
 def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
-           bounded: bool = False, compact: bool = True) -> str:
+           decode: bool, bounded: bool = False, compact: bool = True) -> str:
     p = f"layers.{i}."
     d = T("B", "L", t.d_model)
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -185,7 +188,7 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     def attn(arg: str) -> str:
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
         return attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
-                          cache=i if pos else None, pos=pos, bounded=bounded, layer=i,
+                          cache=i if decode else None, pos=pos, bounded=bounded, layer=i,
                           compact=compact)
 
     def add(out: str, x: str, branch: str) -> str:

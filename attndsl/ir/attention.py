@@ -91,11 +91,10 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         q = mechanisms.expand(site, "heads", q, "q")
         k = mechanisms.expand(site, "heads", k, "k")
         if isinstance(s.position, Rope):
-            r = s.position
             q = b.emit(Op.ROPE, f"{p}q_rope", (q, *pos), T("B", s.heads, "L", s.head_dim),
-                       theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+                       **s.position.attrs())
             k = b.emit(Op.ROPE, f"{p}k_rope", (k, *pos), T("B", s.kv_heads, n, s.head_dim),
-                       theta=r.theta, dim=r.dim, interleaved=r.interleaved, scaling=r.scaling)
+                       **s.position.attrs())
         q = mechanisms.expand(site, "rotated", q, "q")
         k = mechanisms.expand(site, "rotated", k, "k")
         q = mechanisms.expand(site, "query", q, "q")

@@ -228,13 +228,10 @@ class _Projections:
         self.q_rot = self.part("q_rot", q, s.heads, self.nope, s.head_dim)
         self.k_rot = self.part("k_rot", self.kv, 1, lat.kv_rank, lat.kv_rank + self.rope)
         if isinstance(s.position, Rope):
-            r = s.position
             self.q_rot = b.emit(Op.ROPE, f"{p}q_rope", (self.q_rot, *pos),
-                                T("B", s.heads, "L", self.rope), theta=r.theta, dim=self.rope,
-                                interleaved=r.interleaved, scaling=r.scaling)
+                                T("B", s.heads, "L", self.rope), **s.position.attrs(self.rope))
             self.k_rot = b.emit(Op.ROPE, f"{p}k_rope", (self.k_rot, *pos),
-                                T("B", 1, "L", self.rope), theta=r.theta, dim=self.rope,
-                                interleaved=r.interleaved, scaling=r.scaling)
+                                T("B", 1, "L", self.rope), **s.position.attrs(self.rope))
 
     def linear(self, out: str, arg: str, proj: str, n: int, bias: bool) -> str:
         return self.b.emit(Op.LINEAR, f"{self.p}{out}", (arg,), T("B", "L", n),

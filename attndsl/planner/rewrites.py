@@ -13,7 +13,9 @@ with its reason, so that `explain` shows them and the lowering only carries them
   them (`unquantized`: those that stay float, and why);
 - `packed_qkv` and `rotary` (decoding in place, `gqa_cache`): GroupQueryAttention reading q,
   k and v as one GEMM's output, and rotating q and k itself (do_rotary) from cos/sin caches
-  folded to constants for the longest call where it is known."""
+  folded to constants for the longest call where it is known;
+- `mrotary` (planned targets with the kernel for the dtype): multimodal RoPE as ONNX
+  Runtime's MRotaryEmbedding."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Any
 
 from ..ir import Graph, Node, Op, all_nodes
 from ..mechanisms import FFNS
-from ..targets import get
+from ..targets import get, has_kernel
 
 __all__ = ["Rewrites", "Rotary", "explained", "quantized", "rewrites"]
 
@@ -73,6 +75,7 @@ class Rewrites:
     quantized_kernels: frozenset[str] = frozenset()
     unquantized: dict[str, str] = field(default_factory=dict)
     rotary: dict[str, Rotary] = field(default_factory=dict)
+    mrotary: tuple[str, ...] = ()  # multimodal RoPE nodes run as MRotaryEmbedding
 
     @property
     def blocks(self) -> frozenset[str]:
@@ -111,6 +114,10 @@ class Rewrites:
                            f"{r.rope.attr('dim')}{pairs}) in GroupQueryAttention (do_rotary"
                            f"{', rotary_interleaved' if pairs else ''}) rather than in "
                            f"standard ops before it; {r.why}")
+        if self.mrotary:
+            out.append(f"mrotary: {_names(self.mrotary)}: multimodal RoPE as ONNX Runtime's "
+                       "MRotaryEmbedding (its three position streams read in the kernel) "
+                       "rather than in standard ops")
         return out
 
 
@@ -127,8 +134,12 @@ def rewrites(graph: Graph, target: str, dtype: str = "float32", quantization: An
                     and n.out not in joined)
     siblings = _packed(graph)
     forms, kernels, kept = quantized(graph, quantization) if quantization else ({}, set(), {})
+    provider = get(target).provider
+    mrotary = tuple(n.out for n in all_nodes(graph.nodes) if n.op is Op.ROPE
+                    and dict(n.attrs).get("mrope") is not None and get(target).planned
+                    and has_kernel("MRotaryEmbedding", dtype, provider))
     return Rewrites(siblings, skips, fused, contrib, quantization, forms, frozenset(kernels),
-                    kept, _rotary(graph, siblings, max_length))
+                    kept, _rotary(graph, siblings, max_length), mrotary)
 
 
 def explained(graph: Graph, target: str, dtype: str = "float32", quantization: Any = None,

@@ -136,8 +136,10 @@ def kernel_inputs(node: Node, nodes: Mapping[str, Node], siblings: Mapping[str, 
     if group != projections or v_rope is not None or (q_rope is None) != (k_rope is None):
         return None
     if q_rope is not None and (q_rope.attrs != k_rope.attrs or q_rope.args[1:] != k_rope.args[1:]
-                               or q_rope.attr("dim") % ROTARY_DIM_MULTIPLE):
-        return None  # the kernel's cos/sin caches hold dim / 2 columns, a multiple of 8
+                               or q_rope.attr("dim") % ROTARY_DIM_MULTIPLE
+                               or dict(q_rope.attrs).get("mrope") is not None):
+        return None  # the kernel's cos/sin caches hold dim / 2 columns, a multiple of 8, of
+        # one position stream
     return projections, q_rope
 
 

@@ -28,7 +28,7 @@ from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op, all_nodes
 from ...progress import report
 from ...shapes import TensorType
-from . import ops  # noqa: F401 (its @lower functions)
+from . import ops, rotary  # noqa: F401 (their @lower functions)
 from .builder import LOWER, Builder, Lowering
 from .switch import subgraph_inputs
 
@@ -60,6 +60,7 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     lw.quantization = rewrites.quantization
     lw.quantized, lw.quantized_kernels = rewrites.blocks, rewrites.quantized_kernels
     lw.rotary = dict(rewrites.rotary)
+    lw.mrotary = frozenset(rewrites.mrotary)
     lw.skip_norms = dict(rewrites.skip_norms)
     lw.contrib_norms = rewrites.contrib_norms
     inputs = []

@@ -177,6 +177,7 @@ class Lowering:
         self.quantized: frozenset[str] = frozenset()
         self.quantized_kernels: frozenset[str] = frozenset()
         self.rotary: dict[str, Any] = {}
+        self.mrotary: frozenset[str] = frozenset()  # RoPE nodes run as MRotaryEmbedding
         # each fused strategy's lowering by name, and a kernel node's by its kernel's name
         # where a strategy lowers it (build_model's `strategies`)
         self.strategies: Mapping[str, Callable[[Lowering, Node], str]] = {}
@@ -202,10 +203,10 @@ class Lowering:
 
     def token_positions(self, node: Node, n: Sym) -> Sym:
         """The float32 positions of a node's tokens: (n, 1) from 0, or from its position_ids
-        argument when decoding, (B, n, 1)."""
+        argument when decoding, (B, n, 1) (multimodal RoPE's three streams: (3, B, n, 1))."""
         if len(node.args) < 2:
             return self.positions(n)
-        ids = Sym(self.b, self.env[node.args[1]], "int64", 2)
+        ids = Sym(self.b, self.env[node.args[1]], "int64", self.graph_shapes[node.args[1]].rank)
         return ids.astype("float32")[..., None]
 
     @property

@@ -345,24 +345,6 @@ def _own_layer(lw: Lowering, node: Node, kernel) -> str:
                       lambda: _real(lw, node, args[0], 2), branch, **dict(node.attrs[1:])).name
 
 
-@lower(Op.ROPE)
-def _rope(lw: Lowering, node: Node) -> str:
-    """RoPE with cos and sin computed once per model for each (positions, frequencies): q and
-    k of every layer at the same positions share them."""
-    x = lw.sym(node)
-    side = node.shape.dims[2]  # L (queries, self-attention keys) or S (memory)
-    theta, dim, scaling = node.attr("theta"), node.attr("dim"), node.attr("scaling")
-    key = ("rope", side, node.args[1:], theta, dim, scaling)
-    if key not in lw.memo:
-        pos = lw.token_positions(node, lw.dim(x.name, 2))
-        if pos.ndim == 3:  # (B, n, 1) -> (B, 1, n, 1): one row of positions per sequence
-            pos = pos[:, None]
-        lw.memo[key] = formulas.rope_tables(lw.xp, pos, lw.S, theta, dim, scaling, lw.b.dtype)
-    cos, sin = lw.memo[key]
-    return formulas.rotate(lw.xp, x, cos, sin, dim, node.attr("interleaved"),
-                           width(node.shape)).name
-
-
 @lower(Op.REPEAT_KV)
 def _repeat_kv(lw: Lowering, node: Node) -> str:
     return repeat(lw, arg(lw, node), node.attr("groups"))
