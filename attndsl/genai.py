@@ -72,6 +72,11 @@ def check_genai(spec: Layer) -> None:
                          "(a window and a state per layer) or convolution windows alone, not "
                          "both in one model: use `--export onnx --decode` and `attndsl "
                          "generate`")
+    if spec.kv_shared_layers:  # (its last layers read an earlier layer's cache)
+        raise UsageError(f"`{spec.name}`: onnxruntime-genai keeps a key and a value cache for "
+                         f"every layer, and its last {spec.kv_shared_layers} layers reuse an "
+                         "earlier layer's (`kv_shared_layers`): use `--export onnx --decode` and "
+                         "`attndsl generate`")
     cached = _kv_attentions(spec)
     heads = {a.head_dim for a in cached} | {a.value_dim for a in cached}
     kv = {a.kv_heads for a in cached}

@@ -160,7 +160,7 @@ _BOOLS = (
     "attention_bias", "mlp_bias", "use_sliding_window", "tie_word_embeddings",
     "use_parallel_residual", "new_decoder_architecture", "multi_query", "alibi",
     "parallel_attn", "bias", "apply_residual_connection_post_layernorm", "is_decoder",
-    "add_cross_attention", "use_bidirectional_attention", "truncate", "scale_attn_weights",
+    "add_cross_attention", "truncate", "scale_attn_weights",
     "scale_attn_by_inverse_layer_idx", "qk_layernorm", "use_bias", "norm_topk_prob",
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
@@ -199,6 +199,12 @@ TYPES: dict[str, tuple[str, float | None]] = {
     # where it is not 0, is refused by the family)
     "num_attention_heads_per_layer": ("list", None), "moe_routed_scaling_factor": ("num", 0),
     "moe_apply_router_weight_on_input": ("bool", None),
+    # true or false (Gemma 3), or Gemma 4's "all" / "vision"
+    "use_bidirectional_attention": ("flag", None),
+    # Gemma 4's: layers sharing keys, per-layer inputs (0: none), its flags
+    "num_kv_shared_layers": ("int", 0), "hidden_size_per_layer_input": ("int", 0),
+    "vocab_size_per_layer_input": ("int", 1), "attention_k_eq_v": ("bool", None),
+    "enable_moe_block": ("bool", None), "use_double_wide_mlp": ("bool", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
@@ -220,7 +226,7 @@ TRANSFORMERS_LAYER_TYPES = (
 # lists of layer indices (moe_layers, mlp_only_layers) or 0/1 flags (no_rope_layers)
 _INDEX_LISTS = ("moe_layers", "mlp_only_layers", "no_rope_layers")
 _WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
-         "bool": "true or false", "str": "a string",
+         "bool": "true or false", "str": "a string", "flag": "true, false or a string",
          "pattern": "an integer >= 0 or a string of L and G",
          "list": "a list", "dict": "an object"}
 
@@ -238,6 +244,7 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
               and value <= MAX_LAYERS,
               "num": isinstance(value, int | float) and not isinstance(value, bool),
               "bool": isinstance(value, bool), "str": isinstance(value, str),
+              "flag": isinstance(value, bool | str),
               "pattern": (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
               or (isinstance(value, str) and bool(value) and set(value) <= {"L", "G"}),
               "list": isinstance(value, list), "dict": isinstance(value, dict)}[kind]

@@ -29,15 +29,9 @@ LACKS: dict[str, str] = {
             "mixture of experts (CDMoE) of product-key experts",
     "falcon_h1": f"{_MAMBA2} run in parallel with attention in each layer, with muP multipliers",
     "falcon_mamba": f"{_MAMBA}, with RMS-normalized B, C and dt",
-    "gemma3n_text": "AltUp's parallel residual streams, the LAuReL low-rank residual, per-layer "
-                    "input embeddings, activation sparsity by a Gaussian top-k and keys and "
-                    "values shared across layers (`num_kv_shared_layers`)",
-    "gemma4_text": "per-layer input embeddings (a second token embedding feeding every layer), "
-                   "keys and values shared across layers (`num_kv_shared_layers`), keys equal "
-                   "to values (`attention_k_eq_v`) and a scale-less RMSNorm on values",
-    "gemma4_unified_text": "keys and values shared across layers (`num_kv_shared_layers`), keys "
-                           "equal to values (`attention_k_eq_v`), a scale-less RMSNorm on values "
-                           "and a head size per layer kind (`global_head_dim`)",
+    "gemma3n_text": "AltUp's parallel residual streams, the LAuReL low-rank residual and "
+                    "activation sparsity by a Gaussian top-k (its per-layer inputs and its "
+                    "keys and values shared across layers are in the language, as Gemma 4's)",
     "glm_moe_dsa": _DSA,
     "granitemoehybrid": f"{_MAMBA2} interleaved with attention",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "

@@ -36,6 +36,7 @@ __all__ = [
     "Llama3Scaling",
     "LongRopeScaling",
     "Norm",
+    "PerLayerInputs",
     "Position",
     "Program",
     "RelativeBias",
@@ -188,6 +189,16 @@ class Attention:
 
 
 @dataclass(frozen=True)
+class PerLayerInputs:
+    """`ple(width = P, vocab = V, activation = gelu_tanh)`: P numbers per token and layer from
+    a second token embedding of V rows, gating what each block adds (Gemma 4)."""
+
+    width: int
+    vocab: int
+    activation: str = "gelu_tanh"
+
+
+@dataclass(frozen=True)
 class Transformer:
     """A stack of `layers` blocks; block i uses attentions[i % len(attentions)] (a layer
     pattern, such as Gemma's sliding and global layers)."""
@@ -226,6 +237,23 @@ class Transformer:
     # a feed-forward form other than one MLP (`mechanisms.ffn_of`), made of MLPs of the form
     # `ffn`, in every block but its dense_layers, or None
     feed_forward: Any = None
+    # the last kv_shared_layers blocks reuse the keys and values (rotated, normed, cached) of
+    # the last earlier block of their attention (Gemma 4's num_kv_shared_layers): no k or v
+    # projections or cache of their own
+    kv_shared_layers: int = 0
+    # each block's output times a learned scalar of its own, layers.{i}.layer_scalar (Gemma 4)
+    layer_scalar: bool = False
+    # per-layer inputs (`ple(width = P)`, Gemma 4's per-layer embeddings), or None
+    per_layer_inputs: PerLayerInputs | None = None
+
+    def kv_owner(self, i: int) -> int | None:
+        """The block whose keys and values block i reuses (kv_shared_layers), or None."""
+        first = self.layers - self.kv_shared_layers
+        if i < first:
+            return None
+        name = self.layer_attention(i).name
+        return next((j for j in range(first - 1, -1, -1)
+                     if self.layer_attention(j).name == name), None)
 
     def layer_feed_forward(self, i: int) -> Any:
         """Block i's feed-forward form, or None where it runs one MLP (`layer_ffn(i)`)."""

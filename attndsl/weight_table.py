@@ -43,7 +43,9 @@ def parameter_count(spec: Attention | Transformer) -> int:
     holds what block i % P holds (P the pattern's length), a feed-forward form's dense layers
     what a dense block of that attention holds, so the weight tables of P blocks give every
     block's count."""
-    if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions):
+    if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions) \
+            or spec.kv_shared_layers or spec.per_layer_inputs:  # (blocks reusing keys
+        # differ from their pattern's; per-layer inputs' tables grow with the layers)
         return sum(math.prod(w.shape) for w in weight_table(spec))
     period = len(spec.attentions)
     form = spec.feed_forward
@@ -96,7 +98,14 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if bias:
             out.append(Weight(f"{name}.bias", (width,), "norm_bias"))
 
-    def attention(s: Attention, p: str, absolute: bool, table: bool = True) -> None:
+    def attention(s: Attention, p: str, absolute: bool, table: bool = True,
+                  reuse: bool = False) -> None:
+        if reuse:  # an earlier layer's keys and values: no tensors of its keys or values
+            start = len(out)
+            attention(s, p, absolute, table)
+            out[start:] = [w for w in out[start:] if not w.name.startswith(
+                tuple(f"{p}{part}_{what}." for part in "kv" for what in ("proj", "norm")))]
+            return
         if s.projection is not None:  # a projection form's, in place of q, k and v
             out.extend(projection_of(s.projection).weights(s, s.projection, p))
         elif kernel_fact(s.kernel, "own_layer"):  # its own projections
@@ -105,7 +114,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             linear(f"{p}q_proj", s.heads * query_rows(s), s.d_model, "q" in s.bias)
             if not kernel_fact(s.kernel, "shares_keys"):  # keys: the queries
                 linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
-            linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
+            if s.mechanism("values") != "keys":  # (Gemma 4's values: the keys' rows)
+                linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj:
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
 
@@ -130,6 +140,12 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         out.append(Weight("embed_tokens.weight", (spec.vocab, d), "embedding"))
         if spec.embedding_norm is not None:
             norm("embedding_norm", d, spec.embedding_norm, spec.embedding_norm.bias)
+    ple = spec.per_layer_inputs
+    if ple is not None:  # Gemma 4's per-layer inputs: their tables, then each block's
+        out.append(Weight("embed_tokens_per_layer.weight", (ple.vocab, spec.layers * ple.width),
+                          "embedding"))
+        linear("per_layer_model_projection", spec.layers * ple.width, d, False)
+        norm("per_layer_projection_norm", ple.width, spec.norm, False)
     if isinstance(a.position, Learned):
         out.append(Weight("position_embeddings.weight", (a.position.max_len, d), "embedding"))
     if spec.shared_relative_bias:
@@ -144,7 +160,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     for i in range(spec.layers):
         p = f"layers.{i}."
         attention(spec.layer_attention(i), f"{p}self_attn.", False,
-                  table=not spec.shared_relative_bias)
+                  table=not spec.shared_relative_bias, reuse=spec.kv_owner(i) is not None)
         for which in _block_norms(spec, i):
             norm(f"{p}{which}", d, spec.norm, layernorm)
         form, ffn = spec.layer_feed_forward(i), spec.layer_ffn(i)
@@ -154,6 +170,12 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             from .mechanisms import ffn_of  # (here: a form's weights are Weights)
 
             out.extend(ffn_of(form).weights(form, ffn, d, p))
+        if ple is not None:
+            linear(f"{p}per_layer_input_gate", ple.width, d, False)
+            linear(f"{p}per_layer_projection", d, ple.width, False)
+            norm(f"{p}post_per_layer_input_norm", d, spec.norm, False)
+        if spec.layer_scalar:
+            out.append(Weight(f"{p}layer_scalar", (1,), "norm_weight"))
     if spec.placement != "post":
         norm("norm", d, spec.norm, layernorm)
     if spec.vocab is not None and not spec.tied:

@@ -274,7 +274,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         variants = [f"up_to({n}, mask = {_mask(r, cross)})" for n in bounds]
         entries["by_length"] = "[" + ", ".join(
             [*variants, f"otherwise(mask = {_mask(r, cross)}, sparsity = auto)"]) + "]"
-    if "side = left" in entries.get("mask", "") and "position" in entries:  # bfloat16 ALiBi
+    if "side = left" in entries.get("mask", "") + entries.get("by_length", "") and \
+            "position" in entries:  # bfloat16 ALiBi
         entries["position"] = entries["position"].replace(  # rounds indices: no left padding
             ", rounding = bfloat16", "").replace("alibi(rounding = bfloat16)", "alibi")
     lsh = _lsh(random.Random(seed * 7919 + 1), entries, heads, head_dim, cross or decoding or
@@ -321,14 +322,22 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     _short_conv(random.Random(seed * 7919 + 18), entries, cross or linear or linformer or lsh
                 or "kernel" in entries)
     sub = random.Random(seed * 7919 + 22)  # BitNet's sub-norm of the merged heads: own stream
-    if "latent" not in entries and "delta_rule" not in entries.get("kernel", "") and \
-            sub.random() < 0.15:
+    if "latent" not in entries and not entries.get("kernel", "").startswith(
+            ("delta_rule", "short_conv")) and sub.random() < 0.15:
         entries["sub_norm"] = sub.choice(["rmsnorm(eps = 1e-5)", "layernorm",
                                           "rmsnorm(unit_offset = true)"])
     clip = random.Random(seed * 7919 + 21)  # clamped projections (DBRX, OLMo): own stream
     own = entries.get("kernel", "").startswith(("delta_rule", "short_conv"))
     if not (lsh or own or "latent" in entries) and clip.random() < 0.2:
         entries["clip_qkv"] = clip.choice(["0.5", "2", "8.0"])
+    gemma = random.Random(seed * 7919 + 29)  # Gemma 4's value norm, values = keys: own stream
+    plain = not (lsh or linear or linformer or "latent" in entries or "kernel" in entries)
+    if plain and gemma.random() < 0.2:
+        entries["v_norm"] = gemma.choice(["rmsnorm(eps = 1e-6, affine = false)",
+                                          "rmsnorm(eps = 1e-5)", "layernorm(affine = false)"])
+    if plain and "value_dim" not in entries and "v" not in entries.get("bias", "").strip(
+            "truefals") and gemma.random() < 0.2:
+        entries["values"] = "keys"
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -360,6 +369,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             mask = _decoding_mask(r, cross) if decoding else _mask(r, cross)
             other = dict(entries, mask=mask if not (linear or linformer or lsh) else
                          _LSH_MASKS[1] if lsh else entries["mask"])
+            if "side = left" in other["mask"] and "position" in other:  # bfloat16 ALiBi rounds
+                other["position"] = other["position"].replace(  # indices: no left padding
+                    ", rounding = bfloat16", "").replace("alibi(rounding = bfloat16)", "alibi")
             if "delta_rule" in entries.get("kernel", "") or "short_conv" in entries.get(
                     "kernel", ""):  # a hybrid stack, as Qwen3-Next's and LFM2's
                 other = {k: v for k, v in other.items() if k != "kernel"}
@@ -382,6 +394,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    embedding_scale = " + r.choice(["sqrt(16)", "0.5"])
             if r.random() < 0.5:
                 extra += "\n    logit_softcap = " + r.choice(["30.0", "2.5"])
+            if random.Random(seed * 7919 + 31).random() < 0.2:  # Gemma 4's: own stream
+                extra += "\n    per_layer_inputs = ple(width = 3, activation = gelu_tanh)"
             head = random.Random(seed * 7919 + 8)  # its own stream, as above
             if head.random() < 0.3:
                 extra += "\n    logit_scale = " + head.choice(["1 / 8", "2.5"])
@@ -398,6 +412,12 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
         layers = r.randint(1, 3)
+        shares = random.Random(seed * 7919 + 30)  # Gemma 4's shared keys, scalars: own stream
+        if layers > 1 and pattern == "a" and plain and not cross and "by_length" not in \
+                entries and shares.random() < 0.3:
+            extra += f"\n    kv_shared_layers = {shares.randint(1, layers - 1)}"
+        if shares.random() < 0.2:
+            extra += "\n    layer_scalar = true"
         experts = random.Random(seed * 7919 + 13)  # a mixture of experts: own stream
         if experts.random() < 0.2:  # gpt-oss's clamped unit, tight enough to clamp
             ffn = f"clamped_swiglu({r.choice([8, 24])}, bias = true, limit = 0.75)"

@@ -67,7 +67,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
             "kolibri1": tf.Kolibri1Config,
             "modernbert-decoder": tf.ModernBertDecoderConfig,
             "aria_text": tf.AriaTextConfig, "dbrx": tf.DbrxConfig,
-            "laguna": tf.LagunaConfig}
+            "laguna": tf.LagunaConfig, "gemma4_text": tf.Gemma4TextConfig,
+            "gemma4_unified_text": tf.Gemma4UnifiedTextConfig}
 
 
 def test_every_family_has_its_config_class() -> None:

@@ -314,15 +314,21 @@ def test_qwen3_5_with_explicit_3d_position_ids_gives_transformers_logits(tmp_pat
     with torch.no_grad():
         want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                      position_ids=torch.from_numpy(pos)).logits.numpy()
-    session = ort.InferenceSession(layer.decoder_bytes(target="ort-cpu", weights=folder),
-                                   providers=["CPUExecutionProvider"])
-    feed = {"input_ids": ids, "attention_mask": mask, "position_ids": pos}
-    for i in session.get_inputs():
-        if i.name.startswith("past_key_values."):
-            feed[i.name] = np.zeros(first_past(B, i.shape), np.float32)
-    got = session.run(["logits"], feed)[0]
+    got = prefill(layer.decoder_bytes(target="ort-cpu", weights=folder),
+                  {"input_ids": ids, "attention_mask": mask, "position_ids": pos})
     real = mask.astype(bool)
     assert np.abs(got[real] - want[real]).max() <= 1e-4 * max(1.0, np.abs(want[real]).max())
+
+
+def prefill(model: bytes, feed: dict[str, np.ndarray]) -> np.ndarray:
+    """A decoding model's logits for a prompt `feed` (input_ids, attention_mask,
+    position_ids), its caches empty (a fixed-size state: zeros)."""
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    batch = feed["input_ids"].shape[0]
+    for i in session.get_inputs():
+        if i.name.startswith("past_key_values."):
+            feed = {**feed, i.name: np.zeros(first_past(batch, i.shape), np.float32)}
+    return session.run(["logits"], feed)[0]
 
 
 def test_genai_generates_a_multimodal_rope_model_as_attndsl(tmp_path: Path, capsys) -> None:

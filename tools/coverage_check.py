@@ -250,7 +250,11 @@ def _attempt(model_type: str, model, config, folder: Path):
     try:
         session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
         names = {i.name for i in session.get_inputs()}
-        feed = {"input_ids" if lm else "x": x, "key_lengths": mask.sum(1).astype(np.int64)}
+        # (multimodal RoPE's three streams: transformers' positions without position_ids,
+        # 0 .. L-1 in each)
+        B, L = mask.shape
+        feed = {"input_ids" if lm else "x": x, "key_lengths": mask.sum(1).astype(np.int64),
+                "position_ids": np.broadcast_to(np.arange(L), (3, B, L)).astype(np.int64)}
         ours = session.run(None, {k: v for k, v in feed.items() if k in names})[0]
     except Exception as exc:
         return "crash", f"ONNX Runtime: {_crash(exc)}", None

@@ -369,7 +369,10 @@ def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 @impl(Op.SCALE)
 def _scale(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return _arg(node, env) * node.attr("factor")
+    """x times the factor, and times the weight (one number: Gemma 4's layer_scalar) if any."""
+    weight = dict(node.attrs).get("weight")
+    y = _arg(node, env) * node.attr("factor")
+    return y if weight is None else y * w[weight]
 
 
 @impl(Op.ATTENTION)

@@ -332,6 +332,9 @@ def _clamped_glu(m: GraphModule, node: Node, env: Env) -> Tensor:
 @impl(Op.SCALE)
 def _scale(m: GraphModule, node: Node, env: Env) -> Tensor:
     x = _arg(node, env)  # the factor in the model dtype, as the models multiply
+    weight = dict(node.attrs).get("weight")
+    if weight is not None:  # one learned number (Gemma 4's layer_scalar)
+        x = x * m.weight(weight)
     return x * torch.tensor(node.attr("factor"), dtype=x.dtype, device=x.device)
 
 

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import ast
 from ..mechanisms import HEADS, kernel_of
-from ..spec import Attention, Learned, Norm, RelativeBias, Rope, Sinusoidal, Transformer
+from ..spec import (
+    Attention,
+    Learned,
+    Norm,
+    PerLayerInputs,
+    RelativeBias,
+    Rope,
+    Sinusoidal,
+    Softmax,
+    Transformer,
+)
 from ..weight_table import parameter_count
 from .ffns import FeedForwards
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
@@ -14,7 +26,8 @@ __all__ = ["Stacks"]
 # (the LM head's mechanisms' keys, `mechanisms.HEADS`, among the keys of a language model)
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
-         "head_bias", "embedding_norm", "first_attn_norm")
+         "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
+         "per_layer_inputs")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm")  # need `vocab'
 MAX_VOCAB = 1 << 24
@@ -64,6 +77,9 @@ class Stacks(FeedForwards):
             if (value := get(key, lambda x, m=m: m.read_head(self, x))) is not None)
         embedding_norm = get("embedding_norm", self.embedding_norm_value)
         first_norm = get("first_attn_norm", lambda x: self.boolean(x, "first_attn_norm"), True)
+        shared_kv = get("kv_shared_layers", lambda x: self.integer(x), 0)
+        layer_scalar = get("layer_scalar", lambda x: self.boolean(x, "layer_scalar"), False)
+        ple = get("per_layer_inputs", self.per_layer_inputs_value)
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
@@ -88,6 +104,13 @@ class Stacks(FeedForwards):
                                   "only pre norms with a sequential residual have alone")
         if shared_table:
             self.check_shared_table(attns, e["relative_bias"].value)
+        if shared_kv:
+            self.check_kv_sharing(attns, layers, shared_kv, e["kv_shared_layers"].value)
+        if ple is not None and vocab is None:
+            raise self.error("`per_layer_inputs` needs `vocab`: its embedding reads token ids",
+                             e["per_layer_inputs"].key_span, hint="add `vocab = N`")
+        if ple is not None and ple.vocab == 0:  # (the stack's vocabulary by default)
+            ple = replace(ple, vocab=vocab)
         tr = Transformer(name=d.name, attentions=attns, layers=layers, ffn=ffn, norm=norm,
                          placement=placement, residual=residual, shared_norm=shared_norm,
                          shared_relative_bias=shared_table, dropout=dropout, vocab=vocab,
@@ -95,9 +118,48 @@ class Stacks(FeedForwards):
                          logit_mechanisms=logit_mechanisms,
                          residual_scale=residual_scale, logit_scale=logit_scale,
                          head_bias=head_bias, feed_forward=form,
-                         embedding_norm=embedding_norm, first_attn_norm=first_norm)
+                         embedding_norm=embedding_norm, first_attn_norm=first_norm,
+                         kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
+                         per_layer_inputs=ple)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
+
+    def per_layer_inputs_value(self, e: ast.Expr) -> PerLayerInputs | None:
+        """`none`, or `ple(width = P, vocab = V, activation = gelu_tanh)`; V defaults to the
+        stack's vocabulary (0 here, filled in by the caller)."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        self.callee(e, {"ple": None}, "per-layer inputs")
+        args = self.bind(e, "ple", (Param("width", True), Param("vocab"), Param("activation")))
+        width = self.positive(args["width"], "width")
+        vocab = self.positive(args["vocab"], "vocab") if "vocab" in args else 0
+        act = self.word(args["activation"], ("relu", "gelu", "gelu_tanh", "silu"),
+                        "activation") if "activation" in args else "gelu_tanh"
+        return PerLayerInputs(width, vocab, act)
+
+    def check_kv_sharing(self, attns: tuple[Attention, ...], layers: int, n: int,
+                         e: ast.Expr) -> None:
+        """`kv_shared_layers = n`: the last n blocks reuse the keys and values of the last
+        earlier block of their attention, which must exist, of a plain self attention."""
+        if not 0 <= n < layers:
+            raise self.error(f"kv_shared_layers must be in [0, {layers - 1}] (fewer than the "
+                             f"{layers} layers), found {n}", e.span,
+                             hint="the first layers compute the keys the others reuse")
+        first = layers - n
+        for i in range(first, layers):
+            a = attns[i % len(attns)]
+            if a.kind != "self" or a.projection is not None \
+                    or not isinstance(a.kernel, Softmax) or a.variants:
+                raise self.error(f"layer {i} (`{a.name}`) would reuse an earlier layer's keys "
+                                 "and values: that needs a softmax self attention with its "
+                                 "own q, k and v projections (no kernel, latent or by_length)",
+                                 e.span)
+            if not any(attns[j % len(attns)].name == a.name for j in range(first)):
+                raise self.error(f"layer {i} (`{a.name}`) has no earlier layer of its attention "
+                                 f"before the {n} sharing ones, whose keys and values it would "
+                                 "reuse", e.span,
+                                 hint="a layer reuses the last earlier layer of its attention "
+                                      "(Gemma 4's num_kv_shared_layers)")
 
     def embedding_norm_value(self, e: ast.Expr) -> Norm | None:
         """`none`, or a norm of the token embeddings: `layernorm(...)` or `rmsnorm(...)`, as

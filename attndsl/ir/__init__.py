@@ -19,6 +19,7 @@ from .attention import absolute, attention
 from .attention import norm as emit_norm
 from .ffn import feed_forward
 from .graph import Graph, GraphBuilder, Node, Op, all_nodes
+from .per_layer import per_layer_inputs, per_layer_output
 from .verify import verify
 
 __all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
@@ -50,8 +51,15 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     pos = ("position_ids",) if decode or reads_streams(spec) else ()
     h = absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
+        shared: dict | None = {} if spec.kv_shared_layers else None  # keys a later layer reads
+        ple = per_layer_inputs(b, spec, x) if spec.per_layer_inputs else None
         for i in range(spec.layers):
-            h = _block(b, spec, i, h, pos, decode, bounded, own_cache)
+            h = _block(b, spec, i, h, pos, decode, bounded, own_cache, shared)
+            if ple is not None:  # Gemma 4: the block's own inputs, gated by its output
+                h = per_layer_output(b, spec, i, h, ple)
+            if spec.layer_scalar:  # Gemma 4: the block's output times its learned scalar
+                h = b.emit(Op.SCALE, f"layers.{i}.scaled", (h,), T("B", "L", spec.d_model),
+                           factor=1.0, weight=f"layers.{i}.layer_scalar")
         if spec.placement != "post":
             h = emit_norm(b, "out", h, T("B", "L", spec.d_model), spec.norm, "norm")
         if is_lm(spec):
@@ -73,11 +81,14 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
 def cache_names(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
     """present.{i}.key, present.{i}.value per layer i; a layer whose projection form has its
     own cache (`Projection.cache`, with `own_cache`) its entries, a layer whose kernel
-    carries states those (`Kernel.states`)."""
+    carries states those (`Kernel.states`); none for a layer that reuses an earlier layer's
+    keys and values (`Transformer.kv_owner`)."""
     attns = [spec.layer_attention(i) for i in range(spec.layers)] \
         if isinstance(spec, Transformer) else [spec]
-    return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns) for kv in (
-        _states(a) or (own_cache and _cached(a)) or ("key", "value")))
+    reused = {i for i in range(len(attns)) if isinstance(spec, Transformer)
+              and spec.kv_owner(i) is not None}  # (an earlier layer's cache serves them)
+    return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns) if i not in reused
+                 for kv in (_states(a) or (own_cache and _cached(a)) or ("key", "value")))
 
 
 def _states(a: Attention) -> tuple[str, ...]:
@@ -177,7 +188,8 @@ def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
 
 
 def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
-           decode: bool, bounded: bool = False, compact: bool = True) -> str:
+           decode: bool, bounded: bool = False, compact: bool = True,
+           shared: dict | None = None) -> str:
     p = f"layers.{i}."
     d = T("B", "L", t.d_model)
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -189,7 +201,7 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
         return attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
                           cache=i if decode else None, pos=pos, bounded=bounded, layer=i,
-                          compact=compact)
+                          compact=compact, shared=shared, reuse=t.kv_owner(i) is not None)
 
     def add(out: str, x: str, branch: str) -> str:
         if t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier

@@ -41,14 +41,20 @@ def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str,
 def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                table: str | None = None, cache: int | None = None,
                pos: tuple[str, ...] = (), bounded: bool = False, layer: int = 0,
-               compact: bool = True) -> str:
+               compact: bool = True, shared: dict | None = None,
+               reuse: bool = False) -> str:
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
     `pos` the position_ids input its RoPE reads; `layer`: its index in the stack
     (a mechanism's constants that depend on the depth); `compact`: a projection form caches
-    its own entries (`Projection.cache`; else every head's expanded keys and values)."""
+    its own entries (`Projection.cache`; else every head's expanded keys and values).
+    `shared` (a stack with kv_shared_layers): its keys and values as the core reads them
+    (rotated, normed, cached) are kept there under its name; with `reuse`, it reads those of
+    the last earlier layer of its attention instead of projecting (and caching) its own."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
+    if reuse:  # an earlier layer's keys and values (cached, when decoding)
+        k, v, n = shared[s.name]
 
     def linear(out: str, arg: str, proj: str, width: int, length: str) -> str:
         return b.emit(Op.LINEAR, f"{p}{out}", (arg,), T("B", length, width),
@@ -67,25 +73,41 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         n = "P + L"
     elif form is not None:  # its own q, k and v heads
         q, k, v = form.heads(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.projection, x)
+    elif reuse:  # its queries alone, over the earlier layer's keys and values
+        site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
+        q = mechanisms.projected(site, linear("q", x, "q_proj",
+                                              s.heads * mechanisms.query_rows(s), "L"))
+        q = mechanisms.expand(site, "projected", q, "q")
+        q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
+                   heads=s.heads, dim=s.head_dim)
+        q = mechanisms.expand(site, "heads", q, "q")
+        if isinstance(s.position, Rope):
+            q = b.emit(Op.ROPE, f"{p}q_rope", (q, *pos), T("B", s.heads, "L", s.head_dim),
+                       **s.position.attrs())
+        q = mechanisms.expand(site, "rotated", q, "q")
+        q = mechanisms.expand(site, "query", q, "q")
     else:
         site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
         q = mechanisms.projected(site, linear("q", x, "q_proj",
                                               s.heads * mechanisms.query_rows(s), "L"))
         q = mechanisms.expand(site, "projected", q, "q")
-        v = mechanisms.expand(site, "projected", linear("v", kv, "v_proj",
-                                                        s.kv_heads * s.value_dim, n), "v")
+        keys = s.mechanism("values") == "keys"  # Gemma 4's: the values are the keys' rows
+        k_rows = linear("k", kv, "k_proj", s.kv_heads * s.head_dim, n) if keys else None
+        v = mechanisms.expand(site, "projected", k_rows or linear(
+            "v", kv, "v_proj", s.kv_heads * s.value_dim, n), "v")
         q = b.emit(Op.SPLIT_HEADS, f"{p}q_heads", (q,), T("B", s.heads, "L", s.head_dim),
                    heads=s.heads, dim=s.head_dim)
         v = b.emit(Op.SPLIT_HEADS, f"{p}v_heads", (v,), T("B", s.kv_heads, n, s.value_dim),
                    heads=s.kv_heads, dim=s.value_dim)
+        v = mechanisms.expand(site, "heads", v, "v")
         kernel = mechanisms.kernel_of(s.kernel)
         if kernel is not None and kernel.shares_keys:  # keys are the queries: no k, no RoPE
             o = b.emit(Op.MERGE_HEADS, f"{p}merged", (kernel.expand(site, s.kernel, q, None, v),),
                        T("B", "L", s.heads * s.value_dim))
             o = mechanisms.expand(site, "merged", o, "merged")
             return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
-        k = mechanisms.expand(site, "projected", linear("k", kv, "k_proj",
-                                                        s.kv_heads * s.head_dim, n), "k")
+        k = mechanisms.expand(site, "projected", k_rows or linear(
+            "k", kv, "k_proj", s.kv_heads * s.head_dim, n), "k")
         k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
                    heads=s.kv_heads, dim=s.head_dim)
         q = mechanisms.expand(site, "heads", q, "q")
@@ -98,7 +120,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         q = mechanisms.expand(site, "rotated", q, "q")
         k = mechanisms.expand(site, "rotated", k, "k")
         q = mechanisms.expand(site, "query", q, "q")
-    if cache is not None and absorbed is None:  # keys cached rotated: a step rotates its own
+    if cache is not None and absorbed is None and not reuse:  # keys cached rotated
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = _kept(s) if bounded else None
         cached = []
@@ -114,6 +136,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                    keep=keep[1], first=keep[0])
             cached.append(full)
         k, v = cached
+    if shared is not None and not reuse:  # what a later layer of this attention may reuse
+        shared[s.name] = (k, v, n)
     site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
     core, v = mechanisms.core(site, absorbed or s, v)
     selector = mechanisms.selector_of(core.variants)

@@ -113,6 +113,17 @@ class Mechanism:
         diagnostic (`c` is the checker: `c.call(e, forms, what)`, `c.number`, `c.error`)."""
         raise NotImplementedError
 
+    def read_norm(self, c: Any, e: Any) -> Any:
+        """`read` for a mechanism whose values are norms (`forms`: each norm's parameters):
+        the spec's `blocks.Norm`, None for `none`."""
+        if getattr(e, "id", None) == "none":
+            return None
+        from ..check.values import Param
+
+        table = {name: tuple(Param(p, required) for p, required in params)
+                 for name, params in self.forms.items()}
+        return c.norm_value(e, placement=False, table=table)[0]
+
     def read_head(self, c: Any, e: Any) -> Any:
         """With `head_key`: the stack's value of `head_key = e` (None for `none`), or raise
         the checker's located diagnostic."""

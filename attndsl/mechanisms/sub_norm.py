@@ -25,13 +25,7 @@ class _SubNorm(Mechanism):
     with_delta = "its output has its own gated norm"
 
     def read(self, c: Any, e: Any) -> Norm | None:
-        if getattr(e, "id", None) == "none":
-            return None
-        from ..check.values import Param
-
-        table = {name: tuple(Param(p, required) for p, required in params)
-                 for name, params in self.forms.items()}
-        return c.norm_value(e, placement=False, table=table)[0]
+        return self.read_norm(c, e)
 
     def weights(self, value: Norm, spec: Any, prefix: str) -> list[Weight]:
         init = "norm_offset" if value.unit_offset else "norm_weight"

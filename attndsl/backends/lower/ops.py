@@ -72,6 +72,9 @@ def _clamped_glu(lw: Lowering, node: Node) -> str:
 
 @lower(Op.SCALE)
 def _scale(lw: Lowering, node: Node) -> str:
+    weight = dict(node.attrs).get("weight")
+    if weight is not None:  # one learned number (Gemma 4's layer_scalar); factor 1
+        return lw.b.op("Mul", arg(lw, node), lw.w(weight))
     return lw.b.op("Mul", arg(lw, node), lw.b.const(node.attr("factor"), lw.b.dtype))
 
 
