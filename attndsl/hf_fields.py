@@ -205,6 +205,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "num_kv_shared_layers": ("int", 0), "hidden_size_per_layer_input": ("int", 0),
     "vocab_size_per_layer_input": ("int", 1), "attention_k_eq_v": ("bool", None),
     "enable_moe_block": ("bool", None), "use_double_wide_mlp": ("bool", None),
+    "global_head_dim": ("int", 1), "num_global_key_value_heads": ("int", 1),
+    "per_layer_config": ("dict", None), "mrope_section": ("list", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -6,6 +6,7 @@ from a tiny checkpoint against transformers (logits with left padding, greedy to
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -93,14 +94,14 @@ def test_onnxruntime_genai_is_refused_for_shared_caches(tmp_path: Path, capsys) 
 def _gemma4(tmp_path: Path, ple: int = 0):
     """A tiny Gemma 4 text checkpoint: sliding and full layers (its own head size, one kv
     head and values equal to keys), the last two layers reusing layers 2 and 1, random norms
-    and layer scalars; `ple`: per-layer inputs of that width (from a vocabulary of 53)."""
+    and layer scalars; `ple`: per-layer inputs of that width."""
     config = tf.Gemma4TextConfig(
         vocab_size=61, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
         num_global_key_value_heads=1, layer_types=["sliding_attention", "full_attention",
                                                     "sliding_attention", "sliding_attention",
                                                     "full_attention"],
-        sliding_window=4, hidden_size_per_layer_input=ple, vocab_size_per_layer_input=53,
+        sliding_window=4, hidden_size_per_layer_input=ple, vocab_size_per_layer_input=61,
         num_kv_shared_layers=2,
         attention_k_eq_v=True, final_logit_softcapping=30.0, max_position_embeddings=128,
         pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -143,7 +144,7 @@ def test_gemma4_text_gives_transformers_logits_and_tokens(tmp_path: Path, capsys
     assert (layer.spec.per_layer_inputs is not None) == bool(ple)
     rng = np.random.default_rng(2)
     B, L = 2, 11
-    ids = rng.integers(3, 53, size=(B, L)).astype(np.int64)
+    ids = rng.integers(3, 61, size=(B, L)).astype(np.int64)
     want = _logits(model, ids)
     bound = 1e-4 * max(1.0, float(np.abs(want).max()))
     for target in ("ort-cpu", "ort-cuda", "portable"):
@@ -217,3 +218,48 @@ def test_experts_and_wider_shared_mlps_are_refused_naming_them(tmp_path: Path,
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err, err
         assert not out.exists()
+
+
+def test_full_layers_sizes_come_from_global_head_dim_without_per_layer_config(
+        tmp_path: Path, capsys) -> None:
+    """A config.json with `global_head_dim` and `num_global_key_value_heads` but no
+    `per_layer_config` (what Gemma4TextConfig makes of them): the full layers get that head
+    size and, with attention_k_eq_v, those kv heads; layers of one kind whose per_layer_config
+    entries differ are refused."""
+    import json
+
+    config = tf.Gemma4TextConfig(vocab_size=61, hidden_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                 global_head_dim=32, num_global_key_value_heads=1,
+                                 attention_k_eq_v=True, hidden_size_per_layer_input=0,
+                                 layer_types=["sliding_attention", "full_attention"])
+    saved = config.to_dict()
+    assert saved.pop("per_layer_config")["1"] == {"head_dim": 32, "num_key_value_heads": 1}
+    folder = tmp_path / "global"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(
+        {**saved, "global_head_dim": 32, "num_global_key_value_heads": 1}))
+    assert main(["import", str(folder), "-o", str(tmp_path / "g.attn")]) == 0
+    full = attndsl.load(tmp_path / "g.attn")["gemma4_global"].spec
+    assert (full.head_dim, full.kv_heads) == (32, 1)
+    (folder / "config.json").write_text(json.dumps({**saved, "layer_types": [
+        "full_attention"] * 2, "per_layer_config": {"0": {"head_dim": 32}, "1": {"head_dim": 64}}}))
+    capsys.readouterr()
+    assert main(["import", str(folder), "-o", str(tmp_path / "h.attn")]) == 2
+    assert "layer 1 (full_attention) differs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (_stack("[local, local]", 2, 0).replace("ffn = geglu(64)", "ffn = geglu(64)\n    vocab = 50"
+                                            "\n    per_layer_inputs = ple(width = 4, vocab = 10)"),
+     "the per-layer inputs' vocabulary (10) must hold every token id of the stack's (50)"),
+])
+def test_per_layer_inputs_read_every_token(text: str, words: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(words)):
+        attndsl.loads(text, "g.attn")
+
+
+def test_values_equal_to_keys_take_a_bias_list_without_v() -> None:
+    for bias in ("[q, k]", "[k]", "[q, k, o]"):
+        spec = attndsl.loads(ATTN.replace("values = keys", f"values = keys\n    bias = {bias}"))
+        assert "v" not in spec["global"].spec.bias or bias == "true"

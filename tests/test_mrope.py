@@ -155,6 +155,27 @@ def test_mrope_refuses_what_reads_one_position(extra, words) -> None:
                       "    position = rope(mrope = [2, 3, 3])\n    mask = causal\n}\n")
 
 
+def test_a_stack_with_multimodal_rope_refuses_a_layer_reading_one_position() -> None:
+    text = SPEC.replace("attention = vl_attn", "attention = [vl_attn, nope]") + (
+        "attention nope {\n    d_model = 96\n    heads = 4\n    temperature = log(floor = 8, "
+        "scale = 0.1)\n    mask = causal\n}\n")
+    with pytest.raises(SpecError, match="`temperature` reads one position per token"):
+        attndsl.loads(text)
+
+
+def test_a_bad_mrope_section_is_refused_naming_it(tmp_path: Path, capsys) -> None:
+    import json
+
+    config = tf.Qwen3_5TextConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                  num_key_value_heads=2, head_dim=16, vocab_size=61,
+                                  layer_types=["full_attention"]).to_dict()
+    config["rope_parameters"] = {**config["rope_parameters"], "mrope_section": [2, 2]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert main(["import", str(tmp_path), "-o", str(tmp_path / "q.attn")]) == 2
+    err = capsys.readouterr().err
+    assert "`mrope_section` must be three integers" in err and "Traceback" not in err
+
+
 def test_a_stack_reads_one_shape_of_positions() -> None:
     text = SPEC.replace("attention = vl_attn", "attention = [vl_attn, plain]") + (
         "attention plain {\n    d_model = 96\n    heads = 4\n    position = rope\n"

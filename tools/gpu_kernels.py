@@ -196,7 +196,8 @@ def run(out: Path) -> None:
         if row.get("cuda"):  # (a session that failed before placing its nodes says nothing)
             placed |= have
         missing |= lack
-        row["no CUDA kernel"] = sorted(n for n in logged if n.startswith(row["model"]))
+        row["no CUDA kernel"] = sorted(n for n in logged if n == row["model"]
+                                       or n.startswith(f"{row['model']}_"))
     (out / "results.json").write_text(json.dumps(rows, indent=1))
 
     def lines(keys) -> str:  # as the GPU plan's placement-keys.json

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ast
-from ..mechanisms import HEADS, kernel_of
+from ..mechanisms import HEADS, MECHANISMS, kernel_of
 from ..spec import (
     Attention,
     Learned,
@@ -111,6 +111,10 @@ class Stacks(FeedForwards):
                              e["per_layer_inputs"].key_span, hint="add `vocab = N`")
         if ple is not None and ple.vocab == 0:  # (the stack's vocabulary by default)
             ple = replace(ple, vocab=vocab)
+        elif ple is not None and ple.vocab < vocab:
+            raise self.error(f"the per-layer inputs' vocabulary ({ple.vocab}) must hold every "
+                             f"token id of the stack's ({vocab})", e["per_layer_inputs"].value.span,
+                             hint="give `ple(vocab = ...)` at least `vocab`, or leave it out")
         tr = Transformer(name=d.name, attentions=attns, layers=layers, ffn=ffn, norm=norm,
                          placement=placement, residual=residual, shared_norm=shared_norm,
                          shared_relative_bias=shared_table, dropout=dropout, vocab=vocab,
@@ -196,6 +200,14 @@ class Stacks(FeedForwards):
                                  hint="give every attention of the pattern the same `sinusoidal`"
                                       " or `learned` position, or none")
             streams = {_streams(a) for a in (*attns, attn)} - {None}
+            reader = next((k for a in (*attns, attn) for k, _ in a.mechanisms
+                           if MECHANISMS[k].reads_positions), None)
+            if 3 in streams and reader is not None:
+                raise self.error(f"`{reader}` reads one position per token, and the stack's "
+                                 "multimodal RoPE gives each token three (position_ids "
+                                 "[3, B, L])", item.span,
+                                 hint=f"remove `{reader}` or `mrope` from the pattern's "
+                                      "attentions")
             if len(streams) > 1:
                 raise self.error(f"`{attn.name}` and the pattern's other attentions read "
                                  "positions of different shapes: multimodal RoPE (mrope) reads "

@@ -42,6 +42,10 @@ def _read(s: SpecText, padding: str | None) -> None:
         return
     ple = s.get("hidden_size_per_layer_input", default=0)
     ple_vocab = s.get("vocab_size_per_layer_input")
+    if ple and s.cfg.get("model_type") == "gemma4_unified_text":
+        s.refuse("hidden_size_per_layer_input", "Gemma 4's unified text model has no per-layer "
+                                                "inputs (transformers ignores the field)")
+        ple = 0
     for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
         s.get(key)  # (the mixture block's, refused below where it is on)
     if s.get("enable_moe_block", default=False):
@@ -55,7 +59,9 @@ def _read(s: SpecText, padding: str | None) -> None:
         # the image tokens' attention of the multimodal model; its text model stays causal)
         s.refuse("use_bidirectional_attention", "Gemma 4's text model is imported causal")
     k_eq_v = bool(s.get("attention_k_eq_v", default=False))
-    per_layer = {int(i): c for i, c in (s.get("per_layer_config") or {}).items()}
+    per_layer = _per_layer(s, types, kv, k_eq_v)
+    if per_layer is None:
+        return
     window = s.need("sliding_window")
     params = s.get("rope_parameters") or {  # Gemma4TextConfig's when config.json has none
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
@@ -63,8 +69,7 @@ def _read(s: SpecText, padding: str | None) -> None:
                            "rope_theta": 1e6}}
     for kind in dict.fromkeys(types):
         full = kind == "full_attention"
-        own = next((per_layer[i] for i, t in enumerate(types) if t == kind and i in per_layer),
-                   {})
+        own = per_layer.get(kind, {})
         size = own.get("head_dim", head_dim)
         kv_heads = own.get("num_key_value_heads", kv)
         entries = {"d_model": str(d), "heads": str(heads), "kv_heads": str(kv_heads),
@@ -92,6 +97,37 @@ def _read(s: SpecText, padding: str | None) -> None:
     if ple:  # per-layer inputs: their embedding's own vocabulary, gated by hidden_activation
         s.stack["per_layer_inputs"] = (f"ple(width = {ple}, vocab = {ple_vocab}, activation = "
                                        f"{gate})")
+
+
+def _per_layer(s: SpecText, types: list[str], kv: int, k_eq_v: bool) -> dict | None:
+    """Each layer kind's own head size and kv heads: config.json's `per_layer_config` (layer
+    index -> {head_dim, num_key_value_heads}), else what Gemma4TextConfig makes of
+    `global_head_dim` (512 by default) and, with `attention_k_eq_v`,
+    `num_global_key_value_heads`, for the full layers; None where refused (the layers of
+    one kind must agree)."""
+    given = s.get("per_layer_config")
+    global_dim = s.get("global_head_dim", default=512)
+    global_kv = s.get("num_global_key_value_heads")
+    if given is None:
+        full = {"head_dim": global_dim}
+        if k_eq_v and global_kv is not None:
+            full["num_key_value_heads"] = global_kv
+        return {"full_attention": full}
+    if not isinstance(given, dict) or not all(
+            str(i).isdigit() and int(i) < len(types) and isinstance(c, dict)
+            for i, c in given.items()):
+        s.refuse("per_layer_config", "an object from layer indices to {head_dim, "
+                                     "num_key_value_heads}")
+        return None
+    out: dict[str, dict] = {}
+    for i, c in sorted((int(i), c) for i, c in given.items()):
+        kind = types[i]
+        if out.setdefault(kind, dict(c)) != dict(c):
+            s.refuse("per_layer_config", f"layer {i} ({kind}) differs from the earlier layers "
+                                         "of its kind: attndsl gives a layer kind one head "
+                                         "size and kv head count")
+            return None
+    return out
 
 
 _NAMES = Names("layers.{i}.", {

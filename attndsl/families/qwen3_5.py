@@ -36,7 +36,13 @@ def _read(s: SpecText, padding: str | None) -> None:
     if read_hybrid(s, padding) is None:
         return
     params = s.cfg.get("rope_parameters") or {}
-    t, h, w = params.get("mrope_section") or (11, 11, 10)  # Qwen3_5TextRotaryEmbedding's
+    sections = params.get("mrope_section") or [11, 11, 10]  # Qwen3_5TextRotaryEmbedding's
+    if not (isinstance(sections, list | tuple) and len(sections) == 3 and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sections)):
+        s.refuse("rope_parameters", "`mrope_section` must be three integers >= 0 (the time, "
+                                    "height and width sections)")
+        return
+    t, h, w = sections
     for attention in s.attentions.values():  # its frequencies always interleaved
         if "position" in attention:
             attention["position"] = (f"{attention['position'][:-1]}, mrope = [{t}, {h}, {w}], "

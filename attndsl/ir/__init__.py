@@ -44,6 +44,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     if is_lm(spec):
         x = b.emit(Op.EMBED, "x", ("input_ids",), T("B", "L", spec.d_model),
                    weight="embed_tokens.weight", scale=spec.embedding_scale)
+        embedded = x  # (before any embedding norm: what per-layer inputs project)
         if spec.embedding_norm is not None:  # BLOOM's word_embeddings_layernorm
             x = emit_norm(b, "x_normed", x, T("B", "L", spec.d_model), spec.embedding_norm,
                           "embedding_norm")
@@ -52,7 +53,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     h = absolute(b, attn, x, "", pos)
     if isinstance(spec, Transformer):
         shared: dict | None = {} if spec.kv_shared_layers else None  # keys a later layer reads
-        ple = per_layer_inputs(b, spec, x) if spec.per_layer_inputs else None
+        ple = per_layer_inputs(b, spec, embedded) if spec.per_layer_inputs else None
         for i in range(spec.layers):
             h = _block(b, spec, i, h, pos, decode, bounded, own_cache, shared)
             if ple is not None:  # Gemma 4: the block's own inputs, gated by its output

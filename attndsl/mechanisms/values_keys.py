@@ -29,7 +29,8 @@ class _ValuesKeys(Mechanism):
                     where.at("value_dim"), hint="remove `value_dim`")
             return True
         bias = e.get("bias")
-        if bias is not None and "v" in str(getattr(bias.value, "items", "")):
+        if bias is not None and any(getattr(i, "id", None) == "v"
+                                    for i in getattr(bias.value, "items", ())):
             c.error("`values = keys` has no value projection, so no `v` bias", where.at("bias"),
                     hint="remove `v` from the bias list")
             return True
