@@ -273,8 +273,7 @@ class _InPlace:
         self.lengths = self.mask.sum(-1)
         B, n = self.ids.shape
         self.positions = np.broadcast_to(np.arange(n, dtype=np.int64), (B, n)).copy()
-        self.streams = len(next(i for i in session.get_inputs()
-                                if i.name == "position_ids").shape)
+        self.streams = len({i.name: i for i in session.get_inputs()}["position_ids"].shape)
         self.full_mask = np.concatenate([self.mask, np.ones((B, max_new), np.int64)], axis=1)
         self.step_logits = None
         self.logits_type = _ort_float(session.get_outputs()[0].type)

@@ -94,12 +94,18 @@ def scan(models: list[Path], provider: str, out: Path, jobs: int) -> list[dict]:
         results.append({"model": str(Path(row["model"]).relative_to(out)), "logged": logged,
                         "predicted": predicted, "agrees": predicted == logged,
                         "error": row["error"]})
-    def lines(keys) -> str:  # a key a line (an op with no schema has no opset: -1 sorts it)
+    write_keys(out / "placement-keys.json", placed, missing)
+    return results
+
+
+def write_keys(path: Path, placed: set, missing: set) -> None:
+    """placement-keys.json (tools/kernel_tables.py measured reads it): the kernel keys of
+    the nodes a provider took and of those it had no kernel for, a key a line, sorted (an op
+    with no schema has no opset: -1 sorts it)."""
+    def lines(keys) -> str:
         return ",\n".join(json.dumps([d, op, v, dict(b)]) for d, op, v, b in
                            sorted(keys, key=lambda k: (k[0], k[1], k[2] or -1, k[3])))
-    (out / "placement-keys.json").write_text(
-        f'{{"placed": [\n{lines(placed)}\n],\n"missing": [\n{lines(missing)}\n]}}\n')
-    return results
+    path.write_text(f'{{"placed": [\n{lines(placed)}\n],\n"missing": [\n{lines(missing)}\n]}}\n')
 
 
 def peak_tflops(provider: str) -> float | None:

@@ -181,7 +181,7 @@ def run(out: Path) -> None:
     import onnx
 
     sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-    from gpu_plan_steps import not_found
+    from gpu_plan_steps import not_found, write_keys
 
     from attndsl.placement import node_keys
 
@@ -200,11 +200,7 @@ def run(out: Path) -> None:
                                        or n.startswith(f"{row['model']}_"))
     (out / "results.json").write_text(json.dumps(rows, indent=1))
 
-    def lines(keys) -> str:  # as the GPU plan's placement-keys.json
-        return ",\n".join(json.dumps([d, op, v, dict(b)]) for d, op, v, b in
-                           sorted(keys, key=lambda k: (k[0], k[1], k[2] or -1, k[3])))
-    (out / "placement-keys.json").write_text(
-        f'{{"placed": [\n{lines(placed)}\n],\n"missing": [\n{lines(missing)}\n]}}\n')
+    write_keys(out / "placement-keys.json", placed, missing)
     for row in rows:
         print(json.dumps(row))
     print(f"{len(placed)} keys placed, {len(missing)} without a CUDA kernel", file=sys.stderr)

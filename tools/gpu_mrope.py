@@ -172,7 +172,7 @@ def run(out: Path) -> None:
     import onnx
 
     sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-    from gpu_plan_steps import not_found
+    from gpu_plan_steps import not_found, write_keys
 
     from attndsl.placement import node_keys
     from attndsl.verify import tolerance
@@ -202,12 +202,7 @@ def run(out: Path) -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     (out / "results.json").write_text(json.dumps(rows, indent=1))
-
-    def lines(keys) -> str:  # as the GPU plan's placement-keys.json (tools/kernel_tables.py)
-        return ",\n".join(json.dumps([d, op, v, dict(b)]) for d, op, v, b in
-                           sorted(keys, key=lambda k: (k[0], k[1], k[2] or -1, k[3])))
-    (out / "placement-keys.json").write_text(
-        f'{{"placed": [\n{lines(placed)}\n],\n"missing": [\n{lines(lacking)}\n]}}\n')
+    write_keys(out / "placement-keys.json", placed, lacking)
 
 
 def main() -> int:

@@ -134,10 +134,9 @@ def rewrites(graph: Graph, target: str, dtype: str = "float32", quantization: An
                     and n.out not in joined)
     siblings = _packed(graph)
     forms, kernels, kept = quantized(graph, quantization) if quantization else ({}, set(), {})
-    provider = get(target).provider
-    mrotary = tuple(n.out for n in all_nodes(graph.nodes) if n.op is Op.ROPE
-                    and dict(n.attrs).get("mrope") is not None and get(target).planned
-                    and has_kernel("MRotaryEmbedding", dtype, provider))
+    kernel = get(target).planned and has_kernel("MRotaryEmbedding", dtype, get(target).provider)
+    mrotary = tuple(n.out for n in all_nodes(graph.nodes) if kernel and n.op is Op.ROPE
+                    and dict(n.attrs).get("mrope") is not None)
     return Rewrites(siblings, skips, fused, contrib, quantization, forms, frozenset(kernels),
                     kept, _rotary(graph, siblings, max_length), mrotary)
 
