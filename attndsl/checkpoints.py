@@ -132,7 +132,9 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
                    (*LM_NAMES, *_EMBEDDING_NAMES)}
         if spec.tied and _tied_head(ckpt, fam, keys):  # transformers ties them on loading
             domain -= {fam.top_name("lm_head.weight")}
-    unused = sorted(k for k in domain if k in keys and k not in used)
+    # (a tensor of no elements holds nothing to use: AFMoE's shared experts of width 0)
+    unused = sorted(k for k in domain if k in keys and k not in used
+                    and 0 not in ckpt.shape(keys[k]))
     every = {n for v in fam.every() for n in _names(v)}
     layer_re = re.compile(re.escape(fam.layer).replace(r"\{i\}", r"\d+"))
 
@@ -302,9 +304,12 @@ def _strip_bases(names: dict[str, Path], bases: tuple[str, ...]) -> dict[str, st
 
 
 # what a language model's embedding and head hold beside LM_NAMES (GPT-2's positions, Phi-2's
-# head bias, BLOOM's embedding norm): a stack of hidden states leaves them too
+# head bias, BLOOM's embedding norm, ModernBERT's prediction head): a stack of hidden states
+# leaves them too
 _EMBEDDING_NAMES = ("position_embeddings.weight", "lm_head.bias", "embedding_norm.weight",
-                    "embedding_norm.bias")
+                    "embedding_norm.bias", "head_transform.dense.weight",
+                    "head_transform.dense.bias", "head_transform.norm.weight",
+                    "head_transform.norm.bias")
 _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
 
@@ -318,8 +323,9 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
         match = _LAYER.fullmatch(ours)
         if match is None:
             source = fam.top.get(ours, ours)
-            if isinstance(source, tuple):
-                return source[0], source[1], spec.attention, ()
+            if isinstance(source, tuple):  # (a split, and the tensors it joins: BERT's table)
+                return source[0], source[1], spec.attention, \
+                    tuple(source[2]) if len(source) > 2 else ()
             return source, None, spec.attention, ()
         i, inner = int(match.group(1)), match.group(2)
         attn = spec.layer_attention(i)

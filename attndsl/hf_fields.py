@@ -147,7 +147,8 @@ _POSITIVE_INTS = (
     "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads",
     "full_attention_interval", "window_size", "ffn_dim", "word_embed_proj_dim", "moe_topk",
     "prefix_dense_sliding_window_pattern", "prefix_dense_intermediate_size", "attention_heads",
-    "n_heads", "expansion_ratio", "dff", "moe_k", "moe_num_experts", "moe_layer_interval")
+    "n_heads", "expansion_ratio", "dff", "moe_k", "moe_num_experts", "moe_layer_interval",
+    "kv_channels")
 _POSITIVE_NUMS = (
     "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rotary_emb_base",
     "partial_rotary_factor", "rotary_pct", "rope_local_base_freq", "query_pre_attn_scalar",
@@ -165,11 +166,11 @@ _BOOLS = (
     "use_qk_norm", "attn_temperature_tuning", "qkv_bias", "rope_interleave",
     "attention_out_bias", "do_layer_norm_before", "_remove_final_layer_norm", "enable_bias",
     "layer_norm_elementwise_affine", "scale_embedding", "no_bias", "use_post_norm",
-    "use_qkv_bias", "lm_head_bias", "norm_bias")
+    "use_qkv_bias", "lm_head_bias", "norm_bias", "decoder_bias", "classifier_bias")
 _STRS = ("model_type", "topk_method", "expert_selection_fn",
          "shared_expert_combination_strategy", "hidden_act", "hidden_activation",
          "activation_function", "activation", "afn", "feed_forward_proj",
-         "position_embedding_type", "rope_type", "type")
+         "position_embedding_type", "rope_type", "type", "classifier_activation")
 TYPES: dict[str, tuple[str, float | None]] = {
     **dict.fromkeys(_POSITIVE_INTS, ("int", 1)), **dict.fromkeys(_POSITIVE_NUMS, ("num", 0)),
     **dict.fromkeys(_BOOLS, ("bool", None)), **dict.fromkeys(_STRS, ("str", None)),

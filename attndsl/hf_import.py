@@ -43,7 +43,8 @@ def _lm_head(s: SpecText) -> None:
 def import_config(path: Path, padding: str = "auto", head: str = "auto",
                   notes: list[str] | None = None) -> str:
     """The spec text for a config.json (or the folder holding one). `padding`: `auto` (right
-    padding for encoders, none for decoders), `none`, `left` or `right`. `head`: `lm` (token
+    padding for encoders, none for decoders, BERT with is_decoder among them), `none`, `left`
+    or `right`. `head`: `lm` (token
     embedding and LM head: a language model), `none` (the stack of hidden states) or `auto`
     (lm for the families whose embedding and head attndsl expresses, `Family.lm`, when the
     config gives vocab_size)."""
@@ -51,8 +52,8 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
     model_type = cfg["model_type"]
     family = FAMILIES[model_type]
     cfg = Recorded({**family.defaults, **cfg})  # as transformers reads it
-    if padding == "auto":
-        padding = "right" if family.encoder else "none"
+    if padding == "auto":  # (BERT with is_decoder is a decoder)
+        padding = "right" if family.encoder and not cfg.get("is_decoder") else "none"
     # the stack's name: a variant's `_text` dropped, a hyphen (GPT-1's `openai-gpt`) as `_`
     s = SpecText(cfg, model_type.replace("_text", "").replace("-", "_"))
     s.problems += refusals(cfg, family)
@@ -62,7 +63,8 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
         raise SpecError([Diagnostic(
             f"{file}: attndsl imports the embedding and LM head of {', '.join(lms)}, not of "
             f"`{model_type}`", hint="import the stack alone with --head none")])
-    if head == "lm" or (head == "auto" and family.lm and cfg.get("vocab_size") is not None):
+    if head == "lm" or (head == "auto" and family.language_model(cfg)
+                        and cfg.get("vocab_size") is not None):
         _lm_head(s)
     if s.problems:
         raise SpecError([Diagnostic(f"{file}: {p}", hint="attndsl cannot express this field; "

@@ -42,7 +42,6 @@ LACKS: dict[str, str] = {
     "inkling_text": "a hidden-state-conditioned relative-position bias (a learned bank of "
                     "bias-vs-distance profiles) and short convolutions",
     "jamba": f"{_MAMBA} interleaved with attention and experts",
-    "jetmoe": "a mixture of attention heads (top-k routed query and output projections per token)",
     "kimi_linear": "Kimi Delta Attention (KDA) linear-attention layers beside latent attention",
     "longcat_flash": "zero-computation experts and two attention/MLP blocks per layer "
                      "(shortcut-connected MoE)",

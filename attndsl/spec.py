@@ -199,6 +199,17 @@ class PerLayerInputs:
 
 
 @dataclass(frozen=True)
+class HeadTransform:
+    """`dense(activation = gelu, norm = layernorm(eps = 1e-12), bias = true)`: the hidden
+    states through a d_model x d_model projection, its activation and a norm before the LM
+    head (BERT's and ModernBERT's prediction head)."""
+
+    activation: str
+    norm: Norm
+    bias: bool = True
+
+
+@dataclass(frozen=True)
 class Transformer:
     """A stack of `layers` blocks; block i uses attentions[i % len(attentions)] (a layer
     pattern, such as Gemma's sliding and global layers)."""
@@ -227,8 +238,8 @@ class Transformer:
     residual_scale: float = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False
-    # BLOOM: a norm of the token embeddings (after embedding_scale), before the absolute
-    # positions and the first block; its tensors `embedding_norm.*`
+    # BLOOM, BERT: a norm of the token embeddings (after embedding_scale and the absolute
+    # positions), before the first block; its tensors `embedding_norm.*`
     embedding_norm: Norm | None = None
     # False: layer 0's attention reads its input unnormed, no `layers.0.attn_norm.*`
     # (ModernBERT's Identity attn_norm on its first layer, whose input the embedding norm
@@ -245,6 +256,8 @@ class Transformer:
     layer_scalar: bool = False
     # per-layer inputs (`ple(width = P)`, Gemma 4's per-layer embeddings), or None
     per_layer_inputs: PerLayerInputs | None = None
+    # the hidden states' projection, activation and norm before the LM head, or None
+    head_transform: HeadTransform | None = None
 
     def kv_owner(self, i: int) -> int | None:
         """The block whose keys and values block i reuses (kv_shared_layers), or None."""

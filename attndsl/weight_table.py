@@ -116,7 +116,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
                 linear(f"{p}k_proj", s.kv_heads * s.head_dim, s.memory_dim, "k" in s.bias)
             if s.mechanism("values") != "keys":  # (Gemma 4's values: the keys' rows)
                 linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
-        if s.out_proj:
+        if s.out_proj and not getattr(projection_of(s.projection), "output", False):
             linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
 
         for key, value in s.mechanisms:  # in hook order (`mechanisms.base.HOOKS`)
@@ -178,6 +178,9 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             out.append(Weight(f"{p}layer_scalar", (1,), "norm_weight"))
     if spec.placement != "post":
         norm("norm", d, spec.norm, layernorm)
+    if spec.head_transform is not None:  # the prediction head's dense, then its norm
+        linear("head_transform.dense", d, d, spec.head_transform.bias)
+        norm("head_transform.norm", d, spec.head_transform.norm, spec.head_transform.norm.bias)
     if spec.vocab is not None and not spec.tied:
         linear("lm_head", spec.vocab, d, spec.head_bias)
     elif spec.head_bias:  # a tied head with its own bias

@@ -338,6 +338,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     if plain and "value_dim" not in entries and "v" not in entries.get("bias", "").strip(
             "truefals") and gemma.random() < 0.2:
         entries["values"] = "keys"
+    _head_experts(random.Random(seed * 7919 + 32), entries, not plain or cross or "by_length"
+                  in entries or entries.get("out_proj") == "false")
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -396,6 +398,13 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    logit_softcap = " + r.choice(["30.0", "2.5"])
             if random.Random(seed * 7919 + 31).random() < 0.2:  # Gemma 4's: own stream
                 extra += "\n    per_layer_inputs = ple(width = 3, activation = gelu_tanh)"
+            transform = random.Random(seed * 7919 + 34)  # BERT's prediction head: own stream
+            if transform.random() < 0.2:
+                extra += "\n    head_transform = dense(norm = " + transform.choice(
+                    ["layernorm(eps = 1e-12)", "layernorm(eps = 1e-5, bias = false)",
+                     "rmsnorm(eps = 1e-6)"]) + ", activation = " + transform.choice(
+                    ["gelu", "gelu_tanh", "relu", "silu"]) + transform.choice(
+                    ["", ", bias = false"]) + ")"
             head = random.Random(seed * 7919 + 8)  # its own stream, as above
             if head.random() < 0.3:
                 extra += "\n    logit_scale = " + head.choice(["1 / 8", "2.5"])
@@ -414,7 +423,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         layers = r.randint(1, 3)
         shares = random.Random(seed * 7919 + 30)  # Gemma 4's shared keys, scalars: own stream
         if layers > 1 and pattern == "a" and plain and not cross and "by_length" not in \
-                entries and shares.random() < 0.3:
+                entries and "head_experts" not in entries and shares.random() < 0.3:
             extra += f"\n    kv_shared_layers = {shares.randint(1, layers - 1)}"
         if shares.random() < 0.2:
             extra += "\n    layer_scalar = true"
@@ -451,8 +460,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
 def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> str:
     """Llama 4's, Qwen2-MoE's and DeepSeek's routing (a sigmoid router, the gate on the
     expert's input, a gated shared expert, a selection bias, group-limited choice), Kolibri's
-    choice by the logits, A.X-K1's output norm and dense layers among the mixtures: their own
-    streams."""
+    choice by the logits, A.X-K1's output norm, JetMoE's bias on the routed sum and dense
+    layers among the mixtures: their own streams."""
     r = random.Random(seed * 7919 + 14)
     out = ""
     if r.random() < 0.5:
@@ -474,6 +483,8 @@ def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> 
     if more.random() < 0.3:
         out += ", output_norm = " + more.choice(["rmsnorm(eps = 1e-5)", "layernorm(eps = 1e-5)",
                                                  "rmsnorm(affine = false)"])
+    if random.Random(seed * 7919 + 33).random() < 0.3:  # JetMoE's bias on the sum: own stream
+        out += ", output_bias = true"
     return out
 
 
@@ -527,3 +538,15 @@ def _latent(r: random.Random, entries: dict, excluded: bool) -> None:
                          f"q_rank = {q_rank}, eps = {r.choice(['1e-6', '0.01'])})")
     entries["position"] = r.choice(["none", "rope(theta = 10000)",
                                     "rope(theta = 500, interleaved = true)"])
+
+
+def _head_experts(r: random.Random, entries: dict, excluded: bool) -> None:
+    """JetMoE's mixture of attention heads in place of the query and output projections (its
+    own stream): top_k = heads / kv_heads of 1 to 3 more experts, in a spec without the
+    mechanisms before the core or after it (the score and softmax ones combine)."""
+    if excluded or r.random() >= 0.2 or any(key in entries for key in (
+            "qk_norm", "qk_norm_after_rope", "temperature", "differential", "output_gate",
+            "sub_norm", "clip_qkv", "v_norm", "values")):
+        return
+    top_k = int(entries["heads"]) // int(entries.get("kv_heads", entries["heads"]))
+    entries["head_experts"] = f"moa(experts = {top_k + r.randint(0, 3)}, top_k = {top_k})"

@@ -144,6 +144,23 @@ CONFIGS = {
                                               attention_multiplier=0.3,
                                               residual_multiplier=0.4, logits_scaling=2.5,
                                               **SIZES),
+    # BERT as a decoder (BertLMHeadModel): learned positions plus the first token type's row,
+    # LayerNormed, post-norm blocks, the prediction head before the tied, biased decoder
+    "bert": lambda: tf.BertConfig(num_hidden_layers=1, is_decoder=True, pad_token_id=0,
+                                  bos_token_id=1, eos_token_id=2, **SIZES),
+    # the token embeddings LayerNormed; the prediction head (dense, exact GELU, LayerNorm)
+    # with its bias before a biased decoder tied to the embeddings; sliding and full layers
+    "modernbert-decoder": lambda: tf.ModernBertDecoderConfig(
+        num_hidden_layers=3, local_attention=6, norm_bias=True, classifier_bias=True,
+        layer_types=["full_attention", "sliding_attention", "full_attention"],
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
+        **SIZES),
+    # a mixture of attention heads (top 2 of 5 query and output projections per token) and
+    # of SwiGLU experts with a bias on their sum
+    "jetmoe": lambda: tf.JetMoeConfig(
+        num_hidden_layers=2, hidden_size=64, intermediate_size=48, num_key_value_heads=2,
+        kv_channels=16, num_local_experts=5, num_experts_per_tok=2, vocab_size=VOCAB,
+        tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
     "granitemoeshared": lambda: tf.GraniteMoeSharedConfig(
         num_hidden_layers=2, num_local_experts=5, num_experts_per_tok=3,
         shared_intermediate_size=48, attention_multiplier=0.3, residual_multiplier=0.4,

@@ -317,6 +317,12 @@ CASES = {
         embedding_multiplier=3.0, attention_multiplier=0.3, residual_multiplier=0.4,
         logits_scaling=2.5, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # a mixture of attention heads (each token's top 2 of 5 query and output projections,
+    # shared keys and values) and of SwiGLU experts with one bias on their sum
+    "jetmoe": (lambda: tf.JetMoeConfig(
+        hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_key_value_heads=2,
+        kv_channels=16, num_local_experts=5, num_experts_per_tok=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attention", "layers.0.self_attention"),
     # and a shared expert beside them
     "granitemoeshared": (lambda: tf.GraniteMoeSharedConfig(
         hidden_size=64, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
@@ -820,7 +826,7 @@ def run_hf(model, path_layer: str, path_attn: str, path_out: str, ids, mask):
         _module(model, path_attn).register_forward_pre_hook(
             lambda m, a, k: keep("attn_in", _first(a, k)), with_kwargs=True),
         _module(model, path_out).register_forward_hook(
-            lambda m, a, out: keep("attn_out", out)),
+            lambda m, a, out: keep("attn_out", out[0] if isinstance(out, tuple) else out)),
     ]
     try:
         with torch.no_grad():

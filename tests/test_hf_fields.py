@@ -41,6 +41,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "bitnet": tf.BitNetConfig, "internlm3": tf.InternLM3Config,
            "olmoe": tf.OlmoeConfig, "flex_olmo": tf.FlexOlmoConfig,
            "granitemoe": tf.GraniteMoeConfig, "granitemoeshared": tf.GraniteMoeSharedConfig,
+           "jetmoe": tf.JetMoeConfig,
            "granitemoe_swa": tf.GraniteMoeSWAConfig,
            "hunyuan_v1_moe": tf.HunYuanMoEV1Config, "cohere2_moe": tf.Cohere2MoeConfig,
            "solar_open": tf.SolarOpenConfig, "exaone_moe": tf.ExaoneMoeConfig,

@@ -155,3 +155,21 @@ def test_random_specs_with_modernbert_blocks_match_the_reference() -> None:
     for seed, word in ((197, "first_attn_norm = false"), (15, "gelu_glu(")):
         assert word in random_spec(seed)
         check_random_spec(seed, portable=seed == 15)
+
+
+def test_random_specs_with_a_prediction_head_match_the_reference() -> None:
+    """BERT's and ModernBERT's prediction head before the LM head (`head_transform`: its own
+    stream; 140 after an embedding norm, 628 with an RMSNorm, 466 with learned positions under
+    the embedding norm, which norms them too), and one decoding as one pass (175)."""
+    from .test_decoding import _check_decoding
+
+    for seed, words in ((140, ("head_transform = dense(", "embedding_norm")),
+                        (628, ("head_transform = dense(norm = rmsnorm",)),
+                        (466, ("head_transform = dense(", "embedding_norm", "learned("))):
+        text = random_spec(seed)
+        assert all(w in text for w in words), (seed, words)
+        check_random_spec(seed, portable=seed == 140)
+    text = random_spec(175, decoding=True)
+    assert "head_transform" in text
+    program = attndsl.loads(text, "random-175.attn")
+    _check_decoding(program[list(program)[-1]])

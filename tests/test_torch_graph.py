@@ -31,8 +31,7 @@ def test_module_tensors_are_the_graph_weights(path: Path, name: str) -> None:
     assert {w.name: w.shape for w in graph.weights} == {
         k: tuple(v.shape) for k, v in state.items()}
     referenced = {v for n in graph.nodes for k, v in n.attrs  # (a core's `bias`: its kind)
-                  if k == "weight" or (k in ("bias", "sinks", "selection") and isinstance(v, str)
-                                       and k in OPS[n.op].tensor_attrs())}
+                  if k == "weight" or (isinstance(v, str) and k in OPS[n.op].tensor_attrs())}
     referenced |= {w for n in graph.nodes for k, v in n.attrs if k == "weights" for w in v}
     referenced |= {name for n in graph.nodes for k, v in n.attrs if k == "prefix"  # experts
                    for name in state if name.startswith(v)}

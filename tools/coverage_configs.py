@@ -52,6 +52,7 @@ OVERRIDES: dict[str, dict] = {
                      "vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 8,
                      "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
                      "intermediate_size": 96},
+    "bert": {"is_decoder": True},  # BertLMHeadModel: a decoder (bidirectional otherwise)
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
     "mamba2": {"head_dim": 32},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [32, 32],

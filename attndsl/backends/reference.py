@@ -364,7 +364,8 @@ def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
                   node.attr("groups"), node.attr("top_groups"), node.attr("group_score"),
                   node.attr("threshold"), node.attr("select_by"))
     attrs = ("experts", "prefix", "gated", "bias", "gate", "alpha", "limit")
-    return experts(x, gates, w, unit=node.attr("act"), **{k: node.attr(k) for k in attrs})
+    y = experts(x, gates, w, unit=node.attr("act"), **{k: node.attr(k) for k in attrs})
+    return y if node.attr("output_bias") is None else y + w[node.attr("output_bias")]
 
 
 @impl(Op.SCALE)

@@ -64,9 +64,52 @@ def _clip_qkv(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
     return np.clip(x, -attrs["limit"], attrs["limit"])
 
 
-# each: (x, its node's attributes, the weights, a decoding call's position_ids or None) -> y
+def _head_experts(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarray],
+                  routed: np.ndarray | None = None) -> np.ndarray:
+    """`head_experts = moa(experts = E, top_k = k)`: each token's router logits r = x_r W_r^T
+    (x_r: the attention's input), its k experts e_1 .. e_k of highest r (the lower index first
+    among equals) and their gates g_j = softmax_j(r_{e_j}). Part q: x (B, L, d_model) -> query
+    head g k + j = features g dim .. (g + 1) dim - 1 of x Q_{e_j}^T (+ its bias rows), Q_e
+    rows e c .. (e + 1) c - 1 of the stacked weight (c = kv_heads dim). Part o: merged heads
+    x (B, L, kv_heads k dim) -> sum_j g_j a_j O_{e_j}^T (+ the output bias), a_j the heads g k
+    + j side by side, O_e rows e d_model .. (e + 1) d_model - 1 of the stacked weight."""
+    router, stacked, *bias = (w[name] for name in attrs["weights"])
+    k, heads, dim, width = attrs["top_k"], attrs["heads"], attrs["dim"], attrs["width"]
+    source = x if attrs["part"] == "q" else routed
+    logits = source @ router.T  # (B, L, E)
+    chosen = np.argsort(-logits, axis=-1, kind="stable")[..., :k]  # (B, L, k), best first
+    top = np.take_along_axis(logits, chosen, -1)
+    gates = np.exp(top - top.max(-1, keepdims=True))
+    gates = gates / gates.sum(-1, keepdims=True)
+    B, L = x.shape[:2]
+    if attrs["part"] == "q":
+        c = heads * dim
+        out = np.zeros((B, L, heads, k, dim))
+        for b in range(B):
+            for t in range(L):
+                for j in range(k):
+                    e = chosen[b, t, j]
+                    q = stacked[e * c:(e + 1) * c] @ x[b, t]
+                    if bias:
+                        q = q + bias[0][e * c:(e + 1) * c]
+                    out[b, t, :, j] = q.reshape(heads, dim)
+        return out.reshape(B, L, -1)
+    a = x.reshape(B, L, heads, k, dim)
+    out = np.zeros((B, L, width))
+    for b in range(B):
+        for t in range(L):
+            for j in range(k):
+                e = chosen[b, t, j]
+                out[b, t] += gates[b, t, j] * (stacked[e * width:(e + 1) * width]
+                                               @ a[b, t, :, j].reshape(-1))
+    return out + bias[0] if bias else out
+
+
+# each: (x, its node's attributes, the weights, a decoding call's position_ids, or the value
+# its node names second, or None) -> y
 READINGS: dict[str, Callable[..., np.ndarray]] = {"temperature": _temperature,
                                                   "differential": _differential,
                                                   "softcap": _softcap,
                                                   "qk_norm": _qk_norm,
-                                                  "clip_qkv": _clip_qkv}
+                                                  "clip_qkv": _clip_qkv,
+                                                  "head_experts": _head_experts}

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..ir import Graph, Node, Op, build
 from ..ir.decompose import decomposed
-from ..mechanisms import MECHANISMS, kernel_fact, softmax_logits
+from ..mechanisms import APPLIERS, kernel_fact, softmax_logits
 from ..spec import Attention, Transformer, attentions_of
 from ..weight_table import seeded_weights
 from . import formulas
@@ -210,10 +210,12 @@ def _norm(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.APPLY)
 def _apply(m: GraphModule, node: Node, env: Env) -> Tensor:
-    """A mechanism's arithmetic, from its module."""
+    """A mechanism's arithmetic, from its module; its second operand, where it has one, is
+    position_ids where the mechanism reads positions, else the value it names."""
     x = _arg(node, env)
-    mechanism = MECHANISMS[node.attr("mechanism")]
-    pos = _head_positions(node, env, x) if mechanism.reads_positions else None
+    mechanism = APPLIERS[node.attr("mechanism")]
+    pos = _head_positions(node, env, x) if mechanism.reads_positions else (
+        env[node.args[1]] if len(node.args) > 1 else None)
     attrs = dict(node.attrs[1:])
     if "weights" in attrs:
         attrs["weights"] = [m.weight(w) for w in attrs["weights"]]

@@ -80,6 +80,12 @@ class Layers(Mechanisms):
             get(key, lambda x, form=form: form.read(self, x), None)
             for key, form in FORMS.items()] if value is not None), None)
         failed = get.failed
+        forms = sorted((key for key in FORMS if key in e), key=lambda k: e[k].key_span.start)
+        if len(forms) > 1:  # each replaces the projections: one at most
+            self.error(f"`{forms[0]}` and `{forms[1]}` each replace the attention's "
+                       "projections: an attention takes one of them", e[forms[1]].key_span,
+                       hint=f"remove `{forms[1]}` or `{forms[0]}`")
+            failed = True
         if d_model is None or heads is None:
             return None
 
@@ -117,7 +123,7 @@ class Layers(Mechanisms):
         scale_value = 1.0 / math.sqrt(head_dim) if scale == "auto" else scale
         if isinstance(position, Rope):
             rope_dim = position.dim or (projection_of(projection).rotated(projection)
-                                        if projection is not None else head_dim)
+                                        if projection is not None else None) or head_dim
             if rope_dim % 2 or rope_dim > head_dim:
                 span = arg_span(e["position"].value, "dim") or at("position")
                 self.error(f"rotary dim ({rope_dim}) must be even and at most head_dim "
@@ -158,7 +164,7 @@ class Layers(Mechanisms):
         failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at, hooked)
         if projection is not None:
             failed |= projection_of(projection).conflicts(self, projection, ProjectionWhere(
-                e, kind, kernel, heads, kv_heads, head_dim, position, at))
+                e, kind, kernel, heads, kv_heads, head_dim, position, at, out_proj))
         problem, kernel = self.check_kernel(e, kernel, kind, heads, kv_heads, head_dim, bias,
                                             mask, position, dropout, at)
         failed |= problem

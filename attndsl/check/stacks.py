@@ -8,6 +8,7 @@ from .. import ast
 from ..mechanisms import HEADS, MECHANISMS, kernel_of
 from ..spec import (
     Attention,
+    HeadTransform,
     Learned,
     Norm,
     PerLayerInputs,
@@ -27,10 +28,12 @@ __all__ = ["Stacks"]
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
-         "per_layer_inputs")
+         "per_layer_inputs", "head_transform")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
-            "head_bias", "embedding_norm")  # need `vocab'
+            "head_bias", "embedding_norm", "head_transform")  # need `vocab'
 MAX_VOCAB = 1 << 24
+# a head transform's activations (the ACTIVATION op's kinds)
+_HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
                                 "embedding_multiplier",
              "residual_scale": "Granite's residual_multiplier, such as 0.22",
@@ -80,6 +83,7 @@ class Stacks(FeedForwards):
         shared_kv = get("kv_shared_layers", lambda x: self.integer(x), 0)
         layer_scalar = get("layer_scalar", lambda x: self.boolean(x, "layer_scalar"), False)
         ple = get("per_layer_inputs", self.per_layer_inputs_value)
+        head_transform = get("head_transform", self.head_transform_value)
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
@@ -124,9 +128,22 @@ class Stacks(FeedForwards):
                          head_bias=head_bias, feed_forward=form,
                          embedding_norm=embedding_norm, first_attn_norm=first_norm,
                          kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
-                         per_layer_inputs=ple)
+                         per_layer_inputs=ple, head_transform=head_transform)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
+
+    def head_transform_value(self, e: ast.Expr) -> HeadTransform | None:
+        """`none`, or `dense(norm = layernorm(eps = 1e-12), activation = gelu, bias = true)`:
+        the norm as the stack's without its placement."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        self.callee(e, {"dense": None}, "a head transform")
+        args = self.bind(e, "dense", (Param("norm", True), Param("activation"), Param("bias")))
+        act = self.word(args["activation"], _HEAD_ACTIVATIONS, "activation") \
+            if "activation" in args else "gelu"
+        norm = self.norm_value(args["norm"], placement=False)[0]
+        bias = self.boolean(args["bias"], "bias") if "bias" in args else True
+        return HeadTransform(act, norm, bias)
 
     def per_layer_inputs_value(self, e: ast.Expr) -> PerLayerInputs | None:
         """`none`, or `ple(width = P, vocab = V, activation = gelu_tanh)`; V defaults to the

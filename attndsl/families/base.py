@@ -25,7 +25,8 @@ class Family:
     defaults for every field the import reads (held to transformers' classes by the tests);
     `inert` the fields that do not change what this family computes, and why; `refused` the
     field values it has no form for. `encoder`: padding defaults to right; `lm`: attndsl
-    expresses its token embedding and LM head."""
+    expresses its token embedding and LM head (a function of the config: where `--head auto`
+    makes a language model of it, BERT's is_decoder; `--head lm` always may)."""
 
     model_type: str
     read: Callable[[SpecText, str | None], None]
@@ -34,8 +35,12 @@ class Family:
     inert: Mapping[str, str] = field(default_factory=dict)
     refused: Mapping[str, Refusal] = field(default_factory=dict)
     encoder: bool = False
-    lm: bool = False
+    lm: bool | Callable[[Mapping[str, Any]], bool] = False
     weights_for: Callable[[dict], Names] | None = None
+
+    def language_model(self, cfg: Mapping[str, Any]) -> bool:
+        """Whether `--head auto` makes a language model of this config (`lm`)."""
+        return bool(self.lm(cfg) if callable(self.lm) else self.lm)
 
     def names(self, cfg: dict) -> Names:
         """The name table of the checkpoint whose config is `cfg`."""

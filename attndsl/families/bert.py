@@ -1,7 +1,14 @@
-"""BERT: a post-norm encoder (a decoder with is_decoder); positions and token types are added
-by the embeddings, outside the stack."""
+"""BERT: a post-norm encoder (a decoder with is_decoder). As a language model (BertLMHeadModel,
+with is_decoder; or any BERT with `--head lm`, whose logits are then BertForMaskedLM's): the
+word embeddings plus the learned positions plus the first token type's row (every token's type
+is 0 without token_type_ids), LayerNormed (`embedding_norm`, after the positions), and the
+prediction head (dense, hidden_act, LayerNorm: `head_transform`) before the decoder, tied to
+the word embeddings, with its bias. The token type's row is folded into the position table as
+the checkpoint is read: position_embeddings + token_type_embeddings[0]."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from .base import Family
 from .names import Names, linear, norms
@@ -22,9 +29,25 @@ def _read(s: SpecText, padding: str | None) -> None:
                                "outside the stack")
     s.pattern = ["bert_attn"]
     ffn_act = act(s, "hidden_act", s.need("hidden_act"))
+    eps = num(s.need("layer_norm_eps"))
+    # a language model: learned positions, the embeddings' and prediction head's LayerNorms
+    s.head_attention["position"] = f"learned(max_len = {s.need('max_position_embeddings')})"
+    s.head["embedding_norm"] = f"layernorm(eps = {eps})"
+    if ffn_act == "relu2":
+        s.refuse("hidden_act", "BERT's prediction head's activation is gelu, a tanh GELU, "
+                               "relu or silu")
+    s.head["head_transform"] = f"dense(norm = layernorm(eps = {eps}), activation = {ffn_act})"
+    s.head["head_bias"] = "true"
     s.stack = {"layers": str(s.need("num_hidden_layers")),
                "ffn": f"{ffn_act}({s.need('intermediate_size')})",
                "norm": f"layernorm(post, eps = {num(s.need('layer_norm_eps'))})"}
+
+
+def _typed(tensors: list, a: Any, cfg: dict) -> Any:
+    """The position table plus the first token type's row: what BertEmbeddings adds to each
+    word embedding when no token_type_ids are given."""
+    positions, types = tensors
+    return positions + types[0]
 
 
 _BERT = Names("encoder.layer.{i}.", {
@@ -34,7 +57,14 @@ _BERT = Names("encoder.layer.{i}.", {
     **linear("self_attn.o_proj", "attention.output.dense"),
     **norms({"attn_norm": "attention.output.LayerNorm", "ffn_norm": "output.LayerNorm"}),
     **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense")},
-    {}, ("bert.",), outside=(  # the embeddings (word, position, token type) and their norm
+    {"embed_tokens.weight": "embeddings.word_embeddings.weight",
+     "position_embeddings.weight": ("embeddings.position_embeddings.weight", _typed,
+                                    ("embeddings.token_type_embeddings.weight",)),
+     **linear("embedding_norm", "embeddings.LayerNorm"),
+     **linear("head_transform.dense", "cls.predictions.transform.dense"),
+     **linear("head_transform.norm", "cls.predictions.transform.LayerNorm"),
+     "lm_head.weight": "cls.predictions.decoder.weight", "lm_head.bias": "cls.predictions.bias"},
+    ("bert.",), outside=(  # a stack's: the embeddings; the token types (read joined)
         r"embeddings\.(word|position|token_type)_embeddings\.weight",
         r"embeddings\.LayerNorm\.(weight|bias)"))
 
@@ -45,5 +75,5 @@ FAMILIES = [
         "is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True},
         refused={"add_cross_attention": (
             bool, "BERT's decoder cross attention layers are not imported")},
-        encoder=True),
+        encoder=True, lm=lambda cfg: bool(cfg.get("is_decoder"))),
 ]

@@ -4,16 +4,16 @@ with their own RoPE base (`rope_parameters` per kind, else global_rope_theta and
 local_rope_theta); LayerNorms (bias with norm_bias) before each sublayer, but layer 0's
 attention reads the embeddings as they are (its attn_norm is an Identity: the embedding norm
 has normed them); a GLU MLP whose fused `Wi` holds the activated half, then the gate; a final
-norm. The embeddings (tok_embeddings and their norm) and the LM head (ModernBERT's prediction
-head, dense + activation + LayerNorm, before a biased decoder) stay outside: the stack alone is
-imported."""
+norm. As a language model: the token embeddings LayerNormed (`embedding_norm`), and the LM
+head ModernBERT's prediction head (dense, `classifier_activation`, LayerNorm: `head_transform`)
+before the decoder (tied to the embeddings by default, its bias with decoder_bias)."""
 
 from __future__ import annotations
 
 from .base import Family
 from .names import Names, linear, rows
 from .rope import num, rope
-from .text import SpecText, mask, period
+from .text import SpecText, act, mask, period
 
 __all__ = ["FAMILIES"]
 
@@ -71,6 +71,17 @@ def _read(s: SpecText, padding: str | None) -> None:
                "norm": f"layernorm(pre, eps = {num(s.need('norm_eps'))}, bias = "
                        f"{'true' if cfg.get('norm_bias') else 'false'})",
                "first_attn_norm": "false"}
+    norm = (f"layernorm(eps = {num(s.need('norm_eps'))}, bias = "
+            f"{'true' if cfg.get('norm_bias') else 'false'})")
+    s.head["embedding_norm"] = norm  # (a language model: tok_embeddings, then their norm)
+    head_act = act(s, "classifier_activation", s.need("classifier_activation"))
+    if head_act == "relu2":
+        s.refuse("classifier_activation", "the prediction head's activation is gelu, a tanh "
+                                          "GELU, relu or silu")
+    s.head["head_transform"] = (f"dense(norm = {norm}, activation = {head_act}, bias = "
+                                f"{'true' if cfg.get('classifier_bias') else 'false'})")
+    if cfg.get("decoder_bias"):
+        s.head["head_bias"] = "true"
 
 
 def _half(part: int):
@@ -87,24 +98,24 @@ _MODERNBERT = Names("layers.{i}.", {
                                                                                 "up_proj"))
        for w in ("weight", "bias")},
     **linear("mlp.down_proj", "mlp.Wo")},
-    {"norm.weight": "final_norm.weight", "norm.bias": "final_norm.bias"}, ("model.",),
-    outside=(  # the embeddings and their norm; the prediction head and the decoder
-        r"embeddings\.tok_embeddings\.weight", r"embeddings\.norm\.(weight|bias)",
-        r"lm_head\.(dense|norm)\.(weight|bias)", r"decoder\.(weight|bias)"))
-
-_WHY = "ModernBERT's LM head (a prediction head and a decoder), outside the imported stack"
+    {"norm.weight": "final_norm.weight", "norm.bias": "final_norm.bias",
+     "embed_tokens.weight": "embeddings.tok_embeddings.weight",
+     **linear("embedding_norm", "embeddings.norm"),
+     **linear("head_transform.dense", "lm_head.dense"),
+     **linear("head_transform.norm", "lm_head.norm"), **linear("lm_head", "decoder")},
+    ("model.",))
 
 FAMILIES = [
     Family("modernbert-decoder", _read, _MODERNBERT, {  # ModernBertDecoderConfig (5.23)
         "hidden_size": 768, "intermediate_size": 1152, "num_hidden_layers": 22,
         "num_attention_heads": 12, "hidden_activation": "gelu", "norm_eps": 1e-5,
         "norm_bias": False, "attention_bias": False, "mlp_bias": False,
-        "local_attention": 128, "tie_word_embeddings": True},
-        inert={"decoder_bias": _WHY, "classifier_bias": _WHY, "classifier_activation": _WHY,
-               "mlp_dropout": "dropout, which is off at inference",
+        "local_attention": 128, "tie_word_embeddings": True, "decoder_bias": True,
+        "classifier_bias": False, "classifier_activation": "gelu"},
+        inert={"mlp_dropout": "dropout, which is off at inference",
                "initializer_cutoff_factor": "how untrained weights are drawn; a checkpoint "
                                             "brings its own",
                "cls_token_id": "a token id for tokenization",
                "sliding_window": "ModernBertDecoderConfig recomputes it from local_attention, "
-                                 "which the import reads"}),
+                                 "which the import reads"}, lm=True),
 ]

@@ -27,12 +27,13 @@ class Names:
     (other names, ...)): a tensor joined from several of the layer's, the split taking them
     as a list, the first named first (AFMoE's gate_proj into the query projection's rows);
     `top` maps names outside the layers (to a name, or to (name, split): OPT's position table
-    past its first rows). `bases` are prefixes a task model adds (`model.`, `transformer.`);
+    past its first rows; or (name, split, (other names, ...)), BERT's positions joined to its
+    first token type's row). `bases` are prefixes a task model adds (`model.`, `transformer.`);
     `by_kernel` the entries of layers whose kernel differs (`layer_names`)."""
 
     layer: str
     names: dict[str, str | tuple]
-    top: dict[str, str | tuple[str, Split]] = field(default_factory=dict)
+    top: dict[str, str | tuple] = field(default_factory=dict)
     bases: tuple[str, ...] = ()
     # entries that replace `names`' in the layers whose attention has a kernel of this class
     # name (Qwen3-Next's delta-rule layers keep their projections under `linear_attn.`)

@@ -45,12 +45,12 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         x = b.emit(Op.EMBED, "x", ("input_ids",), T("B", "L", spec.d_model),
                    weight="embed_tokens.weight", scale=spec.embedding_scale)
         embedded = x  # (before any embedding norm: what per-layer inputs project)
-        if spec.embedding_norm is not None:  # BLOOM's word_embeddings_layernorm
-            x = emit_norm(b, "x_normed", x, T("B", "L", spec.d_model), spec.embedding_norm,
-                          "embedding_norm")
     # the tokens' positions: 0 .. L-1 in one pass, unless multimodal RoPE reads its streams
     pos = ("position_ids",) if decode or reads_streams(spec) else ()
     h = absolute(b, attn, x, "", pos)
+    if is_lm(spec) and spec.embedding_norm is not None:  # BLOOM's, BERT's (after positions)
+        h = emit_norm(b, "x_normed", h, T("B", "L", spec.d_model), spec.embedding_norm,
+                      "embedding_norm")
     if isinstance(spec, Transformer):
         shared: dict | None = {} if spec.kv_shared_layers else None  # keys a later layer reads
         ple = per_layer_inputs(b, spec, embedded) if spec.per_layer_inputs else None
@@ -169,11 +169,19 @@ def _type_of(name: str, s: Attention, spec: Layer, own_cache: bool) -> TensorTyp
 
 
 def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
-    """logits = h @ W^T (+ lm_head.bias) with W lm_head, or embed_tokens when tied; times
+    """logits = h @ W^T (+ lm_head.bias) with W lm_head, or embed_tokens when tied, h through
+    the head transform first where there is one; times
     logit_scale; then each of the head's mechanisms (`Mechanism.head`), the last value named
     `logits`."""
     from ..mechanisms import MECHANISMS
 
+    ht = t.head_transform  # BERT's and ModernBERT's prediction head: dense, act, norm
+    if ht is not None:
+        d = T("B", "L", t.d_model)
+        h = b.emit(Op.LINEAR, "head_dense", (h,), d, weight="head_transform.dense.weight",
+                   bias="head_transform.dense.bias" if ht.bias else None)
+        h = b.emit(Op.ACTIVATION, "head_act", (h,), d, kind=ht.activation)
+        h = emit_norm(b, "head_normed", h, d, ht.norm, "head_transform.norm")
     shape = T("B", "L", t.vocab)
     weight = "embed_tokens.weight" if t.tied else "lm_head.weight"
     scaled, mechanisms = t.logit_scale != 1.0, t.logit_mechanisms

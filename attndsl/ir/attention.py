@@ -155,6 +155,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     if absorbed is not None:
         o = form.merged(site, s.projection, o)
     o = mechanisms.expand(site, "merged", o, "merged")
+    if form is not None and form.output:  # its own output projection (a mixture of heads)
+        return form.out(site, s.projection, o, x)
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")
     return o

@@ -101,7 +101,7 @@ def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
     def rule(node: Node, a: Sequence[TensorType]) -> str | None:
         from .. import mechanisms
 
-        modules = {"mechanism": mechanisms.MECHANISMS, "kernel": mechanisms.KERNELS,
+        modules = {"mechanism": mechanisms.APPLIERS, "kernel": mechanisms.KERNELS,
                    "ffn": mechanisms.FFNS}[kind]
         module = modules.get(node.attr(kind))
         if module is None:
@@ -282,7 +282,7 @@ _DEFS = [
     OpDef(Op.JOIN_HEADS, (2, 2), rule=_rank(4)),
     OpDef(Op.VALUE_PAIRS, (1, 1), rule=_value_pairs),
     OpDef(Op.FFN, (1, 1), ("ffn: str",), open=True, rule=_module("ffn", (3,)),
-          tensors=("weights",)),
+          tensors=("weights", "output_bias")),
     OpDef(Op.EMBED, (1, 1), ("weight: str", "scale: number"), rule=_embed, tensors=("weight",)),
     OpDef(Op.CACHE, (2, 2), rule=_cache),
     OpDef(Op.TAIL, (1, 1), ("keep: int", "first: int"), rule=_rank(4)),

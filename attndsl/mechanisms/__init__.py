@@ -20,11 +20,11 @@ from .base_ffn import FeedForward
 from .base_projection import Projection, ProjectionWhere
 from .base_selector import Selector
 
-__all__ = ["FFNS", "HEADS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED", "SELECTORS",
-           "SOFTMAX", "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere", "Mechanism",
-           "Projection", "ProjectionWhere", "Selector", "Site", "Where", "at", "core", "expand",
-           "ffn_of", "kernel_fact", "kernel_of", "modifiers", "projected", "projection_of",
-           "query_rows", "score", "selector_of", "softmax_attrs", "softmax_logits"]
+__all__ = ["APPLIERS", "FFNS", "HEADS", "HOOKS", "KERNELS", "MECHANISMS", "PROJECTIONS", "SCORED",
+           "SELECTORS", "SOFTMAX", "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere",
+           "Mechanism", "Projection", "ProjectionWhere", "Selector", "Site", "Where", "at", "core",
+           "expand", "ffn_of", "kernel_fact", "kernel_of", "modifiers", "projected",
+           "projection_of", "query_rows", "score", "selector_of", "softmax_attrs", "softmax_logits"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedForward],
@@ -64,6 +64,10 @@ SOFTMAX_ATTRS: tuple[str, ...] = tuple(m.softmax_attr for m in SOFTMAX.values())
 # the mechanisms a language model's head may apply to its logits, by their transformer key
 # (`Mechanism.head_key`), in order
 HEADS: dict[str, Mechanism] = {m.head_key: m for m in MECHANISMS.values() if m.head_key}
+# the modules whose arithmetic an `apply` node runs, by the key it names: the mechanisms, and
+# the projection forms with nodes of their own (`Projection.attributes`: a mixture of heads)
+APPLIERS: dict[str, Mechanism | Projection] = {
+    **MECHANISMS, **{k: f for k, f in PROJECTIONS.items() if f.attributes}}
 
 
 def kernel_of(value: Any) -> Kernel | None:

@@ -23,7 +23,8 @@ __all__ = ["Projection", "ProjectionWhere"]
 class ProjectionWhere:
     """What a projection form's `conflicts` may read of the attention being checked: its
     entries (key -> ast.Entry), kind, kernel, heads, kv heads (None where its own error was
-    reported), features per head, position, and `at(key)`, where an entry is written."""
+    reported), features per head, position, `at(key)`, where an entry is written, and
+    out_proj (None where its own error was reported)."""
 
     entries: dict
     kind: str
@@ -33,6 +34,7 @@ class ProjectionWhere:
     head_dim: int
     position: Any
     at: Callable[[str], Any]
+    out_proj: bool | None = True
 
 
 class Projection:
@@ -48,6 +50,12 @@ class Projection:
     cache: tuple[str, ...] = ()
     # why onnxruntime-genai cannot bind that cache (`{name}`: the attention's), or None
     genai: str | None = None
+    # it projects the merged heads to d_model itself (`out`), in place of o_proj
+    output: bool = False
+    # the IR attributes of its `apply` nodes (after `mechanism`, which names its key), plain
+    # values; their arithmetic is its `apply`, as a mechanism's (`base.Mechanism.apply`)
+    attributes: tuple[str, ...] = ()
+    reads_positions = False
 
     def read(self, c: Any, e: Any) -> Any:
         """The spec's value of `key = e` (None for `none`), or raise the checker's located
@@ -58,9 +66,10 @@ class Projection:
         """Report what the attention sets that the form cannot honour; True if any."""
         return False
 
-    def rotated(self, value: Any) -> int:
-        """The features of each head RoPE rotates where `rope(...)` gives no `dim`."""
-        raise NotImplementedError
+    def rotated(self, value: Any) -> int | None:
+        """The features of each head RoPE rotates where `rope(...)` gives no `dim` (None:
+        head_dim)."""
+        return None
 
     def weights(self, spec: Any, value: Any, prefix: str) -> list:
         """Its tensors (weight_table.Weight) in place of the q, k and v projections, in the
@@ -84,6 +93,16 @@ class Projection:
         """With `cache`: the decoding core's merged output -> the merged heads (B, L,
         heads * value_dim)."""
         return o
+
+    def out(self, site: Any, value: Any, o: str, x: str) -> str:
+        """With `output`: the merged heads o (B, L, heads * value_dim) -> (B, L, d_model), x
+        the attention's input."""
+        raise NotImplementedError
+
+    def apply(self, xp: Any, x: Any, second: Any, **attrs: Any) -> Any:
+        """The arithmetic of its `apply` nodes over the array namespace `xp`: x the node's
+        first operand, `second` its second (None where it has one)."""
+        raise NotImplementedError
 
     def cache_type(self, spec: Any, value: Any, entry: str, rows: str) -> Any:
         """The type (shapes.TensorType) of one of its `cache` entries over `rows` tokens."""

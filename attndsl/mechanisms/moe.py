@@ -39,12 +39,10 @@ class Moe:
     `top_k` of `experts` MLPs per token (`router`: softmax or sigmoid of the router's logits,
     chosen by those (or, `select_by = logits`, by the logits) plus a learned `selection_bias`
     and among the `top_groups` best of `groups` groups, the top k weights renormalised when
-    `normalize`, times `routed_scale`);
-    each token runs
-    only those, its gate multiplying the expert's output (or, `gate = input`, its input), plus
-    the `shared` MLP when there is one (times sigmoid(x W) with `shared_gate`), the sum normed
-    by `output_norm` when there is one. Every expert is the stack's `ffn` form; the layers in
-    `dense_layers` run the `dense` MLP instead."""
+    `normalize`, times `routed_scale`); each token runs only those, its gate multiplying the
+    expert's output (or, `gate = input`, its input), plus `output_bias`, plus the `shared` MLP
+    (times sigmoid(x W) with `shared_gate`), the sum normed by `output_norm`. Every expert is
+    the stack's `ffn` form; the layers in `dense_layers` run the `dense` MLP instead."""
 
     name: ClassVar[str] = "moe"
     experts: int
@@ -65,6 +63,7 @@ class Moe:
     threshold: float = 0.0  # router = sparsemixer: the relative gap that drops an expert
     select_by: str = "probs"  # probs | logits (Kolibri's): what the selection bias is added to
     output_norm: Norm | None = None  # A.X-K1's post_mlp_layernorm: on routed + shared
+    output_bias: bool = False  # JetMoE's: one bias added to the routed sum
 
 
 class _Moe(FeedForward):
@@ -74,14 +73,14 @@ class _Moe(FeedForward):
               ("router", False), ("gate", False), ("shared_gate", False), ("dense", False),
               ("dense_layers", False), ("selection_bias", False), ("groups", False),
               ("top_groups", False), ("group_score", False), ("threshold", False),
-              ("select_by", False), ("output_norm", False))
+              ("select_by", False), ("output_norm", False), ("output_bias", False))
     # its `ffn` node's attributes: the router's tensors (weight, then its bias and selection
     # bias where `router_bias` and `selection_bias` say), its routing, the experts' MLP form
     # and the prefix of their weights
     attributes = ("weights", "experts", "top_k", "router", "threshold", "router_bias",
                   "selection_bias", "select_by", "normalize", "scale", "groups", "top_groups",
                   "group_score", "act", "gated", "bias", "alpha", "limit", "gate", "prefix",
-                  "kernel")
+                  "output_bias", "kernel")
 
     def _bind(self, c: Any, e: Any) -> dict:
         from ..check.values import Param
@@ -93,7 +92,8 @@ class _Moe(FeedForward):
         false, shared = none | swiglu(m), routed_scale = 1.0, router = softmax | sigmoid,
         gate = output | input, shared_gate = false, dense = none | swiglu(m), dense_layers =
         [i, ...], selection_bias = false, groups = 1, top_groups = 1, group_score = top2 |
-        max, select_by = probs | logits, output_norm = none | rmsnorm(...) | layernorm(...))`."""
+        max, select_by = probs | logits, output_norm = none | rmsnorm(...) | layernorm(...),
+        output_bias = false)`."""
         from ..check.values import FLOAT32_MAX, FLOAT32_TINY
 
         args = self._bind(c, e)
@@ -124,7 +124,8 @@ class _Moe(FeedForward):
                               f"found {scale:g}", args["routed_scale"].span,
                               hint="DeepSeek-V3's routed_scaling_factor is 2.5")
         flags = {k: c.boolean(args[k], k) for k in ("normalize", "router_bias", "shared_gate",
-                                                     "selection_bias") if k in args}
+                                                     "selection_bias", "output_bias")
+                 if k in args}
         words = {k: c.word(args[k], choices, k) for k, choices in (
             ("router", ("softmax", "sigmoid", "sparsemixer")), ("gate", ("output", "input")),
             ("group_score", ("top2", "max")), ("select_by", ("probs", "logits"))) if k in args}
@@ -141,7 +142,8 @@ class _Moe(FeedForward):
                            selection_bias=flags.get("selection_bias", False), groups=groups,
                            top_groups=top_groups, group_score=words.get("group_score", "top2"),
                            threshold=threshold, select_by=words.get("select_by", "probs"),
-                           output_norm=self._output_norm(c, args))
+                           output_norm=self._output_norm(c, args),
+                           output_bias=flags.get("output_bias", False))
 
     def _output_norm(self, c: Any, args: dict) -> Norm | None:
         """`none`, or a stack norm without its placement (A.X-K1's post_mlp_layernorm)."""
@@ -262,13 +264,15 @@ class _Moe(FeedForward):
         return m.dense, m.shared
 
     def weights(self, m: Moe, ffn: Ffn, d: int, p: str) -> list[Weight]:
-        """The router (and its selection bias), each expert's MLP, the shared expert and its
-        gate, the output norm's weight (and bias)."""
+        """The router (and its selection bias), each expert's MLP, the routed sum's bias, the
+        shared expert and its gate, the output norm's weight (and bias)."""
         out = linear_weights(f"{p}mlp.router", m.experts, d, m.router_bias)
         if m.selection_bias:
             out.append(Weight(f"{p}mlp.router.selection_bias", (m.experts,), "selection"))
         for e in range(m.experts):
             out += mlp_weights(f"{p}mlp.experts.{e}.", ffn, d)
+        if m.output_bias:
+            out.append(Weight(f"{p}mlp.bias", (d,), "linear_bias", ffn.hidden))
         if m.shared is not None:
             out += mlp_weights(f"{p}mlp.shared.", m.shared, d)
         if m.shared_gate:
@@ -295,7 +299,8 @@ class _Moe(FeedForward):
                    select_by=m.select_by, normalize=m.normalize, scale=m.routed_scale,
                    groups=m.groups, top_groups=m.top_groups, group_score=m.group_score,
                    act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
-                   limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.", kernel="")
+                   limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.",
+                   output_bias=f"{p}mlp.bias" if m.output_bias else None, kernel="")
         if m.shared is not None:
             y = self._shared(b, m, p, x, d, y)
         if m.output_norm is None:

@@ -36,9 +36,10 @@ def lower_moe(lw: Lowering, node: Node) -> str:
     itself, the unused gates are pruned with the model's dead nodes), then each token's
     experts: com.microsoft.MoE where the module's `plan` chose it, else the graph."""
     logits, gates = _route(lw, node)
-    if node.attr("kernel") == "moe":
-        return _moe_kernel(lw, node, logits)
-    return _experts(lw, node, gates)
+    y = _moe_kernel(lw, node, logits) if node.attr("kernel") == "moe" else \
+        _experts(lw, node, gates)
+    bias = node.attr("output_bias")  # the routed sum's bias (JetMoE's), in the model dtype
+    return y if bias is None else lw.b.op("Add", y, lw.w(bias))
 
 
 def _route(lw: Lowering, node: Node) -> tuple[Sym, str]:

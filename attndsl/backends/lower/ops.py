@@ -10,7 +10,7 @@ from onnx import TensorProto
 from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Node, Op
-from ...mechanisms import FFNS, KERNELS, MECHANISMS
+from ...mechanisms import APPLIERS, FFNS, KERNELS
 from ...quantize import block_shapes, quantize
 from .. import formulas
 from ..cache_slots import bounded_present
@@ -273,15 +273,19 @@ def _contrib_norm(lw: Lowering, node: Node, inputs: list[str]):
 
 @lower(Op.APPLY)
 def _apply(lw: Lowering, node: Node) -> str:
-    """A mechanism's arithmetic, from its module."""
+    """A mechanism's arithmetic, from its module; its second operand, where it has one, is
+    position_ids where the mechanism reads positions, else the value it names."""
     b = lw.b
     attrs = dict(node.attrs[1:])
     if "weights" in attrs:  # (read before the heads, as the lowering always has)
-        attrs["weights"] = [lw.weight(w) for w in attrs["weights"]]
+        attrs["weights"] = [lw.weight(w, len(shape_of(lw.weights, w)))
+                            for w in attrs["weights"]]
     x = lw.sym(node)
-    mechanism = MECHANISMS[node.attr("mechanism")]
+    mechanism = APPLIERS[node.attr("mechanism")]
     pos = None
-    if mechanism.reads_positions and len(node.args) > 1:  # position_ids (B, n) -> (B, 1, n, 1)
+    if not mechanism.reads_positions and len(node.args) > 1:  # the value it names
+        pos = lw.sym(node, 1)
+    elif mechanism.reads_positions and len(node.args) > 1:  # position_ids (B, n) -> (B, 1, n, 1)
         pos = Sym(b, lw.env[node.args[1]], "int64", 2)[:, None, :, None]
     elif mechanism.reads_positions:
         pos = lw.arange(lw.dim(x.name, 2))[:, None]  # (n, 1)

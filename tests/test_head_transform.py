@@ -1,0 +1,52 @@
+"""A language model's prediction head (`head_transform = dense(...)`, BERT's and ModernBERT's):
+the checker's located refusals. Its arithmetic is compared with transformers' BertLMHeadModel
+and ModernBertDecoderForCausalLM (test_generation.py: logits, left-padded prompts, greedy
+tokens, onnxruntime-genai), with the oracle on every backend in the example
+examples/modernbert_decoder.attn and the random specs of its stream (test_random_specs.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import attndsl
+from attndsl.errors import SpecError
+
+STACK = """attention a {{
+    d_model = 16
+    heads = 2
+    mask = causal
+}}
+transformer t {{
+    attention = a
+    layers = 1
+    ffn = gelu(8)
+    norm = layernorm(post)
+{extra}}}
+"""
+
+
+@pytest.mark.parametrize(("extra", "words", "line"), [
+    ("    head_transform = dense(norm = layernorm)\n", "`head_transform` needs `vocab`", 11),
+    ("    vocab = 9\n    head_transform = dense(norm = layernorm, activation = relu2)\n",
+     "activation", 12),
+    ("    vocab = 9\n    head_transform = dense(activation = gelu)\n", "norm", 12),
+    ("    vocab = 9\n    head_transform = swiglu(8)\n", "a head transform", 12),
+])
+def test_a_bad_head_transform_is_located(extra, words, line) -> None:
+    with pytest.raises(SpecError) as err:
+        attndsl.loads(STACK.format(extra=extra), "head.attn")
+    found = [d for d in err.value.diagnostics if words in d.message]
+    assert found, [d.message for d in err.value.diagnostics]
+    assert found[0].span.source.line_col(found[0].span.start)[0] == line
+
+
+def test_its_tensors_follow_the_final_norm() -> None:
+    """The dense layer (its bias with `bias = true`, the default) and the norm, after the
+    stack's last tensors and before the LM head's."""
+    layer = attndsl.loads(STACK.format(extra="    vocab = 9\n    head_transform = dense(norm = "
+                                             "layernorm(eps = 1e-12), activation = relu)\n"))["t"]
+    names = [w.name for w in layer.graph().weights]
+    tail = names[names.index("head_transform.dense.weight"):]
+    assert tail == ["head_transform.dense.weight", "head_transform.dense.bias",
+                    "head_transform.norm.weight", "head_transform.norm.bias",
+                    "lm_head.weight"]
