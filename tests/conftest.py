@@ -132,6 +132,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 DEEP = [False]  # --deep given (set before the test modules are imported)
+# the longest length a sweep runs at B = 3 by default: past it a batch adds nothing a row does
+# not (its rows of other lengths, and so rows with no visible key, are at the shorter ones)
+# but thrice the time of the sweep's longest shapes; --deep runs B = 3 at every length
+BATCHED_UP_TO = 64
+
+
+def verified(layer, lengths, **options) -> list:
+    """`layer.verify` at `lengths` (a tuple, or a dict of length -> why) with B = 1 and 3 up to
+    BATCHED_UP_TO, B = 1 past it (B = 3 too with --deep), each report passed; its
+    comparisons."""
+    if not isinstance(lengths, dict):
+        lengths = dict.fromkeys(lengths, "asked for")
+    short = {n: why for n, why in lengths.items() if n <= BATCHED_UP_TO or DEEP[0]}
+    long = {n: why for n, why in lengths.items() if n not in short}
+    comparisons = []
+    for shapes, batches in ((short, (1, 3)), (long, (1,))):
+        if shapes:
+            report = layer.verify(lengths=shapes, batches=batches, **options)
+            assert report.passed, report.text()
+            comparisons += report.comparisons
+    return comparisons
 
 
 def pytest_configure(config: pytest.Config) -> None:

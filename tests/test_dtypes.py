@@ -26,7 +26,7 @@ from attndsl.spec import attentions_of
 from attndsl.targets import lacks_bfloat16_cuda_kernel
 from attndsl.verify import make_inputs, tolerance
 
-from .conftest import EXAMPLES, plan_cover
+from .conftest import EXAMPLES, plan_cover, verified
 
 pytestmark = pytest.mark.usefixtures("shared_exports")  # each export built once (conftest)
 
@@ -106,13 +106,10 @@ def _float_types(model: onnx.ModelProto) -> set[int]:
 @pytest.mark.parametrize(("path", "name"), FLOAT16, ids=_ids(FLOAT16))
 def test_float16_matches_the_reference(path, name) -> None:
     layer = attndsl.load(path)[name]
-    report = layer.verify(dtype="float16", targets=("ort-cpu", "ort-cuda"), lengths=_lengths(layer),
-                          batches=(1, 3), seed=2)
-    assert report.passed, report.text()
-    assert report.dtype == "float16"
-    assert {c.backend for c in report.comparisons} >= {"torch", "ort-cpu on cpu",
-                                                       "ort-cuda on cpu"}
-    for c in report.comparisons:
+    comparisons = verified(layer, _lengths(layer), dtype="float16",
+                           targets=("ort-cpu", "ort-cuda"), seed=2)
+    assert {c.backend for c in comparisons} >= {"torch", "ort-cpu on cpu", "ort-cuda on cpu"}
+    for c in comparisons:
         assert math.isnan(c.tolerance) or c.tolerance >= 2e-2
     assert _float_types(onnx.load_from_string(  # the export verify ran
         layer.onnx_bytes(target="ort-cpu", dtype="float16", seed=2))) == {TensorProto.FLOAT16}
@@ -132,9 +129,7 @@ def test_float16_portable_export_matches_the_reference(path, name) -> None:
 @pytest.mark.parametrize(("path", "name"), BFLOAT16_TORCH, ids=_ids(BFLOAT16_TORCH))
 def test_bfloat16_torch_module_matches_the_reference(path, name) -> None:
     layer = attndsl.load(path)[name]
-    report = layer.verify(dtype="bfloat16", targets=(), lengths=_lengths(layer), batches=(1, 3),
-                          seed=4)
-    assert report.passed, report.text()
+    verified(layer, _lengths(layer), dtype="bfloat16", targets=(), seed=4)
 
 
 def _retyped(model: onnx.ModelProto, src: int, dst: int) -> onnx.ModelProto:
