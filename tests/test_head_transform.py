@@ -50,3 +50,34 @@ def test_its_tensors_follow_the_final_norm() -> None:
     assert tail == ["head_transform.dense.weight", "head_transform.dense.bias",
                     "head_transform.norm.weight", "head_transform.norm.bias",
                     "lm_head.weight"]
+
+
+@pytest.mark.parametrize("head", ["BertLMHeadModel", "BertForMaskedLM"])
+def test_an_untied_bert_reads_its_decoders_own_bias(tmp_path, head: str) -> None:
+    """With tie_word_embeddings false transformers adds cls.predictions.decoder.bias, which is
+    then not cls.predictions.bias (tied to it otherwise, and saved alone): the logits of a
+    BERT decoder, and of a masked LM imported with `--head lm`, are transformers'."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    tf = pytest.importorskip("transformers")
+    from attndsl.cli import main
+
+    from .test_hf_families import redraw
+
+    config = tf.BertConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=40,
+                           num_attention_heads=4, vocab_size=61, pad_token_id=0,
+                           is_decoder=head == "BertLMHeadModel", tie_word_embeddings=False)
+    model = getattr(tf, head)(config).eval()
+    redraw(model, 11, unit_offset=False)
+    model.save_pretrained(tmp_path / "hf")
+    assert main(["import", str(tmp_path / "hf"), "-o", str(tmp_path / "m.attn"),
+                 "--head", "lm", "--padding", "none"]) == 0
+    data = attndsl.load(tmp_path / "m.attn")["bert"].onnx_bytes(weights=tmp_path / "hf")
+    ids = np.array([[5, 7, 9, 11, 2, 3, 4, 60, 1, 0]], dtype=np.int64)
+    got = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(
+        None, {"input_ids": ids})[0]
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids)).logits.numpy()
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())

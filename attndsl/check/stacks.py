@@ -173,7 +173,8 @@ class Stacks(FeedForwards):
                     or not isinstance(a.kernel, Softmax) or a.variants:
                 raise self.error(f"layer {i} (`{a.name}`) would reuse an earlier layer's keys "
                                  "and values: that needs a softmax self attention with its "
-                                 "own q, k and v projections (no kernel, latent or by_length)",
+                                 "own q, k and v projections (no kernel, projection form such "
+                                 "as latent or head_experts, or by_length)",
                                  e.span)
             if not any(attns[j % len(attns)].name == a.name for j in range(first)):
                 raise self.error(f"layer {i} (`{a.name}`) has no earlier layer of its attention "

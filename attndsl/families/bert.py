@@ -8,6 +8,7 @@ the checkpoint is read: position_embeddings + token_type_embeddings[0]."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .base import Family
@@ -25,8 +26,9 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.refuse("position_embedding_type", "relative_key positions have no attndsl form")
     s.attentions["bert_attn"] = {"d_model": str(d), "heads": str(heads), "bias": "true",
                                  "mask": mask(bool(cfg.get("is_decoder")), padding)}
-    s.comments["bert_attn"] = ("positions and token types are added by the embeddings, "
-                               "outside the stack")
+    s.comments["bert_attn"] = ("a stack alone: positions and token types are added by the "
+                               "embeddings, outside it; a language model: learned positions, "
+                               "the first token type's row added to them")
     s.pattern = ["bert_attn"]
     ffn_act = act(s, "hidden_act", s.need("hidden_act"))
     eps = num(s.need("layer_norm_eps"))
@@ -68,6 +70,16 @@ _BERT = Names("encoder.layer.{i}.", {
         r"embeddings\.(word|position|token_type)_embeddings\.weight",
         r"embeddings\.LayerNorm\.(weight|bias)"))
 
+# untied (tie_word_embeddings false): transformers leaves the decoder's own bias, which its
+# forward adds, apart from cls.predictions.bias (tied to it otherwise, and saved alone)
+_BERT_UNTIED = replace(_BERT, top={**_BERT.top, "lm_head.bias": "cls.predictions.decoder.bias"},
+                       outside=(*_BERT.outside, r"cls\.predictions\.bias"))
+
+
+def _names(cfg: dict) -> Names:
+    return _BERT if cfg.get("tie_word_embeddings", True) else _BERT_UNTIED
+
+
 FAMILIES = [
     Family("bert", _read, _BERT, {  # transformers' defaults (BertConfig, 5.23)
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -75,5 +87,5 @@ FAMILIES = [
         "is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True},
         refused={"add_cross_attention": (
             bool, "BERT's decoder cross attention layers are not imported")},
-        encoder=True, lm=lambda cfg: bool(cfg.get("is_decoder"))),
+        encoder=True, lm=lambda cfg: bool(cfg.get("is_decoder")), weights_for=_names),
 ]
