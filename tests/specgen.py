@@ -460,8 +460,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
 def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> str:
     """Llama 4's, Qwen2-MoE's and DeepSeek's routing (a sigmoid router, the gate on the
     expert's input, a gated shared expert, a selection bias, group-limited choice), Kolibri's
-    choice by the logits, A.X-K1's output norm, JetMoE's bias on the routed sum and dense
-    layers among the mixtures: their own streams."""
+    choice by the logits, A.X-K1's output norm, JetMoE's bias on the routed sum, LongCat's
+    identity experts and dense layers among the mixtures: their own streams."""
     r = random.Random(seed * 7919 + 14)
     out = ""
     if r.random() < 0.5:
@@ -485,6 +485,9 @@ def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> 
                                                  "rmsnorm(affine = false)"])
     if random.Random(seed * 7919 + 33).random() < 0.3:  # JetMoE's bias on the sum: own stream
         out += ", output_bias = true"
+    zero = random.Random(seed * 7919 + 35)  # LongCat's identity experts: own stream
+    if "groups" not in out and zero.random() < 0.3:
+        out += f", zero_experts = {zero.randint(1, 3)}"
     return out
 
 

@@ -173,3 +173,20 @@ def test_random_specs_with_a_prediction_head_match_the_reference() -> None:
     assert "head_transform" in text
     program = attndsl.loads(text, "random-175.attn")
     _check_decoding(program[list(program)[-1]])
+
+
+def test_random_specs_with_identity_experts_match_the_reference() -> None:
+    """LongCat-Flash's zero-computation experts (`zero_experts`), drawn from their own stream:
+    209 with the gate on the expert's input, 530 with a selection bias; 78 decoding as one
+    pass."""
+    from .test_decoding import _check_decoding
+
+    for seed, words in ((209, ("zero_experts", "gate = input")),
+                        (530, ("zero_experts", "selection_bias = true"))):
+        text = random_spec(seed)
+        assert all(w in text for w in words), (seed, words)
+        check_random_spec(seed, portable=seed == 209)
+    text = random_spec(78, decoding=True)
+    assert "zero_experts" in text
+    program = attndsl.loads(text, "random-78.attn")
+    _check_decoding(program[list(program)[-1]])

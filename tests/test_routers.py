@@ -112,3 +112,56 @@ def test_softmax_routers_match_aria_and_dbrx(family: str) -> None:
     np.testing.assert_allclose(ref, want, atol=1e-6)
     ours = route(TorchArrays(x.device), logits, 3, "softmax", normalize, 1.0)
     np.testing.assert_allclose(ours.numpy(), want, atol=1e-5)
+
+
+def test_zero_experts_are_longcat_flashs_identities() -> None:
+    """`zero_experts = Z` (LongCat-Flash's zero-computation experts): the oracle's mixture of
+    E MLP experts and Z identities, routed by a softmax over all E + Z with a selection bias
+    (`e_score_correction_bias`), its weights not renormalised, times routed_scale, equals
+    transformers' LongcatFlashMoE, on tokens some of whose chosen experts are identities."""
+    import transformers as tf
+    from transformers.models.longcat_flash.modeling_longcat_flash import LongcatFlashMoE
+
+    import attndsl
+    from attndsl.backends import reference, reference_experts
+    from attndsl.ir.graph import Op
+
+    config = tf.LongcatFlashConfig(hidden_size=24, expert_ffn_hidden_size=16,
+                                   n_routed_experts=4, zero_expert_num=3,
+                                   num_experts_per_tok=3, routed_scaling_factor=1.5)
+    torch.manual_seed(5)
+    moe = LongcatFlashMoE(config).double().eval()
+    with torch.no_grad():
+        for p in moe.parameters():
+            p.normal_(0.0, 0.4)
+        moe.router.e_score_correction_bias.normal_(0.0, 0.1)
+    x = torch.randn(40, 24, dtype=torch.float64)
+    with torch.no_grad():
+        want = moe(x[None])[0].numpy()
+    router = moe.router.classifier.weight.detach().numpy()
+    gates = reference_experts.route(x.numpy(), router, None, 3, "softmax", False, 1.5,
+                                    moe.router.e_score_correction_bias.numpy())
+    assert (gates[:, 4:] > 0).any() and (gates[:, :4] > 0).any()  # both kinds chosen
+    stack = attndsl.loads("""attention a {
+    d_model = 24
+    heads = 2
+}
+transformer t {
+    attention = a
+    layers = 1
+    ffn = moe(experts = 4, top_k = 3, expert = swiglu(16), zero_experts = 3,
+              normalize = false, selection_bias = true, routed_scale = 1.5)
+    norm = rmsnorm(pre)
+}
+""")["t"]
+    node = next(n for n in stack.graph().nodes if n.op.value == "ffn")  # the oracle's reading
+    w = {"layers.0.mlp.router.weight": router,
+         "layers.0.mlp.router.selection_bias": moe.router.e_score_correction_bias.numpy()}
+    for e in range(4):
+        gate, up = moe.experts.gate_up_proj[e].detach().numpy().reshape(2, 16, 24)
+        p = f"layers.0.mlp.experts.{e}."
+        w |= {f"{p}gate_proj.weight": gate, f"{p}up_proj.weight": up,
+              f"{p}down_proj.weight": moe.experts.down_proj[e].detach().numpy()}
+    y = reference._IMPL[Op.FFN](node, {node.args[0]: x.numpy()}, w)
+    # (transformers' router takes its logits, softmax and weights in float32)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)

@@ -365,6 +365,7 @@ def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
                   node.attr("threshold"), node.attr("select_by"))
     attrs = ("experts", "prefix", "gated", "bias", "gate", "alpha", "limit")
     y = experts(x, gates, w, unit=node.attr("act"), **{k: node.attr(k) for k in attrs})
+    y = y + x * gates[..., node.attr("experts"):].sum(-1, keepdims=True)  # identity experts
     return y if node.attr("output_bias") is None else y + w[node.attr("output_bias")]
 
 

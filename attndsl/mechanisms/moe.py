@@ -18,6 +18,7 @@ from ..ir.graph import Op
 from ..shapes import T
 from ..spec import Ffn, Norm
 from ..weight_table import Weight, linear_weights, mlp_weights
+from . import moe_checks
 from .base_ffn import FeedForward
 from .moe_route import expert_mlp, route, sparsemixer
 
@@ -64,6 +65,7 @@ class Moe:
     select_by: str = "probs"  # probs | logits (Kolibri's): what the selection bias is added to
     output_norm: Norm | None = None  # A.X-K1's post_mlp_layernorm: on routed + shared
     output_bias: bool = False  # JetMoE's: one bias added to the routed sum
+    zero_experts: int = 0  # LongCat-Flash's identity experts, routed after the `experts`
 
 
 class _Moe(FeedForward):
@@ -73,14 +75,15 @@ class _Moe(FeedForward):
               ("router", False), ("gate", False), ("shared_gate", False), ("dense", False),
               ("dense_layers", False), ("selection_bias", False), ("groups", False),
               ("top_groups", False), ("group_score", False), ("threshold", False),
-              ("select_by", False), ("output_norm", False), ("output_bias", False))
+              ("select_by", False), ("output_norm", False), ("output_bias", False),
+              ("zero_experts", False))
     # its `ffn` node's attributes: the router's tensors (weight, then its bias and selection
     # bias where `router_bias` and `selection_bias` say), its routing, the experts' MLP form
     # and the prefix of their weights
     attributes = ("weights", "experts", "top_k", "router", "threshold", "router_bias",
                   "selection_bias", "select_by", "normalize", "scale", "groups", "top_groups",
                   "group_score", "act", "gated", "bias", "alpha", "limit", "gate", "prefix",
-                  "output_bias", "kernel")
+                  "output_bias", "zero_experts", "kernel")
 
     def _bind(self, c: Any, e: Any) -> dict:
         from ..check.values import Param
@@ -93,7 +96,7 @@ class _Moe(FeedForward):
         gate = output | input, shared_gate = false, dense = none | swiglu(m), dense_layers =
         [i, ...], selection_bias = false, groups = 1, top_groups = 1, group_score = top2 |
         max, select_by = probs | logits, output_norm = none | rmsnorm(...) | layernorm(...),
-        output_bias = false)`."""
+        output_bias = false, zero_experts = 0)`."""
         from ..check.values import FLOAT32_MAX, FLOAT32_TINY
 
         args = self._bind(c, e)
@@ -102,10 +105,15 @@ class _Moe(FeedForward):
             raise c.error(f"experts must be at most {MAX_EXPERTS}, found {experts:,}",
                           args["experts"].span,
                           hint="the largest published routers pick among 384 experts")
+        zero = c.non_negative(args["zero_experts"], "zero_experts") \
+            if "zero_experts" in args else 0
+        if zero > MAX_EXPERTS:
+            raise c.error(f"zero_experts must be at most {MAX_EXPERTS}, found {zero:,}",
+                          args["zero_experts"].span)
         top_k = c.positive(args["top_k"], "top_k")
-        if top_k > experts:
+        if top_k > experts + zero:
             raise c.error(f"top_k ({top_k}) must be at most the number of experts "
-                          f"({experts})", args["top_k"].span,
+                          f"({experts + zero})", args["top_k"].span,
                           hint="each token runs top_k of the experts")
         if isinstance(args["expert"], ast.Call) and args["expert"].func == self.name:
             raise c.error("an expert is one MLP, not a mixture", args["expert"].span,
@@ -129,9 +137,9 @@ class _Moe(FeedForward):
         words = {k: c.word(args[k], choices, k) for k, choices in (
             ("router", ("softmax", "sigmoid", "sparsemixer")), ("gate", ("output", "input")),
             ("group_score", ("top2", "max")), ("select_by", ("probs", "logits"))) if k in args}
-        groups, top_groups = self._groups(c, args, experts, top_k,
-                                          words.get("group_score", "top2"))
-        threshold = self._threshold(c, args, words.get("router", "softmax"), top_k)
+        groups, top_groups = moe_checks.groups(c, args, experts + zero, top_k,
+                                               words.get("group_score", "top2"))
+        threshold = moe_checks.threshold(c, args, words.get("router", "softmax"), top_k)
         router = words.get("router", "softmax")  # (the sparse mixer's gates are its own)
         return expert, Moe(experts, top_k, flags.get("normalize", router != "sparsemixer"),
                            flags.get("router_bias", False), shared, scale,
@@ -143,7 +151,7 @@ class _Moe(FeedForward):
                            top_groups=top_groups, group_score=words.get("group_score", "top2"),
                            threshold=threshold, select_by=words.get("select_by", "probs"),
                            output_norm=self._output_norm(c, args),
-                           output_bias=flags.get("output_bias", False))
+                           output_bias=flags.get("output_bias", False), zero_experts=zero)
 
     def _output_norm(self, c: Any, args: dict) -> Norm | None:
         """`none`, or a stack norm without its placement (A.X-K1's post_mlp_layernorm)."""
@@ -151,61 +159,6 @@ class _Moe(FeedForward):
         if e is None or (isinstance(e, ast.Name) and e.id == "none"):
             return None
         return c.norm_value(e, placement=False)[0]
-
-    def _threshold(self, c: Any, args: dict, router: str, top_k: int) -> float:
-        """The sparse mixer's relative threshold (>= 0, finite), given with it alone; the
-        sparse mixer picks two experts by its own rule: top_k = 2, nothing else choosing."""
-        if router != "sparsemixer":
-            if "threshold" in args:
-                raise c.error("`threshold` is the sparse mixer's, and the router is not one",
-                              args["threshold"].span, hint="add `router = sparsemixer`")
-            return 0.0
-        if top_k != 2:
-            raise c.error(f"the sparse mixer picks 2 experts, and top_k is {top_k}",
-                          args["top_k"].span, hint="`top_k = 2`")
-        for key in ("normalize", "selection_bias", "groups", "select_by"):
-            if key in args:
-                raise c.error(f"`{key}` does not apply to the sparse mixer, whose gates are "
-                              "its own softmaxes", args[key].span,
-                              hint="remove it (PhiMoE: `router = sparsemixer, threshold = 0.02`)")
-        if "threshold" not in args:
-            raise c.error("the sparse mixer needs its `threshold`", args["router"].span,
-                          hint="PhiMoE's is 2 * router_jitter_noise: `threshold = 0.02`")
-        t = c.number(args["threshold"])
-        if not 0.0 <= t < float("inf"):
-            raise c.error(f"threshold must be a finite number >= 0, found {t:g}",
-                          args["threshold"].span)
-        return t
-
-    def _groups(self, c: Any, args: dict, experts: int, top_k: int,
-                score: str) -> tuple[int, int]:
-        """`groups` dividing the experts, `top_groups` of them holding at least top_k experts
-        (and two per group for a top2 group score)."""
-        if "groups" not in args:
-            for key in ("top_groups", "group_score"):
-                if key in args:
-                    raise c.error(f"`{key}` needs `groups`", args[key].span,
-                                  hint="DeepSeek-V3: groups = 8, top_groups = 4")
-            return 1, 1
-        groups = c.positive(args["groups"], "groups")
-        if experts % groups:
-            raise c.error(f"{experts} experts do not split into {groups} groups",
-                          args["groups"].span, hint="groups must divide experts")
-        size = experts // groups
-        if score == "top2" and size < 2:
-            raise c.error(f"a group's score is the sum of its two best experts, and "
-                          f"{groups} groups of {experts} experts hold one each",
-                          args["groups"].span, hint="fewer groups, or `group_score = max`")
-        top = c.positive(args["top_groups"], "top_groups") if "top_groups" in args else 1
-        if top > groups:
-            raise c.error(f"top_groups ({top}) must be at most groups ({groups})",
-                          args["top_groups"].span)
-        if top * size < top_k:
-            at = args.get("top_groups", args["groups"])
-            raise c.error(f"{top} of {groups} groups hold {top * size} experts, fewer than "
-                          f"top_k = {top_k}", at.span,
-                          hint="top_groups * experts / groups must be at least top_k")
-        return groups, top
 
     def _one_mlp(self, c: Any, args: dict, key: str) -> Ffn | None:
         """`shared` or `dense`: one MLP, or `none`."""
@@ -266,9 +219,10 @@ class _Moe(FeedForward):
     def weights(self, m: Moe, ffn: Ffn, d: int, p: str) -> list[Weight]:
         """The router (and its selection bias), each expert's MLP, the routed sum's bias, the
         shared expert and its gate, the output norm's weight (and bias)."""
-        out = linear_weights(f"{p}mlp.router", m.experts, d, m.router_bias)
+        routed = m.experts + m.zero_experts  # (an identity expert has no tensors)
+        out = linear_weights(f"{p}mlp.router", routed, d, m.router_bias)
         if m.selection_bias:
-            out.append(Weight(f"{p}mlp.router.selection_bias", (m.experts,), "selection"))
+            out.append(Weight(f"{p}mlp.router.selection_bias", (routed,), "selection"))
         for e in range(m.experts):
             out += mlp_weights(f"{p}mlp.experts.{e}.", ffn, d)
         if m.output_bias:
@@ -300,7 +254,8 @@ class _Moe(FeedForward):
                    groups=m.groups, top_groups=m.top_groups, group_score=m.group_score,
                    act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
                    limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.",
-                   output_bias=f"{p}mlp.bias" if m.output_bias else None, kernel="")
+                   output_bias=f"{p}mlp.bias" if m.output_bias else None,
+                   zero_experts=m.zero_experts, kernel="")
         if m.shared is not None:
             y = self._shared(b, m, p, x, d, y)
         if m.output_norm is None:
@@ -379,6 +334,8 @@ def _obstacle(node: Any, provider: str | None, dtype: str) -> str | None:
     """Why com.microsoft.MoE cannot run this mixture (its `ffn` node), or None."""
     if dtype not in KERNEL_DTYPES.get(provider or "", ()):
         return f"no com.microsoft.MoE kernel attndsl uses on {provider} for {dtype}"
+    if node.attr("zero_experts"):
+        return "it has identity experts; the kernel's experts are MLPs"
     if node.attr("router") != "softmax":
         kind = "a sigmoid" if node.attr("router") == "sigmoid" else "PhiMoE's sparse mixer"
         return f"its router is {kind}; the kernel's is a softmax"

@@ -15,10 +15,12 @@ def run(xp: Any, x: Any, weight: Any, route: Any, expert_mlp: Any, *, weights: t
         experts: int, top_k: int, router: str, threshold: float, router_bias: bool,
         selection_bias: bool, select_by: str, normalize: bool, scale: float, groups: int,
         top_groups: int, group_score: str, act: str, gated: bool, bias: bool, alpha: float,
-        limit: float, gate: str, prefix: str, output_bias: str | None, kernel: str) -> Any:
+        limit: float, gate: str, prefix: str, output_bias: str | None, zero_experts: int,
+        kernel: str) -> Any:
     """x (B, L, d) -> (B, L, d); `weight(name)` a parameter of the module; `route` and
     `expert_mlp` the mixture's arithmetic over the array namespace (moe.py's); the routed sum's
-    bias (`output_bias`, a tensor's name) added in the model dtype."""
+    bias (`output_bias`, a tensor's name) added in the model dtype; the `zero_experts` routed
+    after the `experts` are identities."""
     import torch
 
     bias_of = weight(weights[1]) if router_bias else None
@@ -42,5 +44,7 @@ def run(xp: Any, x: Any, weight: Any, route: Any, expert_mlp: Any, *, weights: t
             h = h * g.to(h.dtype)
         h = expert_mlp(xp, h, act, gated, mats, biases, (alpha, limit)).float()
         out.index_add_(0, rows, h if on_input else h * g)
+    if zero_experts:  # identity experts: each token's input times their gates (summed)
+        out += flat.float() * gates[:, experts:].sum(-1, keepdim=True)
     out = out.to(x.dtype).reshape(x.shape)
     return out if output_bias is None else out + weight(output_bias)

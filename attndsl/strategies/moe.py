@@ -50,7 +50,7 @@ def _route(lw: Lowering, node: Node) -> tuple[Sym, str]:
     logits = lw.xp.matmul(x, lw.xp.swap_last(lw.weight(router[0], 2)))
     if node.attr("router_bias"):
         logits = logits + lw.weight(router[1])
-    experts = node.attr("experts")
+    experts = node.attr("experts") + node.attr("zero_experts")  # (identities routed last)
     flat = Sym(b, b.op("Reshape", logits.name, b.i64(-1, experts)), logits.dtype, 2)
     selection = router[-1] if node.attr("selection_bias") else None
     gates = route(lw.xp, flat, node.attr("top_k"), node.attr("router"), node.attr("normalize"),
@@ -116,12 +116,18 @@ def _experts_on(lw: Lowering, node: Node, h: Sym, pick) -> Sym:
 
 
 def _experts(lw: Lowering, node: Node, gates: str) -> str:
-    """The gather/scatter graph: each token's top_k experts alone."""
+    """The gather/scatter graph: each token's top_k experts alone; identity experts (routed
+    after the `experts`) add each token's input times their gates."""
     b = lw.b
     x = arg(lw, node, 0)
-    n, k = node.attr("experts"), node.attr("top_k")
+    n, k, zero = node.attr("experts"), node.attr("top_k"), node.attr("zero_experts")
     flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), b.op("Shape", x, start=-1), axis=0))
-    table = b.op("Reshape", gates, b.i64(-1, n))  # (T, experts), float32
+    table = b.op("Reshape", gates, b.i64(-1, n + zero))  # (T, experts), float32
+    identity = None
+    if zero:  # the MLP experts' gates alone: the top min(k, n) of them hold every nonzero one
+        identity = b.op("ReduceSum", b.op("Slice", table, b.i64(n), b.i64(n + zero), b.i64(1)),
+                        b.i64(-1), keepdims=1)  # (T, 1)
+        table, k = b.op("Slice", table, b.i64(0), b.i64(n), b.i64(1)), min(k, n)
     weight, expert = b.op("TopK", table, b.i64(k), outputs=2, axis=-1, largest=1, sorted=1)
     expert = b.op("Reshape", expert, b.i64(-1))  # (R,): routed row r = token r // k
     weight = b.op("Reshape", weight, b.i64(-1, 1))  # (R, 1)
@@ -131,7 +137,10 @@ def _experts(lw: Lowering, node: Node, gates: str) -> str:
     rows = b.op("Gather", flat, token, axis=0)  # (R, d)
     if node.attr("gate") == "input":  # Llama 4: each routed row times its gate, then 1 after
         rows = b.op("Mul", rows, Sym(b, weight, "float32", 2).astype(b.dtype).name)
-        weight = None
+        # (beside identities an MLP expert of gate 0 may be picked: its output, of a zero
+        # input and its biases, is dropped)
+        weight = b.op("Cast", b.op("Greater", weight, b.const(0.0, "float32")), to=1) \
+            if zero else None
 
     def gathered() -> str:
         """Each routed row times its own expert's gathered weights."""
@@ -168,6 +177,10 @@ def _experts(lw: Lowering, node: Node, gates: str) -> str:
     few = b.op("Less", b.op("Squeeze", b.op("Shape", expert), b.i64(0)), b.const(n, "int64"))
     out = b.op("If", few, then_branch=subgraph(lw, f"{node.out}_gathered", gathered),
                else_branch=subgraph(lw, f"{node.out}_grouped", grouped))
+    if identity is not None:  # (in float32, as the experts' sum)
+        kept = Sym(b, b.op("Mul", Sym(b, flat, b.dtype, 2).astype("float32").name, identity),
+                   "float32", 2)
+        out = b.op("Add", out, kept.astype(b.dtype).name)
     return b.op("Reshape", out, b.op("Shape", x))
 
 
