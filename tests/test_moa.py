@@ -116,29 +116,20 @@ def test_random_specs_with_a_mixture_of_heads_match_the_reference() -> None:
     """Drawn from its own generator stream: one pass on every backend and target (seeds 54: a
     stack with sinks; 60: a softcap; 1248: multimodal RoPE and the experts' query bias), and
     decodable specs (74; 249: RoPE, both biases) decoding as one pass."""
-    from .specgen import random_spec
-    from .test_decoding import _check_decoding
-    from .test_random_specs import check_random_spec
+    from .test_random_specs import check_stream
 
-    for seed in (54, 60, 1248):
-        assert "head_experts" in random_spec(seed), seed
-        check_random_spec(seed, portable=seed == 60)
-    for seed in (74, 249):
-        text = random_spec(seed, decoding=True)
-        assert "head_experts" in text
-        program = attndsl.loads(text, f"random-{seed}.attn")
-        _check_decoding(program[list(program)[-1]])
+    check_stream(((54, ("head_experts", "sinks")), (60, ("head_experts", "softcap")),
+                  (1248, ("head_experts", "mrope"))), portable=60,
+                 decoding=(74, "head_experts"))
+    check_stream((), portable=0, decoding=(249, "head_experts"))
 
 
 def test_random_mixtures_of_experts_with_a_bias_on_their_sum_match_the_reference() -> None:
     """`output_bias = true` (JetMoE's MLP), drawn from its own stream: seeds 283 and 489."""
-    from .specgen import random_spec
-    from .test_random_specs import check_random_spec
+    from .test_random_specs import check_stream
 
-    for seed in (283, 489):
-        assert "output_bias = true" in random_spec(seed), seed
-        check_random_spec(seed, portable=seed == 283)
-
+    check_stream(((283, ("output_bias = true",)), (489, ("output_bias = true",))),
+                 portable=283)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

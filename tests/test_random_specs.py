@@ -157,36 +157,39 @@ def test_random_specs_with_modernbert_blocks_match_the_reference() -> None:
         check_random_spec(seed, portable=seed == 15)
 
 
+def check_stream(cases: tuple, portable: int, decoding: tuple[int, str] | None = None) -> None:
+    """A generator stream's specs: each (seed, words) holds its words and matches the
+    reference on every backend and target (the portable export for seed `portable`);
+    `decoding` (seed, word): that seed's decodable spec holds the word and decodes as one
+    pass on every backend and target."""
+    from .test_decoding import _check_decoding
+
+    for seed, words in cases:
+        text = random_spec(seed)
+        assert all(w in text for w in words), (seed, words)
+        check_random_spec(seed, portable=seed == portable)
+    if decoding is not None:
+        seed, word = decoding
+        text = random_spec(seed, decoding=True)
+        assert word in text, (seed, word)
+        program = attndsl.loads(text, f"random-{seed}.attn")
+        _check_decoding(program[list(program)[-1]])
+
+
 def test_random_specs_with_a_prediction_head_match_the_reference() -> None:
     """BERT's and ModernBERT's prediction head before the LM head (`head_transform`: its own
     stream; 140 after an embedding norm, 628 with an RMSNorm, 466 with learned positions under
     the embedding norm, which norms them too), and one decoding as one pass (175)."""
-    from .test_decoding import _check_decoding
-
-    for seed, words in ((140, ("head_transform = dense(", "embedding_norm")),
-                        (628, ("head_transform = dense(norm = rmsnorm",)),
-                        (466, ("head_transform = dense(", "embedding_norm", "learned("))):
-        text = random_spec(seed)
-        assert all(w in text for w in words), (seed, words)
-        check_random_spec(seed, portable=seed == 140)
-    text = random_spec(175, decoding=True)
-    assert "head_transform" in text
-    program = attndsl.loads(text, "random-175.attn")
-    _check_decoding(program[list(program)[-1]])
+    check_stream(((140, ("head_transform = dense(", "embedding_norm")),
+                  (628, ("head_transform = dense(norm = rmsnorm",)),
+                  (466, ("head_transform = dense(", "embedding_norm", "learned("))),
+                 portable=140, decoding=(175, "head_transform"))
 
 
 def test_random_specs_with_identity_experts_match_the_reference() -> None:
     """LongCat-Flash's zero-computation experts (`zero_experts`), drawn from their own stream:
     209 with the gate on the expert's input, 530 with a selection bias; 78 decoding as one
     pass."""
-    from .test_decoding import _check_decoding
-
-    for seed, words in ((209, ("zero_experts", "gate = input")),
-                        (530, ("zero_experts", "selection_bias = true"))):
-        text = random_spec(seed)
-        assert all(w in text for w in words), (seed, words)
-        check_random_spec(seed, portable=seed == 209)
-    text = random_spec(78, decoding=True)
-    assert "zero_experts" in text
-    program = attndsl.loads(text, "random-78.attn")
-    _check_decoding(program[list(program)[-1]])
+    check_stream(((209, ("zero_experts", "gate = input")),
+                  (530, ("zero_experts", "selection_bias = true"))),
+                 portable=209, decoding=(78, "zero_experts"))
