@@ -44,10 +44,9 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
                   notes: list[str] | None = None) -> str:
     """The spec text for a config.json (or the folder holding one). `padding`: `auto` (right
     padding for encoders, none for decoders, BERT with is_decoder among them), `none`, `left`
-    or `right`. `head`: `lm` (token
-    embedding and LM head: a language model), `none` (the stack of hidden states) or `auto`
-    (lm for the families whose embedding and head attndsl expresses, `Family.lm`, when the
-    config gives vocab_size)."""
+    or `right`. `head`: `lm` (token embedding and LM head: a language model), `none` (the
+    stack of hidden states) or `auto` (lm for the families whose embedding and head attndsl
+    expresses, `Family.language_model`, when the config gives vocab_size)."""
     cfg, file = read_config(path)  # of a model type attndsl imports
     model_type = cfg["model_type"]
     family = FAMILIES[model_type]

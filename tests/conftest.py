@@ -107,6 +107,18 @@ def shared_exports(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureReque
     monkeypatch.setattr(attndsl.Layer, "onnx_model", onnx_model)
 
 
+def refused_at(text: str, words: str) -> int:
+    """The line of the first diagnostic whose message holds `words`, checking `text` (which
+    must be refused)."""
+    from attndsl.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        attndsl.loads(text, "refused.attn")
+    found = [d for d in err.value.diagnostics if words in d.message]
+    assert found, [d.message for d in err.value.diagnostics]
+    return found[0].span.source.line_col(found[0].span.start)[0]
+
+
 def golden(path: Path, actual: str) -> None:
     if UPDATE or not path.exists():
         if not UPDATE:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 import attndsl
-from attndsl.errors import SpecError
+
+from .conftest import refused_at
 
 STACK = """attention a {{
     d_model = 16
@@ -33,11 +34,7 @@ transformer t {{
     ("    vocab = 9\n    head_transform = swiglu(8)\n", "a head transform", 12),
 ])
 def test_a_bad_head_transform_is_located(extra, words, line) -> None:
-    with pytest.raises(SpecError) as err:
-        attndsl.loads(STACK.format(extra=extra), "head.attn")
-    found = [d for d in err.value.diagnostics if words in d.message]
-    assert found, [d.message for d in err.value.diagnostics]
-    assert found[0].span.source.line_col(found[0].span.start)[0] == line
+    assert refused_at(STACK.format(extra=extra), words) == line
 
 
 def test_its_tensors_follow_the_final_norm() -> None:

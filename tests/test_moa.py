@@ -13,7 +13,8 @@ import torch
 
 import attndsl
 from attndsl.backends.reference_mechanisms import READINGS
-from attndsl.errors import SpecError
+
+from .conftest import refused_at
 
 tf = pytest.importorskip("transformers")
 
@@ -83,11 +84,7 @@ ATTN = """attention a {{
      "projections", 8),
 ])
 def test_what_a_mixture_of_heads_cannot_take_is_located(extra, words, line) -> None:
-    with pytest.raises(SpecError) as err:
-        attndsl.loads(ATTN.format(extra=extra), "moa.attn")
-    found = [d for d in err.value.diagnostics if words in d.message]
-    assert found, [d.message for d in err.value.diagnostics]
-    assert found[0].span.source.line_col(found[0].span.start)[0] == line, found[0].span
+    assert refused_at(ATTN.format(extra=extra), words) == line
 
 
 @pytest.mark.parametrize(("text", "words", "line"), [
@@ -97,11 +94,7 @@ def test_what_a_mixture_of_heads_cannot_take_is_located(extra, words, line) -> N
      "top_k (6) must be at most the number of experts (5)", 6),
 ])
 def test_sizes_a_mixture_of_heads_cannot_have_are_located(text, words, line) -> None:
-    with pytest.raises(SpecError) as err:
-        attndsl.loads(text, "moa.attn")
-    found = [d for d in err.value.diagnostics if words in d.message]
-    assert found, [d.message for d in err.value.diagnostics]
-    assert found[0].span.source.line_col(found[0].span.start)[0] == line
+    assert refused_at(text, words) == line
 
 
 def test_scores_and_softmax_mechanisms_combine_with_it() -> None:

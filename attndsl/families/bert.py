@@ -42,7 +42,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.head["head_bias"] = "true"
     s.stack = {"layers": str(s.need("num_hidden_layers")),
                "ffn": f"{ffn_act}({s.need('intermediate_size')})",
-               "norm": f"layernorm(post, eps = {num(s.need('layer_norm_eps'))})"}
+               "norm": f"layernorm(post, eps = {eps})"}
 
 
 def _typed(tensors: list, a: Any, cfg: dict) -> Any:

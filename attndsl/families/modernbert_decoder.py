@@ -67,12 +67,11 @@ def _read(s: SpecText, padding: str | None) -> None:
                                       "gelu_pytorch_tanh, silu, relu2)")
         ffn = "gelu_glu"
     bias = ", bias = true" if cfg.get("mlp_bias") else ""
+    ln = (f"eps = {num(s.need('norm_eps'))}, bias = "
+          f"{'true' if cfg.get('norm_bias') else 'false'}")  # every LayerNorm's
     s.stack = {"layers": str(layers), "ffn": f"{ffn}({s.need('intermediate_size')}{bias})",
-               "norm": f"layernorm(pre, eps = {num(s.need('norm_eps'))}, bias = "
-                       f"{'true' if cfg.get('norm_bias') else 'false'})",
-               "first_attn_norm": "false"}
-    norm = (f"layernorm(eps = {num(s.need('norm_eps'))}, bias = "
-            f"{'true' if cfg.get('norm_bias') else 'false'})")
+               "norm": f"layernorm(pre, {ln})", "first_attn_norm": "false"}
+    norm = f"layernorm({ln})"
     s.head["embedding_norm"] = norm  # (a language model: tok_embeddings, then their norm)
     head_act = act(s, "classifier_activation", s.need("classifier_activation"))
     if head_act == "relu2":

@@ -101,7 +101,7 @@ class Projection:
 
     def apply(self, xp: Any, x: Any, second: Any, **attrs: Any) -> Any:
         """The arithmetic of its `apply` nodes over the array namespace `xp`: x the node's
-        first operand, `second` its second (None where it has one)."""
+        first operand, `second` its second (None where it has none)."""
         raise NotImplementedError
 
     def cache_type(self, spec: Any, value: Any, entry: str, rows: str) -> Any:

@@ -283,9 +283,9 @@ def _apply(lw: Lowering, node: Node) -> str:
     x = lw.sym(node)
     mechanism = APPLIERS[node.attr("mechanism")]
     pos = None
-    if not mechanism.reads_positions and len(node.args) > 1:  # the value it names
+    if len(node.args) > 1 and not mechanism.reads_positions:  # the value it names
         pos = lw.sym(node, 1)
-    elif mechanism.reads_positions and len(node.args) > 1:  # position_ids (B, n) -> (B, 1, n, 1)
+    elif len(node.args) > 1:  # position_ids (B, n) -> (B, 1, n, 1)
         pos = Sym(b, lw.env[node.args[1]], "int64", 2)[:, None, :, None]
     elif mechanism.reads_positions:
         pos = lw.arange(lw.dim(x.name, 2))[:, None]  # (n, 1)
