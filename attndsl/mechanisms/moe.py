@@ -112,8 +112,10 @@ class _Moe(FeedForward):
                           args["zero_experts"].span)
         top_k = c.positive(args["top_k"], "top_k")
         if top_k > experts + zero:
+            among = (f"{experts} + {zero} identit{'y' if zero == 1 else 'ies'}" if zero
+                     else f"{experts}")
             raise c.error(f"top_k ({top_k}) must be at most the number of experts "
-                          f"({experts + zero})", args["top_k"].span,
+                          f"({among})", args["top_k"].span,
                           hint="each token runs top_k of the experts")
         if isinstance(args["expert"], ast.Call) and args["expert"].func == self.name:
             raise c.error("an expert is one MLP, not a mixture", args["expert"].span,
