@@ -122,11 +122,13 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
                 "`attndsl import` writes a spec that matches"))
             continue
         out[ours] = ckpt.kept(ours, t, read)  # streamed: checked now, read again when used
-    prefixes = tuple(fam.layer.format(i=i) for i in picked_layers)
-    table = {n for k, v in fam.names.items()
-             if isinstance(spec, Transformer) or k.startswith("self_attn.") for n in _names(v)}
-    table |= {n for t in fam.by_kernel.values() for v in t.values() for n in _names(v)}
-    domain = {p + t for p in prefixes for t in table}
+    prefixes = tuple(dict.fromkeys(fam.at(i) for i in picked_layers))
+    entries = [v for k, v in fam.names.items()
+               if isinstance(spec, Transformer) or k.startswith("self_attn.")]
+    entries += [v for t in fam.by_kernel.values() for v in t.values()]
+    # (each picked block's entries under its checkpoint layer: its own sublayer's)
+    domain = {fam.at(i) + n for i in picked_layers for v in entries
+              for n in _names(fam.sub(v, i))}
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
         domain |= {fam.top_name(k) for k in fam.top if spec.vocab is not None or k not in
                    (*LM_NAMES, *_EMBEDDING_NAMES)}
@@ -329,8 +331,8 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
             return source, None, spec.attention, ()
         i, inner = int(match.group(1)), match.group(2)
         attn = spec.layer_attention(i)
-    source = fam.layer_names(attn.kernel).get(inner, inner)
-    at = fam.layer.format(i=i)
+    source = fam.sub(fam.layer_names(attn.kernel).get(inner, inner), i)
+    at = fam.at(i)
     if isinstance(source, tuple):
         joined = tuple(at + n for n in source[2]) if len(source) > 2 else ()
         return at + source[0], source[1], attn, joined

@@ -208,6 +208,9 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "enable_moe_block": ("bool", None), "use_double_wide_mlp": ("bool", None),
     "global_head_dim": ("int", 1), "num_global_key_value_heads": ("int", 1),
     "per_layer_config": ("dict", None), "mrope_section": ("list", None),
+    # LongCat-Flash's shortcut mixture: its experts' width, its identity experts (0: none)
+    "expert_ffn_hidden_size": ("int", 1), "zero_expert_num": ("int", 0),
+    "router_bias": ("bool", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

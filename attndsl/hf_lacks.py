@@ -43,8 +43,6 @@ LACKS: dict[str, str] = {
                     "bias-vs-distance profiles) and short convolutions",
     "jamba": f"{_MAMBA} interleaved with attention and experts",
     "kimi_linear": "Kimi Delta Attention (KDA) linear-attention layers beside latent attention",
-    "longcat_flash": "two attention and MLP sublayers per layer with a shortcut-connected "
-                     "MoE (its zero-computation experts are `zero_experts`)",
     "mamba": _MAMBA,
     "mamba2": _MAMBA2,
     "minimax": "Lightning attention (linear attention with a per-head exponential decay)",

@@ -258,6 +258,11 @@ class Transformer:
     per_layer_inputs: PerLayerInputs | None = None
     # the hidden states' projection, activation and norm before the LM head, or None
     head_transform: HeadTransform | None = None
+    # blocks in pairs (LongCat-Flash's shortcut): block 2p's feed-forward input through this
+    # MLP (`shortcut`) or feed-forward form (`shortcut_form`, made of `shortcut` MLPs), its
+    # output added to block 2p + 1's; weights layers.{2p}.shortcut_mlp.*
+    shortcut: Ffn | None = None
+    shortcut_form: Any = None
 
     def kv_owner(self, i: int) -> int | None:
         """The block whose keys and values block i reuses (kv_shared_layers), or None."""

@@ -44,8 +44,9 @@ def parameter_count(spec: Attention | Transformer) -> int:
     what a dense block of that attention holds, so the weight tables of P blocks give every
     block's count."""
     if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions) \
-            or spec.kv_shared_layers or spec.per_layer_inputs:  # (blocks reusing keys
-        # differ from their pattern's; per-layer inputs' tables grow with the layers)
+            or spec.kv_shared_layers or spec.per_layer_inputs or spec.shortcut:  # (blocks
+        # reusing keys differ from their pattern's; per-layer inputs' tables grow with the
+        # layers; a shortcut is in even blocks only)
         return sum(math.prod(w.shape) for w in weight_table(spec))
     period = len(spec.attentions)
     form = spec.feed_forward
@@ -170,6 +171,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             from .mechanisms import ffn_of  # (here: a form's weights are Weights)
 
             out.extend(ffn_of(form).weights(form, ffn, d, p))
+        if spec.shortcut is not None and i % 2 == 0:  # the pair's shortcut (LongCat-Flash)
+            out.extend(_shortcut_weights(spec, p, d))
         if ple is not None:
             linear(f"{p}per_layer_input_gate", ple.width, d, False)
             linear(f"{p}per_layer_projection", d, ple.width, False)
@@ -202,6 +205,15 @@ def mlp_weights(p: str, ffn: Ffn, d_model: int) -> list[Weight]:
     return [*(w for name in names[:-1] for w in linear_weights(f"{p}{name}", ffn.hidden,
                                                                 d_model, ffn.bias)),
             *linear_weights(f"{p}{names[-1]}", d_model, ffn.hidden, ffn.bias)]
+
+
+def _shortcut_weights(t: Transformer, p: str, d: int) -> list[Weight]:
+    """Block p's shortcut (`Transformer.shortcut`): `{p}shortcut_mlp.*`."""
+    if t.shortcut_form is None:
+        return mlp_weights(f"{p}shortcut_mlp.", t.shortcut, d)
+    from .mechanisms import ffn_of
+
+    return ffn_of(t.shortcut_form).weights(t.shortcut_form, t.shortcut, d, f"{p}shortcut_")
 
 
 def _block_norms(t: Transformer, i: int) -> tuple[str, ...]:

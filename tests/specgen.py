@@ -421,6 +421,13 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
         layers = r.randint(1, 3)
+        cut = random.Random(seed * 7919 + 36)  # LongCat-Flash's shortcut: its own stream
+        if placement == "pre" and "residual" not in extra and cut.random() < 0.5:
+            layers = 2  # (one pair)
+            extra += "\n    shortcut = " + cut.choice(
+                ["swiglu(8)", "gelu(4, bias = true)",
+                 "moe(experts = 3, top_k = 2, expert = swiglu(8), normalize = false, "
+                 "selection_bias = true, routed_scale = 2.0, zero_experts = 2)"])
         shares = random.Random(seed * 7919 + 30)  # Gemma 4's shared keys, scalars: own stream
         if layers > 1 and pattern == "a" and plain and not cross and "by_length" not in \
                 entries and "head_experts" not in entries and shares.random() < 0.3:

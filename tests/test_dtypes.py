@@ -35,11 +35,12 @@ IDS = [f"{p.stem}:{n}" for p, n in LAYERS]
 # A mixture of experts' top-k choice is discontinuous: in half precision a token whose k-th
 # and next expert score within the rounding may route otherwise than the float64 reference
 # (as transformers' own half-precision routers do), an O(1) difference no tolerance covers;
-# a mixture of attention heads' likewise.
+# a mixture of attention heads' and a shortcut mixture's likewise.
 # Its half-precision arithmetic is checked below where the choice cannot differ (top_k =
 # experts); its routing exactly in float32 (test_equivalence, the random specs).
 HALF = [(p, n) for p, n in LAYERS
         if getattr(attndsl.load(p)[n].spec, "feed_forward", None) is None
+        and getattr(attndsl.load(p)[n].spec, "shortcut_form", None) is None  # (a shortcut's)
         and not any(a.projection.__class__.__name__ == "HeadExperts"  # (routed heads alike:
                     for a in attentions_of(attndsl.load(p)[n].spec))]  # test_moa's)
 # the numeric sweeps in float16 and bfloat16 take one layer per distinct plan (every layer runs

@@ -749,7 +749,7 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
 # takes the two quicker to export), and MiMo-V2-Flash for ort-cpu; both with --deep
 LATENT_TARGETS = {"v3": ("ort-cpu",), "v2": ("portable",), "youtu": ("portable",),
                   "glm4_moe_lite": ("ort-cpu",), "minicpm3": ("portable",),
-                  "axk1": ("ort-cpu",)}
+                  "axk1": ("ort-cpu",), "longcat_flash": ("portable",)}
 
 
 @pytest.mark.parametrize(("target", "version"), [(t, v) for v, ts in LATENT_TARGETS.items()
@@ -757,7 +757,8 @@ LATENT_TARGETS = {"v3": ("ort-cpu",), "v2": ("portable",), "youtu": ("portable",
 def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version: str,
                                             capsys) -> None:
     """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer),
-    V2-Lite's form (no q bottleneck, greedy softmax routing), Youtu-LLM (V3's attention,
+    V2-Lite's form (no q bottleneck, greedy softmax routing), LongCat-Flash (two sublayers
+    a layer and a shortcut mixture with identity experts), Youtu-LLM (V3's attention,
     every MLP dense), GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types) and
     MiniCPM3 (V2's attention with rotate-half RoPE, dense MLPs, muP's embedding, residual and
     logit scales) and A.X-K1 (V3's, the mixture's output RMS-normed):
@@ -782,7 +783,15 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
         "minicpm3": lambda: tf.MiniCPM3Config(q_lora_rank=32, scale_emb=1.5, dim_model_base=32,
                                               **attention),
         "axk1": lambda: tf.AXK1Config(q_lora_rank=32, n_group=4, topk_group=2,
-                                      first_k_dense_replace=1, **common)}[version]()
+                                      first_k_dense_replace=1, **common),
+        # one layer of two sublayers (two blocks, two caches), the shortcut mixture's
+        # softmax over 4 SwiGLU and 2 identity experts
+        "longcat_flash": lambda: tf.LongcatFlashConfig(
+            num_layers=1, hidden_size=64, ffn_hidden_size=96, expert_ffn_hidden_size=32,
+            num_attention_heads=4, n_routed_experts=4, zero_expert_num=2, moe_topk=2,
+            q_lora_rank=32, kv_lora_rank=20, qk_rope_head_dim=8, head_dim=8,
+            qk_nope_head_dim=16, v_head_dim=16, vocab_size=VOCAB, bos_token_id=1,
+            eos_token_id=2)}[version]()
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
     folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
@@ -794,7 +803,8 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert "caches one latent row" in capsys.readouterr().err and not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
-    name = version if version in ("youtu", "glm4_moe_lite", "minicpm3", "axk1") else \
+    name = version if version in ("youtu", "glm4_moe_lite", "minicpm3", "axk1",
+                                  "longcat_flash") else \
         f"deepseek_{version}"
     decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()

@@ -436,6 +436,19 @@ CASES = {
             "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
         rms_norm_eps=1e-3, **SMALL),  # the latent norms keep their own 1e-6
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # two latent-attention and dense-MLP sublayers per layer, a shortcut mixture from the
+    # first's feed-forward input to the second's output (softmax over 4 SwiGLU and 3 identity
+    # experts, chosen by score plus e_score_correction_bias), LoRA-scaled queries and latents,
+    # interleaved YaRN RoPE with DeepSeek's softmax-scale correction
+    "longcat_flash": (lambda: tf.LongcatFlashConfig(
+        hidden_size=64, ffn_hidden_size=48, expert_ffn_hidden_size=32, num_layers=2,
+        num_attention_heads=4, n_routed_experts=4, zero_expert_num=3, moe_topk=2,
+        q_lora_rank=32, kv_lora_rank=20, qk_rope_head_dim=8, head_dim=8, qk_nope_head_dim=16,
+        v_head_dim=16, routed_scaling_factor=2.5, max_position_embeddings=64,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 16, "mscale": 1.0,
+                         "mscale_all_dim": 1.0}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn.0", "layers.0.self_attn.0"),
     # query/key heads of 24 features, value heads of 16 scaled by 0.5; sliding layers with
     # twice the kv heads and sinks, a full one without; RoPE per kind on a third of each
     # head; DeepSeek-V3's router (2 groups) without shared experts, a dense layer

@@ -28,7 +28,7 @@ __all__ = ["Stacks"]
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
-         "per_layer_inputs", "head_transform")
+         "per_layer_inputs", "head_transform", "shortcut")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm", "head_transform")  # need `vocab'
 MAX_VOCAB = 1 << 24
@@ -84,6 +84,7 @@ class Stacks(FeedForwards):
         layer_scalar = get("layer_scalar", lambda x: self.boolean(x, "layer_scalar"), False)
         ple = get("per_layer_inputs", self.per_layer_inputs_value)
         head_transform = get("head_transform", self.head_transform_value)
+        shortcut, shortcut_form = get("shortcut", self.shortcut_value) or (None, None)
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
@@ -106,6 +107,8 @@ class Stacks(FeedForwards):
                              "sequential residual", e["first_attn_norm"].value.span,
                              hint="it leaves out layer 0's norm before its attention, which "
                                   "only pre norms with a sequential residual have alone")
+        if shortcut is not None:
+            self.check_shortcut(shortcut_form, layers, placement, residual, e)
         if shared_table:
             self.check_shared_table(attns, e["relative_bias"].value)
         if shared_kv:
@@ -128,9 +131,36 @@ class Stacks(FeedForwards):
                          head_bias=head_bias, feed_forward=form,
                          embedding_norm=embedding_norm, first_attn_norm=first_norm,
                          kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
-                         per_layer_inputs=ple, head_transform=head_transform)
+                         per_layer_inputs=ple, head_transform=head_transform,
+                         shortcut=shortcut, shortcut_form=shortcut_form)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
+
+    def shortcut_value(self, e: ast.Expr) -> tuple | None:
+        """`none`, or a feed-forward as `ffn` takes it: (MLP, form or None)."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        return self.ffn_form(e)
+
+    def check_shortcut(self, form: object, layers: int, placement: str, residual: str,
+                       e: dict[str, ast.Entry]) -> None:
+        """`shortcut = ...`: blocks in pairs (an even count), pre norms, a sequential
+        residual; a feed-forward form without dense layers of its own."""
+        if placement != "pre" or residual != "sequential":
+            where = e["norm"].value if placement != "pre" else e["residual"].value
+            raise self.error("`shortcut` needs `norm = ...(pre, ...)` and a sequential residual",
+                             where.span, hint="the shortcut reads block 2p's normed "
+                                              "feed-forward input, which only pre norms with a "
+                                              "sequential residual have")
+        if layers % 2:
+            raise self.error(f"`shortcut` pairs the blocks: layers must be even, found {layers}",
+                             e["layers"].value.span,
+                             hint="block 2p's shortcut joins block 2p + 1's output "
+                                  "(LongCat-Flash: layers = 2 x num_layers)")
+        if getattr(form, "dense_layers", ()):
+            raise self.error("a shortcut runs in every pair: its feed-forward form takes no "
+                             "`dense_layers`", e["shortcut"].value.span,
+                             hint="remove `dense` and `dense_layers` from the shortcut")
 
     def head_transform_value(self, e: ast.Expr) -> HeadTransform | None:
         """`none`, or `dense(norm = layernorm(eps = 1e-12), activation = gelu, bias = true)`:

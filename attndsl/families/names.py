@@ -44,6 +44,23 @@ class Names:
     # layers past config.json's count are a multi-token prediction module (DeepSeek-V3's),
     # which the model's forward does not run
     past_layers: bool = False
+    # attndsl's blocks per checkpoint layer (LongCat-Flash's two sublayers): block i is the
+    # checkpoint's layer i // sublayers, and `{s}` in an entry stands for i % sublayers
+    sublayers: int = 1
+
+    def at(self, i: int) -> str:
+        """The checkpoint prefix of attndsl's block i."""
+        return self.layer.format(i=i // self.sublayers)
+
+    def sub(self, source: str | tuple, i: int) -> str | tuple:
+        """An entry with block i's sublayer in place of `{s}`."""
+        if self.sublayers == 1:
+            return source
+        s = str(i % self.sublayers)
+        if isinstance(source, str):
+            return source.replace("{s}", s)
+        return (source[0].replace("{s}", s), source[1],
+                *((tuple(n.replace("{s}", s) for n in source[2]),) if len(source) > 2 else ()))
 
     def layer_names(self, kernel: object) -> dict[str, str | tuple[str, Split]]:
         """The table of a layer whose attention has `kernel`."""
@@ -60,7 +77,9 @@ class Names:
 
     def every(self) -> list[str | tuple[str, Split]]:
         """Every entry, of every kind of layer."""
-        return [*self.names.values(), *(v for t in self.by_kernel.values() for v in t.values())]
+        return [self.sub(v, i) for i in range(self.sublayers)
+                for v in (*self.names.values(),
+                          *(v for t in self.by_kernel.values() for v in t.values()))]
 
 
 def rows(start: Callable[[Attention, dict], int], size: Callable[[Attention, dict], int]) -> Split:

@@ -17,7 +17,7 @@ from ..spec import (
 from ..weight_table import Weight, parameter_count, weight_table
 from .attention import absolute, attention
 from .attention import norm as emit_norm
-from .ffn import feed_forward
+from .ffn import feed_forward, shortcut
 from .graph import Graph, GraphBuilder, Node, Op, all_nodes
 from .per_layer import per_layer_inputs, per_layer_output
 from .verify import verify
@@ -54,8 +54,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     if isinstance(spec, Transformer):
         shared: dict | None = {} if spec.kv_shared_layers else None  # keys a later layer reads
         ple = per_layer_inputs(b, spec, embedded) if spec.per_layer_inputs else None
+        carry: dict[int, str] = {}  # a pair's shortcut output, from block 2p to 2p + 1
         for i in range(spec.layers):
-            h = _block(b, spec, i, h, pos, decode, bounded, own_cache, shared)
+            h = _block(b, spec, i, h, pos, decode, bounded, own_cache, shared, carry)
             if ple is not None:  # Gemma 4: the block's own inputs, gated by its output
                 h = per_layer_output(b, spec, i, h, ple)
             if spec.layer_scalar:  # Gemma 4: the block's output times its learned scalar
@@ -198,7 +199,7 @@ def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
 
 def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
            decode: bool, bounded: bool = False, compact: bool = True,
-           shared: dict | None = None) -> str:
+           shared: dict | None = None, carry: dict | None = None) -> str:
     p = f"layers.{i}."
     d = T("B", "L", t.d_model)
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -233,6 +234,10 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     if t.placement == "pre":  # (ModernBERT: layer 0's attention input unnormed)
         h = add("resid1", h, attn(norm("attn_in", h, "attn_norm") if i or t.first_attn_norm
                                   else h))
-        return add("resid2", h, feed_forward(b, t, i, norm("ffn_in", h, "ffn_norm")))
+        u = norm("ffn_in", h, "ffn_norm")
+        if t.shortcut is not None and i % 2 == 0:  # LongCat-Flash: read by block i + 1's end
+            carry[i + 1] = shortcut(b, t, i, u)
+        y = add("resid2", h, feed_forward(b, t, i, u))
+        return add("resid3", y, carry.pop(i)) if t.shortcut is not None and i % 2 else y
     h = norm("h", add("resid1", h, attn(h)), "attn_norm")
     return norm("y", add("resid2", h, feed_forward(b, t, i, h)), "ffn_norm")

@@ -9,7 +9,7 @@ from ..shapes import T, TensorType
 from ..spec import Ffn, Transformer
 from .graph import GraphBuilder, Op
 
-__all__ = ["feed_forward", "mlp"]
+__all__ = ["feed_forward", "mlp", "shortcut"]
 
 
 def feed_forward(b: GraphBuilder, t: Transformer, i: int, x: str) -> str:
@@ -22,6 +22,18 @@ def feed_forward(b: GraphBuilder, t: Transformer, i: int, x: str) -> str:
     from ..mechanisms import ffn_of
 
     return ffn_of(form).expand(b, form, ffn, p, x, d)
+
+
+def shortcut(b: GraphBuilder, t: Transformer, i: int, x: str) -> str:
+    """Block i's shortcut of its feed-forward input x (`Transformer.shortcut`): its MLP or
+    form, weights `layers.{i}.shortcut_mlp.*`."""
+    p = f"layers.{i}.shortcut_"
+    d = T("B", "L", t.d_model)
+    if t.shortcut_form is None:
+        return mlp(b, t.shortcut, p, f"{p}mlp.", x, d)
+    from ..mechanisms import ffn_of
+
+    return ffn_of(t.shortcut_form).expand(b, t.shortcut_form, t.shortcut, p, x, d)
 
 
 def mlp(b: GraphBuilder, ffn: Ffn, p: str, w: str, x: str, d: TensorType,
