@@ -18,8 +18,6 @@ LACKS: dict[str, str] = {
             "output",
     "bailing_hybrid": "Kimi-style delta-rule linear attention (KDA) with a per-channel forget gate",
     "bamba": f"{_MAMBA2} interleaved with attention",
-    "beam": "a scalable-softmax query scale ((1 + (pos + 1) / 2048) ** 0.1) on NoPE layers, with a "
-            "per-head-biased sigmoid output gate",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
     "deepseek_v32": _DSA,

@@ -232,10 +232,11 @@ class Transformer:
     # the mechanisms its head applies to the logits, last: (mechanism key, value) in order
     # (`mechanisms.HEADS`, each set by its transformer key)
     logit_mechanisms: tuple[tuple[str, Any], ...] = ()
-    # Granite: each sublayer's output times residual_scale before it joins the residual;
-    # logits times logit_scale (Cohere; Granite's 1 / logits_scaling) before the head's
-    # mechanisms; head_bias: the LM head adds lm_head.bias (Phi-2)
-    residual_scale: float = 1.0
+    # Granite: each sublayer's output times residual_scale before it joins the residual, or
+    # "depth" (Beam): the n-th sublayer's output times 1/sqrt(n) and the residual times
+    # sqrt((n - 1)/n); logits times logit_scale (Cohere; Granite's 1 / logits_scaling) before
+    # the head's mechanisms; head_bias: the LM head adds lm_head.bias (Phi-2)
+    residual_scale: float | str = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False
     # BLOOM, BERT: a norm of the token embeddings (after embedding_scale and the absolute

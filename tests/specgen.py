@@ -340,6 +340,14 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["values"] = "keys"
     _head_experts(random.Random(seed * 7919 + 32), entries, not plain or cross or "by_length"
                   in entries or entries.get("out_proj") == "false")
+    power = random.Random(seed * 7919 + 37)  # Beam's scalable softmax: its own stream
+    if not (lsh or own or "temperature" in entries or "latent" in entries or "head_experts"
+            in entries or "mrope" in entries.get("position", "")) and power.random() < 0.15:
+        kept = entries.pop("mask")  # (the mask stays last)
+        entries["temperature"] = (f"power(base = {power.choice([4, 64, 2048])}, exponent = "
+                                  f"{power.choice([0.1, 0.5])}" + power.choice(
+                                      ["", ", offset = 0"]) + ")")
+        entries["mask"] = kept
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -420,6 +428,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 extra += "\n    embedding_norm = " + chosen
         if random.Random(seed * 7919 + 9).random() < 0.2:  # Granite's residual multiplier
             extra += "\n    residual_scale = 0.25"
+        elif "residual" not in extra and random.Random(seed * 7919 + 38).random() < 0.15:
+            extra += "\n    residual_scale = depth"  # Beam's: its own stream
         layers = r.randint(1, 3)
         cut = random.Random(seed * 7919 + 36)  # LongCat-Flash's shortcut: its own stream
         if placement == "pre" and "residual" not in extra and cut.random() < 0.5:

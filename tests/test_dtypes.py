@@ -46,8 +46,15 @@ HALF = [(p, n) for p, n in LAYERS
 # the numeric sweeps in float16 and bfloat16 take one layer per distinct plan (every layer runs
 # in float32 through every backend in test_equivalence)
 FLOAT16 = plan_cover(HALF, ("ort-cpu", "ort-cuda"), "float16")
-BFLOAT16_TORCH = plan_cover(HALF, ("portable",), "bfloat16")
-BFLOAT16_GRAPH = plan_cover(HALF, ("ort-cuda",), "bfloat16")
+# Gemma 4's unscaled scores (`scale = 1` over q and k RMS-normed per head, so each score is up to
+# head_dim): in bfloat16 each carries head_dim times the rounding of q and k (2^-8), past the
+# 2e-2 tolerance at some shapes in every backend alike (BENCHMARKS.md, Issue 41's examples on
+# CUDA); its float16 and float32 sweeps check it
+BFLOAT16 = [(p, n) for p, n in HALF
+            if not any(a.scale == 1.0 and a.mechanism("qk_norm") is not None
+                       for a in attentions_of(attndsl.load(p)[n].spec))]
+BFLOAT16_TORCH = plan_cover(BFLOAT16, ("portable",), "bfloat16")
+BFLOAT16_GRAPH = plan_cover(BFLOAT16, ("ort-cuda",), "bfloat16")
 
 
 def _ids(layers: list) -> list[str]:

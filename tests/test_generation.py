@@ -208,6 +208,14 @@ CONFIGS = {
                                           "sliding_attention"],
         bos_token_id=1, eos_token_id=2, **SIZES),
     # the embeddings times sqrt(64) (mup_enabled)
+    # a gate bias per head, NoPE full layers with the scalable-softmax query scale, depth-scaled
+    # residuals, grouped sigmoid routing, the final logit softcap
+    "beam": lambda: tf.BeamConfig(
+        num_hidden_layers=4, head_dim=16, moe_intermediate_size=32, num_experts=6,
+        num_experts_per_tok=2, n_group=2, topk_group=1, sliding_window=6,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        mlp_layer_types=["dense", "sparse", "dense", "sparse"], bos_token_id=1,
+        eos_token_id=2, **SIZES),
     "afmoe": lambda: tf.AfmoeConfig(
         num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, num_experts=6,
         num_experts_per_tok=2, num_shared_experts=1, route_scale=1.5, sliding_window=6,

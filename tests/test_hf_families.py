@@ -392,6 +392,16 @@ CASES = {
     # q/k norm per head, an output gate of its own projection, NoPE full layers, sandwich
     # norms, biases; a dense layer, then sigmoid routing by score plus expert_bias, scaled,
     # beside a shared expert
+    # AFMoE's gated attention with a bias per head on the gate, NoPE full layers with the
+    # scalable-softmax query scale, sandwich norms joining the residual depth-scaled, a dense
+    # layer and grouped sigmoid routing (2 of 4 groups), the final logit softcap
+    "beam": (lambda: tf.BeamConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=8,
+        num_experts_per_tok=2, n_group=4, topk_group=2, sliding_window=5,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        mlp_layer_types=["dense", "sparse", "sparse", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "afmoe": (lambda: tf.AfmoeConfig(
         hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=6,

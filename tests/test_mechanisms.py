@@ -135,12 +135,30 @@ def test_the_temperature_offset_moves_where_the_floor_steps() -> None:
 
     x = np.ones((1, 1, 4, 1))
     for offset, steps in ((1, [0, 1, 1, 2]), (0, [0, 0, 1, 1])):
-        got = READINGS["temperature"](x, {"floor": 2, "scale": 1.0, "offset": offset}, {})
+        got = READINGS["temperature"](x, {"floor": 2, "scale": 1.0, "offset": offset,
+                                          "kind": "log"}, {})
         assert np.allclose(got[0, 0, :, 0], 1 + np.log1p(steps)), offset
     text = "attention a {\n    d_model = 64\n    heads = 4\n    temperature = log(floor = 2, " \
            "scale = 1.0, offset = -1)\n}\n"
     with pytest.raises(SpecError, match="temperature offset"):
         attndsl.loads(text)
+
+
+def test_the_power_temperature_is_beams_scalable_softmax() -> None:
+    """docs/LANGUAGE.md: `power(base = b, exponent = e, offset = o)` is (1 + (p + o) / b) ** e,
+    read by the oracle as transformers' Beam computes it (compute_attention_scaling: offset 1,
+    base 2048, exponent 0.1) at positions up to 20,000."""
+    import numpy as np
+    import torch
+    from transformers.models.beam.modeling_beam import compute_attention_scaling
+
+    positions = np.arange(20000)
+    want = compute_attention_scaling(torch.from_numpy(positions)[None]).double().numpy()
+    got = READINGS["temperature"](np.ones((1, 1, len(positions), 1)),
+                                  {"floor": 2048, "scale": 0.1, "offset": 1, "kind": "power"},
+                                  {})
+    assert np.abs(got - want).max() < 1e-6  # (transformers computes it in float32)
+    assert float(got.max() - got.min()) > 0.25  # (1 + 20000 / 2048) ** 0.1 = 1.268
 
 
 @pytest.mark.parametrize(("seed", "form"), [

@@ -186,6 +186,22 @@ def test_random_specs_with_a_prediction_head_match_the_reference() -> None:
                  portable=140, decoding=(175, "head_transform"))
 
 
+def test_random_specs_with_a_power_temperature_match_the_reference() -> None:
+    """Beam's scalable-softmax query scale (`temperature = power(...)`), drawn from its own
+    stream: base 64 (6), in a stack (22), base 4, where it grows fastest (162); 16 decoding
+    as one pass, at the positions a decoding call reads."""
+    check_stream(((6, ("temperature = power(base = 64",)), (22, ("power(", "transformer")),
+                  (162, ("power(base = 4,",))), portable=6, decoding=(16, "temperature = power"))
+
+
+def test_random_specs_with_depth_scaled_residuals_match_the_reference() -> None:
+    """Beam's depth-scaled residual (`residual_scale = depth`), drawn from its own stream: a
+    language model (54) and a stack of output norms (42); 42 decoding as one pass."""
+    check_stream(((54, ("residual_scale = depth", "vocab")), (42, ("residual_scale = depth",
+                                                                   "(output"))),
+                 portable=54, decoding=(42, "residual_scale = depth"))
+
+
 def test_random_specs_with_a_shortcut_match_the_reference() -> None:
     """LongCat-Flash's shortcut feed-forward (block 2p's normed feed-forward input, joined to
     block 2p + 1's output), drawn from its own stream: a mixture with identity experts (217 a

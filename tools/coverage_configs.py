@@ -66,6 +66,8 @@ OVERRIDES: dict[str, dict] = {
     "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
     # Lfm2MoeConfig has no default layer_types: transformers builds no model without them
     # 256 identity experts by default beside the 4 MLP experts the shrink leaves
+    # four layers: sliding ones and a full NoPE one, a dense MLP before the mixtures
+    "beam": {"num_hidden_layers": 4, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]},
     # (its RoPE's frequencies are head_dim's, which must be qk_rope_head_dim's 8)
     "longcat_flash": {"zero_expert_num": 3, "head_dim": 8},
     "lfm2_moe": {"num_hidden_layers": 3, "num_dense_layers": 1,

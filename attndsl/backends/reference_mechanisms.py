@@ -17,9 +17,13 @@ def _temperature(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarra
                  pos: np.ndarray | None = None) -> np.ndarray:
     """`temperature = log(floor = f, scale = a, offset = o)`: the query at token position p
     (0 .. n - 1 in one pass, a decoding call's position_ids (B, n)) times 1 + a * ln(1 +
-    floor((p + o) / f))."""
+    floor((p + o) / f)); `power(base = b, exponent = e, offset = o)`: times
+    (1 + (p + o) / b) ** e."""
     p = np.arange(x.shape[2])[None] if pos is None else pos
-    factor = 1.0 + attrs["scale"] * np.log1p(np.floor((p + attrs["offset"]) / attrs["floor"]))
+    if attrs["kind"] == "power":
+        factor = (1.0 + (p + attrs["offset"]) / attrs["floor"]) ** attrs["scale"]
+    else:
+        factor = 1.0 + attrs["scale"] * np.log1p(np.floor((p + attrs["offset"]) / attrs["floor"]))
     return x * factor[:, None, :, None]
 
 

@@ -71,7 +71,7 @@ class Stacks(FeedForwards):
         vocab = get("vocab", lambda x: self.positive(x, "vocab"))
         tied = get("tie_embeddings", lambda x: self.boolean(x, "tie_embeddings"), False)
         scale = get("embedding_scale", lambda x: self.multiplier(x, "embedding_scale"), 1.0)
-        residual_scale = get("residual_scale", lambda x: self.multiplier(x, "residual_scale"),
+        residual_scale = get("residual_scale", self.residual_scale_value,
                              1.0)
         logit_scale = get("logit_scale", lambda x: self.multiplier(x, "logit_scale"), 1.0)
         head_bias = get("head_bias", lambda x: self.boolean(x, "head_bias"), False)
@@ -107,6 +107,12 @@ class Stacks(FeedForwards):
                              "sequential residual", e["first_attn_norm"].value.span,
                              hint="it leaves out layer 0's norm before its attention, which "
                                   "only pre norms with a sequential residual have alone")
+        if residual_scale == "depth" and (residual != "sequential" or shortcut is not None):
+            raise self.error("`residual_scale = depth` numbers the sublayers of sequential "
+                             "blocks: it takes neither a parallel residual nor a shortcut",
+                             e["residual_scale"].value.span,
+                             hint="Beam's blocks are sequential: remove `residual = parallel` "
+                                  "or `shortcut`, or give residual_scale a number")
         if shortcut is not None:
             self.check_shortcut(shortcut_form, layers, placement, residual, e)
         if shared_table:
@@ -219,6 +225,12 @@ class Stacks(FeedForwards):
         if isinstance(e, ast.Name) and e.id == "none":
             return None
         return self.norm_value(e, placement=False)[0]
+
+    def residual_scale_value(self, e: ast.Expr) -> float | str:
+        """A number > 0 (Granite's multiplier), or `depth` (Beam's depth-scaled residual)."""
+        if isinstance(e, ast.Name) and e.id == "depth":
+            return "depth"
+        return self.multiplier(e, "residual_scale")
 
     def multiplier(self, e: ast.Expr, key: str) -> float:
         """embedding_scale, residual_scale, logit_scale: a number > 0 that float32 holds."""

@@ -4,6 +4,8 @@ ever materialised at a concrete length."""
 
 from __future__ import annotations
 
+import math
+
 from ..shapes import T, TensorType
 from ..spec import (
     Attention,
@@ -214,7 +216,11 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
                           compact=compact, shared=shared, reuse=t.kv_owner(i) is not None)
 
     def add(out: str, x: str, branch: str) -> str:
-        if t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier
+        if t.residual_scale == "depth":  # Beam: the stack's n-th sublayer, n = 2i + 2, 2i + 3
+            n = 2 * i + (2 if out == "resid1" else 3)
+            branch = b.emit(Op.SCALE, f"{p}{out}_branch", (branch,), d, factor=1 / math.sqrt(n))
+            x = b.emit(Op.SCALE, f"{p}{out}_kept", (x,), d, factor=math.sqrt((n - 1) / n))
+        elif t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier
             branch = b.emit(Op.SCALE, f"{p}{out}_branch", (branch,), d, factor=t.residual_scale)
         return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)
 
