@@ -18,6 +18,8 @@ LACKS: dict[str, str] = {
             "output",
     "bailing_hybrid": "Kimi-style delta-rule linear attention (KDA) with a per-channel forget gate",
     "bamba": f"{_MAMBA2} interleaved with attention",
+    "cohere_compass_text": "Cohere 2's parallel blocks with interleaved multimodal RoPE "
+                           "(time, height, width per feature) on its sliding layers",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
     "deepseek_v32": _DSA,
@@ -54,6 +56,7 @@ LACKS: dict[str, str] = {
     "rwkv": "RWKV's time-mix (WKV recurrence) and channel-mix blocks",
     "xlnet": "two-stream relative attention (permutation language modelling)",
     "xlstm": "recurrent xLSTM (mLSTM) blocks",
+    "zamba": f"{_MAMBA} with one shared attention block tied across its hybrid layers",
     "zamba2": f"{_MAMBA2} with shared attention blocks (LoRA-adapted, fed the original embeddings)",
     "zaya": "Compressed Convolutional Attention (q/k/v through convolutions over a compressed "
             "latent) with an MLP router",

@@ -162,8 +162,8 @@ def check(model_type: str, genai: bool = False) -> Row:
     try:
         config = tiny_config(model_type)
     except Exception as exc:
-        try:
-            why = _scope(model_type, config_class(model_type)())
+        try:  # (a type out of scope by name needs no config: Gemma 4's assistant has none)
+            why = OUT_OF_SCOPE.get(model_type) or _scope(model_type, config_class(model_type)())
         except Exception:  # no default config either
             why = None
         if why:

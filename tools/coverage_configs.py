@@ -66,6 +66,25 @@ OVERRIDES: dict[str, dict] = {
     "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
     # Lfm2MoeConfig has no default layer_types: transformers builds no model without them
     # 256 identity experts by default beside the 4 MLP experts the shrink leaves
+    # its rotary embedding reads rope_parameters per layer type (the checkpoints': RoPE at
+    # 50000 on the sliding layers, none on the full ones); the default has no such entries
+    "cohere_compass_text": {"layer_types": ["sliding_attention", "full_attention"],
+                            "rope_parameters": {"sliding_attention": {"rope_type": "default",
+                                                                      "rope_theta": 50000.0},
+                                                "full_attention": None}},
+    # its sliding layers' sizes come from swa_* fields the generic shrink does not know (64
+    # heads of rank 1024 otherwise), and its shared experts' width is spelled differently
+    "dots3_note_text": {"swa_num_attention_heads": 4, "swa_num_key_value_heads": 4,
+                        "swa_q_lora_rank": 32, "swa_kv_lora_rank": 16, "swa_head_dim": 32,
+                        "swa_qk_nope_head_dim": 24, "swa_v_head_dim": 16,
+                        "shared_experts_intermediate_size": 48},
+    # its indexed layers' indexer fields default to None (3 blocks of 4, top 2 kept)
+    "qwen4_exp_text": {"indexer_n_heads": 2, "indexer_kv_heads": 1, "indexer_head_dim": 16,
+                       "indexer_budget": 8, "indexer_compress_ratio": 4},
+    # one shared transformer block tied across its hybrid layers: two of them at least
+    "zamba": {"num_hidden_layers": 5,
+              "layers_block_type": ["linear_attention", "linear_attention", "hybrid",
+                                    "linear_attention", "hybrid"]},
     # four layers: sliding ones and a full NoPE one, a dense MLP before the mixtures
     "beam": {"num_hidden_layers": 4, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]},
     # (its RoPE's frequencies are head_dim's, which must be qk_rope_head_dim's 8)
@@ -91,6 +110,9 @@ OUT_OF_SCOPE: dict[str, str] = {
     "gemma4": "multimodal wrapper (vision and audio towers; its language model: gemma4_text)",
     "gemma4_unified": "multimodal wrapper (vision and audio towers; its language model: "
                       "gemma4_unified_text)",
+    **dict.fromkeys(["gemma4_assistant", "gemma4_unified_assistant"],
+                    "a drafter for assisted decoding: its forward takes the target model's "
+                    "hidden states and shared keys and values, not token ids"),
 }
 
 
