@@ -18,8 +18,6 @@ LACKS: dict[str, str] = {
             "output",
     "bailing_hybrid": "Kimi-style delta-rule linear attention (KDA) with a per-channel forget gate",
     "bamba": f"{_MAMBA2} interleaved with attention",
-    "cohere_compass_text": "Cohere 2's parallel blocks with interleaved multimodal RoPE "
-                           "(time, height, width per feature) on its sliding layers",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
     "deepseek_v32": _DSA,

@@ -216,6 +216,15 @@ CONFIGS = {
         layer_types=["sliding_attention", "full_attention"] * 2,
         mlp_layer_types=["dense", "sparse", "dense", "sparse"], bos_token_id=1,
         eos_token_id=2, **SIZES),
+    # Cohere 2's blocks with multimodal RoPE (text positions: every stream the same)
+    "cohere_compass_text": lambda: tf.CohereCompassTextConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, logit_scale=0.5,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 50000.0,
+                                               "mrope_section": [3, 3, 2]},
+                         "full_attention": None}, vocab_size=VOCAB, bos_token_id=1,
+        eos_token_id=2),
     "afmoe": lambda: tf.AfmoeConfig(
         num_hidden_layers=3, head_dim=16, moe_intermediate_size=32, num_experts=6,
         num_experts_per_tok=2, num_shared_experts=1, route_scale=1.5, sliding_window=6,

@@ -402,6 +402,15 @@ CASES = {
         layer_types=["sliding_attention", "full_attention"] * 2,
         mlp_layer_types=["dense", "sparse", "sparse", "sparse"], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Cohere 2's parallel blocks with interleaved multimodal RoPE on the sliding layers
+    "cohere_compass_text": (lambda: tf.CohereCompassTextConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, sliding_window=5, logit_scale=0.5,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 50000.0,
+                                               "mrope_section": [3, 3, 2]},
+                         "full_attention": None}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "afmoe": (lambda: tf.AfmoeConfig(
         hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_experts=6,

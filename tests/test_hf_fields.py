@@ -26,7 +26,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "smollm3": tf.SmolLM3Config, "granite": tf.GraniteConfig,
            "granite_swa": tf.GraniteSWAConfig, "flint": tf.FlintConfig, "jais2": tf.Jais2Config,
            "mimo_v2_flash": tf.MiMoV2FlashConfig, "afmoe": tf.AfmoeConfig,
-           "beam": tf.BeamConfig,
+           "beam": tf.BeamConfig, "cohere_compass_text": tf.CohereCompassTextConfig,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
            "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config,
            "cohere2": tf.Cohere2Config,
@@ -95,6 +95,12 @@ def test_every_field_is_read_inert_or_refused(tmp_path: Path, family: str, make)
         saved["model_type"] = "gemma3"  # the multimodal wrapper's name for the text config
     if family == "deepseek_v2" and saved.get("num_experts_per_tok") is None:
         saved["num_experts_per_tok"] = 6  # DeepseekV2Config leaves it None: no router runs so
+    if family == "cohere_compass_text" and not saved.get("rope_parameters"):
+        # CohereCompassTextConfig leaves it empty: transformers builds no model so (its
+        # checkpoints' RoPE on the sliding layers, none on the full ones)
+        saved["rope_parameters"] = {"sliding_attention": {"rope_type": "default",
+                                                          "rope_theta": 50000.0},
+                                    "full_attention": None}
     if family == "dots1" and saved.get("n_routed_experts") is None:
         # Dots1Config leaves these None: transformers builds no model so (dots.llm1's own)
         saved |= {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2}

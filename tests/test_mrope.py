@@ -341,6 +341,59 @@ def test_qwen3_5_with_explicit_3d_position_ids_gives_transformers_logits(tmp_pat
     assert np.abs(got[real] - want[real]).max() <= 1e-4 * max(1.0, np.abs(want[real]).max())
 
 
+def test_cohere_compass_with_explicit_3d_position_ids_gives_transformers_logits(
+        tmp_path: Path) -> None:
+    """Cohere Compass's text model (Cohere 2's parallel blocks, sliding layers rotated by
+    interleaved multimodal RoPE in the rotate-half layout, a NoPE full layer, logit_scale)
+    imported from a tiny checkpoint and fed position_ids [3, B, L] that differ per stream: its
+    logits within 1e-4 of CohereCompassForCausalLM's given the same streams, on each target
+    and in torch; and the growing decoding model's prefill of a left-padded row (the in-place
+    one takes right-padded rows: docs/LANGUAGE.md, Decoding)."""
+    import transformers as tf
+
+    config = tf.CohereCompassTextConfig(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, vocab_size=61, sliding_window=5, logit_scale=0.5,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 50000.0,
+                                               "mrope_section": [3, 3, 2]},
+                         "full_attention": None}, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    folder, spec = tmp_path / "hf", tmp_path / "compass.attn"
+    model.save_pretrained(folder)
+    assert main(["import", str(folder), "-o", str(spec)]) == 0
+    assert "mrope = [3, 3, 2], mrope_interleaved = true" in spec.read_text()
+    program = attndsl.load(spec)
+    layer = program[next(n for n in program if getattr(program[n].spec, "vocab", None))]
+    rng = np.random.default_rng(7)
+    B, L = 2, 11
+    ids = rng.integers(3, 61, size=(B, L)).astype(np.int64)
+    pos = rng.integers(0, 25, size=(3, B, L)).astype(np.int64)
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids),
+                     position_ids=torch.from_numpy(pos)).logits.numpy()
+    bound = 1e-4 * max(1.0, float(np.abs(want).max()))
+    for target in ("ort-cpu", "portable"):
+        session = ort.InferenceSession(layer.onnx_bytes(target=target, weights=folder),
+                                       providers=["CPUExecutionProvider"])
+        got = session.run(None, {"input_ids": ids, "position_ids": pos})[0]
+        assert np.abs(got - want).max() <= bound, target
+    with torch.no_grad():
+        got = layer.to_torch(weights=folder)(input_ids=torch.from_numpy(ids),
+                                             position_ids=torch.from_numpy(pos))
+    assert np.abs(got.numpy() - want).max() <= bound, "torch"
+    mask = np.ones((B, L), np.int64)
+    mask[1, :4] = 0
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                     position_ids=torch.from_numpy(pos)).logits.numpy()
+    got = prefill(layer.decoder_bytes(target="portable", weights=folder),
+                  {"input_ids": ids, "attention_mask": mask, "position_ids": pos})
+    real = mask.astype(bool)
+    assert np.abs(got[real] - want[real]).max() <= 1e-4 * max(1.0, np.abs(want[real]).max())
+
+
 def prefill(model: bytes, feed: dict[str, np.ndarray]) -> np.ndarray:
     """A decoding model's logits for a prompt `feed` (input_ids, attention_mask,
     position_ids), its caches empty (a fixed-size state: zeros)."""

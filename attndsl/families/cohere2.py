@@ -9,7 +9,7 @@ from .names import ATTN, GATED, LM, Names
 from .rope import num, rope
 from .text import SpecText, act, mask, period
 
-__all__ = ["FAMILIES"]
+__all__ = ["COHERE2", "FAMILIES"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -50,12 +50,12 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.head["logit_scale"] = num(cfg["logit_scale"])
 
 
-_COHERE2 = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight"},
+COHERE2 = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight"},
                  {"norm.weight": "norm.weight", **LM}, ("model.",))
 
 # transformers' defaults (Cohere2Config, 5.23) for the fields the import reads
 FAMILIES = [
-    Family("cohere2", _read, _COHERE2, {
+    Family("cohere2", _read, COHERE2, {
         "hidden_size": 8192, "intermediate_size": 22528, "num_hidden_layers": 40,
         "num_attention_heads": 64, "hidden_act": "silu", "layer_norm_eps": 1e-5,
         "logit_scale": 0.0625, "tie_word_embeddings": True, "attention_bias": False,
