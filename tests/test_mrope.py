@@ -312,7 +312,16 @@ def test_qwen3_5_with_explicit_3d_position_ids_gives_transformers_logits(tmp_pat
     the one-pass model on each target and in torch and in the decoding model's prefill, within
     1e-4 of Qwen3_5ForCausalLM's (Qwen3_5MoeForCausalLM's) given the same position ids."""
     model, folder, layer = _qwen3_5(tmp_path, moe)
-    rng = np.random.default_rng(6)
+    matches_with_streams(model, layer, folder, 6, ("ort-cpu", "ort-cuda", "portable"), "ort-cpu")
+
+
+def matches_with_streams(model, layer, folder: Path, seed: int, targets: tuple[str, ...],
+                         decoding: str) -> None:
+    """`layer` (imported from `folder`, transformers' `model`) fed position_ids [3, B, L] that
+    differ per stream (B = 2): its logits within 1e-4 of the model's given the same streams,
+    one pass on each of `targets` and in torch; and with the second row left-padded, the
+    `decoding` target's decoding model's prefill at every real token."""
+    rng = np.random.default_rng(seed)
     B, L = 2, 11
     ids = rng.integers(3, 61, size=(B, L)).astype(np.int64)
     pos = rng.integers(0, 25, size=(3, B, L)).astype(np.int64)
@@ -320,7 +329,7 @@ def test_qwen3_5_with_explicit_3d_position_ids_gives_transformers_logits(tmp_pat
         want = model(input_ids=torch.from_numpy(ids),
                      position_ids=torch.from_numpy(pos)).logits.numpy()
     bound = 1e-4 * max(1.0, float(np.abs(want).max()))
-    for target in ("ort-cpu", "ort-cuda", "portable"):
+    for target in targets:
         session = ort.InferenceSession(layer.onnx_bytes(target=target, weights=folder),
                                        providers=["CPUExecutionProvider"])
         got = session.run(None, {"input_ids": ids, "position_ids": pos})[0]
@@ -335,7 +344,7 @@ def test_qwen3_5_with_explicit_3d_position_ids_gives_transformers_logits(tmp_pat
     with torch.no_grad():
         want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                      position_ids=torch.from_numpy(pos)).logits.numpy()
-    got = prefill(layer.decoder_bytes(target="ort-cpu", weights=folder),
+    got = prefill(layer.decoder_bytes(target=decoding, weights=folder),
                   {"input_ids": ids, "attention_mask": mask, "position_ids": pos})
     real = mask.astype(bool)
     assert np.abs(got[real] - want[real]).max() <= 1e-4 * max(1.0, np.abs(want[real]).max())
@@ -366,32 +375,7 @@ def test_cohere_compass_with_explicit_3d_position_ids_gives_transformers_logits(
     assert "mrope = [3, 3, 2], mrope_interleaved = true" in spec.read_text()
     program = attndsl.load(spec)
     layer = program[next(n for n in program if getattr(program[n].spec, "vocab", None))]
-    rng = np.random.default_rng(7)
-    B, L = 2, 11
-    ids = rng.integers(3, 61, size=(B, L)).astype(np.int64)
-    pos = rng.integers(0, 25, size=(3, B, L)).astype(np.int64)
-    with torch.no_grad():
-        want = model(input_ids=torch.from_numpy(ids),
-                     position_ids=torch.from_numpy(pos)).logits.numpy()
-    bound = 1e-4 * max(1.0, float(np.abs(want).max()))
-    for target in ("ort-cpu", "portable"):
-        session = ort.InferenceSession(layer.onnx_bytes(target=target, weights=folder),
-                                       providers=["CPUExecutionProvider"])
-        got = session.run(None, {"input_ids": ids, "position_ids": pos})[0]
-        assert np.abs(got - want).max() <= bound, target
-    with torch.no_grad():
-        got = layer.to_torch(weights=folder)(input_ids=torch.from_numpy(ids),
-                                             position_ids=torch.from_numpy(pos))
-    assert np.abs(got.numpy() - want).max() <= bound, "torch"
-    mask = np.ones((B, L), np.int64)
-    mask[1, :4] = 0
-    with torch.no_grad():
-        want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
-                     position_ids=torch.from_numpy(pos)).logits.numpy()
-    got = prefill(layer.decoder_bytes(target="portable", weights=folder),
-                  {"input_ids": ids, "attention_mask": mask, "position_ids": pos})
-    real = mask.astype(bool)
-    assert np.abs(got[real] - want[real]).max() <= 1e-4 * max(1.0, np.abs(want[real]).max())
+    matches_with_streams(model, layer, folder, 7, ("ort-cpu", "portable"), "portable")
 
 
 def prefill(model: bytes, feed: dict[str, np.ndarray]) -> np.ndarray:

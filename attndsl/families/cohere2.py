@@ -9,7 +9,7 @@ from .names import ATTN, GATED, LM, Names
 from .rope import num, rope
 from .text import SpecText, act, mask, period
 
-__all__ = ["COHERE2", "FAMILIES"]
+__all__ = ["COHERE2", "FAMILIES", "blocks"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -39,15 +39,23 @@ def _read(s: SpecText, padding: str | None) -> None:
             if slide else "none", mask=mask(True, padding, window if slide else None))
         s.comments[name] = (f"sliding_window = {window}, RoPE (interleaved)" if slide else
                             "a full layer: no position encoding (NoPE)")
-    names = {"sliding_attention": "cohere2_local", "full_attention": "cohere2_global"}
+    blocks(s, layers, types, "cohere2", s.need("logit_scale"))
+
+
+def blocks(s: SpecText, layers: int, types: list[str], prefix: str,
+           logit_scale: float | None) -> None:
+    """Cohere 2's layer pattern (`{prefix}_local` sliding, `{prefix}_global` full) and stack:
+    one bias-free LayerNorm before attention and the MLP in parallel, logits times
+    `logit_scale` where it is set and not 1."""
+    names = {"sliding_attention": f"{prefix}_local", "full_attention": f"{prefix}_global"}
     s.pattern = [names[k] for k in period(types)]
     gate = act(s, "hidden_act", s.need("hidden_act"), gated=True)
     s.stack = {"layers": str(layers),
                "ffn": f"{'swiglu' if gate == 'silu' else 'geglu'}({s.need('intermediate_size')})",
                "norm": f"layernorm(pre, eps = {num(s.need('layer_norm_eps'))}, bias = false)",
                "residual": "parallel(shared_norm = true)"}
-    if s.need("logit_scale") != 1:
-        s.head["logit_scale"] = num(cfg["logit_scale"])
+    if logit_scale is not None and logit_scale != 1:
+        s.head["logit_scale"] = num(logit_scale)
 
 
 COHERE2 = Names("layers.{i}.", {**ATTN, **GATED, "attn_norm.weight": "input_layernorm.weight"},

@@ -10,9 +10,9 @@ row, which places its mask, is the first stream for text."""
 from __future__ import annotations
 
 from .base import Family
-from .cohere2 import COHERE2
-from .rope import num, rope
-from .text import SpecText, act, mask, period
+from .cohere2 import COHERE2, blocks
+from .rope import rope
+from .text import SpecText, mask
 
 __all__ = ["FAMILIES"]
 
@@ -61,15 +61,7 @@ def _read(s: SpecText, padding: str | None) -> None:
                                   mask=mask(True, padding, window if slide else None))
         s.comments[name] = (f"sliding_window = {window}" if slide else "a full layer") + (
             ", multimodal RoPE" if params is not None else ": no position encoding (NoPE)")
-    names = {"sliding_attention": "compass_local", "full_attention": "compass_global"}
-    s.pattern = [names[k] for k in period(types)]
-    gate = act(s, "hidden_act", s.need("hidden_act"), gated=True)
-    s.stack = {"layers": str(layers),
-               "ffn": f"{'swiglu' if gate == 'silu' else 'geglu'}({s.need('intermediate_size')})",
-               "norm": f"layernorm(pre, eps = {num(s.need('layer_norm_eps'))}, bias = false)",
-               "residual": "parallel(shared_norm = true)"}
-    if (scale := cfg.get("logit_scale")) is not None and scale != 1:
-        s.head["logit_scale"] = num(scale)
+    blocks(s, layers, types, "compass", cfg.get("logit_scale"))
 
 
 # transformers' defaults (CohereCompassTextConfig, 5.23) for the fields the import reads
