@@ -90,7 +90,9 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     the spec or known to lie outside it: other layers of an attention alone, embeddings and
     heads of a stack of hidden states, buffers and task heads). `allow_unused`: unused
     tensors are left out, and `warn` (default: a Python warning) is given one line naming
-    them all."""
+    them all. `layer`: the block an attention alone is read from (the checkpoint's layer
+    layer // sublayers, its sublayer layer % sublayers where a family's layers hold several:
+    `Names.sublayers`)."""
     fam = family_of(ckpt.config)
     keys = _strip_bases(ckpt.files, fam.bases)
     out: dict[str, np.ndarray] = {}
@@ -230,10 +232,11 @@ def _strays(ckpt: Checkpoint, fam: Names, spec: Attention | Transformer, keys: d
         elif k[match.end():] not in every:
             lines.append((f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the spec",
                           _STRAY_HINT))
-        elif isinstance(spec, Transformer) and i >= spec.layers:
-            past.append(keys[k])
+        elif isinstance(spec, Transformer) and (i + 1) * fam.sublayers > spec.layers:
+            past.append(keys[k])  # (a checkpoint layer of sublayers: all of them read, or none)
     if past:
-        lines.append((f"{len(past)} tensors of layers past the spec's {spec.layers} (from "
+        blocks = f"{spec.layers} block" + ("s" if spec.layers != 1 else "")
+        lines.append((f"{len(past)} tensors of layers past the spec's {blocks} (from "
                       f"`{past[0]}`) are not used by the spec",
                       (f"the checkpoint has {count} layers" if count is not None else
                        "config.json gives no layer count") +

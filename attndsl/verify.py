@@ -156,7 +156,9 @@ def reference_bytes(spec: Attention | Transformer, batch: int, length: int,
         width = max(width, a.d_model, a.memory_dim, a.heads * max(a.head_dim, a.value_dim))
     if isinstance(spec, Transformer):
         form = spec.feed_forward
-        mlps = (spec.ffn, *(ffn_of(form).mlps(form) if form is not None else ()))
+        cut = spec.shortcut_form  # (a shortcut's MLPs too)
+        mlps = (spec.ffn, *(ffn_of(form).mlps(form) if form is not None else ()),
+                spec.shortcut, *(ffn_of(cut).mlps(cut) if cut is not None else ()))
         width = max(width, spec.vocab or 0,
                     *(f.hidden * (2 if f.gated else 1) for f in mlps if f is not None))
     tokens = batch * max(length, S)

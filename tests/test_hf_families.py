@@ -1160,3 +1160,23 @@ def test_a_joined_tensor_is_read_from_both_and_missing_names_the_absent_one(
     err = capsys.readouterr().err
     assert "missing `layers.1.self_attn.gate_proj.weight`" in err, err
     assert "not used by the spec" not in err, err
+
+
+def test_a_longcat_stack_of_fewer_blocks_names_the_checkpoint_layers_it_leaves(
+        tmp_path: Path) -> None:
+    """LongCat-Flash's checkpoint layers hold two blocks each: a stack of the first 2 blocks of
+    a 4-block checkpoint reads layer 0 alone, and layer 1's tensors are reported unused (block
+    j reads layer j // 2, so a layer is read whole or not at all)."""
+    import re
+
+    from attndsl.errors import SpecError
+
+    make, *_ = CASES["longcat_flash"]
+    folder, spec = tmp_path / "hf", tmp_path / "longcat.attn"
+    _model(make()).save_pretrained(folder)
+    assert main(["import", str(folder), "-o", str(spec), "--head", "none"]) == 0
+    text = re.sub(r"layers(\s*)= 4\n", r"layers\1= 2\n", spec.read_text())
+    stack = attndsl.loads(text)["longcat_flash"]
+    with pytest.raises(SpecError, match=r"tensors of layers past the spec's 2 blocks \(from "
+                                        r"`(model\.)?layers\.1\."):
+        stack.onnx_bytes(target="ort-cpu", weights=folder)

@@ -138,7 +138,7 @@ def test_a_stack_shorter_than_the_checkpoint_is_refused(llama, tmp_path, capsys)
     assert main(["compile", str(spec), "--weights", str(llama["folder"]), "--export", "onnx",
                  "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "9 tensors of layers past the spec's 1 (from `model.layers.1." in err, err
+    assert "9 tensors of layers past the spec's 1 block (from `model.layers.1." in err, err
 
 
 def test_tensors_known_not_to_be_needed_are_accepted(tmp_path, capsys) -> None:

@@ -87,5 +87,5 @@ def test_a_config_without_a_layer_count_is_not_said_to_have_none(llama, tmp_path
     assert main(["compile", str(spec), "--weights", str(folder), "--export", "onnx",
                  "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "tensors of layers past the spec's 1" in err, err
+    assert "tensors of layers past the spec's 1 block" in err, err
     assert "None" not in err and "config.json gives no layer count" in err, err

@@ -64,8 +64,6 @@ OVERRIDES: dict[str, dict] = {
     "mimo_v2_flash": {"head_dim": 24},  # 0.334 of 16 features would rotate an odd number
     # None by default: no experts
     "dots1": {"n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2},
-    # Lfm2MoeConfig has no default layer_types: transformers builds no model without them
-    # 256 identity experts by default beside the 4 MLP experts the shrink leaves
     # its rotary embedding reads rope_parameters per layer type (the checkpoints': RoPE at
     # 50000 on the sliding layers, none on the full ones); the default has no such entries
     "cohere_compass_text": {"layer_types": ["sliding_attention", "full_attention"],
@@ -87,8 +85,10 @@ OVERRIDES: dict[str, dict] = {
                                     "linear_attention", "hybrid"]},
     # four layers: sliding ones and a full NoPE one, a dense MLP before the mixtures
     "beam": {"num_hidden_layers": 4, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"]},
-    # (its RoPE's frequencies are head_dim's, which must be qk_rope_head_dim's 8)
+    # 256 identity experts by default beside the 4 MLP experts the shrink leaves (its RoPE's
+    # frequencies are head_dim's, which must be qk_rope_head_dim's 8)
     "longcat_flash": {"zero_expert_num": 3, "head_dim": 8},
+    # Lfm2MoeConfig has no default layer_types: transformers builds no model without them
     "lfm2_moe": {"num_hidden_layers": 3, "num_dense_layers": 1,
                  "layer_types": ["conv", "full_attention", "conv"]},
 }

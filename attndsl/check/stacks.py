@@ -163,6 +163,11 @@ class Stacks(FeedForwards):
                              e["layers"].value.span,
                              hint="block 2p's shortcut joins block 2p + 1's output "
                                   "(LongCat-Flash: layers = 2 x num_layers)")
+        for key in ("layer_scalar", "per_layer_inputs"):  # (what block 2p + 1's output is then)
+            if key in e:
+                raise self.error(f"`shortcut` and `{key}` do not combine: a shortcut joins block "
+                                 f"2p + 1's sublayers' sum, which `{key}` changes",
+                                 e[key].key_span, hint=f"remove `{key}` or `shortcut`")
         if getattr(form, "dense_layers", ()):
             raise self.error("a shortcut runs in every pair: its feed-forward form takes no "
                              "`dense_layers`", e["shortcut"].value.span,

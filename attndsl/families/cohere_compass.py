@@ -22,7 +22,7 @@ _SECTIONS = [24, 20, 20]  # CohereCompassRotaryEmbedding's default mrope_section
 def _read(s: SpecText, padding: str | None) -> None:
     cfg = s.cfg
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
-    head_dim = s.get("head_dim", default=d // max(heads, 1))
+    head_dim = d // max(heads, 1)  # (CohereCompassTextConfig sets it so, whatever it reads)
     layers = s.need("num_hidden_layers")
     types = cfg.get("layer_types") or ["full_attention"] * layers
     if other := [t for t in dict.fromkeys(types) if t not in ("sliding_attention",
@@ -70,6 +70,8 @@ FAMILIES = [
         "hidden_size": 8192, "intermediate_size": 22528, "num_hidden_layers": 40,
         "num_attention_heads": 64, "hidden_act": "silu", "layer_norm_eps": 1e-5,
         "tie_word_embeddings": True, "attention_bias": False, "sliding_window": 4096},
-        inert={"pooling": "an embedding model's pooling, not the language model's forward"},
+        inert={"pooling": "an embedding model's pooling, not the language model's forward",
+               "head_dim": "CohereCompassTextConfig sets it to hidden_size // "
+                           "num_attention_heads, whatever config.json says"},
         lm=True),
 ]

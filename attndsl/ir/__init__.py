@@ -69,8 +69,11 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         if is_lm(spec):
             h = _lm_head(b, spec, h)
         names = ", ".join(a.name for a in spec.attentions)
-        summary = (f"{spec.layers} x {spec.norm.kind}({spec.placement}) {spec.residual} blocks "
-                   f"of attention {names} and {_ffn_summary(spec)}")
+        depth = ", depth-scaled" if spec.residual_scale == "depth" else ""
+        summary = (f"{spec.layers} x {spec.norm.kind}({spec.placement}) {spec.residual}{depth} "
+                   f"blocks of attention {names} and {_ffn_summary(spec)}")
+        if spec.shortcut is not None:  # (LongCat-Flash's, in pairs)
+            summary += f", a shortcut {_ffn_summary(spec, shortcut=True)} per pair"
         kind = "transformer"
     else:
         h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
@@ -132,9 +135,10 @@ def decode_inputs(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
     return (first, "attention_mask", "position_ids", *past)
 
 
-def _ffn_summary(t: Transformer) -> str:
-    mlp = f"{t.ffn.kind}({t.ffn.hidden})"
-    form = t.feed_forward
+def _ffn_summary(t: Transformer, shortcut: bool = False) -> str:
+    ffn = t.shortcut if shortcut else t.ffn
+    mlp = f"{ffn.kind}({ffn.hidden})"
+    form = t.shortcut_form if shortcut else t.feed_forward
     if form is None:
         return mlp
     from ..mechanisms import ffn_of
