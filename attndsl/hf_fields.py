@@ -211,6 +211,10 @@ TYPES: dict[str, tuple[str, float | None]] = {
     # LongCat-Flash's shortcut mixture: its experts' width, its identity experts (0: none)
     "expert_ffn_hidden_size": ("int", 1), "zero_expert_num": ("int", 0),
     "router_bias": ("bool", None),
+    # LFM2's and LFM3's own fields (families/lfm2.py reads them where they are used)
+    "conv_bias": ("bool", None), "conv_L_cache": ("int", 1), "block_multiple_of": ("int", 1),
+    "block_ffn_dim_multiplier": ("num", 0), "block_auto_adjust_ff_dim": ("bool", None),
+    "use_sandwich_norm": ("bool", None), "use_attention_gate": ("bool", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -201,7 +201,7 @@ _DEFAULTS = {
 _OWN = {"conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
         "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True}
 FAMILIES = [
-    Family("lfm2", _read, _LFM2, _DEFAULTS, inert={
+    Family("lfm2", _read, _LFM2, {**_DEFAULTS, **_OWN}, inert={
         "full_attn_idxs": "read into layer_types by Lfm2Config; the import reads it only "
                           "when layer_types is absent"}, lm=True),
     # Lfm2MoeConfig's defaults, 5.23 (its layer_types has none: a checkpoint's config states
@@ -211,14 +211,15 @@ FAMILIES = [
         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
         "tie_word_embeddings": True, "norm_eps": 1e-5, "num_dense_layers": 2,
         "num_experts_per_tok": 4, "num_experts": 32, "routed_scaling_factor": 1.0,
-        "norm_topk_prob": True}, inert={**ROUTER_INERT}, lm=True,
+        "norm_topk_prob": True, "conv_bias": False, "conv_L_cache": 3},
+        inert={**ROUTER_INERT}, lm=True,
         weights_for=expanded(_LFM2_MOE)),
     # Lfm3Config's defaults, 5.23
     Family("lfm3", _read_lfm3, _LFM3_GATED, {
         "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,
         "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
         "tie_word_embeddings": True, "norm_eps": 1e-5, "sliding_window": 256,
-        "attention_bias": False}, lm=True,
+        "attention_bias": False, **_OWN3}, lm=True,
         weights_for=lambda cfg: _LFM3_GATED if cfg.get(
             "use_attention_gate", _OWN3["use_attention_gate"]) else _LFM3),
 ]
