@@ -432,7 +432,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             extra += "\n    residual_scale = depth"  # Beam's: its own stream
         layers = r.randint(1, 3)
         cut = random.Random(seed * 7919 + 36)  # LongCat-Flash's shortcut: its own stream
-        if placement == "pre" and "residual" not in extra and cut.random() < 0.5:
+        if placement == "pre" and "residual" not in extra and "per_layer_inputs" not in extra \
+                and cut.random() < 0.5:
             layers = 2  # (one pair)
             extra += "\n    shortcut = " + cut.choice(
                 ["swiglu(8)", "gelu(4, bias = true)",
@@ -442,7 +443,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         if layers > 1 and pattern == "a" and plain and not cross and "by_length" not in \
                 entries and "head_experts" not in entries and shares.random() < 0.3:
             extra += f"\n    kv_shared_layers = {shares.randint(1, layers - 1)}"
-        if shares.random() < 0.2:
+        if shares.random() < 0.2 and "shortcut" not in extra:  # (which it would change)
             extra += "\n    layer_scalar = true"
         experts = random.Random(seed * 7919 + 13)  # a mixture of experts: own stream
         if experts.random() < 0.2:  # gpt-oss's clamped unit, tight enough to clamp
