@@ -9,7 +9,7 @@ from .names import ATTN, GATED, LM, Names
 from .rope import num, rope
 from .text import SpecText, act, mask, period
 
-__all__ = ["COHERE2", "FAMILIES", "blocks"]
+__all__ = ["COHERE2", "FAMILIES", "base_entries", "blocks", "known_kinds"]
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -19,15 +19,9 @@ def _read(s: SpecText, padding: str | None) -> None:
     layers = s.need("num_hidden_layers")
     types = cfg.get("layer_types") or [
         "sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(layers)]
-    other = [t for t in dict.fromkeys(types) if t not in ("sliding_attention", "full_attention")]
-    if other:
-        s.refuse("layer_types", "Cohere 2's layers are sliding_attention or full_attention; "
-                                f"attndsl does not import layer kind `{other[0]}` for it")
+    if not known_kinds(s, types, "Cohere 2"):
         return
-    window = s.get("sliding_window")
-    base = {"d_model": str(d), "heads": str(heads),
-            "kv_heads": str(s.get("num_key_value_heads", default=heads)),
-            "head_dim": str(head_dim), "bias": "true" if cfg.get("attention_bias") else "false"}
+    window, base = s.get("sliding_window"), base_entries(s, head_dim)
     for kind in dict.fromkeys(types):
         slide = kind == "sliding_attention"
         if slide and not window:
@@ -40,6 +34,24 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.comments[name] = (f"sliding_window = {window}, RoPE (interleaved)" if slide else
                             "a full layer: no position encoding (NoPE)")
     blocks(s, layers, types, "cohere2", s.need("logit_scale"))
+
+
+def known_kinds(s: SpecText, types: list[str], who: str) -> bool:
+    """Whether every layer kind is sliding_attention or full_attention; else refused."""
+    other = [t for t in dict.fromkeys(types) if t not in ("sliding_attention", "full_attention")]
+    if other:
+        s.refuse("layer_types", f"{who}'s layers are sliding_attention or full_attention; "
+                                f"attndsl does not import layer kind `{other[0]}` for it")
+    return not other
+
+
+def base_entries(s: SpecText, head_dim: int) -> dict[str, str]:
+    """Every Cohere 2 attention's sizes and bias (attention_bias)."""
+    heads = s.need("num_attention_heads")
+    return {"d_model": str(s.need("hidden_size")), "heads": str(heads),
+            "kv_heads": str(s.get("num_key_value_heads", default=heads)),
+            "head_dim": str(head_dim),
+            "bias": "true" if s.cfg.get("attention_bias") else "false"}
 
 
 def blocks(s: SpecText, layers: int, types: list[str], prefix: str,

@@ -10,8 +10,8 @@ row, which places its mask, is the first stream for text."""
 from __future__ import annotations
 
 from .base import Family
-from .cohere2 import COHERE2, blocks
-from .rope import rope
+from .cohere2 import COHERE2, base_entries, blocks, known_kinds
+from .rope import interleaved_mrope, rope
 from .text import SpecText, mask
 
 __all__ = ["FAMILIES"]
@@ -25,37 +25,23 @@ def _read(s: SpecText, padding: str | None) -> None:
     head_dim = d // max(heads, 1)  # (CohereCompassTextConfig sets it so, whatever it reads)
     layers = s.need("num_hidden_layers")
     types = cfg.get("layer_types") or ["full_attention"] * layers
-    if other := [t for t in dict.fromkeys(types) if t not in ("sliding_attention",
-                                                              "full_attention")]:
-        s.refuse("layer_types", "Cohere Compass's layers are sliding_attention or "
-                                f"full_attention; attndsl does not import layer kind `{other[0]}`")
+    if not known_kinds(s, types, "Cohere Compass"):
         return
     ropes = cfg.get("rope_parameters")
     if not isinstance(ropes, dict) or any(k not in ropes for k in dict.fromkeys(types)):
         s.refuse("rope_parameters", "Cohere Compass reads an entry per layer type (its "
                                     "parameters, or null for no positions)")
         return
-    window = s.get("sliding_window")
-    base = {"d_model": str(d), "heads": str(heads),
-            "kv_heads": str(s.get("num_key_value_heads", default=heads)),
-            "head_dim": str(head_dim), "bias": "true" if cfg.get("attention_bias") else "false"}
+    window, base = s.get("sliding_window"), base_entries(s, head_dim)
     for kind in dict.fromkeys(types):
         slide, params = kind == "sliding_attention", ropes[kind]
         if slide and not window:
             s.refuse("sliding_window", "sliding layers need a window size")
             window = 1
-        position = "none"
-        if params is not None:
-            sections = params.get("mrope_section") or _SECTIONS
-            if not (isinstance(sections, list) and len(sections) == 3 and all(
-                    isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                    for n in sections)):
-                s.refuse("rope_parameters", "`mrope_section` must be three integers >= 0 "
-                                            "(the time, height and width sections)")
-                return
-            t, h, w = sections
-            position = (f"{rope(s, params, head_dim)[:-1]}, mrope = [{t}, {h}, {w}], "
-                        "mrope_interleaved = true)")
+        position = "none" if params is None else interleaved_mrope(
+            s, rope(s, params, head_dim), params.get("mrope_section") or _SECTIONS)
+        if position is None:
+            return
         name = "compass_local" if slide else "compass_global"
         s.attentions[name] = dict(base, position=position,
                                   mask=mask(True, padding, window if slide else None))

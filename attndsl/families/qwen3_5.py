@@ -26,7 +26,7 @@ from .llama import LLAMA
 from .moe import ROUTER_INERT, expanded
 from .names import Names, rows
 from .qwen3_next import DELTA_KEPT, MIXTURE, read_hybrid
-from .rope import num
+from .rope import interleaved_mrope, num
 from .text import SpecText
 
 __all__ = ["FAMILIES"]
@@ -37,16 +37,12 @@ def _read(s: SpecText, padding: str | None) -> None:
         return
     params = s.cfg.get("rope_parameters") or {}
     sections = params.get("mrope_section") or [11, 11, 10]  # Qwen3_5TextRotaryEmbedding's
-    if not (isinstance(sections, list | tuple) and len(sections) == 3 and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sections)):
-        s.refuse("rope_parameters", "`mrope_section` must be three integers >= 0 (the time, "
-                                    "height and width sections)")
-        return
-    t, h, w = sections
     for attention in s.attentions.values():  # its frequencies always interleaved
         if "position" in attention:
-            attention["position"] = (f"{attention['position'][:-1]}, mrope = [{t}, {h}, {w}], "
-                                     "mrope_interleaved = true)")
+            position = interleaved_mrope(s, attention["position"], sections)
+            if position is None:
+                return
+            attention["position"] = position
     layers, eps = s.get("num_hidden_layers"), s.get("rms_norm_eps")
     if s.cfg.get("model_type") == "qwen3_5_moe_text":
         ffn = (f"moe(experts = {s.need('num_experts')}, top_k = "

@@ -4,7 +4,7 @@ import`."""
 
 from __future__ import annotations
 
-__all__ = ["default_partial", "default_theta", "num", "rope"]
+__all__ = ["default_partial", "default_theta", "interleaved_mrope", "num", "rope"]
 
 # the keys transformers requires of each rope_type (RotaryEmbeddingConfigMixin's validation)
 _REQUIRED = {
@@ -130,3 +130,16 @@ def rope(s, params: dict | None, head_dim: int, interleaved: bool = False,
         s.problems.append(f"`rope_type` = \"{kind}\": no such RoPE scaling in attndsl "
                           "(linear, dynamic, llama3, yarn, longrope, proportional)")
     return f"rope({', '.join(args)})"
+
+
+def interleaved_mrope(s, position: str, sections) -> str | None:
+    """`position` (a `rope(...)` entry) reading three position streams interleaved by
+    `sections` (Qwen3-VL's layout: `mrope = [t, h, w], mrope_interleaved = true`); None, with
+    the refusal, where they are not three integers >= 0."""
+    if not (isinstance(sections, list | tuple) and len(sections) == 3 and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sections)):
+        s.refuse("rope_parameters", "`mrope_section` must be three integers >= 0 (the time, "
+                                    "height and width sections)")
+        return None
+    t, h, w = sections
+    return f"{position[:-1]}, mrope = [{t}, {h}, {w}], mrope_interleaved = true)"
