@@ -39,9 +39,8 @@ from .mechanisms import KERNELS, kernel_of
 from .planner import cores, fuse_cores
 from .planner.torch_paths import SDPA_TAKES
 from .spec import (
-    Alibi,
     Attention,
-    RelativeBias,
+    ScoreBias,
     Transformer,
     beyond_limits,
     length_limits,
@@ -190,7 +189,7 @@ def _visible_pairs(attn: Attention, inputs: dict[str, np.ndarray]) -> int:
 def _sdpa_needs_no_mask(s: Attention) -> bool:
     """A plain causal or unmasked layer without biases: SDPA's flash kernel, no L x S mask."""
     return s.mask in (masks.Causal(), masks.Full()) and not isinstance(s.position,
-                                                                     Alibi | RelativeBias)
+                                                                     ScoreBias)
 
 
 def _with_sdpa(module: GraphModule) -> GraphModule | None:

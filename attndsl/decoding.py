@@ -32,8 +32,8 @@ from .spec import (
     Alibi,
     Attention,
     Layer,
-    RelativeBias,
     Rope,
+    ScoreBias,
     Transformer,
     is_lm,
 )
@@ -107,7 +107,7 @@ def _cross_blocker(a: Attention) -> Diagnostic | None:
                           "of memory rows, where a query has no index among the keys",
                           a.span("mask"), hint="decode cross attention with `full`, `padding` "
                                                "or `prefix(n)` and their combinations")
-    if isinstance(a.position, (Rope, Alibi, RelativeBias)):
+    if isinstance(a.position, Rope | ScoreBias):
         return Diagnostic(f"`{a.name}` is cross attention with positions relating queries to "
                           "memory rows; its decoding form has none", a.span("position"),
                           hint="decode cross attention without rotary or score-bias "

@@ -7,11 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .blocks import GATED, Ffn, Norm  # re-exported: part of the resolved spec
-from .kernels import (  # re-exported: part of the resolved spec
-    Kernel,
-    Softmax,
-)
+from .kernels import Kernel, Softmax  # re-exported: part of the resolved spec
 from .masks import Mask, runtime_inputs
+from .position_spec import (  # re-exported: part of the resolved spec
+    Alibi,
+    Learned,
+    Position,
+    RelativeBias,
+    RelativeLogits,
+    Rope,
+    ScoreBias,
+    Sinusoidal,
+)
 from .rope_scaling import (  # re-exported: part of the resolved spec
     DynamicScaling,
     LinearScaling,
@@ -40,8 +47,10 @@ __all__ = [
     "Position",
     "Program",
     "RelativeBias",
+    "RelativeLogits",
     "Rope",
     "RopeScaling",
+    "ScoreBias",
     "Sinusoidal",
     "Softmax",
     "Sparsity",
@@ -60,65 +69,6 @@ __all__ = [
 # MAX_LENGTH (from shapes): the longest sequence an exported model is built for
 
 
-@dataclass(frozen=True)
-class Sinusoidal:
-    """The sinusoidal table, docs/LANGUAGE.md: `layout` interleaved (sin, cos of each frequency
-    side by side) or halves (every sine, then every cosine: CTRL, XGLM); position p reads the
-    angle (p + offset) * f_i (XGLM's offset 2); `frequencies` vaswani (f_i = 10000^(-2i/d)) or
-    tensor2tensor (f_i = 10000^(-i/(d/2 - 1)), XGLM's)."""
-
-    layout: str = "interleaved"
-    offset: int = 0
-    frequencies: str = "vaswani"
-
-
-@dataclass(frozen=True)
-class Learned:
-    max_len: int
-
-
-@dataclass(frozen=True)
-class Rope:
-    theta: float
-    dim: int  # rotated features: the first `dim` of each head (even, <= head_dim)
-    interleaved: bool  # GPT-J pairs (2i, 2i+1) instead of rotate-half halves
-    scaling: RopeScaling | None = None
-    # multimodal RoPE: the frequencies of the time, height and width position streams (an
-    # input position_ids [3, B, L]), sectioned or interleaved (docs/LANGUAGE.md)
-    mrope: tuple[int, int, int] | None = None
-    mrope_interleaved: bool = False
-
-    def attrs(self, dim: int | None = None) -> dict:
-        """The attributes of a `rope` IR node rotating `dim` features (default: its own)."""
-        out = dict(theta=self.theta, dim=self.dim if dim is None else dim,
-                   interleaved=self.interleaved, scaling=self.scaling)
-        if self.mrope is not None:
-            out.update(mrope=self.mrope, mrope_interleaved=self.mrope_interleaved)
-        return out
-
-
-@dataclass(frozen=True)
-class Alibi:
-    """-slope_h * |q - k| added to the scores; slopes by Press et al.'s schedule or the plain
-    geometric one, from 2^(-max_bias / H); `scaled` adds the bias before the score scale
-    (Falcon) instead of after it (BLOOM, MPT)."""
-
-    slopes: str = "press"  # press | geometric
-    max_bias: float = 8.0
-    scaled: bool = False
-    # float32, or bfloat16: slope and position rounded to bfloat16, and their product (the
-    # arithmetic Falcon-RW was trained with)
-    rounding: str = "float32"
-
-
-@dataclass(frozen=True)
-class RelativeBias:
-    buckets: int
-    max_distance: int
-    bidirectional: bool
-
-
-Position = Sinusoidal | Learned | Rope | Alibi | RelativeBias | None
 
 
 @dataclass(frozen=True)

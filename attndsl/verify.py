@@ -24,6 +24,7 @@ from .spec import (
     MAX_LENGTH,
     Attention,
     RelativeBias,
+    RelativeLogits,
     Rope,
     Transformer,
     attentions_of,
@@ -80,6 +81,9 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
             if isinstance(position, RelativeBias):
                 d = position.max_distance
                 _prime_past(chosen, d, f"T5's max_distance ({d})")
+            if isinstance(position, RelativeLogits):
+                e = position.extent
+                _prime_past(chosen, e, f"the relative logits' extent ({e})")
             if core.sparsity.block:
                 b = core.sparsity.block
                 _prime_past(chosen, 2 * b, f"two blocks of {b}")

@@ -15,6 +15,7 @@ from .spec import (
     Learned,
     Norm,
     RelativeBias,
+    RelativeLogits,
     Transformer,
 )
 
@@ -125,6 +126,10 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))
+        if isinstance(s.position, RelativeLogits):  # r_proj, then the bank of profiles
+            linear(f"{p}r_proj", s.heads * s.position.d_rel, s.d_model, False)
+            out.append(Weight(f"{p}rel_logits_proj.proj",
+                              (s.position.d_rel, s.position.extent), "normal"))
         if absolute and isinstance(s.position, Learned):
             out.append(Weight(f"{p}position_embeddings.weight", (s.position.max_len, s.d_model),
                               "embedding"))

@@ -348,6 +348,18 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                   f"{power.choice([0.1, 0.5])}" + power.choice(
                                       ["", ", offset = 0"]) + ")")
         entries["mask"] = kept
+    inkling = random.Random(seed * 7919 + 39)  # Inkling's relative logits: their own stream
+    streams = ("mrope", "proportional", "bfloat16", "layout", "relative_bias")  # (theirs)
+    if not (lsh or own or cross or linear or linformer or "latent" in entries or "head_experts"
+            in entries or "differential" in entries or "qk_norm_after_rope" in entries or
+            any(w in entries.get("position", "") for w in streams)) and inkling.random() < 0.12:
+        kept = entries.pop("mask")  # (the mask stays last)
+        entries["position"] = (f"relative_logits(d_rel = {inkling.choice([1, 3, 8])}, extent = "
+                               f"{inkling.choice([1, 5, 40, 300])})")
+        if "temperature" not in entries and inkling.random() < 0.5:
+            entries["temperature"] = (f"log_ratio(floor = {inkling.choice([1, 4, 30])}, "
+                                      f"scale = {inkling.choice([0.1, 0.7])})")
+        entries["mask"] = kept
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:

@@ -215,10 +215,13 @@ def _score_bias(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
 def _biased(s: np.ndarray, node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """Scores s (B, H, L, S) plus the node's score bias, at a decoding call's positions."""
     kind = node.attr("kind" if node.op is Op.SCORE_BIAS else "bias")  # a core's: `bias`
+    # relative logits' relative states: a score_bias node's second operand, a core's fourth
+    states = env[node.args[1 if node.op is Op.SCORE_BIAS else 3]] \
+        if kind == "relative_logits" else None
     if "attention_mask" in env:  # a decoding call: the tokens' and the keys' positions
         q, k = call_positions(env["attention_mask"], s.shape[2], s.shape[3])
-        return add_bias(s, kind, dict(node.attrs), w, q[:, :, None], k[:, None, :])
-    return add_bias(s, kind, dict(node.attrs), w)
+        return add_bias(s, kind, dict(node.attrs), w, q[:, :, None], k[:, None, :], states)
+    return add_bias(s, kind, dict(node.attrs), w, states=states)
 
 
 @impl(Op.MASK)
@@ -390,7 +393,7 @@ def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     if cap:
         s = cap * np.tanh(s / cap)
     seen = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("expr") is None
-            else _visible(node, node.args[3:], env))  # None: a kernel's rows applied it
+            else _visible(node, node.args[3 + (node.attr("bias") == "relative_logits"):], env))
     o = _masked_softmax(s, seen, _sinks(node, w)) @ v  # (B, H, L, dv)
     B, H, L, dv = o.shape
     return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

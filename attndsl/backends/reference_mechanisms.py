@@ -18,10 +18,14 @@ def _temperature(x: np.ndarray, attrs: dict[str, Any], w: Mapping[str, np.ndarra
     """`temperature = log(floor = f, scale = a, offset = o)`: the query at token position p
     (0 .. n - 1 in one pass, a decoding call's position_ids (B, n)) times 1 + a * ln(1 +
     floor((p + o) / f)); `power(base = b, exponent = e, offset = o)`: times
-    (1 + (p + o) / b) ** e."""
+    (1 + (p + o) / b) ** e; `log_ratio(floor = n, scale = a, offset = o)`: times 1 + a *
+    ln(max((p + o) / n, 1)). x: the query heads, or relative_logits' relative states."""
     p = np.arange(x.shape[2])[None] if pos is None else pos
     if attrs["kind"] == "power":
         factor = (1.0 + (p + attrs["offset"]) / attrs["floor"]) ** attrs["scale"]
+    elif attrs["kind"] == "log_ratio":
+        factor = 1.0 + attrs["scale"] * np.log(np.maximum((p + attrs["offset"]) / attrs["floor"],
+                                                          1.0))
     else:
         factor = 1.0 + attrs["scale"] * np.log1p(np.floor((p + attrs["offset"]) / attrs["floor"]))
     return x * factor[:, None, :, None]

@@ -106,13 +106,25 @@ def t5_bucket(relative: np.ndarray, buckets: int, max_distance: int,
 
 
 def add_bias(s: np.ndarray, kind: str, attrs: Mapping[str, Any], w: Mapping[str, np.ndarray],
-             q: np.ndarray | None = None, k: np.ndarray | None = None) -> np.ndarray:
-    """s (B, H, L, S) plus the score bias `kind` (alibi, relative_bias) of parameters `attrs`
-    at query position q (B | 1, L, 1) and key position k (B | 1, 1, S): 0 .. L - 1 and
-    0 .. S - 1 in one pass."""
+             q: np.ndarray | None = None, k: np.ndarray | None = None,
+             states: np.ndarray | None = None) -> np.ndarray:
+    """s (B, H, L, S) plus the score bias `kind` (alibi, relative_bias, relative_logits) of
+    parameters `attrs` at query position q (B | 1, L, 1) and key position k (B | 1, 1, S):
+    0 .. L - 1 and 0 .. S - 1 in one pass; `states`: relative logits' r (B, H, L, d_rel)."""
     H, L, S = s.shape[1:]
     if q is None:
         q, k = np.arange(L)[None, :, None], np.arange(S)[None, None, :]
+    if kind == "relative_logits":  # b[h, i, j] = sum_c r_h(i)[c] P[c, i - j], 0 <= i - j < E
+        bank = w[attrs["weight"]].astype(np.float64)  # (d_rel, extent)
+        distance = np.broadcast_to(q - k, (s.shape[0], L, S))
+        out = s.copy()
+        for b in range(s.shape[0]):
+            for i in range(L):  # query i's profile over distances, read at each key's
+                profile = states[b, :, i, :].astype(np.float64) @ bank  # (H, extent)
+                d = distance[b, i]
+                seen = (d >= 0) & (d < attrs["extent"])
+                out[b, :, i, seen] += profile[:, d[seen]].T
+        return out
     if kind == "alibi":
         slopes = np.array(alibi_slopes(H, attrs["slopes"], attrs["max_bias"]))
         if attrs["rounding"] == "bfloat16":  # slope, positions and products in bfloat16

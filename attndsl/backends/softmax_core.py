@@ -1,6 +1,7 @@
 """The fused softmax core's arithmetic that the torch module and the ONNX lowering share, over
 the array namespace of `backends.formulas` (`TorchArrays`, `OnnxArrays`): the score bias
-(`score_bias`: ALiBi or T5 relative positions) and the block-sparse form (`block_sparse`).
+(`score_bias`: ALiBi, T5 relative positions or relative logits) and the block-sparse form
+(`block_sparse`).
 What differs per backend, the scores (q.k with the score bias and modifiers), the masked
 softmax @ v and the runtime mask inputs, each backend passes in (`CoreOps`)."""
 
@@ -19,7 +20,7 @@ from ..positions import alibi_slopes, t5_bucket_float32
 from ..targets import lacks_bfloat16_cuda_kernel
 from . import formulas
 
-__all__ = ["CoreOps", "block_sparse", "score_bias"]
+__all__ = ["CoreOps", "block_sparse", "relative_logits", "score_bias"]
 
 Array = Any
 
@@ -38,14 +39,19 @@ class CoreOps:
 
 
 def score_bias(xp, attrs: dict, heads: int, lead: tuple[int, ...], table: Array | None,
-               q_pos: Array, k_pos: Array) -> Array:
-    """The float32 score bias of ALiBi or T5 relative positions (docs/LANGUAGE.md), at the
-    broadcast of the positions q_pos and k_pos (of one rank), its heads on leading axes
-    `lead`: (heads,) or (kv_heads, heads // kv_heads). `attrs`: a score_bias node's, or an
-    attention core's (the kind as `bias`); `table`: the relative bias's (buckets, heads)
-    weight (None for ALiBi)."""
+               q_pos: Array, k_pos: Array, rows: Array | None = None) -> Array:
+    """The float32 score bias of ALiBi, T5 relative positions or relative logits
+    (docs/LANGUAGE.md), at the broadcast of the positions q_pos (n, 1) and k_pos (1, m), its
+    heads on leading axes `lead`: (heads,) or (kv_heads, heads // kv_heads). `attrs`: a
+    score_bias node's, or an attention core's (the kind as `bias`); `table`: the relative
+    bias's (buckets, heads) weight, or the relative logits' bank (d_rel, extent) (None for
+    ALiBi); `rows`: the relative logits' relative states (B, heads, n, d_rel), whose bias is
+    then (B, *lead, n, m)."""
     nd = max(q_pos.ndim, k_pos.ndim)
-    if attrs.get("bias", attrs.get("kind")) == "alibi":
+    kind = attrs.get("bias", attrs.get("kind"))
+    if kind == "relative_logits":
+        return relative_logits(xp, rows, table, attrs["extent"], q_pos, k_pos, lead)
+    if kind == "alibi":
         # nested Python lists of the slopes, in the shape lead + (1,) * nd (plain values:
         # FlexAttention's score_mod, compiled, takes them as a constant)
         slopes: list = alibi_slopes(heads, attrs["slopes"], attrs["max_bias"], attrs["factor"],
@@ -61,6 +67,20 @@ def score_bias(xp, attrs: dict, heads: int, lead: tuple[int, ...], table: Array 
     # (..., H) -> (H, ...): the heads first
     bias = xp.move_last_first(xp.astype(xp.embedding(table, bucket), "float32"))
     return bias if len(lead) == 1 else xp.reshape_axes(bias, 0, 1, list(lead))
+
+
+def relative_logits(xp, r: Array, bank: Array, extent: int, q_pos: Array, k_pos: Array,
+                    lead: tuple[int, ...]) -> Array:
+    """Relative logits (Inkling's): each query's mix of the bank's bias-by-distance profiles,
+    R = r @ bank (B, heads, n, extent), read at its distance to each key, d = q - k:
+    R[..., d] for 0 <= d < extent, else 0; float32 (B, *lead, n, m)."""
+    mixed = xp.matmul(xp.astype(r, "float32"), xp.astype(bank, "float32"))
+    if len(lead) == 2:
+        mixed = xp.reshape_axes(mixed, 1, 2, list(lead))
+    distance = q_pos - k_pos  # (n, m)
+    at = xp.take_rows(mixed, xp.minimum(xp.maximum(distance, 0), extent - 1))
+    inside = (distance >= 0) & (distance < extent)
+    return xp.where(inside, at, xp.asarray(0.0, "float32"))
 
 
 def block_sparse(xp, node: Node, q: Array, k: Array, v: Array, L: Any, S: Any, d: int, dv: int,

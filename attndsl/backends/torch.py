@@ -257,7 +257,8 @@ def _scores(m: GraphModule, node: Node, env: Env) -> Tensor:
 def _score_bias(m: GraphModule, node: Node, env: Env) -> Tensor:
     s = _arg(node, env)
     qi, ki = lengths(env, s.shape[-1])
-    return s + score_bias(m, dict(node.attrs), s.shape[1], qi, ki)
+    rows = _arg(node, env, 1) if len(node.args) > 1 else None  # relative logits' states
+    return s + score_bias(m, dict(node.attrs), s.shape[1], qi, ki, rows)
 
 
 @impl(Op.MASK)

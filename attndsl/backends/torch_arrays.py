@@ -181,6 +181,11 @@ class TorchArrays:
         return torch.cumsum(x, dim=axis)
 
     @staticmethod
+    def take_rows(x: Tensor, indices: Tensor) -> Tensor:
+        """x (..., n, e) at indices (n, m) of each of its rows: (..., n, m)."""
+        return torch.gather(x, -1, indices.expand(*x.shape[:-2], *indices.shape[-2:]))
+
+    @staticmethod
     def take_along(x: Tensor, indices: Tensor, axis: int) -> Tensor:
         return torch.gather(x, axis, indices)
 

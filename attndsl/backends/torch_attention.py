@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from .. import masks, mechanisms
 from ..errors import UsageError
 from ..ir import Node
+from ..ir.ops import BIAS_OPERANDS
 from ..planner.torch_paths import SDPA_SIDE, block_sparse_kernel
 from . import formulas, softmax_core
 from .softmax_core import CoreOps, block_sparse
@@ -72,7 +73,9 @@ def _sdpa(m: nn.Module, node: Node, env: Env, q: Tensor, k: Tensor, v: Tensor) -
     mask, any_key = _boolean_mask(m, node, env, q.shape[2], k.shape[2], q.device)
     if bias is not None:
         qi, ki = (torch.arange(n, device=q.device) for n in (q.shape[2], k.shape[2]))
-        table = score_bias(m, dict(node.attrs), node.attr("heads"), qi[:, None], ki[None, :])
+        rows = env[node.args[3]] if bias in BIAS_OPERANDS else None  # relative logits'
+        table = score_bias(m, dict(node.attrs), node.attr("heads"), qi[:, None], ki[None, :],
+                           rows)
         mask = torch.where(mask, table, torch.finfo(torch.float32).min).to(q.dtype)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, dropout_p=drop)
     return out * any_key.to(out.dtype)
@@ -97,14 +100,15 @@ def _boolean_mask(m: nn.Module, node: Node, env: Env, L: int, S: int,
     return cache[key]
 
 
-def score_bias(m: nn.Module, attrs: dict, heads: int, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+def score_bias(m: nn.Module, attrs: dict, heads: int, q_pos: Tensor, k_pos: Tensor,
+               rows: Tensor | None = None) -> Tensor:
     """The float32 score bias (H, ...) of `softmax_core.score_bias` at the broadcast of the
     positions q_pos and k_pos (of one rank); `attrs`: a score_bias node's, or an attention
-    core's."""
-    relative = attrs.get("bias", attrs.get("kind")) == "relative_bias"
-    table = m.get_parameter(attrs["weight"]) if relative else None
+    core's; `rows`: relative logits' relative states (the bias is then (B, H, ...))."""
+    tabled = attrs.get("bias", attrs.get("kind")) in ("relative_bias", "relative_logits")
+    table = m.get_parameter(attrs["weight"]) if tabled else None
     return softmax_core.score_bias(TorchArrays(q_pos.device), attrs, heads, (heads,), table,
-                                   q_pos, k_pos)
+                                   q_pos, k_pos, rows)
 
 
 def _scores(m: nn.Module, node: Node, q: Tensor, k: Tensor, q_pos: Tensor,

@@ -13,6 +13,7 @@ from ..source import Span
 from ..spec import (
     Alibi,
     Attention,
+    RelativeLogits,
     Rope,
     Sinusoidal,
     Softmax,
@@ -161,6 +162,14 @@ class Layers(Mechanisms):
                        hint="pad on the right (`padding`), or use rounding = float32, whose "
                             "bias depends on distances alone")
             failed = True
+        if isinstance(position, RelativeLogits) and (kind == "cross" or projection is not None):
+            self.error("relative_logits reads each query token's own relative states over the "
+                       "keys before it in its sequence: " + (
+                           "cross attention's keys are memory rows" if kind == "cross" else
+                           "a projection form makes its own heads"), at("position"),
+                       hint="use relative_logits in self attention with q_proj, k_proj and "
+                            "v_proj")
+            failed = True
         failed |= self.check_mechanisms(e, kernel, heads, kv_heads, at, hooked)
         if projection is not None:
             failed |= projection_of(projection).conflicts(self, projection, ProjectionWhere(
@@ -258,7 +267,9 @@ PROJECTIONS = ("q", "k", "v", "o")
 
 
 def _divisors(n: int) -> list[int]:
-    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]
+    """n's divisors, those of up to 10**5 and their cofactors (a hint's list: a count of
+    10**18 must not take a billion steps)."""
+    small = [i for i in range(1, min(math.isqrt(n), 10**5) + 1) if n % i == 0]
     return sorted(set(small + [n // i for i in small]))
 
 

@@ -7,6 +7,7 @@ import math
 from .. import ast
 from ..rope_scaling import ProportionalScaling
 from ..spec import (
+    MAX_LENGTH,
     Alibi,
     DynamicScaling,
     Learned,
@@ -15,6 +16,7 @@ from ..spec import (
     LongRopeScaling,
     Position,
     RelativeBias,
+    RelativeLogits,
     Rope,
     RopeScaling,
     Sinusoidal,
@@ -67,6 +69,14 @@ class Positions(Norms):
             return Learned(self.positive(args["max_len"], "max_len"))
         if name == "rope":
             return self.rope_value(args)
+        if name == "relative_logits":
+            d_rel = self.positive(args["d_rel"], "d_rel") if "d_rel" in args else 16
+            extent = self.positive(args["extent"], "extent") if "extent" in args else 1024
+            for key, value, most in (("d_rel", d_rel, 4096), ("extent", extent, MAX_LENGTH)):
+                if value > most:
+                    raise self.error(f"{key} must be in [1, {most}], found {value}",
+                                     args[key].span)
+            return RelativeLogits(d_rel, extent)
         buckets = self.positive(args["buckets"], "buckets") if "buckets" in args else 32
         max_distance = (self.positive(args["max_distance"], "max_distance")
                         if "max_distance" in args else 128)
@@ -253,6 +263,7 @@ _POSITIONS = {
     "rope": (Param("theta"), Param("dim"), Param("interleaved"), Param("scaling"),
              Param("mrope"), Param("mrope_interleaved")),
     "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),
+    "relative_logits": (Param("d_rel"), Param("extent")),
 }
 _SCALINGS = {
     "linear": (Param("factor", True),),

@@ -12,7 +12,9 @@ from ..spec import (
     Learned,
     Norm,
     RelativeBias,
+    RelativeLogits,
     Rope,
+    ScoreBias,
     Sinusoidal,
 )
 from .graph import GraphBuilder, Op
@@ -66,6 +68,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         o = own.layer(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.kernel, x, cache)
         return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
     form = mechanisms.projection_of(s.projection)
+    rel = None  # Inkling's relative states: the relative_logits bias's operand
     absorbed = None  # decoding a projection form: the core over its own cache
     if form is not None and form.cache and cache is not None and compact:
         q, k, v, absorbed = form.decoding(mechanisms.Site(b, s, p, prefix, pos, n, layer),
@@ -86,6 +89,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                        **s.position.attrs())
         q = mechanisms.expand(site, "rotated", q, "q")
         q = mechanisms.expand(site, "query", q, "q")
+        rel = _relative_states(b, site, x, linear)
     else:
         site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
         q = mechanisms.projected(site, linear("q", x, "q_proj",
@@ -120,6 +124,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         q = mechanisms.expand(site, "rotated", q, "q")
         k = mechanisms.expand(site, "rotated", k, "k")
         q = mechanisms.expand(site, "query", q, "q")
+        rel = _relative_states(b, site, x, linear)
     if cache is not None and absorbed is None and not reuse:  # keys cached rotated
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = _kept(s) if bounded else None
@@ -145,13 +150,13 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
 
         def branch(variant: Attention, vp: str) -> tuple[tuple, str]:
             sub = GraphBuilder(names=b.names)
-            out = _core(sub, variant, vp, prefix, q, k, v, n, table, cache)
+            out = _core(sub, variant, vp, prefix, q, k, v, n, table, cache, rel)
             return tuple(sub.nodes), out
 
         o = selector.switch(b, core, p, (q, k, v), T("B", "L", s.heads * core.value_dim),
                             branch)
     else:
-        o = _core(b, core, p, prefix, q, k, v, n, table, cache)
+        o = _core(b, core, p, prefix, q, k, v, n, table, cache, rel)
     if absorbed is not None:
         o = form.merged(site, s.projection, o)
     o = mechanisms.expand(site, "merged", o, "merged")
@@ -162,12 +167,27 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     return o
 
 
+def _relative_states(b: GraphBuilder, site: mechanisms.Site, x: str, linear) -> str | None:
+    """Inkling's relative states of each query token, r = x W_r^T split into heads (B, heads,
+    L, d_rel), after the `query` hook's mechanisms (a temperature scales them as it scales
+    the queries); None without `relative_logits` positions."""
+    s = site.spec
+    if not isinstance(s.position, RelativeLogits):
+        return None
+    d = s.position.d_rel
+    r = linear("rel", x, "r_proj", s.heads * d, "L")
+    r = b.emit(Op.SPLIT_HEADS, f"{site.p}rel_heads", (r,), T("B", s.heads, "L", d),
+               heads=s.heads, dim=d)
+    return mechanisms.expand(site, "query", r, "r")
+
+
 def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v: str, n: str,
-          table: str | None, cache: int | None) -> str:
+          table: str | None, cache: int | None, rel: str | None = None) -> str:
     """The attention core from q, k, v heads to merged heads (B, L, heads * value_dim): one
     unplanned `attention` node (`ops.core_attributes`; the planner fuses it or lowers it to
     the primitive ops, `ir.decompose`), or a kernel module's own nodes. `p` prefixes its value
-    names, `prefix` its weights'."""
+    names, `prefix` its weights'; `rel`: the relative states a `relative_logits` bias reads
+    (the core's fourth operand)."""
     kernel = mechanisms.kernel_of(s.kernel)
     rows = kernel is not None and kernel.softmax_core
     if rows:  # the softmax over the kernel's rows of the keys and values
@@ -191,6 +211,9 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
         bias = dict(bias="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
                     bidirectional=r.bidirectional,
                     weight=table or f"{prefix}relative_attention_bias.weight")
+    elif isinstance(s.position, RelativeLogits):
+        bias = dict(bias="relative_logits", d_rel=s.position.d_rel, extent=s.position.extent,
+                    weight=f"{prefix}rel_logits_proj.proj")
     # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
     # cross attention's keys are the cached memory rows, read by index alone; a kernel's
     # rows: no mask (the rows dropped the hidden keys)
@@ -207,17 +230,18 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
         strategy="", heads=s.heads, kv_heads=s.kv_heads, scale=s.scale, **bias,
         **mechanisms.softmax_attrs(site), expr=expr, sparsity=s.sparsity, memory=memory,
         dropout=s.dropout, kind=s.kind)
-    return b.emit(Op.ATTENTION, f"{p}merged", (q, k, v, *runtime), merged,
+    operands = (rel,) if bias["bias"] == "relative_logits" else ()
+    return b.emit(Op.ATTENTION, f"{p}merged", (q, k, v, *operands, *runtime), merged,
                   **{key: values[key] for key in core_attributes(bias["bias"])})
 
 
 def _kept(s: Attention) -> tuple[int, int] | None:
     """(first, recent): the keys a bounded cache keeps (`masks.kept_keys`: those of the first
     positions and the recent ones), or None where it grows: cross attention (its keys are
-    memory rows), an unbounded mask, or first positions kept with ALiBi or T5 biases (which
+    memory rows), an unbounded mask, or first positions kept with a score bias (which
     read a key's distance from the cache's slot order)."""
     keep = None if s.kind == "cross" else masks.kept_keys(masks.real_keys(s.mask))
-    if keep and keep[0] and isinstance(s.position, Alibi | RelativeBias):
+    if keep and keep[0] and isinstance(s.position, ScoreBias):
         return None
     return keep
 

@@ -14,7 +14,7 @@ from typing import Any
 from .. import mechanisms
 from ..shapes import T, TensorType
 from .graph import GraphBuilder, Node, Op, all_nodes
-from .ops import SCORE_BIASES
+from .ops import SCORE_BIASES, core_operands
 
 __all__ = ["decompose", "decomposed", "is_core"]
 
@@ -38,7 +38,8 @@ def decompose(node: Node, types: Mapping[str, TensorType]) -> list[Node]:
     operands' types (the keys' length symbol and widths are theirs)."""
     a = dict(node.attrs)
     p = node.out.removesuffix("merged")
-    q, k, v, *runtime = node.args
+    q, k, v = node.args[:3]
+    operands, runtime = core_operands(node)
     n, head_dim, value_dim = types[k].dims[2], types[k].dims[3], types[v].dims[3]
     heads, groups = a["heads"], a["heads"] // a["kv_heads"]
     b = GraphBuilder()
@@ -48,7 +49,7 @@ def decompose(node: Node, types: Mapping[str, TensorType]) -> list[Node]:
     scores = T("B", heads, "L", n)
     sc = b.emit(Op.SCORES, f"{p}scores", (q, k), scores, scale=a["scale"])
     if a["bias"] is not None:
-        sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc,), scores, kind=a["bias"],
+        sc = b.emit(Op.SCORE_BIAS, f"{p}biased", (sc, *operands), scores, kind=a["bias"],
                     **{key: a[key] for key in SCORE_BIASES[a["bias"]]})
     scored = _Scored(heads, tuple((key, a[key]) for key in mechanisms.SCORED
                                   if a[key] is not None))

@@ -13,7 +13,7 @@ from ..shapes import TensorType
 from .attributes import Record, declared, record
 from .graph import Node, Op
 
-__all__ = ["OPS", "SCORE_BIASES", "OpDef", "core_attributes"]
+__all__ = ["OPS", "SCORE_BIASES", "OpDef", "core_attributes", "core_operands"]
 
 # (node, its operands' types) -> the rule the node breaks, or None
 Rule = Callable[[Node, Sequence[TensorType]], str | None]
@@ -117,7 +117,19 @@ def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
 # a score bias's kind -> its parameters, the attributes of an attention core that follow `bias`
 SCORE_BIASES: dict[str | None, tuple[str, ...]] = {
     None: (), "alibi": ("slopes", "max_bias", "factor", "rounding"),
-    "relative_bias": ("buckets", "max_distance", "bidirectional", "weight")}
+    "relative_bias": ("buckets", "max_distance", "bidirectional", "weight"),
+    "relative_logits": ("d_rel", "extent", "weight")}
+# the score biases that read a tensor of the layer's own besides positions: an attention core's
+# fourth operand, a score_bias node's second (Inkling's relative states, (B, heads, L, d_rel))
+BIAS_OPERANDS = frozenset({"relative_logits"})
+
+
+def core_operands(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An attention core's operands after q, k and v: (its score bias's own operands, the
+    runtime inputs its mask reads)."""
+    rest = node.args[3:]
+    n = int(node.attr("bias") in BIAS_OPERANDS)
+    return rest[:n], rest[n:]
 
 
 def core_attributes(bias: str | None) -> tuple[str, ...]:
@@ -240,8 +252,8 @@ def _float_result(rule: Rule | None) -> Rule:
 # score modifier's and softmax hook's being its module's (plain, or a tensor name)
 _CORE = ("heads: int", "kv_heads: int", "scale: number", "slopes: str", "max_bias: number",
          "factor: number", "rounding: str", "buckets: int", "max_distance: int",
-         "bidirectional: bool", "weight: str", "expr: mask?", "sparsity: sparsity?",
-         "memory: bool?", "dropout: number", "kind: str")
+         "bidirectional: bool", "weight: str", "d_rel: int", "extent: int", "expr: mask?",
+         "sparsity: sparsity?", "memory: bool?", "dropout: number", "kind: str")
 _DEFS = [
     OpDef(Op.INPUT, (0, 0)),
     OpDef(Op.ADD_POSITION, (1, 2), ("kind: str",), ("weight: str", "max_len: int",
@@ -261,14 +273,14 @@ _DEFS = [
           tensors=("weights",)),
     OpDef(Op.REPEAT_KV, (1, 1), ("groups: int",), rule=_repeat),
     OpDef(Op.SCORES, (2, 2), ("scale: number",), rule=_scores),
-    OpDef(Op.SCORE_BIAS, (1, 1), ("kind: str",), _CORE[3:11], rule=_same,
+    OpDef(Op.SCORE_BIAS, (1, 2), ("kind: str",), _CORE[3:13], rule=_same,
           tensors=("weight",)),
     OpDef(Op.MASK, (0, 3), ("expr: mask", "sparsity: sparsity?", "memory: bool?"), rule=_mask),
     OpDef(Op.SOFTMAX, (1, 2), ("dropout: number",), rule=_softmax, softmax_hook=True),
     OpDef(Op.ATTEND, (2, 2), rule=_attend),
     OpDef(Op.MERGE_HEADS, (1, 1), rule=_merge),
     # (open: the score modifiers' values, then a planned core's strategy parameters)
-    OpDef(Op.ATTENTION, (3, 6), ("strategy: str", "bias: str?"), _CORE, open=True,
+    OpDef(Op.ATTENTION, (3, 7), ("strategy: str", "bias: str?"), _CORE, open=True,
           rule=_core, tensors=("weight",), defines=("presents",), softmax_hook=True),
     OpDef(Op.ACTIVATION, (1, 1), ("kind: str",), rule=_same),
     OpDef(Op.MUL, (2, 2), rule=_same),

@@ -13,7 +13,7 @@ from .. import ast
 from .. import masks as m
 from ..ir.graph import Op
 from ..shapes import T
-from ..spec import Alibi, RelativeBias
+from ..spec import ScoreBias
 from .base import Kernel, KernelWhere, Site
 
 __all__ = ["FEATURES", "KERNEL", "LinearKernel", "attend", "feature_map"]
@@ -56,9 +56,9 @@ class _Linear(Kernel):
             c.error("a linear kernel supports only the masks `full` and `causal`", at("mask"),
                     hint="use `kernel = softmax` for other masks")
             failed = True
-        if isinstance(where.position, (Alibi, RelativeBias)):
-            c.error("score biases (alibi, relative_bias) need a softmax kernel: a linear "
-                    "kernel never forms scores", at("position"))
+        if isinstance(where.position, ScoreBias):
+            c.error("score biases (alibi, relative_bias, relative_logits) need a softmax "
+                    "kernel: a linear kernel never forms scores", at("position"))
             failed = True
         for key in (*SCORED, "scale"):
             if key in e and not (isinstance(e[key].value, ast.Name)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from .. import masks as m
 from ..ir.graph import Op
 from ..shapes import T
-from ..spec import Alibi, RelativeBias
+from ..spec import ScoreBias
 from ..weight_table import Weight
 from .base import Kernel, KernelWhere, Site
 
@@ -71,9 +71,9 @@ class _Linformer(Kernel):
                     "of every key", at("mask"),
                     hint="use `mask = full` or `mask = padding`, or `kernel = softmax`")
             failed = True
-        if isinstance(where.position, (Alibi, RelativeBias)):
-            c.error("score biases (alibi, relative_bias) need a key per score; a Linformer "
-                    "kernel's scores are over projected rows", at("position"),
+        if isinstance(where.position, ScoreBias):
+            c.error("score biases (alibi, relative_bias, relative_logits) need a key per "
+                    "score; a Linformer kernel's scores are over projected rows", at("position"),
                     hint="use rope, sinusoidal or learned positions")
             failed = True
         return failed

@@ -9,7 +9,7 @@ from typing import Any
 from .. import masks as m
 from ..ir import Graph, Node, Op, all_nodes
 from ..ir.decompose import decompose, is_core
-from ..ir.ops import SCORE_BIASES
+from ..ir.ops import SCORE_BIASES, core_operands
 from ..mechanisms import KERNELS, MECHANISMS, SCORED, SOFTMAX, Mechanism
 from ..spec import MAX_LENGTH, Sparsity
 from .cover import INF
@@ -17,7 +17,8 @@ from .cover import INF
 __all__ = ["BIAS_NAMES", "Choice", "Core", "attndsl_lowered", "causal_window", "cores",
            "cores_of", "fuse", "padding_only", "render_choices", "unfused", "where"]
 
-BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias"}
+BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias",
+              "relative_logits": "RelativeLogits"}
 @dataclass(frozen=True)
 class Choice:
     """How one attention runs on one target, and why."""
@@ -157,7 +158,7 @@ def cores_of(nodes, by_name: dict[str, Node]) -> list[Core]:
             sparsity=a["sparsity"] if a.get("expr") is not None else Sparsity("auto"),
             dropout=a.get("dropout", 0.0),
             prepared=bool(q_ops & {Op.ROPE, Op.NORM, Op.JOIN_HEADS}),
-            out=node.out, shape=node.shape, qkv=qkv, runtime=node.args[3:] if core else (),
+            out=node.out, shape=node.shape, qkv=qkv, runtime=core_operands(node)[1] if core else (),
             softmax=tuple((key, a[m.softmax_attr]) for key, m in SOFTMAX.items()
                           if a.get(m.softmax_attr) is not None)))
     return found

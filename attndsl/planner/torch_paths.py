@@ -186,7 +186,9 @@ def _scored(core: Core) -> str | None:
     """What of the core's scores SDPA has no place for: a score bias, or a score modifier or
     `softmax` hook mechanism it does not take (the first), else None."""
     if core.bias_kind:
-        return {"alibi": "ALiBi's score bias"}.get(core.bias_kind, "T5's relative score bias")
+        return {"alibi": "ALiBi's score bias", "relative_logits": "relative logits (a score "
+                "bias of each query's relative states)"}.get(core.bias_kind,
+                                                              "T5's relative score bias")
     untaken = core.untaken(SDPA_TAKES)
     return untaken[0].described if untaken else None
 

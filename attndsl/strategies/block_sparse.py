@@ -17,6 +17,7 @@ from ..backends.lower.attend import (
 from ..backends.lower.builder import Lowering, Sym, bsh, static_last
 from ..backends.softmax_core import CoreOps, block_sparse
 from ..ir import Node
+from ..ir.ops import BIAS_OPERANDS
 from ..planner.cores import Core
 from ..planner.cover import cover
 from .base import Context, Match, Reject, Strategy
@@ -44,6 +45,9 @@ def blocks(a: Core, ops: str) -> Match | Reject:
     c = cover(a.mask, self_attention=a.kind == "self")
     if c.strides:  # strided's, which said why not
         return Reject()
+    if a.bias_kind in BIAS_OPERANDS:
+        return Reject("dense masked form: its score bias reads rows of each query's own "
+                      "(relative logits), which block-sparse execution does not gather")
     random_blocks = {r.block for r in c.randoms}
     if c.banded and len(random_blocks) > 1:
         return Reject("random masks with different block sizes cannot share one execution "

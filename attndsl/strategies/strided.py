@@ -12,6 +12,7 @@ from ..backends import formulas
 from ..backends.lower.attend import extra_logits, qk_float32, runtime_masks, scores
 from ..backends.lower.builder import Lowering, OnnxArrays, Sym, arg, bsh, static_last
 from ..ir import Node
+from ..ir.ops import BIAS_OPERANDS
 from ..planner.cores import Core
 from ..planner.cover import cover
 from .base import Context, Match, Reject, Strategy
@@ -31,6 +32,8 @@ def match(a: Core, ctx: Context) -> Match | Reject:
         why_not.append(f"it mixes strides {', '.join(map(str, c.strides))}")
     if c.randoms or c.q_first or c.q_tokens or c.k_first or c.k_tokens:
         why_not.append("it has global or random parts besides the stride")
+    if a.bias_kind in BIAS_OPERANDS:
+        why_not.append("its score bias reads rows of each query's own (relative logits)")
     if not c.banded or c.left + c.right + 1 > MAX_STRIDED_BAND:
         why_not.append(f"its band is wider than {MAX_STRIDED_BAND} keys")
     if why_not:

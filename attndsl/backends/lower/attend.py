@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ... import masks, mechanisms
 from ...ir import Node
+from ...ir.ops import core_operands
 from .. import formulas
 from ..softmax_core import score_bias
 from .builder import Lowering, Sym, arg, static_last
@@ -38,10 +39,12 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
     s = Sym(b, s, "float32", rank)
     if node.attr("bias"):
         heads, kv = node.attr("heads"), node.attr("kv_heads")
-        relative = node.attr("bias") == "relative_bias"
-        table = lw.weight(node.attr("weight"), 2) if relative else None
+        tabled = node.attr("bias") in ("relative_bias", "relative_logits")
+        table = lw.weight(node.attr("weight"), 2) if tabled else None
+        operands = core_operands(node)[0]  # relative logits' states (B, heads, n, d_rel)
+        rows = lw.sym(node, 3) if operands else None
         s = s + score_bias(xp, dict(node.attrs), heads, (kv, heads // kv), table, q_pos,
-                           k_pos)  # broadcasts over B
+                           k_pos, rows)  # broadcasts over B
     return mechanisms.score(xp, node, s).name
 
 

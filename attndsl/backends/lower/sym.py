@@ -356,6 +356,14 @@ class OnnxArrays:
     def cumsum(self, x: Sym, axis: int) -> Sym:
         return Sym(self.b, self.b.op("CumSum", x.name, self.b.i64(axis)), x.dtype, x.ndim)
 
+    def take_rows(self, x: Sym, indices: Sym) -> Sym:
+        """x (..., n, e) at indices (n, m) of each of its rows: (..., n, m)."""
+        b = self.b
+        shape = b.op("Concat", b.op("Shape", x.name, end=x.ndim - 2),
+                     b.op("Shape", indices.name, start=indices.ndim - 2), axis=0)
+        name = b.op("GatherElements", x.name, b.op("Expand", indices.name, shape), axis=-1)
+        return Sym(b, name, x.dtype, x.ndim)
+
     def take_along(self, x: Sym, indices: Sym, axis: int) -> Sym:
         name = self.b.op("GatherElements", x.name, indices.name, axis=axis)
         return Sym(self.b, name, x.dtype, indices.ndim)
