@@ -209,6 +209,9 @@ class Transformer:
     per_layer_inputs: PerLayerInputs | None = None
     # the hidden states' projection, activation and norm before the LM head, or None
     head_transform: HeadTransform | None = None
+    # Inkling's: each block's feed-forward output u becomes u + conv(u), a causal depthwise
+    # convolution over the last `ffn_conv` tokens (layers.{i}.mlp_sconv.conv1d.weight), or None
+    ffn_conv: int | None = None
     # blocks in pairs (LongCat-Flash's shortcut): block 2p's feed-forward input through this
     # MLP (`shortcut`) or feed-forward form (`shortcut_form`, made of `shortcut` MLPs), its
     # output added to block 2p + 1's; weights layers.{2p}.shortcut_mlp.*

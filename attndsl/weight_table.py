@@ -178,6 +178,9 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             out.extend(ffn_of(form).weights(form, ffn, d, p))
         if spec.shortcut is not None and i % 2 == 0:  # the pair's shortcut (LongCat-Flash)
             out.extend(_shortcut_weights(spec, p, d))
+        if spec.ffn_conv is not None:  # Inkling's convolution of the feed-forward output
+            out.append(Weight(f"{p}mlp_sconv.conv1d.weight", (d, 1, spec.ffn_conv), "linear",
+                              spec.ffn_conv))
         if ple is not None:
             linear(f"{p}per_layer_input_gate", ple.width, d, False)
             linear(f"{p}per_layer_projection", d, ple.width, False)

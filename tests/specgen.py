@@ -360,6 +360,16 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             entries["temperature"] = (f"log_ratio(floor = {inkling.choice([1, 4, 30])}, "
                                       f"scale = {inkling.choice([0.1, 0.7])})")
         entries["mask"] = kept
+    sconv = random.Random(seed * 7919 + 40)  # Inkling's residual convolutions: own stream
+    if not (lsh or own or cross or linear or linformer or "latent" in entries or "kernel" in
+            entries or "head_experts" in entries) and sconv.random() < 0.12:
+        parts = [p for p in ("k", "v", "out") if sconv.random() < 0.7] or ["out"]
+        if entries.get("values") == "keys":
+            parts = ["out"]
+        kept = entries.pop("mask")  # (the mask stays last)
+        entries["residual_conv"] = (f"conv(width = {sconv.choice([2, 3, 4])}, on = "
+                                    f"[{', '.join(parts)}])")
+        entries["mask"] = kept
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -457,6 +467,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             extra += f"\n    kv_shared_layers = {shares.randint(1, layers - 1)}"
         if shares.random() < 0.2 and "shortcut" not in extra:  # (which it would change)
             extra += "\n    layer_scalar = true"
+        if random.Random(seed * 7919 + 41).random() < 0.12:  # Inkling's: its own stream
+            extra += "\n    ffn_conv = conv(width = " + random.Random(seed).choice(
+                ["2", "3", "4"]) + ")"
         experts = random.Random(seed * 7919 + 13)  # a mixture of experts: own stream
         if experts.random() < 0.2:  # gpt-oss's clamped unit, tight enough to clamp
             ffn = f"clamped_swiglu({r.choice([8, 24])}, bias = true, limit = 0.75)"

@@ -256,7 +256,8 @@ def _check_decoding(layer) -> None:
     in_place = [t for t in TARGETS if runners[t].in_place]
     assert not any(getattr(r, "in_place", False) for n, r in runners.items() if "bounded" in n)
     decoder = build(spec, decode=True)
-    states = any(n.op is Op.KERNEL and KERNELS[n.attr("kernel")].states
+    states = any((n.op is Op.KERNEL and KERNELS[n.attr("kernel")].states)
+                 or n.op is Op.CAUSAL_CONV  # a residual convolution's
                  for n in decoder.nodes)  # a state (the delta rule's, a convolution's): growing
     if not states and all(in_place_obstacle(c, "ort-cpu") is None for c in cores(decoder)):
         assert "ort-cpu" in in_place

@@ -1,8 +1,10 @@
-"""Inkling's relative logits (`position = relative_logits(d_rel, extent)`): each query token's
-relative states mix a learned bank of bias-by-distance profiles into its score bias, with the
-logarithmic logit scaling of its full layers (`temperature = log_ratio(...)`), which scales the
-relative states as it scales the queries. Against transformers' InklingAttention, on random
-specs of their own generator stream, in decoding, and refused where they cannot apply."""
+"""Inkling's attention: relative logits (`position = relative_logits(d_rel, extent)`: each
+query token's relative states mix a learned bank of bias-by-distance profiles into its score
+bias), the logarithmic logit scaling of its full layers (`temperature = log_ratio(...)`, which
+scales the relative states as it scales the queries) and residual short convolutions
+(`residual_conv`, the stack's `ffn_conv`: u + conv(u), with their last inputs carried when
+decoding). Against transformers' InklingAttention, on random specs of their own generator
+streams, in decoding, and refused where they cannot apply."""
 
 from __future__ import annotations
 
@@ -71,6 +73,42 @@ def test_relative_logits_match_inkling_attention(tmp_path, sliding: bool) -> Non
             close(run_onnx(model, x.numpy()), ref)
 
 
+def test_residual_convolutions_match_inkling_attention(tmp_path) -> None:
+    """InklingAttention whole, its k_sconv and v_sconv drawn at random: each of k_proj's and
+    v_proj's outputs u becomes u + conv(u) over the last 4 tokens before the heads (the
+    attention's `out` part is the decoder layer's attn_sconv, held by the import test)."""
+    from transformers.models.inkling.configuration_inkling import InklingTextConfig
+    from transformers.models.inkling.modeling_inkling import InklingAttention
+
+    config = InklingTextConfig(
+        hidden_size=D_MODEL, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM, d_rel=D_REL, rel_extent=EXTENT, num_hidden_layers=1,
+        local_layer_ids=[], vocab_size=11, n_routed_experts=2, num_experts_per_tok=1,
+        n_shared_experts=1)
+    config._attn_implementation = "eager"
+    attn = InklingAttention(config, layer_idx=0).eval()
+    redraw(attn, 7)
+    weights = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in attn.state_dict().items()}, str(weights))
+    layer = attndsl.loads(
+        f"attention a {{\n    d_model = {D_MODEL}\n    heads = {HEADS}\n    kv_heads = "
+        f"{KV_HEADS}\n    head_dim = {HEAD_DIM}\n    bias = false\n    scale = {1 / HEAD_DIM}\n"
+        f"    qk_norm = rmsnorm(eps = 1e-6)\n    residual_conv = conv(width = 4, on = [k, v])\n"
+        f"    position = relative_logits(d_rel = {D_REL}, extent = {EXTENT})\n"
+        f"    mask = causal\n}}")["a"]
+    module = layer.to_torch(weights=weights)
+    models = [layer.onnx_bytes(target=t, weights=weights) for t in ("ort-cpu", "portable")]
+    for L in (1, 3, 11):
+        x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
+        q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
+        additive = torch.zeros(L, L).masked_fill(k > q, float("-inf"))[None, None]
+        with torch.no_grad():
+            ref = attn(x, additive)[0].numpy()
+            close(module(x).numpy(), ref)
+        for model in models:
+            close(run_onnx(model, x.numpy()), ref)
+
+
 def test_the_log_ratio_temperature_is_inklings_logit_scaling() -> None:
     """docs/LANGUAGE.md: `log_ratio(floor = n, scale = a, offset = o)` is
     1 + a ln(max((p + o) / n, 1)): 1 up to p + o = n, then logarithmic (Inkling's tau)."""
@@ -95,11 +133,25 @@ def test_random_specs_with_relative_logits_match_the_reference() -> None:
     assert "relative_logits" in random_spec(41, decoding=True)
 
 
+def test_random_specs_with_residual_convolutions_match_the_reference() -> None:
+    """Their own generator streams: k, v and out convolved (29; 345, in a stack), the stack's
+    feed-forward convolution (22); 41 decoding as one pass, the attention's convolutions and
+    the stack's continued from their carried inputs."""
+    check_stream(((29, ("on = [k, v, out]",)), (345, ("on = [k, v, out]", "transformer")),
+                  (22, ("ffn_conv = conv(",))), portable=345, decoding=(41, "ffn_conv"))
+    assert "residual_conv" in random_spec(41, decoding=True)
+
+
 @pytest.mark.parametrize("entries, words", [
     ("kind = cross\n    position = relative_logits", "cross attention"),
     ("kernel = linear(feature = elu)\n    position = relative_logits", "score biases"),
     ("position = relative_logits(d_rel = 0)", "d_rel"),
     ("position = relative_logits(extent = 0)", "extent"),
+    ("kind = cross\n    residual_conv = conv", "cross attention"),
+    ("values = keys\n    residual_conv = conv(on = [k])", "`values` replaces"),
+    ("kernel = linear(feature = elu)\n    residual_conv = conv", "softmax attention"),
+    ("residual_conv = conv(width = 1)", "at least 2"),
+    ("residual_conv = conv(on = [q])", "convolved part"),
 ])
 def test_relative_logits_are_refused_where_they_cannot_apply(entries: str, words: str) -> None:
     text = f"attention a {{\n    d_model = 64\n    heads = 4\n    {entries}\n}}\n"

@@ -1,6 +1,7 @@
 """A causal depthwise convolution's arithmetic (the `causal_conv` op: docs/LANGUAGE.md,
 Kernels), once over an array namespace (`TorchArrays`, `OnnxArrays`) as `formulas` is: its
-window of past and new inputs, and silu of each channel's convolution over it."""
+window of past and new inputs, and each channel's convolution over it (silu of it for the
+delta rule)."""
 
 from __future__ import annotations
 
@@ -33,13 +34,14 @@ def conv_window(xp, parts: list[Array], width: int, past: Array | None = None,
     return xp.concat([past, x], axis=1)
 
 
-def causal_conv(xp, full: Array, w: Array, width: int, dtype: str) -> Array:
-    """silu(y) (B, L, C) in `dtype` over a `conv_window` of L + width - 1 rows: y_t[c] =
-    sum_j w[c, 0, j] x_{t - width + 1 + j}[c]."""
+def causal_conv(xp, full: Array, w: Array, width: int, dtype: str,
+                kind: str = "silu") -> Array:
+    """silu(y) (`kind` silu, the delta rule's) or y (`none`) (B, L, C) in `dtype` over a
+    `conv_window` of L + width - 1 rows: y_t[c] = sum_j w[c, 0, j] x_{t - width + 1 + j}[c]."""
     taps = xp.swap_last(xp.reshape(xp.astype(w, "float32"), [-1, width]))  # (width, C)
     L = xp.shape(full, 1) - (width - 1)
     y = None
     for j in range(width):
         term = xp.slice(full, 1, j, L + j) * xp.slice(taps, 0, j, j + 1)
         y = term if y is None else y + term
-    return xp.astype(activation(xp, y, "silu"), dtype)
+    return xp.astype(y if kind == "none" else activation(xp, y, kind), dtype)

@@ -29,15 +29,18 @@ def _real(node: Node, env: Env, B: int, L: int) -> np.ndarray:
 
 
 def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """silu(y), y_t[c] = sum_{j=0}^{K-1} W[c, 0, j] x_{t-K+1+j}[c], x = [q | k | v] and no
-    input before the first token; a padding slot's input is 0. Decoding: x_{-K+1} ..
-    x_{-1} are the past's inputs (B, K - 1, C), and part `state` is the last K - 1 inputs
-    of past and new, the next call's past."""
-    x = np.concatenate([env[a] for a in node.args[:3]], axis=-1)
+    """silu(y) (`activation` silu: the delta rule's, x = [q | k | v]) or y (`none`: a residual
+    convolution's, its residual added after), y_t[c] = sum_{j=0}^{K-1} W[c, 0, j]
+    x_{t-K+1+j}[c], and no input before the first token; a padding slot's input is 0.
+    Decoding: x_{-K+1} .. x_{-1} are the past's inputs (B, K - 1, C), and part `state` is the
+    last K - 1 inputs of past and new, the next call's past."""
+    runtime = 2 if node.attr("decoding") else int(node.attr("padding") is not None)
+    n = len(node.args) - runtime  # the convolved inputs, then the runtime ones
+    x = np.concatenate([env[a] for a in node.args[:n]], axis=-1)
     B, L, C = x.shape
     x = x * _real(node, env, B, L)[..., None]
     weight, K = w[node.attr("weight")], node.attr("width")
-    past = env[node.args[3]] if node.attr("decoding") else np.zeros((B, K - 1, C))
+    past = env[node.args[n]] if node.attr("decoding") else np.zeros((B, K - 1, C))
     full = np.concatenate([past, x], axis=1)  # input t at row t + K - 1
     if node.attr("part") == "state":
         return full[:, full.shape[1] - (K - 1):]
@@ -45,7 +48,7 @@ def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
     for t in range(L):
         for j in range(K):
             y[:, t] += weight[:, 0, j] * full[:, t + j]
-    return y / (1.0 + np.exp(-y))
+    return y if node.attr("activation") == "none" else y / (1.0 + np.exp(-y))
 
 
 def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:

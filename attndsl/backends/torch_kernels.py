@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from .. import masks
 from ..ir import Node, Op
+from ..ir.ops import conv_inputs
 from ..mechanisms import FFNS, KERNELS
 from ..spec import RUNTIME_INPUTS
 from .conv import causal_conv, conv_window, new_tokens
@@ -95,13 +96,15 @@ def _real(node: Node, env: Env, L: int, xp: TorchArrays) -> Tensor | None:
 
 @impl(Op.CAUSAL_CONV)
 def _causal_conv(m: nn.Module, node: Node, env: Env) -> Tensor:
-    parts = [env[a] for a in node.args[:3]]
+    n = len(conv_inputs(node))
+    parts = [env[a] for a in node.args[:n]]
     xp, width = TorchArrays(parts[0].device), node.attr("width")
-    past = env[node.args[3]] if node.attr("decoding") else None  # the past inputs
+    past = env[node.args[n]] if node.attr("decoding") else None  # the past inputs
     full = conv_window(xp, parts, width, past, _real(node, env, parts[0].shape[1], xp))
     if node.attr("part") == "state":  # the last width - 1 inputs
         return full[:, full.shape[1] - (width - 1):].to(parts[0].dtype)
-    return causal_conv(xp, full, m.weight(node.attr("weight")), width, xp.dtype(parts[0]))
+    return causal_conv(xp, full, m.weight(node.attr("weight")), width, xp.dtype(parts[0]),
+                       node.attr("activation"))
 
 
 @impl(Op.ROWS)

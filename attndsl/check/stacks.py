@@ -28,10 +28,11 @@ __all__ = ["Stacks"]
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
-         "per_layer_inputs", "head_transform", "shortcut")
+         "per_layer_inputs", "head_transform", "shortcut", "ffn_conv")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm", "head_transform")  # need `vocab'
 MAX_VOCAB = 1 << 24
+_CONVS = {"none": (), "conv": (Param("width"),)}
 # a head transform's activations (the ACTIVATION op's kinds)
 _HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
@@ -85,6 +86,7 @@ class Stacks(FeedForwards):
         ple = get("per_layer_inputs", self.per_layer_inputs_value)
         head_transform = get("head_transform", self.head_transform_value)
         shortcut, shortcut_form = get("shortcut", self.shortcut_value) or (None, None)
+        ffn_conv = get("ffn_conv", self.ffn_conv_value)
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
@@ -138,9 +140,16 @@ class Stacks(FeedForwards):
                          embedding_norm=embedding_norm, first_attn_norm=first_norm,
                          kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
                          per_layer_inputs=ple, head_transform=head_transform,
-                         shortcut=shortcut, shortcut_form=shortcut_form)
+                         shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
+
+    def ffn_conv_value(self, e: ast.Expr) -> int | None:
+        """`ffn_conv = conv(width = w)` (Inkling's mlp_sconv; w = 4 by default) or `none`."""
+        from ..mechanisms.residual_conv import read_width
+
+        name, _ = self.callee(e, _CONVS, "feed-forward convolution")
+        return None if name == "none" else read_width(self, self.bind(e, name, _CONVS[name]))
 
     def shortcut_value(self, e: ast.Expr) -> tuple | None:
         """`none`, or a feed-forward as `ffn` takes it: (MLP, form or None)."""

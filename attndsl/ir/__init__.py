@@ -25,7 +25,7 @@ from .per_layer import per_layer_inputs, per_layer_output
 from .verify import verify
 
 __all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
-           "decode_inputs", "parameter_count", "weight_table"]
+           "decode_inputs", "own_states", "parameter_count", "weight_table"]
 
 
 def build(spec: Layer, decode: bool = False, bounded: bool = False,
@@ -89,13 +89,32 @@ def cache_names(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
     """present.{i}.key, present.{i}.value per layer i; a layer whose projection form has its
     own cache (`Projection.cache`, with `own_cache`) its entries, a layer whose kernel
     carries states those (`Kernel.states`); none for a layer that reuses an earlier layer's
-    keys and values (`Transformer.kv_owner`)."""
+    keys and values (`Transformer.kv_owner`); then each layer's own states (`_own_states`:
+    its mechanisms', the stack's feed-forward convolution's)."""
     attns = [spec.layer_attention(i) for i in range(spec.layers)] \
         if isinstance(spec, Transformer) else [spec]
     reused = {i for i in range(len(attns)) if isinstance(spec, Transformer)
               and spec.kv_owner(i) is not None}  # (an earlier layer's cache serves them)
-    return tuple(f"present.{i}.{kv}" for i, a in enumerate(attns) if i not in reused
-                 for kv in (_states(a) or (own_cache and _cached(a)) or ("key", "value")))
+    names = []
+    for i, a in enumerate(attns):
+        if i not in reused:
+            names += [f"present.{i}.{kv}" for kv in (_states(a) or (own_cache and _cached(a))
+                                                     or ("key", "value"))]
+        names += [f"present.{i}.{name}" for name in own_states(spec, i, i in reused)]
+    return tuple(names)
+
+
+def own_states(spec: Layer, i: int, reused: bool = False) -> dict[str, TensorType]:
+    """Layer i's decoding states beside its keys and values (or its kernel's), by name: its
+    attention's mechanisms' (`Mechanism.states`), then the stack's feed-forward convolution's
+    last ffn_conv - 1 inputs (`ffn_conv`)."""
+    from ..mechanisms import states_of  # (the mechanisms build on the IR's ops)
+
+    a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
+    out = dict(states_of(a, reused))
+    if isinstance(spec, Transformer) and spec.ffn_conv is not None:
+        out["ffn_conv"] = T("B", spec.ffn_conv - 1, spec.d_model, dtype="float")
+    return out
 
 
 def _states(a: Attention) -> tuple[str, ...]:
@@ -157,6 +176,9 @@ def _type_of(name: str, s: Attention, spec: Layer, own_cache: bool) -> TensorTyp
         a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
         width = a.head_dim if name.endswith(".key") else a.value_dim
         rows = "M" if a.kind == "cross" else "P"  # memory rows, or earlier tokens
+        own = own_states(spec, i).get(name.split(".")[2])
+        if own is not None:  # a mechanism's or the stack's own state: its (fixed) size
+            return own
         if _states(a):  # a kernel's states: their own (fixed) sizes
             return _kernel(a).state_type(a, name.split(".")[2])
         if own_cache and _cached(a):  # the projection form's own cache entries
@@ -228,26 +250,36 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
             branch = b.emit(Op.SCALE, f"{p}{out}_branch", (branch,), d, factor=t.residual_scale)
         return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)
 
+    def ffn(arg: str) -> str:  # the block's feed-forward, then Inkling's convolution of it
+        f = feed_forward(b, t, i, arg)
+        if t.ffn_conv is None:
+            return f
+        from ..mechanisms.residual_conv import conv_nodes  # (the mechanisms build on the IR)
+
+        return conv_nodes(b, f"{p}mlp_sconv", f, t.d_model, t.ffn_conv,
+                          f"{p}mlp_sconv.conv1d.weight", t.layer_attention(i),
+                          f"{i}.ffn_conv" if decode else None)
+
     if t.residual == "parallel":  # x + attn(norm1(x)) + ffn(norm2(x)), norm2 = norm1 if shared
         n1 = norm("attn_in", h, "attn_norm")
         a = attn(n1)
-        f = feed_forward(b, t, i, n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
+        f = ffn(n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
         return add("resid2", add("resid1", h, a), f)
     if t.placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
         a = norm("attn_out", attn(norm("attn_in", h, "attn_norm")), "post_attn_norm")
         h = add("resid1", h, a)
-        f = norm("ffn_out", feed_forward(b, t, i, norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
+        f = norm("ffn_out", ffn(norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
         return add("resid2", h, f)
     if t.placement == "output":  # OLMo 2: h = x + norm1(attn(x)); y = h + norm2(ffn(h))
         h = add("resid1", h, norm("attn_out", attn(h), "post_attn_norm"))
-        return add("resid2", h, norm("ffn_out", feed_forward(b, t, i, h), "post_ffn_norm"))
+        return add("resid2", h, norm("ffn_out", ffn(h), "post_ffn_norm"))
     if t.placement == "pre":  # (ModernBERT: layer 0's attention input unnormed)
         h = add("resid1", h, attn(norm("attn_in", h, "attn_norm") if i or t.first_attn_norm
                                   else h))
         u = norm("ffn_in", h, "ffn_norm")
         if t.shortcut is not None and i % 2 == 0:  # LongCat-Flash: read by block i + 1's end
             carry[i + 1] = shortcut(b, t, i, u)
-        y = add("resid2", h, feed_forward(b, t, i, u))
+        y = add("resid2", h, ffn(u))
         return add("resid3", y, carry.pop(i)) if t.shortcut is not None and i % 2 else y
     h = norm("h", add("resid1", h, attn(h)), "attn_norm")
-    return norm("y", add("resid2", h, feed_forward(b, t, i, h)), "ffn_norm")
+    return norm("y", add("resid2", h, ffn(h)), "ffn_norm")

@@ -77,7 +77,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     elif form is not None:  # its own q, k and v heads
         q, k, v = form.heads(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.projection, x)
     elif reuse:  # its queries alone, over the earlier layer's keys and values
-        site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
+        site = mechanisms.Site(b, s, p, prefix, pos, n, layer, cache)
         q = mechanisms.projected(site, linear("q", x, "q_proj",
                                               s.heads * mechanisms.query_rows(s), "L"))
         q = mechanisms.expand(site, "projected", q, "q")
@@ -91,7 +91,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         q = mechanisms.expand(site, "query", q, "q")
         rel = _relative_states(b, site, x, linear)
     else:
-        site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
+        site = mechanisms.Site(b, s, p, prefix, pos, n, layer, cache)
         q = mechanisms.projected(site, linear("q", x, "q_proj",
                                               s.heads * mechanisms.query_rows(s), "L"))
         q = mechanisms.expand(site, "projected", q, "q")
@@ -143,7 +143,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         k, v = cached
     if shared is not None and not reuse:  # what a later layer of this attention may reuse
         shared[s.name] = (k, v, n)
-    site = mechanisms.Site(b, s, p, prefix, pos, n, layer)
+    site = mechanisms.Site(b, s, p, prefix, pos, n, layer, cache)
     core, v = mechanisms.core(site, absorbed or s, v)
     selector = mechanisms.selector_of(core.variants)
     if selector is not None:  # the core chosen among variants: a switch, projections shared
@@ -164,7 +164,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         return form.out(site, s.projection, o, x)
     if s.out_proj:
         o = linear("out", o, "o_proj", s.d_model, "L")
-    return o
+    return mechanisms.expand(site, "output", o, "out")
 
 
 def _relative_states(b: GraphBuilder, site: mechanisms.Site, x: str, linear) -> str | None:

@@ -13,7 +13,7 @@ from ..shapes import TensorType
 from .attributes import Record, declared, record
 from .graph import Node, Op
 
-__all__ = ["OPS", "SCORE_BIASES", "OpDef", "core_attributes", "core_operands"]
+__all__ = ["OPS", "SCORE_BIASES", "OpDef", "conv_inputs", "core_attributes", "core_operands"]
 
 # (node, its operands' types) -> the rule the node breaks, or None
 Rule = Callable[[Node, Sequence[TensorType]], str | None]
@@ -122,6 +122,14 @@ SCORE_BIASES: dict[str | None, tuple[str, ...]] = {
 # the score biases that read a tensor of the layer's own besides positions: an attention core's
 # fourth operand, a score_bias node's second (Inkling's relative states, (B, heads, L, d_rel))
 BIAS_OPERANDS = frozenset({"relative_logits"})
+
+
+def conv_inputs(node: Node) -> tuple[str, ...]:
+    """A causal_conv node's inputs, laid side by side along the channels: its operands before
+    the runtime ones (a decoding call's past inputs and attention_mask, or one pass's
+    key_lengths where its `padding` reads them)."""
+    runtime = 2 if node.attr("decoding") else int(node.attr("padding") is not None)
+    return node.args[:len(node.args) - runtime]
 
 
 def core_operands(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -302,8 +310,9 @@ _DEFS = [
           rule=_rank(3)),
     OpDef(Op.SEQ_PROJECT, (1, 2), ("weight: str", "max_len: int", "expr: mask"), rule=_rank(4),
           tensors=("weight",)),
-    OpDef(Op.CAUSAL_CONV, (3, 5), ("part: str", "weight: str", "width: int", "padding: mask?",
-                                   "decoding: bool"), rule=_rank(3), tensors=("weight",)),
+    OpDef(Op.CAUSAL_CONV, (1, 5), ("part: str", "weight: str", "width: int", "padding: mask?",
+                                   "decoding: bool", "activation: str"), rule=_rank(3),
+          tensors=("weight",)),
     OpDef(Op.ROWS, (1, 1), ("start: int", "stop: int?"), rule=_rank(3, 4)),
     OpDef(Op.KERNEL, (2, 7), ("kernel: str",), open=True, rule=_module("kernel", (4,)),
           tensors=("weights",)),

@@ -2,7 +2,7 @@
 mechanism (its key and values, its checks, its weights, its nodes, its arithmetic over the
 array namespace, its target facts), found by its presence: adding one edits no table. A module
 defines one of `MECHANISM` (`base.Mechanism`: at a hook point of the attention), `KERNEL`
-(`base.Kernel`: `kernel = name(...)`), `FFN` (`base_ffn.FeedForward`: `ffn = name(...)`) or
+(`base_kernel.Kernel`: `kernel = name(...)`), `FFN` (`base_ffn.FeedForward`: `ffn = name(...)`) or
 `PROJECTION` (`base_projection.Projection`: queries, keys and values from projections of its
 own) or `SELECTOR` (`base_selector.Selector`: the core chosen at run time among several); one
 with none of them is a module's helper (`<name>_*.py`: arithmetic that would pass
@@ -15,8 +15,9 @@ import importlib
 import pkgutil
 from typing import Any
 
-from .base import HOOKS, Kernel, KernelWhere, Mechanism, Site, Where
+from .base import HOOKS, Mechanism, Site, Where
 from .base_ffn import FeedForward
+from .base_kernel import Kernel, KernelWhere
 from .base_projection import Projection, ProjectionWhere
 from .base_selector import Selector
 
@@ -24,7 +25,8 @@ __all__ = ["APPLIERS", "FFNS", "HEADS", "HOOKS", "KERNELS", "MECHANISMS", "PROJE
            "SELECTORS", "SOFTMAX", "SOFTMAX_ATTRS", "FeedForward", "Kernel", "KernelWhere",
            "Mechanism", "Projection", "ProjectionWhere", "Selector", "Site", "Where", "at", "core",
            "expand", "ffn_of", "kernel_fact", "kernel_of", "modifiers", "projected",
-           "projection_of", "query_rows", "score", "selector_of", "softmax_attrs", "softmax_logits"]
+           "projection_of", "query_rows", "score", "selector_of", "softmax_attrs", "softmax_logits",
+           "states_of"]
 
 
 def _found() -> tuple[dict[str, Mechanism], dict[str, Kernel], dict[str, FeedForward],
@@ -78,7 +80,7 @@ def kernel_of(value: Any) -> Kernel | None:
 
 def kernel_fact(value: Any, facet: str) -> Any:
     """A facet of the kernel module of a spec's `kernel` value, or the base class's default,
-    which is the softmax's (`shares_keys`, `own_layer`, `states`, ...: `base.Kernel`)."""
+    which is the softmax's (`shares_keys`, `own_layer`, `states`, ...: `base_kernel.Kernel`)."""
     return getattr(kernel_of(value) or Kernel, facet)
 
 
@@ -130,9 +132,17 @@ def score(xp: Any, node: Any, s: Any) -> Any:
 
 
 def at(spec: Any, hook: str) -> list[tuple[Mechanism, Any]]:
-    """The mechanisms an attention sets at `hook`, with their values, in order."""
+    """The mechanisms an attention sets at `hook` (their own, or one they `also` apply at),
+    with their values, in order."""
     return [(MECHANISMS[key], value) for key, value in spec.mechanisms
-            if MECHANISMS[key].hook_of(value) == hook]
+            if hook in (MECHANISMS[key].hook_of(value), *MECHANISMS[key].also)]
+
+
+def states_of(spec: Any, reused: bool = False) -> tuple[tuple[str, Any], ...]:
+    """The decoding states the attention `spec`'s mechanisms carry, (name, type) each, in
+    order (`Mechanism.states`)."""
+    return tuple(state for key, value in spec.mechanisms
+                 for state in MECHANISMS[key].states(value, spec, reused))
 
 
 def expand(site: Site, hook: str, x: str, part: str) -> str:

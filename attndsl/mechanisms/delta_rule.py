@@ -3,7 +3,7 @@ Gated DeltaNet as in Qwen3-Next's linear-attention layers): q, k and v projectio
 causal depthwise convolution, L2-normed q and k of `key_heads` heads (each serving heads /
 key_heads value heads), per-head beta and decay gates, the delta-rule recurrence over the
 tokens in chunks of `chunk`, a gated RMSNorm. docs/LANGUAGE.md (Kernels) has the formulas. A
-kernel module (`base.Kernel`) with its own projections: its value, checks, nodes from x to
+kernel module (`base_kernel.Kernel`) with its own projections: its value, checks, nodes from x to
 the gated heads, weights, decoding states and arithmetic (`delta_rule_chunks`)."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from .. import ast
 from .. import masks as m
 from ..ir.graph import Op
 from ..shapes import T
-from .base import Kernel, KernelWhere, Site
+from .base import Site
+from .base_kernel import Kernel, KernelWhere
 from .delta_rule_chunks import decoded, delta_gates, delta_step, recurrence
 
 __all__ = ["KERNEL", "DeltaRule"]
@@ -151,7 +152,7 @@ class _DeltaRule(Kernel):
         conv = (q, k, v, *skip) if cache is None else (q, k, v, f"past_key_values.{cache}.conv",
                                                        "attention_mask")
         common = {"weight": f"{prefix}conv1d.weight", "width": kernel.conv,
-                  "padding": padding, "decoding": cache is not None}
+                  "padding": padding, "decoding": cache is not None, "activation": "silu"}
         mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", width), part="output",
                        **common)
         if cache is not None:

@@ -1,7 +1,7 @@
 """Linear attention (`kernel = linear(feature = elu | relu | softmax)`, Katharopoulos et al.
 2020): a feature map phi on queries and keys in place of the softmax, y_q = phi(q) . sum_k
 phi(k) v_k^T / max(phi(q) . sum_k phi(k), 1e-6), causal or over every key. docs/LANGUAGE.md
-(Kernels). A kernel module (`base.Kernel`): its value, checks, node and arithmetic; its
+(Kernels). A kernel module (`base_kernel.Kernel`): its value, checks, node and arithmetic; its
 O(L) chunked causal ONNX form is its strategy's (strategies/linear.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from .. import masks as m
 from ..ir.graph import Op
 from ..shapes import T
 from ..spec import ScoreBias
-from .base import Kernel, KernelWhere, Site
+from .base import Site
+from .base_kernel import Kernel, KernelWhere
 
 __all__ = ["FEATURES", "KERNEL", "LinearKernel", "attend", "feature_map"]
 

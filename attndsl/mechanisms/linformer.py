@@ -1,8 +1,8 @@
 """Linformer (`kernel = linformer(k, max_len, share = none)`, Wang et al. 2020): keys and values
 projected along the sequence to `k` rows by learned E and F of [k, max_len], sliced to the
 keys' count, then the softmax core over those rows. docs/LANGUAGE.md (Kernels) has every
-step. A kernel module (`base.Kernel`) whose core stays the softmax (`softmax_core`, planned by
-the `linformer` strategy): its value, checks, weights (E and F, and their sharing), its
+step. A kernel module (`base_kernel.Kernel`) whose core stays the softmax (`softmax_core`,
+planned by the `linformer` strategy): its value, checks, weights (E and F, and their sharing), its
 length limit, and its `seq_project` nodes before the core (`rows`). `seq_project` is an op of
 this module alone; its lowerings stay the backends' (torch keeps the dynamic length for
 torch.export with index_select, ONNX slices E), which one array-namespace text would not
@@ -18,7 +18,8 @@ from ..ir.graph import Op
 from ..shapes import T
 from ..spec import ScoreBias
 from ..weight_table import Weight
-from .base import Kernel, KernelWhere, Site
+from .base import Site
+from .base_kernel import Kernel, KernelWhere
 
 __all__ = ["KERNEL", "SHARING", "LinformerKernel", "weight_names"]
 

@@ -2,7 +2,7 @@
 et al. 2020): a shared query/key projection, queries hashed by `rounds` seeded random rotations
 into `buckets` buckets, sorted by (bucket, position) and attended in chunks of `chunk` with the
 previous chunk; the rounds merged by their log-sum-exp. docs/LANGUAGE.md (Kernels) has every
-step. A kernel module (`base.Kernel`): its value, checks, node and arithmetic."""
+step. A kernel module (`base_kernel.Kernel`): its value, checks, node and arithmetic."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from .. import masks as m
 from ..ir.graph import Op
 from ..shapes import T
 from ..spec import Learned, Sinusoidal
-from .base import Kernel, KernelWhere, Site
+from .base import Site
+from .base_kernel import Kernel, KernelWhere
 
 __all__ = ["KERNEL", "MAX_ROTATIONS", "LshKernel", "attend", "rotations"]
 

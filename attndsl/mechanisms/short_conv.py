@@ -1,7 +1,7 @@
 """The gated short convolution (`kernel = short_conv(width = 3)`, LFM2's convolution layers):
 in_proj makes three gates B, C and x of C channels per token, and the layer's output is
 C * conv(B * x), a causal depthwise convolution over the last `width` tokens. docs/LANGUAGE.md
-(Kernels) has the formula. A kernel module (`base.Kernel`) with its own layer: its value,
+(Kernels) has the formula. A kernel module (`base_kernel.Kernel`) with its own layer: its value,
 checks, nodes from x to the gated channels, weights, decoding state (the last width - 1
 inputs of the convolution) and arithmetic, over the array namespace."""
 
@@ -14,7 +14,8 @@ from .. import ast
 from .. import masks as m
 from ..ir.graph import Op
 from ..shapes import T
-from .base import Kernel, KernelWhere, Site
+from .base import Site
+from .base_kernel import Kernel, KernelWhere
 
 __all__ = ["KERNEL", "ShortConv"]
 

@@ -189,6 +189,9 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
     if blocked is None and layers:
         blocked = (None, f"{KERNELS[layers[0].attr('kernel')].carries}, which "
                          "GroupQueryAttention's max_length buffers do not hold")
+    if blocked is None and any(n.op is Op.CAUSAL_CONV for n in graph.nodes):
+        blocked = (None, "a residual convolution carries its last inputs, which "
+                         "GroupQueryAttention's max_length buffers do not hold")
     nodes = list(graph.nodes)
     choices = []
     for core, match in matches:

@@ -10,6 +10,7 @@ from onnx import TensorProto
 from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Node, Op
+from ...ir.ops import conv_inputs
 from ...mechanisms import APPLIERS, FFNS, KERNELS
 from ...quantize import block_shapes, quantize
 from .. import formulas
@@ -194,14 +195,16 @@ def _real(lw: Lowering, node: Node, like: Sym, axis: int) -> Sym | None:
 
 @lower(Op.CAUSAL_CONV)
 def _causal_conv(lw: Lowering, node: Node) -> str:
-    parts = [lw.sym(node, i) for i in range(3)]
+    n = len(conv_inputs(node))
+    parts = [lw.sym(node, i) for i in range(n)]
     xp, width = lw.xp, node.attr("width")
-    past = lw.sym(node, 3) if node.attr("decoding") else None  # the past inputs
+    past = lw.sym(node, n) if node.attr("decoding") else None  # the past inputs
     full = conv_window(xp, parts, width, past, _real(lw, node, parts[0], 1))
     if node.attr("part") == "state":  # the last width - 1 inputs
         return xp.astype(xp.slice(full, 1, xp.shape(full, 1) - (width - 1), None),
                          lw.b.dtype).name
-    return causal_conv(xp, full, lw.weight(node.attr("weight"), 3), width, lw.b.dtype).name
+    return causal_conv(xp, full, lw.weight(node.attr("weight"), 3), width, lw.b.dtype,
+                       node.attr("activation")).name
 
 
 @lower(Op.ROWS)
