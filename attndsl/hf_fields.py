@@ -215,6 +215,12 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "conv_bias": ("bool", None), "conv_L_cache": ("int", 1), "block_multiple_of": ("int", 1),
     "block_ffn_dim_multiplier": ("num", 0), "block_auto_adjust_ff_dim": ("bool", None),
     "use_sandwich_norm": ("bool", None), "use_attention_gate": ("bool", None),
+    # Inkling's own fields (families/inkling.py reads them where they are used)
+    **dict.fromkeys(("swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim",
+                     "sliding_window_size", "d_rel", "rel_extent", "log_scaling_n_floor",
+                     "unpadded_vocab_size"), ("int", 1)),
+    "conv_kernel_size": ("int", 2), "sconv_kernel_size": ("int", 2),
+    "log_scaling_alpha": ("num", None), "logits_mup_width_multiplier": ("num", 0),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
@@ -354,7 +360,8 @@ def read_config(path: Path) -> tuple[dict, Path]:
     diagnostics += [Diagnostic(
         f"{file}: attndsl does not import layer kind `{k}` yet (`layer_types` = "
         f"{_json(cfg['layer_types'])})", hint=f"attndsl imports {', '.join(_LAYER_TYPES)} "
-        "layers (each family those it has: docs/CHECKPOINTS.md)") for k in unimported_kinds(cfg)]
+        "layers (each family those it has: docs/CHECKPOINTS.md)")
+        for k in unimported_kinds(cfg) if k not in FAMILIES[cfg["model_type"]].kinds]
     if diagnostics:
         raise SpecError(diagnostics)
     return cfg, file

@@ -37,8 +37,6 @@ LACKS: dict[str, str] = {
     "hy_v4": f"{_DSA} and hyper-connections between layers",
     "inkling2_text": "a hidden-state-conditioned relative-position bias, dynamic short "
                      "convolutions and block attention residuals",
-    "inkling_text": "a hidden-state-conditioned relative-position bias (a learned bank of "
-                    "bias-vs-distance profiles) and short convolutions",
     "jamba": f"{_MAMBA} interleaved with attention and experts",
     "kimi_linear": "Kimi Delta Attention (KDA) linear-attention layers beside latent attention",
     "mamba": _MAMBA,

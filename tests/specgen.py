@@ -504,7 +504,8 @@ def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> 
     """Llama 4's, Qwen2-MoE's and DeepSeek's routing (a sigmoid router, the gate on the
     expert's input, a gated shared expert, a selection bias, group-limited choice), Kolibri's
     choice by the logits, A.X-K1's output norm, JetMoE's bias on the routed sum, LongCat's
-    identity experts and dense layers among the mixtures: their own streams."""
+    identity experts, Inkling's sink experts and dense layers among the mixtures: their own
+    streams."""
     r = random.Random(seed * 7919 + 14)
     out = ""
     if r.random() < 0.5:
@@ -531,6 +532,9 @@ def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> 
     zero = random.Random(seed * 7919 + 35)  # LongCat's identity experts: own stream
     if "groups" not in out and zero.random() < 0.3:
         out += f", zero_experts = {zero.randint(1, 3)}"
+    sink = random.Random(seed * 7919 + 42)  # Inkling's shared experts as sinks: own stream
+    if "groups" not in out and "zero_experts" not in out and sink.random() < 0.3:
+        out += f", sink_experts = {sink.randint(1, 2)}"
     return out
 
 

@@ -847,7 +847,7 @@ def test_mimo_v2_flash_generates_as_transformers(tmp_path: Path, target: str, ca
         **(SIZES | {"num_key_value_heads": 1}))
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
-    out = _refused_by_genai_then_decoding(model, tmp_path, target, capsys)
+    out = refused_by_genai_then_decoding(model, tmp_path, target, capsys)
     decoder = out / "mimo_v2_flash.decode.onnx"
     caches = {i.name: i.shape[1::2] for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}
@@ -872,21 +872,23 @@ def test_laguna_with_a_head_count_per_layer_generates_as_transformers(tmp_path: 
         eos_token_id=2, **SIZES)
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
-    out = _refused_by_genai_then_decoding(model, tmp_path, "portable", capsys)  # left padding
+    out = refused_by_genai_then_decoding(model, tmp_path, "portable", capsys)  # left padding
     generates_as(model, out / "laguna.decode.onnx", capsys)
 
 
-def _refused_by_genai_then_decoding(model, tmp_path: Path, target: str, capsys) -> Path:
-    """`model`'s checkpoint imported: the genai export refuses its per-layer head sizes or
-    counts, leaving nothing; `compile --export onnx --decode` for `target` writes the
-    decoding model into the folder returned."""
+def refused_by_genai_then_decoding(model, tmp_path: Path, target: str, capsys,
+                                    why: str = "one head size and head count in every "
+                                               "layer") -> Path:
+    """`model`'s checkpoint imported: the genai export refuses it saying `why` (its per-layer
+    head sizes or counts), leaving nothing; `compile --export onnx --decode` for `target`
+    writes the decoding model into the folder returned."""
     folder, spec, out = tmp_path / "hf", tmp_path / "model.attn", tmp_path / "out"
     model.save_pretrained(folder)
     assert main(["import", str(folder), "-o", str(spec)]) == 0
     capsys.readouterr()
     assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
                  "-o", str(out)]) == 2
-    assert "one head size and head count in every layer" in capsys.readouterr().err
+    assert why in capsys.readouterr().err
     assert not out.exists()
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0

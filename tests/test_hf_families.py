@@ -402,6 +402,19 @@ CASES = {
         layer_types=["sliding_attention", "full_attention"] * 2,
         mlp_layer_types=["dense", "sparse", "sparse", "sparse"], **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # no RoPE: relative logits (the sliding layers' extent their window, with their own head
+    # counts and sizes), the full layer's logarithmic scaling, residual convolutions on k, v,
+    # the attention's and the feed-forward's outputs, a dense layer (its global_scale folded),
+    # then sigmoid routing by score plus the correction bias beside 2 shared experts scored
+    # by the router (its global_scale folded too)
+    "inkling_text": (lambda: tf.InklingTextConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4,
+        swa_num_key_value_heads=1, swa_head_dim=8, d_rel=3, rel_extent=9,
+        sliding_window_size=5, log_scaling_n_floor=4, log_scaling_alpha=0.3,
+        n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=2, route_scale=2.0,
+        local_layer_ids=[0, 1], mlp_layer_types=["dense", "sparse", "sparse"], **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.attn_sconv"),
     # Cohere 2's parallel blocks with interleaved multimodal RoPE on the sliding layers
     "cohere_compass_text": (lambda: tf.CohereCompassTextConfig(
         hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,

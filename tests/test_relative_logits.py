@@ -54,6 +54,13 @@ def test_relative_logits_match_inkling_attention(tmp_path, sliding: bool) -> Non
             f"position = relative_logits(d_rel = {D_REL}, extent = {WINDOW})" if sliding else
             f"mask = causal\nposition = relative_logits(d_rel = {D_REL}, extent = {EXTENT})\n"
             f"temperature = log_ratio(floor = {FLOOR}, scale = {ALPHA})")
+    _matches(attn, weights, keys, (1, 6, 19), WINDOW if sliding else None)
+
+
+def _matches(attn, weights, keys: str, lengths: tuple[int, ...], window: int | None) -> None:
+    """The attention of Inkling's sizes, its RMS-normed q and k and 1 / head_dim scale, with
+    `keys`, read from `weights`: its torch module and ort-cpu and portable models give
+    transformers' `attn` at each length, causal (within `window` keys where given)."""
     body = "\n".join(f"    {line}" for line in keys.splitlines())
     layer = attndsl.loads(
         f"attention a {{\n    d_model = {D_MODEL}\n    heads = {HEADS}\n    kv_heads = "
@@ -61,10 +68,10 @@ def test_relative_logits_match_inkling_attention(tmp_path, sliding: bool) -> Non
         f"{1 / HEAD_DIM}\n    qk_norm = rmsnorm(eps = 1e-6)\n{body}\n}}")["a"]
     module = layer.to_torch(weights=weights)
     models = [layer.onnx_bytes(target=t, weights=weights) for t in ("ort-cpu", "portable")]
-    for L in (1, 6, 19):
+    for L in lengths:
         x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
         q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
-        seen = (k <= q) & ((q - k < WINDOW) if sliding else True)
+        seen = (k <= q) & ((q - k < window) if window else True)
         additive = torch.zeros(L, L).masked_fill(~seen, float("-inf"))[None, None]
         with torch.no_grad():
             ref = attn(x, additive)[0].numpy()
@@ -90,23 +97,9 @@ def test_residual_convolutions_match_inkling_attention(tmp_path) -> None:
     redraw(attn, 7)
     weights = tmp_path / "w.safetensors"
     save_file({k: v.contiguous() for k, v in attn.state_dict().items()}, str(weights))
-    layer = attndsl.loads(
-        f"attention a {{\n    d_model = {D_MODEL}\n    heads = {HEADS}\n    kv_heads = "
-        f"{KV_HEADS}\n    head_dim = {HEAD_DIM}\n    bias = false\n    scale = {1 / HEAD_DIM}\n"
-        f"    qk_norm = rmsnorm(eps = 1e-6)\n    residual_conv = conv(width = 4, on = [k, v])\n"
-        f"    position = relative_logits(d_rel = {D_REL}, extent = {EXTENT})\n"
-        f"    mask = causal\n}}")["a"]
-    module = layer.to_torch(weights=weights)
-    models = [layer.onnx_bytes(target=t, weights=weights) for t in ("ort-cpu", "portable")]
-    for L in (1, 3, 11):
-        x = torch.randn(2, L, D_MODEL, generator=torch.Generator().manual_seed(L))
-        q, k = torch.arange(L)[:, None], torch.arange(L)[None, :]
-        additive = torch.zeros(L, L).masked_fill(k > q, float("-inf"))[None, None]
-        with torch.no_grad():
-            ref = attn(x, additive)[0].numpy()
-            close(module(x).numpy(), ref)
-        for model in models:
-            close(run_onnx(model, x.numpy()), ref)
+    _matches(attn, weights, f"residual_conv = conv(width = 4, on = [k, v])\nposition = "
+             f"relative_logits(d_rel = {D_REL}, extent = {EXTENT})\nmask = causal", (1, 3, 11),
+             None)
 
 
 def test_the_log_ratio_temperature_is_inklings_logit_scaling() -> None:

@@ -365,7 +365,7 @@ def _ffn(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
                   node.attr("top_k"), node.attr("router"), node.attr("normalize"),
                   node.attr("scale"), w[router[-1]] if node.attr("selection_bias") else None,
                   node.attr("groups"), node.attr("top_groups"), node.attr("group_score"),
-                  node.attr("threshold"), node.attr("select_by"))
+                  node.attr("threshold"), node.attr("select_by"), node.attr("sink_experts"))
     attrs = ("experts", "prefix", "gated", "bias", "gate", "alpha", "limit")
     y = experts(x, gates, w, unit=node.attr("act"), **{k: node.attr(k) for k in attrs})
     y = y + x * gates[..., node.attr("experts"):].sum(-1, keepdims=True)  # identity experts

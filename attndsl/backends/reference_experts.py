@@ -39,13 +39,15 @@ def glu(gate: np.ndarray, up: np.ndarray, alpha: float, limit: float) -> np.ndar
 def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int, router: str,
           normalize: bool, scale: float, selection: np.ndarray | None = None, groups: int = 1,
           top_groups: int = 1, group_score: str = "top2", threshold: float = 0.0,
-          select_by: str = "probs") -> np.ndarray:
+          select_by: str = "probs", sink: int = 0) -> np.ndarray:
     """Each token's gates over the experts: p = softmax(x W^T + b) over the experts, or the
     sigmoid of each logit; the experts chosen by s = p + selection bias (s = the logit +
     selection bias with `select_by = logits`): with groups, only
     those of the top_groups groups (of consecutive experts) whose two best s summed (`top2`)
     or best s (`max`) rank highest; the top_k by s (the lower index first among equals);
-    their p kept, renormalised to sum 1 with `normalize`, times `scale`; 0 for the others."""
+    their p kept, renormalised to sum 1 with `normalize`, times `scale`; 0 for the others.
+    The last `sink` experts are kept for every token beside the top_k (the selection bias is
+    the others'), renormalised with them."""
     logits = x @ weight.T
     if bias is not None:
         logits = logits + bias
@@ -57,7 +59,13 @@ def route(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, top_k: int
     else:
         p = 1.0 / (1.0 + np.exp(-logits))
     s = logits if select_by == "logits" else p
-    if selection is not None:
+    if sink:
+        s = s.copy()
+        s[..., s.shape[-1] - sink:] = np.inf  # every token's
+        if selection is not None:
+            s[..., :s.shape[-1] - sink] += selection
+        top_k += sink
+    elif selection is not None:
         s = s + selection
     if groups > 1:
         size = p.shape[-1] // groups

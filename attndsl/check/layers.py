@@ -205,13 +205,7 @@ class Layers(Mechanisms):
                 raise self.error(f"bias must be `true`, `false` or a list of projections; found "
                                  f"{found}", e.span, hint="for example `bias = [q, k, v]`")
             return PROJECTIONS if e.id == "true" else ()
-        chosen: list[str] = []
-        for item in e.items:
-            name = self.word(item, PROJECTIONS, "a biased projection")
-            if name in chosen:
-                raise self.error(f"`{name}` is listed twice", item.span)
-            chosen.append(name)
-        return tuple(p for p in PROJECTIONS if p in chosen)
+        return self.word_list(e, PROJECTIONS, "a biased projection")
 
     def check_size(self, params: int, name: str, span: Span) -> None:
         size = params * 4

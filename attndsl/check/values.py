@@ -205,6 +205,17 @@ class Values:
     def boolean(self, e: ast.Expr, what: str) -> bool:
         return self.word(e, ("true", "false"), what) == "true"
 
+    def word_list(self, e: ast.List, choices: tuple[str, ...], what: str) -> tuple[str, ...]:
+        """The distinct words of a list, each one of `choices` (a word listed twice refused),
+        in the order of `choices`."""
+        chosen: list[str] = []
+        for item in e.items:
+            name = self.word(item, choices, what)
+            if name in chosen:
+                raise self.error(f"`{name}` is listed twice", item.span)
+            chosen.append(name)
+        return tuple(p for p in choices if p in chosen)
+
     def _suggest(self, name: str, candidates: Any, fallback: str | None) -> str | None:
         close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
         return f"did you mean `{close[0]}`?" if close else fallback

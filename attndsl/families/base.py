@@ -26,7 +26,8 @@ class Family:
     `inert` the fields that do not change what this family computes, and why; `refused` the
     field values it has no form for. `encoder`: padding defaults to right; `lm`: attndsl
     expresses its token embedding and LM head (a function of the config: where `--head auto`
-    makes a language model of it, BERT's is_decoder; `--head lm` always may)."""
+    makes a language model of it, BERT's is_decoder; `--head lm` always may); `kinds` the layer
+    kinds of its own its layer_types may name."""
 
     model_type: str
     read: Callable[[SpecText, str | None], None]
@@ -37,6 +38,9 @@ class Family:
     encoder: bool = False
     lm: bool | Callable[[Mapping[str, Any]], bool] = False
     weights_for: Callable[[dict], Names] | None = None
+    # layer kinds of its own that `layer_types` may name (Inkling's hybrid, hybrid_sliding),
+    # beyond those every family may (hf_fields' own check refuses the rest by name)
+    kinds: tuple[str, ...] = ()
 
     def language_model(self, cfg: Mapping[str, Any]) -> bool:
         """Whether `--head auto` makes a language model of this config (`lm`)."""

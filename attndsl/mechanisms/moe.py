@@ -66,6 +66,9 @@ class Moe:
     output_norm: Norm | None = None  # A.X-K1's post_mlp_layernorm: on routed + shared
     output_bias: bool = False  # JetMoE's: one bias added to the routed sum
     zero_experts: int = 0  # LongCat-Flash's identity experts, routed after the `experts`
+    # Inkling's shared experts: MLPs after the `experts` that every token runs, each scored
+    # by its own router row beside the routed ones (one normalisation weighs both)
+    sink_experts: int = 0
 
 
 class _Moe(FeedForward):
@@ -76,14 +79,14 @@ class _Moe(FeedForward):
               ("dense_layers", False), ("selection_bias", False), ("groups", False),
               ("top_groups", False), ("group_score", False), ("threshold", False),
               ("select_by", False), ("output_norm", False), ("output_bias", False),
-              ("zero_experts", False))
+              ("zero_experts", False), ("sink_experts", False))
     # its `ffn` node's attributes: the router's tensors (weight, then its bias and selection
     # bias where `router_bias` and `selection_bias` say), its routing, the experts' MLP form
     # and the prefix of their weights
     attributes = ("weights", "experts", "top_k", "router", "threshold", "router_bias",
                   "selection_bias", "select_by", "normalize", "scale", "groups", "top_groups",
                   "group_score", "act", "gated", "bias", "alpha", "limit", "gate", "prefix",
-                  "output_bias", "zero_experts", "kernel")
+                  "output_bias", "zero_experts", "sink_experts", "kernel")
 
     def _bind(self, c: Any, e: Any) -> dict:
         from ..check.values import Param
@@ -96,7 +99,7 @@ class _Moe(FeedForward):
         gate = output | input, shared_gate = false, dense = none | swiglu(m), dense_layers =
         [i, ...], selection_bias = false, groups = 1, top_groups = 1, group_score = top2 |
         max, select_by = probs | logits, output_norm = none | rmsnorm(...) | layernorm(...),
-        output_bias = false, zero_experts = 0)`."""
+        output_bias = false, zero_experts = 0, sink_experts = 0)`."""
         from ..check.values import FLOAT32_MAX, FLOAT32_TINY
 
         args = self._bind(c, e)
@@ -143,6 +146,7 @@ class _Moe(FeedForward):
                                                words.get("group_score", "top2"))
         threshold = moe_checks.threshold(c, args, words.get("router", "softmax"), top_k)
         router = words.get("router", "softmax")  # (the sparse mixer's gates are its own)
+        sinks = moe_checks.sink(c, args, zero, groups, router, MAX_EXPERTS)
         return expert, Moe(experts, top_k, flags.get("normalize", router != "sparsemixer"),
                            flags.get("router_bias", False), shared, scale,
                            router=words.get("router", "softmax"),
@@ -153,7 +157,8 @@ class _Moe(FeedForward):
                            top_groups=top_groups, group_score=words.get("group_score", "top2"),
                            threshold=threshold, select_by=words.get("select_by", "probs"),
                            output_norm=self._output_norm(c, args),
-                           output_bias=flags.get("output_bias", False), zero_experts=zero)
+                           output_bias=flags.get("output_bias", False), zero_experts=zero,
+                           sink_experts=sinks)
 
     def _output_norm(self, c: Any, args: dict) -> Norm | None:
         """`none`, or a stack norm without its placement (A.X-K1's post_mlp_layernorm)."""
@@ -210,6 +215,7 @@ class _Moe(FeedForward):
 
     def summary(self, m: Moe, mlp: str) -> str:
         text = f"top-{m.top_k} of {m.experts} experts {mlp}" + (
+            f" beside {m.sink_experts} sink experts" if m.sink_experts else "") + (
             f" and a shared {m.shared.kind}({m.shared.hidden})" if m.shared else "")
         if m.dense is not None:
             text += f", {m.dense.kind}({m.dense.hidden}) in layers {list(m.dense_layers)}"
@@ -222,10 +228,10 @@ class _Moe(FeedForward):
         """The router (and its selection bias), each expert's MLP, the routed sum's bias, the
         shared expert and its gate, the output norm's weight (and bias)."""
         routed = m.experts + m.zero_experts  # (an identity expert has no tensors)
-        out = linear_weights(f"{p}mlp.router", routed, d, m.router_bias)
+        out = linear_weights(f"{p}mlp.router", routed + m.sink_experts, d, m.router_bias)
         if m.selection_bias:
             out.append(Weight(f"{p}mlp.router.selection_bias", (routed,), "selection"))
-        for e in range(m.experts):
+        for e in range(m.experts + m.sink_experts):  # (sink experts after the routed)
             out += mlp_weights(f"{p}mlp.experts.{e}.", ffn, d)
         if m.output_bias:
             out.append(Weight(f"{p}mlp.bias", (d,), "linear_bias", ffn.hidden))
@@ -250,14 +256,15 @@ class _Moe(FeedForward):
         weights = (f"{router}weight", *((f"{router}bias",) if m.router_bias else ()),
                    *((f"{router}selection_bias",) if m.selection_bias else ()))
         y = b.emit(Op.FFN, f"{p}routed", (x,), d, ffn=self.name, weights=weights,
-                   experts=m.experts, top_k=m.top_k, router=m.router, threshold=m.threshold,
+                   experts=m.experts + m.sink_experts, top_k=m.top_k, router=m.router,
+                   threshold=m.threshold,
                    router_bias=m.router_bias, selection_bias=m.selection_bias,
                    select_by=m.select_by, normalize=m.normalize, scale=m.routed_scale,
                    groups=m.groups, top_groups=m.top_groups, group_score=m.group_score,
                    act=ffn.activation, gated=ffn.gated, bias=ffn.bias, alpha=ffn.alpha,
                    limit=ffn.limit, gate=m.gate, prefix=f"{p}mlp.experts.",
                    output_bias=f"{p}mlp.bias" if m.output_bias else None,
-                   zero_experts=m.zero_experts, kernel="")
+                   zero_experts=m.zero_experts, sink_experts=m.sink_experts, kernel="")
         if m.shared is not None:
             y = self._shared(b, m, p, x, d, y)
         if m.output_norm is None:
@@ -338,6 +345,9 @@ def _obstacle(node: Any, provider: str | None, dtype: str) -> str | None:
         return f"no com.microsoft.MoE kernel attndsl uses on {provider} for {dtype}"
     if node.attr("zero_experts"):
         return "it has identity experts; the kernel's experts are MLPs"
+    if node.attr("sink_experts"):
+        return "its sink experts run for every token, weighed by the router; the kernel's " \
+               "experts are routed"
     if node.attr("router") != "softmax":
         kind = "a sigmoid" if node.attr("router") == "sigmoid" else "PhiMoE's sparse mixer"
         return f"its router is {kind}; the kernel's is a softmax"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["groups", "threshold"]
+__all__ = ["groups", "sink", "threshold"]
 
 
 def threshold(c: Any, args: dict, router: str, top_k: int) -> float:
@@ -62,3 +62,21 @@ def groups(c: Any, args: dict, experts: int, top_k: int,
                       f"top_k = {top_k}", at.span,
                       hint="top_groups * experts / groups must be at least top_k")
     return groups, top
+
+
+def sink(c: Any, args: dict, zero: int, groups: int, router: str, most: int) -> int:
+    """`sink_experts` (>= 0, at most `most`): experts every token runs, weighed by the router
+    beside the routed ones; not with identity experts, groups or the sparse mixer."""
+    if "sink_experts" not in args:
+        return 0
+    n = c.non_negative(args["sink_experts"], "sink_experts")
+    if n > most:
+        raise c.error(f"sink_experts must be at most {most}, found {n:,}",
+                      args["sink_experts"].span)
+    if n and (zero or groups > 1 or router == "sparsemixer"):
+        raise c.error("sink experts join every token's routed experts under one router: not "
+                      "with identity experts, groups of experts or the sparse mixer",
+                      args["sink_experts"].span, hint="Inkling: router = sigmoid, "
+                      "selection_bias = true, sink_experts = 2")
+    return n
+

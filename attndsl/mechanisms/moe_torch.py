@@ -16,11 +16,12 @@ def run(xp: Any, x: Any, weight: Any, route: Any, expert_mlp: Any, *, weights: t
         selection_bias: bool, select_by: str, normalize: bool, scale: float, groups: int,
         top_groups: int, group_score: str, act: str, gated: bool, bias: bool, alpha: float,
         limit: float, gate: str, prefix: str, output_bias: str | None, zero_experts: int,
-        kernel: str) -> Any:
+        sink_experts: int, kernel: str) -> Any:
     """x (B, L, d) -> (B, L, d); `weight(name)` a parameter of the module; `route` and
     `expert_mlp` the mixture's arithmetic over the array namespace (moe.py's); the routed sum's
     bias (`output_bias`, a tensor's name) added in the model dtype; the `zero_experts` routed
-    after the `experts` are identities."""
+    after the `experts` are identities; the last `sink_experts` of the `experts` run for every
+    token (their gates from the router beside the routed ones')."""
     import torch
 
     bias_of = weight(weights[1]) if router_bias else None
@@ -28,7 +29,7 @@ def run(xp: Any, x: Any, weight: Any, route: Any, expert_mlp: Any, *, weights: t
     logits = torch.nn.functional.linear(x, weight(weights[0]), bias_of)
     gates = route(xp, logits.reshape(-1, logits.shape[-1]), top_k, router, normalize, scale,
                   selection, groups, top_groups, group_score, threshold,
-                  select_by).reshape(logits.shape)
+                  select_by, sink_experts).reshape(logits.shape)
     flat, gates = x.reshape(-1, x.shape[-1]), gates.reshape(-1, gates.shape[-1])
     out = torch.zeros(flat.shape, dtype=torch.float32, device=x.device)
     names = ("gate_proj", "up_proj", "down_proj") if gated else ("fc1", "fc2")

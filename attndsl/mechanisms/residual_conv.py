@@ -48,13 +48,7 @@ class _ResidualConv(Mechanism):
             if not isinstance(on, ast.List) or not on.items:
                 raise c.error("`on` is a list of the parts convolved: `[k, v, out]` or some of "
                               "them", on.span, hint="Inkling: on = [k, v, out]")
-            chosen: list[str] = []
-            for item in on.items:
-                part = c.word(item, PARTS, "a convolved part")
-                if part in chosen:
-                    raise c.error(f"`{part}` is listed twice", item.span)
-                chosen.append(part)
-            parts = tuple(p for p in PARTS if p in chosen)
+            parts = c.word_list(on, PARTS, "a convolved part")
         return ResidualConv(width, parts)
 
     def conflicts(self, c: Any, value: ResidualConv, where: Where) -> bool:

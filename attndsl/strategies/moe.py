@@ -56,7 +56,7 @@ def _route(lw: Lowering, node: Node) -> tuple[Sym, str]:
     gates = route(lw.xp, flat, node.attr("top_k"), node.attr("router"), node.attr("normalize"),
                   node.attr("scale"), lw.weight(selection) if selection else None,
                   node.attr("groups"), node.attr("top_groups"), node.attr("group_score"),
-                  node.attr("threshold"), node.attr("select_by"))
+                  node.attr("threshold"), node.attr("select_by"), node.attr("sink_experts"))
     return logits, b.op("Reshape", gates.name, b.op("Shape", logits.name))
 
 
@@ -121,6 +121,7 @@ def _experts(lw: Lowering, node: Node, gates: str) -> str:
     b = lw.b
     x = arg(lw, node, 0)
     n, k, zero = node.attr("experts"), node.attr("top_k"), node.attr("zero_experts")
+    k += node.attr("sink_experts")  # (every token's sink experts beside its top_k)
     flat = b.op("Reshape", x, b.op("Concat", b.i64(-1), b.op("Shape", x, start=-1), axis=0))
     table = b.op("Reshape", gates, b.i64(-1, n + zero))  # (T, experts), float32
     identity = None
