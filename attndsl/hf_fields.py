@@ -221,6 +221,7 @@ TYPES: dict[str, tuple[str, float | None]] = {
                      "unpadded_vocab_size"), ("int", 1)),
     "conv_kernel_size": ("int", 2), "sconv_kernel_size": ("int", 2),
     "log_scaling_alpha": ("num", None), "logits_mup_width_multiplier": ("num", 0),
+    "dense_mlp_idx": ("int", 0), "dense_intermediate_size": ("int", 1),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

@@ -89,3 +89,45 @@ def test_sink_experts_are_refused_where_they_cannot_apply(args: str, words: str)
             "= a\n    layers = 1\n    norm = rmsnorm(pre)\n    ffn = moe(experts = 4, top_k = 2, "
             f"expert = swiglu(8), {args})\n}}\n")
     assert refused_at(text, words) == 9  # the `ffn` line
+
+
+def test_inkling_config_spellings_are_read_as_transformers_reads_them(tmp_path: Path) -> None:
+    """A checkpoint's config.json as Inkling's may write it: its attribute_map's aliases
+    (sconv_kernel_size, sliding_window, num_local_experts), layer kinds from local_layer_ids,
+    the first dense_mlp_idx layers dense with dense_intermediate_size (intermediate_size then
+    the experts' width), no layer_types or mlp_layer_types: the logits are transformers'."""
+    import numpy as np
+    import onnxruntime as ort
+
+    import attndsl
+
+    config = tf.InklingTextConfig(
+        hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, swa_num_attention_heads=4, swa_num_key_value_heads=1, swa_head_dim=8,
+        d_rel=3, rel_extent=9, sliding_window=6, sconv_kernel_size=3, intermediate_size=96,
+        vocab_size=VOCAB, local_layer_ids=[0], num_local_experts=4, num_experts_per_tok=2,
+        dense_mlp_idx=1, dense_intermediate_size=40)
+    assert config.layer_types == ["hybrid_sliding", "hybrid", "hybrid"]
+    assert (config.intermediate_size, config.moe_intermediate_size) == (40, 96)
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    redraw(model, 5, unit_offset=False)
+    folder = tmp_path / "hf"
+    model.save_pretrained(folder)
+    saved = json.loads((folder / "config.json").read_text())
+    for key in ("layer_types", "mlp_layer_types", "conv_kernel_size", "sliding_window_size",
+                "n_routed_experts", "intermediate_size", "moe_intermediate_size"):
+        saved.pop(key)
+    saved |= {"sconv_kernel_size": 3, "sliding_window": 6, "num_local_experts": 4,
+              "local_layer_ids": [0], "dense_mlp_idx": 1, "dense_intermediate_size": 40,
+              "intermediate_size": 96}
+    (folder / "config.json").write_text(json.dumps(saved))
+    spec = tmp_path / "inkling.attn"
+    assert main(["import", str(folder), "-o", str(spec)]) == 0
+    lm = attndsl.load(spec)["inkling"]
+    session = ort.InferenceSession(lm.onnx_bytes(target="ort-cpu", weights=folder),
+                                   providers=["CPUExecutionProvider"])
+    ids = np.random.default_rng(2).integers(1, VOCAB, size=(2, 11)).astype(np.int64)
+    got = session.run(None, {"input_ids": ids})[0]
+    with torch.no_grad():
+        want = model(input_ids=torch.from_numpy(ids)).logits.numpy()
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, float(np.abs(want).max()))

@@ -39,7 +39,7 @@ def _attention(s: SpecText, sliding: bool, padding: str | None, width: int, eps:
     pre = "swa_" if sliding else ""
     heads = s.need(f"{pre}num_attention_heads")
     head_dim = s.need(f"{pre}head_dim")
-    window = s.need("sliding_window_size", "sliding_window") if sliding else None
+    window = _field(s, "sliding_window_size") if sliding else None
     extent = window if sliding else s.need("rel_extent")
     entries = {"d_model": str(s.need("hidden_size")), "heads": str(heads),
                "kv_heads": str(s.need(f"{pre}num_key_value_heads")),
@@ -54,15 +54,34 @@ def _attention(s: SpecText, sliding: bool, padding: str | None, width: int, eps:
     return entries
 
 
+# InklingTextConfig's attribute_map: a checkpoint's config may name these fields so
+_ALIASES = {"conv_kernel_size": "sconv_kernel_size", "sliding_window_size": "sliding_window",
+            "n_routed_experts": "num_local_experts",
+            "logits_mup_width_multiplier": "embedding_multiplier"}
+
+
+def _field(s: SpecText, key: str) -> Any:
+    """A field, read under its alias where the config names that (as transformers reads it)."""
+    value = s.need(key)  # (read either way: the defaults hold it)
+    alias = s.get(_ALIASES[key]) if key in _ALIASES else None
+    return alias if alias is not None else value
+
+
 def _read(s: SpecText, padding: str | None) -> None:
     layers = s.need("num_hidden_layers")
-    types = s.get("layer_types") or ["hybrid_sliding" if (i + 1) % 6 else "hybrid"
+    local = s.get("local_layer_ids")  # as InklingTextConfig derives layer_types without them
+    local = set(local) if isinstance(local, list) else {i for i in range(layers) if (i + 1) % 6}
+    types = s.get("layer_types") or ["hybrid_sliding" if i in local else "hybrid"
                                      for i in range(layers)]
     if not isinstance(types, list) or len(types) != layers or not set(types) <= set(_KINDS):
         s.refuse("layer_types", f"{layers} entries, each `hybrid` or `hybrid_sliding`, are "
                                 "needed")
         return
-    mlps = s.get("mlp_layer_types") or ["sparse"] * layers
+    dense = s.get("dense_mlp_idx") or 0  # (the first dense_mlp_idx layers dense by default)
+    mlps = s.get("mlp_layer_types") or ["dense" if i < dense else "sparse" for i in range(layers)]
+    widths = (s.need("intermediate_size"), s.need("moe_intermediate_size"))
+    if s.get("dense_intermediate_size") is not None:  # then intermediate_size is the experts'
+        widths = (s.get("dense_intermediate_size"), s.need("intermediate_size"))
     if not isinstance(mlps, list) or len(mlps) != layers or not set(mlps) <= {"dense",
                                                                              "sparse"}:
         s.refuse("mlp_layer_types", f"{layers} entries, each `dense` or `sparse`, are needed")
@@ -75,21 +94,20 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.refuse("unpadded_vocab_size", "a head padded past the vocabulary (logits cut to "
                                         "unpadded_vocab_size) has no import yet")
     eps = num(s.need("rms_norm_eps"))
-    width = s.need("conv_kernel_size", "sconv_kernel_size")
+    width = _field(s, "conv_kernel_size")
     names = {"hybrid": "inkling_full", "hybrid_sliding": "inkling_sliding"}
     for kind in dict.fromkeys(types):
         s.attentions[names[kind]] = _attention(s, kind == "hybrid_sliding", padding, width, eps)
     s.pattern = [names[t] for t in period(types)]
-    moe = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
-           f"{s.need('num_experts_per_tok')}, expert = swiglu({s.need('moe_intermediate_size')}), "
-           f"router = sigmoid, selection_bias = true, routed_scale = "
-           f"{num(s.need('route_scale'))}, sink_experts = {s.get('n_shared_experts')}")
-    ffn = mixture(moe, [i for i, k in enumerate(mlps) if k == "dense"], layers,
-                  s.need("intermediate_size"))
+    moe = (f"moe(experts = {_field(s, 'n_routed_experts')}, top_k = "
+           f"{s.need('num_experts_per_tok')}, expert = swiglu({widths[1]}), router = sigmoid, "
+           f"selection_bias = true, routed_scale = {num(s.need('route_scale'))}, "
+           f"sink_experts = {s.get('n_shared_experts')}")
+    ffn = mixture(moe, [i for i, k in enumerate(mlps) if k == "dense"], layers, widths[0])
     s.stack.update(layers=str(layers), ffn=ffn,
                    norm=f"rmsnorm(pre, eps = {eps})", ffn_conv=f"conv(width = {width})")
     s.cfg["tie_word_embeddings"] = False  # (InklingForCausalLM never ties embed and unembed)
-    multiplier = s.need("logits_mup_width_multiplier")
+    multiplier = _field(s, "logits_mup_width_multiplier")
     s.head.update(embedding_norm=f"rmsnorm(eps = {eps})",
                   logit_scale=f"1 / {num(multiplier)}" if multiplier != 1 else "1.0")
 
@@ -121,8 +139,9 @@ def _with_experts(cfg: dict) -> Names:
     gate_up_proj [experts, 2 n, d] and its down_proj [experts, d, n], shared expert j's as
     sink expert n_routed + j; every expert's down_proj times the router's global_scale (which
     multiplies every routed and shared weight)."""
-    routed = cfg.get("n_routed_experts") or 0
-    shared = cfg.get("n_shared_experts") or 0
+    routed = cfg.get("num_local_experts") or cfg.get("n_routed_experts",
+                                                     _DEFAULTS["n_routed_experts"])
+    shared = cfg.get("n_shared_experts", _DEFAULTS["n_shared_experts"])
     gs = ("mlp.gate.global_scale",)
     out = dict(_INKLING.names)
     for e in range(routed + shared):
@@ -161,24 +180,24 @@ def _scaled(e: int):
 
 
 _MTP = "the multi-token-prediction layers (model.mtp.*), which the model's forward never runs"
-_INERT = {"local_layer_ids": "read into layer_types by InklingTextConfig",
-          "num_mtp_layers": _MTP, "chain_hidden_post_norm": _MTP,
+_INERT = {"num_mtp_layers": _MTP, "chain_hidden_post_norm": _MTP,
           "mtp_hidden_states_first": _MTP, "mtp_local_layer_ids": _MTP,
           "number_of_conv_states": "transformers' cache bookkeeping (4 convolutions a layer)",
           "rms_norm_eps_moe_gate": "transformers' Inkling router never norms its input",
           "shared_expert_sink": "transformers' Inkling router always scores the shared experts "
                                 "beside the routed ones (the flag is unread)"}
 # transformers' defaults (InklingTextConfig, 5.23) for the fields the import reads
+_DEFAULTS = {
+    "hidden_size": 6144, "num_hidden_layers": 66, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "head_dim": 128, "swa_num_attention_heads": 64,
+    "swa_num_key_value_heads": 16, "swa_head_dim": 128, "sliding_window_size": 512,
+    "d_rel": 16, "rel_extent": 1024, "log_scaling_alpha": 0.1, "rms_norm_eps": 1e-6,
+    "conv_kernel_size": 4, "intermediate_size": 24576, "hidden_act": "silu",
+    "moe_intermediate_size": 3072, "n_routed_experts": 256, "num_experts_per_tok": 6,
+    "n_shared_experts": 2, "route_scale": 8.0, "logits_mup_width_multiplier": 24.0}
 FAMILIES = [
-    Family("inkling_text", _read, _INKLING, {
-        "hidden_size": 6144, "num_hidden_layers": 66, "num_attention_heads": 64,
-        "num_key_value_heads": 8, "head_dim": 128, "swa_num_attention_heads": 64,
-        "swa_num_key_value_heads": 16, "swa_head_dim": 128, "sliding_window_size": 512,
-        "d_rel": 16, "rel_extent": 1024, "log_scaling_alpha": 0.1, "rms_norm_eps": 1e-6,
-        "conv_kernel_size": 4, "intermediate_size": 24576, "hidden_act": "silu",
-        "moe_intermediate_size": 3072, "n_routed_experts": 256, "num_experts_per_tok": 6,
-        "n_shared_experts": 2, "route_scale": 8.0, "logits_mup_width_multiplier": 24.0},
-        refused={"hidden_act": (lambda v: v not in ("silu", "swish"),
-                                "Inkling's MLPs are SwiGLU")},
-        inert={**ROUTER_INERT, **_INERT}, lm=True, weights_for=_with_experts, kinds=_KINDS),
+    Family("inkling_text", _read, _INKLING, _DEFAULTS, inert={**ROUTER_INERT, **_INERT},
+           refused={"hidden_act": (lambda v: v not in ("silu", "swish"),
+                                   "Inkling's MLPs are SwiGLU")},
+           lm=True, weights_for=_with_experts, kinds=_KINDS),
 ]

@@ -68,7 +68,8 @@ class _ResidualConv(Mechanism):
             problems.append(("residual convolutions run on a softmax attention's key and value "
                              "projections and output", at("kernel")))
         for message, span in problems:
-            c.error(message, span, hint="remove `residual_conv`, or set `on = [out]`")
+            c.error(message, span, hint="remove `residual_conv`, or (with `values = keys`) "
+                                        "set `on = [out]`")
         return bool(problems)
 
     def weights(self, value: ResidualConv, spec: Any, prefix: str) -> list[Any]:
@@ -122,10 +123,10 @@ def read_width(c: Any, args: dict) -> int:
 
 def conv_nodes(b: Any, out: str, x: str, channels: int, width: int, weight: str,
                attention: Any, state: str | None) -> str:
-    """x + conv(x) (B, L, channels): a `causal_conv` node without activation over x (a slot
-    the `padding` of the attention's mask, or of a core's by length, hides reads 0:
-    key_lengths), added to x. Decoding (`state`, `{i}.<name>`): it continues from
-    past_key_values.{state} (a slot whose attention_mask is 0 reads 0), and its last
+    """x + conv(x) (B, L, channels): one `causal_conv` node over x with `activation =
+    residual` (the sum in float32; a slot the `padding` of the attention's mask, or of a core's
+    by length, hides reads 0: key_lengths). Decoding (`state`, `{i}.<name>`): it continues
+    from past_key_values.{state} (a slot whose attention_mask is 0 reads 0), and its last
     width - 1 inputs are present.{state}."""
     padding = next((p for c in attention.cores for p in m.primitives(c.mask)
                     if isinstance(p, m.Padding)), None)
@@ -134,13 +135,11 @@ def conv_nodes(b: Any, out: str, x: str, channels: int, width: int, weight: str,
     else:
         args = (x, f"past_key_values.{state}", "attention_mask")
     common = {"weight": weight, "width": width, "padding": padding,
-              "decoding": state is not None, "activation": "none"}
-    y = b.emit(Op.CAUSAL_CONV, f"{out}_conv", args, T("B", "L", channels), part="output",
-               **common)
+              "decoding": state is not None, "activation": "residual"}
     if state is not None:
         b.emit(Op.CAUSAL_CONV, f"present.{state}", args, T("B", width - 1, channels),
                part="state", **common)
-    return b.emit(Op.ADD, out, (x, y), T("B", "L", channels), dropout=None)
+    return b.emit(Op.CAUSAL_CONV, out, args, T("B", "L", channels), part="output", **common)
 
 
 MECHANISM = _ResidualConv()
