@@ -88,6 +88,7 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
             choices.append(Choice(layer, branch, *own))
             continue
         ctx = TorchContext(path, core.dropout)
+        notes = []  # why a path that could have taken the core did not
         for torch_path in TORCH_PATHS:
             found = torch_path.match(core, ctx)
             if isinstance(found, Match):
@@ -95,10 +96,13 @@ def plan_torch(graph: Graph, path: str = "auto") -> tuple[Graph, list[Choice]]:
                 choices.append(Choice(layer, branch, torch_path.name, found.reasons,
                                       tuple(found.params.items())))
                 break
+            notes.append(found.note)
         else:
+            sparse = notes[0] if notes[0] and "bounded band" not in notes[0] else \
+                "the mask has no bounded band for the block-sparse form"
             choices.append(Choice(layer, branch, "dense", (
-                f"the exact dense form: {_sdpa_blocker(core)}; the mask has no bounded band "
-                "for the block-sparse form (memory grows with L x S)",)))
+                f"the exact dense form: {_sdpa_blocker(core)}; "
+                f"{sparse.removeprefix('dense masked form: ')} (memory grows with L x S)",)))
     return replace(graph, nodes=tuple(nodes)), choices
 
 

@@ -45,9 +45,6 @@ def blocks(a: Core, ops: str) -> Match | Reject:
     c = cover(a.mask, self_attention=a.kind == "self")
     if c.strides:  # strided's, which said why not
         return Reject()
-    if a.bias_kind in BIAS_OPERANDS:
-        return Reject("dense masked form: its score bias reads rows of each query's own "
-                      "(relative logits), which block-sparse execution does not gather")
     random_blocks = {r.block for r in c.randoms}
     if c.banded and len(random_blocks) > 1:
         return Reject("random masks with different block sizes cannot share one execution "
@@ -55,6 +52,9 @@ def blocks(a: Core, ops: str) -> Match | Reject:
     if not c.banded:
         return Reject(f"dense masked form: `{masks.render(a.mask)}` can reach every key (no "
                       "bounded band), so no sparse lowering applies")
+    if a.bias_kind in BIAS_OPERANDS:
+        return Reject("dense masked form: its score bias reads rows of each query's own "
+                      "(relative logits), which block-sparse execution does not gather")
     if random_blocks:  # random draws are per block: execute at the draw's block size
         n = random_blocks.pop()
     elif a.sparsity.mode == "block":
