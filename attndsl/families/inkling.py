@@ -44,7 +44,8 @@ def _attention(s: SpecText, sliding: bool, padding: str | None, width: int, eps:
     entries = {"d_model": str(s.need("hidden_size")), "heads": str(heads),
                "kv_heads": str(s.need(f"{pre}num_key_value_heads")),
                "head_dim": str(head_dim), "bias": "false",
-               "scale": num(1 / head_dim), "qk_norm": f"rmsnorm(eps = {eps})",
+               "scale": num(1 / head_dim) if head_dim else "auto",  # (none: refused)
+               "qk_norm": f"rmsnorm(eps = {eps})",
                "position": f"relative_logits(d_rel = {s.need('d_rel')}, extent = {extent})"}
     floor, alpha = s.get("log_scaling_n_floor"), s.need("log_scaling_alpha")
     if floor is not None and not sliding:
