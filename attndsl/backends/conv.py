@@ -1,7 +1,7 @@
 """A causal depthwise convolution's arithmetic (the `causal_conv` op: docs/LANGUAGE.md,
 Kernels), once over an array namespace (`TorchArrays`, `OnnxArrays`) as `formulas` is: its
-window of past and new inputs, and each channel's convolution over it (silu of it for the
-delta rule)."""
+window of past and new inputs, and each channel's convolution over it (silu of it for a
+kernel's own layer, its input added for a residual convolution)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def conv_window(xp, parts: list[Array], width: int, past: Array | None = None,
 
 def causal_conv(xp, full: Array, w: Array, width: int, dtype: str,
                 kind: str = "silu") -> Array:
-    """silu(y) (`kind` silu, the delta rule's), y (`none`) or x + y (`residual`) (B, L, C) in
+    """silu(y) (`kind` silu, a kernel's own layer's), y (`none`) or x + y (`residual`) (B, L, C) in
     `dtype` over a `conv_window` of L + width - 1 rows: y_t[c] = sum_j w[c, 0, j]
     x_{t - width + 1 + j}[c]."""
     taps = xp.swap_last(xp.reshape(xp.astype(w, "float32"), [-1, width]))  # (width, C)

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from .. import masks, mechanisms
 from ..errors import UsageError
 from ..ir import Node
-from ..ir.ops import BIAS_OPERANDS
+from ..ir.ops import BIAS_OPERANDS, SCORE_BIASES
 from ..planner.torch_paths import SDPA_SIDE, block_sparse_kernel
 from . import formulas, softmax_core
 from .softmax_core import CoreOps, block_sparse
@@ -105,7 +105,7 @@ def score_bias(m: nn.Module, attrs: dict, heads: int, q_pos: Tensor, k_pos: Tens
     """The float32 score bias (H, ...) of `softmax_core.score_bias` at the broadcast of the
     positions q_pos and k_pos (of one rank); `attrs`: a score_bias node's, or an attention
     core's; `rows`: relative logits' relative states (the bias is then (B, H, ...))."""
-    tabled = attrs.get("bias", attrs.get("kind")) in ("relative_bias", "relative_logits")
+    tabled = "weight" in SCORE_BIASES[attrs.get("bias", attrs.get("kind"))]
     table = m.get_parameter(attrs["weight"]) if tabled else None
     return softmax_core.score_bias(TorchArrays(q_pos.device), attrs, heads, (heads,), table,
                                    q_pos, k_pos, rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import masks, mechanisms
 from ...ir import Node
-from ...ir.ops import core_operands
+from ...ir.ops import SCORE_BIASES, core_operands
 from .. import formulas
 from ..softmax_core import score_bias
 from .builder import Lowering, Sym, arg, static_last
@@ -39,7 +39,8 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
     s = Sym(b, s, "float32", rank)
     if node.attr("bias"):
         heads, kv = node.attr("heads"), node.attr("kv_heads")
-        tabled = node.attr("bias") in ("relative_bias", "relative_logits")
+        # a bias with a table (T5's, the relative logits' bank): its `weight` parameter
+        tabled = "weight" in SCORE_BIASES[node.attr("bias")]
         table = lw.weight(node.attr("weight"), 2) if tabled else None
         operands = core_operands(node)[0]  # relative logits' states (B, heads, n, d_rel)
         rows = lw.sym(node, 3) if operands else None
