@@ -222,6 +222,11 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "conv_kernel_size": ("int", 2), "sconv_kernel_size": ("int", 2),
     "log_scaling_alpha": ("num", None), "logits_mup_width_multiplier": ("num", 0),
     "dense_mlp_idx": ("int", 0), "dense_intermediate_size": ("int", 1),
+    # Kimi Linear's and Ling 3's (families/kimi_linear.py reads them where they are used)
+    **dict.fromkeys(("linear_head_dim", "linear_num_heads", "short_conv_kernel_size"),
+                    ("int", 1)),
+    "kda_safe_gate": ("bool", None), "kda_lower_bound": ("num", None),
+    "linear_attn_config": ("dict", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

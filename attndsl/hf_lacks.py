@@ -16,7 +16,6 @@ _DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
 LACKS: dict[str, str] = {
     "axk2": f"{_DSA}, a low-rank sigmoid-gated RMSNorm and a sigmoid gate on latent attention's "
             "output",
-    "bailing_hybrid": "Kimi-style delta-rule linear attention (KDA) with a per-channel forget gate",
     "bamba": f"{_MAMBA2} interleaved with attention",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
@@ -38,7 +37,6 @@ LACKS: dict[str, str] = {
     "inkling2_text": "a hidden-state-conditioned relative-position bias, dynamic short "
                      "convolutions and block attention residuals",
     "jamba": f"{_MAMBA} interleaved with attention and experts",
-    "kimi_linear": "Kimi Delta Attention (KDA) linear-attention layers beside latent attention",
     "mamba": _MAMBA,
     "mamba2": _MAMBA2,
     "minimax": "Lightning attention (linear attention with a per-head exponential decay)",

@@ -323,11 +323,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 or "kernel" in entries)
     sub = random.Random(seed * 7919 + 22)  # BitNet's sub-norm of the merged heads: own stream
     if "latent" not in entries and not entries.get("kernel", "").startswith(
-            ("delta_rule", "short_conv")) and sub.random() < 0.15:
+            ("delta_rule", "kda", "short_conv")) and sub.random() < 0.15:
         entries["sub_norm"] = sub.choice(["rmsnorm(eps = 1e-5)", "layernorm",
                                           "rmsnorm(unit_offset = true)"])
     clip = random.Random(seed * 7919 + 21)  # clamped projections (DBRX, OLMo): own stream
-    own = entries.get("kernel", "").startswith(("delta_rule", "short_conv"))
+    own = entries.get("kernel", "").startswith(("delta_rule", "kda", "short_conv"))
     if not (lsh or own or "latent" in entries) and clip.random() < 0.2:
         entries["clip_qkv"] = clip.choice(["0.5", "2", "8.0"])
     gemma = random.Random(seed * 7919 + 29)  # Gemma 4's value norm, values = keys: own stream
@@ -370,6 +370,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["residual_conv"] = (f"conv(width = {sconv.choice([2, 3, 4])}, on = "
                                     f"[{', '.join(parts)}])")
         entries["mask"] = kept
+    _kda(random.Random(seed * 7919 + 43), entries, cross or linear or linformer or lsh)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -404,8 +405,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             if "side = left" in other["mask"] and "position" in other:  # bfloat16 ALiBi rounds
                 other["position"] = other["position"].replace(  # indices: no left padding
                     ", rounding = bfloat16", "").replace("alibi(rounding = bfloat16)", "alibi")
-            if "delta_rule" in entries.get("kernel", "") or "short_conv" in entries.get(
-                    "kernel", ""):  # a hybrid stack, as Qwen3-Next's and LFM2's
+            if entries.get("kernel", "").startswith(("delta_rule", "kda", "short_conv")):
+                # a hybrid stack, as Qwen3-Next's, Kimi Linear's and LFM2's
                 other = {k: v for k, v in other.items() if k != "kernel"}
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
                                                    for k, v in other.items()) + "\n}\n"
@@ -462,8 +463,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                  "moe(experts = 3, top_k = 2, expert = swiglu(8), normalize = false, "
                  "selection_bias = true, routed_scale = 2.0, zero_experts = 2)"])
         shares = random.Random(seed * 7919 + 30)  # Gemma 4's shared keys, scalars: own stream
-        if layers > 1 and pattern == "a" and plain and not cross and "by_length" not in \
-                entries and "head_experts" not in entries and shares.random() < 0.3:
+        if layers > 1 and pattern == "a" and plain and "kernel" not in entries and not cross \
+                and "by_length" not in entries and "head_experts" not in entries and \
+                shares.random() < 0.3:
             extra += f"\n    kv_shared_layers = {shares.randint(1, layers - 1)}"
         if shares.random() < 0.2 and "shortcut" not in extra:  # (which it would change)
             extra += "\n    layer_scalar = true"
@@ -553,6 +555,29 @@ def _delta(r: random.Random, entries: dict, excluded: bool) -> None:
     entries["kernel"] = (f"delta_rule(key_heads = {key_heads}, conv = {r.choice([1, 2, 4])}, "
                          f"chunk = {r.choice([1, 5, 16, 64])}, "
                          f"eps = {r.choice(['1e-6', '0.01'])})")
+    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
+                                "padding & causal"])
+
+
+# an attention's keys with no stream of their own (the main stream's)
+_PLAIN = {"d_model", "heads", "kv_heads", "head_dim", "value_dim", "bias", "mask", "position",
+          "scale", "qk_norm", "dropout", "out_proj", "sparsity", "kernel"}
+
+
+def _kda(r: random.Random, entries: dict, excluded: bool) -> None:
+    """Kimi delta attention (Kimi Linear's and Ling 3's linear layers) in place of the softmax
+    core (its own stream): a convolution of 1 to 4 taps, chunks from 1 to beyond the test's
+    lengths, full or low-rank gates, the bounded forget gate or none; drawn last, in a plain
+    softmax attention alone (so the other streams' specs stay as they were)."""
+    if excluded or set(entries) - _PLAIN or entries.get("kernel", "softmax") != "softmax" or \
+            r.random() >= 0.25:
+        return
+    for key in ("kv_heads", "qk_norm", "position", "sparsity", "dropout"):
+        entries.pop(key, None)
+    entries["kernel"] = (f"kda(conv = {r.choice([1, 2, 4])}, chunk = {r.choice([1, 5, 16, 64])}"
+                         f", eps = {r.choice(['1e-6', '0.01'])}, forget_rank = "
+                         f"{r.choice(['none', '3'])}, gate_rank = {r.choice(['none', '5'])}, "
+                         f"lower_bound = {r.choice(['none', '-5', '-0.5'])})")
     entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
                                 "padding & causal"])
 

@@ -509,6 +509,28 @@ CASES = {
             "rope_type": "dynamic", "alpha": 1000.0, "factor": 1.0, "rope_theta": 10000.0},
         **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Kimi Linear: KDA layers (low-rank gates, a decay per key channel, separate q/k/v
+    # convolution taps) and latent attention without positions, DeepSeek-V3's routing in
+    # two groups beside a shared expert, one dense layer
+    "kimi_linear": (lambda: tf.KimiLinearConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, qk_nope_head_dim=8,
+        qk_rope_head_dim=4, v_head_dim=8, num_experts=6, num_experts_per_token=2,
+        num_expert_group=2, topk_group=1, num_shared_experts=1, first_k_dense_replace=1,
+        linear_attn_config={"head_dim": 8, "num_heads": 4, "short_conv_kernel_size": 3,
+                            "kda_layers": [1, 3], "full_attn_layers": [2]},
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # Ling 3: KDA layers (full gates, the bounded forget gate) and latent attention with
+    # interleaved RoPE and a sigmoid gate per head
+    "bailing_hybrid": (lambda: tf.BailingHybridConfig(
+        hidden_size=64, intermediate_size=80, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=8, kv_lora_rank=16,
+        qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=8, num_experts=6,
+        num_experts_per_tok=2, n_group=2, topk_group=1, layer_group_size=2,
+        first_k_dense_replace=1, short_conv_kernel_size=4, rope_theta=10000.0,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "qwen3_next": (lambda: tf.Qwen3NextConfig(
         hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
         shared_expert_intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir import Node
 
-__all__ = ["causal_conv", "delta_rule"]
+__all__ = ["causal_conv", "delta_rule", "kda"]
 
 Env = dict[str, np.ndarray]
 
@@ -85,3 +85,40 @@ def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
             out[:, h, t] = np.einsum("bkv,bk->bv", S, qh[:, t])
         final[:, h] = S
     return np.concatenate([out, final], axis=2) if decoding else out
+
+
+def kda(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Kimi delta attention, per head h from S = 0 (d_k x d_v): beta_t = sigmoid(b_t), per
+    key channel c u = f_t[c] + dt_bias[h d_k + c] and g_t[c] = -exp(A_log[h]) softplus(u), or
+    l sigmoid(exp(A_log[h]) u) with a lower bound l; q and k L2-normed (x / sqrt(sum x^2 +
+    1e-6)), q times the scale; row c of S times exp(g_t[c]), then
+    S <- S + k_t (beta_t (v_t - S^T k_t))^T, and o_t = S^T q_t. A padding slot leaves S as
+    it is. Decoding as the delta rule's."""
+    q, k, v, b, f = (env[node.args[i]] for i in range(5))  # f (B, H, L, d_k)
+    B, H, L, dv = v.shape
+    dk = q.shape[-1]
+    real = _real(node, env, B, L)
+    a_log, dt_bias = (w[name] for name in node.attr("weights"))
+    beta = 1.0 / (1.0 + np.exp(-b))  # (B, L, H)
+    bound = node.attr("lower_bound")
+    out = np.zeros((B, H, L, dv))
+    final = np.zeros((B, H, dk, dv))
+    for h in range(H):
+        u = f[:, h] + dt_bias[h * dk:(h + 1) * dk]  # (B, L, d_k)
+        rate = np.exp(a_log[h])
+        g = (-rate * np.logaddexp(0.0, u) if bound is None
+             else bound / (1.0 + np.exp(-rate * u)))
+        qh = q[:, h] / np.sqrt((q[:, h] ** 2).sum(-1, keepdims=True) + 1e-6) * node.attr(
+            "scale")
+        kh = k[:, h] / np.sqrt((k[:, h] ** 2).sum(-1, keepdims=True) + 1e-6)
+        S = env[node.args[5]][:, h] if node.attr("decoding") else np.zeros((B, dk, dv))
+        for t in range(L):
+            decayed = np.exp(g[:, t])[:, :, None] * S
+            kt = kh[:, t]
+            delta = beta[:, t, h][:, None] * (v[:, h, t] - np.einsum("bkv,bk->bv", decayed,
+                                                                       kt))
+            S = np.where(real[:, t, None, None], decayed + kt[:, :, None] * delta[:, None, :],
+                         S)
+            out[:, h, t] = np.einsum("bkv,bk->bv", S, qh[:, t])
+        final[:, h] = S
+    return np.concatenate([out, final], axis=2) if node.attr("decoding") else out

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..ir import Node
-from .reference_delta import delta_rule
+from .reference_delta import delta_rule, kda
 from .reference_masks import mask_of
 
 __all__ = ["READINGS", "kernel", "linear_attention", "lsh_attention", "short_conv"]
@@ -155,8 +155,8 @@ def short_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 # the oracle's own reading of each kernel module's `kernel` node, by the kernel's name
-READINGS = {"delta_rule": delta_rule, "linear": linear_attention, "lsh": lsh_attention,
-            "short_conv": short_conv}
+READINGS = {"delta_rule": delta_rule, "kda": kda, "linear": linear_attention,
+            "lsh": lsh_attention, "short_conv": short_conv}
 
 
 def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:

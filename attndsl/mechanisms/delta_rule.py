@@ -48,6 +48,9 @@ class _DeltaRule(Kernel):
     states = ("conv", "state")
     carries = "a delta-rule layer carries a state and a convolution window"
     lowered = True  # one Scan step per chunk, an If on a decoding call's length
+    # (the message, the hint) where an attention sets kv_heads
+    kv_heads = ("the delta rule's value heads are its heads; its query and key heads are the "
+                "kernel's `key_heads`", "remove `kv_heads`; write delta_rule(key_heads = n)")
 
     def read(self, c: Any, args: dict) -> DeltaRule:
         """key_heads 0: as many as heads (`resolve`, with the layer)."""
@@ -80,15 +83,13 @@ class _DeltaRule(Kernel):
                     arg_span(e["kernel"].value, "key_heads") or at("kernel"),
                     hint="Qwen3-Next: heads = 32, key_heads = 16")
             failed = True
-        problems = self.ordered_problems(
-            where, "the delta rule", "keys", "padding slots skipped",
-            "its order is the recurrence's",
-            ("the delta rule's value heads are its heads; its query and key heads are the "
-             "kernel's `key_heads`", "remove `kv_heads`; write delta_rule(key_heads = n)"))
+        problems = self.ordered_problems(where, self.described, "keys",
+                                         "padding slots skipped",
+                                         "its order is the recurrence's", self.kv_heads)
         for key, why in _not_with().items():
             if key in e and not (isinstance(e[key].value, ast.Name)
                                  and e[key].value.id in ("none", "auto", "false")):
-                problems.append((f"`{key}` does not apply to the delta rule: {why}",
+                problems.append((f"`{key}` does not apply to {self.described}: {why}",
                                  e[key].key_span, f"remove `{key}`"))
         for message, span, hint in problems:
             c.error(message, span, hint=hint)
@@ -130,63 +131,24 @@ class _DeltaRule(Kernel):
         conv - 1 inputs) and the recurrence from past_key_values.{i}.state (B, heads,
         head_dim, value_dim); both presents are written, and slots whose attention_mask is 0
         change neither, as in one pass those a `padding` in the mask hides (key_lengths)."""
-        b, s, p, prefix = site.b, site.spec, site.p, site.prefix
-        key_heads, dk, heads, dv = kernel.key_heads, s.head_dim, s.heads, s.value_dim
-        keys, values = key_heads * dk, heads * dv
-
-        def linear(out: str, proj: str, width: int, bias: bool) -> str:
-            return b.emit(Op.LINEAR, f"{p}{out}", (x,), T("B", "L", width),
-                          weight=f"{prefix}{proj}.weight",
-                          bias=f"{prefix}{proj}.bias" if bias else None)
-
+        s, prefix = site.spec, site.prefix
+        key_heads, heads = kernel.key_heads, s.heads
+        keys, values = key_heads * s.head_dim, heads * s.value_dim
+        linear = projection(site, x)
         q = linear("q", "q_proj", keys, "q" in s.bias)
         k = linear("k", "k_proj", keys, "k" in s.bias)
         v = linear("v", "v_proj", values, "v" in s.bias)
         z = linear("z", "z_proj", values, False)
         beta = linear("beta_logits", "b_proj", heads, False)
         decay = linear("decay_logits", "a_proj", heads, False)
-        width = 2 * keys + values
-        # the slots to skip: one pass, the mask's padding (key_lengths); decoding, attention_mask
-        padding = next((x for x in m.primitives(s.mask) if isinstance(x, m.Padding)), None)
-        skip = () if cache is not None or padding is None else ("key_lengths",)
-        conv = (q, k, v, *skip) if cache is None else (q, k, v, f"past_key_values.{cache}.conv",
-                                                       "attention_mask")
-        common = {"weight": f"{prefix}conv1d.weight", "width": kernel.conv,
-                  "padding": padding, "decoding": cache is not None, "activation": "silu"}
-        mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", width), part="output",
-                       **common)
-        if cache is not None:
-            b.emit(Op.CAUSAL_CONV, f"present.{cache}.conv", conv,
-                   T("B", kernel.conv - 1, width), part="state", **common)
-
-        def heads_of(out: str, start: int, n: int, dim: int) -> str:
-            cols = b.emit(Op.HEAD_SLICE, f"{p}{out}_cols", (mixed,), T("B", "L", n * dim),
-                          heads=1, start=start, stop=start + n * dim)
-            return b.emit(Op.SPLIT_HEADS, f"{p}{out}", (cols,), T("B", n, "L", dim), heads=n,
-                          dim=dim)
-
-        qh, kh = heads_of("q_heads", 0, key_heads, dk), heads_of("k_heads", keys, key_heads, dk)
-        vh = heads_of("v_heads", 2 * keys, heads, dv)
+        (qh, kh, vh), skip, padding = convolved_heads(site, kernel.conv, (q, k, v),
+                                                      key_heads, cache)
         rule = {"kernel": self.name, "chunk": kernel.chunk, "scale": s.scale,
                 "groups": heads // key_heads,
                 "weights": (f"{prefix}A_log", f"{prefix}dt_bias"), "padding": padding,
                 "decoding": cache is not None}
-        if cache is None:
-            o = b.emit(Op.KERNEL, f"{p}attn", (qh, kh, vh, beta, decay, *skip),
-                       T("B", heads, "L", dv), **rule)
-        else:  # the outputs and the final state in one tensor, then apart
-            packed = b.emit(Op.KERNEL, f"{p}attn_state", (qh, kh, vh, beta, decay,
-                            f"past_key_values.{cache}.state", "attention_mask"),
-                            T("B", heads, f"L + {dk}", dv), **rule)
-            o = b.emit(Op.ROWS, f"{p}attn", (packed,), T("B", heads, "L", dv), start=0,
-                       stop=-dk)
-            b.emit(Op.ROWS, f"present.{cache}.state", (packed,), T("B", heads, dk, dv),
-                   start=-dk, stop=None)
-        o = b.emit(Op.NORM, f"{p}normed", (o,), T("B", heads, "L", dv), kind="rmsnorm",
-                   eps=kernel.eps, unit_offset=False, module=f"{prefix}norm", bias=False)
-        o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", values))
-        gate = b.emit(Op.ACTIVATION, f"{p}gate", (z,), T("B", "L", values), kind="silu")
-        return b.emit(Op.MUL, f"{p}gated", (o, gate), T("B", "L", values))
+        o = recurrent(site, (qh, kh, vh, beta, decay), skip, rule, cache)
+        return gated_norm(site, o, z, kernel.eps, "silu")
 
     def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
         chunk = node.attr("chunk")
@@ -214,6 +176,79 @@ class _DeltaRule(Kernel):
                                                      state, tokens))),
             ("chunks", lambda: decoded(xp, *recurrence(xp, q, k, v, beta, g, chunk, scale,
                                                        groups, state, tokens)))))
+
+
+def projection(site: Site, x: str):
+    """linear(out, proj, width, bias): the node `proj` (a weight of the layer's) makes of x,
+    (B, L, width)."""
+    b, p, prefix = site.b, site.p, site.prefix
+
+    def linear(out: str, proj: str, width: int, bias: bool, of: str = x) -> str:
+        return b.emit(Op.LINEAR, f"{p}{out}", (of,), T("B", "L", width),
+                      weight=f"{prefix}{proj}.weight",
+                      bias=f"{prefix}{proj}.bias" if bias else None)
+
+    return linear
+
+
+def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads: int,
+                    cache: int | None) -> tuple[tuple[str, str, str], tuple, Any]:
+    """((q, k, v) heads, the runtime inputs a one-pass kernel node also reads, the mask's
+    padding): q, k and v through one causal depthwise convolution of `width` taps (`conv1d`,
+    silu), cut into key_heads query and key heads and the layer's value heads. Decoding: the
+    convolution continues from past_key_values.{cache}.conv and writes its present."""
+    b, s, p, prefix = site.b, site.spec, site.p, site.prefix
+    dk, heads, dv = s.head_dim, s.heads, s.value_dim
+    keys, conv_width = key_heads * dk, 2 * key_heads * dk + heads * dv
+    # the slots to skip: one pass, the mask's padding (key_lengths); decoding, attention_mask
+    padding = next((x for x in m.primitives(s.mask) if isinstance(x, m.Padding)), None)
+    skip = () if cache is not None or padding is None else ("key_lengths",)
+    conv = (*qkv, *skip) if cache is None else (*qkv, f"past_key_values.{cache}.conv",
+                                                 "attention_mask")
+    common = {"weight": f"{prefix}conv1d.weight", "width": width, "padding": padding,
+              "decoding": cache is not None, "activation": "silu"}
+    mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", conv_width), part="output",
+                   **common)
+    if cache is not None:
+        b.emit(Op.CAUSAL_CONV, f"present.{cache}.conv", conv, T("B", width - 1, conv_width),
+               part="state", **common)
+
+    def heads_of(out: str, start: int, n: int, dim: int) -> str:
+        cols = b.emit(Op.HEAD_SLICE, f"{p}{out}_cols", (mixed,), T("B", "L", n * dim),
+                      heads=1, start=start, stop=start + n * dim)
+        return b.emit(Op.SPLIT_HEADS, f"{p}{out}", (cols,), T("B", n, "L", dim), heads=n,
+                      dim=dim)
+
+    return (heads_of("q_heads", 0, key_heads, dk), heads_of("k_heads", keys, key_heads, dk),
+            heads_of("v_heads", 2 * keys, heads, dv)), skip, padding
+
+
+def recurrent(site: Site, args: tuple, skip: tuple, rule: dict, cache: int | None) -> str:
+    """The kernel node (attributes `rule`) on `args` (q, k, v heads and the gates' inputs):
+    its outputs (B, heads, L, value_dim); decoding, it also reads
+    past_key_values.{cache}.state and writes its present (B, heads, head_dim, value_dim)."""
+    b, s, p = site.b, site.spec, site.p
+    heads, dk, dv = s.heads, s.head_dim, s.value_dim
+    if cache is None:
+        return b.emit(Op.KERNEL, f"{p}attn", (*args, *skip), T("B", heads, "L", dv), **rule)
+    # the outputs and the final state in one tensor, then apart
+    packed = b.emit(Op.KERNEL, f"{p}attn_state", (*args, f"past_key_values.{cache}.state",
+                    "attention_mask"), T("B", heads, f"L + {dk}", dv), **rule)
+    o = b.emit(Op.ROWS, f"{p}attn", (packed,), T("B", heads, "L", dv), start=0, stop=-dk)
+    b.emit(Op.ROWS, f"present.{cache}.state", (packed,), T("B", heads, dk, dv), start=-dk,
+           stop=None)
+    return o
+
+
+def gated_norm(site: Site, o: str, gate: str, eps: float, activation: str) -> str:
+    """Each head's output RMS-normed (`norm`, eps), merged, times activation(gate)."""
+    b, s, p = site.b, site.spec, site.p
+    heads, dv = s.heads, s.value_dim
+    o = b.emit(Op.NORM, f"{p}normed", (o,), T("B", heads, "L", dv), kind="rmsnorm",
+               eps=eps, unit_offset=False, module=f"{site.prefix}norm", bias=False)
+    o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", heads * dv))
+    g = b.emit(Op.ACTIVATION, f"{p}gate", (gate,), T("B", "L", heads * dv), kind=activation)
+    return b.emit(Op.MUL, f"{p}gated", (o, g), T("B", "L", heads * dv))
 
 
 def _not_with() -> dict[str, str]:

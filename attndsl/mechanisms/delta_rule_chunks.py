@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["decoded", "delta_gates", "delta_step", "recurrence"]
+__all__ = ["decoded", "delta_gates", "delta_step", "prepared", "recurrence"]
 
 Array = Any
 L2_EPS = 1e-6  # q and k: x / sqrt(sum(x^2) + 1e-6), as transformers' (and FLA's) l2norm
@@ -39,13 +39,15 @@ def _repeat_heads(xp, x: Array, groups: int) -> Array:
     return xp.reshape(xp.concat([x5] * groups, axis=2), [B, -1, L, d])
 
 
-def _prepared(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
-              groups: int, real: Array | None) -> tuple[Array, ...]:
+def prepared(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
+             groups: int, real: Array | None, channels: bool = False) -> tuple[Array, ...]:
     """q, k L2-normed (q times `scale`) and repeated to the value heads, v, and the gates
-    (zero at a padding slot where `real` is 0, so it leaves the state as it is), float32."""
+    (zero at a padding slot where `real` is 0, so it leaves the state as it is), float32;
+    `channels`: g is (B, H, L, d_k), a log decay per key channel."""
     if real is not None:
         keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
-        beta, g = beta * keep, g * keep
+        beta = beta * keep
+        g = g * (xp.reshape(real, [xp.shape(real, 0), 1, -1, 1]) if channels else keep)
     q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
     k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
     return q, k, xp.astype(v, "float32"), beta, g
@@ -61,7 +63,7 @@ def recurrence(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: i
     h // groups. A slot where `real` (B, L) is 0 (padding) leaves the state as it is (beta =
     g = 0 there)."""
     dtype = xp.dtype(v)
-    q, k, v, beta, g = _prepared(xp, q, k, v, beta, g, scale, groups, real)
+    q, k, v, beta, g = prepared(xp, q, k, v, beta, g, scale, groups, real)
     B, H, L = xp.shape(v, 0), xp.shape(v, 1), xp.shape(v, 2)
     pad = (chunk - L % chunk) % chunk  # padded tokens: beta = g = 0, k = v = 0, no update
     q, k, v = (xp.pad(t, 2, pad) for t in (q, k, v))
@@ -108,7 +110,7 @@ def delta_step(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: f
     """`recurrence` for one token (L = 1), a decoding step: the recurrence itself, O(dk dv)
     per head, with no chunk to pad."""
     dtype = xp.dtype(v)
-    q, k, v, beta, g = _prepared(xp, q, k, v, beta, g, scale, groups, real)  # (B, H, 1, d)
+    q, k, v, beta, g = prepared(xp, q, k, v, beta, g, scale, groups, real)  # (B, H, 1, d)
     shape = [xp.shape(v, 0), xp.shape(v, 1), 1, 1]
     s = xp.astype(state, "float32") * xp.exp(xp.reshape(g, shape))
     delta = (v - xp.matmul(k, s)) * xp.reshape(beta, shape)  # (B, H, 1, dv)

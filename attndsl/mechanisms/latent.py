@@ -120,13 +120,15 @@ class _Latent(Projection):
         def norm(name: str, width: int) -> list:  # an RMSNorm's gain, no bias
             return [Weight(f"{name}.weight", (width,), "norm_weight")]
 
-        out = []
+        from . import query_rows
+
+        out, rows = [], s.heads * query_rows(s)  # (an output gate's rows after each head's)
         if lat.q_rank is None:
-            out += linear_weights(f"{p}q_proj", s.heads * s.head_dim, s.d_model, "q" in s.bias)
+            out += linear_weights(f"{p}q_proj", rows, s.d_model, "q" in s.bias)
         else:
             out += linear_weights(f"{p}q_a_proj", lat.q_rank, s.d_model, "q" in s.bias)
             out += norm(f"{p}q_a_layernorm", lat.q_rank)
-            out += linear_weights(f"{p}q_b_proj", s.heads * s.head_dim, lat.q_rank, False)
+            out += linear_weights(f"{p}q_b_proj", rows, lat.q_rank, False)
         out += linear_weights(f"{p}kv_a_proj_with_mqa", lat.kv_rank + lat.rope_dim, s.d_model,
                               "k" in s.bias)
         out += norm(f"{p}kv_a_layernorm", lat.kv_rank)
@@ -213,13 +215,16 @@ class _Projections:
                           eps=lat.eps, unit_offset=False, module=f"{prefix}{module}",
                           bias=False)
 
+        from . import projected, query_rows
+
+        rows = s.heads * query_rows(s)  # an output gate's rows follow each head's (Ling 3's)
         if lat.q_rank is None:
-            q = self.linear("q", x, "q_proj", s.heads * s.head_dim, "q" in s.bias)
+            q = self.linear("q", x, "q_proj", rows, "q" in s.bias)
         else:
             c = self.linear("q_latent", x, "q_a_proj", lat.q_rank, "q" in s.bias)
             c = normed("q_latent_normed", c, lat.q_rank, "q_a_layernorm")
-            q = self.linear("q", c, "q_b_proj", s.heads * s.head_dim, False)
-        self.q = q
+            q = self.linear("q", c, "q_b_proj", rows, False)
+        self.q = q = projected(site, q)
         self.kv = self.linear("kv_latent", x, "kv_a_proj_with_mqa", lat.kv_rank + self.rope,
                               "k" in s.bias)
         c = b.emit(Op.HEAD_SLICE, f"{p}kv_latent_cols", (self.kv,), T("B", "L", lat.kv_rank),
