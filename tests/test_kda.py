@@ -149,3 +149,25 @@ def test_kda_diagnostics(entries: str, words: str) -> None:
     with pytest.raises(attndsl.SpecError) as caught:
         attndsl.loads(text, "kda.attn")
     assert words in str(caught.value), str(caught.value)
+
+
+def test_ort_cpu_runs_linear_attention_and_the_other_targets_the_chunked_form() -> None:
+    """The recurrence of a KDA and a delta-rule layer is ONNX Runtime's LinearAttention on
+    ort-cpu (one pass and decoding), the chunked Scan on ort-cuda (no CUDA kernel in 1.31's
+    table) and portable; `explain`'s plan names the form."""
+    import onnx
+
+    kda = attndsl.loads(SPEC.format(chunk=16, eps="1e-6", gates=KIMI))["kda"]
+    delta = attndsl.loads(SPEC.replace(", eps = {eps}{gates}", "").replace(
+        "kda(", "delta_rule(").format(chunk=16))["kda"]
+    for layer in (kda, delta):
+        for target, op in (("ort-cpu", "LinearAttention"), ("ort-cuda", "Scan"),
+                           ("portable", "Scan")):
+            for model in (layer.onnx_bytes(target=target, seed=0),
+                          layer.decoder_bytes(target=target, seed=0)):
+                ops = {n.op_type for n in onnx.load_from_string(model).graph.node}
+                ops |= {n.op_type for n in onnx.load_from_string(model).graph.node
+                        for a in n.attribute if a.g for n in a.g.node}
+                assert op in ops and ("Scan" if op == "LinearAttention" else
+                                      "LinearAttention") not in ops, (target, ops)
+        assert "LinearAttention" in str(layer.plan("ort-cpu")[1][0])

@@ -19,7 +19,9 @@ from .base import Site
 from .base_kernel import Kernel, KernelWhere
 from .delta_rule_chunks import decoded, delta_gates, delta_step, recurrence
 
-__all__ = ["KERNEL", "DeltaRule"]
+__all__ = ["CONTRIB", "KERNEL", "DeltaRule"]
+
+CONTRIB = "LinearAttention"  # ONNX Runtime's com.microsoft op (strategies/delta_rule.py)
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class _DeltaRule(Kernel):
     described = "the delta rule"
     own_projections = "it has its own projections, while the variants share q, k and v"
     scores = False
-    attributes = ("chunk", "scale", "groups", "weights", "padding", "decoding")
+    attributes = ("chunk", "scale", "groups", "weights", "padding", "decoding", "form")
     own_layer = True
     states = ("conv", "state")
     carries = "a delta-rule layer carries a state and a convolution window"
@@ -146,25 +148,42 @@ class _DeltaRule(Kernel):
         rule = {"kernel": self.name, "chunk": kernel.chunk, "scale": s.scale,
                 "groups": heads // key_heads,
                 "weights": (f"{prefix}A_log", f"{prefix}dt_bias"), "padding": padding,
-                "decoding": cache is not None}
+                "decoding": cache is not None, "form": "ops"}
         o = recurrent(site, (qh, kh, vh, beta, decay), skip, rule, cache)
         return gated_norm(site, o, z, kernel.eps, "silu")
 
+    def planned(self, node: Any, provider: str | None, dtype: str) -> dict:
+        """ONNX Runtime's LinearAttention where the provider has its kernel for the dtype
+        (`targets.has_kernel`); else the standard ops of `run`."""
+        from ..targets import has_kernel
+
+        fused = provider is not None and has_kernel(CONTRIB, dtype, provider)
+        return {"form": CONTRIB if fused else "ops"}
+
     def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
         chunk = node.attr("chunk")
-        return "delta_rule", (
-            f"the gated delta rule in chunks of {chunk}: each chunk's products at once (O(L x "
-            f"{chunk} x d)), one Scan step per chunk carrying the d_k x d_v state per head "
-            "(when decoding: from the cached state and convolution window)",), (
-            ("chunk", chunk),)
+        if node.attr("form") == CONTRIB:
+            return self.name, (
+                f"{self.described} as ONNX Runtime's LinearAttention (gated_delta): the "
+                "recurrence carrying the d_k x d_v state per head, from the cached state when "
+                "decoding; the convolution, gates and norms in standard ops",), (
+                ("op", CONTRIB),)
+        return self.name, self.chunked(chunk), (("chunk", chunk),)
+
+    def chunked(self, chunk: int) -> tuple[str, ...]:
+        """The plan's line for its chunked form in standard ops."""
+        return (f"the gated delta rule in chunks of {chunk}: each chunk's products at once (O(L "
+                f"x {chunk} x d)), one Scan step per chunk carrying the d_k x d_v state per head "
+                "(when decoding: from the cached state and convolution window)",)
 
     def run(self, xp: Any, args: list, tensors: list, real: Any, branch: Any, *,
             chunk: int, scale: float, groups: int, weights: tuple[str, ...], padding: Any,
-            decoding: bool) -> Any:
+            decoding: bool, form: str) -> Any:
         """q, k, v heads, beta and decay logits (decoding: the past state after them); the
         gates of A_log and dt_bias; one pass the outputs (B, H, L, dv), decoding the outputs
         and the final state packed (`decoded`): a step (one token) the recurrence itself,
-        else the chunks."""
+        else the chunks. (A `form` other than `ops` is its strategy's lowering,
+        strategies/delta_rule.py.)"""
         q, k, v, b, a = args[:5]
         beta, g = delta_gates(xp, b, a, *tensors)
         tokens = real()

@@ -54,7 +54,7 @@ class _KDA(_DeltaRule):
     params = (("conv", False), ("chunk", False), ("eps", False), ("forget_rank", False),
               ("gate_rank", False), ("lower_bound", False))
     described = "Kimi delta attention"
-    attributes = ("chunk", "scale", "weights", "lower_bound", "padding", "decoding")
+    attributes = ("chunk", "scale", "weights", "lower_bound", "padding", "decoding", "form")
     carries = "a Kimi delta attention layer carries a state and a convolution window"
     kv_heads = ("Kimi delta attention has as many query and key heads as value heads",
                 "remove `kv_heads`")
@@ -144,24 +144,23 @@ class _KDA(_DeltaRule):
         rule = {"kernel": self.name, "chunk": kernel.chunk, "scale": s.scale,
                 "weights": (f"{prefix}A_log", f"{prefix}dt_bias"),
                 "lower_bound": kernel.lower_bound, "padding": padding,
-                "decoding": cache is not None}
+                "decoding": cache is not None, "form": "ops"}
         o = recurrent(site, (qh, kh, vh, beta, fh), skip, rule, cache)
         return gated_norm(site, o, gate, kernel.eps, "sigmoid")
 
-    def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
-        chunk = node.attr("chunk")
-        return "kda", (
-            f"Kimi delta attention in chunks of {chunk}: each chunk's pair decays per key "
-            f"channel at once (O(L x {chunk} x d_k) per head), one Scan step per chunk "
-            "carrying the d_k x d_v state per head (when decoding: from the cached state and "
-            "convolution window)",), (("chunk", chunk),)
+    def chunked(self, chunk: int) -> tuple[str, ...]:
+        return (f"Kimi delta attention in chunks of {chunk}: each chunk's pair decays per key "
+                f"channel at once (O(L x {chunk} x d_k) per head), one Scan step per chunk "
+                "carrying the d_k x d_v state per head (when decoding: from the cached state "
+                "and convolution window)",)
 
     def run(self, xp: Any, args: list, tensors: list, real: Any, branch: Any, *,
             chunk: int, scale: float, weights: tuple[str, ...], lower_bound: float | None,
-            padding: Any, decoding: bool) -> Any:
+            padding: Any, decoding: bool, form: str) -> Any:
         """q, k, v heads, beta logits (B, L, H) and forget logits (B, H, L, d_k) (decoding:
         the past state after them); the gates of A_log and dt_bias; one pass the outputs
-        (B, H, L, dv), decoding the outputs and the final state packed (`decoded`)."""
+        (B, H, L, dv), decoding the outputs and the final state packed (`decoded`). (A
+        `form` other than `ops` is its strategy's lowering, strategies/kda.py.)"""
         q, k, v, b, f = args[:5]
         beta, g = kda_gates(xp, b, f, *tensors, lower_bound)
         tokens = real()

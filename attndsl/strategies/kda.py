@@ -1,0 +1,78 @@
+"""Strategy `kda`: the lowering of Kimi delta attention's own `kernel` node
+(mechanisms/kda.py) by the kernel's name (`LOWERINGS`): ONNX Runtime's com.microsoft.
+LinearAttention (update_rule `gated_delta`, its decay per key channel) where the planner set
+its `form` (`Kernel.planned`: the target's provider has the kernel for the dtype), else the
+module's standard ops. The contrib op runs the recurrence of docs/LANGUAGE.md from the past
+state (zeros without one), o_t = scale q_t^T S_t: attndsl passes q and k L2-normed, q times
+the layer's scale (the op's scale 1), and the module's gates, zero at a padding slot so that
+the state passes it unchanged, as in the module's own form. `lower_linear_attention` serves
+the delta rule's strategy too (its decay one per head)."""
+
+from __future__ import annotations
+
+from ..backends.conv import new_tokens
+from ..backends.lower.attend import kept_keys
+from ..backends.lower.builder import Lowering, Sym, bsh
+from ..backends.lower.ops import kernel_form
+from ..ir import Node
+from ..mechanisms.delta_rule import CONTRIB
+from ..mechanisms.delta_rule_chunks import prepared
+from ..mechanisms.kda_chunks import kda_gates
+from ..planner.cores import Core
+from .base import Context, Reject, Strategy
+
+__all__ = ["STRATEGY", "lower_linear_attention"]
+
+
+def match(a: Core, ctx: Context) -> Reject:
+    """Never a core's: the planner plans the kernel's own node (`Kernel.planned`)."""
+    return Reject()
+
+
+def lower_linear_attention(lw: Lowering, node: Node, gates) -> str:
+    """LinearAttention (`gated_delta`) on the node's q, k, v heads (B, Hq, L, dk), (B, Hq, L,
+    dk), (B, H, L, dv) and the gates `gates(xp, args, weights)` makes of its other arguments:
+    beta (B, H, L) and the log decay (B, H, L) per head or (B, H, L, dk) per key channel;
+    query head h // (H / Hq) serves head h. One pass the outputs (B, H, L, dv); decoding the
+    outputs then the present state (B, H, dk, dv) along the length (the module's packed
+    layout), the past state read from the node's sixth argument."""
+    b, xp = lw.b, lw.xp
+    args = [lw.sym(node, i) for i in range(len(node.args))]
+    q, k, v = args[:3]
+    heads, key_heads = (lw.graph_shapes[node.args[i]].dims[1] for i in (2, 0))
+    beta, g = gates(xp, args, [lw.weight(w) for w in node.attr("weights")])
+    L = xp.shape(q, 2)
+    decoding = node.attr("decoding")
+    if decoding:
+        real = new_tokens(xp, Sym(b, lw.env["attention_mask"], "int64", 2), L)
+    elif node.attr("padding") is not None:
+        kept = kept_keys(lw, node.attr("padding"), L)  # (B, 1, L)
+        real = xp.astype(xp.reshape(kept, [xp.shape(kept, 0), -1]), "float32")
+    else:
+        real = None
+    channels = g.ndim == 4
+    q, k, v, beta, g = prepared(xp, q, k, v, beta, g, node.attr("scale"), heads // key_heads,
+                                real, channels=channels)
+    decay = bsh(lw, g.name) if channels else xp.swap_last(g).name
+    past = xp.astype(args[5], "float32").name if decoding else ""
+    y, state = b.op("LinearAttention", bsh(lw, q.name), bsh(lw, k.name), bsh(lw, v.name), past,
+                    decay, xp.swap_last(beta).name, outputs=2, domain="com.microsoft",
+                    q_num_heads=heads, kv_num_heads=heads, update_rule="gated_delta",
+                    scale=1.0)
+    out = Sym(b, y, "float32", 3)  # (B, L, H dv) -> (B, H, L, dv)
+    out = xp.reshape(out, [0, 0, heads, -1])
+    out = Sym(b, b.op("Transpose", out.name, perm=[0, 2, 1, 3]), "float32", 4)
+    if decoding:
+        out = xp.concat([out, Sym(b, state, "float32", 4)], axis=2)
+    return xp.astype(out, b.dtype).name
+
+
+def lower_kda(lw: Lowering, node: Node) -> str:
+    """LinearAttention where its form is the contrib op's; the module's standard ops else."""
+    if node.attr("form") != CONTRIB:
+        return kernel_form(lw, node)
+    return lower_linear_attention(lw, node, lambda xp, args, w: kda_gates(
+        xp, args[3], args[4], *w, node.attr("lower_bound")))
+
+
+STRATEGY = Strategy("kda", None, match, lambda params: 1, lower_kda, fuses=False)

@@ -1,0 +1,99 @@
+"""Kimi delta attention's cost against the sequence length, at Kimi-Linear-48B-A3B's shapes:
+one KDA layer (d_model 2304, 32 heads of 128, conv 4, forget and output gates of rank 128,
+chunks of 64) on ONNX Runtime's CPU provider, side by side in one run: the ort-cpu model (the
+recurrence as com.microsoft.LinearAttention) and the portable model (the chunked form in
+standard ops, a Scan step per chunk, as on ort-cuda). Prefill: the one-pass model on L
+tokens. Decoding: the decoding model's step, one token after P cached ones (the layer's
+fixed-size state and convolution window, random: a step's cost does not depend on its
+values). 2 threads, median of --repeat runs after a warm-up; the growth exponent a of
+time ~ L^a is a log-log least-squares fit.
+
+    .venv/bin/python benchmarks/kda.py [--lengths 1024,4096,16384,65536] [--chunked 8192]
+
+Prints Markdown tables (BENCHMARKS.md, Kimi delta attention's cost)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from delta_rule import _exponent, _median_ms, _session
+
+import attndsl
+
+SPEC = """
+attention kda {
+    d_model  = 2304
+    heads    = 32
+    head_dim = 128
+    bias     = false
+    kernel   = kda(conv = 4, chunk = 64, eps = 1e-5, forget_rank = 128, gate_rank = 128)
+    mask     = causal
+}
+"""
+D_MODEL = 2304
+FORMS = {"LinearAttention (ort-cpu)": "ort-cpu", "chunked Scan (portable)": "portable"}
+
+
+def _step_feed(step, L: int, rng: np.random.Generator) -> dict:
+    feed = {"x": rng.standard_normal((1, 1, D_MODEL)).astype(np.float32),
+            "attention_mask": np.ones((1, L + 1), np.int64),
+            "position_ids": np.array([[L]], np.int64)}
+    for i in step.get_inputs():
+        if i.name.startswith("past_key_values."):
+            shape = [1] + [d if isinstance(d, int) else L for d in i.shape[1:]]
+            feed[i.name] = (0.1 * rng.standard_normal(shape)).astype(np.float32)
+    return feed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", default="1024,4096,16384,65536")
+    parser.add_argument("--chunked", type=int, default=8192,
+                        help="the longest prefill the chunked form runs (it is the slower)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    lengths = [int(n) for n in args.lengths.split(",")]
+    layer = attndsl.loads(SPEC)["kda"]
+    rng = np.random.default_rng(0)
+    prefill: dict[str, list[float | None]] = {}
+    decode: dict[str, list[float]] = {}
+    for form, target in FORMS.items():
+        one_pass = _session(layer.onnx_bytes(target=target))
+        step = _session(layer.decoder_bytes(target=target))
+        prefill[form], decode[form] = [], []
+        for L in lengths:
+            if target == "ort-cpu" or L <= args.chunked:
+                x = rng.standard_normal((1, L, D_MODEL)).astype(np.float32)
+                prefill[form].append(_median_ms(one_pass, {"x": x}, args.repeat))
+            else:
+                prefill[form].append(None)
+            decode[form].append(_median_ms(step, _step_feed(step, L, rng),
+                                           max(args.repeat, 10)))
+            print(f"# {form} L={L} done", flush=True)
+    names = list(FORMS)
+    print("\nPrefill, one pass over L tokens (ms; ms per token):\n")
+    print("| L | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for i, L in enumerate(lengths):
+        cells = [f"{p[i]:.1f} ({p[i] / L:.4f})" if p[i] is not None else "-"
+                 for p in (prefill[n] for n in names)]
+        print(f"| {L} | " + " | ".join(cells) + " |")
+    for n in names:
+        pairs = [(L, ms) for L, ms in zip(lengths, prefill[n], strict=True) if ms is not None]
+        print(f"\nprefill growth exponent, {n}: "
+              f"{_exponent([p[0] for p in pairs], [p[1] for p in pairs]):.3f}")
+    print("\nDecoding, one token after P cached ones (ms per token):\n")
+    print("| P | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for i, L in enumerate(lengths):
+        print(f"| {L} | " + " | ".join(f"{decode[n][i]:.3f}" for n in names) + " |")
+    for n in names:
+        print(f"\ndecode growth exponent, {n}: {_exponent(lengths, decode[n]):.3f}")
+    state = 32 * 128 * 128 + 3 * 3 * 32 * 128
+    print(f"\nKDA cache per layer: {state:,} values at any P (state 32 x 128 x 128, "
+          "convolution window 3 x 12,288)")
+
+
+if __name__ == "__main__":
+    main()
