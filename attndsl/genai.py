@@ -72,6 +72,13 @@ def check_genai(spec: Layer) -> None:
                          "(a window and a state per layer) or convolution windows alone, not "
                          "both in one model: use `--export onnx --decode` and `attndsl "
                          "generate`")
+    lone = next((spec.layer_attention(i) for i in range(spec.layers)
+                 if _states(spec.layer_attention(i)) == ("state",)), None)
+    if lone is not None:  # (RecurrentState asks every recurrent layer for both)
+        raise UsageError(f"`{spec.name}`: onnxruntime-genai's RecurrentState binds a "
+                         "convolution window and a state per recurrent layer, and "
+                         f"`{lone.name}` carries a state alone: use `--export onnx --decode` "
+                         "and `attndsl generate`")
     from .ir import own_states
 
     own = [name for i in range(spec.layers) for name in own_states(spec, i)]

@@ -227,6 +227,10 @@ TYPES: dict[str, tuple[str, float | None]] = {
                     ("int", 1)),
     "kda_safe_gate": ("bool", None), "kda_lower_bound": ("num", None),
     "linear_attn_config": ("dict", None),
+    # MiniMax's (families/minimax_text.py): its lightning layers' block, its residual factors
+    "block_size": ("int", 1),
+    **dict.fromkeys((f"{kind}_{part}_factor" for kind in ("full_attn", "linear_attn", "mlp")
+                     for part in ("alpha", "beta")), ("num", 0)),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

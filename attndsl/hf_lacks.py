@@ -39,7 +39,6 @@ LACKS: dict[str, str] = {
     "jamba": f"{_MAMBA} interleaved with attention and experts",
     "mamba": _MAMBA,
     "mamba2": _MAMBA2,
-    "minimax": "Lightning attention (linear attention with a per-head exponential decay)",
     "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
                           "attention)",
     "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",

@@ -170,7 +170,7 @@ class Transformer:
     ffn: Ffn
     norm: Norm
     placement: str  # pre | post | sandwich | output
-    residual: str  # sequential | parallel
+    residual: str  # sequential | parallel | normed
     shared_norm: bool  # parallel residual with one norm for both branches (GPT-J)
     shared_relative_bias: bool  # one T5 table for every layer (T5)
     dropout: float
@@ -187,6 +187,9 @@ class Transformer:
     # sqrt((n - 1)/n); logits times logit_scale (Cohere; Granite's 1 / logits_scaling) before
     # the head's mechanisms; head_bias: the LM head adds lm_head.bias (Phi-2)
     residual_scale: float | str = 1.0
+    # MiniMax (`residual = normed(alpha)`): each sublayer's residual is its normed input times
+    # residual_alpha, y = alpha norm(x) + f(norm(x))
+    residual_alpha: float = 1.0
     logit_scale: float = 1.0
     head_bias: bool = False
     # BLOOM, BERT: a norm of the token embeddings (after embedding_scale and the absolute

@@ -327,7 +327,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["sub_norm"] = sub.choice(["rmsnorm(eps = 1e-5)", "layernorm",
                                           "rmsnorm(unit_offset = true)"])
     clip = random.Random(seed * 7919 + 21)  # clamped projections (DBRX, OLMo): own stream
-    own = entries.get("kernel", "").startswith(("delta_rule", "kda", "short_conv"))
+    own = entries.get("kernel", "").startswith(("delta_rule", "kda", "lightning", "short_conv"))
     if not (lsh or own or "latent" in entries) and clip.random() < 0.2:
         entries["clip_qkv"] = clip.choice(["0.5", "2", "8.0"])
     gemma = random.Random(seed * 7919 + 29)  # Gemma 4's value norm, values = keys: own stream
@@ -371,6 +371,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                     f"[{', '.join(parts)}])")
         entries["mask"] = kept
     _kda(random.Random(seed * 7919 + 43), entries, cross or linear or linformer or lsh)
+    _lightning(random.Random(seed * 7919 + 44), entries, cross or linear or linformer or lsh)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -405,7 +406,8 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             if "side = left" in other["mask"] and "position" in other:  # bfloat16 ALiBi rounds
                 other["position"] = other["position"].replace(  # indices: no left padding
                     ", rounding = bfloat16", "").replace("alibi(rounding = bfloat16)", "alibi")
-            if entries.get("kernel", "").startswith(("delta_rule", "kda", "short_conv")):
+            if entries.get("kernel", "").startswith(("delta_rule", "kda", "lightning",
+                                                     "short_conv")):
                 # a hybrid stack, as Qwen3-Next's, Kimi Linear's and LFM2's
                 other = {k: v for k, v in other.items() if k != "kernel"}
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
@@ -497,6 +499,11 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             inner = sub.choice([ffn, f"relu2_glu({sub.choice([8, 24])})"])
             ffn = f"sub_norm({inner}" + sub.choice(
                 ["", ", rmsnorm(eps = 1e-5)", ", norm = layernorm(eps = 1e-5)"]) + ")"
+        normed = random.Random(seed * 7919 + 45)  # MiniMax's normed residual: own stream
+        if placement == "pre" and not any(w in extra for w in ("residual", "first_attn_norm",
+                                                                "shortcut")) and \
+                normed.random() < 0.5:
+            extra += f"\n    residual = normed(alpha = {normed.choice([0.5, 1, 3.5566])})"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
@@ -578,6 +585,21 @@ def _kda(r: random.Random, entries: dict, excluded: bool) -> None:
                          f", eps = {r.choice(['1e-6', '0.01'])}, forget_rank = "
                          f"{r.choice(['none', '3'])}, gate_rank = {r.choice(['none', '5'])}, "
                          f"lower_bound = {r.choice(['none', '-5', '-0.5'])})")
+    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
+                                "padding & causal"])
+
+
+def _lightning(r: random.Random, entries: dict, excluded: bool) -> None:
+    """Lightning attention (MiniMax-Text-01's linear layers) in place of the softmax core (its
+    own stream): the depth's rate factor or none, chunks from 1 to beyond the test's lengths;
+    drawn last, in a plain softmax attention alone, as Kimi delta attention's."""
+    if excluded or set(entries) - _PLAIN or entries.get("kernel", "softmax") != "softmax" or \
+            "mrope" in entries.get("position", "") or r.random() >= 0.5:
+        return
+    for key in ("kv_heads", "qk_norm", "position", "sparsity", "dropout", "scale"):
+        entries.pop(key, None)
+    entries["kernel"] = (f"lightning(layers = {r.choice(['none', '3', '4'])}, chunk = "
+                         f"{r.choice([1, 5, 16, 64])}, eps = {r.choice(['1e-6', '0.01'])})")
     entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
                                 "padding & causal"])
 

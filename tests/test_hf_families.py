@@ -531,6 +531,17 @@ CASES = {
         first_k_dense_replace=1, short_conv_kernel_size=4, rope_theta=10000.0,
         pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # MiniMax-Text-01: lightning attention layers (rates falling with the depth) and GQA
+    # softmax layers with RoPE, Mixtral's experts, the normed input as the residual (alpha,
+    # beta factors)
+    "minimax": (lambda: tf.MiniMaxConfig(
+        hidden_size=64, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=4, block_size=5,
+        layer_types=["linear_attention", "full_attention", "linear_attention",
+                     "linear_attention"],
+        **{f"{k}_{p}_factor": v for k in ("full_attn", "linear_attn", "mlp")
+           for p, v in (("alpha", 1.7), ("beta", 0.8))}, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.out_proj"),
     "qwen3_next": (lambda: tf.Qwen3NextConfig(
         hidden_size=64, intermediate_size=80, moe_intermediate_size=32,
         shared_expert_intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,

@@ -28,6 +28,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "mimo_v2_flash": tf.MiMoV2FlashConfig, "afmoe": tf.AfmoeConfig,
            "beam": tf.BeamConfig, "inkling_text": tf.InklingTextConfig,
            "kimi_linear": tf.KimiLinearConfig, "bailing_hybrid": tf.BailingHybridConfig,
+           "minimax": tf.MiniMaxConfig,
            "cohere_compass_text": tf.CohereCompassTextConfig,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
            "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config,

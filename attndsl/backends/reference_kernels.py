@@ -15,7 +15,8 @@ from ..ir import Node
 from .reference_delta import delta_rule, kda
 from .reference_masks import mask_of
 
-__all__ = ["READINGS", "kernel", "linear_attention", "lsh_attention", "short_conv"]
+__all__ = ["READINGS", "kernel", "lightning", "linear_attention", "lsh_attention",
+           "short_conv"]
 
 Env = dict[str, np.ndarray]
 
@@ -154,9 +155,39 @@ def short_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return y[:, None]
 
 
+def lightning(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per head h of H, rate r_h = 2^(-8 (h + 1) / H), times 1 - l / (n - 1 + 1e-5) + 1e-5
+    at block l of a stack of n = `layers` where set; from S = 0 (d_k x d_v),
+    S <- exp(-r_h) S + k_t v_t^T at each real token, o_t = S^T q_t (no scale). A padding slot
+    leaves S as it is. Decoding: S starts from the past state (B, H, d_k, d_v), and the
+    result is the outputs then the final S, (B, H, L + d_k, d_v)."""
+    q, k, v = (env[node.args[i]] for i in range(3))
+    B, H, L, dv = v.shape
+    if node.attr("decoding"):
+        real = env["attention_mask"][:, -L:] != 0
+    elif node.attr("padding") is None:
+        real = np.ones((B, L), bool)
+    else:
+        n, t = env["key_lengths"][:, None], np.arange(L)[None, :]
+        real = t >= L - n if node.attr("padding").side == "left" else t < n
+    layers = node.attr("layers")
+    depth = 1.0 if layers is None else 1 - node.attr("layer") / (layers - 1 + 1e-5) + 1e-5
+    out = np.zeros((B, H, L, dv))
+    final = np.zeros((B, H, q.shape[-1], dv))
+    for h in range(H):
+        rate = 2.0 ** (-8.0 * (h + 1) / H) * depth
+        S = env[node.args[3]][:, h] if node.attr("decoding") else np.zeros((B, q.shape[-1], dv))
+        for t in range(L):
+            new = np.exp(-rate) * S + k[:, h, t][:, :, None] * v[:, h, t][:, None, :]
+            S = np.where(real[:, t, None, None], new, S)
+            out[:, h, t] = np.einsum("bkv,bk->bv", S, q[:, h, t])
+        final[:, h] = S
+    return np.concatenate([out, final], axis=2) if node.attr("decoding") else out
+
+
 # the oracle's own reading of each kernel module's `kernel` node, by the kernel's name
-READINGS = {"delta_rule": delta_rule, "kda": kda, "linear": linear_attention,
-            "lsh": lsh_attention, "short_conv": short_conv}
+READINGS = {"delta_rule": delta_rule, "kda": kda, "lightning": lightning,
+            "linear": linear_attention, "lsh": lsh_attention, "short_conv": short_conv}
 
 
 def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -64,8 +64,8 @@ class Stacks(FeedForwards):
         ffn, form = get("ffn", self.ffn_form) or (None, None)
         norm, placement = get("norm", lambda x: self.norm_value(x, placement=True)) or (None,
                                                                                      None)
-        residual, shared_norm = get("residual", self.residual_value, ("sequential", False)) or (
-            None, None)
+        residual, shared_norm, alpha = get("residual", self.residual_value,
+                                           ("sequential", False, 1.0)) or (None, None, 1.0)
         shared_table = get("relative_bias", lambda x: self.word(
             x, ("per_layer", "shared"), "relative_bias") == "shared", False)
         dropout = get("dropout", lambda x: self.probability(x, "dropout"), 0.0)
@@ -90,6 +90,12 @@ class Stacks(FeedForwards):
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
+        for attn in attns:  # a kernel that knows the stack's depth (lightning's rates)
+            module = kernel_of(attn.kernel)
+            problem = module.stack_problem(attn.kernel, layers) if module else None
+            if problem is not None:
+                raise self.error(f"`{attn.name}`: {problem[0]}", e["layers"].value.span,
+                                 hint=problem[1])
         if vocab is not None and vocab > MAX_VOCAB:
             raise self.error(f"vocab must be at most 2**24 = {MAX_VOCAB}, found {vocab}",
                              e["vocab"].value.span)
@@ -99,11 +105,12 @@ class Stacks(FeedForwards):
                                  "embeddings and logits", e[key].key_span,
                                  hint="add `vocab = N` (the number of tokens), or remove "
                                       f"`{key}`")
-        if residual == "parallel" and placement != "pre":
-            raise self.error(f"a parallel residual needs `norm = {norm.kind}(pre, ...)`; found "
-                             f"`{placement}`", e["norm"].value.span,
+        if residual in ("parallel", "normed") and placement != "pre":
+            raise self.error(f"a {residual} residual needs `norm = {norm.kind}(pre, ...)`; "
+                             f"found `{placement}`", e["norm"].value.span,
                              hint="parallel blocks normalise the input once, before both "
-                                  "branches")
+                                  "branches" if residual == "parallel" else "normed blocks "
+                                  "keep each sublayer's normed input as its residual")
         if not first_norm and (placement != "pre" or residual != "sequential"):
             raise self.error("`first_attn_norm = false` needs `norm = ...(pre, ...)` and a "
                              "sequential residual", e["first_attn_norm"].value.span,
@@ -135,7 +142,8 @@ class Stacks(FeedForwards):
                          shared_relative_bias=shared_table, dropout=dropout, vocab=vocab,
                          tied=tied, embedding_scale=scale,
                          logit_mechanisms=logit_mechanisms,
-                         residual_scale=residual_scale, logit_scale=logit_scale,
+                         residual_scale=residual_scale, residual_alpha=alpha,
+                         logit_scale=logit_scale,
                          head_bias=head_bias, feed_forward=form,
                          embedding_norm=embedding_norm, first_attn_norm=first_norm,
                          kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
@@ -297,16 +305,22 @@ class Stacks(FeedForwards):
             attns.append(attn)
         return tuple(attns)
 
-    def residual_value(self, e: ast.Expr) -> tuple[str, bool]:
-        """`sequential`, `parallel` (two norms) or `parallel(shared_norm = true)` (one)."""
-        name, _ = self.callee(e, dict.fromkeys(("sequential", "parallel")), "residual")
+    def residual_value(self, e: ast.Expr) -> tuple[str, bool, float]:
+        """(form, shared norm, alpha): `sequential`, `parallel` (two norms),
+        `parallel(shared_norm = true)` (one) or `normed(alpha = 1)` (MiniMax's)."""
+        name, _ = self.callee(e, dict.fromkeys(("sequential", "parallel", "normed")),
+                              "residual")
         if name == "sequential":
             self.bind(e, name, ())
-            return name, False
+            return name, False, 1.0
+        if name == "normed":
+            args = self.bind(e, name, (Param("alpha"),))
+            return name, False, self.multiplier(args["alpha"], "alpha") if "alpha" in args \
+                else 1.0
         args = self.bind(e, name, (Param("shared_norm"),))
         shared = self.boolean(args["shared_norm"], "shared_norm") if "shared_norm" in args \
             else False
-        return name, shared
+        return name, shared, 1.0
 
     def check_shared_table(self, attns: tuple[Attention, ...], at: ast.Expr) -> None:
         first = attns[0].position

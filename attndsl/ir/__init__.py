@@ -265,6 +265,13 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
         a = attn(n1)
         f = ffn(n1 if t.shared_norm else norm("ffn_in", h, "ffn_norm"))
         return add("resid2", add("resid1", h, a), f)
+    if t.residual == "normed":  # MiniMax: h = a norm1(x) + attn(norm1(x)), y likewise
+        n1 = norm("attn_in", h, "attn_norm")
+        kept = b.emit(Op.SCALE, f"{p}attn_in_kept", (n1,), d, factor=t.residual_alpha)
+        h = add("resid1", kept, attn(n1))
+        n2 = norm("ffn_in", h, "ffn_norm")
+        kept = b.emit(Op.SCALE, f"{p}ffn_in_kept", (n2,), d, factor=t.residual_alpha)
+        return add("resid2", kept, ffn(n2))
     if t.placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
         a = norm("attn_out", attn(norm("attn_in", h, "attn_norm")), "post_attn_norm")
         h = add("resid1", h, a)

@@ -110,6 +110,10 @@ class Kernel:
         those of `stack_weights`."""
         return []
 
+    def stack_problem(self, value: Any, layers: int) -> tuple[str, str] | None:
+        """(why it cannot be an attention of a stack of `layers` blocks, the hint), or None."""
+        return None
+
     def stack_weights(self, spec: Any) -> list:
         """The tensors a transformer stack holds once for every layer's attention `spec`."""
         return []

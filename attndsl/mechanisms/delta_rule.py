@@ -210,6 +210,14 @@ def projection(site: Site, x: str):
     return linear
 
 
+def skipped(spec: Any, cache: int | None) -> tuple[tuple, Any]:
+    """(the runtime inputs a one-pass kernel node reads to skip padding slots, the mask's
+    padding or None): one pass, the mask's padding (key_lengths); decoding, none (its node
+    reads attention_mask)."""
+    padding = next((x for x in m.primitives(spec.mask) if isinstance(x, m.Padding)), None)
+    return () if cache is not None or padding is None else ("key_lengths",), padding
+
+
 def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads: int,
                     cache: int | None) -> tuple[tuple[str, str, str], tuple, Any]:
     """((q, k, v) heads, the runtime inputs a one-pass kernel node also reads, the mask's
@@ -219,9 +227,7 @@ def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads
     b, s, p, prefix = site.b, site.spec, site.p, site.prefix
     dk, heads, dv = s.head_dim, s.heads, s.value_dim
     keys, conv_width = key_heads * dk, 2 * key_heads * dk + heads * dv
-    # the slots to skip: one pass, the mask's padding (key_lengths); decoding, attention_mask
-    padding = next((x for x in m.primitives(s.mask) if isinstance(x, m.Padding)), None)
-    skip = () if cache is not None or padding is None else ("key_lengths",)
+    skip, padding = skipped(s, cache)
     conv = (*qkv, *skip) if cache is None else (*qkv, f"past_key_values.{cache}.conv",
                                                  "attention_mask")
     common = {"weight": f"{prefix}conv1d.weight", "width": width, "padding": padding,

@@ -1,16 +1,18 @@
-"""Kimi delta attention's cost against the sequence length, at Kimi-Linear-48B-A3B's shapes:
-one KDA layer (d_model 2304, 32 heads of 128, conv 4, forget and output gates of rank 128,
-chunks of 64) on ONNX Runtime's CPU provider, side by side in one run: the ort-cpu model (the
-recurrence as com.microsoft.LinearAttention) and the portable model (the chunked form in
-standard ops, a Scan step per chunk, as on ort-cuda). Prefill: the one-pass model on L
-tokens. Decoding: the decoding model's step, one token after P cached ones (the layer's
-fixed-size state and convolution window, random: a step's cost does not depend on its
-values). 2 threads, median of --repeat runs after a warm-up; the growth exponent a of
-time ~ L^a is a log-log least-squares fit.
+"""A recurrent layer's cost against the sequence length: Kimi delta attention at
+Kimi-Linear-48B-A3B's shapes (d_model 2304, 32 heads of 128, conv 4, forget and output gates of
+rank 128, chunks of 64) or lightning attention at MiniMax-Text-01's head layout at a third of
+its width (d_model 2048, 32 heads of 64, chunks of 256), on ONNX Runtime's CPU provider, side
+by side in one run: the ort-cpu model (the recurrence as com.microsoft.LinearAttention) and the
+portable model (the chunked form in standard ops, a Scan step per chunk, as on ort-cuda).
+Prefill: the one-pass model on L tokens. Decoding: the decoding model's step, one token after P
+cached ones (the layer's fixed-size state, and KDA's convolution window, random: a step's cost
+does not depend on its values). 2 threads, median of --repeat runs after a warm-up; the growth
+exponent a of time ~ L^a is a log-log least-squares fit.
 
-    .venv/bin/python benchmarks/kda.py [--lengths 1024,4096,16384,65536] [--chunked 8192]
+    .venv/bin/python benchmarks/recurrent.py --layer kda|lightning \
+        [--lengths 1024,4096,16384,65536] [--chunked 16384]
 
-Prints Markdown tables (BENCHMARKS.md, Kimi delta attention's cost)."""
+Prints Markdown tables (BENCHMARKS.md, Recurrent layers' cost)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from delta_rule import _exponent, _median_ms, _session
 
 import attndsl
 
-SPEC = """
+SPECS = {"kda": ("""
 attention kda {
     d_model  = 2304
     heads    = 32
@@ -30,13 +32,23 @@ attention kda {
     kernel   = kda(conv = 4, chunk = 64, eps = 1e-5, forget_rank = 128, gate_rank = 128)
     mask     = causal
 }
-"""
-D_MODEL = 2304
+""", 2304, 32 * 128 * 128 + 3 * 3 * 32 * 128,
+    "state 32 x 128 x 128, convolution window 3 x 12,288"),
+    "lightning": ("""
+attention lightning {
+    d_model  = 2048
+    heads    = 32
+    head_dim = 64
+    bias     = false
+    kernel   = lightning(layers = 80, chunk = 256)
+    mask     = causal
+}
+""", 2048, 32 * 64 * 64, "state 32 x 64 x 64")}
 FORMS = {"LinearAttention (ort-cpu)": "ort-cpu", "chunked Scan (portable)": "portable"}
 
 
-def _step_feed(step, L: int, rng: np.random.Generator) -> dict:
-    feed = {"x": rng.standard_normal((1, 1, D_MODEL)).astype(np.float32),
+def _step_feed(step, L: int, d_model: int, rng: np.random.Generator) -> dict:
+    feed = {"x": rng.standard_normal((1, 1, d_model)).astype(np.float32),
             "attention_mask": np.ones((1, L + 1), np.int64),
             "position_ids": np.array([[L]], np.int64)}
     for i in step.get_inputs():
@@ -48,13 +60,15 @@ def _step_feed(step, L: int, rng: np.random.Generator) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layer", choices=sorted(SPECS), default="kda")
     parser.add_argument("--lengths", default="1024,4096,16384,65536")
     parser.add_argument("--chunked", type=int, default=8192,
                         help="the longest prefill the chunked form runs (it is the slower)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     lengths = [int(n) for n in args.lengths.split(",")]
-    layer = attndsl.loads(SPEC)["kda"]
+    text, d_model, state, layout = SPECS[args.layer]
+    layer = attndsl.loads(text)[args.layer]
     rng = np.random.default_rng(0)
     prefill: dict[str, list[float | None]] = {}
     decode: dict[str, list[float]] = {}
@@ -64,11 +78,11 @@ def main() -> None:
         prefill[form], decode[form] = [], []
         for L in lengths:
             if target == "ort-cpu" or args.chunked >= L:
-                x = rng.standard_normal((1, L, D_MODEL)).astype(np.float32)
+                x = rng.standard_normal((1, L, d_model)).astype(np.float32)
                 prefill[form].append(_median_ms(one_pass, {"x": x}, args.repeat))
             else:
                 prefill[form].append(None)
-            decode[form].append(_median_ms(step, _step_feed(step, L, rng),
+            decode[form].append(_median_ms(step, _step_feed(step, L, d_model, rng),
                                            max(args.repeat, 10)))
             print(f"# {form} L={L} done", flush=True)
     names = list(FORMS)
@@ -90,9 +104,7 @@ def main() -> None:
         print(f"| {L} | " + " | ".join(f"{decode[n][i]:.3f}" for n in names) + " |")
     for n in names:
         print(f"\ndecode growth exponent, {n}: {_exponent(lengths, decode[n]):.3f}")
-    state = 32 * 128 * 128 + 3 * 3 * 32 * 128
-    print(f"\nKDA cache per layer: {state:,} values at any P (state 32 x 128 x 128, "
-          "convolution window 3 x 12,288)")
+    print(f"\n{args.layer} cache per layer: {state:,} values at any P ({layout})")
 
 
 if __name__ == "__main__":
