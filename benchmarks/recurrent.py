@@ -10,7 +10,7 @@ does not depend on its values). 2 threads, median of --repeat runs after a warm-
 exponent a of time ~ L^a is a log-log least-squares fit.
 
     .venv/bin/python benchmarks/recurrent.py --layer kda|lightning \
-        [--lengths 1024,4096,16384,65536] [--chunked 16384]
+        [--lengths 1024,4096,16384,65536] [--chunked 16384] [--prefill 65536]
 
 Prints Markdown tables (BENCHMARKS.md, Recurrent layers' cost)."""
 
@@ -62,8 +62,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layer", choices=sorted(SPECS), default="kda")
     parser.add_argument("--lengths", default="1024,4096,16384,65536")
-    parser.add_argument("--chunked", type=int, default=8192,
+    parser.add_argument("--chunked", type=int, default=16384,
                         help="the longest prefill the chunked form runs (it is the slower)")
+    parser.add_argument("--prefill", type=int, default=65536,
+                        help="the longest prefill either form runs (KDA's one pass over 64k "
+                             "tokens at its shapes needs more than 24 GiB)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     lengths = [int(n) for n in args.lengths.split(",")]
@@ -77,7 +80,7 @@ def main() -> None:
         step = _session(layer.decoder_bytes(target=target))
         prefill[form], decode[form] = [], []
         for L in lengths:
-            if target == "ort-cpu" or args.chunked >= L:
+            if min(args.prefill, args.chunked if target != "ort-cpu" else L) >= L:
                 x = rng.standard_normal((1, L, d_model)).astype(np.float32)
                 prefill[form].append(_median_ms(one_pass, {"x": x}, args.repeat))
             else:

@@ -11,12 +11,12 @@ import numpy as np
 
 from ..ir import Node
 
-__all__ = ["causal_conv", "delta_rule", "kda"]
+__all__ = ["causal_conv", "delta_rule", "kda", "real_tokens"]
 
 Env = dict[str, np.ndarray]
 
 
-def _real(node: Node, env: Env, B: int, L: int) -> np.ndarray:
+def real_tokens(node: Node, env: Env, B: int, L: int) -> np.ndarray:
     """(B, L) bool: the tokens the mask's `padding` shows (key_lengths; all without one); a
     decoding call's: the new tokens' attention_mask."""
     if node.attr("decoding"):
@@ -38,7 +38,7 @@ def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
     n = len(node.args) - runtime  # the convolved inputs, then the runtime ones
     x = np.concatenate([env[a] for a in node.args[:n]], axis=-1)
     B, L, C = x.shape
-    x = x * _real(node, env, B, L)[..., None]
+    x = x * real_tokens(node, env, B, L)[..., None]
     weight, K = w[node.attr("weight")], node.attr("width")
     past = env[node.args[n]] if node.attr("decoding") else np.zeros((B, K - 1, C))
     full = np.concatenate([past, x], axis=1)  # input t at row t + K - 1
@@ -62,7 +62,7 @@ def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     outputs then the final S, (B, H, L + d_k, d_v)."""
     q, k, v, b, a = (env[node.args[i]] for i in range(5))
     B, H, L, dv = v.shape
-    real = _real(node, env, B, L)
+    real = real_tokens(node, env, B, L)
     groups = H // q.shape[1]
     a_log, dt_bias = (w[name] for name in node.attr("weights"))
     beta = 1.0 / (1.0 + np.exp(-b))  # (B, L, H)
@@ -97,7 +97,7 @@ def kda(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     q, k, v, b, f = (env[node.args[i]] for i in range(5))  # f (B, H, L, d_k)
     B, H, L, dv = v.shape
     dk = q.shape[-1]
-    real = _real(node, env, B, L)
+    real = real_tokens(node, env, B, L)
     a_log, dt_bias = (w[name] for name in node.attr("weights"))
     beta = 1.0 / (1.0 + np.exp(-b))  # (B, L, H)
     bound = node.attr("lower_bound")

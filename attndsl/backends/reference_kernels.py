@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..ir import Node
-from .reference_delta import delta_rule, kda
+from .reference_delta import delta_rule, kda, real_tokens
 from .reference_masks import mask_of
 
 __all__ = ["READINGS", "kernel", "lightning", "linear_attention", "lsh_attention",
@@ -127,13 +127,7 @@ def short_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     gate_b, gate_c, x = (env[node.args[i]][:, 0] for i in range(3))  # (B, L, C)
     B, L, C = x.shape
     K = node.attr("width")
-    if node.attr("decoding"):
-        real = env["attention_mask"][:, -L:] != 0
-    elif node.attr("padding") is None:
-        real = np.ones((B, L), bool)
-    else:
-        n, t = env["key_lengths"][:, None], np.arange(L)[None, :]
-        real = t >= L - n if node.attr("padding").side == "left" else t < n
+    real = real_tokens(node, env, B, L)
     names = node.attr("weights")
     weight = w[names[0]]
     bias = w[names[1]] if len(names) > 1 else np.zeros(C)
@@ -163,13 +157,7 @@ def lightning(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     result is the outputs then the final S, (B, H, L + d_k, d_v)."""
     q, k, v = (env[node.args[i]] for i in range(3))
     B, H, L, dv = v.shape
-    if node.attr("decoding"):
-        real = env["attention_mask"][:, -L:] != 0
-    elif node.attr("padding") is None:
-        real = np.ones((B, L), bool)
-    else:
-        n, t = env["key_lengths"][:, None], np.arange(L)[None, :]
-        real = t >= L - n if node.attr("padding").side == "left" else t < n
+    real = real_tokens(node, env, B, L)
     layers = node.attr("layers")
     depth = 1.0 if layers is None else 1 - node.attr("layer") / (layers - 1 + 1e-5) + 1e-5
     out = np.zeros((B, H, L, dv))

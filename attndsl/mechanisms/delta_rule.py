@@ -88,11 +88,7 @@ class _DeltaRule(Kernel):
         problems = self.ordered_problems(where, self.described, "keys",
                                          "padding slots skipped",
                                          "its order is the recurrence's", self.kv_heads)
-        for key, why in _not_with().items():
-            if key in e and not (isinstance(e[key].value, ast.Name)
-                                 and e[key].value.id in ("none", "auto", "false")):
-                problems.append((f"`{key}` does not apply to {self.described}: {why}",
-                                 e[key].key_span, f"remove `{key}`"))
+        problems += refused_keys(e, self.described)
         for message, span, hint in problems:
             c.error(message, span, hint=hint)
         return failed or bool(problems)
@@ -274,6 +270,15 @@ def gated_norm(site: Site, o: str, gate: str, eps: float, activation: str) -> st
     o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", heads * dv))
     g = b.emit(Op.ACTIVATION, f"{p}gate", (gate,), T("B", "L", heads * dv), kind=activation)
     return b.emit(Op.MUL, f"{p}gated", (o, g), T("B", "L", heads * dv))
+
+
+def refused_keys(e: dict, described: str) -> list[tuple]:
+    """(message, span, hint) of each attention key in `e` that a recurrent layer with its own
+    projections (`described`) refuses (`_not_with`), unless set to none."""
+    return [(f"`{key}` does not apply to {described}: {why}", e[key].key_span,
+             f"remove `{key}`") for key, why in _not_with().items()
+            if key in e and not (isinstance(e[key].value, ast.Name)
+                                 and e[key].value.id in ("none", "auto", "false"))]
 
 
 def _not_with() -> dict[str, str]:

@@ -17,7 +17,7 @@ from ..ir.graph import Op
 from ..shapes import T
 from .base import Site
 from .base_kernel import Kernel, KernelWhere
-from .delta_rule import CONTRIB, _not_with, projection, recurrent, skipped
+from .delta_rule import CONTRIB, projection, recurrent, refused_keys, skipped
 from .delta_rule_chunks import decoded
 
 __all__ = ["KERNEL", "Lightning", "gated_recurrence", "gates", "slopes"]
@@ -86,11 +86,7 @@ class _Lightning(Kernel):
                                  and e["scale"].value.id == "auto"):
             problems.append(("lightning attention does not scale its queries", at("scale"),
                              "remove `scale`"))
-        for key, why in _not_with().items():
-            if key in e and not (isinstance(e[key].value, ast.Name)
-                                 and e[key].value.id in ("none", "auto", "false")):
-                problems.append((f"`{key}` does not apply to lightning attention: {why}",
-                                 e[key].key_span, f"remove `{key}`"))
+        problems += refused_keys(e, self.described)
         for message, span, hint in problems:
             c.error(message, span, hint=hint)
         return bool(problems)
