@@ -223,9 +223,12 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "log_scaling_alpha": ("num", None), "logits_mup_width_multiplier": ("num", 0),
     "dense_mlp_idx": ("int", 0), "dense_intermediate_size": ("int", 1),
     # Kimi Linear's and Ling 3's (families/kimi_linear.py reads them where they are used)
-    **dict.fromkeys(("linear_head_dim", "linear_num_heads", "short_conv_kernel_size"),
-                    ("int", 1)),
+    **dict.fromkeys(("linear_head_dim", "linear_num_heads", "short_conv_kernel_size",
+                     "layer_group_size"), ("int", 1)),
     "kda_safe_gate": ("bool", None), "kda_lower_bound": ("num", None),
+    # their configs' own names of DeepSeek-V3's routing fields (attribute_map)
+    "num_experts_per_token": ("int", 1), "num_expert_group": ("int", 1),
+    "moe_renormalize": ("bool", None),
     "linear_attn_config": ("dict", None),
     # MiniMax's (families/minimax_text.py): its lightning layers' block, its residual factors
     "block_size": ("int", 1),

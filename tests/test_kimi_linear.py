@@ -131,3 +131,49 @@ def test_minimax_generates_as_transformers(tmp_path: Path, target: str, capsys) 
     capsys.readouterr()
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["tokens"] == want
+
+
+@pytest.mark.parametrize(("make", "field", "value", "says"), [
+    (_ling, "layer_group_size", 0, "`layer_group_size` = 0"),
+    (_ling, "kda_lower_bound", 1.0, "a log decay below 0"),
+    (_kimi, "linear_attn_config", {"head_dim": "x", "full_attn_layers": 2, "kda_layers": [1]},
+     "its `head_dim` must be an integer >= 1"),
+])
+def test_kda_configs_out_of_range_are_refused_by_name(tmp_path: Path, make, field, value,
+                                                      says) -> None:
+    import json
+
+    from attndsl.errors import AttnError
+    from attndsl.hf_import import import_config
+
+    cfg = make().to_dict() | {field: value}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(AttnError) as caught:
+        import_config(tmp_path)
+    assert says in caught.value.render(), caught.value.render()
+
+
+def test_configs_are_read_as_their_config_classes_read_them(tmp_path: Path) -> None:
+    """Ling 3 ignores q_lora_rank (one q_proj); Kimi Linear's scale is qk_head_dim ** -0.5
+    whatever its rope parameters; MiniMax's default RoPE base is 1e6, `num_experts` names its
+    experts' count, its rotary embedding turns the whole head, its attention has no biases."""
+    import json
+
+    from attndsl.hf_import import import_config
+
+    def imported(cfg: dict) -> str:
+        (tmp_path / "config.json").write_text(json.dumps(cfg))
+        return import_config(tmp_path)
+
+    ling = _ling().to_dict() | {"q_lora_rank": 8}
+    assert "q_rank = none" in imported(ling)
+    kimi = _kimi().to_dict() | {"rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+                                                    "mscale_all_dim": 1.0, "rope_theta": 1e4,
+                                                    "original_max_position_embeddings": 8}}
+    assert "\n    scale =" not in imported(kimi)
+    minimax = {k: v for k, v in tf.MiniMaxConfig(num_hidden_layers=2).to_dict().items()
+               if k not in ("rope_parameters", "rope_theta", "num_local_experts")}
+    text = imported(minimax | {"num_experts": 4, "attention_bias": True,
+                               "partial_rotary_factor": 0.5})
+    assert "rope(theta = 1000000.0)" in text and "experts = 4," in text, text
+    assert "bias = true" not in text

@@ -127,3 +127,12 @@ def test_a_normed_residual_needs_pre_norms() -> None:
     with pytest.raises(attndsl.SpecError) as caught:
         attndsl.loads(text, "normed.attn")
     assert "a normed residual needs `norm = rmsnorm(pre, ...)`" in str(caught.value)
+
+
+def test_a_normed_residual_alpha_out_of_range_is_diagnosed() -> None:
+    text = ("attention a {\n    d_model = 16\n    heads = 2\n    mask = causal\n}\n"
+            "transformer t {\n    attention = a\n    layers = 2\n    ffn = swiglu(8)\n"
+            "    norm = rmsnorm(pre)\n    residual = normed(alpha = 0)\n}\n")
+    with pytest.raises(attndsl.SpecError) as caught:
+        attndsl.loads(text, "normed.attn")
+    assert "alpha must be a number > 0" in str(caught.value) and "3.5566" in str(caught.value)

@@ -38,7 +38,8 @@ _HEAD_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
                                 "embedding_multiplier",
              "residual_scale": "Granite's residual_multiplier, such as 0.22",
-             "logit_scale": "Cohere's logit_scale, such as 0.0625; Granite's 1 / logits_scaling"}
+             "logit_scale": "Cohere's logit_scale, such as 0.0625; Granite's 1 / logits_scaling",
+             "alpha": "MiniMax-Text-01's alpha factors, 3.5566"}
 
 
 # The deepest published stacks have about 130 blocks; past this the graph (tens of nodes a

@@ -44,7 +44,7 @@ def _layer_types(s: SpecText, kimi: bool, layers: int) -> Any:
             for i in range(layers)]
     if types is not None:
         return types
-    own = s.get("linear_attn_config") or {}
+    own = _own(s)
     if "full_attn_layers" in own and "kda_layers" in own:
         types = [None] * layers
         for kind, key in (("full_attention", "full_attn_layers"),
@@ -55,6 +55,28 @@ def _layer_types(s: SpecText, kimi: bool, layers: int) -> Any:
         return types
     return ["full_attention" if i and i % 4 == 0 else "linear_attention"
             for i in range(layers)]
+
+
+def _own(s: SpecText) -> dict:
+    """Kimi Linear's linear_attn_config, its entries checked: its 1-based layer lists lists of
+    integers, its sizes positive integers (else refused, and read as absent)."""
+    own = s.get("linear_attn_config") or {}
+    checked = {}
+    for key, value in own.items():
+        if key in ("full_attn_layers", "kda_layers"):
+            good = isinstance(value, list) and all(
+                isinstance(i, int) and not isinstance(i, bool) for i in value)
+        elif key in ("head_dim", "num_heads", "short_conv_kernel_size"):
+            good = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        else:
+            continue
+        if good:
+            checked[key] = value
+        else:
+            s.refuse("linear_attn_config", f"its `{key}` must be "
+                     + ("a list of layer numbers" if key.endswith("layers") else
+                        "an integer >= 1") + f", found {value!r}")
+    return checked
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -76,31 +98,37 @@ def _read(s: SpecText, padding: str | None) -> None:
     if s.get("hidden_act", default="silu") != "silu":
         s.refuse("hidden_act", "the delta rule's convolution, the MLPs and the experts use silu")
     if not kimi:
+        s.get("q_lora_rank")  # (BailingHybridConfig deletes it: one q_proj, no bottleneck)
+        cfg["q_lora_rank"] = None
         cfg["rope_interleave"] = True  # Ling 3's latent attention rotates pairs 2i, 2i + 1
         theta = s.need("rope_theta")  # its rope_parameters where config.json has none
         if cfg.get("rope_parameters") is None:
             cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
     eps = read_latent(s, padding, latent_eps=1e-6)
     latent = s.attentions.pop("deepseek_mla")
-    if kimi:  # no positions: the rope features join each head as they are
-        latent["position"] = "none"
+    if kimi:  # no positions: the rope features join each head as they are, and its scale
+        latent["position"] = "none"  # is qk_head_dim ** -0.5 whatever rope_parameters say
+        latent.pop("scale", None)
     else:  # a sigmoid gate per head from its own g_proj
         latent["output_gate"] = "sigmoid(per_head = true)"
     # Ling 3's KDA sizes are head_dim, num_attention_heads and short_conv_kernel_size as its
-    # config.json writes them, saved as linear_* once its config class has read them (then
-    # head_dim is qk_rope_head_dim, as DeepseekV3Config sets it)
-    # head_dim then is qk_rope_head_dim, as DeepseekV3Config sets it); Kimi Linear's are
+    # config.json writes them, saved as linear_* once its config class has read them (head_dim
+    # then is qk_rope_head_dim, as DeepseekV3Config sets it); Kimi Linear's are
     # linear_attn_config's where it holds them
-    own = (s.get("linear_attn_config") or {}) if kimi else {}
+    own = _own(s) if kimi else {}
     heads, head_dim, conv = (
         own.get(key, s.get(f"linear_{ours}", default=None if kimi else s.need(theirs)))
         for key, ours, theirs in (("num_heads", "num_heads", "num_attention_heads"),
                                   ("head_dim", "head_dim", "head_dim"),
                                   ("short_conv_kernel_size", "conv_kernel_dim",
                                    "short_conv_kernel_size")))
+    bound = s.need("kda_lower_bound") if not kimi and s.need("kda_safe_gate") else None
+    if bound is not None and not bound < 0:
+        s.refuse("kda_lower_bound", f"the forget gate's lower bound is a log decay below 0, "
+                                    f"found {bound}")
+        bound = -5.0  # (refused: the import fails, having listed every problem)
     gates = (f", forget_rank = {head_dim}, gate_rank = {head_dim}" if kimi else
-             f", lower_bound = {num(s.need('kda_lower_bound'))}"
-             if s.need("kda_safe_gate") else "")
+             f", lower_bound = {num(bound)}" if bound is not None else "")
     linear, full = f"{s.name}_kda", f"{s.name}_mla"
     s.attentions[linear] = {
         "d_model": str(s.need("hidden_size")), "heads": str(heads), "head_dim": str(head_dim),
@@ -212,7 +240,8 @@ FAMILIES = [
         "hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False,
         "attention_bias": False, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
         "qk_rope_head_dim": 64, "v_head_dim": 128, "head_dim": 128, "rope_theta": 6000000.0,
-        "short_conv_kernel_size": 4, "kda_safe_gate": True, "kda_lower_bound": -5.0},
+        "short_conv_kernel_size": 4, "kda_safe_gate": True, "kda_lower_bound": -5.0,
+        "layer_group_size": 6},
         inert={**ROUTER_INERT, **{k: v for k, v in _LATENT_INERT.items() if k != "head_dim"},
                "num_nextn_predict_layers": _MTP, "mtp_loss_scaling_factor": _MTP},
         refused=_REFUSED, lm=True, weights_for=expanded(_LING)),

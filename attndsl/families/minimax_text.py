@@ -18,7 +18,7 @@ from .llama import LLAMA
 from .llama import read as read_llama
 from .moe import ROUTER_INERT, expanded
 from .names import Names
-from .rope import num
+from .rope import default_theta, num
 from .text import SpecText, mask, period
 
 __all__ = ["FAMILIES"]
@@ -45,12 +45,23 @@ def _read(s: SpecText, padding: str | None) -> None:
                                                  "what attndsl's residual takes (MiniMax-Text-01 "
                                                  "sets one)")
         factors[part] = values.pop()
+    if s.get("num_experts") is not None:  # MiniMaxConfig's attribute_map: num_local_experts
+        cfg["num_local_experts"] = cfg["num_experts"]
+    default_theta(s, 1_000_000.0)  # MiniMaxConfig.default_theta
+    params = cfg.get("rope_parameters")
+    if isinstance(params, dict) and "partial_rotary_factor" in params:
+        # MiniMax's rotary embedding rotates the whole head whatever the factor says
+        cfg["rope_parameters"] = {k: v for k, v in params.items()
+                                  if k != "partial_rotary_factor"}
+    s.get("partial_rotary_factor")  # (read, and inert as the one in rope_parameters)
+    cfg.pop("partial_rotary_factor", None)
     cfg["layer_types"] = None  # (the softmax attention alone, as Mixtral's reader reads it)
     read_llama(s, padding)
     cfg["layer_types"] = types
     full = s.attentions.pop(next(iter(s.attentions)))
+    full["bias"] = "false"  # (MiniMaxAttention's projections have none, whatever the config)
     heads, head_dim = s.need("num_attention_heads"), s.get("head_dim")
-    head_dim = head_dim or s.need("hidden_size") // heads
+    head_dim = head_dim or s.need("hidden_size") // max(heads, 1)  # (0 heads: refused)
     names = {"full_attention": f"{s.name}_full", "linear_attention": f"{s.name}_lightning"}
     if "full_attention" in types:
         s.attentions[names["full_attention"]] = full
