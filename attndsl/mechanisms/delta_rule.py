@@ -11,17 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from .. import ast
-from .. import masks as m
-from ..ir.graph import Op
 from ..shapes import T
 from .base import Site
-from .base_kernel import Kernel, KernelWhere
-from .delta_rule_chunks import decoded, delta_gates, delta_step, recurrence
+from .base_kernel import KernelWhere
+from .base_recurrent import Recurrent, convolved_heads, decoded, gated_norm, projection, recurrent
+from .delta_rule_chunks import delta_gates, delta_step, recurrence
 
-__all__ = ["CONTRIB", "KERNEL", "DeltaRule"]
-
-CONTRIB = "LinearAttention"  # ONNX Runtime's com.microsoft op (strategies/delta_rule.py)
+__all__ = ["KERNEL", "DeltaRule", "DeltaRuleKernel"]
 
 
 @dataclass(frozen=True)
@@ -39,18 +35,13 @@ class DeltaRule:
     eps: float
 
 
-class _DeltaRule(Kernel):
+class DeltaRuleKernel(Recurrent):
     name = "delta_rule"
     params = (("key_heads", False), ("conv", False), ("chunk", False), ("eps", False))
     described = "the delta rule"
-    own_projections = "it has its own projections, while the variants share q, k and v"
-    scores = False
     attributes = ("chunk", "scale", "groups", "weights", "padding", "decoding", "form")
-    own_layer = True
     states = ("conv", "state")
     carries = "a delta-rule layer carries a state and a convolution window"
-    lowered = True  # one Scan step per chunk, an If on a decoding call's length
-    # (the message, the hint) where an attention sets kv_heads
     kv_heads = ("the delta rule's value heads are its heads; its query and key heads are the "
                 "kernel's `key_heads`", "remove `kv_heads`; write delta_rule(key_heads = n)")
 
@@ -70,28 +61,17 @@ class _DeltaRule(Kernel):
     def resolve(self, kernel: DeltaRule, where: KernelWhere) -> DeltaRule:
         return replace(kernel, key_heads=kernel.key_heads or where.heads)
 
-    def conflicts(self, c: Any, kernel: DeltaRule, where: KernelWhere) -> bool:
-        """Its key heads divide its heads; it is causal self attention without positions,
-        kv heads, dropout, or the keys of a softmax, a position scheme or another projection
-        form (`_not_with`)."""
+    def value_problems(self, c: Any, kernel: DeltaRule, where: KernelWhere) -> list[tuple]:
+        """Its key heads divide its heads."""
         from ..check.kernels import arg_span
 
-        e, at, heads = where.entries, where.at, where.heads
-        failed = False
-        key_heads = kernel.key_heads or heads
-        if heads % key_heads:
-            c.error(f"each of the {key_heads} key heads serves heads / key_heads value "
-                    f"heads: heads ({heads}) must be a multiple of it",
-                    arg_span(e["kernel"].value, "key_heads") or at("kernel"),
-                    hint="Qwen3-Next: heads = 32, key_heads = 16")
-            failed = True
-        problems = self.ordered_problems(where, self.described, "keys",
-                                         "padding slots skipped",
-                                         "its order is the recurrence's", self.kv_heads)
-        problems += refused_keys(e, self.described)
-        for message, span, hint in problems:
-            c.error(message, span, hint=hint)
-        return failed or bool(problems)
+        heads, key_heads = where.heads, kernel.key_heads or where.heads
+        if not heads % key_heads:
+            return []
+        return [(f"each of the {key_heads} key heads serves heads / key_heads value heads: "
+                 f"heads ({heads}) must be a multiple of it",
+                 arg_span(where.entries["kernel"].value, "key_heads") or where.at("kernel"),
+                 "Qwen3-Next: heads = 32, key_heads = 16")]
 
     def own_weights(self, s: Any, p: str) -> list:
         """Its projections, convolution, gates and gated norm (Qwen3-Next's
@@ -148,24 +128,6 @@ class _DeltaRule(Kernel):
         o = recurrent(site, (qh, kh, vh, beta, decay), skip, rule, cache)
         return gated_norm(site, o, z, kernel.eps, "silu")
 
-    def planned(self, node: Any, provider: str | None, dtype: str) -> dict:
-        """ONNX Runtime's LinearAttention where the provider has its kernel for the dtype
-        (`targets.has_kernel`); else the standard ops of `run`."""
-        from ..targets import has_kernel
-
-        fused = provider is not None and has_kernel(CONTRIB, dtype, provider)
-        return {"form": CONTRIB if fused else "ops"}
-
-    def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
-        chunk = node.attr("chunk")
-        if node.attr("form") == CONTRIB:
-            return self.name, (
-                f"{self.described} as ONNX Runtime's LinearAttention (gated_delta): the "
-                "recurrence carrying the d_k x d_v state per head, from the cached state when "
-                "decoding; the convolution, gates and norms in standard ops",), (
-                ("op", CONTRIB),)
-        return self.name, self.chunked(chunk), (("chunk", chunk),)
-
     def chunked(self, chunk: int) -> tuple[str, ...]:
         """The plan's line for its chunked form in standard ops."""
         return (f"the gated delta rule in chunks of {chunk}: each chunk's products at once (O(L "
@@ -193,103 +155,4 @@ class _DeltaRule(Kernel):
                                                        groups, state, tokens)))))
 
 
-def projection(site: Site, x: str):
-    """linear(out, proj, width, bias): the node `proj` (a weight of the layer's) makes of x,
-    (B, L, width)."""
-    b, p, prefix = site.b, site.p, site.prefix
-
-    def linear(out: str, proj: str, width: int, bias: bool, of: str = x) -> str:
-        return b.emit(Op.LINEAR, f"{p}{out}", (of,), T("B", "L", width),
-                      weight=f"{prefix}{proj}.weight",
-                      bias=f"{prefix}{proj}.bias" if bias else None)
-
-    return linear
-
-
-def skipped(spec: Any, cache: int | None) -> tuple[tuple, Any]:
-    """(the runtime inputs a one-pass kernel node reads to skip padding slots, the mask's
-    padding or None): one pass, the mask's padding (key_lengths); decoding, none (its node
-    reads attention_mask)."""
-    padding = next((x for x in m.primitives(spec.mask) if isinstance(x, m.Padding)), None)
-    return () if cache is not None or padding is None else ("key_lengths",), padding
-
-
-def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads: int,
-                    cache: int | None) -> tuple[tuple[str, str, str], tuple, Any]:
-    """((q, k, v) heads, the runtime inputs a one-pass kernel node also reads, the mask's
-    padding): q, k and v through one causal depthwise convolution of `width` taps (`conv1d`,
-    silu), cut into key_heads query and key heads and the layer's value heads. Decoding: the
-    convolution continues from past_key_values.{cache}.conv and writes its present."""
-    b, s, p, prefix = site.b, site.spec, site.p, site.prefix
-    dk, heads, dv = s.head_dim, s.heads, s.value_dim
-    keys, conv_width = key_heads * dk, 2 * key_heads * dk + heads * dv
-    skip, padding = skipped(s, cache)
-    conv = (*qkv, *skip) if cache is None else (*qkv, f"past_key_values.{cache}.conv",
-                                                 "attention_mask")
-    common = {"weight": f"{prefix}conv1d.weight", "width": width, "padding": padding,
-              "decoding": cache is not None, "activation": "silu"}
-    mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", conv_width), part="output",
-                   **common)
-    if cache is not None:
-        b.emit(Op.CAUSAL_CONV, f"present.{cache}.conv", conv, T("B", width - 1, conv_width),
-               part="state", **common)
-
-    def heads_of(out: str, start: int, n: int, dim: int) -> str:
-        cols = b.emit(Op.HEAD_SLICE, f"{p}{out}_cols", (mixed,), T("B", "L", n * dim),
-                      heads=1, start=start, stop=start + n * dim)
-        return b.emit(Op.SPLIT_HEADS, f"{p}{out}", (cols,), T("B", n, "L", dim), heads=n,
-                      dim=dim)
-
-    return (heads_of("q_heads", 0, key_heads, dk), heads_of("k_heads", keys, key_heads, dk),
-            heads_of("v_heads", 2 * keys, heads, dv)), skip, padding
-
-
-def recurrent(site: Site, args: tuple, skip: tuple, rule: dict, cache: int | None) -> str:
-    """The kernel node (attributes `rule`) on `args` (q, k, v heads and the gates' inputs):
-    its outputs (B, heads, L, value_dim); decoding, it also reads
-    past_key_values.{cache}.state and writes its present (B, heads, head_dim, value_dim)."""
-    b, s, p = site.b, site.spec, site.p
-    heads, dk, dv = s.heads, s.head_dim, s.value_dim
-    if cache is None:
-        return b.emit(Op.KERNEL, f"{p}attn", (*args, *skip), T("B", heads, "L", dv), **rule)
-    # the outputs and the final state in one tensor, then apart
-    packed = b.emit(Op.KERNEL, f"{p}attn_state", (*args, f"past_key_values.{cache}.state",
-                    "attention_mask"), T("B", heads, f"L + {dk}", dv), **rule)
-    o = b.emit(Op.ROWS, f"{p}attn", (packed,), T("B", heads, "L", dv), start=0, stop=-dk)
-    b.emit(Op.ROWS, f"present.{cache}.state", (packed,), T("B", heads, dk, dv), start=-dk,
-           stop=None)
-    return o
-
-
-def gated_norm(site: Site, o: str, gate: str, eps: float, activation: str) -> str:
-    """Each head's output RMS-normed (`norm`, eps), merged, times activation(gate)."""
-    b, s, p = site.b, site.spec, site.p
-    heads, dv = s.heads, s.value_dim
-    o = b.emit(Op.NORM, f"{p}normed", (o,), T("B", heads, "L", dv), kind="rmsnorm",
-               eps=eps, unit_offset=False, module=f"{site.prefix}norm", bias=False)
-    o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", heads * dv))
-    g = b.emit(Op.ACTIVATION, f"{p}gate", (gate,), T("B", "L", heads * dv), kind=activation)
-    return b.emit(Op.MUL, f"{p}gated", (o, g), T("B", "L", heads * dv))
-
-
-def refused_keys(e: dict, described: str) -> list[tuple]:
-    """(message, span, hint) of each attention key in `e` that a recurrent layer with its own
-    projections (`described`) refuses (`_not_with`), unless set to none."""
-    return [(f"`{key}` does not apply to {described}: {why}", e[key].key_span,
-             f"remove `{key}`") for key, why in _not_with().items()
-            if key in e and not (isinstance(e[key].value, ast.Name)
-                                 and e[key].value.id in ("none", "auto", "false"))]
-
-
-def _not_with() -> dict[str, str]:
-    """The keys whose meaning is a softmax's, a position scheme's, or another projection
-    form's, with why."""
-    from . import MECHANISMS, SCORED
-
-    return {**{key: mech.with_delta for key, mech in SCORED.items()},
-            "sparsity": "it forms no scores",
-            "latent": "it has its own projections", "by_length": "it has one form",
-            **{key: mech.with_delta for key, mech in MECHANISMS.items() if mech.with_delta}}
-
-
-KERNEL = _DeltaRule()
+KERNEL = DeltaRuleKernel()

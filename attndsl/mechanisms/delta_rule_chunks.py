@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["decoded", "delta_gates", "delta_step", "prepared", "recurrence"]
+from .base_recurrent import prepared
+
+__all__ = ["delta_gates", "delta_step", "recurrence"]
 
 Array = Any
-L2_EPS = 1e-6  # q and k: x / sqrt(sum(x^2) + 1e-6), as transformers' (and FLA's) l2norm
 
 
 def delta_gates(xp, beta_logits: Array, decay_logits: Array, a_log: Array,
@@ -24,33 +25,6 @@ def delta_gates(xp, beta_logits: Array, decay_logits: Array, a_log: Array,
     b, a = xp.astype(beta_logits, "float32"), xp.astype(decay_logits, "float32")
     g = -(xp.exp(xp.astype(a_log, "float32")) * xp.softplus(a + xp.astype(dt_bias, "float32")))
     return xp.swap_last(xp.sigmoid(b)), xp.swap_last(g)
-
-
-def _l2norm(xp, x: Array) -> Array:
-    return x / xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True) + L2_EPS)
-
-
-def _repeat_heads(xp, x: Array, groups: int) -> Array:
-    """(B, h, L, d) -> (B, h * groups, L, d): head i reads head i // groups."""
-    if groups == 1:
-        return x
-    B, h, L, d = (xp.shape(x, i) for i in range(4))
-    x5 = xp.reshape(x, [B, h, 1, L, d])
-    return xp.reshape(xp.concat([x5] * groups, axis=2), [B, -1, L, d])
-
-
-def prepared(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
-             groups: int, real: Array | None, channels: bool = False) -> tuple[Array, ...]:
-    """q, k L2-normed (q times `scale`) and repeated to the value heads, v, and the gates
-    (zero at a padding slot where `real` is 0, so it leaves the state as it is), float32;
-    `channels`: g is (B, H, L, d_k), a log decay per key channel."""
-    if real is not None:
-        keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
-        beta = beta * keep
-        g = g * (xp.reshape(real, [xp.shape(real, 0), 1, -1, 1]) if channels else keep)
-    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
-    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
-    return q, k, xp.astype(v, "float32"), beta, g
 
 
 def recurrence(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: int,
@@ -116,9 +90,3 @@ def delta_step(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: f
     delta = (v - xp.matmul(k, s)) * xp.reshape(beta, shape)  # (B, H, 1, dv)
     s = s + xp.matmul(xp.swap_last(k), delta)
     return xp.astype(xp.matmul(q, s), dtype), s
-
-
-def decoded(xp, o: Array, state: Array) -> Array:
-    """A decoding call's outputs (B, H, L, dv) and final state (B, H, dk, dv) packed along
-    axis 2 in o's dtype: the IR's `rows` take them apart."""
-    return xp.concat([o, xp.astype(state, xp.dtype(o))], axis=2)

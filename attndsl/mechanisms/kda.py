@@ -16,8 +16,8 @@ from ..ir.graph import Op
 from ..shapes import T
 from .base import Site
 from .base_kernel import KernelWhere
-from .delta_rule import _DeltaRule, convolved_heads, gated_norm, projection, recurrent
-from .delta_rule_chunks import decoded
+from .base_recurrent import convolved_heads, decoded, gated_norm, projection, recurrent
+from .delta_rule import DeltaRuleKernel
 from .kda_chunks import channel_recurrence, channel_step, kda_gates
 
 __all__ = ["KDA", "KERNEL"]
@@ -39,17 +39,12 @@ class KDA:
     gate_rank: int | None
     lower_bound: float | None
 
-    @property
-    def key_heads(self) -> int:
-        """As many query and key heads as value heads (the delta rule's checks read it)."""
-        return 0
-
 
 def _none(e: Any) -> bool:
     return isinstance(e, ast.Name) and e.id == "none"
 
 
-class _KDA(_DeltaRule):
+class _KDA(DeltaRuleKernel):
     name = "kda"
     params = (("conv", False), ("chunk", False), ("eps", False), ("forget_rank", False),
               ("gate_rank", False), ("lower_bound", False))
@@ -77,6 +72,9 @@ class _KDA(_DeltaRule):
 
     def resolve(self, kernel: KDA, where: KernelWhere) -> KDA:
         return kernel
+
+    def value_problems(self, c: Any, kernel: KDA, where: KernelWhere) -> list[tuple]:
+        return []  # (as many query and key heads as value heads: nothing to divide)
 
     def own_weights(self, s: Any, p: str) -> list:
         """Its projections, convolution, gates and gated norm (transformers'

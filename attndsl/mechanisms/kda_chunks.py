@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .delta_rule_chunks import prepared
+from .base_recurrent import prepared
 
 __all__ = ["channel_recurrence", "channel_step", "kda_gates"]
 

@@ -16,9 +16,8 @@ from .. import ast
 from ..ir.graph import Op
 from ..shapes import T
 from .base import Site
-from .base_kernel import Kernel, KernelWhere
-from .delta_rule import CONTRIB, projection, recurrent, refused_keys, skipped
-from .delta_rule_chunks import decoded
+from .base_kernel import KernelWhere
+from .base_recurrent import Recurrent, decoded, projection, recurrent, skipped
 
 __all__ = ["KERNEL", "Lightning", "gated_recurrence", "gates", "slopes"]
 
@@ -46,18 +45,19 @@ def slopes(heads: int, layer: int, layers: int | None) -> tuple[float, ...]:
     return tuple(base ** (h + 1) * factor for h in range(heads))
 
 
-class _Lightning(Kernel):
+class _Lightning(Recurrent):
     name = "lightning"
     params = (("layers", False), ("eps", False), ("chunk", False))
     described = "lightning attention"
-    own_projections = "it has its own projections, while the variants share q, k and v"
-    scores = False
     attributes = ("chunk", "heads", "layer", "layers", "weights", "padding", "decoding",
                   "form")
-    own_layer = True
     states = ("state",)
     carries = "a lightning attention layer carries a state"
-    lowered = True  # one Scan step per chunk, an If on a decoding call's length
+    order = "its decay orders them"
+    kv_heads = ("lightning attention has as many key and value heads as query heads",
+                "remove `kv_heads`")
+    op_rule = "gated, a decay per head"
+    op_rest = "the projections, norm and gate"
 
     def read(self, c: Any, args: dict) -> Lightning:
         from ..check.values import FLOAT32_TINY
@@ -73,23 +73,14 @@ class _Lightning(Kernel):
         return Lightning(layers, eps, c.positive(args["chunk"], "chunk") if "chunk" in args
                          else 64)
 
-    def conflicts(self, c: Any, kernel: Lightning, where: KernelWhere) -> bool:
-        """Causal self attention without positions, kv heads, dropout, a scale (its queries
-        are not scaled) or the keys of a softmax, a position scheme or a projection form."""
-        e, at = where.entries, where.at
-        problems = self.ordered_problems(
-            where, "lightning attention", "keys", "padding slots skipped",
-            "its decay orders them",
-            ("lightning attention has as many key and value heads as query heads",
-             "remove `kv_heads`"))
+    def key_problems(self, where: KernelWhere) -> list[tuple]:
+        """A scale: its queries are not scaled."""
+        e = where.entries
         if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
                                  and e["scale"].value.id == "auto"):
-            problems.append(("lightning attention does not scale its queries", at("scale"),
-                             "remove `scale`"))
-        problems += refused_keys(e, self.described)
-        for message, span, hint in problems:
-            c.error(message, span, hint=hint)
-        return bool(problems)
+            return [("lightning attention does not scale its queries", where.at("scale"),
+                     "remove `scale`")]
+        return []
 
     def stack_problem(self, kernel: Lightning, layers: int) -> tuple[str, str] | None:
         """Its `layers` counts the stack's blocks: fewer would make the last blocks' rates
@@ -147,26 +138,10 @@ class _Lightning(Kernel):
                       kind="sigmoid")
         return b.emit(Op.MUL, f"{p}gated", (o, gate), T("B", "L", heads * dv))
 
-    def planned(self, node: Any, provider: str | None, dtype: str) -> dict:
-        """ONNX Runtime's LinearAttention (`gated`) where the provider has its kernel for the
-        dtype; else the standard ops of `run`."""
-        from ..targets import has_kernel
-
-        fused = provider is not None and has_kernel(CONTRIB, dtype, provider)
-        return {"form": CONTRIB if fused else "ops"}
-
-    def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
-        chunk = node.attr("chunk")
-        if node.attr("form") == CONTRIB:
-            return self.name, (
-                "lightning attention as ONNX Runtime's LinearAttention (gated, a decay per "
-                "head): the recurrence carrying the d_k x d_v state per head, from the cached "
-                "state when decoding; the projections, norm and gate in standard ops",), (
-                ("op", CONTRIB),)
-        return self.name, (
-            f"lightning attention in chunks of {chunk}: each chunk's products at once (O(L x "
-            f"{chunk} x d)), one Scan step per chunk carrying the d_k x d_v state per head "
-            "(when decoding: from the cached state)",), (("chunk", chunk),)
+    def chunked(self, chunk: int) -> tuple[str, ...]:
+        return (f"lightning attention in chunks of {chunk}: each chunk's products at once (O(L "
+                f"x {chunk} x d)), one Scan step per chunk carrying the d_k x d_v state per head "
+                "(when decoding: from the cached state)",)
 
     def run(self, xp: Any, args: list, tensors: list, real: Any, branch: Any, *,
             chunk: int, heads: int, layer: int, layers: int | None, weights: tuple,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..backends.lower.builder import Lowering
 from ..backends.lower.ops import kernel_form
 from ..ir import Node
-from ..mechanisms.delta_rule import CONTRIB
+from ..mechanisms.base_recurrent import CONTRIB
 from ..mechanisms.delta_rule_chunks import delta_gates
 from .base import Strategy
 from .kda import lower_linear_attention, match

@@ -15,8 +15,7 @@ from ..backends.lower.attend import kept_keys
 from ..backends.lower.builder import Lowering, Sym, bsh
 from ..backends.lower.ops import kernel_form
 from ..ir import Node
-from ..mechanisms.delta_rule import CONTRIB
-from ..mechanisms.delta_rule_chunks import prepared
+from ..mechanisms.base_recurrent import CONTRIB, prepared
 from ..mechanisms.kda_chunks import kda_gates
 from ..planner.cores import Core
 from .base import Context, Reject, Strategy

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..backends.lower.builder import Lowering
 from ..backends.lower.ops import kernel_form
 from ..ir import Node
-from ..mechanisms.delta_rule import CONTRIB
+from ..mechanisms.base_recurrent import CONTRIB
 from ..mechanisms.lightning import gates, slopes
 from .base import Strategy
 from .kda import contrib, match, real_tokens

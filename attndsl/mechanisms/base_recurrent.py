@@ -1,0 +1,212 @@
+"""What the recurrent kernels share (the delta rule, Kimi delta attention, lightning attention):
+kernels with their own projections whose state replaces a key and a value cache. `Recurrent`
+(a `base_kernel.Kernel`) holds their checks, their plan on ONNX Runtime's LinearAttention
+(`planned`, `form`); the node builders (`projection`, `skipped`, `convolved_heads`,
+`recurrent`, `gated_norm`) build their layers from x to the merged heads; `prepared` and
+`decoded` are their arithmetic's common steps over an array namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import ast
+from .. import masks as m
+from ..ir.graph import Op
+from ..shapes import T
+from .base import Site
+from .base_kernel import Kernel
+
+__all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved_heads", "decoded", "gated_norm",
+           "prepared", "projection", "recurrent", "refused_keys", "skipped"]
+
+Array = Any
+CONTRIB = "LinearAttention"  # ONNX Runtime's com.microsoft op (each kernel's strategy lowers it)
+L2_EPS = 1e-6  # q and k: x / sqrt(sum(x^2) + 1e-6), as transformers' (and FLA's) l2norm
+
+
+class Recurrent(Kernel):
+    """A recurrent kernel with its own layer: causal self attention without positions, kv
+    heads, dropout or the keys of a softmax, a position scheme or another projection form;
+    its recurrence ONNX Runtime's LinearAttention where the provider has the kernel, else
+    its module's chunked form in standard ops."""
+
+    own_projections = "it has its own projections, while the variants share q, k and v"
+    scores = False
+    own_layer = True
+    lowered = True  # one Scan step per chunk, an If on a decoding call's length
+    order = "its order is the recurrence's"  # what orders its tokens instead of positions
+    # (the message, the hint) where an attention sets kv_heads
+    kv_heads: tuple[str, str] = ("", "")
+    # LinearAttention's update rule as the plan says it, and what stays in standard ops
+    op_rule = "gated_delta"
+    op_rest = "the convolution, gates and norms"
+
+    def value_problems(self, c: Any, value: Any, where: Any) -> list[tuple]:
+        """(message, span, hint) of what its own value conflicts with, first."""
+        return []
+
+    def key_problems(self, where: Any) -> list[tuple]:
+        """(message, span, hint) of the attention keys it refuses beyond the shared ones."""
+        return []
+
+    def conflicts(self, c: Any, value: Any, where: Any) -> bool:
+        problems = [*self.value_problems(c, value, where),
+                    *self.ordered_problems(where, self.described, "keys",
+                                           "padding slots skipped", self.order, self.kv_heads),
+                    *self.key_problems(where), *refused_keys(where.entries, self.described)]
+        for message, span, hint in problems:
+            c.error(message, span, hint=hint)
+        return bool(problems)
+
+    def planned(self, node: Any, provider: str | None, dtype: str) -> dict:
+        """ONNX Runtime's LinearAttention where the provider has its kernel for the dtype
+        (`targets.has_kernel`); else the standard ops of `run`."""
+        from ..targets import has_kernel
+
+        fused = provider is not None and has_kernel(CONTRIB, dtype, provider)
+        return {"form": CONTRIB if fused else "ops"}
+
+    def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
+        chunk = node.attr("chunk")
+        if node.attr("form") == CONTRIB:
+            return self.name, (
+                f"{self.described} as ONNX Runtime's LinearAttention ({self.op_rule}): the "
+                "recurrence carrying the d_k x d_v state per head, from the cached state when "
+                f"decoding; {self.op_rest} in standard ops",), (("op", CONTRIB),)
+        return self.name, self.chunked(chunk), (("chunk", chunk),)
+
+    def chunked(self, chunk: int) -> tuple[str, ...]:
+        """The plan's line for its chunked form in standard ops."""
+        raise NotImplementedError
+
+
+def projection(site: Site, x: str):
+    """linear(out, proj, width, bias): the node `proj` (a weight of the layer's) makes of x,
+    (B, L, width)."""
+    b, p, prefix = site.b, site.p, site.prefix
+
+    def linear(out: str, proj: str, width: int, bias: bool, of: str = x) -> str:
+        return b.emit(Op.LINEAR, f"{p}{out}", (of,), T("B", "L", width),
+                      weight=f"{prefix}{proj}.weight",
+                      bias=f"{prefix}{proj}.bias" if bias else None)
+
+    return linear
+
+
+def skipped(spec: Any, cache: int | None) -> tuple[tuple, Any]:
+    """(the runtime inputs a one-pass kernel node reads to skip padding slots, the mask's
+    padding or None): one pass, the mask's padding (key_lengths); decoding, none (its node
+    reads attention_mask)."""
+    padding = next((x for x in m.primitives(spec.mask) if isinstance(x, m.Padding)), None)
+    return () if cache is not None or padding is None else ("key_lengths",), padding
+
+
+def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads: int,
+                    cache: int | None) -> tuple[tuple[str, str, str], tuple, Any]:
+    """((q, k, v) heads, the runtime inputs a one-pass kernel node also reads, the mask's
+    padding): q, k and v through one causal depthwise convolution of `width` taps (`conv1d`,
+    silu), cut into key_heads query and key heads and the layer's value heads. Decoding: the
+    convolution continues from past_key_values.{cache}.conv and writes its present."""
+    b, s, p, prefix = site.b, site.spec, site.p, site.prefix
+    dk, heads, dv = s.head_dim, s.heads, s.value_dim
+    keys, conv_width = key_heads * dk, 2 * key_heads * dk + heads * dv
+    skip, padding = skipped(s, cache)
+    conv = (*qkv, *skip) if cache is None else (*qkv, f"past_key_values.{cache}.conv",
+                                                 "attention_mask")
+    common = {"weight": f"{prefix}conv1d.weight", "width": width, "padding": padding,
+              "decoding": cache is not None, "activation": "silu"}
+    mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", conv_width), part="output",
+                   **common)
+    if cache is not None:
+        b.emit(Op.CAUSAL_CONV, f"present.{cache}.conv", conv, T("B", width - 1, conv_width),
+               part="state", **common)
+
+    def heads_of(out: str, start: int, n: int, dim: int) -> str:
+        cols = b.emit(Op.HEAD_SLICE, f"{p}{out}_cols", (mixed,), T("B", "L", n * dim),
+                      heads=1, start=start, stop=start + n * dim)
+        return b.emit(Op.SPLIT_HEADS, f"{p}{out}", (cols,), T("B", n, "L", dim), heads=n,
+                      dim=dim)
+
+    return (heads_of("q_heads", 0, key_heads, dk), heads_of("k_heads", keys, key_heads, dk),
+            heads_of("v_heads", 2 * keys, heads, dv)), skip, padding
+
+
+def recurrent(site: Site, args: tuple, skip: tuple, rule: dict, cache: int | None) -> str:
+    """The kernel node (attributes `rule`) on `args` (q, k, v heads and the gates' inputs):
+    its outputs (B, heads, L, value_dim); decoding, it also reads
+    past_key_values.{cache}.state and writes its present (B, heads, head_dim, value_dim)."""
+    b, s, p = site.b, site.spec, site.p
+    heads, dk, dv = s.heads, s.head_dim, s.value_dim
+    if cache is None:
+        return b.emit(Op.KERNEL, f"{p}attn", (*args, *skip), T("B", heads, "L", dv), **rule)
+    # the outputs and the final state in one tensor, then apart
+    packed = b.emit(Op.KERNEL, f"{p}attn_state", (*args, f"past_key_values.{cache}.state",
+                    "attention_mask"), T("B", heads, f"L + {dk}", dv), **rule)
+    o = b.emit(Op.ROWS, f"{p}attn", (packed,), T("B", heads, "L", dv), start=0, stop=-dk)
+    b.emit(Op.ROWS, f"present.{cache}.state", (packed,), T("B", heads, dk, dv), start=-dk,
+           stop=None)
+    return o
+
+
+def gated_norm(site: Site, o: str, gate: str, eps: float, activation: str) -> str:
+    """Each head's output RMS-normed (`norm`, eps), merged, times activation(gate)."""
+    b, s, p = site.b, site.spec, site.p
+    heads, dv = s.heads, s.value_dim
+    o = b.emit(Op.NORM, f"{p}normed", (o,), T("B", heads, "L", dv), kind="rmsnorm",
+               eps=eps, unit_offset=False, module=f"{site.prefix}norm", bias=False)
+    o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", heads * dv))
+    g = b.emit(Op.ACTIVATION, f"{p}gate", (gate,), T("B", "L", heads * dv), kind=activation)
+    return b.emit(Op.MUL, f"{p}gated", (o, g), T("B", "L", heads * dv))
+
+
+def refused_keys(e: dict, described: str) -> list[tuple]:
+    """(message, span, hint) of each attention key in `e` that a recurrent layer with its own
+    projections (`described`) refuses (`_not_with`), unless set to none."""
+    return [(f"`{key}` does not apply to {described}: {why}", e[key].key_span,
+             f"remove `{key}`") for key, why in _not_with().items()
+            if key in e and not (isinstance(e[key].value, ast.Name)
+                                 and e[key].value.id in ("none", "auto", "false"))]
+
+
+def _not_with() -> dict[str, str]:
+    """The keys whose meaning is a softmax's, a position scheme's, or another projection
+    form's, with why."""
+    from . import MECHANISMS, SCORED
+
+    return {**{key: mech.with_delta for key, mech in SCORED.items()},
+            "sparsity": "it forms no scores",
+            "latent": "it has its own projections", "by_length": "it has one form",
+            **{key: mech.with_delta for key, mech in MECHANISMS.items() if mech.with_delta}}
+
+
+def _l2norm(xp, x: Array) -> Array:
+    return x / xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True) + L2_EPS)
+
+
+def _repeat_heads(xp, x: Array, groups: int) -> Array:
+    """(B, h, L, d) -> (B, h * groups, L, d): head i reads head i // groups."""
+    if groups == 1:
+        return x
+    B, h, L, d = (xp.shape(x, i) for i in range(4))
+    x5 = xp.reshape(x, [B, h, 1, L, d])
+    return xp.reshape(xp.concat([x5] * groups, axis=2), [B, -1, L, d])
+
+
+def prepared(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: float,
+             groups: int, real: Array | None, channels: bool = False) -> tuple[Array, ...]:
+    """q, k L2-normed (q times `scale`) and repeated to the value heads, v, and the gates
+    (zero at a padding slot where `real` is 0, so it leaves the state as it is), float32;
+    `channels`: g is (B, H, L, d_k), a log decay per key channel."""
+    if real is not None:
+        keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
+        beta = beta * keep
+        g = g * (xp.reshape(real, [xp.shape(real, 0), 1, -1, 1]) if channels else keep)
+    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
+    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
+    return q, k, xp.astype(v, "float32"), beta, g
+
+
+def decoded(xp, o: Array, state: Array) -> Array:
+    """A decoding call's outputs (B, H, L, dv) and final state (B, H, dk, dv) packed along
+    axis 2 in o's dtype: the IR's `rows` take them apart."""
+    return xp.concat([o, xp.astype(state, xp.dtype(o))], axis=2)
