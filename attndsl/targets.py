@@ -161,4 +161,5 @@ def check_dtype_target(dtype: str, target: str, providers: tuple[str, ...] = ())
 HEAVY_OPS = frozenset({
     "MatMul", "FusedMatMul", "Gemm", "GroupQueryAttention", "MultiHeadAttention", "Attention",
     "Softmax", "LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization",
-    "SkipSimplifiedLayerNormalization", "RMSNormalization", "Gelu", "FastGelu", "BiasGelu"})
+    "SkipSimplifiedLayerNormalization", "RMSNormalization", "Gelu", "FastGelu", "BiasGelu",
+    "LinearAttention"})

@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "type the coverage table imports exactly)")
     p.add_argument("--jobs", type=int, default=8, help="parallel compiles and verifies")
     p.add_argument("--lengths", help="verify's lengths (default: its own; 1,17,61 dry)")
+    p.add_argument("--no-bench", action="store_true", help="skip step 5 (the speed tables)")
     p.add_argument("--write-benchmarks", action="store_true",
                    help="replace BENCHMARKS.md's generated CUDA section")
     args = p.parse_args(argv)
@@ -192,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     dtypes = ["float32", "float16"] if args.dry_run else ["float16", "bfloat16", "float32"]
     lengths = args.lengths or ("1,17,61" if args.dry_run else None)
     facts["verify"] = verify_all(specs, dtypes, provider, lengths, args.jobs)
-    facts["bench"] = bench(provider, out, args.dry_run, peak_tflops(provider))
+    facts["bench"] = (None if args.no_bench else
+                      bench(provider, out, args.dry_run, peak_tflops(provider)))
     text = report(out, facts)
     (out / "facts.json").write_text(json.dumps(facts, indent=1, default=str))
     if args.write_benchmarks and not args.dry_run:

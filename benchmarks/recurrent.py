@@ -12,6 +12,10 @@ exponent a of time ~ L^a is a log-log least-squares fit.
     .venv/bin/python benchmarks/recurrent.py --layer kda|lightning \
         [--lengths 1024,4096,16384,65536] [--chunked 16384] [--prefill 65536]
 
+--provider cuda runs the ort-cuda model (LinearAttention, on onnxruntime-gpu 1.31's CUDA
+kernel) and the portable model (the chunked form) on ONNX Runtime's CUDA provider instead, the
+sessions' providers checked to begin with it, float32 with TF32 off.
+
 Prints Markdown tables (BENCHMARKS.md, Recurrent layers' cost)."""
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import onnxruntime as ort
 from delta_rule import _exponent, _median_ms, _session
 
 import attndsl
@@ -45,6 +50,16 @@ attention lightning {
 }
 """, 2048, 32 * 64 * 64, "state 32 x 64 x 64")}
 FORMS = {"LinearAttention (ort-cpu)": "ort-cpu", "chunked Scan (portable)": "portable"}
+CUDA_FORMS = {"LinearAttention (ort-cuda)": "ort-cuda",
+              "chunked Scan (portable on CUDA)": "portable"}
+
+
+def _cuda_session(model: bytes) -> ort.InferenceSession:
+    session = ort.InferenceSession(model, providers=[("CUDAExecutionProvider", {"use_tf32": "0"}),
+                                                     "CPUExecutionProvider"])
+    if session.get_providers()[0] != "CUDAExecutionProvider":
+        raise SystemExit(f"the CUDA provider did not load: {session.get_providers()}")
+    return session
 
 
 def _step_feed(step, L: int, d_model: int, rng: np.random.Generator) -> dict:
@@ -68,19 +83,21 @@ def main() -> None:
                         help="the longest prefill either form runs (KDA's one pass over 64k "
                              "tokens at its shapes needs more than 24 GiB)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--provider", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
+    forms, session = (CUDA_FORMS, _cuda_session) if args.provider == "cuda" else (FORMS, _session)
     lengths = [int(n) for n in args.lengths.split(",")]
     text, d_model, state, layout = SPECS[args.layer]
     layer = attndsl.loads(text)[args.layer]
     rng = np.random.default_rng(0)
     prefill: dict[str, list[float | None]] = {}
     decode: dict[str, list[float]] = {}
-    for form, target in FORMS.items():
-        one_pass = _session(layer.onnx_bytes(target=target))
-        step = _session(layer.decoder_bytes(target=target))
+    for form, target in forms.items():
+        one_pass = session(layer.onnx_bytes(target=target))
+        step = session(layer.decoder_bytes(target=target))
         prefill[form], decode[form] = [], []
         for L in lengths:
-            if min(args.prefill, args.chunked if target != "ort-cpu" else L) >= L:
+            if min(args.prefill, args.chunked if target == "portable" else L) >= L:
                 x = rng.standard_normal((1, L, d_model)).astype(np.float32)
                 prefill[form].append(_median_ms(one_pass, {"x": x}, args.repeat))
             else:
@@ -88,7 +105,7 @@ def main() -> None:
             decode[form].append(_median_ms(step, _step_feed(step, L, d_model, rng),
                                            max(args.repeat, 10)))
             print(f"# {form} L={L} done", flush=True)
-    names = list(FORMS)
+    names = list(forms)
     print("\nPrefill, one pass over L tokens (ms; ms per token):\n")
     print("| L | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))

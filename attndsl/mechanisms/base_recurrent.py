@@ -59,11 +59,12 @@ class Recurrent(Kernel):
         return bool(problems)
 
     def planned(self, node: Any, provider: str | None, dtype: str) -> dict:
-        """ONNX Runtime's LinearAttention where the provider has its kernel for the dtype
-        (`targets.has_kernel`); else the standard ops of `run`."""
+        """ONNX Runtime's LinearAttention where the provider has its float32 kernel (the node
+        runs in float32 whatever the model's dtype: `strategies/kda.py`'s `contrib`); else
+        the standard ops of `run`."""
         from ..targets import has_kernel
 
-        fused = provider is not None and has_kernel(CONTRIB, dtype, provider)
+        fused = provider is not None and has_kernel(CONTRIB, "float32", provider)
         return {"form": CONTRIB if fused else "ops"}
 
     def form(self, node: Any) -> tuple[str, tuple[str, ...], tuple]:
