@@ -234,6 +234,12 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "block_size": ("int", 1),
     **dict.fromkeys((f"{kind}_{part}_factor" for kind in ("full_attn", "linear_attn", "mlp")
                      for part in ("alpha", "beta")), ("num", 0)),
+    # Mamba2 mixers' (families/bamba.py): `mamba_d_head` is "auto" or an integer, the step
+    # limit a pair, read where they are used
+    **dict.fromkeys(("mamba_n_heads", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
+                     "mamba_expand", "mamba_chunk_size"), ("int", 1)),
+    "mamba_conv_bias": ("bool", None), "mamba_proj_bias": ("bool", None),
+    "attn_layer_indices": ("list", None),
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),
@@ -254,6 +260,11 @@ TRANSFORMERS_LAYER_TYPES = (
     "deepseek_sparse_attention", "qwen_sparse_attention")
 # lists of layer indices (moe_layers, mlp_only_layers) or 0/1 flags (no_rope_layers)
 _INDEX_LISTS = ("moe_layers", "mlp_only_layers", "no_rope_layers")
+# (model type, field): where 0 is a value of its own (Granite 4 without experts: the shared
+# MLP alone), beside TYPES' lower bound
+_ZERO_MEANS_NONE = {("granitemoehybrid", "num_local_experts")}
+# fields where infinity is a value of its own: no upper bound
+_UNBOUNDED = ("time_step_limit[1]",)
 _WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
          "bool": "true or false", "str": "a string", "flag": "true, false or a string",
          "pattern": "an integer >= 0 or a string of L and G",
@@ -268,6 +279,8 @@ def type_problems(cfg: dict, where: str = "") -> list[str]:
         if key not in TYPES or value is None:
             continue
         kind, low = TYPES[key]
+        if (cfg.get("model_type"), key) in _ZERO_MEANS_NONE:
+            low = 0
         ok = {"int": isinstance(value, int) and not isinstance(value, bool),
               "layers": isinstance(value, int) and not isinstance(value, bool)
               and value <= MAX_LAYERS,
@@ -312,7 +325,10 @@ def read_json(file: Path, what: str) -> Any:
 
 def non_finite(value: Any, where: str = "") -> list[str]:
     """Each NaN or infinite number in a JSON value (Python's json reads the bare literals NaN,
-    Infinity and -Infinity, which JSON has not), as `field` = value: expected ..."""
+    Infinity and -Infinity, which JSON has not), as `field` = value: expected ...; but for
+    the upper bounds that mean "none" (Mamba2's `time_step_limit[1]`)."""
+    if where in _UNBOUNDED and value == math.inf:
+        return []
     if isinstance(value, float) and not math.isfinite(value):
         return [f"`{where}` = {json.dumps(value)}: expected a finite number"]
     if isinstance(value, dict):

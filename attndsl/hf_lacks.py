@@ -16,7 +16,6 @@ _DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
 LACKS: dict[str, str] = {
     "axk2": f"{_DSA}, a low-rank sigmoid-gated RMSNorm and a sigmoid gate on latent attention's "
             "output",
-    "bamba": f"{_MAMBA2} interleaved with attention",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
     "deepseek_v32": _DSA,
@@ -30,7 +29,6 @@ LACKS: dict[str, str] = {
                     "activation sparsity by a Gaussian top-k (its per-layer inputs and its "
                     "keys and values shared across layers are in the language, as Gemma 4's)",
     "glm_moe_dsa": _DSA,
-    "granitemoehybrid": f"{_MAMBA2} interleaved with attention",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "
                 "(Hierarchical Reasoning Model)",
     "hy_v4": f"{_DSA} and hyper-connections between layers",

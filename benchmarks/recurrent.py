@@ -1,7 +1,9 @@
 """A recurrent layer's cost against the sequence length: Kimi delta attention at
 Kimi-Linear-48B-A3B's shapes (d_model 2304, 32 heads of 128, conv 4, forget and output gates of
-rank 128, chunks of 64) or lightning attention at MiniMax-Text-01's head layout at a third of
-its width (d_model 2048, 32 heads of 64, chunks of 256), on ONNX Runtime's CPU provider, side
+rank 128, chunks of 64), lightning attention at MiniMax-Text-01's head layout at a third of
+its width (d_model 2048, 32 heads of 64, chunks of 256) or Mamba2 at Bamba-9B's layout at half
+its width (d_model 2048, 64 heads of 64 values, state 128, one group, conv 4, chunks of 64), on
+ONNX Runtime's CPU provider, side
 by side in one run: the ort-cpu model (the recurrence as com.microsoft.LinearAttention) and the
 portable model (the chunked form in standard ops, a Scan step per chunk, as on ort-cuda).
 Prefill: the one-pass model on L tokens. Decoding: the decoding model's step, one token after P
@@ -9,7 +11,7 @@ cached ones (the layer's fixed-size state, and KDA's convolution window, random:
 does not depend on its values). 2 threads, median of --repeat runs after a warm-up; the growth
 exponent a of time ~ L^a is a log-log least-squares fit.
 
-    .venv/bin/python benchmarks/recurrent.py --layer kda|lightning \
+    .venv/bin/python benchmarks/recurrent.py --layer kda|lightning|mamba2 \
         [--lengths 1024,4096,16384,65536] [--chunked 16384] [--prefill 65536]
 
 --provider cuda runs the ort-cuda model (LinearAttention, on onnxruntime-gpu 1.31's CUDA
@@ -48,7 +50,19 @@ attention lightning {
     kernel   = lightning(layers = 80, chunk = 256)
     mask     = causal
 }
-""", 2048, 32 * 64 * 64, "state 32 x 64 x 64")}
+""", 2048, 32 * 64 * 64, "state 32 x 64 x 64"),
+    "mamba2": ("""
+attention mamba2 {
+    d_model   = 2048
+    heads     = 64
+    head_dim  = 128
+    value_dim = 64
+    bias      = false
+    kernel    = mamba2(groups = 1, conv = 4, chunk = 64)
+    mask      = causal
+}
+""", 2048, 64 * 128 * 64 + 3 * (2 * 128 + 64 * 64),
+    "state 64 x 128 x 64, convolution window 3 x 4,352")}
 FORMS = {"LinearAttention (ort-cpu)": "ort-cpu", "chunked Scan (portable)": "portable"}
 CUDA_FORMS = {"LinearAttention (ort-cuda)": "ort-cuda",
               "chunked Scan (portable on CUDA)": "portable"}

@@ -372,6 +372,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["mask"] = kept
     _kda(random.Random(seed * 7919 + 43), entries, cross or linear or linformer or lsh)
     _lightning(random.Random(seed * 7919 + 44), entries, cross or linear or linformer or lsh)
+    _mamba2(random.Random(seed * 7919 + 46), entries, cross or linear or linformer or lsh)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -407,7 +408,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 other["position"] = other["position"].replace(  # indices: no left padding
                     ", rounding = bfloat16", "").replace("alibi(rounding = bfloat16)", "alibi")
             if entries.get("kernel", "").startswith(("delta_rule", "kda", "lightning",
-                                                     "short_conv")):
+                                                     "mamba2", "short_conv")):
                 # a hybrid stack, as Qwen3-Next's, Kimi Linear's and LFM2's
                 other = {k: v for k, v in other.items() if k != "kernel"}
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
@@ -600,6 +601,28 @@ def _lightning(r: random.Random, entries: dict, excluded: bool) -> None:
         entries.pop(key, None)
     entries["kernel"] = (f"lightning(layers = {r.choice(['none', '3', '4'])}, chunk = "
                          f"{r.choice([1, 5, 16, 64])}, eps = {r.choice(['1e-6', '0.01'])})")
+    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
+                                "padding & causal"])
+
+
+def _mamba2(r: random.Random, entries: dict, excluded: bool) -> None:
+    """Mamba2's state-space layer (Bamba's, Granite 4's, Nemotron-H's mixers) in place of the
+    softmax core (its own stream): B and C in one group or one per head, convolutions of 1 to
+    4 taps with a bias or none, chunks from 1 to beyond the test's lengths, the step clamped or
+    not; drawn last, in a plain softmax attention alone, as lightning attention's."""
+    if excluded or set(entries) - _PLAIN or entries.get("kernel", "softmax") != "softmax" or \
+            "mrope" in entries.get("position", "") or r.random() >= 0.5:
+        return
+    for key in ("kv_heads", "qk_norm", "position", "sparsity", "dropout", "scale"):
+        entries.pop(key, None)
+    heads = int(entries["heads"])
+    clamp = r.choice(["", ", dt_min = 0.01", ", dt_min = 0.001, dt_max = 2"])
+    bias = r.choice(["false", "[o]"])
+    entries["bias"] = "false" if entries.get("out_proj") == "false" else bias
+    entries["kernel"] = (f"mamba2(groups = {r.choice([1, heads])}, conv = "
+                         f"{r.choice([1, 2, 4])}, chunk = {r.choice([1, 5, 16, 64])}, eps = "
+                         f"{r.choice(['1e-5', '0.01'])}, conv_bias = "
+                         f"{r.choice(['true', 'false'])}{clamp})")
     entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
                                 "padding & causal"])
 

@@ -201,6 +201,18 @@ CONFIGS = {
                                   layer_types=["conv", "sliding_attention", "full_attention",
                                                "conv"],
                                   bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
+    # Bamba: Mamba2 layers (their convolution windows and states carried by onnxruntime-genai's
+    # RecurrentState) around a GQA layer with RoPE over half of each head
+    "bamba": lambda: tf.BambaConfig(
+        num_hidden_layers=3, attn_layer_indices=[1], mamba_n_heads=4, mamba_d_head=32,
+        mamba_d_state=16, mamba_n_groups=2, mamba_chunk_size=5, bos_token_id=1,
+        eos_token_id=2, pad_token_id=0, **SIZES),
+    # Granite 4 without experts (its shared MLP the layer's MLP), RoPE on its softmax layer
+    "granitemoehybrid": lambda: tf.GraniteMoeHybridConfig(
+        num_hidden_layers=3, layer_types=["mamba", "attention", "mamba"], mamba_n_heads=4,
+        mamba_d_head=32, mamba_d_state=16, mamba_n_groups=1, mamba_chunk_size=5,
+        num_local_experts=0, shared_intermediate_size=80, position_embedding_type="rope",
+        residual_multiplier=0.8, bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
     "flint": lambda: tf.FlintConfig(
         num_hidden_layers=3, moe_intermediate_size=32, shared_expert_intermediate_size=48,
         head_dim=16, num_experts=6, num_experts_per_tok=2, sliding_window=6,
@@ -403,7 +415,7 @@ CONFIGS = {
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm2_moe", "lfm3", "mpt", "qwen3_5_text",
-           "qwen3_5_moe_text")
+           "qwen3_5_moe_text", "bamba", "granitemoehybrid")
 # the families whose ort-cpu folder has GroupQueryAttention apply what few others ask of it:
 # softcap (Gemma 2, VaultGemma), learned sinks as head_sink (gpt-oss, the Granite SWA pair), a
 # local window (Mistral, alternating in Gemma 2 and Cohere 2), RoPE on part of each head in

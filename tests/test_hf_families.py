@@ -564,6 +564,25 @@ CASES = {
         linear_value_head_dim=12, num_experts=6, num_experts_per_tok=2,
         rope_parameters=dict(QWEN3_5_ROPE), **SMALL),
         "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.out_proj"),
+    # Bamba: Mamba2 layers (groups of B and C, a clamped step) and a GQA layer with RoPE over
+    # half of each head
+    "bamba": (lambda: tf.BambaConfig(
+        hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, attn_layer_indices=[1], mamba_n_heads=6, mamba_d_head=16,
+        mamba_d_state=8, mamba_n_groups=2, mamba_chunk_size=5, time_step_limit=(0.01, 5.0),
+        **SMALL),
+        "left", "layers.0", "layers.0.mamba", "layers.0.mamba.out_proj"),
+    # Granite 4: Mamba2 layers and a NoPE softmax layer, Granite's multipliers, experts beside
+    # a shared expert
+    "granitemoehybrid": (lambda: tf.GraniteMoeHybridConfig(
+        hidden_size=48, intermediate_size=32, shared_intermediate_size=40, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, layer_types=["mamba", "attention",
+                                                                   "mamba"],
+        mamba_n_heads=4, mamba_d_head=24, mamba_d_state=8, mamba_n_groups=2,
+        mamba_chunk_size=5, num_local_experts=4, num_experts_per_tok=2,
+        embedding_multiplier=1.5, residual_multiplier=0.7, attention_multiplier=0.2,
+        logits_scaling=2.0, **SMALL),
+        "left", "layers.0", "layers.0.mamba", "layers.0.mamba.out_proj"),
     "lfm2": (lambda: tf.Lfm2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
         num_key_value_heads=2, layer_types=["conv", "conv", "full_attention", "conv"],

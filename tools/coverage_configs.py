@@ -55,6 +55,11 @@ OVERRIDES: dict[str, dict] = {
     "bert": {"is_decoder": True},  # BertLMHeadModel: a decoder (bidirectional otherwise)
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
     "mamba2": {"head_dim": 32},
+    # Bamba: an attention layer among its Mamba2 layers (transformers' cache cannot count the
+    # tokens of a stack of Mamba2 layers alone), B and C in two groups
+    "bamba": {"attn_layer_indices": [1], "num_hidden_layers": 3, "mamba_n_groups": 2},
+    "granitemoehybrid": {"layer_types": ["mamba", "attention", "mamba"], "num_hidden_layers": 3,
+                         "mamba_n_groups": 2, "position_embedding_type": "rope"},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [32, 32],
                  "axial_pos_shape": [8, 16]},
     # DBRX's clip_qkv (null by default) is a clamp transformers' forward cannot run without

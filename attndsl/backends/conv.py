@@ -35,16 +35,18 @@ def conv_window(xp, parts: list[Array], width: int, past: Array | None = None,
 
 
 def causal_conv(xp, full: Array, w: Array, width: int, dtype: str,
-                kind: str = "silu") -> Array:
+                kind: str = "silu", bias: Array | None = None) -> Array:
     """silu(y) (`kind` silu, a kernel's own layer's), y (`none`) or x + y (`residual`) (B, L, C) in
     `dtype` over a `conv_window` of L + width - 1 rows: y_t[c] = sum_j w[c, 0, j]
-    x_{t - width + 1 + j}[c]."""
+    x_{t - width + 1 + j}[c] (+ bias[c])."""
     taps = xp.swap_last(xp.reshape(xp.astype(w, "float32"), [-1, width]))  # (width, C)
     L = xp.shape(full, 1) - (width - 1)
     y = None
     for j in range(width):
         term = xp.slice(full, 1, j, L + j) * xp.slice(taps, 0, j, j + 1)
         y = term if y is None else y + term
+    if bias is not None:
+        y = y + xp.astype(bias, "float32")
     if kind == "residual":  # the inputs added, in float32 (a residual convolution's)
         return xp.astype(y + xp.slice(full, 1, width - 1, None), dtype)
     return xp.astype(y if kind == "none" else activation(xp, y, kind), dtype)

@@ -31,7 +31,8 @@ def real_tokens(node: Node, env: Env, B: int, L: int) -> np.ndarray:
 def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """silu(y) (`activation` silu: the delta rule's, x = [q | k | v]), y (`none`) or x + y
     (`residual`: a residual convolution's), y_t[c] = sum_{j=0}^{K-1} W[c, 0, j]
-    x_{t-K+1+j}[c], and no input before the first token; a padding slot's input is 0.
+    x_{t-K+1+j}[c] (+ bias[c] where the node has a `bias`), and no input before the first
+    token; a padding slot's input is 0.
     Decoding: x_{-K+1} .. x_{-1} are the past's inputs (B, K - 1, C), and part `state` is the
     last K - 1 inputs of past and new, the next call's past."""
     runtime = 2 if node.attr("decoding") else int(node.attr("padding") is not None)
@@ -48,6 +49,8 @@ def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
     for t in range(L):
         for j in range(K):
             y[:, t] += weight[:, 0, j] * full[:, t + j]
+    if dict(node.attrs).get("bias") is not None:
+        y = y + w[node.attr("bias")]
     if node.attr("activation") == "residual":  # its input added (a padding slot's is 0)
         return x + y
     return y if node.attr("activation") == "none" else y / (1.0 + np.exp(-y))

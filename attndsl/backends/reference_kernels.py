@@ -15,7 +15,7 @@ from ..ir import Node
 from .reference_delta import delta_rule, kda, real_tokens
 from .reference_masks import mask_of
 
-__all__ = ["READINGS", "kernel", "lightning", "linear_attention", "lsh_attention",
+__all__ = ["READINGS", "kernel", "lightning", "linear_attention", "lsh_attention", "mamba2",
            "short_conv"]
 
 Env = dict[str, np.ndarray]
@@ -173,8 +173,37 @@ def lightning(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([out, final], axis=2) if node.attr("decoding") else out
 
 
+def mamba2(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Mamba2's scan, with C, B (B, G, N per token), x (B, H, L, P) and the dt logits
+    (B, L, H): per head h (group h // (H / G)), dt_t = softplus(dt_t + dt_bias_h) clamped to
+    [dt_min, dt_max], A_h = -exp(A_log_h); from S = 0 (N x P), S <- exp(dt_t A_h) S +
+    B_t (dt_t x_t)^T at each real token, y_t = S^T C_t + D_h x_t. A padding slot leaves S as
+    it is. Decoding: S starts from the past state (B, H, N, P), and the result is the outputs
+    then the final S, (B, H, L + N, P)."""
+    c, b, x, logits = (env[node.args[i]] for i in range(4))
+    B, H, L, P = x.shape
+    per_group = H // c.shape[1]
+    a_log, dt_bias, d = (w[name] for name in node.attr("weights"))
+    dt = np.logaddexp(0.0, logits + dt_bias)
+    dt = np.clip(dt, node.attr("dt_min"), node.attr("dt_max") or np.inf)
+    real = real_tokens(node, env, B, L)
+    out = np.zeros((B, H, L, P))
+    final = np.zeros((B, H, c.shape[-1], P))
+    for h in range(H):
+        grp = h // per_group
+        S = env[node.args[4]][:, h] if node.attr("decoding") else np.zeros((B, c.shape[-1], P))
+        for t in range(L):
+            step = dt[:, t, h]
+            new = (np.exp(-np.exp(a_log[h]) * step)[:, None, None] * S
+                   + b[:, grp, t][:, :, None] * (step[:, None] * x[:, h, t])[:, None, :])
+            S = np.where(real[:, t, None, None], new, S)
+            out[:, h, t] = np.einsum("bnp,bn->bp", S, c[:, grp, t]) + d[h] * x[:, h, t]
+        final[:, h] = S
+    return np.concatenate([out, final], axis=2) if node.attr("decoding") else out
+
+
 # the oracle's own reading of each kernel module's `kernel` node, by the kernel's name
-READINGS = {"delta_rule": delta_rule, "kda": kda, "lightning": lightning,
+READINGS = {"delta_rule": delta_rule, "kda": kda, "lightning": lightning, "mamba2": mamba2,
             "linear": linear_attention, "lsh": lsh_attention, "short_conv": short_conv}
 
 

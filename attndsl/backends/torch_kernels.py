@@ -103,8 +103,9 @@ def _causal_conv(m: nn.Module, node: Node, env: Env) -> Tensor:
     full = conv_window(xp, parts, width, past, _real(node, env, parts[0].shape[1], xp))
     if node.attr("part") == "state":  # the last width - 1 inputs
         return full[:, full.shape[1] - (width - 1):].to(parts[0].dtype)
+    bias = dict(node.attrs).get("bias")
     return causal_conv(xp, full, m.weight(node.attr("weight")), width, xp.dtype(parts[0]),
-                       node.attr("activation"))
+                       node.attr("activation"), None if bias is None else m.weight(bias))
 
 
 @impl(Op.ROWS)

@@ -16,7 +16,8 @@ from .moe import ROUTER_INERT, expanded
 from .names import Names, Split
 from .text import SpecText
 
-__all__ = ["DEFAULTS", "FAMILIES", "SHARED_TYPES", "half", "one_expert", "read_moe"]
+__all__ = ["DEFAULTS", "FAMILIES", "GRANITEMOE_SHARED", "SHARED_TYPES", "half", "one_expert",
+           "read_moe"]
 
 _read_granite = next(f.read for f in _GRANITE if f.model_type == "granite")
 
@@ -69,7 +70,7 @@ _GRANITEMOE = Names(LLAMA.layer, {
     "mlp.experts.{e}.up_proj.weight": (f"{_M}input_linear.weight", half(True, True)),
     "mlp.experts.{e}.down_proj.weight": (f"{_M}output_linear.weight", one_expert)},
     LLAMA.top, LLAMA.bases)
-_GRANITEMOE_SHARED = Names(LLAMA.layer, {
+GRANITEMOE_SHARED = Names(LLAMA.layer, {
     **_GRANITEMOE.names,
     "mlp.shared.gate_proj.weight": ("shared_mlp.input_linear.weight", half(False, False)),
     "mlp.shared.up_proj.weight": ("shared_mlp.input_linear.weight", half(True, False)),
@@ -86,7 +87,7 @@ DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers"
 FAMILIES = [
     Family("granitemoe", read_moe, _GRANITEMOE, DEFAULTS, inert=ROUTER_INERT, lm=True,
            weights_for=expanded(_GRANITEMOE)),
-    Family("granitemoeshared", read_moe, _GRANITEMOE_SHARED,
+    Family("granitemoeshared", read_moe, GRANITEMOE_SHARED,
            {**DEFAULTS, "shared_intermediate_size": 0}, inert=ROUTER_INERT, lm=True,
-           weights_for=expanded(_GRANITEMOE_SHARED)),
+           weights_for=expanded(GRANITEMOE_SHARED)),
 ]

@@ -2,8 +2,9 @@
 kernels with their own projections whose state replaces a key and a value cache. `Recurrent`
 (a `base_kernel.Kernel`) holds their checks, their plan on ONNX Runtime's LinearAttention
 (`planned`, `form`); the node builders (`projection`, `skipped`, `convolved_heads`,
-`recurrent`, `gated_norm`) build their layers from x to the merged heads; `prepared` and
-`decoded` are their arithmetic's common steps over an array namespace."""
+`recurrent`, `gated_norm`) build their layers from x to the merged heads; `prepared`,
+`decayed` (the chunked recurrence with a scalar decay per head and token) and `decoded` are
+their arithmetic's common steps over an array namespace."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from ..shapes import T
 from .base import Site
 from .base_kernel import Kernel
 
-__all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved_heads", "decoded", "gated_norm",
-           "prepared", "projection", "recurrent", "refused_keys", "skipped"]
+__all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved_heads", "decayed", "decoded",
+           "gated_norm", "prepared", "projection", "recurrent", "refused_keys", "repeat_heads",
+           "skipped"]
 
 Array = Any
 CONTRIB = "LinearAttention"  # ONNX Runtime's com.microsoft op (each kernel's strategy lowers it)
@@ -103,11 +105,13 @@ def skipped(spec: Any, cache: int | None) -> tuple[tuple, Any]:
 
 
 def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads: int,
-                    cache: int | None) -> tuple[tuple[str, str, str], tuple, Any]:
+                    cache: int | None, bias: str | None = None
+                    ) -> tuple[tuple[str, str, str], tuple, Any]:
     """((q, k, v) heads, the runtime inputs a one-pass kernel node also reads, the mask's
     padding): q, k and v through one causal depthwise convolution of `width` taps (`conv1d`,
-    silu), cut into key_heads query and key heads and the layer's value heads. Decoding: the
-    convolution continues from past_key_values.{cache}.conv and writes its present."""
+    plus the weight `bias` if any, silu), cut into key_heads query and key heads and the
+    layer's value heads. Decoding: the convolution continues from
+    past_key_values.{cache}.conv and writes its present."""
     b, s, p, prefix = site.b, site.spec, site.p, site.prefix
     dk, heads, dv = s.head_dim, s.heads, s.value_dim
     keys, conv_width = key_heads * dk, 2 * key_heads * dk + heads * dv
@@ -115,7 +119,8 @@ def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads
     conv = (*qkv, *skip) if cache is None else (*qkv, f"past_key_values.{cache}.conv",
                                                  "attention_mask")
     common = {"weight": f"{prefix}conv1d.weight", "width": width, "padding": padding,
-              "decoding": cache is not None, "activation": "silu"}
+              "decoding": cache is not None, "activation": "silu",
+              **({"bias": bias} if bias is not None else {})}
     mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", conv_width), part="output",
                    **common)
     if cache is not None:
@@ -184,7 +189,7 @@ def _l2norm(xp, x: Array) -> Array:
     return x / xp.sqrt(xp.sum(x * x, axis=-1, keepdims=True) + L2_EPS)
 
 
-def _repeat_heads(xp, x: Array, groups: int) -> Array:
+def repeat_heads(xp, x: Array, groups: int) -> Array:
     """(B, h, L, d) -> (B, h * groups, L, d): head i reads head i // groups."""
     if groups == 1:
         return x
@@ -202,9 +207,42 @@ def prepared(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, scale: flo
         keep = xp.reshape(real, [xp.shape(real, 0), 1, -1])
         beta = beta * keep
         g = g * (xp.reshape(real, [xp.shape(real, 0), 1, -1, 1]) if channels else keep)
-    q = _repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
-    k = _repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
+    q = repeat_heads(xp, _l2norm(xp, xp.astype(q, "float32")) * scale, groups)
+    k = repeat_heads(xp, _l2norm(xp, xp.astype(k, "float32")), groups)
     return q, k, xp.astype(v, "float32"), beta, g
+
+
+def decayed(xp, q: Array, k: Array, v: Array, g: Array, chunk: int,
+            state: Array | None) -> tuple[Array, Array]:
+    """(o (B, H, L, dv), the final state (B, H, dk, dv)), float32, of float32 q, k (B, H, L,
+    dk), v (B, H, L, dv) and log decays g (B, H, L), from `state` or zeros:
+    S_t = exp(g_t) S_{t-1} + k_t v_t^T and o_t = S_t^T q_t, a step per chunk of C tokens
+    (within it, (q k^T * exp(G_i - G_j)) v, G the cumulative log decay from the chunk's start:
+    each pair decay at most 1 for g <= 0). Chunks of 1 are the recurrence itself."""
+    B, H, L = xp.shape(v, 0), xp.shape(v, 1), xp.shape(v, 2)
+    pad = (chunk - L % chunk) % chunk
+    q, k, v, g = (xp.pad(t, 2, pad) for t in (q, k, v, g))
+    if state is None:
+        state = xp.matmul(xp.swap_last(xp.slice(k, 2, 0, 1)), xp.slice(v, 2, 0, 1) * 0.0)
+    qc, kc, vc = (xp.reshape(t, [B, H, -1, chunk, xp.shape(t, 3)]) for t in (q, k, v))
+    cum = xp.cumsum(xp.reshape(g, [B, H, -1, chunk]), axis=3)
+    idx = xp.arange(chunk)
+    lower = xp.reshape(idx, [chunk, 1]) >= xp.reshape(idx, [1, chunk])
+    ci = xp.reshape(cum, [B, H, -1, chunk, 1])
+    zero = xp.asarray(0.0, "float32")
+    pair = xp.where(lower, xp.exp(xp.where(lower, ci - xp.reshape(cum, [B, H, -1, 1, chunk]),
+                                           zero)), zero)
+    attn = xp.matmul(qc, xp.swap_last(kc)) * pair
+    last = xp.slice(ci, 3, chunk - 1, chunk)  # (B, H, n, 1, 1)
+    qd, kd, cd = qc * xp.exp(ci), kc * xp.exp(last - ci), xp.exp(last)
+
+    def step(s: Array, xs: list[Array]) -> tuple[Array, Array]:
+        q_i, a_i, v_i, k_i, c_i = xs
+        out = xp.matmul(q_i, s) + xp.matmul(a_i, v_i)
+        return s * c_i + xp.matmul(xp.swap_last(k_i), v_i), out
+
+    state, o = xp.scan(step, xp.astype(state, "float32"), [qd, attn, vc, kd, cd], axis=2)
+    return xp.slice(xp.reshape(o, [B, H, -1, xp.shape(o, 4)]), 2, 0, L), state
 
 
 def decoded(xp, o: Array, state: Array) -> Array:

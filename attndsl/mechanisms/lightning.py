@@ -17,7 +17,7 @@ from ..ir.graph import Op
 from ..shapes import T
 from .base import Site
 from .base_kernel import KernelWhere
-from .base_recurrent import Recurrent, decoded, projection, recurrent, skipped
+from .base_recurrent import Recurrent, decayed, decoded, projection, recurrent, skipped
 
 __all__ = ["KERNEL", "Lightning", "gated_recurrence", "gates", "slopes"]
 
@@ -178,38 +178,14 @@ def gated_recurrence(xp, q: Array, k: Array, v: Array, rates: tuple[float, ...],
                      real: Array | None = None) -> tuple[Array, Array]:
     """(o (B, H, L, dv) in v's dtype, the final state (B, H, dk, dv) float32) of q, k (B, H,
     L, dk) and v (B, H, L, dv), from `state` or zeros: S_t = exp(g_t) S_{t-1} + k_t v_t^T and
-    o_t = S_t^T q_t with g_t = -rate (`gates`), a step per chunk of C tokens (within it,
-    (q k^T * exp(G_i - G_j)) v, G the cumulative log decay from the chunk's start: each pair
-    decay at most 1). Chunks of 1 are the recurrence itself (a decoding step)."""
+    o_t = S_t^T q_t with g_t = -rate (`gates`), a step per chunk of C tokens (`decayed`).
+    Chunks of 1 are the recurrence itself (a decoding step)."""
     dtype = xp.dtype(v)
     q, k, v = (xp.astype(t, "float32") for t in (q, k, v))
     g, keep = gates(xp, q, rates, real)
     if keep is not None:
         k = k * keep
-    B, H, L = xp.shape(v, 0), xp.shape(v, 1), xp.shape(v, 2)
-    pad = (chunk - L % chunk) % chunk
-    q, k, v, g = (xp.pad(t, 2, pad) for t in (q, k, v, g))
-    if state is None:
-        state = xp.matmul(xp.swap_last(xp.slice(k, 2, 0, 1)), xp.slice(v, 2, 0, 1) * 0.0)
-    qc, kc, vc = (xp.reshape(t, [B, H, -1, chunk, xp.shape(t, 3)]) for t in (q, k, v))
-    cum = xp.cumsum(xp.reshape(g, [B, H, -1, chunk]), axis=3)
-    idx = xp.arange(chunk)
-    lower = xp.reshape(idx, [chunk, 1]) >= xp.reshape(idx, [1, chunk])
-    ci = xp.reshape(cum, [B, H, -1, chunk, 1])
-    zero = xp.asarray(0.0, "float32")
-    pair = xp.where(lower, xp.exp(xp.where(lower, ci - xp.reshape(cum, [B, H, -1, 1, chunk]),
-                                           zero)), zero)
-    attn = xp.matmul(qc, xp.swap_last(kc)) * pair
-    last = xp.slice(ci, 3, chunk - 1, chunk)  # (B, H, n, 1, 1)
-    qd, kd, cd = qc * xp.exp(ci), kc * xp.exp(last - ci), xp.exp(last)
-
-    def step(s: Array, xs: list[Array]) -> tuple[Array, Array]:
-        q_i, a_i, v_i, k_i, c_i = xs
-        out = xp.matmul(q_i, s) + xp.matmul(a_i, v_i)
-        return s * c_i + xp.matmul(xp.swap_last(k_i), v_i), out
-
-    state, o = xp.scan(step, xp.astype(state, "float32"), [qd, attn, vc, kd, cd], axis=2)
-    o = xp.slice(xp.reshape(o, [B, H, -1, xp.shape(o, 4)]), 2, 0, L)
+    o, state = decayed(xp, q, k, v, g, chunk, state)
     return xp.astype(o, dtype), state
 
 

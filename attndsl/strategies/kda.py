@@ -60,11 +60,12 @@ def real_tokens(lw: Lowering, node: Node, length: Sym) -> Sym | None:
 
 
 def contrib(lw: Lowering, node: Node, rule: str, qkv: tuple, decay: str, beta: str | None,
-            heads: int) -> str:
+            heads: int, skip: Sym | None = None) -> str:
     """LinearAttention (`rule`, scale 1) on the float32 q, k, v heads (B, H, L, d) and the
-    packed decay (and beta, for the delta rules): one pass the outputs (B, H, L, dv) in the
-    model's dtype; decoding, the outputs then the present state along the length, the past
-    state the node's next to last argument (before attention_mask)."""
+    packed decay (and beta, for the delta rules): one pass the outputs (B, H, L, dv) (plus
+    `skip`, float32, where given) in the model's dtype; decoding, the outputs then the present
+    state along the length, the past state the node's next to last argument (before
+    attention_mask)."""
     b, xp = lw.b, lw.xp
     decoding = node.attr("decoding")
     past = xp.astype(lw.sym(node, len(node.args) - 2), "float32").name if decoding else ""
@@ -74,6 +75,8 @@ def contrib(lw: Lowering, node: Node, rule: str, qkv: tuple, decay: str, beta: s
     out = Sym(b, y, "float32", 3)  # (B, L, H dv) -> (B, H, L, dv)
     out = xp.reshape(out, [0, 0, heads, -1])
     out = Sym(b, b.op("Transpose", out.name, perm=[0, 2, 1, 3]), "float32", 4)
+    if skip is not None:
+        out = out + skip
     if decoding:
         out = xp.concat([out, Sym(b, state, "float32", 4)], axis=2)
     return xp.astype(out, b.dtype).name

@@ -203,8 +203,10 @@ def _causal_conv(lw: Lowering, node: Node) -> str:
     if node.attr("part") == "state":  # the last width - 1 inputs
         return xp.astype(xp.slice(full, 1, xp.shape(full, 1) - (width - 1), None),
                          lw.b.dtype).name
+    bias = dict(node.attrs).get("bias")
     return causal_conv(xp, full, lw.weight(node.attr("weight"), 3), width, lw.b.dtype,
-                       node.attr("activation")).name
+                       node.attr("activation"),
+                       None if bias is None else lw.weight(bias)).name
 
 
 @lower(Op.ROWS)

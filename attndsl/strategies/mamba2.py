@@ -1,0 +1,34 @@
+"""Strategy `mamba2`: the lowering of Mamba2's own `kernel` node (mechanisms/mamba2.py) by the
+kernel's name (`LOWERINGS`): ONNX Runtime's com.microsoft.LinearAttention (update_rule
+`gated`, a decay per head and token) where the planner set its `form` (`Kernel.planned`),
+else the module's standard ops. The op runs S_t = exp(g_t) S_{t-1} + k_t v_t^T,
+o_t = q_t^T S_t (scale 1) from the past state (zeros without one): attndsl passes C and B
+repeated to the heads as q and k, x dt as v and g = dt A (`ssd_inputs`), zero with a zero key
+at a padding slot so the state passes it unchanged, and adds the skip D x to its outputs."""
+
+from __future__ import annotations
+
+from ..backends.lower.builder import Lowering
+from ..backends.lower.ops import kernel_form
+from ..ir import Node
+from ..mechanisms.base_recurrent import CONTRIB
+from ..mechanisms.mamba2 import ssd_inputs
+from .base import Strategy
+from .kda import contrib, match, real_tokens
+
+__all__ = ["STRATEGY"]
+
+
+def lower_mamba2(lw: Lowering, node: Node) -> str:
+    """LinearAttention where its form is the contrib op's; the module's standard ops else."""
+    if node.attr("form") != CONTRIB:
+        return kernel_form(lw, node)
+    xp, heads = lw.xp, node.attr("heads")
+    args = [lw.sym(node, i) for i in range(4)]
+    q, k, v, g, skip = ssd_inputs(xp, *args, *(lw.weight(w) for w in node.attr("weights")),
+                                  heads // node.attr("groups"), node.attr("dt_min"),
+                                  node.attr("dt_max"), real_tokens(lw, node, xp.shape(args[0], 2)))
+    return contrib(lw, node, "gated", (q, k, v), xp.swap_last(g).name, None, heads, skip)
+
+
+STRATEGY = Strategy("mamba2", None, match, lambda params: 1, lower_mamba2, fuses=False)
