@@ -62,8 +62,8 @@ class Recurrent(Kernel):
 
     def planned(self, node: Any, provider: str | None, dtype: str) -> dict:
         """ONNX Runtime's LinearAttention where the provider has its float32 kernel (the node
-        runs in float32 whatever the model's dtype: `strategies/kda.py`'s `contrib`); else
-        the standard ops of `run`."""
+        runs in float32 whatever the model's dtype: backends/lower/recurrent.py's
+        `contrib`); else the standard ops of `run`."""
         from ..targets import has_kernel
 
         fused = provider is not None and has_kernel(CONTRIB, "float32", provider)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..ir import Node
     from ..planner.cores import Core
 
-__all__ = ["Context", "Match", "Reject", "Strategy"]
+__all__ = ["Context", "Match", "Reject", "Strategy", "never"]
 
 
 @dataclass(frozen=True)
@@ -72,3 +72,9 @@ class Strategy:
     lower: Callable[[Lowering, Node], str] | None = None
     fuses: bool = True
     takes: frozenset[str] | None = None
+
+
+def never(core: Core, ctx: Context) -> Reject:
+    """The match of a strategy that bears a kernel's name: never a core's, the planner plans
+    the kernel's own node (`Kernel.planned`)."""
+    return Reject()

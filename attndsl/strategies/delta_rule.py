@@ -2,18 +2,18 @@
 (mechanisms/delta_rule.py) by the kernel's name (`LOWERINGS`): ONNX Runtime's
 com.microsoft.LinearAttention (update_rule `gated_delta`, its decay one per head) where the
 planner set its `form` (`Kernel.planned`), else the module's standard ops; as Kimi delta
-attention's (strategies/kda.py, `lower_linear_attention`), each key head's q and k repeated to
-the value heads it serves."""
+attention's (`lower_linear_attention`, backends/lower/recurrent.py), each key head's q and k
+repeated to the value heads it serves."""
 
 from __future__ import annotations
 
 from ..backends.lower.builder import Lowering
 from ..backends.lower.ops import kernel_form
+from ..backends.lower.recurrent import lower_linear_attention
 from ..ir import Node
 from ..mechanisms.base_recurrent import CONTRIB
 from ..mechanisms.delta_rule_chunks import delta_gates
-from .base import Strategy
-from .kda import lower_linear_attention, match
+from .base import Strategy, never
 
 __all__ = ["STRATEGY"]
 
@@ -26,5 +26,5 @@ def lower_delta_rule(lw: Lowering, node: Node) -> str:
         xp, args[3], args[4], *w))
 
 
-STRATEGY = Strategy("delta_rule", None, match, lambda params: 1, lower_delta_rule,
+STRATEGY = Strategy("delta_rule", None, never, lambda params: 1, lower_delta_rule,
                     fuses=False)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from ..backends.lower.builder import Lowering
 from ..backends.lower.ops import kernel_form
+from ..backends.lower.recurrent import contrib, real_tokens
 from ..ir import Node
 from ..mechanisms.base_recurrent import CONTRIB
 from ..mechanisms.mamba2 import ssd_inputs
-from .base import Strategy
-from .kda import contrib, match, real_tokens
+from .base import Strategy, never
 
 __all__ = ["STRATEGY"]
 
@@ -31,4 +31,4 @@ def lower_mamba2(lw: Lowering, node: Node) -> str:
     return contrib(lw, node, "gated", (q, k, v), xp.swap_last(g).name, None, heads, skip)
 
 
-STRATEGY = Strategy("mamba2", None, match, lambda params: 1, lower_mamba2, fuses=False)
+STRATEGY = Strategy("mamba2", None, never, lambda params: 1, lower_mamba2, fuses=False)

@@ -14,15 +14,10 @@ from ..backends.lower.builder import Lowering, Sym
 from ..backends.lower.ops import kernel_form
 from ..ir import Node
 from ..mechanisms.short_conv import CONTRIB
-from ..planner.cores import Core
-from .base import Context, Reject, Strategy
+from .base import Strategy, never
 
 __all__ = ["STRATEGY"]
 
-
-def match(a: Core, ctx: Context) -> Reject:
-    """Never a core's: the planner plans the kernel's own node (`Kernel.planned`)."""
-    return Reject()
 
 
 def lower_short_conv(lw: Lowering, node: Node) -> str:
@@ -56,4 +51,4 @@ def lower_short_conv(lw: Lowering, node: Node) -> str:
     return out.name
 
 
-STRATEGY = Strategy("short_conv", None, match, lambda params: 1, lower_short_conv, fuses=False)
+STRATEGY = Strategy("short_conv", None, never, lambda params: 1, lower_short_conv, fuses=False)
