@@ -40,6 +40,9 @@ def _lm_head(s: SpecText) -> None:
             entries["mask"] = mask
 
 
+_ROPE_FIELDS = ("rope_parameters", "rope_theta", "rope_scaling")
+
+
 def import_config(path: Path, padding: str = "auto", head: str = "auto",
                   notes: list[str] | None = None) -> str:
     """The spec text for a config.json (or the folder holding one). `padding`: `auto` (right
@@ -51,6 +54,8 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
     model_type = cfg["model_type"]
     family = FAMILIES[model_type]
     cfg = Recorded({**family.defaults, **cfg})  # as transformers reads it
+    if family.rope is not None and all(cfg.get(k) is None for k in _ROPE_FIELDS):
+        cfg["rope_parameters"] = dict(family.rope)  # (its config class's default)
     if padding == "auto":  # (BERT with is_decoder is a decoder)
         padding = "right" if family.encoder and not cfg.get("is_decoder") else "none"
     # the stack's name: a variant's `_text` dropped, a hyphen (GPT-1's `openai-gpt`) as `_`

@@ -328,3 +328,35 @@ def test_internlm3_reads_its_bias_aliases(tmp_path: Path, capsys) -> None:
     (tmp_path / "config.json").write_text(json.dumps({**saved, "qkv_bias": True}))
     assert main(["import", str(tmp_path)]) == 2
     assert "`attention_bias` = true" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", sorted(CLASSES))
+def test_a_config_without_rope_fields_has_its_classs_rope(tmp_path: Path, family: str) -> None:
+    """A config.json with none of rope_parameters, rope_theta and rope_scaling means the config
+    class's default RoPE (its default_theta: Mixtral's base 1e6, not 10000): the import's
+    RoPE bases are the base transformers reads from it."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "tools"))
+    from coverage_configs import tiny_config
+
+    tiny_config(family).save_pretrained(tmp_path)
+    path = tmp_path / "config.json"
+    cfg = json.loads(path.read_text())
+    for key in ("rope_parameters", "rope_theta", "rope_scaling"):
+        cfg.pop(key, None)
+    path.write_text(json.dumps(cfg))
+    params = getattr(tf.AutoConfig.from_pretrained(tmp_path), "rope_parameters", None) or {}
+    kinds = params.values() if all(isinstance(v, dict) for v in params.values()) else [params]
+    want = {float(p["rope_theta"]) for p in kinds if "rope_theta" in p}
+    if not want:
+        pytest.skip("its config class has no rope_parameters (GPT-J's rotary_dim and the "
+                    "like: base 10000), or RoPE of another form")
+    try:
+        text = import_config(tmp_path, "right", "none")
+    except attndsl.SpecError as refused:  # refused by name (MiMo-V2-Flash's per-kind RoPE)
+        assert "`rope_parameters` = null" in str(refused), str(refused)
+        return
+    got = {float(x) for x in re.findall(r"theta = ([0-9.e+-]+)", text)}
+    assert got <= want, (family, got, want)

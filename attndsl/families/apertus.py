@@ -47,5 +47,8 @@ _APERTUS = Names("layers.{i}.", {
 FAMILIES = [
     Family("apertus", _read, _APERTUS, {
         **{k: v for k, v in LLAMA_DEFAULTS.items() if k != "mlp_bias"},
-        "intermediate_size": 14336, "hidden_act": "xielu", "rms_norm_eps": 1e-5}, lm=True),
+        "intermediate_size": 14336, "hidden_act": "xielu", "rms_norm_eps": 1e-5}, lm=True,
+        rope={"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0,
+              "original_max_position_embeddings": 8192, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0}),
 ]

@@ -41,6 +41,10 @@ class Family:
     # layer kinds of its own that `layer_types` may name (Inkling's hybrid, hybrid_sliding),
     # beyond those every family may (hf_fields' own check refuses the rest by name)
     kinds: tuple[str, ...] = ()
+    # the config class's rope_parameters where config.json gives none of rope_parameters,
+    # rope_theta and rope_scaling (its default_theta: Mixtral's 1e6), if not RoPE's default
+    # base 10000 (held to transformers' classes by the tests)
+    rope: Mapping[str, Any] | None = None
 
     def language_model(self, cfg: Mapping[str, Any]) -> bool:
         """Whether `--head auto` makes a language model of this config (`lm`)."""

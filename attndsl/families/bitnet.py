@@ -49,5 +49,6 @@ FAMILIES = [
         "hidden_size": 2560, "intermediate_size": 6912, "num_hidden_layers": 30,
         "num_attention_heads": 20, "num_key_value_heads": 5, "hidden_act": "relu2",
         "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "attention_bias": False},
-        lm=True),
+        lm=True,
+        rope={"rope_type": "default", "rope_theta": 500000.0}),
 ]

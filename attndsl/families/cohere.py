@@ -42,5 +42,6 @@ FAMILIES = [
         "use_qk_norm": False},
         refused={"use_qk_norm": (bool, "Cohere's q/k LayerNorm holds a weight per head "
                                        "([heads, head_dim]); attndsl's qk_norm shares one "
-                                       "weight among the heads")}, lm=True),
+                                       "weight among the heads")}, lm=True,
+        rope={"rope_type": "default", "rope_theta": 500000.0}),
 ]

@@ -94,7 +94,8 @@ FAMILIES = [
         "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 18,
         "num_attention_heads": 16, "num_key_value_heads": 2, "hidden_act": "silu",
         "rms_norm_eps": 1e-05, "tie_word_embeddings": True, "use_bias": False,
-        "head_dim": 128}, lm=True),
+        "head_dim": 128}, lm=True,
+        rope={"rope_type": "default", "rope_theta": 500000.0}),
     Family("ernie4_5_moe", _read_moe, _ERNIE_MOE, {
         "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 28,
         "num_attention_heads": 20, "num_key_value_heads": 4, "hidden_act": "silu",
@@ -108,5 +109,6 @@ FAMILIES = [
                                   "renormalising: attndsl renormalises by the sum itself, the "
                                   "same above the floor (1e-12 by default); a floor this high "
                                   "would bind")},
-        lm=True, weights_for=_ernie_moe_names),
+        lm=True, weights_for=_ernie_moe_names,
+        rope={"rope_type": "default", "rope_theta": 500000.0}),
 ]

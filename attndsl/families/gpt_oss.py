@@ -72,5 +72,8 @@ FAMILIES = [
         "swiglu_alpha": 1.702, "swiglu_limit": 7.0, "attention_bias": True},
         inert={**ROUTER_INERT,
                "hidden_act": "the experts' unit is gpt-oss's clamped SwiGLU whatever it says"},
-        lm=True, weights_for=expanded(_GPT_OSS)),
+        lm=True, weights_for=expanded(_GPT_OSS),
+        rope={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+              "truncate": False, "original_max_position_embeddings": 4096,
+              "rope_theta": 150000.0}),
 ]

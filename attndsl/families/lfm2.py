@@ -203,7 +203,8 @@ _OWN = {"conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
 FAMILIES = [
     Family("lfm2", _read, _LFM2, {**_DEFAULTS, **_OWN}, inert={
         "full_attn_idxs": "read into layer_types by Lfm2Config; the import reads it only "
-                          "when layer_types is absent"}, lm=True),
+                          "when layer_types is absent"}, lm=True,
+        rope={"rope_type": "default", "rope_theta": 1000000.0}),
     # Lfm2MoeConfig's defaults, 5.23 (its layer_types has none: a checkpoint's config states
     # them, as transformers cannot build the model without)
     Family("lfm2_moe", _read_moe, _LFM2_MOE, {
@@ -213,7 +214,8 @@ FAMILIES = [
         "num_experts_per_tok": 4, "num_experts": 32, "routed_scaling_factor": 1.0,
         "norm_topk_prob": True, "conv_bias": False, "conv_L_cache": 3},
         inert={**ROUTER_INERT}, lm=True,
-        weights_for=expanded(_LFM2_MOE)),
+        weights_for=expanded(_LFM2_MOE),
+        rope={"rope_type": "default", "rope_theta": 1000000.0}),
     # Lfm3Config's defaults, 5.23
     Family("lfm3", _read_lfm3, _LFM3_GATED, {
         "hidden_size": 2048, "intermediate_size": 7680, "num_hidden_layers": 24,

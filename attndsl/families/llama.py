@@ -268,5 +268,6 @@ FAMILIES = [
         inert={
             "no_rope_layer_interval": "read into no_rope_layers by SmolLM3Config",
             "use_sliding_window": "read into layer_types by SmolLM3Config; the mask follows "
-                                  "layer_types"}, lm=True),
+                                  "layer_types"}, lm=True,
+        rope={"rope_type": "default", "rope_theta": 2000000.0}),
 ]

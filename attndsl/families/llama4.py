@@ -128,5 +128,6 @@ _INERT = {**ROUTER_INERT, "router_jitter_noise": "noise on the router's logits i
                                     "reads it only when no_rope_layers is absent"}
 FAMILIES = [
     Family("llama4_text", _read, _LLAMA4, _DEFAULTS, inert=_INERT, lm=True,
-           weights_for=expanded(_LLAMA4)),
+           weights_for=expanded(_LLAMA4),
+        rope={"rope_type": "default", "rope_theta": 500000.0}),
 ]

@@ -51,5 +51,6 @@ FAMILIES = [
         "hidden_act": "silu", "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
         "num_experts_per_tok": 8, "num_local_experts": 256},
         inert={**ROUTER_INERT, "router_jitter_noise": "noise on the router's input in training"},
-        lm=True, weights_for=expanded(_MINIMAX_M2)),
+        lm=True, weights_for=expanded(_MINIMAX_M2),
+        rope={"rope_type": "default", "rope_theta": 5000000.0}),
 ]

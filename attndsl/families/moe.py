@@ -139,7 +139,8 @@ FAMILIES = [
         "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "num_experts_per_tok": 2,
         "num_local_experts": 8},
         inert={**ROUTER_INERT, "router_jitter_noise": "noise on the router's logits in training"},
-        lm=True, weights_for=expanded(_MIXTRAL)),
+        lm=True, weights_for=expanded(_MIXTRAL),
+        rope={"rope_type": "default", "rope_theta": 1000000.0}),
     Family("qwen3_moe", _read, _QWEN3_MOE, {
         "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
         "num_attention_heads": 32, "num_key_value_heads": 4, "hidden_act": "silu",

@@ -62,5 +62,6 @@ FAMILIES = [
         **_COMMON, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
         "num_attention_heads": 32, "rms_norm_eps": 1e-6, "num_experts_per_tok": 5,
         "num_experts": 7},
-        inert=ROUTER_INERT, lm=True, weights_for=expanded(_FLEX_OLMO)),
+        inert=ROUTER_INERT, lm=True, weights_for=expanded(_FLEX_OLMO),
+        rope={"rope_type": "default", "rope_theta": 500000.0}),
 ]

@@ -46,5 +46,6 @@ FAMILIES = [
         "num_experts_per_tok": 8, "n_shared_experts": 1, "n_routed_experts": 128,
         "routed_scaling_factor": 1.0, "n_group": 1, "topk_group": 1, "norm_topk_prob": True,
         "head_dim": 128},
-        inert=ROUTER_INERT, lm=True, weights_for=expanded(_SOLAR_OPEN)),
+        inert=ROUTER_INERT, lm=True, weights_for=expanded(_SOLAR_OPEN),
+        rope={"rope_type": "default", "rope_theta": 1000000.0}),
 ]
