@@ -14,6 +14,8 @@ import onnxruntime as ort
 import pytest
 import transformers as tf
 
+import attndsl
+
 from .test_generation import NEW, PROMPTS, VOCAB, generates_as, refused_by_genai_then_decoding
 from .test_hf_families import redraw
 
@@ -177,3 +179,21 @@ def test_configs_are_read_as_their_config_classes_read_them(tmp_path: Path) -> N
                                "partial_rotary_factor": 0.5})
     assert "rope(theta = 1000000.0)" in text and "experts = 4," in text, text
     assert "bias = true" not in text
+
+
+def test_kimi_layer_kinds_derived_from_linear_attn_config_are_refused_by_that_field(
+        tmp_path: Path) -> None:
+    """Without layer_types, Kimi Linear's kinds come from linear_attn_config's 1-based
+    full_attn_layers and kda_layers: a layer neither names is refused naming that field."""
+    import json
+
+    from attndsl.hf_import import import_config
+
+    _kimi().save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("layer_types", None)
+    cfg["linear_attn_config"]["kda_layers"] = [1]  # layer 3 has no kind
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(attndsl.SpecError) as caught:
+        import_config(tmp_path, "right", "none")
+    assert "`linear_attn_config` =" in str(caught.value) and "3 layers" in str(caught.value)

@@ -117,6 +117,17 @@ class Values:
     def number(self, e: ast.Expr) -> float:
         return float(self.arithmetic(e))
 
+    def eps(self, args: dict, default: float, what: str) -> float:
+        """A call's `eps` (`default` where not given), in [FLOAT32_TINY, 1]: an error naming
+        `what` ("the norm's") otherwise."""
+        if "eps" not in args:
+            return default
+        eps = self.number(args["eps"])
+        if not FLOAT32_TINY <= eps <= 1.0:
+            raise self.error(f"{what} eps must be in [{FLOAT32_TINY:.3g}, 1], found {eps:g}",
+                             args["eps"].span)
+        return eps
+
     def arithmetic(self, e: ast.Expr, expected: str = "a number") -> int | float:
         """An integer or a number: integers stay exact under + - * // and ** with a
         non-negative integer exponent; `/`, `sqrt` and any float operand give a float."""

@@ -92,8 +92,12 @@ def _read(s: SpecText, padding: str | None) -> None:
     layers = s.need("num_hidden_layers")
     types = _layer_types(s, kimi, layers)
     if not isinstance(types, list) or len(types) != layers or not set(types) <= set(_KINDS):
-        s.refuse("layer_types", f"{layers} entries, each linear_attention or full_attention, "
-                                "are needed")
+        if s.get("layer_types") is None and kimi:  # derived: name what it was derived from
+            s.refuse("linear_attn_config", f"its full_attn_layers and kda_layers (1-based) "
+                     f"must give each of the {layers} layers one kind")
+        else:
+            s.refuse("layer_types", f"{layers} entries, each linear_attention or "
+                                    "full_attention, are needed")
         return
     if s.get("hidden_act", default="silu") != "silu":
         s.refuse("hidden_act", "the delta rule's convolution, the MLPs and the experts use silu")

@@ -47,12 +47,8 @@ class DeltaRuleKernel(Recurrent):
 
     def read(self, c: Any, args: dict) -> DeltaRule:
         """key_heads 0: as many as heads (`resolve`, with the layer)."""
-        from ..check.values import FLOAT32_TINY
 
-        eps = c.number(args["eps"]) if "eps" in args else 1e-6
-        if not FLOAT32_TINY <= eps <= 1.0:
-            raise c.error(f"the gated norm's eps must be in [{FLOAT32_TINY:.3g}, 1], "
-                          f"found {eps:g}", args["eps"].span)
+        eps = c.eps(args, 1e-6, "the gated norm's")
         return DeltaRule(
             c.positive(args["key_heads"], "key_heads") if "key_heads" in args else 0,
             c.positive(args["conv"], "conv") if "conv" in args else 4,

@@ -41,7 +41,7 @@ class _Differential(Mechanism):
     attributes = ("heads", "lambda_init", "eps", "weights")
 
     def read(self, c: Any, e: Any) -> Differential | None:
-        from ..check.values import FLOAT32_MAX, FLOAT32_TINY
+        from ..check.values import FLOAT32_MAX
 
         name, args = c.call(e, self.forms, self.key)
         if name is None:
@@ -53,10 +53,7 @@ class _Differential(Mechanism):
                 raise c.error(f"lambda init must be a number float32 can hold, found "
                               f"{init:g}", args["init"].span,
                               hint="`depth` is the paper's 0.8 - 0.6 exp(-0.3 l)")
-        eps = c.number(args["eps"]) if "eps" in args else 1e-5
-        if not FLOAT32_TINY <= eps <= 1.0:
-            raise c.error(f"the per-head norm's eps must be in [{FLOAT32_TINY:.3g}, 1], "
-                          f"found {eps:g}", args["eps"].span)
+        eps = c.eps(args, 1e-5, "the per-head norm's")
         return Differential(init, eps)
 
     def conflicts(self, c: Any, value: Differential, where: Where) -> bool:

@@ -52,7 +52,7 @@ class _Latent(Projection):
 
     def read(self, c: Any, e: ast.Expr) -> Latent | None:
         """`none` or `mla(kv_rank = r, rope_dim = n, q_rank = none | m, eps = 1e-6)`."""
-        from ..check.values import FLOAT32_TINY, Param
+        from ..check.values import Param
 
         if isinstance(e, ast.Name) and e.id == "none":
             return None
@@ -66,10 +66,7 @@ class _Latent(Projection):
         if rope_dim % 2:
             raise c.error(f"rope_dim must be even (RoPE rotates pairs), found {rope_dim}",
                           args["rope_dim"].span, hint="DeepSeek-V3: rope_dim = 64")
-        eps = c.number(args["eps"]) if "eps" in args else 1e-6
-        if not FLOAT32_TINY <= eps <= 1.0:
-            raise c.error(f"the latent norms' eps must be in [{FLOAT32_TINY:.3g}, 1], found "
-                          f"{eps:g}", args["eps"].span)
+        eps = c.eps(args, 1e-6, "the latent norms'")
         return Latent(c.positive(args["kv_rank"], "kv_rank"), rope_dim, q_rank, eps)
 
     def conflicts(self, c: Any, latent: Latent, where: ProjectionWhere) -> bool:

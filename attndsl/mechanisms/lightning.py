@@ -60,12 +60,8 @@ class _Lightning(Recurrent):
     op_rest = "the projections, norm and gate"
 
     def read(self, c: Any, args: dict) -> Lightning:
-        from ..check.values import FLOAT32_TINY
 
-        eps = c.number(args["eps"]) if "eps" in args else 1e-6
-        if not FLOAT32_TINY <= eps <= 1.0:
-            raise c.error(f"the norm's eps must be in [{FLOAT32_TINY:.3g}, 1], found {eps:g}",
-                          args["eps"].span)
+        eps = c.eps(args, 1e-6, "the norm's")
         layers = None
         if "layers" in args and not (isinstance(args["layers"], ast.Name)
                                      and args["layers"].id == "none"):

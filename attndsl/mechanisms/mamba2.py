@@ -68,12 +68,8 @@ class _Mamba2(Recurrent):
 
     def read(self, c: Any, args: dict) -> Mamba2:
         from .. import ast
-        from ..check.values import FLOAT32_TINY
 
-        eps = c.number(args["eps"]) if "eps" in args else 1e-5
-        if not FLOAT32_TINY <= eps <= 1.0:
-            raise c.error(f"the gated norm's eps must be in [{FLOAT32_TINY:.3g}, 1], "
-                          f"found {eps:g}", args["eps"].span)
+        eps = c.eps(args, 1e-5, "the gated norm's")
         dt_min = c.number(args["dt_min"]) if "dt_min" in args else 0.0
         if not 0.0 <= dt_min < math.inf:
             raise c.error(f"dt_min must be a number >= 0, found {dt_min:g}", args["dt_min"].span)

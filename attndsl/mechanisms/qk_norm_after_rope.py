@@ -26,12 +26,7 @@ class _QkNormAfterRope(Mechanism):
         kind, args = c.call(e, self.forms, self.key)
         if kind is None:
             return None
-        eps = c.number(args["eps"]) if "eps" in args else Norm.default_eps(kind)
-        from ..check.values import FLOAT32_TINY
-
-        if not FLOAT32_TINY <= eps <= 1.0:
-            raise c.error(f"the norm's eps must be in [{FLOAT32_TINY:.3g}, 1], found {eps:g}",
-                          args["eps"].span)
+        eps = c.eps(args, Norm.default_eps(kind), "the norm's")
         offset = "unit_offset" in args and c.boolean(args["unit_offset"], "unit_offset")
         return Norm(kind, eps, offset)
 
