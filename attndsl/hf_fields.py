@@ -260,11 +260,9 @@ TRANSFORMERS_LAYER_TYPES = (
     "deepseek_sparse_attention", "qwen_sparse_attention")
 # lists of layer indices (moe_layers, mlp_only_layers) or 0/1 flags (no_rope_layers)
 _INDEX_LISTS = ("moe_layers", "mlp_only_layers", "no_rope_layers")
-# (model type, field): where 0 is a value of its own (Granite 4 without experts: the shared
-# MLP alone), beside TYPES' lower bound
-_ZERO_MEANS_NONE = {("granitemoehybrid", "num_local_experts")}
-# fields where infinity is a value of its own: no upper bound
-_UNBOUNDED = ("time_step_limit[1]",)
+# (model type, field) whose 0 is a value of its own (Granite 4 without experts: its shared MLP
+# alone), beside TYPES' bound; fields whose infinity is one (no upper bound)
+_ZERO_MEANS_NONE, _UNBOUNDED = {("granitemoehybrid", "num_local_experts")}, ("time_step_limit[1]",)
 _WHAT = {"layers": f"an integer <= {MAX_LAYERS} and", "int": "an integer", "num": "a number",
          "bool": "true or false", "str": "a string", "flag": "true, false or a string",
          "pattern": "an integer >= 0 or a string of L and G",
@@ -316,11 +314,17 @@ def read_json(file: Path, what: str) -> Any:
     """The JSON value in `file`, or a UsageError saying it is not a readable `what` (also for
     a file nested too deeply for Python's parser)."""
     try:
-        return json.loads(file.read_text())
+        return json.loads(file.read_text(), object_hook=_floats)
     except RecursionError:
         raise UsageError(f"{file}: not a readable {what} (nested too deeply)") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{file}: not a readable {what} ({exc})") from None
+
+
+def _floats(value: dict) -> Any:
+    """transformers' {"__float__": "Infinity"} (a non-finite float) as the bare literal's."""
+    text = value.get("__float__") if len(value) == 1 else None
+    return float(text) if text in ("Infinity", "-Infinity", "NaN") else value
 
 
 def non_finite(value: Any, where: str = "") -> list[str]:

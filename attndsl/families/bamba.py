@@ -17,7 +17,6 @@ from .text import SpecText, mask, period
 
 __all__ = ["FAMILIES", "MAMBA2_COMMENT", "mamba2_attention", "mamba2_fields", "mamba2_names"]
 
-_FLOATS = ("Infinity", "-Infinity")  # (NaN refused)
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
@@ -27,9 +26,6 @@ def mamba2_attention(s: SpecText, d: int, heads: int, head_dim: int, state: int,
     """A Mamba2 mixer's attention entries; refusals by name where its config's values have
     no import (a step limit that is not a pair of numbers)."""
     dt = ""
-    if isinstance(limit, list | tuple):  # transformers writes infinity {"__float__": ...}
-        limit = [float(x["__float__"]) if isinstance(x, dict) and isinstance(
-            x.get("__float__"), str) and x["__float__"] in _FLOATS else x for x in limit]
     if limit is not None:
         if not (isinstance(limit, list | tuple) and len(limit) == 2
                 and all(isinstance(x, int | float) and not isinstance(x, bool) for x in limit)

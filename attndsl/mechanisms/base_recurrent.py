@@ -19,7 +19,7 @@ from .base_kernel import Kernel
 
 __all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved_heads", "decayed", "decoded",
            "gated_norm", "prepared", "projection", "recurrent", "refused_keys", "repeat_heads",
-           "skipped"]
+           "scale_refused", "skipped"]
 
 Array = Any
 CONTRIB = "LinearAttention"  # ONNX Runtime's com.microsoft op (each kernel's strategy lowers it)
@@ -163,6 +163,16 @@ def gated_norm(site: Site, o: str, gate: str, eps: float, activation: str) -> st
     o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", heads * dv))
     g = b.emit(Op.ACTIVATION, f"{p}gate", (gate,), T("B", "L", heads * dv), kind=activation)
     return b.emit(Op.MUL, f"{p}gated", (o, g), T("B", "L", heads * dv))
+
+
+def scale_refused(where: Any, message: str) -> list[tuple]:
+    """(message, span, hint) where the attention sets a `scale` other than auto (a kernel that
+    scales nothing: lightning attention, Mamba2), else nothing."""
+    e = where.entries
+    if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
+                             and e["scale"].value.id == "auto"):
+        return [(message, where.at("scale"), "remove `scale`")]
+    return []
 
 
 def refused_keys(e: dict, described: str) -> list[tuple]:

@@ -17,7 +17,15 @@ from ..ir.graph import Op
 from ..shapes import T
 from .base import Site
 from .base_kernel import KernelWhere
-from .base_recurrent import Recurrent, decayed, decoded, projection, recurrent, skipped
+from .base_recurrent import (
+    Recurrent,
+    decayed,
+    decoded,
+    projection,
+    recurrent,
+    scale_refused,
+    skipped,
+)
 
 __all__ = ["KERNEL", "Lightning", "gated_recurrence", "gates", "slopes"]
 
@@ -71,12 +79,7 @@ class _Lightning(Recurrent):
 
     def key_problems(self, where: KernelWhere) -> list[tuple]:
         """A scale: its queries are not scaled."""
-        e = where.entries
-        if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
-                                 and e["scale"].value.id == "auto"):
-            return [("lightning attention does not scale its queries", where.at("scale"),
-                     "remove `scale`")]
-        return []
+        return scale_refused(where, "lightning attention does not scale its queries")
 
     def stack_problem(self, kernel: Lightning, layers: int) -> tuple[str, str] | None:
         """Its `layers` counts the stack's blocks: fewer would make the last blocks' rates

@@ -27,6 +27,7 @@ from .base_recurrent import (
     projection,
     recurrent,
     repeat_heads,
+    scale_refused,
 )
 
 __all__ = ["KERNEL", "Mamba2", "ssd_inputs"]
@@ -103,13 +104,8 @@ class _Mamba2(Recurrent):
         """A scale (it scales nothing), and biases written on its input projections (a padding
         slot's would leak into the convolution; without a `bias` entry, o_proj's default
         bias alone)."""
-        from .. import ast
-
-        e, out = where.entries, []
-        if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
-                                 and e["scale"].value.id == "auto"):
-            out.append(("Mamba2 scales nothing", where.at("scale"), "remove `scale`"))
-        if "bias" in e and where.bias and set(where.bias) - {"o"}:
+        out = scale_refused(where, "Mamba2 scales nothing")
+        if "bias" in where.entries and where.bias and set(where.bias) - {"o"}:
             out.append(("Mamba2's input projections have no bias here (a padding slot's "
                         "would reach the convolution)", where.at("bias"),
                         "write bias = [o] or bias = false"))
