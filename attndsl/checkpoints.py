@@ -124,12 +124,12 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
                 "`attndsl import` writes a spec that matches"))
             continue
         out[ours] = ckpt.kept(ours, t, read)  # streamed: checked now, read again when used
-    prefixes = tuple(dict.fromkeys(fam.at(i) for i in picked_layers))
-    entries = [v for k, v in fam.names.items()
+    prefixes = tuple(dict.fromkeys(fam.at(i, part) for i in picked_layers
+                                   for part in ("", "mlp.")))
+    entries = [(k, v) for t in (fam.names, *fam.by_kernel.values()) for k, v in t.items()
                if isinstance(spec, Transformer) or k.startswith("self_attn.")]
-    entries += [v for t in fam.by_kernel.values() for v in t.values()]
     # (each picked block's entries under its checkpoint layer: its own sublayer's)
-    domain = {fam.at(i) + n for i in picked_layers for v in entries
+    domain = {fam.at(i, k) + n for i in picked_layers for k, v in entries
               for n in _names(fam.sub(v, i))}
     if isinstance(spec, Transformer):  # a stack of hidden states leaves embedding and head
         domain |= {fam.top_name(k) for k in fam.top if spec.vocab is not None or k not in
@@ -232,8 +232,8 @@ def _strays(ckpt: Checkpoint, fam: Names, spec: Attention | Transformer, keys: d
         elif k[match.end():] not in every:
             lines.append((f"`{keys[k]}` {list(ckpt.shape(keys[k]))} is not used by the spec",
                           _STRAY_HINT))
-        elif isinstance(spec, Transformer) and (i + 1) * fam.sublayers > spec.layers:
-            past.append(keys[k])  # (a checkpoint layer of sublayers: all of them read, or none)
+        elif isinstance(spec, Transformer) and fam.past(i, spec.layers):
+            past.append(keys[k])
     if past:
         blocks = f"{spec.layers} block" + ("s" if spec.layers != 1 else "")
         lines.append((f"{len(past)} tensors of layers past the spec's {blocks} (from "
@@ -335,7 +335,7 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
         i, inner = int(match.group(1)), match.group(2)
         attn = spec.layer_attention(i)
     source = fam.sub(fam.layer_names(attn.kernel).get(inner, inner), i)
-    at = fam.at(i)
+    at = fam.at(i, inner)
     if isinstance(source, tuple):
         joined = tuple(at + n for n in source[2]) if len(source) > 2 else ()
         return at + source[0], source[1], attn, joined

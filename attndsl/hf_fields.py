@@ -234,12 +234,8 @@ TYPES: dict[str, tuple[str, float | None]] = {
     "block_size": ("int", 1),
     **dict.fromkeys((f"{kind}_{part}_factor" for kind in ("full_attn", "linear_attn", "mlp")
                      for part in ("alpha", "beta")), ("num", 0)),
-    # Mamba2 mixers' (families/bamba.py): `mamba_d_head` is "auto" or an integer, the step
-    # limit a pair, read where they are used
-    **dict.fromkeys(("mamba_n_heads", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
-                     "mamba_expand", "mamba_chunk_size"), ("int", 1)),
-    "mamba_conv_bias": ("bool", None), "mamba_proj_bias": ("bool", None),
-    "attn_layer_indices": ("list", None),
+    # each family module's own (`Family.types`)
+    **{field: kind for f in FAMILIES.values() for field, kind in f.types.items()},
     # a stack's blocks: at most the checker's MAX_LAYERS, refused before any list is built
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), ("layers", 1)),
     "rope_parameters": ("dict", None), "rope_scaling": ("dict", None),

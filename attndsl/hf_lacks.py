@@ -36,12 +36,8 @@ LACKS: dict[str, str] = {
                      "convolutions and block attention residuals",
     "jamba": f"{_MAMBA} interleaved with attention and experts",
     "mamba": _MAMBA,
-    "mamba2": _MAMBA2,
     "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
                           "attention)",
-    "nemotron_h": f"{_MAMBA2} interleaved with attention and MLP blocks",
-    "olmo_hybrid": "Gated DeltaNet with separate q/k/v/a/b projections, a `g_proj` output gate and "
-                   "negative eigenvalues (beta x 2)",
     "recurrent_gemma": "Griffin's recurrent blocks (RG-LRU with a causal conv)",
     "reformer": "LSH bucketed attention, reversible layers and axial position embeddings",
     "rwkv": "RWKV's time-mix (WKV recurrence) and channel-mix blocks",

@@ -167,7 +167,7 @@ class Transformer:
     name: str
     attentions: tuple[Attention, ...]
     layers: int
-    ffn: Ffn
+    ffn: Ffn | None  # None: `ffn = none`, no block has a feed-forward (Mamba2's stacks)
     norm: Norm
     placement: str  # pre | post | sandwich | output
     residual: str  # sequential | parallel | normed
@@ -220,6 +220,20 @@ class Transformer:
     # output added to block 2p + 1's; weights layers.{2p}.shortcut_mlp.*
     shortcut: Ffn | None = None
     shortcut_form: Any = None
+    # blocks without a feed-forward (`attention_only`: Nemotron-H's mixer layers that no MLP
+    # layer follows): norm, attention, residual
+    attention_only: tuple[int, ...] = ()
+    # block i's norm placement (`placements`: OLMo Hybrid's pre-norm delta-rule blocks and
+    # output-norm softmax blocks) is placements[i % n]; () : `placement` for every block
+    placements: tuple[str, ...] = ()
+
+    def layer_placement(self, i: int) -> str:
+        """Where block i's norms sit (pre, post, sandwich or output)."""
+        return self.placements[i % len(self.placements)] if self.placements else self.placement
+
+    def has_ffn(self, i: int) -> bool:
+        """Whether block i has a feed-forward sublayer."""
+        return self.ffn is not None and i not in self.attention_only
 
     def kv_owner(self, i: int) -> int | None:
         """The block whose keys and values block i reuses (kv_shared_layers), or None."""

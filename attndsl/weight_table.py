@@ -170,9 +170,9 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         for which in _block_norms(spec, i):
             norm(f"{p}{which}", d, spec.norm, layernorm)
         form, ffn = spec.layer_feed_forward(i), spec.layer_ffn(i)
-        if form is None:
+        if form is None and spec.has_ffn(i):  # (else the attention alone, or a form)
             out.extend(mlp_weights(f"{p}mlp.", ffn, d))
-        else:
+        elif spec.has_ffn(i):
             from .mechanisms import ffn_of  # (here: a form's weights are Weights)
 
             out.extend(ffn_of(form).weights(form, ffn, d, p))
@@ -227,12 +227,12 @@ def _shortcut_weights(t: Transformer, p: str, d: int) -> list[Weight]:
 def _block_norms(t: Transformer, i: int) -> tuple[str, ...]:
     """Block i's norms, in weight-table order."""
     if i == 0 and not t.first_attn_norm:  # ModernBERT: none before layer 0's attention
-        return ("ffn_norm",)
-    if t.placement == "sandwich":
+        return ("ffn_norm",) if t.has_ffn(0) else ()
+    if t.layer_placement(i) == "sandwich":
         return ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")
-    if t.placement == "output":
+    if t.layer_placement(i) == "output":
         return ("post_attn_norm", "post_ffn_norm")
-    return ("attn_norm",) if t.shared_norm else ("attn_norm", "ffn_norm")
+    return ("attn_norm",) if t.shared_norm or not t.has_ffn(i) else ("attn_norm", "ffn_norm")
 
 
 def seeded_weights(table: tuple[Weight, ...], seed: int) -> dict[str, np.ndarray]:

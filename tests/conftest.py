@@ -167,6 +167,32 @@ def verified(layer, lengths, **options) -> list:
     return comparisons
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    """While the test modules are imported (each worker imports every one), `attndsl.load`
+    of a spec file returns the Program it gave for the same file, unchanged since: the
+    modules' tables load the examples about 1,400 times, 50 files (2 s a worker). Tests
+    themselves load afresh."""
+    real = attndsl.load
+    programs: dict = {}
+
+    def load(path, **options):
+        file = Path(path)
+        if options or file.suffix != ".attn" or not file.is_file():
+            return real(path, **options)
+        stat = file.stat()
+        key = (file.resolve(), stat.st_mtime_ns, stat.st_size)
+        if key not in programs:
+            programs[key] = real(path)
+        return programs[key]
+
+    attndsl.load = load
+    try:
+        return (yield)
+    finally:
+        attndsl.load = real
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Hypothesis tests: a fixed-seed slice by default (the same inputs on every run, so CI is
     # reproducible); --deep explores afresh with many more inputs.

@@ -319,6 +319,9 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                                "lambda(init = depth, eps = 0.01)"])
     _latent(random.Random(seed * 7919 + 15), entries, cross or linear or linformer or lsh)
     _delta(random.Random(seed * 7919 + 16), entries, cross or linear or linformer or lsh)
+    if entries.get("kernel", "").startswith("delta_rule(") and \
+            random.Random(seed * 7919 + 48).random() < 0.5:  # OLMo Hybrid's: own stream
+        entries["kernel"] = entries["kernel"][:-1] + ", negative_eigenvalues = true)"
     _short_conv(random.Random(seed * 7919 + 18), entries, cross or linear or linformer or lsh
                 or "kernel" in entries)
     sub = random.Random(seed * 7919 + 22)  # BitNet's sub-norm of the merged heads: own stream
@@ -505,6 +508,20 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                                                 "shortcut")) and \
                 normed.random() < 0.5:
             extra += f"\n    residual = normed(alpha = {normed.choice([0.5, 1, 3.5566])})"
+        placed = random.Random(seed * 7919 + 49)  # OLMo Hybrid's placements: own stream
+        if placement in ("pre", "sandwich", "output") and not any(w in extra for w in (
+                "residual =", "shortcut", "first_attn_norm")) and placed.random() < 0.3:
+            extra += "\n    placements = [" + ", ".join(placed.choice(
+                ["pre", "sandwich", "output"]) for _ in range(placed.randint(1, 3))) + "]"
+        alone = random.Random(seed * 7919 + 47)  # Mamba2's, Nemotron-H's blocks: own stream
+        if placement == "pre" and not any(w in extra for w in (
+                "residual =", "shortcut", "ffn_conv", "depth", "placements")) and \
+                alone.random() < 0.7:
+            if layers == 1 or alone.random() < 0.3:
+                ffn = "none"  # (no block has a feed-forward)
+            else:  # (some blocks without theirs)
+                blocks = sorted(alone.sample(range(layers), alone.randint(1, layers - 1)))
+                extra += f"\n    attention_only = [{', '.join(map(str, blocks))}]"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

@@ -149,3 +149,12 @@ def test_qwen3_next_generates_as_transformers(tmp_path, target: str, capsys) -> 
     assert caches["past_key_values.0.conv"] == ["batch", 3, 2 * 2 * 16 + 4 * 8]
     assert caches["past_key_values.3.key"] == ["batch", 2, "past_length", 16]
     generates_as(model, decoder, capsys)
+
+
+def test_random_specs_with_negative_eigenvalues_match_the_reference() -> None:
+    """Stream 48: the delta rule with beta = 2 sigmoid(b) (OLMo Hybrid's negative
+    eigenvalues, 15), on every backend and target, and decoded as one pass."""
+    from .test_random_specs import check_stream
+
+    check_stream(((15, ("negative_eigenvalues = true",)),), portable=15,
+                 decoding=(15, "negative_eigenvalues = true"))

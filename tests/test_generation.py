@@ -213,6 +213,26 @@ CONFIGS = {
         mamba_d_head=32, mamba_d_state=16, mamba_n_groups=1, mamba_chunk_size=5,
         num_local_experts=0, shared_intermediate_size=80, position_embedding_type="rope",
         residual_multiplier=0.8, bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
+    # Nemotron-H: a Mamba2 layer and the experts after it, a NoPE attention layer alone, a
+    # Mamba2 layer and a squared-ReLU MLP
+    "nemotron_h": lambda: tf.NemotronHConfig(
+        layers_block_type=["linear_attention", "moe", "full_attention", "linear_attention",
+                           "mlp"], head_dim=16, mamba_num_heads=4, mamba_head_dim=32,
+        ssm_state_size=16, n_groups=2, chunk_size=5, n_routed_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, moe_shared_expert_intermediate_size=48, bos_token_id=1,
+        eos_token_id=2, pad_token_id=0, **SIZES),
+    # Mamba2: its mixers alone, each a convolution window and a state
+    "mamba2": lambda: tf.Mamba2Config(
+        num_hidden_layers=2, hidden_size=64, num_heads=4, head_dim=32, state_size=16,
+        n_groups=2, chunk_size=5, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+        vocab_size=VOCAB),
+    # OLMo Hybrid: delta-rule layers (negative eigenvalues, pre norms) and a NoPE OLMo 3
+    # softmax layer (norms after its sublayers)
+    "olmo_hybrid": lambda: tf.OlmoHybridConfig(
+        num_hidden_layers=3, layer_types=["linear_attention", "full_attention",
+                                          "linear_attention"],
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+        linear_value_head_dim=16, bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
     "flint": lambda: tf.FlintConfig(
         num_hidden_layers=3, moe_intermediate_size=32, shared_expert_intermediate_size=48,
         head_dim=16, num_experts=6, num_experts_per_tok=2, sliding_window=6,
@@ -415,7 +435,8 @@ CONFIGS = {
 }
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm2_moe", "lfm3", "mpt", "qwen3_5_text",
-           "qwen3_5_moe_text", "bamba", "granitemoehybrid")
+           "qwen3_5_moe_text", "bamba", "granitemoehybrid", "nemotron_h", "mamba2",
+           "olmo_hybrid")
 # the families whose ort-cpu folder has GroupQueryAttention apply what few others ask of it:
 # softcap (Gemma 2, VaultGemma), learned sinks as head_sink (gpt-oss, the Granite SWA pair), a
 # local window (Mistral, alternating in Gemma 2 and Cohere 2), RoPE on part of each head in
@@ -625,7 +646,7 @@ def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys, monkey
     onnxruntime-genai's builder model and transformers, each timed (no speed is asserted:
     BENCHMARKS.md records the measured table)."""
     import functools
-    import subprocess
+    import runpy
     import sys
 
     from attndsl import bench_decode
@@ -636,11 +657,15 @@ def test_bench_decode_prints_a_side_by_side_table(tmp_path: Path, capsys, monkey
 
     root = Path(__file__).parent.parent
     folder = tmp_path / "llama"
-    subprocess.run([sys.executable, str(root / "benchmarks" / "make_llama.py"), str(folder),
-                    "--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2",
-                    "--intermediate", "96", "--vocab", "97", "--context", "256"],
-                   check=True, capture_output=True)
-    capsys.readouterr()
+    # the script as its command line runs it, in this process (which has torch and
+    # transformers loaded: a new one takes seconds to import them); its seed left unchanged
+    script = root / "benchmarks" / "make_llama.py"
+    with monkeypatch.context() as m, torch.random.fork_rng():
+        m.setattr(sys, "argv", [str(script), str(folder), "--hidden", "64", "--layers", "2",
+                                "--heads", "4", "--kv-heads", "2", "--intermediate", "96",
+                                "--vocab", "97", "--context", "256"])
+        runpy.run_path(str(script), run_name="__main__")
+    assert "LlamaForCausalLM" in capsys.readouterr().out
     assert main(["bench", str(folder), "--decode", "--prompts", "5,9", "--new", "3",
                  "--repeat", "1", "--json", "--precisions", "fp32,int4"]) == 0
     report = json.loads(capsys.readouterr().out)

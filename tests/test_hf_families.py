@@ -583,6 +583,32 @@ CASES = {
         embedding_multiplier=1.5, residual_multiplier=0.7, attention_multiplier=0.2,
         logits_scaling=2.0, **SMALL),
         "left", "layers.0", "layers.0.mamba", "layers.0.mamba.out_proj"),
+    # Nemotron-H: layers of one mixer each, paired as blocks (a Mamba2 layer and the experts
+    # after it; a NoPE attention layer alone; a Mamba2 layer and an MLP layer; attention alone)
+    "nemotron_h": (lambda: tf.NemotronHConfig(
+        hidden_size=48, intermediate_size=64, layers_block_type=[
+            "linear_attention", "moe", "full_attention", "linear_attention", "mlp",
+            "full_attention"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=12, mamba_num_heads=6,
+        mamba_head_dim=16, ssm_state_size=8, n_groups=2, chunk_size=5, n_routed_experts=6,
+        num_experts_per_tok=2, moe_intermediate_size=24, moe_shared_expert_intermediate_size=40,
+        n_group=2, topk_group=1, routed_scaling_factor=1.5, time_step_min=0.01, **SMALL),
+        "left", "layers.0", "layers.0.mixer", "layers.0.mixer.out_proj"),
+    # Mamba2: its mixers alone (no feed-forward), B and C in groups, a clamped step
+    "mamba2": (lambda: tf.Mamba2Config(
+        hidden_size=48, num_hidden_layers=2, num_heads=6, head_dim=16, state_size=8,
+        n_groups=3, chunk_size=5, time_step_limit=(0.01, 5.0), vocab_size=SMALL["vocab_size"]),
+        "left", "layers.0", "layers.0.mixer", "layers.0.mixer.out_proj"),
+    # OLMo Hybrid: delta-rule layers with negative eigenvalues (pre norms) around an OLMo 3
+    # softmax layer (norms after its sublayers, q and k normed over all heads, RoPE)
+    "olmo_hybrid": (lambda: tf.OlmoHybridConfig(
+        hidden_size=48, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, layer_types=["linear_attention", "full_attention",
+                                            "linear_attention"],
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+        linear_value_head_dim=12, rope_parameters={"rope_type": "default", "rope_theta": 1e4},
+        pad_token_id=0, **SMALL),
+        "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.o_proj"),
     "lfm2": (lambda: tf.Lfm2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
         num_key_value_heads=2, layer_types=["conv", "conv", "full_attention", "conv"],

@@ -122,10 +122,16 @@ def test_qk_norm_after_rope_is_refused_where_it_cannot_apply(entries: str, words
     assert ":5:" in str(e.value) or ":6:" in str(e.value)  # located at a key of the block
 
 
-@pytest.mark.parametrize("seed", [s for s in _seeds_with("temperature", 60)
-                                  if ", offset = " in random_spec(s)][:2])
+# 22: a stack's power temperature (its portable export is seconds; test_random_specs exports
+# the power temperature's stream at 6); 28: a log temperature's offset
+OFFSET_SEEDS = [s for s in _seeds_with("temperature", 60) if ", offset = " in random_spec(s)][:2]
+
+
+@pytest.mark.parametrize("seed", OFFSET_SEEDS)
 def test_random_specs_with_a_temperature_offset_match_the_reference(seed: int) -> None:
-    check_random_spec(seed, portable=True)
+    """Every backend and target; the portable export (torch.onnx.export: seconds) on one spec
+    of the stream, as test_random_specs does, the last."""
+    check_random_spec(seed, portable=seed == OFFSET_SEEDS[-1])
 
 
 def test_the_temperature_offset_moves_where_the_floor_steps() -> None:

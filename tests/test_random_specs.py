@@ -85,7 +85,7 @@ def test_random_specs_with_a_squared_relu_match_the_reference() -> None:
     """relu2 (Arcee's MLP) is drawn from its own stream, past the seeds the test above runs."""
     for seed in (26, 78):
         assert "relu2(" in random_spec(seed)  # a stack's MLP (26) and experts (78)
-        check_random_spec(seed, portable=seed == 26)
+        check_random_spec(seed, portable=seed == 78)  # (the quicker export: 2 s, 26's 5 s)
 
 
 def test_random_specs_with_unit_offset_and_biased_qk_layernorms_match_the_reference() -> None:
@@ -183,7 +183,7 @@ def test_random_specs_with_a_prediction_head_match_the_reference() -> None:
     check_stream(((140, ("head_transform = dense(", "embedding_norm")),
                   (628, ("head_transform = dense(norm = rmsnorm",)),
                   (466, ("head_transform = dense(", "embedding_norm", "learned("))),
-                 portable=140, decoding=(175, "head_transform"))
+                 portable=466, decoding=(175, "head_transform"))  # (466: the quickest export)
 
 
 def test_random_specs_with_a_power_temperature_match_the_reference() -> None:
@@ -199,7 +199,8 @@ def test_random_specs_with_depth_scaled_residuals_match_the_reference() -> None:
     language model (54) and a stack of output norms (42); 42 decoding as one pass."""
     check_stream(((54, ("residual_scale = depth", "vocab")), (42, ("residual_scale = depth",
                                                                    "(output"))),
-                 portable=54, decoding=(42, "residual_scale = depth"))
+                 # 42's export: 54's, a language model, is exported by the sparse mixer's test
+                 portable=42, decoding=(42, "residual_scale = depth"))
 
 
 def test_random_specs_with_a_shortcut_match_the_reference() -> None:
@@ -218,4 +219,4 @@ def test_random_specs_with_identity_experts_match_the_reference() -> None:
     pass."""
     check_stream(((209, ("zero_experts", "gate = input")),
                   (530, ("zero_experts", "selection_bias = true"))),
-                 portable=209, decoding=(78, "zero_experts"))
+                 portable=530, decoding=(78, "zero_experts"))  # (530: the quicker export)

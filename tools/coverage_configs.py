@@ -54,7 +54,7 @@ OVERRIDES: dict[str, dict] = {
                      "intermediate_size": 96},
     "bert": {"is_decoder": True},  # BertLMHeadModel: a decoder (bidirectional otherwise)
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
-    "mamba2": {"head_dim": 32},
+    "mamba2": {"head_dim": 32, "n_groups": 2},
     # Bamba: an attention layer among its Mamba2 layers (transformers' cache cannot count the
     # tokens of a stack of Mamba2 layers alone), B and C in two groups
     "bamba": {"attn_layer_indices": [1], "num_hidden_layers": 3, "mamba_n_groups": 2},

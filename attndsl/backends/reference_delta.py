@@ -58,7 +58,8 @@ def causal_conv(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
 
 def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """Per value head h (key head h // (heads / key_heads)), from S = 0 (d_k x d_v):
-    beta_t = sigmoid(b_t), g_t = -exp(A_log) softplus(a_t + dt_bias), q and k L2-normed
+    beta_t = sigmoid(b_t) (twice that with `negative`: negative eigenvalues), g_t = -exp(A_log)
+    softplus(a_t + dt_bias), q and k L2-normed
     (x / sqrt(sum x^2 + 1e-6)), q times the scale; S <- exp(g_t) S, then
     S <- S + k_t (beta_t (v_t - S^T k_t))^T, and o_t = S^T q_t. A padding slot leaves S as
     it is. Decoding: S starts from the past state (B, H, d_k, d_v), and the result is the
@@ -68,7 +69,7 @@ def delta_rule(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     real = real_tokens(node, env, B, L)
     groups = H // q.shape[1]
     a_log, dt_bias = (w[name] for name in node.attr("weights"))
-    beta = 1.0 / (1.0 + np.exp(-b))  # (B, L, H)
+    beta = (2.0 if node.attr("negative") else 1.0) / (1.0 + np.exp(-b))  # (B, L, H)
     g = -np.exp(a_log) * np.logaddexp(0.0, a + dt_bias)
     decoding = node.attr("decoding")
     out = np.zeros((B, H, L, dv))

@@ -17,9 +17,11 @@ MLPS = ("relu", "relu2", "gelu", "gelu_tanh", *GATED)
 
 
 class FeedForwards(Layers):
-    def ffn_form(self, e: ast.Expr) -> tuple[Ffn, Any]:
+    def ffn_form(self, e: ast.Expr) -> tuple[Ffn | None, Any]:
         """An MLP (and None), or a feed-forward form's MLP (the form its blocks are made of)
-        and value."""
+        and value; (None, None) for `none`, blocks without a feed-forward."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None, None
         name, _ = self.callee(e, dict.fromkeys((*MLPS, *FFNS)), "ffn")
         return FFNS[name].read(self, e) if name in FFNS else (self.ffn_value(e), None)
 
@@ -27,6 +29,46 @@ class FeedForwards(Layers):
         """What the feed-forward form `e` says of a stack of `layers` blocks."""
         if form is not None:
             ffn_of(form).check_layers(self, form, layers, e)
+
+    def attention_only_value(self, e: ast.Expr, layers: int | None) -> tuple[int, ...]:
+        """`attention_only = [i, ...]`: distinct blocks of the stack that have no
+        feed-forward (`[]`: none)."""
+        if not isinstance(e, ast.List):
+            raise self.error("attention_only must be a list of block indices, like [1, 4]",
+                             e.span, hint="the blocks whose feed-forward is left out")
+        blocks = [self.non_negative(i, "a block index") for i in e.items]
+        for n, (item, i) in enumerate(zip(e.items, blocks, strict=True)):
+            if i in blocks[:n]:
+                raise self.error(f"block {i} is listed twice", item.span)
+            if layers is not None and i >= layers:
+                raise self.error(f"block {i} is not in the stack: its blocks are 0 .. "
+                                 f"{layers - 1}", item.span,
+                                 hint=f"attention_only names blocks of `layers = {layers}`")
+        if layers is not None and len(blocks) == layers:
+            raise self.error("every block is attention only: the feed-forward would never "
+                             "run", e.span, hint="use `ffn = none` for a stack without one")
+        return tuple(sorted(blocks))
+
+    def check_attention_alone(self, e: dict[str, ast.Entry], placement: str, residual: str,
+                              ffn_conv: int | None, shortcut: Any, depth: bool) -> None:
+        """Blocks without a feed-forward (`ffn = none`, `attention_only`) are pre-norm blocks
+        with a sequential residual, h = x + attn(norm(x)), without the keys that read the
+        feed-forward."""
+        key = "attention_only" if "attention_only" in e else "ffn"
+        where = e[key].value
+        if placement != "pre" or residual != "sequential":
+            raise self.error(f"blocks without a feed-forward (`{key}`) need `norm = "
+                             "...(pre, ...)` and a sequential residual", where.span,
+                             hint="such a block is h = x + attn(norm(x)) (Mamba2's, "
+                                  "Nemotron-H's layers)")
+        for other, value in (("ffn_conv", ffn_conv), ("shortcut", shortcut),
+                             ("residual_scale", True if depth else None)):
+            if value is not None:
+                raise self.error(f"`{other}` reads each block's feed-forward, and "
+                                 f"`{key}` leaves it out", e[other].key_span,
+                                 hint=f"remove `{other}`" if other != "residual_scale" else
+                                 "`residual_scale = depth` numbers two sublayers a block: "
+                                 "give it a number")
 
     def ffn_value(self, e: ast.Expr) -> Ffn:
         """`relu(n)`, `relu2(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`,

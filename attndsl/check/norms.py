@@ -50,3 +50,29 @@ class Norms(Masks):
         bias = flags.get("bias", table is _NORMS and affine)  # a q/k layernorm has none
         return Norm(name, eps, flags.get("unit_offset", False), bias=name == "layernorm" and bias,
                     across_heads=flags.get("across_heads", False), affine=affine), where
+
+    def placements_value(self, e: ast.Expr) -> tuple[str, ...]:
+        """`placements = [pre, output, ...]`: block i's norms placed as entry i % n says
+        (pre, sandwich or output: each ends with the stack's final norm)."""
+        if not isinstance(e, ast.List) or not e.items:
+            raise self.error("placements must be a non-empty list of norm placements, like "
+                             "[pre, output]", e.span,
+                             hint="block i takes entry i % n: pre, sandwich or output")
+        return tuple(self.word(item, PLACEMENTS[:1] + PLACEMENTS[2:], "block placement")
+                     for item in e.items)
+
+    def check_placements(self, e: dict[str, ast.Entry], placement: str, residual: str,
+                         others: tuple[str, ...]) -> None:
+        """Placements per block: the stack's norm is not `post` (whose stack has no final
+        norm), its residual sequential, and none of the keys (`others`, set) that read one
+        placement for every block."""
+        where = e["placements"]
+        if placement == "post" or residual != "sequential":
+            raise self.error("`placements` needs a stack norm of pre, sandwich or output "
+                             "placement and a sequential residual", where.value.span,
+                             hint="OLMo Hybrid: `norm = rmsnorm(pre, ...)`, placements = "
+                                  "[pre, pre, pre, output]")
+        for key in others:
+            raise self.error(f"`{key}` reads one placement for every block, and `placements` "
+                             f"gives each its own", e[key].key_span,
+                             hint=f"remove `{key}` or `placements`")

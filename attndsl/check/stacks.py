@@ -28,7 +28,8 @@ __all__ = ["Stacks"]
 _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dropout", "vocab",
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
-         "per_layer_inputs", "head_transform", "shortcut", "ffn_conv")
+         "per_layer_inputs", "head_transform", "shortcut", "ffn_conv", "attention_only",
+         "placements")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm", "head_transform")  # need `vocab'
 MAX_VOCAB = 1 << 24
@@ -88,9 +89,18 @@ class Stacks(FeedForwards):
         head_transform = get("head_transform", self.head_transform_value)
         shortcut, shortcut_form = get("shortcut", self.shortcut_value) or (None, None)
         ffn_conv = get("ffn_conv", self.ffn_conv_value)
+        alone = get("attention_only", lambda x: self.attention_only_value(x, layers), ())
+        placements = get("placements", self.placements_value, ())
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
+        if ffn is None or alone:
+            self.check_attention_alone(e, placement, residual, ffn_conv, shortcut,
+                                       residual_scale == "depth")
+        if placements:
+            self.check_placements(e, placement, residual, tuple(
+                k for k in ("shortcut", "first_attn_norm", "attention_only") if k in e)
+                + (("ffn",) if ffn is None else ()))
         for attn in attns:  # a kernel that knows the stack's depth (lightning's rates)
             module = kernel_of(attn.kernel)
             problem = module.stack_problem(attn.kernel, layers) if module else None
@@ -149,7 +159,8 @@ class Stacks(FeedForwards):
                          embedding_norm=embedding_norm, first_attn_norm=first_norm,
                          kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
                          per_layer_inputs=ple, head_transform=head_transform,
-                         shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv)
+                         shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv,
+                         attention_only=alone, placements=placements)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 

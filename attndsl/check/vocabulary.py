@@ -33,7 +33,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "embedding_norm": {"none": (), **_params(_NORMS)},
     "sparsity": _params(_SPARSITY),
     **{key: {"none": (), form.name: form.params} for key, form in PROJECTIONS.items()},
-    "ffn": {**_FFN, **{name: form.params for name, form in FFNS.items()}},
+    "ffn": {"none": (), **_FFN, **{name: form.params for name, form in FFNS.items()}},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)
     **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items() if m.forms},
 }

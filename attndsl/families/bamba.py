@@ -15,7 +15,8 @@ from .names import ATTN, LM, Names, Split
 from .rope import num, rope
 from .text import SpecText, mask, period
 
-__all__ = ["FAMILIES", "MAMBA2_COMMENT", "mamba2_attention", "mamba2_fields", "mamba2_names"]
+__all__ = ["FAMILIES", "MAMBA2_COMMENT", "MAMBA2_TYPES", "mamba2_attention", "mamba2_fields",
+           "mamba2_names"]
 
 _FLOAT32_MAX = 3.4028234663852886e38
 
@@ -99,6 +100,12 @@ def mamba2_fields(s: SpecText, d: int, eps: float, padding: str | None) -> dict 
 
 
 MAMBA2_COMMENT = "Mamba2: a state per head decaying by exp(dt A) per token; padding slots skipped"
+# the Mamba2 fields' types (Bamba's names, GraniteMoeHybrid's): `mamba_d_head` is "auto" or an
+# integer, the step limit a pair, read where they are used
+MAMBA2_TYPES = {
+    **dict.fromkeys(("mamba_n_heads", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
+                     "mamba_expand", "mamba_chunk_size"), ("int", 1)),
+    "mamba_conv_bias": ("bool", None), "mamba_proj_bias": ("bool", None)}
 
 
 def _read(s: SpecText, padding: str | None) -> None:
@@ -157,5 +164,6 @@ FAMILIES = [
                "z_loss_coefficient": "a training loss term",
                "time_step_min": "the initial dt's range (training)",
                "time_step_max": "the initial dt's range (training)",
-               "time_step_floor": "the initial dt's floor (training)"}, lm=True),
+               "time_step_floor": "the initial dt's floor (training)"}, lm=True,
+        types={**MAMBA2_TYPES, "attn_layer_indices": ("list", None)}),
 ]

@@ -45,6 +45,9 @@ class Family:
     # rope_theta and rope_scaling (its default_theta: Mixtral's 1e6), if not RoPE's default
     # base 10000 (held to transformers' classes by the tests)
     rope: Mapping[str, Any] | None = None
+    # the declared types of config fields of its own the import reads (hf_fields.TYPES's
+    # kinds and bounds), beside those every family shares there
+    types: Mapping[str, tuple[str, float | None]] = field(default_factory=dict)
 
     def language_model(self, cfg: Mapping[str, Any]) -> bool:
         """Whether `--head auto` makes a language model of this config (`lm`)."""

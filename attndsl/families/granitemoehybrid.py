@@ -6,7 +6,7 @@ has RoPE with position_embedding_type "rope", no positions otherwise."""
 
 from __future__ import annotations
 
-from .bamba import MAMBA2_COMMENT, mamba2_fields, mamba2_names
+from .bamba import MAMBA2_COMMENT, MAMBA2_TYPES, mamba2_fields, mamba2_names
 from .base import Family
 from .granite import FAMILIES as _GRANITE
 from .granitemoe import DEFAULTS, GRANITEMOE_SHARED, half
@@ -87,5 +87,6 @@ FAMILIES = [
         **DEFAULTS, "shared_intermediate_size": 1024, "mamba_n_heads": 128,
         "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4, "mamba_expand": 2,
         "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False},
-        inert=ROUTER_INERT, lm=True, weights_for=_weights, kinds=tuple(_KINDS)),
+        inert=ROUTER_INERT, lm=True, weights_for=_weights, kinds=tuple(_KINDS),
+        types=MAMBA2_TYPES),
 ]

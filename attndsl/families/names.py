@@ -14,6 +14,8 @@ from ..spec import Attention
 __all__ = ["ATTN", "GATED", "LM", "LM_NAMES", "Names", "Split", "gate_joined", "linear", "norms",
            "per_head", "qkv_names", "rows", "same"]
 
+# the names of a block's feed-forward sublayer (`Names.blocks`)
+_FFN_PARTS = ("mlp.", "ffn_norm.")
 # a fused tensor (a NumPy array or torch tensor: both reshape and slice alike), the attention
 # of its layer and the config -> attndsl's piece of it
 Split = Callable[[Any, Attention, dict], Any]
@@ -47,10 +49,26 @@ class Names:
     # attndsl's blocks per checkpoint layer (LongCat-Flash's two sublayers): block i is the
     # checkpoint's layer i // sublayers, and `{s}` in an entry stands for i % sublayers
     sublayers: int = 1
+    # checkpoint layers per block (Nemotron-H's, each one mixer: an attention layer and the
+    # MLP layer after it): block i's (attention's layer, feed-forward's layer or None); the
+    # names of its feed-forward (`mlp.`, `ffn_norm.`) are read from the latter. (): layer i
+    blocks: tuple[tuple[int, int | None], ...] = ()
 
-    def at(self, i: int) -> str:
-        """The checkpoint prefix of attndsl's block i."""
+    def at(self, i: int, ours: str = "") -> str:
+        """The checkpoint prefix of attndsl's block i (where `blocks` are given, of the layer
+        holding its tensor `ours`)."""
+        if self.blocks:
+            attn, ffn = self.blocks[i]
+            return self.layer.format(i=ffn if ffn is not None and ours.startswith(_FFN_PARTS)
+                                     else attn)
         return self.layer.format(i=i // self.sublayers)
+
+    def past(self, layer: int, blocks: int) -> bool:
+        """Whether the checkpoint's layer `layer` lies past attndsl's first `blocks` blocks
+        (a layer of sublayers: all of them read, or none)."""
+        if self.blocks:
+            return all(layer not in pair for pair in self.blocks[:blocks])
+        return (layer + 1) * self.sublayers > blocks
 
     def sub(self, source: str | tuple, i: int) -> str | tuple:
         """An entry with block i's sublayer in place of `{s}`."""

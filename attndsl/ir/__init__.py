@@ -70,8 +70,11 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
             h = _lm_head(b, spec, h)
         names = ", ".join(a.name for a in spec.attentions)
         depth = ", depth-scaled" if spec.residual_scale == "depth" else ""
-        summary = (f"{spec.layers} x {spec.norm.kind}({spec.placement}) {spec.residual}{depth} "
+        placed = ", ".join(spec.placements) if spec.placements else spec.placement
+        summary = (f"{spec.layers} x {spec.norm.kind}({placed}) {spec.residual}{depth} "
                    f"blocks of attention {names} and {_ffn_summary(spec)}")
+        if spec.attention_only:  # (Nemotron-H's mixer layers alone)
+            summary += f", attention only in blocks {_listed(spec.attention_only)}"
         if spec.shortcut is not None:  # (LongCat-Flash's, in pairs)
             summary += f", a shortcut {_ffn_summary(spec, shortcut=True)} per pair"
         kind = "transformer"
@@ -154,8 +157,14 @@ def decode_inputs(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
     return (first, "attention_mask", "position_ids", *past)
 
 
+def _listed(blocks: tuple[int, ...]) -> str:
+    return ", ".join(map(str, blocks))
+
+
 def _ffn_summary(t: Transformer, shortcut: bool = False) -> str:
     ffn = t.shortcut if shortcut else t.ffn
+    if ffn is None:
+        return "no feed-forward"
     mlp = f"{ffn.kind}({ffn.hidden})"
     form = t.shortcut_form if shortcut else t.feed_forward
     if form is None:
@@ -272,17 +281,20 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
         n2 = norm("ffn_in", h, "ffn_norm")
         kept = b.emit(Op.SCALE, f"{p}ffn_in_kept", (n2,), d, factor=t.residual_alpha)
         return add("resid2", kept, ffn(n2))
-    if t.placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
+    placement = t.layer_placement(i)  # (the stack's, or its block's: `placements`)
+    if placement == "sandwich":  # h = x + norm2(attn(norm1(x))); y = h + norm4(ffn(norm3(h)))
         a = norm("attn_out", attn(norm("attn_in", h, "attn_norm")), "post_attn_norm")
         h = add("resid1", h, a)
         f = norm("ffn_out", ffn(norm("ffn_in", h, "ffn_norm")), "post_ffn_norm")
         return add("resid2", h, f)
-    if t.placement == "output":  # OLMo 2: h = x + norm1(attn(x)); y = h + norm2(ffn(h))
+    if placement == "output":  # OLMo 2: h = x + norm1(attn(x)); y = h + norm2(ffn(h))
         h = add("resid1", h, norm("attn_out", attn(h), "post_attn_norm"))
         return add("resid2", h, norm("ffn_out", ffn(h), "post_ffn_norm"))
-    if t.placement == "pre":  # (ModernBERT: layer 0's attention input unnormed)
+    if placement == "pre":  # (ModernBERT: layer 0's attention input unnormed)
         h = add("resid1", h, attn(norm("attn_in", h, "attn_norm") if i or t.first_attn_norm
                                   else h))
+        if not t.has_ffn(i):  # (`ffn = none`, `attention_only`: the attention alone)
+            return h
         u = norm("ffn_in", h, "ffn_norm")
         if t.shortcut is not None and i % 2 == 0:  # LongCat-Flash: read by block i + 1's end
             carry[i + 1] = shortcut(b, t, i, u)

@@ -33,13 +33,17 @@ class DeltaRule:
     conv: int
     chunk: int
     eps: float
+    # OLMo Hybrid's: beta = 2 sigmoid(b), so that I - beta k k^T may have a negative eigenvalue
+    negative: bool = False
 
 
 class DeltaRuleKernel(Recurrent):
     name = "delta_rule"
-    params = (("key_heads", False), ("conv", False), ("chunk", False), ("eps", False))
+    params = (("key_heads", False), ("conv", False), ("chunk", False), ("eps", False),
+              ("negative_eigenvalues", False))
     described = "the delta rule"
-    attributes = ("chunk", "scale", "groups", "weights", "padding", "decoding", "form")
+    attributes = ("chunk", "scale", "groups", "weights", "padding", "decoding", "form",
+                  "negative")
     states = ("conv", "state")
     carries = "a delta-rule layer carries a state and a convolution window"
     kv_heads = ("the delta rule's value heads are its heads; its query and key heads are the "
@@ -49,10 +53,12 @@ class DeltaRuleKernel(Recurrent):
         """key_heads 0: as many as heads (`resolve`, with the layer)."""
 
         eps = c.eps(args, 1e-6, "the gated norm's")
+        negative = "negative_eigenvalues" in args and c.boolean(args["negative_eigenvalues"],
+                                                                "negative_eigenvalues")
         return DeltaRule(
             c.positive(args["key_heads"], "key_heads") if "key_heads" in args else 0,
             c.positive(args["conv"], "conv") if "conv" in args else 4,
-            c.positive(args["chunk"], "chunk") if "chunk" in args else 64, eps)
+            c.positive(args["chunk"], "chunk") if "chunk" in args else 64, eps, negative)
 
     def resolve(self, kernel: DeltaRule, where: KernelWhere) -> DeltaRule:
         return replace(kernel, key_heads=kernel.key_heads or where.heads)
@@ -120,7 +126,7 @@ class DeltaRuleKernel(Recurrent):
         rule = {"kernel": self.name, "chunk": kernel.chunk, "scale": s.scale,
                 "groups": heads // key_heads,
                 "weights": (f"{prefix}A_log", f"{prefix}dt_bias"), "padding": padding,
-                "decoding": cache is not None, "form": "ops"}
+                "decoding": cache is not None, "form": "ops", "negative": kernel.negative}
         o = recurrent(site, (qh, kh, vh, beta, decay), skip, rule, cache)
         return gated_norm(site, o, z, kernel.eps, "silu")
 
@@ -132,14 +138,14 @@ class DeltaRuleKernel(Recurrent):
 
     def run(self, xp: Any, args: list, tensors: list, real: Any, branch: Any, *,
             chunk: int, scale: float, groups: int, weights: tuple[str, ...], padding: Any,
-            decoding: bool, form: str) -> Any:
+            decoding: bool, form: str, negative: bool) -> Any:
         """q, k, v heads, beta and decay logits (decoding: the past state after them); the
         gates of A_log and dt_bias; one pass the outputs (B, H, L, dv), decoding the outputs
         and the final state packed (`decoded`): a step (one token) the recurrence itself,
         else the chunks. (A `form` other than `ops` is its strategy's lowering,
         strategies/delta_rule.py.)"""
         q, k, v, b, a = args[:5]
-        beta, g = delta_gates(xp, b, a, *tensors)
+        beta, g = delta_gates(xp, b, a, *tensors, negative=negative)
         tokens = real()
         if not decoding:
             return recurrence(xp, q, k, v, beta, g, chunk, scale, groups, None, tokens)[0]

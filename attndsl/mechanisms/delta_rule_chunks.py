@@ -19,12 +19,13 @@ Array = Any
 
 
 def delta_gates(xp, beta_logits: Array, decay_logits: Array, a_log: Array,
-                dt_bias: Array) -> tuple[Array, Array]:
-    """(beta, g), float32 (B, H, L), of the logits (B, L, H): beta = sigmoid(b) and the log
-    decay g = -exp(A_log) softplus(a + dt_bias)."""
+                dt_bias: Array, negative: bool = False) -> tuple[Array, Array]:
+    """(beta, g), float32 (B, H, L), of the logits (B, L, H): beta = sigmoid(b) (2 sigmoid(b)
+    with `negative` eigenvalues) and the log decay g = -exp(A_log) softplus(a + dt_bias)."""
     b, a = xp.astype(beta_logits, "float32"), xp.astype(decay_logits, "float32")
     g = -(xp.exp(xp.astype(a_log, "float32")) * xp.softplus(a + xp.astype(dt_bias, "float32")))
-    return xp.swap_last(xp.sigmoid(b)), xp.swap_last(g)
+    beta = xp.sigmoid(b)
+    return xp.swap_last(beta * 2.0 if negative else beta), xp.swap_last(g)
 
 
 def recurrence(xp, q: Array, k: Array, v: Array, beta: Array, g: Array, chunk: int,

@@ -23,7 +23,7 @@ def lower_delta_rule(lw: Lowering, node: Node) -> str:
     if node.attr("form") != CONTRIB:
         return kernel_form(lw, node)
     return lower_linear_attention(lw, node, lambda xp, args, w: delta_gates(
-        xp, args[3], args[4], *w))
+        xp, args[3], args[4], *w, negative=node.attr("negative")))
 
 
 STRATEGY = Strategy("delta_rule", None, never, lambda params: 1, lower_delta_rule,
