@@ -333,7 +333,8 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
                     tuple(source[2]) if len(source) > 2 else ()
             return source, None, spec.attention, ()
         i, inner = int(match.group(1)), match.group(2)
-        attn = spec.layer_attention(i)
+        attn = spec.parallel if spec.parallel is not None and inner.startswith(
+            "parallel_attn.") else spec.layer_attention(i)
     source = fam.sub(fam.layer_names(attn.kernel).get(inner, inner), i)
     at = fam.at(i, inner)
     if isinstance(source, tuple):

@@ -23,7 +23,6 @@ LACKS: dict[str, str] = {
                    "hyper-connections between layers",
     "doge": "dynamic mask attention (a learned per-key mask from the values) and a cross-domain "
             "mixture of experts (CDMoE) of product-key experts",
-    "falcon_h1": f"{_MAMBA2} run in parallel with attention in each layer, with muP multipliers",
     "falcon_mamba": f"{_MAMBA}, with RMS-normalized B, C and dt",
     "gemma3n_text": "AltUp's parallel residual streams, the LAuReL low-rank residual and "
                     "activation sparsity by a Gaussian top-k (its per-layer inputs and its "

@@ -226,6 +226,10 @@ class Transformer:
     # block i's norm placement (`placements`: OLMo Hybrid's pre-norm delta-rule blocks and
     # output-norm softmax blocks) is placements[i % n]; () : `placement` for every block
     placements: tuple[str, ...] = ()
+    # an attention every block runs beside its own, on the same normed input, their outputs
+    # summed (`parallel`: Falcon-H1's Mamba2 mixer beside its attention), weights
+    # layers.{i}.parallel_attn.*; or None
+    parallel: Attention | None = None
 
     def layer_placement(self, i: int) -> str:
         """Where block i's norms sit (pre, post, sandwich or output)."""
@@ -278,8 +282,11 @@ RUNTIME_INPUTS = ("key_lengths", "segment_ids", "memory_segment_ids")
 
 
 def attentions_of(spec: Layer) -> tuple[Attention, ...]:
-    """The attentions of a layer: a stack's pattern, or the attention itself."""
-    return spec.attentions if isinstance(spec, Transformer) else (spec,)
+    """The attentions a layer runs: a stack's pattern (and its `parallel` attention), or the
+    attention itself."""
+    if isinstance(spec, Transformer):
+        return spec.attentions + ((spec.parallel,) if spec.parallel is not None else ())
+    return (spec,)
 
 
 def input_names(spec: Layer) -> tuple[str, ...]:
@@ -321,7 +328,7 @@ def top_layers(layers: dict[str, Layer]) -> list[str]:
     """The layers no other layer uses (a stack's attentions are used by it), in source order:
     what a file is for, such as an imported checkpoint's stack."""
     used = {a.name for layer in layers.values() if isinstance(layer, Transformer)
-            for a in layer.attentions}
+            for a in attentions_of(layer)}
     return [name for name in layers if name not in used]
 
 

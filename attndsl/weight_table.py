@@ -167,6 +167,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         p = f"layers.{i}."
         attention(spec.layer_attention(i), f"{p}self_attn.", False,
                   table=not spec.shared_relative_bias, reuse=spec.kv_owner(i) is not None)
+        if spec.parallel is not None:  # (Falcon-H1's mixer beside the attention)
+            attention(spec.parallel, f"{p}parallel_attn.", False)
         for which in _block_norms(spec, i):
             norm(f"{p}{which}", d, spec.norm, layernorm)
         form, ffn = spec.layer_feed_forward(i), spec.layer_ffn(i)

@@ -376,6 +376,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
     _kda(random.Random(seed * 7919 + 43), entries, cross or linear or linformer or lsh)
     _lightning(random.Random(seed * 7919 + 44), entries, cross or linear or linformer or lsh)
     _mamba2(random.Random(seed * 7919 + 46), entries, cross or linear or linformer or lsh)
+    if entries.get("kernel", "").startswith("mamba2(") and \
+            random.Random(seed * 7919 + 50).random() < 0.5:  # Falcon-H1's norms: own stream
+        entries["kernel"] = entries["kernel"][:-1] + ", norm = " + random.Random(
+            seed * 7919 + 51).choice(["before_gate", "none"]) + ")"
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -513,6 +517,25 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 "residual =", "shortcut", "first_attn_norm")) and placed.random() < 0.3:
             extra += "\n    placements = [" + ", ".join(placed.choice(
                 ["pre", "sandwich", "output"]) for _ in range(placed.randint(1, 3))) + "]"
+        beside = random.Random(seed * 7919 + 52)  # Falcon-H1's parallel mixer: own stream
+        if placement == "pre" and not any(w in extra for w in (
+                "residual =", "placements")) and "kernel" not in entries and \
+                beside.random() < 0.25:
+            d = int(entries["d_model"])
+            heads = beside.choice([h for h in (1, 2, 4) if d % h == 0])
+            state = beside.choice([4, 8])
+            kernel = beside.choice([
+                f"mamba2(groups = 1, conv = {beside.choice([2, 4])}, chunk = "
+                f"{beside.choice([1, 5, 64])}, norm = "
+                f"{beside.choice(['after_gate', 'before_gate', 'none'])})",
+                f"delta_rule(conv = {beside.choice([1, 4])}, chunk = {beside.choice([3, 64])})"])
+            mask = entries["mask"]  # (its padding slots skipped as the pattern's are)
+            mask = "causal & padding(side = left)" if "padding(side = left)" in mask else \
+                "causal & padding" if "padding" in mask else "causal"
+            text += (f"attention p {{\n    d_model = {d}\n    heads = {heads}\n    head_dim = "
+                     f"{state}\n    value_dim = {d // heads}\n    bias = false\n    kernel = "
+                     f"{kernel}\n    mask = {mask}\n}}\n")
+            extra += "\n    parallel = p"
         alone = random.Random(seed * 7919 + 47)  # Mamba2's, Nemotron-H's blocks: own stream
         if placement == "pre" and not any(w in extra for w in (
                 "residual =", "shortcut", "ffn_conv", "depth", "placements")) and \

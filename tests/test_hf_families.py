@@ -609,6 +609,17 @@ CASES = {
         linear_value_head_dim=12, rope_parameters={"rope_type": "default", "rope_theta": 1e4},
         pad_token_id=0, **SMALL),
         "left", "layers.0", "layers.0.linear_attn", "layers.0.linear_attn.o_proj"),
+    # Falcon-H1: attention and a Mamba2 mixer side by side in each layer (its norm before its
+    # gate), its muP multipliers away from 1 (the attention's input and output ones at 1: the
+    # attention alone is compared between them; test_generation's config has them too)
+    "falcon_h1": (lambda: tf.FalconH1Config(
+        hidden_size=48, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, mamba_d_ssm=48, mamba_n_heads=4, mamba_d_state=8,
+        mamba_n_groups=2, mamba_chunk_size=5, mamba_rms_norm=True, projectors_bias=True,
+        key_multiplier=1.3, ssm_in_multiplier=1.2, ssm_out_multiplier=0.6,
+        ssm_multipliers=[1.1, 0.9, 1.2, 0.8, 1.5], mlp_multipliers=[1.4, 0.5],
+        time_step_limit=(0.01, 5.0), **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     "lfm2": (lambda: tf.Lfm2Config(
         hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
         num_key_value_heads=2, layer_types=["conv", "conv", "full_attention", "conv"],

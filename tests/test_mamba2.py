@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 import attndsl
+from attndsl.weight_table import weight_table
 
 from .test_delta_rule import agree
 from .test_transformers import redraw
@@ -118,14 +119,17 @@ def test_a_left_padded_row_is_the_row_alone(tmp_path) -> None:
 def test_random_mamba2_specs_match_the_reference_and_decode_as_one_pass() -> None:
     """Mamba2 drawn from its own stream: a stack with groups of 3 heads (181), left padding in
     a stack (1526), right padding with a clamped step (341), one head per group with chunks of
-    1 (241); 76 decoding as one pass."""
+    1 and the norm before the gate (241), no norm (2301); 76 and 2744 (the norm before the
+    gate) decoding as one pass."""
     from .test_random_specs import check_stream
 
     check_stream(((181, ("mamba2(groups = 3", "transformer")),
                   (1526, ("mamba2(", "transformer", "side = left")),
                   (341, ("mamba2(", "dt_min = 0.01", "padding")),
-                  (241, ("mamba2(", "chunk = 1,"))),
+                  (241, ("mamba2(", "chunk = 1,", "norm = before_gate")),
+                  (2301, ("mamba2(", "norm = none"))),
                  portable=181, decoding=(76, "mamba2("))
+    check_stream((), portable=-1, decoding=(2744, "norm = before_gate"))
 
 
 @pytest.mark.parametrize(("entries", "words"), [
@@ -136,6 +140,7 @@ def test_random_mamba2_specs_match_the_reference_and_decode_as_one_pass() -> Non
     ("kernel = mamba2(dt_min = 0.5, dt_max = 0.1)", "dt_max must be a number above dt_min"),
     ("kernel = mamba2(dt_min = -1)", "dt_min must be a number >= 0"),
     ("kernel = mamba2(eps = 0)", "eps must be in"),
+    ("kernel = mamba2(norm = first)", "must be one of `after_gate`"),
     ("kernel = mamba2()\n    position = rope", "no positions"),
 ])
 def test_mamba2_diagnostics(entries: str, words: str) -> None:
@@ -210,3 +215,45 @@ def test_mamba2_groups_that_do_not_divide_the_heads_are_refused_by_name(tmp_path
     with pytest.raises(attndsl.SpecError) as caught:
         _saved(tmp_path, _granite4(), lambda cfg: cfg.update(mamba_n_groups=3))
     assert "mamba_n_groups" in str(caught.value) and "must divide 4" in str(caught.value)
+
+
+@pytest.mark.parametrize("rms_norm", [True, False])
+def test_falcon_h1s_norm_orders_match_its_mixer(tmp_path, rms_norm: bool) -> None:
+    """`norm = before_gate` (w * rmsnorm_g(y) * silu(z): Falcon-H1's mamba_norm_before_gate)
+    and `norm = none` (y * silu(z), no norm.weight: without mamba_rms_norm) against
+    transformers' FalconH1Mixer, its multipliers 1."""
+    from transformers import FalconH1Config
+    from transformers.models.falcon_h1.modeling_falcon_h1 import FalconH1Mixer
+
+    config = FalconH1Config(hidden_size=D_MODEL, mamba_n_heads=HEADS, mamba_d_head=P,
+                            mamba_d_ssm=INNER, mamba_d_state=N, mamba_n_groups=GROUPS,
+                            mamba_d_conv=CONV, mamba_chunk_size=8, mamba_rms_norm=rms_norm,
+                            mamba_norm_before_gate=True, num_hidden_layers=1)
+    net = FalconH1Mixer(config, layer_idx=0).eval()
+    redraw(net, 7)
+    # (FalconH1Model registers it, from ssm_multipliers: all 1 here)
+    net.register_buffer("mup_vector", torch.ones(1, 1, 2 * INNER + 2 * GROUPS * N + HEADS),
+                        persistent=False)
+    with torch.no_grad():
+        net.A_log.copy_(torch.linspace(-1.0, 0.5, HEADS))
+        net.dt_bias.copy_(torch.linspace(-1.5, 0.5, HEADS))
+        if rms_norm:
+            net.norm.weight.copy_(1.0 + 0.1 * torch.randn(INNER))
+    state = dict(net.state_dict())
+    if not rms_norm:
+        state["norm.weight"] = torch.ones(INNER)
+    tensors = renamed(state)
+    if not rms_norm:
+        del tensors["norm.weight"]
+    weights = tmp_path / "w.safetensors"
+    save_file(tensors, str(weights))
+    norm = "before_gate" if rms_norm else "none"
+    layer = attndsl.loads(_spec(5, f", norm = {norm}"))["ssm"]
+    assert ("norm.weight" in {w.name for w in weight_table(layer.spec)}) is rms_norm
+    models = [layer.onnx_bytes(target=t, weights=weights) for t in ("ort-cpu", "portable")]
+
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return net(x)
+
+    agree(Net(), layer.to_torch(weights=weights), models, (1, 17), D_MODEL)

@@ -1,5 +1,6 @@
-"""A stack's feed-forward: one MLP (`swiglu(n)`, ...) or a feed-forward form's call (its
-module reads it: mechanisms.FFNS)."""
+"""A stack's feed-forward (one MLP, `swiglu(n)`, ..., or a feed-forward form's call: its
+module reads it, mechanisms.FFNS) and its blocks' other forms: blocks without one
+(`attention_only`), an attention beside each block's own (`parallel`)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,36 @@ class FeedForwards(Layers):
                                  hint=f"remove `{other}`" if other != "residual_scale" else
                                  "`residual_scale = depth` numbers two sublayers a block: "
                                  "give it a number")
+
+    def check_parallel(self, e: dict[str, ast.Entry], parallel: Any, attns: tuple,
+                       placement: str, residual: str) -> None:
+        """`parallel = a`: an attention with its own layer and decoding states (a recurrent
+        kernel: its states sit beside the pattern's keys and values, which must be caches of
+        keys and values), of the stack's width, in pre-norm blocks with a sequential
+        residual."""
+        from ..mechanisms import kernel_of
+
+        where = e["parallel"].value
+        module = kernel_of(parallel.kernel)
+        if module is None or not module.own_layer or not module.states:
+            raise self.error(f"`{parallel.name}` runs beside each block's attention and keeps "
+                             "its own decoding states: it must be a recurrent kernel's layer",
+                             where.span, hint="Falcon-H1: an attention with `kernel = "
+                                              "mamba2(...)`")
+        if parallel.d_model != attns[0].d_model:
+            raise self.error(f"`{parallel.name}` has d_model {parallel.d_model}, the stack "
+                             f"{attns[0].d_model}", where.span)
+        stateful = next((a for a in attns if kernel_of(a.kernel) is not None
+                         and kernel_of(a.kernel).states), None)
+        if stateful is not None:
+            raise self.error(f"`{parallel.name}` beside `{stateful.name}`, whose kernel keeps "
+                             "states too: a block keeps one set of them", where.span,
+                             hint="the pattern's attentions keep keys and values")
+        if placement != "pre" or residual != "sequential":
+            raise self.error("`parallel` needs `norm = ...(pre, ...)` and a sequential "
+                             "residual", where.span,
+                             hint="both attentions read the block's normed input: h = x + "
+                                  "attn(norm(x)) + parallel(norm(x))")
 
     def ffn_value(self, e: ast.Expr) -> Ffn:
         """`relu(n)`, `relu2(n)`, `gelu(n)`, `gelu_tanh(n)` (biases by default), `swiglu(n)`,

@@ -29,7 +29,7 @@ _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dro
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
          "per_layer_inputs", "head_transform", "shortcut", "ffn_conv", "attention_only",
-         "placements")
+         "placements", "parallel")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm", "head_transform")  # need `vocab'
 MAX_VOCAB = 1 << 24
@@ -91,12 +91,16 @@ class Stacks(FeedForwards):
         ffn_conv = get("ffn_conv", self.ffn_conv_value)
         alone = get("attention_only", lambda x: self.attention_only_value(x, layers), ())
         placements = get("placements", self.placements_value, ())
+        parallel = get("parallel", lambda x: None if isinstance(x, ast.Name) and x.id == "none"
+                       else self.transformer_attention(x))
         if get.failed or attns is None:
             return None
         self.check_ffn_layers(form, layers, e["ffn"].value)
         if ffn is None or alone:
             self.check_attention_alone(e, placement, residual, ffn_conv, shortcut,
                                        residual_scale == "depth")
+        if parallel is not None:
+            self.check_parallel(e, parallel, attns, placement, residual)
         if placements:
             self.check_placements(e, placement, residual, tuple(
                 k for k in ("shortcut", "first_attn_norm", "attention_only") if k in e)
@@ -160,7 +164,7 @@ class Stacks(FeedForwards):
                          kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
                          per_layer_inputs=ple, head_transform=head_transform,
                          shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv,
-                         attention_only=alone, placements=placements)
+                         attention_only=alone, placements=placements, parallel=parallel)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 

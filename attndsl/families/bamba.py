@@ -23,10 +23,11 @@ _FLOAT32_MAX = 3.4028234663852886e38
 
 def mamba2_attention(s: SpecText, d: int, heads: int, head_dim: int, state: int, groups: int,
                      conv: int, conv_bias: bool, eps: float, chunk: int,
-                     limit: Any, padding: str | None) -> dict[str, str]:
-    """A Mamba2 mixer's attention entries; refusals by name where its config's values have
-    no import (a step limit that is not a pair of numbers)."""
-    dt = ""
+                     limit: Any, padding: str | None, norm: str = "") -> dict[str, str]:
+    """A Mamba2 mixer's attention entries (`norm`: its kernel's norm order, where not Mamba2's
+    after_gate); refusals by name where its config's values have no import (a step limit that
+    is not a pair of numbers)."""
+    dt = f", norm = {norm}" if norm else ""
     if limit is not None:
         if not (isinstance(limit, list | tuple) and len(limit) == 2
                 and all(isinstance(x, int | float) and not isinstance(x, bool) for x in limit)

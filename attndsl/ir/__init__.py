@@ -73,6 +73,8 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         placed = ", ".join(spec.placements) if spec.placements else spec.placement
         summary = (f"{spec.layers} x {spec.norm.kind}({placed}) {spec.residual}{depth} "
                    f"blocks of attention {names} and {_ffn_summary(spec)}")
+        if spec.parallel is not None:  # (Falcon-H1's)
+            summary += f", each beside attention {spec.parallel.name}"
         if spec.attention_only:  # (Nemotron-H's mixer layers alone)
             summary += f", attention only in blocks {_listed(spec.attention_only)}"
         if spec.shortcut is not None:  # (LongCat-Flash's, in pairs)
@@ -109,12 +111,15 @@ def cache_names(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
 
 def own_states(spec: Layer, i: int, reused: bool = False) -> dict[str, TensorType]:
     """Layer i's decoding states beside its keys and values (or its kernel's), by name: its
-    attention's mechanisms' (`Mechanism.states`), then the stack's feed-forward convolution's
-    last ffn_conv - 1 inputs (`ffn_conv`)."""
+    attention's mechanisms' (`Mechanism.states`), the `parallel` attention's kernel's, then
+    the stack's feed-forward convolution's last ffn_conv - 1 inputs (`ffn_conv`)."""
     from ..mechanisms import states_of  # (the mechanisms build on the IR's ops)
 
     a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
     out = dict(states_of(a, reused))
+    if isinstance(spec, Transformer) and spec.parallel is not None:  # its kernel's states
+        out |= {name: _kernel(spec.parallel).state_type(spec.parallel, name)
+                for name in _states(spec.parallel)}
     if isinstance(spec, Transformer) and spec.ffn_conv is not None:
         out["ffn_conv"] = T("B", spec.ffn_conv - 1, spec.d_model, dtype="float")
     return out
@@ -246,9 +251,14 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
 
     def attn(arg: str) -> str:
         table = "relative_attention_bias.weight" if t.shared_relative_bias else None
-        return attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
-                          cache=i if decode else None, pos=pos, bounded=bounded, layer=i,
-                          compact=compact, shared=shared, reuse=t.kv_owner(i) is not None)
+        o = attention(b, t.layer_attention(i), f"{p}self_attn.", arg, arg, table,
+                      cache=i if decode else None, pos=pos, bounded=bounded, layer=i,
+                      compact=compact, shared=shared, reuse=t.kv_owner(i) is not None)
+        if t.parallel is None:
+            return o
+        beside = attention(b, t.parallel, f"{p}parallel_attn.", arg, arg,
+                           cache=i if decode else None, pos=pos, layer=i)
+        return b.emit(Op.ADD, f"{p}parallel_sum", (o, beside), d)
 
     def add(out: str, x: str, branch: str) -> str:
         if t.residual_scale == "depth":  # Beam: the stack's n-th sublayer, n = 2i + 2, 2i + 3

@@ -33,13 +33,15 @@ from .base_recurrent import (
 __all__ = ["KERNEL", "Mamba2", "ssd_inputs"]
 
 Array = Any
+_NORMS = ("after_gate", "before_gate", "none")
 
 
 @dataclass(frozen=True)
 class Mamba2:
     """Mamba2's mixer: `groups` groups of B and C (each serving heads / groups heads), a causal
     depthwise convolution of `conv` taps (with a bias where `conv_bias`), dt clamped to
-    [dt_min, dt_max] (None: no upper bound), a gated RMSNorm (eps `eps`) per group; computed in
+    [dt_min, dt_max] (None: no upper bound), the gate and an RMSNorm (eps `eps`) per group in
+    the order `norm` says (after_gate: Mamba2's; before_gate, none: Falcon-H1's); computed in
     chunks of `chunk` tokens."""
 
     name: ClassVar[str] = "mamba2"
@@ -50,12 +52,13 @@ class Mamba2:
     dt_min: float
     dt_max: float | None
     conv_bias: bool
+    norm: str = "after_gate"  # after_gate | before_gate | none
 
 
 class _Mamba2(Recurrent):
     name = "mamba2"
     params = (("groups", False), ("conv", False), ("chunk", False), ("eps", False),
-              ("dt_min", False), ("dt_max", False), ("conv_bias", False))
+              ("dt_min", False), ("dt_max", False), ("conv_bias", False), ("norm", False))
     described = "Mamba2"
     attributes = ("chunk", "heads", "groups", "dt_min", "dt_max", "weights", "padding", "decoding",
                   "form")
@@ -87,7 +90,9 @@ class _Mamba2(Recurrent):
                       c.positive(args["chunk"], "chunk") if "chunk" in args else 64, eps,
                       dt_min, dt_max,
                       c.boolean(args["conv_bias"], "conv_bias") if "conv_bias" in args
-                      else True)
+                      else True,
+                      c.word(args["norm"], _NORMS, "Mamba2's norm") if "norm" in args
+                      else "after_gate")
 
     def value_problems(self, c: Any, kernel: Mamba2, where: KernelWhere) -> list[tuple]:
         """Its groups divide its heads."""
@@ -128,7 +133,8 @@ class _Mamba2(Recurrent):
         return [*out, Weight(f"{p}dt_bias", (s.heads,), "norm_weight"),
                 Weight(f"{p}A_log", (s.heads,), "decay"),
                 Weight(f"{p}D", (s.heads,), "norm_weight"),
-                Weight(f"{p}norm.weight", (inner,), "norm_weight")]
+                *([Weight(f"{p}norm.weight", (inner,), "norm_weight")]
+                  if k.norm != "none" else [])]
 
     def state_type(self, a: Any, state: str) -> Any:
         """`conv`: the convolution's last conv - 1 inputs (B, conv - 1, C, B and x widths);
@@ -162,16 +168,11 @@ class _Mamba2(Recurrent):
         o = recurrent(site, (ch, bh, xh, dt), skip, rule, cache)
         o = b.emit(Op.MERGE_HEADS, f"{p}merged", (o,), T("B", "L", inner))
         gate = b.emit(Op.ACTIVATION, f"{p}gate", (z,), T("B", "L", inner), kind="silu")
+        if kernel.norm == "before_gate":  # (Falcon-H1's: normed, then gated)
+            return b.emit(Op.MUL, f"{p}gated", (_group_norm(site, kernel, o, inner), gate),
+                          T("B", "L", inner))
         o = b.emit(Op.MUL, f"{p}gated", (o, gate), T("B", "L", inner))
-        size = inner // kernel.groups  # RMS over each group's channels, then the weight
-        o = b.emit(Op.SPLIT_HEADS, f"{p}groups", (o,), T("B", kernel.groups, "L", size),
-                   heads=kernel.groups, dim=size)
-        o = b.emit(Op.NORM, f"{p}group_normed", (o,), T("B", kernel.groups, "L", size),
-                   kind="rmsnorm", eps=kernel.eps, unit_offset=False, module=f"{prefix}norm",
-                   bias=False, affine=False)
-        o = b.emit(Op.MERGE_HEADS, f"{p}normed", (o,), T("B", "L", inner))
-        return b.emit(Op.SCALE, f"{p}weighted", (o,), T("B", "L", inner), factor=1.0,
-                      weight=f"{prefix}norm.weight")
+        return o if kernel.norm == "none" else _group_norm(site, kernel, o, inner)
 
     def chunked(self, chunk: int) -> tuple[str, ...]:
         return (f"Mamba2's scan in chunks of {chunk}: each chunk's products at once (O(L x "
@@ -224,6 +225,19 @@ def ssd_inputs(xp, c: Array, b: Array, x: Array, dt_logits: Array, a_log: Array,
         g = g * xp.reshape(real, [xp.shape(real, 0), 1, -1])
         k = k * xp.reshape(real, [xp.shape(real, 0), 1, -1, 1])
     return q, k, v, g, skip
+
+
+def _group_norm(site: Site, kernel: Mamba2, o: str, inner: int) -> str:
+    """o RMS-normed over each group's inner / groups channels, times `norm.weight`."""
+    b, p, size = site.b, site.p, inner // kernel.groups
+    o = b.emit(Op.SPLIT_HEADS, f"{p}groups", (o,), T("B", kernel.groups, "L", size),
+               heads=kernel.groups, dim=size)
+    o = b.emit(Op.NORM, f"{p}group_normed", (o,), T("B", kernel.groups, "L", size),
+               kind="rmsnorm", eps=kernel.eps, unit_offset=False, module=f"{site.prefix}norm",
+               bias=False, affine=False)
+    o = b.emit(Op.MERGE_HEADS, f"{p}normed", (o,), T("B", "L", inner))
+    return b.emit(Op.SCALE, f"{p}weighted", (o,), T("B", "L", inner), factor=1.0,
+                  weight=f"{site.prefix}norm.weight")
 
 
 KERNEL = _Mamba2()
