@@ -34,7 +34,7 @@ from .spec import (
     Layer,
     Rope,
     ScoreBias,
-    Transformer,
+    attentions_of,
     is_lm,
 )
 from .usage import check_token_ids
@@ -48,7 +48,7 @@ def check_decodable(spec: Layer) -> None:
     decode against a cache: self attention without segment ids or `random`, with a mask where
     no query sees a later key (`masks.lookahead`); cross attention with a mask of the key's
     index alone and no positions between queries and memory rows."""
-    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
+    attns = attentions_of(spec)
     problems = [p for p in (_blocker(a) for a in dict.fromkeys(attns)) if p is not None]
     if problems:
         raise SpecError(problems)

@@ -272,7 +272,7 @@ class Transformer:
 
     @property
     def runtime_inputs(self) -> tuple[str, ...]:
-        names = {n for a in self.attentions for n in a.runtime_inputs}
+        names = {n for a in attentions_of(self) for n in a.runtime_inputs}
         return tuple(n for n in RUNTIME_INPUTS if n in names)
 
 
@@ -302,9 +302,8 @@ def input_names(spec: Layer) -> tuple[str, ...]:
 def reads_streams(spec: Layer) -> bool:
     """Whether the layer's RoPE is multimodal (`mrope`): it reads position_ids [3, B, L], the
     time, height and width positions of each token, in one pass as in decoding."""
-    attns = spec.attentions if isinstance(spec, Transformer) else (spec,)
     return any(isinstance(c.position, Rope) and c.position.mrope is not None
-               for a in attns for c in a.cores)
+               for a in attentions_of(spec) for c in a.cores)
 
 
 def output_name(spec: Layer) -> str:

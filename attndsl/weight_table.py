@@ -45,9 +45,11 @@ def parameter_count(spec: Attention | Transformer) -> int:
     what a dense block of that attention holds, so the weight tables of P blocks give every
     block's count."""
     if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions) \
-            or spec.kv_shared_layers or spec.per_layer_inputs or spec.shortcut:  # (blocks
-        # reusing keys differ from their pattern's; per-layer inputs' tables grow with the
-        # layers; a shortcut is in even blocks only)
+            or spec.kv_shared_layers or spec.per_layer_inputs or spec.shortcut \
+            or spec.attention_only or spec.placements:  # (blocks reusing keys differ from
+        # their pattern's; per-layer inputs' tables grow with the layers; a shortcut is in
+        # even blocks only; blocks without a feed-forward, or placed by their own period, are
+        # not their pattern's)
         return sum(math.prod(w.shape) for w in weight_table(spec))
     period = len(spec.attentions)
     form = spec.feed_forward

@@ -108,3 +108,16 @@ def test_placements_put_each_blocks_norms_where_its_entry_says() -> None:
 def test_placements_are_refused_where_they_cannot_be(text: str, words: str,
                                                      col_of: str) -> None:
     test_blocks_without_a_feed_forward_are_refused_where_they_cannot_be(text, words, col_of)
+
+
+@pytest.mark.parametrize("extra", ["    attention_only = [3]", "    placements = [pre, sandwich]"])
+def test_the_parameter_count_is_the_weight_tables(extra: str) -> None:
+    """`parameter_count` (the size limit, `usage`, the editor's hover) counts blocks without a
+    feed-forward or placed by their own period as the weight table holds them."""
+    import math
+
+    from attndsl.weight_table import parameter_count
+
+    text = _stack(extra).replace("layers = 3", "layers = 5")
+    t = attndsl.loads(text, "t.attn")["t"].spec
+    assert parameter_count(t) == sum(math.prod(w.shape) for w in weight_table(t))

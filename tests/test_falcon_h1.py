@@ -99,3 +99,25 @@ def test_random_specs_with_a_parallel_mixer_match_the_reference() -> None:
     check_stream(((520, ("parallel = p", "mamba2(", "norm = none")),
                   (626, ("parallel = p", "delta_rule("))), portable=-1,
                  decoding=(120, "parallel = p"))
+
+
+def test_a_parallel_attentions_mask_inputs_are_the_stacks() -> None:
+    """The parallel attention's padding (key_lengths) is an input of the stack even where the
+    pattern's masks read none, and every backend and target skips its padding slots."""
+    text = _SPEC.format(d=16, kernel="", parallel="ssm", placement="pre").replace(
+        "kernel    = mamba2()\n    mask      = causal",
+        "kernel    = mamba2()\n    mask      = causal & padding(side = left)")
+    layer = attndsl.loads(text, "t.attn")["t"]
+    assert layer.spec.runtime_inputs == ("key_lengths",)
+    assert layer.verify(lengths=(1, 9), batches=(3,)).passed
+
+
+def test_parallel_takes_no_placements_per_block() -> None:
+    """Both attentions read the block's pre-normed input: `placements` is refused beside it."""
+    text = _SPEC.format(d=16, kernel="", parallel="ssm", placement="pre").replace(
+        "    layers    = 2", "    placements = [output]\n    layers    = 2")
+    with pytest.raises(SpecError) as e:
+        attndsl.loads(text, "t.attn")
+    d = e.value.diagnostics[0]
+    assert "`parallel` reads one placement" in d.message, d.message
+    assert text[d.span.start:].startswith("parallel")

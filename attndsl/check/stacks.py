@@ -103,7 +103,8 @@ class Stacks(FeedForwards):
             self.check_parallel(e, parallel, attns, placement, residual)
         if placements:
             self.check_placements(e, placement, residual, tuple(
-                k for k in ("shortcut", "first_attn_norm", "attention_only") if k in e)
+                k for k in ("shortcut", "first_attn_norm", "attention_only", "parallel")
+                if k in e)
                 + (("ffn",) if ffn is None else ()))
         for attn in attns:  # a kernel that knows the stack's depth (lightning's rates)
             module = kernel_of(attn.kernel)

@@ -57,6 +57,9 @@ class Names:
     def at(self, i: int, ours: str = "") -> str:
         """The checkpoint prefix of attndsl's block i (where `blocks` are given, of the layer
         holding its tensor `ours`)."""
+        if self.blocks and i >= len(self.blocks):  # (a spec of more blocks: layers past its)
+            return self.layer.format(i=max(max(a, f or a) for a, f in self.blocks) + 1 + i
+                                     - len(self.blocks))
         if self.blocks:
             attn, ffn = self.blocks[i]
             return self.layer.format(i=ffn if ffn is not None and ours.startswith(_FFN_PARTS)

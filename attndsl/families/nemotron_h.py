@@ -22,6 +22,8 @@ __all__ = ["FAMILIES", "blocks"]
 
 _MIXERS = ("linear_attention", "full_attention")
 _FFNS = ("mlp", "moe")
+# layer kinds transformers renames (configuration_utils' _LEGACY_LAYER_TYPE_REMAP)
+_LEGACY = {"mamba": "linear_attention", "attention": "full_attention"}
 # hybrid_override_pattern's letters (the configs the hub holds), as NemotronHConfig reads them
 _LETTERS = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
 
@@ -30,6 +32,8 @@ def layer_types(cfg: dict) -> list | None:
     """The config's layer kinds: layers_block_type (or its alias layer_types), else
     hybrid_override_pattern's letters, else NemotronHConfig's default; None where malformed."""
     types = cfg.get("layers_block_type") or cfg.get("layer_types")
+    if isinstance(types, list):  # (transformers' legacy names, as it remaps them)
+        types = [_LEGACY.get(t, t) if isinstance(t, str) else t for t in types]
     pattern = cfg.get("hybrid_override_pattern")
     if types is None and isinstance(pattern, str) and pattern and all(
             c in _LETTERS for c in pattern):
@@ -73,18 +77,19 @@ def _read(s: SpecText, padding: str | None) -> None:
                           "without biases (a padding slot's would reach the convolution)")
     if s.get("moe_latent_size") is not None:
         s.refuse("moe_latent_size", "experts behind a latent projection have no import")
+    # (a legacy mamba_* name, where given, wins over the field, as NemotronHConfig reads it)
     heads = s.need("mamba_num_heads")
-    groups = s.need("n_groups", "mamba_n_groups")
+    groups = s.need("mamba_n_groups", "n_groups")
     if groups and heads % groups:
         s.refuse("n_groups", f"each group of B and C serves mamba_num_heads / n_groups heads: "
                              f"it must divide {heads}")
         return
-    floor = s.get("time_step_min", "mamba_dt_min", default=0.0)  # (its mixer's clamp)
+    floor = s.get("mamba_dt_min", "time_step_min", default=0.0)  # (its mixer's clamp)
     s.attentions[f"{s.name}_mamba"] = mamba2_attention(
         s, d, heads, s.need("mamba_head_dim"), s.need("ssm_state_size"), groups,
-        s.need("conv_kernel", "mamba_d_conv"),
-        bool(s.get("use_conv_bias", "mamba_conv_bias", default=True)), eps,
-        s.need("chunk_size", "mamba_chunk_size"), [floor, float("inf")], padding)
+        s.need("mamba_d_conv", "conv_kernel"),
+        bool(s.get("mamba_conv_bias", "use_conv_bias", default=True)), eps,
+        s.need("mamba_chunk_size", "chunk_size"), [floor, float("inf")], padding)
     s.comments[f"{s.name}_mamba"] = MAMBA2_COMMENT
     attn_heads = s.need("num_attention_heads")
     s.attentions[f"{s.name}_attn"] = {
@@ -98,6 +103,11 @@ def _read(s: SpecText, padding: str | None) -> None:
         del s.attentions[names[kind]]
     s.pattern = [names[t] for t in period([types[a] for a, _ in pairs])]
     mlp = act(s, "mlp_hidden_act", s.get("mlp_hidden_act", default="relu2"))
+    if mlp not in ("relu", "relu2", "gelu", "gelu_tanh"):  # (its MLP has no gate)
+        s.refuse("mlp_hidden_act", "Nemotron-H's MLP has no gate: relu2, relu, gelu or "
+                                   "gelu_tanh")
+        return
+    cfg["tie_word_embeddings"] = False  # (NemotronHForCausalLM ties nothing, whatever it says)
     bias = "true" if s.get("mlp_bias") else "false"
     dense = f"{mlp}({s.need('intermediate_size')}, bias = {bias})"
     ffn = dense
@@ -183,7 +193,12 @@ FAMILIES = [
                "time_step_floor": "the initial dt's floor (training)",
                "time_step_limit": "Nemotron-H's mixer clamps dt at [time_step_min, inf) "
                                   "whatever it says",
-               "rescale_prenorm_residual": "how untrained weights are drawn"},
+               "rescale_prenorm_residual": "how untrained weights are drawn",
+               "mamba_expand": "Nemotron-H's mixer is mamba_num_heads x mamba_head_dim wide",
+               "mamba_dt_max": "the initial dt's range (training)",
+               "mamba_dt_init_floor": "the initial dt's floor (training)",
+               "mamba_dt_limit": "Nemotron-H's mixer clamps dt at [time_step_min, inf) "
+                                 "whatever it says"},
         lm=True, weights_for=_weights, kinds=("moe", "mlp"),
         types={**MAMBA2_TYPES, **dict.fromkeys(
             ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel",

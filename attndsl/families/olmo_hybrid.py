@@ -1,9 +1,10 @@
 """OLMo Hybrid (`olmo_hybrid`): gated delta-rule layers (`linear_attention`: Gated DeltaNet with
 its own q, k, v, a, b and g projections, beta doubled where linear_allow_neg_eigval, so that the
 state's transition may have a negative eigenvalue; its output RMSNorm's eps 1e-5) among OLMo 3's
-softmax layers (`full_attention`: q and k RMS-normed over all heads, RoPE where rope_parameters
-gives a rope_theta, NoPE otherwise), as layer_types says. The delta-rule blocks put their norms
-before the sublayers, the softmax blocks after them (OLMo 2's): `placements`."""
+softmax layers (`full_attention`: q and k RMS-normed over all heads, RoPE as transformers 5.23
+builds it, from rope_parameters, theta 10000 where none is given), as layer_types says. The
+delta-rule blocks put their norms before the sublayers, the softmax blocks after them (OLMo
+2's): `placements`."""
 
 from __future__ import annotations
 
@@ -59,18 +60,16 @@ def _read(s: SpecText, padding: str | None) -> None:
         "mask": mask(True, padding)}
     s.comments[linear] = ("gated delta rule (linear attention): a state per value head; "
                           "padding slots are skipped")
-    head_dim = d // max(heads, 1)
-    params = cfg.get("rope_parameters")
+    head_dim = s.get("head_dim", default=d // max(heads, 1))
     s.attentions[full] = {
         "d_model": str(d), "heads": str(heads),
         "kv_heads": str(s.get("num_key_value_heads", default=heads)),
         "head_dim": str(head_dim), "bias": "true" if cfg.get("attention_bias") else "false",
         "qk_norm": f"rmsnorm(eps = {num(eps)}, across_heads = true)",
+        # (transformers 5.23 rotates whatever config.json says: its rope_parameters default to
+        # theta 10000, and an old top-level rope_theta is read into them)
+        "position": rope(s, cfg.get("rope_parameters"), head_dim),
         "mask": mask(True, padding)}
-    if isinstance(params, dict) and params.get("rope_theta") is not None:
-        s.attentions[full]["position"] = rope(s, params, head_dim)
-    else:
-        s.comments[full] = "no positions (OLMo Hybrid's NoPE: rope_parameters gives no theta)"
     names = {"linear_attention": linear, "full_attention": full}
     kinds = period(types)
     s.pattern = [names[t] for t in kinds]
