@@ -50,13 +50,15 @@ def mixture(moe: str, dense: list[int], layers: int, width: int) -> str:
     return f"{moe}, dense = swiglu({width}), dense_layers = {dense})" if dense else moe + ")"
 
 
-def grouped_sigmoid(s: SpecText, experts: str, shared: str, expert: str, hidden: int) -> str:
+def grouped_sigmoid(s: SpecText, experts: str, shared: str, expert: str, hidden: int,
+                    bias: str = "") -> str:
     """DeepSeek-V3's mixture as an unclosed `moe(...` call: `expert(hidden)` experts (their
     count the config's `experts`), a sigmoid router choosing by score plus a selection bias
     among the topk_group best of n_group groups, renormalised with norm_topk_prob, times
-    routed_scaling_factor, beside the config's `shared` shared experts as one wider unit."""
+    routed_scaling_factor, beside the config's `shared` shared experts as one wider unit
+    (`bias`: the experts' MLPs' own, `, bias = false`, where their form's default is not)."""
     ffn = (f"moe(experts = {s.need(experts)}, top_k = {s.need('num_experts_per_tok')}, "
-           f"expert = {expert}({hidden}), router = sigmoid, normalize = "
+           f"expert = {expert}({hidden}{bias}), router = sigmoid, normalize = "
            f"{'true' if s.cfg.get('norm_topk_prob') else 'false'}, selection_bias = true, "
            f"routed_scale = {num(s.need('routed_scaling_factor'))}")
     groups, top = s.need("n_group"), s.need("topk_group")

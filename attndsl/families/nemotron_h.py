@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from .bamba import MAMBA2_COMMENT, MAMBA2_TYPES, mamba2_attention, mamba2_names
 from .base import Family
-from .moe import ROUTER_INERT, expanded
+from .moe import ROUTER_INERT, expanded, grouped_sigmoid
 from .names import LM, Names
 from .rope import num
 from .text import SpecText, act, mask, period
@@ -112,14 +112,9 @@ def _read(s: SpecText, padding: str | None) -> None:
     dense = f"{mlp}({s.need('intermediate_size')}, bias = {bias})"
     ffn = dense
     if "moe" in types:
-        ffn = (f"moe(experts = {s.need('n_routed_experts')}, top_k = "
-               f"{s.need('num_experts_per_tok')}, expert = {mlp}("
-               f"{s.need('moe_intermediate_size')}, bias = false), router = sigmoid, "
-               f"normalize = {'true' if s.get('norm_topk_prob') else 'false'}, selection_bias = "
-               f"true, routed_scale = {num(s.need('routed_scaling_factor'))}")
-        n_group, top = s.need("n_group"), s.need("topk_group")
-        if n_group > 1:
-            ffn += f", groups = {n_group}, top_groups = {top}"
+        # (DeepSeek-V3's router over bias-free experts; one shared MLP of its own width)
+        ffn = grouped_sigmoid(s, "n_routed_experts", "", mlp, s.need("moe_intermediate_size"),
+                              ", bias = false")
         ffn += (f", shared = {mlp}({s.need('moe_shared_expert_intermediate_size')}, bias = "
                 f"{bias})")
         dense_layers = [b for b, (_, f) in enumerate(pairs) if f is not None
