@@ -174,12 +174,11 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         for which in _block_norms(spec, i):
             norm(f"{p}{which}", d, spec.norm, layernorm)
         form, ffn = spec.layer_feed_forward(i), spec.layer_ffn(i)
-        if form is None and spec.has_ffn(i):  # (else the attention alone, or a form)
-            out.extend(mlp_weights(f"{p}mlp.", ffn, d))
-        elif spec.has_ffn(i):
+        if spec.has_ffn(i):  # (else the attention alone)
             from .mechanisms import ffn_of  # (here: a form's weights are Weights)
 
-            out.extend(ffn_of(form).weights(form, ffn, d, p))
+            out.extend(mlp_weights(f"{p}mlp.", ffn, d) if form is None
+                       else ffn_of(form).weights(form, ffn, d, p))
         if spec.shortcut is not None and i % 2 == 0:  # the pair's shortcut (LongCat-Flash)
             out.extend(_shortcut_weights(spec, p, d))
         if spec.ffn_conv is not None:  # Inkling's convolution of the feed-forward output

@@ -603,10 +603,11 @@ def _delta(r: random.Random, entries: dict, excluded: bool) -> None:
     entries["kernel"] = (f"delta_rule(key_heads = {key_heads}, conv = {r.choice([1, 2, 4])}, "
                          f"chunk = {r.choice([1, 5, 16, 64])}, "
                          f"eps = {r.choice(['1e-6', '0.01'])})")
-    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
-                                "padding & causal"])
+    entries["mask"] = r.choice(_RECURRENT_MASKS)
 
 
+# the masks a recurrent kernel's streams draw (causal twice: half of them without padding)
+_RECURRENT_MASKS = ("causal", "causal", "causal & padding(side = left)", "padding & causal")
 # an attention's keys with no stream of their own (the main stream's)
 _PLAIN = {"d_model", "heads", "kv_heads", "head_dim", "value_dim", "bias", "mask", "position",
           "scale", "qk_norm", "dropout", "out_proj", "sparsity", "kernel"}
@@ -626,8 +627,7 @@ def _kda(r: random.Random, entries: dict, excluded: bool) -> None:
                          f", eps = {r.choice(['1e-6', '0.01'])}, forget_rank = "
                          f"{r.choice(['none', '3'])}, gate_rank = {r.choice(['none', '5'])}, "
                          f"lower_bound = {r.choice(['none', '-5', '-0.5'])})")
-    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
-                                "padding & causal"])
+    entries["mask"] = r.choice(_RECURRENT_MASKS)
 
 
 def _lightning(r: random.Random, entries: dict, excluded: bool) -> None:
@@ -641,8 +641,7 @@ def _lightning(r: random.Random, entries: dict, excluded: bool) -> None:
         entries.pop(key, None)
     entries["kernel"] = (f"lightning(layers = {r.choice(['none', '3', '4'])}, chunk = "
                          f"{r.choice([1, 5, 16, 64])}, eps = {r.choice(['1e-6', '0.01'])})")
-    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
-                                "padding & causal"])
+    entries["mask"] = r.choice(_RECURRENT_MASKS)
 
 
 def _mamba2(r: random.Random, entries: dict, excluded: bool) -> None:
@@ -663,8 +662,7 @@ def _mamba2(r: random.Random, entries: dict, excluded: bool) -> None:
                          f"{r.choice([1, 2, 4])}, chunk = {r.choice([1, 5, 16, 64])}, eps = "
                          f"{r.choice(['1e-5', '0.01'])}, conv_bias = "
                          f"{r.choice(['true', 'false'])}{clamp})")
-    entries["mask"] = r.choice(["causal", "causal", "causal & padding(side = left)",
-                                "padding & causal"])
+    entries["mask"] = r.choice(_RECURRENT_MASKS)
 
 
 def _short_conv(r: random.Random, entries: dict, excluded: bool) -> None:

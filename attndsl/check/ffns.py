@@ -62,14 +62,14 @@ class FeedForwards(Layers):
                              "...(pre, ...)` and a sequential residual", where.span,
                              hint="such a block is h = x + attn(norm(x)) (Mamba2's, "
                                   "Nemotron-H's layers)")
-        for other, value in (("ffn_conv", ffn_conv), ("shortcut", shortcut),
-                             ("residual_scale", True if depth else None)):
-            if value is not None:
-                raise self.error(f"`{other}` reads each block's feed-forward, and "
-                                 f"`{key}` leaves it out", e[other].key_span,
-                                 hint=f"remove `{other}`" if other != "residual_scale" else
-                                 "`residual_scale = depth` numbers two sublayers a block: "
-                                 "give it a number")
+        readers = {"ffn_conv": ffn_conv is not None, "shortcut": shortcut is not None,
+                   "residual_scale": depth}
+        for other in (k for k, reads in readers.items() if reads):
+            raise self.error(f"`{other}` reads each block's feed-forward, and `{key}` leaves "
+                             "it out", e[other].key_span,
+                             hint="`residual_scale = depth` numbers two sublayers a block: "
+                                  "give it a number" if other == "residual_scale"
+                             else f"remove `{other}`")
 
     def check_parallel(self, e: dict[str, ast.Entry], parallel: Any, attns: tuple,
                        placement: str, residual: str) -> None:

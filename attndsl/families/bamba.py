@@ -27,7 +27,7 @@ def mamba2_attention(s: SpecText, d: int, heads: int, head_dim: int, state: int,
     """A Mamba2 mixer's attention entries (`norm`: its kernel's norm order, where not Mamba2's
     after_gate); refusals by name where its config's values have no import (a step limit that
     is not a pair of numbers)."""
-    dt = f", norm = {norm}" if norm else ""
+    extra = f", norm = {norm}" if norm else ""
     if limit is not None:
         if not (isinstance(limit, list | tuple) and len(limit) == 2
                 and all(isinstance(x, int | float) and not isinstance(x, bool) for x in limit)
@@ -37,13 +37,13 @@ def mamba2_attention(s: SpecText, d: int, heads: int, head_dim: int, state: int,
         else:
             lo, hi = float(limit[0]), float(limit[1])
             if lo > 0:
-                dt += f", dt_min = {num(lo)}"
+                extra += f", dt_min = {num(lo)}"
             if hi < _FLOAT32_MAX:  # (past float32's range: no bound the step can reach)
-                dt += f", dt_max = {num(hi)}"
+                extra += f", dt_max = {num(hi)}"
     return {"d_model": str(d), "heads": str(heads), "head_dim": str(state),
             "value_dim": str(head_dim), "bias": "false",
             "kernel": (f"mamba2(groups = {groups}, conv = {conv}, chunk = {chunk}, eps = "
-                       f"{num(eps)}, conv_bias = {'true' if conv_bias else 'false'}{dt})"),
+                       f"{num(eps)}, conv_bias = {'true' if conv_bias else 'false'}{extra})"),
             "mask": mask(True, padding)}
 
 

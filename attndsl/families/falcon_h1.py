@@ -22,23 +22,23 @@ from .text import SpecText, mask
 
 __all__ = ["FAMILIES"]
 
-_DEFAULTS = {"attention_in_multiplier": 1.0, "key_multiplier": 1.0,
-             "attention_out_multiplier": 1.0, "ssm_in_multiplier": 1.0,
-             "ssm_out_multiplier": 1.0}
+# the scalar multipliers folded into the weights (1 where config.json gives none)
+_MULTIPLIERS = ("attention_in_multiplier", "key_multiplier", "attention_out_multiplier",
+                "ssm_in_multiplier", "ssm_out_multiplier")
 
 
 def _factor(cfg: dict, *keys: str) -> float:
     out = 1.0
     for key in keys:
         value = cfg.get(key)
-        out *= _DEFAULTS.get(key, 1.0) if value is None else float(value)
+        out *= 1.0 if value is None else float(value)
     return out
 
 
-def _scaled(*keys: str, split: Split | None = None) -> Split:
-    """The tensor (after `split`) times the product of the config's multipliers `keys`."""
+def _scaled(*keys: str) -> Split:
+    """The tensor times the product of the config's multipliers `keys`."""
     def scale(t: Any, a: Attention, cfg: dict) -> Any:
-        return (split(t, a, cfg) if split else t) * _factor(cfg, *keys)
+        return t * _factor(cfg, *keys)
     return scale
 
 
@@ -72,7 +72,7 @@ def _read(s: SpecText, padding: str | None) -> None:
     if s.get("mamba_proj_bias"):
         s.refuse("mamba_proj_bias", "Mamba2's input projection has no bias here (a padding "
                                     "slot's would reach the convolution)")
-    for key in _DEFAULTS:  # (folded into the weights they scale, as `compile --weights` reads)
+    for key in _MULTIPLIERS:  # (folded into the weights they scale, as `compile --weights` reads)
         if not isinstance(s.get(key, default=1.0), int | float) or isinstance(s.get(key), bool):
             s.refuse(key, "a number is needed")
             return

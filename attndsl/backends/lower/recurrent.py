@@ -1,9 +1,9 @@
 """ONNX Runtime's com.microsoft.LinearAttention in place of a recurrent kernel's chunked form
-(the delta rule's, Kimi delta attention's, lightning attention's and Mamba2's strategies lower
-their `kernel` node with these). The contrib op runs the recurrence of docs/LANGUAGE.md from
-the past state (zeros without one), o_t = scale q_t^T S_t: attndsl passes q and k L2-normed
-for the delta rules, q times the layer's scale (the op's scale 1), and the module's gates,
-zero at a padding slot so that the state passes it unchanged, as in the module's own form."""
+(the recurrent kernels' strategies lower their `kernel` node with these). The contrib op runs
+the recurrence of docs/LANGUAGE.md from the past state (zeros without one), o_t = scale q_t^T
+S_t: attndsl passes q and k L2-normed for `gated_delta`, q times the layer's scale (the op's
+scale 1), and the module's gates, zero at a padding slot so that the state passes it
+unchanged, as in the module's own form."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def real_tokens(lw: Lowering, node: Node, length: Sym) -> Sym | None:
 def contrib(lw: Lowering, node: Node, rule: str, qkv: tuple, decay: str, beta: str | None,
             heads: int, skip: Sym | None = None) -> str:
     """LinearAttention (`rule`, scale 1) on the float32 q, k, v heads (B, H, L, d) and the
-    packed decay (and beta, for the delta rules): one pass the outputs (B, H, L, dv) (plus
+    packed decay (and beta, for `gated_delta`): one pass the outputs (B, H, L, dv) (plus
     `skip`, float32, where given) in the model's dtype; decoding, the outputs then the present
     state along the length, the past state the node's next to last argument (before
     attention_mask)."""
