@@ -1,10 +1,12 @@
-"""The recurrent layers on ONNX Runtime's CUDA provider: the delta rule (Qwen3-Next), Kimi delta
-attention (Kimi Linear, Ling 3) and lightning attention (MiniMax) generating on a GPU.
+"""The recurrent layers on ONNX Runtime's CUDA provider: the delta rule (Qwen3-Next, OLMo Hybrid),
+Kimi delta attention (Kimi Linear, Ling 3), lightning attention (MiniMax) and Mamba2 (Mamba2,
+Bamba, Granite 4, Nemotron-H, Falcon-H1) generating on a GPU.
 
   # here (CPU, transformers installed): tiny checkpoints from transformers' config classes,
-  # their weights redrawn, transformers' greedy tokens for each prompt alone, and each one's
-  # decoding model compiled for ort-cuda (the recurrence as com.microsoft.LinearAttention, where
-  # the CUDA table has its kernel) and for portable (the chunked form in standard ops)
+  # their weights redrawn, transformers' greedy tokens for each prompt alone (its forward over
+  # the whole prefix at each step, without its cache), and each one's decoding model compiled
+  # for ort-cuda (the recurrence as com.microsoft.LinearAttention, where the CUDA table has its
+  # kernel) and for portable (the chunked form in standard ops)
   .venv/bin/python tools/gpu_recurrent.py prepare gpu-recurrent
   # on the GPU machine (onnxruntime-gpu installed)
   python tools/gpu_recurrent.py run gpu-recurrent
@@ -30,7 +32,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TYPES = {"qwen3_next": True, "kimi_linear": False, "bailing_hybrid": False, "minimax": False}
+TYPES = {"qwen3_next": True, "kimi_linear": False, "bailing_hybrid": False, "minimax": False,
+         # Mamba2's mixers (alone, beside attention, in hybrids) and OLMo Hybrid's delta rule
+         "mamba2": False, "bamba": False, "granitemoehybrid": False, "nemotron_h": False,
+         "falcon_h1": False, "olmo_hybrid": False}
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 NEW = 12
 TARGETS = ("ort-cuda", "portable")
@@ -48,10 +53,12 @@ def prepare(out: Path) -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
     from coverage_configs import tiny_config
 
-    from tests.test_hf_families import redraw
+    from tests.test_hf_families import CASES, redraw
     from tests.test_kimi_linear import _kimi, _ling
 
     small = {"kimi_linear": _kimi, "bailing_hybrid": _ling}  # tiny_config's keeps 256 experts
+    small.update({name: CASES[name][0] for name in TYPES if name in CASES and name not in small
+                  and name not in ("qwen3_next", "minimax")})  # the suite's tiny configs
 
     expected = {}
     for name, unit_offset in TYPES.items():
@@ -60,13 +67,20 @@ def prepare(out: Path) -> None:
         model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
         redraw(model, 11, unit_offset=unit_offset)
         model.save_pretrained(folder)
-        want = []
+        want, cached = [], []
         for prompt in PROMPTS:  # each prompt alone (MiniMax's batched left padding differs)
             with torch.no_grad():
                 ids = model.generate(input_ids=torch.tensor([prompt]), max_new_tokens=NEW,
                                      do_sample=False, pad_token_id=0, eos_token_id=None)
+                cached.append(ids[0, len(prompt):].tolist())
+                ids = torch.tensor([prompt])  # the model's own forward over the whole prefix:
+                for _ in range(NEW):  # transformers' one-token Mamba2 steps leave dt unclamped
+                    step = model(input_ids=ids, use_cache=False).logits[0, -1].argmax()
+                    ids = torch.cat([ids, step.view(1, 1)], 1)
             want.append(ids[0, len(prompt):].tolist())
         expected[name] = want
+        if cached != want:
+            print(f"{name}: transformers' cached generate gives {cached}", flush=True)
         spec = out / name / "model.attn"
         made = _cli("import", str(folder), "-o", str(spec))
         if made.returncode:
