@@ -18,7 +18,6 @@ LACKS: dict[str, str] = {
             "output",
     "cpmant": "CPM-Ant's segment-aware bucketed relative-position bias and prompt/segment "
               "embeddings",
-    "deepseek_v32": _DSA,
     "deepseek_v4": "compressed sparse attention (KV compressors scored by an indexer) and "
                    "hyper-connections between layers",
     "doge": "dynamic mask attention (a learned per-key mask from the values) and a cross-domain "
@@ -27,7 +26,9 @@ LACKS: dict[str, str] = {
     "gemma3n_text": "AltUp's parallel residual streams, the LAuReL low-rank residual and "
                     "activation sparsity by a Gaussian top-k (its per-layer inputs and its "
                     "keys and values shared across layers are in the language, as Gemma 4's)",
-    "glm_moe_dsa": _DSA,
+    "glm_moe_dsa": "layers that reuse an earlier layer's choice of keys (indexer_types "
+                   "`shared`) and its indexer's interleaved RoPE (DeepSeek sparse attention, "
+                   "which attndsl expresses as DeepSeek-V3.2's)",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "
                 "(Hierarchical Reasoning Model)",
     "hy_v4": f"{_DSA} and hyper-connections between layers",

@@ -318,6 +318,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["differential"] = diff.choice(["lambda", "lambda(init = 0.3, eps = 1e-6)",
                                                "lambda(init = depth, eps = 0.01)"])
     _latent(random.Random(seed * 7919 + 15), entries, cross or linear or linformer or lsh)
+    _indexer(random.Random(seed * 7919 + 53), entries)
     _delta(random.Random(seed * 7919 + 16), entries, cross or linear or linformer or lsh)
     if entries.get("kernel", "").startswith("delta_rule(") and \
             random.Random(seed * 7919 + 48).random() < 0.5:  # OLMo Hybrid's: own stream
@@ -696,6 +697,20 @@ def _latent(r: random.Random, entries: dict, excluded: bool) -> None:
                          f"q_rank = {q_rank}, eps = {r.choice(['1e-6', '0.01'])})")
     entries["position"] = r.choice(["none", "rope(theta = 10000)",
                                     "rope(theta = 500, interleaved = true)"])
+
+
+def _indexer(r: random.Random, entries: dict) -> None:
+    """DeepSeek-V3.2's lightning indexer on latent attention with a query latent (its own
+    stream): its heads, their width (rope_dim or more, at least 4: a LayerNorm over 2
+    features leaves every key one of two, whose scores tie up to rounding), the keys each
+    query keeps."""
+    latent = entries.get("latent", "q_rank = none")
+    if "q_rank = none" in latent or "softcap" in entries or r.random() >= 0.5:
+        return
+    rope = int(latent.split("rope_dim = ")[1].split(",")[0])
+    heads, width = r.choice([1, 3, 4]), r.choice([max(rope, 4), rope + 4, 10])
+    entries["indexer"] = (f"lightning(heads = {heads}, head_dim = {width}, top_k = "
+                          f"{r.choice([1, 3, 7])}, rope = {r.choice(['half', 'interleaved'])})")
 
 
 def _head_experts(r: random.Random, entries: dict, excluded: bool) -> None:

@@ -99,8 +99,12 @@ def test_the_dtype_sweeps_take_every_strategy_and_mask_primitive() -> None:
 def _lengths(layer) -> tuple[int, ...]:
     """LENGTHS, but for an LSH layer only those within one chunk: beyond, its float16 queries
     hash differently from the float64 reference's wherever two rotated projections tie within
-    float16 rounding, a discontinuity no tolerance covers (docs/LANGUAGE.md, Kernels)."""
+    float16 rounding, a discontinuity no tolerance covers (docs/LANGUAGE.md, Kernels); for a
+    layer whose keys an indexer selects, only those up to its top_k (every key kept), the
+    top_k choice being such a discontinuity past them."""
     chunks = [a.kernel.chunk for a in attentions_of(layer.spec) if isinstance(a.kernel, LshKernel)]
+    chunks += [a.mechanism("indexer").top_k for a in attentions_of(layer.spec)
+               if a.mechanism("indexer") is not None]
     return tuple(n for n in LENGTHS if not chunks or n <= min(chunks))
 
 

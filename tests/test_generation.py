@@ -801,7 +801,8 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
 
 # by default each latent-attention checkpoint is decoded for one target (two each; portable
 # takes the two quicker to export), and MiMo-V2-Flash for ort-cpu; both with --deep
-LATENT_TARGETS = {"v3": ("ort-cpu",), "v2": ("portable",), "youtu": ("portable",),
+LATENT_TARGETS = {"v3": ("ort-cpu",), "v32": ("portable",), "v2": ("portable",),
+                  "youtu": ("portable",),
                   "glm4_moe_lite": ("ort-cpu",), "minicpm3": ("portable",),
                   "axk1": ("ort-cpu",), "longcat_flash": ("portable",)}
 
@@ -811,6 +812,7 @@ LATENT_TARGETS = {"v3": ("ort-cpu",), "v2": ("portable",), "youtu": ("portable",
 def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version: str,
                                             capsys) -> None:
     """DeepSeek-V3 (latent attention, group-limited sigmoid routing, a dense first layer),
+    V3.2 (V3's, over the keys its lightning indexer picks, caching its index keys too),
     V2-Lite's form (no q bottleneck, greedy softmax routing), LongCat-Flash (two sublayers
     a layer and a shortcut mixture with identity experts), Youtu-LLM (V3's attention,
     every MLP dense), GLM-4.7-Flash (V3's, its dense layer named by mlp_layer_types) and
@@ -828,6 +830,10 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     config = {
         "v3": lambda: tf.DeepseekV3Config(n_group=4, topk_group=2, q_lora_rank=32,
                                           first_k_dense_replace=1, **common),
+        # V3.2: each query's latent attention over the 3 keys its indexer scores highest
+        "v32": lambda: tf.DeepseekV32Config(n_group=4, topk_group=2, q_lora_rank=32,
+                                            first_k_dense_replace=1, index_n_heads=8,
+                                            index_head_dim=16, index_topk=3, **common),
         "v2": lambda: tf.DeepseekV2Config(q_lora_rank=None, first_k_dense_replace=1, **common),
         "youtu": lambda: tf.YoutuConfig(q_lora_rank=32, **attention),
         "glm4_moe_lite": lambda: tf.Glm4MoeLiteConfig(
@@ -863,8 +869,10 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}
+    index = {f"past_key_values.{i}.index_key": ["batch", 1, "past_length", 16]
+             for i in range(2)} if version == "v32" else {}  # V3.2's indexer's keys
     assert caches == {f"past_key_values.{i}.key": ["batch", 1, "past_length", 20 + 8]
-                      for i in range(2)}  # the latent and the RoPE key alone
+                      for i in range(2)} | index  # the latent and the RoPE key alone
     generates_as(model, decoder, capsys)
 
 

@@ -468,6 +468,20 @@ CASES = {
             "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
         rms_norm_eps=1e-3, **SMALL),  # the latent norms keep their own 1e-6
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # DeepSeek-V3.2: V3's model (its RoPE interleaved), each query's latent attention over the
+    # 4 keys its lightning indexer scores highest (8 index heads of 16, RoPE rotate-half on
+    # their first 8 features, LayerNorm on the index keys)
+    "deepseek_v32": (lambda: tf.DeepseekV32Config(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        n_group=4, topk_group=2, n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=32,
+        kv_lora_rank=20, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16,
+        index_n_heads=8, index_head_dim=16, index_topk=4, max_position_embeddings=64,
+        rope_parameters={
+            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+            "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
+        rms_norm_eps=1e-3, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # two latent-attention and dense-MLP sublayers per layer, a shortcut mixture from the
     # first's feed-forward input to the second's output (softmax over 4 SwiGLU and 3 identity
     # experts, chosen by score plus e_score_correction_bias), LoRA-scaled queries and latents,

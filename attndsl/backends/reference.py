@@ -23,6 +23,7 @@ from .reference_decoding import (
 )
 from .reference_delta import causal_conv
 from .reference_experts import act, experts, glu, route, xielu
+from .reference_indexer import select_keys
 from .reference_kernels import kernel
 from .reference_masks import mask_of, visible
 from .reference_mechanisms import READINGS
@@ -215,9 +216,10 @@ def _score_bias(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray
 def _biased(s: np.ndarray, node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """Scores s (B, H, L, S) plus the node's score bias, at a decoding call's positions."""
     kind = node.attr("kind" if node.op is Op.SCORE_BIAS else "bias")  # a core's: `bias`
-    # relative logits' relative states: a score_bias node's second operand, a core's fourth
+    # relative logits' relative states or an indexer's selection: a score_bias node's second
+    # operand, a core's fourth
     states = env[node.args[1 if node.op is Op.SCORE_BIAS else 3]] \
-        if kind == "relative_logits" else None
+        if kind in ("relative_logits", "indexed") else None
     if "attention_mask" in env:  # a decoding call: the tokens' and the keys' positions
         q, k = call_positions(env["attention_mask"], s.shape[2], s.shape[3])
         return add_bias(s, kind, dict(node.attrs), w, q[:, :, None], k[:, None, :], states)
@@ -303,12 +305,8 @@ def _attend(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return _arg(node, env, 0) @ _arg(node, env, 1)
 
 
-impl(Op.CACHE)(cache)
-impl(Op.TAIL)(tail)
-impl(Op.ROWS)(rows)
-impl(Op.HEAD_LINEAR)(head_linear)
-impl(Op.CAUSAL_CONV)(causal_conv)
-impl(Op.KERNEL)(kernel)
+_IMPL.update({Op.CACHE: cache, Op.TAIL: tail, Op.ROWS: rows, Op.HEAD_LINEAR: head_linear,
+              Op.CAUSAL_CONV: causal_conv, Op.KERNEL: kernel, Op.SELECT_KEYS: select_keys})
 
 
 @impl(Op.MERGE_HEADS)

@@ -110,10 +110,13 @@ def add_bias(s: np.ndarray, kind: str, attrs: Mapping[str, Any], w: Mapping[str,
              states: np.ndarray | None = None) -> np.ndarray:
     """s (B, H, L, S) plus the score bias `kind` (alibi, relative_bias, relative_logits) of
     parameters `attrs` at query position q (B | 1, L, 1) and key position k (B | 1, 1, S):
-    0 .. L - 1 and 0 .. S - 1 in one pass; `states`: relative logits' r (B, H, L, d_rel)."""
+    0 .. L - 1 and 0 .. S - 1 in one pass; `states`: relative logits' r (B, H, L, d_rel), or
+    an indexer's selection (B, L, S)."""
     H, L, S = s.shape[1:]
     if q is None:
         q, k = np.arange(L)[None, :, None], np.arange(S)[None, None, :]
+    if kind == "indexed":  # the keys an indexer kept: 0, the others -inf, for every head
+        return s + states[:, None]
     if kind == "relative_logits":  # b[h, i, j] = sum_c r_h(i)[c] P[c, i - j], 0 <= i - j < E
         bank = w[attrs["weight"]].astype(np.float64)  # (d_rel, extent)
         distance = np.broadcast_to(q - k, (s.shape[0], L, S))

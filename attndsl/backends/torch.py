@@ -269,6 +269,15 @@ def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
     return visible(node.attr("expr"), env, keys)
 
 
+@impl(Op.SELECT_KEYS)
+def _select_keys(m: GraphModule, node: Node, env: Env) -> Tensor:
+    """The keys each query keeps: `indexer.select` over torch."""
+    from ..mechanisms.indexer import select
+
+    q, k, w, seen = (env[a] for a in node.args)
+    return select(TorchArrays(q.device), q, k, w, seen, node.attr("top_k"), node.attr("scale"))
+
+
 @impl(Op.SOFTMAX)
 def _softmax(m: GraphModule, node: Node, env: Env) -> Tensor:
     if len(node.args) == 1:  # no mask (a kernel's rows: `Kernel.rows`)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from .base import Family
 from .deepseek import DEEPSEEK, moe_ffn
-from .deepseek import _read as read_deepseek
+from .deepseek import read_v3 as read_deepseek
 from .moe import ROUTER_INERT, expanded
 from .rope import num
 from .text import SpecText

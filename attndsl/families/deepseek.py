@@ -19,7 +19,7 @@ from .names import Names
 from .rope import num, rope
 from .text import SpecText
 
-__all__ = ["DEEPSEEK", "FAMILIES", "moe_ffn", "read_latent"]
+__all__ = ["DEEPSEEK", "FAMILIES", "moe_ffn", "read_latent", "read_v3"]
 
 
 def _softmax_scale(params: dict | None, head_dim: int) -> float:
@@ -35,10 +35,12 @@ def _softmax_scale(params: dict | None, head_dim: int) -> float:
     return scale
 
 
-def read_latent(s: SpecText, padding: str | None, latent_eps: float | None = None) -> float:
+def read_latent(s: SpecText, padding: str | None, latent_eps: float | None = None,
+                interleaved: bool = False) -> float:
     """The one attention (`deepseek_mla`) and layer pattern of a latent-attention config, and
     rms_norm_eps as read; `latent_eps`: the latent norms' eps where it is not rms_norm_eps
-    (MiniCPM3's, transformers' RMSNorm default 1e-6)."""
+    (MiniCPM3's, transformers' RMSNorm default 1e-6); `interleaved`: its RoPE always
+    interleaved (DeepSeek-V3.2's, which has no rope_interleave)."""
     cfg, v2 = s.cfg, s.cfg.get("model_type") == "deepseek_v2"
     heads, rope_dim = s.need("num_attention_heads"), s.need("qk_rope_head_dim")
     nope, eps = s.need("qk_nope_head_dim"), s.need("rms_norm_eps")
@@ -54,7 +56,7 @@ def read_latent(s: SpecText, padding: str | None, latent_eps: float | None = Non
                           f"{s.need('kv_lora_rank')}, rope_dim = {rope_dim}, eps = "
                           f"{num(eps if latent_eps is None else latent_eps)})"),
                "position": rope(s, cfg.get("rope_parameters"), head_dim, dim=rope_dim,
-                                interleaved=v2 or bool(cfg.get("rope_interleave")))}
+                                interleaved=interleaved or v2 or bool(cfg.get("rope_interleave")))}
     scale = _softmax_scale(cfg.get("rope_parameters"), head_dim)
     if scale != head_dim ** -0.5:
         entries["scale"] = num(scale)
@@ -66,10 +68,11 @@ def read_latent(s: SpecText, padding: str | None, latent_eps: float | None = Non
     return eps
 
 
-def _read(s: SpecText, padding: str | None) -> None:
+def read_v3(s: SpecText, padding: str | None, interleaved: bool = False) -> None:
+    """DeepSeek-V3's attention and stack (V2's, Youtu's); `interleaved` as `read_latent`."""
     # the latent norms (q_a_layernorm, kv_a_layernorm) are RMSNorms of transformers' default
     # eps 1e-6 in DeepSeek-V2/V3, Youtu and GLM-4.7-Flash alike, whatever rms_norm_eps says
-    eps = read_latent(s, padding, latent_eps=1e-6)
+    eps = read_latent(s, padding, latent_eps=1e-6, interleaved=interleaved)
     cfg, v2 = s.cfg, s.cfg.get("model_type") == "deepseek_v2"
     layers = s.need("num_hidden_layers")
     dense = s.need("intermediate_size")  # the dense layers' MLP (first_k_dense_replace)
@@ -146,7 +149,7 @@ _YOUTU = Names(DEEPSEEK.layer, {k: v for k, v in DEEPSEEK.names.items()
 # transformers' defaults (DeepseekV3Config, DeepseekV2Config, YoutuConfig, 5.23) for the fields
 # the import reads
 FAMILIES = [
-    Family("deepseek_v3", _read, DEEPSEEK, {
+    Family("deepseek_v3", read_v3, DEEPSEEK, {
         "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
         "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
         "n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5,
@@ -162,7 +165,7 @@ FAMILIES = [
                "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim",
                "pretraining_tp": "transformers' DeepSeek-V3 forward does not read it"},
         lm=True, weights_for=expanded(DEEPSEEK)),
-    Family("deepseek_v2", _read, _DEEPSEEK_V2, {
+    Family("deepseek_v2", read_v3, _DEEPSEEK_V2, {
         "hidden_size": 4096, "intermediate_size": 11008, "moe_intermediate_size": 1407,
         "num_hidden_layers": 32, "num_attention_heads": 32, "n_shared_experts": 2,
         "n_routed_experts": 64, "routed_scaling_factor": 1.0, "kv_lora_rank": 512,
@@ -178,7 +181,7 @@ FAMILIES = [
         refused={"mlp_bias": (bool, "DeepSeek-V2's MLPs with biases have no import yet")},
         lm=True, weights_for=expanded(_DEEPSEEK_V2)),
     # GLM-4.7-Flash: DeepSeek-V3's attention and routing, its dense layers in mlp_layer_types
-    Family("glm4_moe_lite", _read, DEEPSEEK, {
+    Family("glm4_moe_lite", read_v3, DEEPSEEK, {
         "hidden_size": 2048, "intermediate_size": 10240, "moe_intermediate_size": 1536,
         "num_hidden_layers": 47, "num_attention_heads": 20, "num_key_value_heads": 20,
         "n_shared_experts": 1, "n_routed_experts": 64, "routed_scaling_factor": 1.8,
@@ -193,7 +196,7 @@ FAMILIES = [
                "qk_head_dim": "derived: qk_nope_head_dim + qk_rope_head_dim"},
         lm=True, weights_for=expanded(DEEPSEEK)),
     # Youtu-LLM: DeepSeek-V3's latent attention in Llama's decoder, every MLP a dense SwiGLU
-    Family("youtu", _read, _YOUTU, {
+    Family("youtu", read_v3, _YOUTU, {
         "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 32,
         "num_attention_heads": 16, "num_key_value_heads": 16, "kv_lora_rank": 512,
         "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,

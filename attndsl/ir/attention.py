@@ -18,7 +18,7 @@ from ..spec import (
     Sinusoidal,
 )
 from .graph import GraphBuilder, Op
-from .ops import core_attributes
+from .ops import BIAS_OPERANDS, core_attributes
 
 __all__ = ["absolute", "attention", "norm"]
 
@@ -68,14 +68,19 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         o = own.layer(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.kernel, x, cache)
         return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
     form = mechanisms.projection_of(s.projection)
-    rel = None  # Inkling's relative states: the relative_logits bias's operand
+    # the score bias's operand: Inkling's relative states (relative_logits), or the keys an
+    # indexer selected (`indexed`)
+    rel = None
     absorbed = None  # decoding a projection form: the core over its own cache
     if form is not None and form.cache and cache is not None and compact:
-        q, k, v, absorbed = form.decoding(mechanisms.Site(b, s, p, prefix, pos, n, layer),
-                                          s.projection, x, cache, _kept(s) if bounded else None)
-        n = "P + L"
-    elif form is not None:  # its own q, k and v heads
-        q, k, v = form.heads(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.projection, x)
+        q, k, v, absorbed, *selected = form.decoding(
+            mechanisms.Site(b, s, p, prefix, pos, n, layer), s.projection, x, cache,
+            _kept(s) if bounded else None)
+        rel, n = (selected or [None])[0], "P + L"
+    elif form is not None:  # its own q, k and v heads (and a `keys` hook's selection)
+        q, k, v, *selected = form.heads(mechanisms.Site(b, s, p, prefix, pos, n, layer),
+                                        s.projection, x)
+        rel = (selected or [None])[0]
     elif reuse:  # its queries alone, over the earlier layer's keys and values
         site = mechanisms.Site(b, s, p, prefix, pos, n, layer, cache)
         q = mechanisms.projected(site, linear("q", x, "q_proj",
@@ -214,6 +219,8 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
     elif isinstance(s.position, RelativeLogits):
         bias = dict(bias="relative_logits", d_rel=s.position.d_rel, extent=s.position.extent,
                     weight=f"{prefix}rel_logits_proj.proj")
+    elif rel is not None:  # the keys a `keys` hook mechanism selected (an indexer's)
+        bias = dict(bias="indexed")
     # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
     # cross attention's keys are the cached memory rows, read by index alone; a kernel's
     # rows: no mask (the rows dropped the hidden keys)
@@ -230,7 +237,7 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
         strategy="", heads=s.heads, kv_heads=s.kv_heads, scale=s.scale, **bias,
         **mechanisms.softmax_attrs(site), expr=expr, sparsity=s.sparsity, memory=memory,
         dropout=s.dropout, kind=s.kind)
-    operands = (rel,) if bias["bias"] == "relative_logits" else ()
+    operands = (rel,) if bias["bias"] in BIAS_OPERANDS else ()
     return b.emit(Op.ATTENTION, f"{p}merged", (q, k, v, *operands, *runtime), merged,
                   **{key: values[key] for key in core_attributes(bias["bias"])})
 

@@ -118,10 +118,11 @@ def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
 SCORE_BIASES: dict[str | None, tuple[str, ...]] = {
     None: (), "alibi": ("slopes", "max_bias", "factor", "rounding"),
     "relative_bias": ("buckets", "max_distance", "bidirectional", "weight"),
-    "relative_logits": ("d_rel", "extent", "weight")}
+    "relative_logits": ("d_rel", "extent", "weight"), "indexed": ()}
 # the score biases that read a tensor of the layer's own besides positions: an attention core's
-# fourth operand, a score_bias node's second (Inkling's relative states, (B, heads, L, d_rel))
-BIAS_OPERANDS = frozenset({"relative_logits"})
+# fourth operand, a score_bias node's second (Inkling's relative states, (B, heads, L, d_rel);
+# an indexer's selection, (B, L, n): -inf on the visible keys it drops, 0 elsewhere)
+BIAS_OPERANDS = frozenset({"relative_logits", "indexed"})
 
 
 def conv_inputs(node: Node) -> tuple[str, ...]:
@@ -281,6 +282,7 @@ _DEFS = [
           tensors=("weights",)),
     OpDef(Op.REPEAT_KV, (1, 1), ("groups: int",), rule=_repeat),
     OpDef(Op.SCORES, (2, 2), ("scale: number",), rule=_scores),
+    OpDef(Op.SELECT_KEYS, (4, 4), ("top_k: int", "scale: number"), rule=_rank(3)),
     OpDef(Op.SCORE_BIAS, (1, 2), ("kind: str",), _CORE[3:13], rule=_same,
           tensors=("weight",)),
     OpDef(Op.MASK, (0, 3), ("expr: mask", "sparsity: sparsity?", "memory: bool?"), rule=_mask),

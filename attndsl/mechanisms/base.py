@@ -10,6 +10,10 @@ The hook points, in the order an attention reaches them:
 - `rotated`: q and k heads after positions (RoPE) and qk-norm, before the cache and the
   core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
 - `query`: the query heads the core reads (after `rotated`), keys untouched;
+- `keys`: which keys each query may see beyond the mask: a mechanism here gives the core a
+  selection (B, L, n), -inf on the visible keys it drops and 0 elsewhere, read as the core's score
+  bias `indexed` (the lightning indexer's top-k; a projection form that supports it asks it
+  for its nodes, `selection`);
 - `scores`: the core's float32 scores (B, heads, L, n), after their scale and bias, before
   the mask: the `attention` core node carries its value under the mechanism's key
   (`ops.core_attributes`); its decomposition emits the mechanism's nodes
@@ -38,7 +42,8 @@ from typing import Any, ClassVar
 
 __all__ = ["HOOKS", "Mechanism", "Site", "Where"]
 
-HOOKS = ("projected", "heads", "rotated", "query", "scores", "softmax", "merged", "output")
+HOOKS = ("projected", "heads", "rotated", "query", "keys", "scores", "softmax", "merged",
+         "output")
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ class _Latent(Projection):
                    T("B", heads, "L", s.head_dim))
         k = b.emit(Op.JOIN_HEADS, f"{p}k_heads", (k_nope, m.k_rot),
                    T("B", heads, "L", s.head_dim))
-        return q, k, v
+        return (q, k, v, *_selection(site, lat, m, x, None, None))
 
     def decoding(self, site: Site, lat: Latent, x: str, cache: int,
                  keep: tuple[int, int] | None) -> tuple[str, str, str, Any]:
@@ -182,7 +182,8 @@ class _Latent(Projection):
                    keep=keep[1], first=keep[0])
         v = b.emit(Op.HEAD_SLICE, f"{p}latent_values", (k,), T("B", 1, "P + L", rank),
                    heads=1, start=0, stop=rank)
-        return q, k, v, replace(s, kv_heads=1, head_dim=width, value_dim=rank)
+        return (q, k, v, replace(s, kv_heads=1, head_dim=width, value_dim=rank),
+                *_selection(site, lat, m, x, cache, keep))
 
     def merged(self, site: Site, lat: Latent, o: str) -> str:
         """The absorbed core's merged heads (B, L, heads * kv_rank) -> (B, L, heads *
@@ -197,6 +198,19 @@ class _Latent(Projection):
     def cache_type(self, a: Any, lat: Latent, entry: str, rows: str) -> Any:
         """One latent and RoPE key per token."""
         return T("B", 1, rows, lat.kv_rank + lat.rope_dim, dtype="float")
+
+
+def _selection(site: Site, lat: Latent, m: _Projections, x: str, cache: int | None,
+               keep: tuple[int, int] | None) -> tuple[str, ...]:
+    """(the indexer's selection,) where the attention has one (`mechanisms/indexer.py`, the
+    `keys` hook: the core's score bias `indexed`), else ()."""
+    from . import at
+
+    return tuple(mechanism.selection(replace(site, n="P + L" if cache is not None else "L"),
+                                     value, m.c_q, x,
+                                     lat.rope_dim if isinstance(site.spec.position, Rope)
+                                     else 0, cache, keep)
+                 for mechanism, value in at(site.spec, "keys"))
 
 
 class _Projections:
@@ -215,11 +229,12 @@ class _Projections:
         from . import projected, query_rows
 
         rows = s.heads * query_rows(s)  # an output gate's rows follow each head's (Ling 3's)
+        self.c_q = None  # the normed query latent (an indexer's queries read it)
         if lat.q_rank is None:
             q = self.linear("q", x, "q_proj", rows, "q" in s.bias)
         else:
             c = self.linear("q_latent", x, "q_a_proj", lat.q_rank, "q" in s.bias)
-            c = normed("q_latent_normed", c, lat.q_rank, "q_a_layernorm")
+            self.c_q = c = normed("q_latent_normed", c, lat.q_rank, "q_a_layernorm")
             q = self.linear("q", c, "q_b_proj", rows, False)
         self.q = q = projected(site, q)
         self.kv = self.linear("kv_latent", x, "kv_a_proj_with_mqa", lat.kv_rank + self.rope,

@@ -29,6 +29,10 @@ from .torch_paths import plan_torch
 
 __all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
            "in_place_obstacle", "plan", "plan_torch"]
+# what an attention whose keys an indexer selects costs, beside its strategy's reasons
+INDEXED = ("the lightning indexer scores every visible key for each query: O(L) per token "
+           "(its heads x head_dim per key); the attention masks all but the top_k it chose, "
+           "over every key (no gather of the chosen keys yet)")
 
 
 def choose(a: Core, target: str, dtype: str = "float32"):
@@ -113,6 +117,8 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                 core = cores_of([node], by_name)[0]
                 strategy, params, reasons, attrs = choose(core, target, dtype) if \
                     get(target).planned else _portable(core)
+                if core.bias_kind == "indexed":  # (mechanisms/indexer.py)
+                    reasons = [*reasons, INDEXED]
                 choices.append(Choice(*where(core.prefix, graph), strategy.name,
                                       tuple(reasons), tuple(params.items())))
                 if strategy.fuses:

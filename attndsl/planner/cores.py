@@ -18,7 +18,7 @@ __all__ = ["BIAS_NAMES", "Choice", "Core", "attndsl_lowered", "causal_window", "
            "cores_of", "fuse", "padding_only", "render_choices", "unfused", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias",
-              "relative_logits": "RelativeLogits"}
+              "relative_logits": "RelativeLogits", "indexed": "Indexer selection"}
 @dataclass(frozen=True)
 class Choice:
     """How one attention runs on one target, and why."""

@@ -28,7 +28,7 @@ from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op, all_nodes
 from ...progress import report
 from ...shapes import TensorType
-from . import ops, rotary  # noqa: F401 (their @lower functions)
+from . import ops, rotary, selection  # noqa: F401 (their @lower functions)
 from .builder import LOWER, Builder, Lowering
 from .switch import subgraph_inputs
 
