@@ -10,7 +10,7 @@ __all__ = ["LACKS"]
 
 _MAMBA = "Mamba selective state-space layers (S6 scan with a causal depthwise conv)"
 _MAMBA2 = "Mamba2 state-space (SSD) layers"
-_DSA = "an indexer choosing each query's keys (DeepSeek sparse attention)"
+_DSA = "its own DeepSeek sparse attention (not yet read into attndsl's `indexer`)"
 
 # model_type -> what attndsl lacks to import it, sorted by model type
 LACKS: dict[str, str] = {
@@ -26,9 +26,6 @@ LACKS: dict[str, str] = {
     "gemma3n_text": "AltUp's parallel residual streams, the LAuReL low-rank residual and "
                     "activation sparsity by a Gaussian top-k (its per-layer inputs and its "
                     "keys and values shared across layers are in the language, as Gemma 4's)",
-    "glm_moe_dsa": "layers that reuse an earlier layer's choice of keys (indexer_types "
-                   "`shared`) and its indexer's interleaved RoPE (DeepSeek sparse attention, "
-                   "which attndsl expresses as DeepSeek-V3.2's)",
     "hrm_text": "two transformer stacks (H and L modules) run in nested recurrent cycles "
                 "(Hierarchical Reasoning Model)",
     "hy_v4": f"{_DSA} and hyper-connections between layers",

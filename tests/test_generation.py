@@ -801,8 +801,8 @@ def test_llama4_temperature_reads_the_real_positions_of_a_left_padded_row(tmp_pa
 
 # by default each latent-attention checkpoint is decoded for one target (two each; portable
 # takes the two quicker to export), and MiMo-V2-Flash for ort-cpu; both with --deep
-LATENT_TARGETS = {"v3": ("ort-cpu",), "v32": ("portable",), "v2": ("portable",),
-                  "youtu": ("portable",),
+LATENT_TARGETS = {"v3": ("ort-cpu",), "v32": ("portable",), "glm_moe_dsa": ("ort-cpu",),
+                  "v2": ("portable",), "youtu": ("portable",),
                   "glm4_moe_lite": ("ort-cpu",), "minicpm3": ("portable",),
                   "axk1": ("ort-cpu",), "longcat_flash": ("portable",)}
 
@@ -834,6 +834,10 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
         "v32": lambda: tf.DeepseekV32Config(n_group=4, topk_group=2, q_lora_rank=32,
                                             first_k_dense_replace=1, index_n_heads=8,
                                             index_head_dim=16, index_topk=3, **common),
+        # GLM-5: V3.2's, its indexer's RoPE interleaved (decoded by `gather` on ort-cpu)
+        "glm_moe_dsa": lambda: tf.GlmMoeDsaConfig(
+            q_lora_rank=32, first_k_dense_replace=1, index_n_heads=8, index_head_dim=16,
+            index_topk=3, **common),
         "v2": lambda: tf.DeepseekV2Config(q_lora_rank=None, first_k_dense_replace=1, **common),
         "youtu": lambda: tf.YoutuConfig(q_lora_rank=32, **attention),
         "glm4_moe_lite": lambda: tf.Glm4MoeLiteConfig(
@@ -864,13 +868,13 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
     assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
                  str(folder), "-o", str(out), "--target", target]) == 0
     name = version if version in ("youtu", "glm4_moe_lite", "minicpm3", "axk1",
-                                  "longcat_flash") else \
+                                  "longcat_flash", "glm_moe_dsa") else \
         f"deepseek_{version}"
     decoder = out / f"{name}.decode.onnx"
     caches = {i.name: i.shape for i in ort.InferenceSession(str(decoder)).get_inputs()
               if i.name.startswith("past_key_values.")}
     index = {f"past_key_values.{i}.index_key": ["batch", 1, "past_length", 16]
-             for i in range(2)} if version == "v32" else {}  # V3.2's indexer's keys
+             for i in range(2)} if version in ("v32", "glm_moe_dsa") else {}  # the indexer's
     assert caches == {f"past_key_values.{i}.key": ["batch", 1, "past_length", 20 + 8]
                       for i in range(2)} | index  # the latent and the RoPE key alone
     generates_as(model, decoder, capsys)

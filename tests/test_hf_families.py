@@ -482,6 +482,14 @@ CASES = {
             "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0},
         rms_norm_eps=1e-3, **SMALL),
         "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
+    # GLM-5: V3.2's model, its indexer's RoPE interleaved (8 index heads of 16, top 4 keys)
+    "glm_moe_dsa": (lambda: tf.GlmMoeDsaConfig(
+        hidden_size=64, intermediate_size=96, moe_intermediate_size=32, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
+        n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=20,
+        qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, index_n_heads=8,
+        index_head_dim=16, index_topk=4, max_position_embeddings=64, **SMALL),
+        "left", "layers.0", "layers.0.self_attn", "layers.0.self_attn.o_proj"),
     # two latent-attention and dense-MLP sublayers per layer, a shortcut mixture from the
     # first's feed-forward input to the second's output (softmax over 4 SwiGLU and 3 identity
     # experts, chosen by score plus e_score_correction_bias), LoRA-scaled queries and latents,

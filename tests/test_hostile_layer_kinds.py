@@ -61,8 +61,7 @@ def test_a_layer_kind_a_reader_does_not_import_is_named(tmp_path, capsys, family
 
 
 # model types of transformers 5.23 whose layer_types hold kinds attndsl does not import
-_OTHERS = {"glm_moe_dsa": "indexed_attention",
-           "zaya": "hybrid", "deepseek_v4": "compressed_sparse_attention",
+_OTHERS = {"zaya": "hybrid", "deepseek_v4": "compressed_sparse_attention",
            "qwen4_exp": "indexed_attention"}
 
 

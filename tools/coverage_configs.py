@@ -46,7 +46,7 @@ OVERRIDES: dict[str, dict] = {
     # DeepSeek-V3.2's indexer: with 2 heads a quarter of the keys score exactly 0 (every
     # head's ReLU at 0), and torch.topk orders such ties as it finds them (attndsl: the
     # earlier key first); 8 heads make them rare, as DeepSeek's 64 do
-    "deepseek_v32": {"index_n_heads": 8},
+    "deepseek_v32": {"index_n_heads": 8}, "glm_moe_dsa": {"index_n_heads": 8},
     # Gemma 4's per-layer inputs: an embedding of 262,144 rows by default
     "gemma4_text": {"vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 8},
     # Gemma 3n: its last layers reuse earlier layers' keys and values, and transformers wants

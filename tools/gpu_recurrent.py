@@ -35,7 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TYPES = {"qwen3_next": True, "kimi_linear": False, "bailing_hybrid": False, "minimax": False,
          # Mamba2's mixers (alone, beside attention, in hybrids) and OLMo Hybrid's delta rule
          "mamba2": False, "bamba": False, "granitemoehybrid": False, "nemotron_h": False,
-         "falcon_h1": False, "olmo_hybrid": False}
+         "falcon_h1": False, "olmo_hybrid": False,
+         # DeepSeek sparse attention: its indexer's keys a second cache, `gather` decoding
+         "deepseek_v32": False}
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 NEW = 12
 TARGETS = ("ort-cuda", "portable")
@@ -46,7 +48,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, cwd=ROOT)
 
 
-def prepare(out: Path) -> None:
+def prepare(out: Path, types: list[str]) -> None:
     import torch
     import transformers as tf
 
@@ -62,6 +64,8 @@ def prepare(out: Path) -> None:
 
     expected = {}
     for name, unit_offset in TYPES.items():
+        if types and name not in types:
+            continue
         folder = out / name / "hf"
         config = small[name]() if name in small else tiny_config(name)
         model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
@@ -262,10 +266,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("step", choices=("prepare", "run", "kernels"))
     p.add_argument("folder", type=Path)
+    p.add_argument("--types", default="", help="prepare: these model types alone (a,b,...)")
     args = p.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     if args.step == "prepare":
-        prepare(args.folder)
+        prepare(args.folder, [t for t in args.types.split(",") if t])
         return 0
     return run(args.folder) if args.step == "run" else kernels(args.folder)
 

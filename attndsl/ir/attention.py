@@ -219,8 +219,8 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
     elif isinstance(s.position, RelativeLogits):
         bias = dict(bias="relative_logits", d_rel=s.position.d_rel, extent=s.position.extent,
                     weight=f"{prefix}rel_logits_proj.proj")
-    elif rel is not None:  # the keys a `keys` hook mechanism selected (an indexer's)
-        bias = dict(bias="indexed")
+    elif rel is not None:  # the keys a `keys` hook mechanism selected (an indexer's top_k)
+        bias = dict(bias="indexed", top_k=mechanisms.at(s, "keys")[0][1].top_k)
     # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
     # cross attention's keys are the cached memory rows, read by index alone; a kernel's
     # rows: no mask (the rows dropped the hidden keys)

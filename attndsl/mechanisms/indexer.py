@@ -27,7 +27,11 @@ from ..shapes import T
 from ..weight_table import Weight, linear_weights
 from .base import Mechanism, Site, Where
 
-__all__ = ["MECHANISM", "Indexer", "select"]
+__all__ = ["LOWEST", "MECHANISM", "Indexer", "select"]
+
+# -inf as the backends write it: float32's lowest finite number (its softmax weight is 0 as
+# -inf's; ONNX Runtime's CUDA kernels compare infinities unreliably)
+LOWEST = -3.4028234663852886e38
 
 
 @dataclass(frozen=True)
@@ -166,16 +170,17 @@ class _Indexer(Mechanism):
 def select(xp: Any, q: Any, k: Any, w: Any, visible: Any, top_k: int, scale: float) -> Any:
     """A `select_keys` node's arithmetic: q (B, H, L, D), k (B, 1, n, D), w (B, L, H) (each
     head's weight already times H^-1/2), visible (B | -, L, n) bool -> float32 (B, L, n):
-    -inf on the visible keys each query drops, 0 on those it keeps (the min(top_k, visible)
-    visible keys of largest I, ties to the earlier key) and on the keys the mask hides."""
+    LOWEST (-inf's stand-in) on the visible keys each query drops, 0 on those it keeps (the
+    min(top_k, visible) visible keys of largest I, ties to the earlier key) and on the keys
+    the mask hides."""
     f32 = "float32"
-    zero, low = xp.asarray(0.0, f32), xp.asarray(float("-inf"), f32)
+    zero, low = xp.asarray(0.0, f32), xp.asarray(LOWEST, f32)
     s = xp.matmul(xp.astype(q, f32) * scale, xp.swap_last(xp.astype(k, f32)))  # (B, H, L, n)
     weight = xp.swap_last(xp.astype(w, f32))[..., None]  # (B, H, L, 1)
     index = xp.sum(weight * xp.maximum(s, 0.0), axis=1)  # (B, L, n)
     seen = xp.astype(visible, f32) + index * zero  # 1 where visible, at (B, L, n)
     real = seen > zero
-    # top_k columns of no key after the keys: every row has a top_k-th value, -inf where
+    # top_k columns of no key after the keys: every row has a top_k-th value, LOWEST where
     # fewer than top_k keys are visible
     padded = xp.pad(xp.where(real, index, zero), -1, top_k)
     shown = xp.pad(seen, -1, top_k) > zero

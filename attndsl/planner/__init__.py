@@ -29,10 +29,11 @@ from .torch_paths import plan_torch
 
 __all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
            "in_place_obstacle", "plan", "plan_torch"]
+# the strategies a core decoding against a growing cache may take before `dense`, in order
+GROWING = ("gather",)
 # what an attention whose keys an indexer selects costs, beside its strategy's reasons
 INDEXED = ("the lightning indexer scores every visible key for each query: O(L) per token "
-           "(its heads x head_dim per key); the attention masks all but the top_k it chose, "
-           "over every key (no gather of the chosen keys yet)")
+           "(its heads x head_dim per key)")
 
 
 def choose(a: Core, target: str, dtype: str = "float32"):
@@ -118,7 +119,9 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                 strategy, params, reasons, attrs = choose(core, target, dtype) if \
                     get(target).planned else _portable(core)
                 if core.bias_kind == "indexed":  # (mechanisms/indexer.py)
-                    reasons = [*reasons, INDEXED]
+                    reasons = [*reasons, INDEXED + "; in one pass the attention runs over "
+                               "every key, those it did not choose masked (a decoding model "
+                               "gathers the chosen ones)"]
                 choices.append(Choice(*where(core.prefix, graph), strategy.name,
                                       tuple(reasons), tuple(params.items())))
                 if strategy.fuses:
@@ -177,8 +180,9 @@ def _portable(core: Core):
 def _plan_decoding(graph: Graph, found: list[Core], target: str,
                    dtype: str) -> tuple[Graph, list[Choice]]:
     """A decoding graph: every attention in place (strategy `gqa_cache`) when every one can,
-    else every one `dense` against a growing cache (standard ops: past and new keys
-    concatenated). One model has one cache layout, as onnxruntime-genai runs it."""
+    else every one against a growing cache (standard ops: past and new keys concatenated),
+    `dense` or the first of GROWING that matches (`gather`: the keys an indexer chose). One
+    model has one cache layout, as onnxruntime-genai runs it."""
     from ..strategies import BY_NAME, Context, Match
 
     in_place = BY_NAME["gqa_cache"]
@@ -213,6 +217,16 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         # a kernel module's own node (no softmax core to fuse); a kernel's rows before a
         # softmax core (`softmax_core`) leave that core to fuse
         own = core.kernel in KERNELS and not KERNELS[core.kernel].softmax_core
+        growing = next(((name, m) for name in GROWING for m in
+                        [BY_NAME[name].match(core, Context(target, dtype))]
+                        if isinstance(m, Match)), None) if not own else None
+        if growing is not None:  # a strategy of its own over the growing cache
+            name, m = growing
+            choices.append(Choice(core.prefix, "", name, (*m.reasons, *reasons[1:], INDEXED)
+                                  if core.bias_kind == "indexed" else (*m.reasons, *reasons[1:]),
+                                  tuple(m.params.items())))
+            nodes = fuse(nodes, core, name, dict(m.params) | {"expr": core.mask})
+            continue
         choices.append(Choice(core.prefix, "", core.kernel if own else "dense", tuple(reasons)))
         if not own:
             nodes = fuse(nodes, core, "dense", {"expr": core.mask})  # rows: every row seen
