@@ -22,7 +22,6 @@ LACKS: dict[str, str] = {
                    "hyper-connections between layers",
     "doge": "dynamic mask attention (a learned per-key mask from the values) and a cross-domain "
             "mixture of experts (CDMoE) of product-key experts",
-    "falcon_mamba": f"{_MAMBA}, with RMS-normalized B, C and dt",
     "gemma3n_text": "AltUp's parallel residual streams, the LAuReL low-rank residual and "
                     "activation sparsity by a Gaussian top-k (its per-layer inputs and its "
                     "keys and values shared across layers are in the language, as Gemma 4's)",
@@ -31,8 +30,6 @@ LACKS: dict[str, str] = {
     "hy_v4": f"{_DSA} and hyper-connections between layers",
     "inkling2_text": "a hidden-state-conditioned relative-position bias, dynamic short "
                      "convolutions and block attention residuals",
-    "jamba": f"{_MAMBA} interleaved with attention and experts",
-    "mamba": _MAMBA,
     "minimax_m3_vl_text": "a lightning indexer keeping each query's top key blocks (block-sparse "
                           "attention)",
     "recurrent_gemma": "Griffin's recurrent blocks (RG-LRU with a causal conv)",

@@ -62,7 +62,19 @@ attention mamba2 {
     mask      = causal
 }
 """, 2048, 64 * 128 * 64 + 3 * (2 * 128 + 64 * 64),
-    "state 64 x 128 x 64, convolution window 3 x 4,352")}
+    "state 64 x 128 x 64, convolution window 3 x 4,352"),
+    # Falcon-Mamba-7B's mixer at a quarter of its width: 2,048 channels of 16 state features
+    "mamba": ("""
+attention mamba {
+    d_model   = 1024
+    heads     = 2048
+    head_dim  = 16
+    value_dim = 1
+    bias      = false
+    kernel    = mamba(rank = 64, conv = 4, chunk = 16, norm = weightless)
+    mask      = causal
+}
+""", 1024, 2048 * 16 + 3 * 2048, "state 2,048 x 16 x 1, convolution window 3 x 2,048")}
 FORMS = {"LinearAttention (ort-cpu)": "ort-cpu", "chunked Scan (portable)": "portable"}
 CUDA_FORMS = {"LinearAttention (ort-cuda)": "ort-cuda",
               "chunked Scan (portable on CUDA)": "portable"}

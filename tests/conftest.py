@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,18 @@ UPDATE = bool(os.environ.get("ATTNDSL_UPDATE_GOLDEN"))
 def _in_root(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from the repository root so paths in diagnostics are stable."""
     monkeypatch.chdir(ROOT)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    """torch's thread count as the test found it: `bench --decode` sets it (2 by default) for
+    its transformers run, and a worker left with two threads beside the other worker's on two
+    cores slows both (each worker runs one: above)."""
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch else None
+    yield
+    if threads and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 _REGISTRIES: dict = {}

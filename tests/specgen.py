@@ -381,6 +381,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             random.Random(seed * 7919 + 50).random() < 0.5:  # Falcon-H1's norms: own stream
         entries["kernel"] = entries["kernel"][:-1] + ", norm = " + random.Random(
             seed * 7919 + 51).choice(["before_gate", "none"]) + ")"
+    _mamba(random.Random(seed * 7919 + 54), entries, cross or linear or linformer or lsh)
     body = "\n".join(f"    {k} = {v}" for k, v in entries.items())
     text = f"# random spec, seed {seed}\nattention a {{\n{body}\n}}\n"
     if stack:
@@ -416,7 +417,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 other["position"] = other["position"].replace(  # indices: no left padding
                     ", rounding = bfloat16", "").replace("alibi(rounding = bfloat16)", "alibi")
             if entries.get("kernel", "").startswith(("delta_rule", "kda", "lightning",
-                                                     "mamba2", "short_conv")):
+                                                     "mamba2", "mamba(", "short_conv")):
                 # a hybrid stack, as Qwen3-Next's, Kimi Linear's and LFM2's
                 other = {k: v for k, v in other.items() if k != "kernel"}
             text += "attention b {\n" + "\n".join(f"    {k} = {v}"
@@ -663,6 +664,27 @@ def _mamba2(r: random.Random, entries: dict, excluded: bool) -> None:
                          f"{r.choice([1, 2, 4])}, chunk = {r.choice([1, 5, 16, 64])}, eps = "
                          f"{r.choice(['1e-5', '0.01'])}, conv_bias = "
                          f"{r.choice(['true', 'false'])}{clamp})")
+    entries["mask"] = r.choice(_RECURRENT_MASKS)
+
+
+def _mamba(r: random.Random, entries: dict, excluded: bool) -> None:
+    """Mamba's selective state-space layer (Mamba, Falcon-Mamba, Jamba's mixers) in place of
+    the softmax core (its own stream): each channel a head of value_dim 1, dt features of rank
+    1 to 3, convolutions of 1 to 4 taps with a bias or none, chunks from 1 to beyond the
+    test's lengths, its dt, B and C norms none, weightless or weighted; drawn last, in a
+    plain softmax attention alone, as Mamba2's."""
+    if excluded or set(entries) - _PLAIN or entries.get("kernel", "softmax") != "softmax" or \
+            "mrope" in entries.get("position", "") or r.random() >= 0.8 or \
+            entries.get("out_proj") == "false":  # (value_dim 1: heads x 1 is not d_model)
+        return
+    for key in ("kv_heads", "qk_norm", "position", "sparsity", "dropout", "scale"):
+        entries.pop(key, None)
+    entries["value_dim"] = "1"
+    entries["bias"] = r.choice(["false", "[o]"])
+    entries["kernel"] = (f"mamba(rank = {r.choice([1, 3])}, conv = {r.choice([1, 2, 4])}, "
+                         f"chunk = {r.choice([1, 5, 16])}, conv_bias = "
+                         f"{r.choice(['true', 'false'])}, norm = "
+                         f"{r.choice(['none', 'weightless', 'weighted'])})")
     entries["mask"] = r.choice(_RECURRENT_MASKS)
 
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import coverage
 
 TABLE = ROOT / "docs" / "CHECKPOINTS.md"
-SAMPLE = ("llama", "qwen3", "mamba", "gemma3")
+SAMPLE = ("llama", "qwen3", "rwkv", "gemma3")
 
 
 def _same(row: dict) -> tuple[str, str]:
@@ -43,7 +43,7 @@ def test_the_sample_has_the_statuses_of_the_table() -> None:
     assert {t: _same(r) for t, r in got.items()} == {t: _same(table[t]) for t in SAMPLE}
     # the sample is what it says: two exact, one refused naming why, one out of scope
     assert [got[t]["status"] for t in SAMPLE] == ["exact", "exact", "refused", "out of scope"]
-    assert "`mamba` is not one attndsl imports" in got["mamba"]["detail"]
+    assert "`rwkv` is not one attndsl imports" in got["rwkv"]["detail"]
 
 
 def test_a_refusal_detail_names_the_field_never_a_traceback() -> None:

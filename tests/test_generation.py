@@ -226,6 +226,19 @@ CONFIGS = {
         num_hidden_layers=2, hidden_size=64, num_heads=4, head_dim=32, state_size=16,
         n_groups=2, chunk_size=5, bos_token_id=1, eos_token_id=2, pad_token_id=0,
         vocab_size=VOCAB),
+    # Mamba and Falcon-Mamba: Mamba mixers alone (each channel a head of 8 state features),
+    # Falcon-Mamba's dt, B and C normed; Jamba: a Mamba layer each side of a NoPE GQA layer,
+    # experts after the middle one
+    "mamba": lambda: tf.MambaConfig(
+        num_hidden_layers=2, hidden_size=32, state_size=8, expand=2, time_step_rank=4,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, vocab_size=VOCAB),
+    "falcon_mamba": lambda: tf.FalconMambaConfig(
+        num_hidden_layers=2, hidden_size=32, state_size=8, expand=2, time_step_rank=4,
+        bos_token_id=1, eos_token_id=2, pad_token_id=0, vocab_size=VOCAB),
+    "jamba": lambda: tf.JambaConfig(
+        num_hidden_layers=3, attn_layer_period=3, attn_layer_offset=1, num_experts=4,
+        num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=1, mamba_d_state=8,
+        mamba_dt_rank=4, bos_token_id=1, eos_token_id=2, pad_token_id=0, **SIZES),
     # OLMo Hybrid: delta-rule layers (negative eigenvalues, pre norms) and a NoPE OLMo 3
     # softmax layer (norms after its sublayers)
     "olmo_hybrid": lambda: tf.OlmoHybridConfig(
@@ -436,7 +449,7 @@ CONFIGS = {
 # the families whose genai folder grows its cache on ort-cpu too (the test below says why)
 GROWING = ("diffllama", "llama4_text", "bloom", "lfm2", "lfm2_moe", "lfm3", "mpt", "qwen3_5_text",
            "qwen3_5_moe_text", "bamba", "granitemoehybrid", "nemotron_h", "mamba2",
-           "olmo_hybrid")
+           "olmo_hybrid", "mamba", "falcon_mamba", "jamba")
 # the families whose ort-cpu folder has GroupQueryAttention apply what few others ask of it:
 # softcap (Gemma 2, VaultGemma), learned sinks as head_sink (gpt-oss, the Granite SWA pair), a
 # local window (Mistral, alternating in Gemma 2 and Cohere 2), RoPE on part of each head in

@@ -4,8 +4,13 @@ placement log against the check, the kernel keys, verify, the speed tables, the 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import subprocess
 import sys
+import threading
 
 from .conftest import ROOT
 
@@ -13,8 +18,42 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gpu_plan
 
+_CLI = [sys.executable, "-m", "attndsl.cli"]
 
-def test_the_gpu_plan_runs_end_to_end_on_the_cpu(tmp_path, capsys) -> None:
+
+def _cli_in_process(monkeypatch) -> None:
+    """The plan's `python -m attndsl.cli ...` commands (20 of them: compiles, verifies,
+    benches, generates) run `attndsl.cli.main` in this process, one at a time, with their
+    environment, folder, stdout, stderr and exit code as the plan gives and reads them: a new
+    process imports torch and ONNX Runtime again, most of a command's time here. Its other
+    commands (the placement scan, which reads ONNX Runtime's log from its own process's
+    stderr) run in their own processes. The CLI's process boundary is tested by test_cli and
+    test_new_user_cli."""
+    from attndsl.cli import main
+
+    real, lock = subprocess.run, threading.Lock()
+
+    def run(cmd, *args, cwd=None, env=None, **kwargs):
+        if list(cmd[:3]) != _CLI:
+            return real(cmd, *args, cwd=cwd, env=env, **kwargs)
+        out, err = io.StringIO(), io.StringIO()
+        with lock, monkeypatch.context() as m:  # the jobs' threads: a command at a time
+            for key, value in (env or {}).items():
+                if os.environ.get(key) != value:
+                    m.setenv(key, value)
+            m.chdir(cwd or os.getcwd())
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main([str(c) for c in cmd[3:]])
+                except SystemExit as exit_:  # argparse's usage error
+                    code = exit_.code
+        return subprocess.CompletedProcess(cmd, code, out.getvalue(), err.getvalue())
+
+    monkeypatch.setattr(subprocess, "run", run)
+
+
+def test_the_gpu_plan_runs_end_to_end_on_the_cpu(tmp_path, capsys, monkeypatch) -> None:
+    _cli_in_process(monkeypatch)
     out = tmp_path / "results"
     assert gpu_plan.main(["--dry-run", "--out", str(out), "--examples", "llama_gqa",
                           "--families", "llama", "--jobs", "2"]) == 0

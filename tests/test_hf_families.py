@@ -621,6 +621,24 @@ CASES = {
         hidden_size=48, num_hidden_layers=2, num_heads=6, head_dim=16, state_size=8,
         n_groups=3, chunk_size=5, time_step_limit=(0.01, 5.0), vocab_size=SMALL["vocab_size"]),
         "left", "layers.0", "layers.0.mixer", "layers.0.mixer.out_proj"),
+    # Mamba: its mixers alone (each of 32 channels a head of 6 state features), tied embeddings
+    "mamba": (lambda: tf.MambaConfig(
+        hidden_size=16, num_hidden_layers=2, state_size=6, expand=2, conv_kernel=4,
+        time_step_rank=3, vocab_size=SMALL["vocab_size"]),
+        "left", "layers.0", "layers.0.mixer", "layers.0.mixer.out_proj"),
+    # Falcon-Mamba: Mamba's, dt's features, B and C RMS-normed without weights
+    "falcon_mamba": (lambda: tf.FalconMambaConfig(
+        hidden_size=16, num_hidden_layers=2, state_size=6, expand=2, conv_kernel=3,
+        time_step_rank=3, mixer_rms_eps=1e-5, vocab_size=SMALL["vocab_size"]),
+        "left", "layers.0", "layers.0.mixer", "layers.0.mixer.out_proj"),
+    # Jamba: Mamba layers (weighted dt, B, C norms) around a NoPE GQA layer (layer 1 of 3),
+    # a softmax mixture of 4 experts (top 2, not renormalised) every second layer
+    "jamba": (lambda: tf.JambaConfig(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, attn_layer_period=3, attn_layer_offset=1, num_experts=4,
+        num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=1,
+        mamba_d_state=6, mamba_d_conv=3, mamba_expand=2, mamba_dt_rank=3, **SMALL),
+        "left", "layers.0", "layers.0.mamba", "layers.0.mamba.out_proj"),
     # OLMo Hybrid: delta-rule layers with negative eigenvalues (pre norms) around an OLMo 3
     # softmax layer (norms after its sublayers, q and k normed over all heads, RoPE)
     "olmo_hybrid": (lambda: tf.OlmoHybridConfig(
@@ -1108,7 +1126,7 @@ def test_import_names_what_it_cannot_express(tmp_path: Path, capsys) -> None:
     import json
 
     cases = {
-        "unknown": ({"model_type": "mamba"}, "model_type `mamba` is not one attndsl imports"),
+        "unknown": ({"model_type": "rwkv"}, "model_type `rwkv` is not one attndsl imports"),
         "residual": ({**tf.BloomConfig(hidden_size=64, n_head=4).to_dict(),
                       "apply_residual_connection_post_layernorm": True},
                      "`apply_residual_connection_post_layernorm` = true"),

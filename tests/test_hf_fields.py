@@ -42,6 +42,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "llama4_text": tf.Llama4TextConfig, "qwen2_moe": tf.Qwen2MoeConfig,
            "deepseek_v3": tf.DeepseekV3Config, "deepseek_v32": tf.DeepseekV32Config,
            "glm_moe_dsa": tf.GlmMoeDsaConfig,
+           "mamba": tf.MambaConfig, "falcon_mamba": tf.FalconMambaConfig,
+           "jamba": tf.JambaConfig,
            "deepseek_v2": tf.DeepseekV2Config,
            "qwen3_next": tf.Qwen3NextConfig, "hunyuan_v1_dense": tf.HunYuanDenseV1Config,
            "helium": tf.HeliumConfig, "ministral": tf.MinistralConfig,

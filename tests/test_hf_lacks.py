@@ -30,15 +30,15 @@ def test_lacks_is_sorted_and_names_a_mechanism() -> None:
 
 
 def test_the_import_of_a_lacking_type_names_what_it_lacks(tmp_path: Path, capsys) -> None:
-    """A tiny Mamba checkpoint, built from its config class: the refusal names the state-space
-    layers it needs, as one diagnostic, no traceback, nothing written."""
-    config = tf.MambaConfig(vocab_size=97, hidden_size=16, state_size=4, num_hidden_layers=1,
-                            expand=2, conv_kernel=2)
-    tf.MambaForCausalLM(config).save_pretrained(tmp_path / "mamba")
-    out = tmp_path / "mamba.attn"
-    assert main(["import", str(tmp_path / "mamba"), "-o", str(out)]) == 2
+    """A tiny RWKV checkpoint, built from its config class: the refusal names the blocks it
+    needs, as one diagnostic, no traceback, nothing written."""
+    config = tf.RwkvConfig(vocab_size=97, hidden_size=16, num_hidden_layers=2,
+                           attention_hidden_size=16, intermediate_size=32, context_length=16)
+    tf.RwkvForCausalLM(config).save_pretrained(tmp_path / "rwkv")
+    out = tmp_path / "rwkv.attn"
+    assert main(["import", str(tmp_path / "rwkv"), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert ("model_type `mamba` is not one attndsl imports: it needs Mamba selective "
-            "state-space layers") in err, err
+    assert ("model_type `rwkv` is not one attndsl imports: it needs RWKV's time-mix (WKV "
+            "recurrence)") in err, err
     assert "which attndsl cannot express yet" in err and "Traceback" not in err, err
     assert not out.exists()

@@ -37,7 +37,9 @@ TYPES = {"qwen3_next": True, "kimi_linear": False, "bailing_hybrid": False, "min
          "mamba2": False, "bamba": False, "granitemoehybrid": False, "nemotron_h": False,
          "falcon_h1": False, "olmo_hybrid": False,
          # DeepSeek sparse attention: its indexer's keys a second cache, `gather` decoding
-         "deepseek_v32": False}
+         "deepseek_v32": False,
+         # Mamba's mixers (`gated` with a decay per key channel), alone and in Jamba
+         "mamba": False, "falcon_mamba": False, "jamba": False}
 PROMPTS = [[5, 7, 9, 11, 2, 3, 4], [8, 1, 3]]
 NEW = 12
 TARGETS = ("ort-cuda", "portable")
@@ -160,8 +162,8 @@ def run(out: Path) -> int:
     return 0 if all(ok for ok, _ in done) else 1
 
 
-# (update rule, decay per key channel): KDA, the delta rule, lightning
-RULES = (("gated_delta", True), ("gated_delta", False), ("gated", False))
+# (update rule, decay per key channel): KDA, the delta rule, lightning (and Mamba2), Mamba
+RULES = (("gated_delta", True), ("gated_delta", False), ("gated", False), ("gated", True))
 ELEM = {"float32": 1, "float16": 10, "bfloat16": 16}
 
 

@@ -15,8 +15,8 @@ from ..ir import Node
 from .reference_delta import delta_rule, kda, real_tokens
 from .reference_masks import mask_of
 
-__all__ = ["READINGS", "kernel", "lightning", "linear_attention", "lsh_attention", "mamba2",
-           "short_conv"]
+__all__ = ["READINGS", "kernel", "lightning", "linear_attention", "lsh_attention", "mamba",
+           "mamba2", "short_conv"]
 
 Env = dict[str, np.ndarray]
 
@@ -202,9 +202,37 @@ def mamba2(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([out, final], axis=2) if node.attr("decoding") else out
 
 
+def mamba(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Mamba's scan, with C, B (B, 1, L, N), x (B, H, L, P) and the dt logits (B, L, H): per
+    head h, dt_t = softplus(dt_t + dt_bias_h), A_h = -exp(A_log_h) (N); from S = 0 (N x P),
+    S <- exp(dt_t A_h) * S (row n by exp(dt_t A_h[n])) + B_t (dt_t x_t)^T at each real token,
+    y_t = S^T C_t + D_h x_t. A padding slot leaves S as it is. Decoding: S starts from the past
+    state (B, H, N, P), and the result is the outputs then the final S, (B, H, L + N, P)."""
+    c, b, x, logits = (env[node.args[i]] for i in range(4))
+    B, H, L, P = x.shape
+    N = c.shape[-1]
+    a_log, dt_bias, d = (w[name] for name in node.attr("weights"))
+    dt = np.logaddexp(0.0, logits + dt_bias)  # (B, L, H)
+    real = real_tokens(node, env, B, L)
+    out = np.zeros((B, H, L, P))
+    final = np.zeros((B, H, N, P))
+    for h in range(H):
+        S = env[node.args[4]][:, h] if node.attr("decoding") else np.zeros((B, N, P))
+        for t in range(L):
+            step = dt[:, t, h]  # (B,)
+            decay = np.exp(-np.exp(a_log[h])[None, :] * step[:, None])  # (B, N)
+            new = decay[:, :, None] * S + b[:, 0, t][:, :, None] * \
+                (step[:, None] * x[:, h, t])[:, None, :]
+            S = np.where(real[:, t, None, None], new, S)
+            out[:, h, t] = np.einsum("bnp,bn->bp", S, c[:, 0, t]) + d[h] * x[:, h, t]
+        final[:, h] = S
+    return np.concatenate([out, final], axis=2) if node.attr("decoding") else out
+
+
 # the oracle's own reading of each kernel module's `kernel` node, by the kernel's name
 READINGS = {"delta_rule": delta_rule, "kda": kda, "lightning": lightning, "mamba2": mamba2,
-            "linear": linear_attention, "lsh": lsh_attention, "short_conv": short_conv}
+            "mamba": mamba, "linear": linear_attention, "lsh": lsh_attention,
+            "short_conv": short_conv}
 
 
 def kernel(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:

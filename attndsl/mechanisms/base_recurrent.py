@@ -17,7 +17,7 @@ from ..shapes import T
 from .base import Site
 from .base_kernel import Kernel
 
-__all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved_heads", "decayed", "decoded",
+__all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved", "convolved_heads", "decayed", "decoded",
            "gated_norm", "prepared", "projection", "recurrent", "refused_keys", "repeat_heads",
            "scale_refused", "skipped"]
 
@@ -104,28 +104,37 @@ def skipped(spec: Any, cache: int | None) -> tuple[tuple, Any]:
     return () if cache is not None or padding is None else ("key_lengths",), padding
 
 
+def convolved(site: Site, width: int, parts: tuple[str, ...], channels: int,
+              cache: int | None, bias: str | None = None) -> tuple[str, tuple, Any]:
+    """(the convolved channels (B, L, channels), the runtime inputs a one-pass kernel node also
+    reads, the mask's padding): `parts` side by side through one causal depthwise convolution
+    of `width` taps (`conv1d`, plus the weight `bias` if any, silu). Decoding: the convolution
+    continues from past_key_values.{cache}.conv and writes its present."""
+    b, s, p, prefix = site.b, site.spec, site.p, site.prefix
+    skip, padding = skipped(s, cache)
+    conv = (*parts, *skip) if cache is None else (*parts, f"past_key_values.{cache}.conv",
+                                                   "attention_mask")
+    common = {"weight": f"{prefix}conv1d.weight", "width": width, "padding": padding,
+              "decoding": cache is not None, "activation": "silu",
+              **({"bias": bias} if bias is not None else {})}
+    mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", channels), part="output",
+                   **common)
+    if cache is not None:
+        b.emit(Op.CAUSAL_CONV, f"present.{cache}.conv", conv, T("B", width - 1, channels),
+               part="state", **common)
+    return mixed, skip, padding
+
+
 def convolved_heads(site: Site, width: int, qkv: tuple[str, str, str], key_heads: int,
                     cache: int | None, bias: str | None = None
                     ) -> tuple[tuple[str, str, str], tuple, Any]:
     """((q, k, v) heads, the runtime inputs a one-pass kernel node also reads, the mask's
-    padding): q, k and v through one causal depthwise convolution of `width` taps (`conv1d`,
-    plus the weight `bias` if any, silu), cut into key_heads query and key heads and the
-    layer's value heads. Decoding: the convolution continues from
-    past_key_values.{cache}.conv and writes its present."""
-    b, s, p, prefix = site.b, site.spec, site.p, site.prefix
+    padding): q, k and v through one causal depthwise convolution (`convolved`), cut into
+    key_heads query and key heads and the layer's value heads."""
+    b, s, p = site.b, site.spec, site.p
     dk, heads, dv = s.head_dim, s.heads, s.value_dim
-    keys, conv_width = key_heads * dk, 2 * key_heads * dk + heads * dv
-    skip, padding = skipped(s, cache)
-    conv = (*qkv, *skip) if cache is None else (*qkv, f"past_key_values.{cache}.conv",
-                                                 "attention_mask")
-    common = {"weight": f"{prefix}conv1d.weight", "width": width, "padding": padding,
-              "decoding": cache is not None, "activation": "silu",
-              **({"bias": bias} if bias is not None else {})}
-    mixed = b.emit(Op.CAUSAL_CONV, f"{p}conv", conv, T("B", "L", conv_width), part="output",
-                   **common)
-    if cache is not None:
-        b.emit(Op.CAUSAL_CONV, f"present.{cache}.conv", conv, T("B", width - 1, conv_width),
-               part="state", **common)
+    keys = key_heads * dk
+    mixed, skip, padding = convolved(site, width, qkv, 2 * keys + heads * dv, cache, bias)
 
     def heads_of(out: str, start: int, n: int, dim: int) -> str:
         cols = b.emit(Op.HEAD_SLICE, f"{p}{out}_cols", (mixed,), T("B", "L", n * dim),
