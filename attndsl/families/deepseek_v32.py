@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .base import Family
 from .deepseek import DEEPSEEK, read_v3
+from .deepseek import FAMILIES as DEEPSEEK_FAMILIES
 from .moe import ROUTER_INERT, expanded
 from .names import Names
 from .text import SpecText
@@ -43,16 +44,12 @@ _INDEXER = {f"self_attn.indexer.{p}.weight": f"self_attn.indexer.{p}.weight"
 INDEXED = Names(DEEPSEEK.layer, {**DEEPSEEK.names, **_INDEXER}, DEEPSEEK.top, DEEPSEEK.bases,
                 past_layers=True)
 
-# transformers' defaults (DeepseekV32Config, 5.23) for the fields the import reads
+_V3 = next(f for f in DEEPSEEK_FAMILIES if f.model_type == "deepseek_v3")
+# transformers' defaults (DeepseekV32Config, 5.23: DeepseekV3Config's, without rope_interleave,
+# and its indexer's) for the fields the import reads
 FAMILIES = [
     Family("deepseek_v32", read_indexed, INDEXED, {
-        "hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048,
-        "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128,
-        "n_shared_experts": 1, "n_routed_experts": 256, "routed_scaling_factor": 2.5,
-        "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "v_head_dim": 128,
-        "qk_nope_head_dim": 128, "n_group": 8, "topk_group": 4, "num_experts_per_tok": 8,
-        "first_k_dense_replace": 3, "norm_topk_prob": True, "hidden_act": "silu",
-        "rms_norm_eps": 1e-6, "tie_word_embeddings": False, "attention_bias": False,
+        **{k: v for k, v in _V3.defaults.items() if k != "rope_interleave"},
         "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64, "head_dim": 64,
         "mlp_bias": False},
         inert={**ROUTER_INERT,

@@ -6,10 +6,8 @@ num_experts_per_tok weights are not renormalised; pre-norm RMSNorms."""
 
 from __future__ import annotations
 
-import math
-
 from .base import Family
-from .mamba import MAMBA_COMMENT, mamba_names
+from .mamba import MAMBA_COMMENT, dt_rank, mamba_names
 from .moe import ROUTER_INERT, expanded, mixture
 from .names import ATTN, LM, Names
 from .rope import num
@@ -31,10 +29,8 @@ def _read(s: SpecText, padding: str | None) -> None:
             s.refuse(key, "Jamba's MLPs and convolution are imported with silu, and its Mamba "
                           "projections without biases (a padding slot's would reach the "
                           "convolution)")
-    rank = s.get("mamba_dt_rank", default="auto")
-    rank = math.ceil(d / 16) if rank == "auto" else rank
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-        s.refuse("mamba_dt_rank", "`auto` or an integer >= 1 is needed")
+    rank = dt_rank(s, "mamba_dt_rank", d)
+    if rank is None:
         return
     s.attentions["jamba_mamba"] = {
         "d_model": str(d), "heads": str(s.need("mamba_expand") * d),

@@ -13,7 +13,7 @@ from .names import LM, Names
 from .rope import num
 from .text import SpecText, mask
 
-__all__ = ["FAMILIES", "MAMBA_COMMENT", "mamba_names"]
+__all__ = ["FAMILIES", "MAMBA_COMMENT", "dt_rank", "mamba_names"]
 
 MAMBA_COMMENT = ("Mamba: a state per channel decaying by exp(dt A) per token and state "
                  "feature; padding slots skipped")
@@ -26,10 +26,8 @@ def _read(s: SpecText, padding: str | None) -> None:
         if s.get(key, default=want) != want:
             s.refuse(key, "Mamba's convolution is imported with silu, and its projections "
                           "without biases (a padding slot's would reach the convolution)")
-    rank = s.get("time_step_rank", default="auto")
-    rank = math.ceil(d / 16) if rank == "auto" else rank
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-        s.refuse("time_step_rank", "`auto` or an integer >= 1 is needed")
+    rank = dt_rank(s, "time_step_rank", d)
+    if rank is None:
         return
     norm = (f", norm = weightless, eps = {num(s.need('mixer_rms_eps'))}"
             if s.cfg.get("model_type") == "falcon_mamba" else "")
@@ -43,6 +41,17 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.pattern = [f"{s.name}_mixer"]
     s.stack = {"layers": str(s.need("num_hidden_layers")), "ffn": "none",
                "norm": f"rmsnorm(pre, eps = {num(eps)})"}
+
+
+def dt_rank(s: SpecText, field: str, d: int) -> int | None:
+    """The dt features' rank `field` says: ceil(d / 16) where `auto`; None (refused by name)
+    where it is neither `auto` nor an integer >= 1."""
+    rank = s.get(field, default="auto")
+    rank = math.ceil(d / 16) if rank == "auto" else rank
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        s.refuse(field, "`auto` or an integer >= 1 is needed")
+        return None
+    return rank
 
 
 def mamba_names(mixer: str) -> dict[str, str]:

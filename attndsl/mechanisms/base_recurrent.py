@@ -17,9 +17,9 @@ from ..shapes import T
 from .base import Site
 from .base_kernel import Kernel
 
-__all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved", "convolved_heads", "decayed", "decoded",
-           "gated_norm", "prepared", "projection", "recurrent", "refused_keys", "repeat_heads",
-           "scale_refused", "skipped"]
+__all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved", "convolved_heads", "decayed",
+           "decoded", "gated_norm", "input_bias_refused", "prepared", "projection", "recurrent",
+           "refused_keys", "repeat_heads", "scale_refused", "skipped"]
 
 Array = Any
 CONTRIB = "LinearAttention"  # ONNX Runtime's com.microsoft op (each kernel's strategy lowers it)
@@ -181,6 +181,14 @@ def scale_refused(where: Any, message: str) -> list[tuple]:
     if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
                              and e["scale"].value.id == "auto"):
         return [(message, where.at("scale"), "remove `scale`")]
+    return []
+
+
+def input_bias_refused(where: Any, message: str) -> list[tuple]:
+    """`message` at a `bias` entry naming an input projection (a padding slot's bias would
+    reach the convolution; without a `bias` entry, o_proj's default bias alone), or []."""
+    if "bias" in where.entries and where.bias and set(where.bias) - {"o"}:
+        return [(message, where.at("bias"), "write bias = [o] or bias = false")]
     return []
 
 

@@ -26,6 +26,7 @@ from .base_recurrent import (
     Recurrent,
     convolved,
     decoded,
+    input_bias_refused,
     projection,
     recurrent,
     scale_refused,
@@ -79,12 +80,9 @@ class _Mamba(Recurrent):
     def key_problems(self, where: KernelWhere) -> list[tuple]:
         """A scale (it scales nothing), and biases written on its input projection (a padding
         slot's would reach the convolution)."""
-        out = scale_refused(where, "Mamba scales nothing")
-        if "bias" in where.entries and where.bias and set(where.bias) - {"o"}:
-            out.append(("Mamba's input projection has no bias here (a padding slot's would "
-                        "reach the convolution)", where.at("bias"),
-                        "write bias = [o] or bias = false"))
-        return out
+        return [*scale_refused(where, "Mamba scales nothing"), *input_bias_refused(
+            where, "Mamba's input projection has no bias here (a padding slot's would reach "
+                   "the convolution)")]
 
     def own_weights(self, s: Any, p: str) -> list:
         """in_proj (x, then z), the convolution over x, x_proj (dt features, B, C), dt_proj

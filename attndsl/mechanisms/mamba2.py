@@ -24,6 +24,7 @@ from .base_recurrent import (
     convolved_heads,
     decayed,
     decoded,
+    input_bias_refused,
     projection,
     recurrent,
     repeat_heads,
@@ -109,12 +110,9 @@ class _Mamba2(Recurrent):
         """A scale (it scales nothing), and biases written on its input projections (a padding
         slot's would leak into the convolution; without a `bias` entry, o_proj's default
         bias alone)."""
-        out = scale_refused(where, "Mamba2 scales nothing")
-        if "bias" in where.entries and where.bias and set(where.bias) - {"o"}:
-            out.append(("Mamba2's input projections have no bias here (a padding slot's "
-                        "would reach the convolution)", where.at("bias"),
-                        "write bias = [o] or bias = false"))
-        return out
+        return [*scale_refused(where, "Mamba2 scales nothing"), *input_bias_refused(
+            where, "Mamba2's input projections have no bias here (a padding slot's would "
+                   "reach the convolution)")]
 
     def own_weights(self, s: Any, p: str) -> list:
         """Its projections (Mamba2's in_proj split as z, x, B, C, dt), convolution over C, B
