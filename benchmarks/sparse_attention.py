@@ -20,12 +20,12 @@ Prints a Markdown table (BENCHMARKS.md, DeepSeek sparse attention)."""
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
 
 import numpy as np
 import onnxruntime as ort
+from delta_rule import _exponent
 
 import attndsl
 
@@ -47,13 +47,6 @@ FORMS = {"gather": SPEC,
                                       "    mask      = causal\n    sparsity  = dense\n"),
          "no indexer": SPEC.replace(
              "    indexer   = lightning(heads = 64, head_dim = 128, top_k = 2048)\n", "")}
-
-
-def _exponent(xs: list[int], ys: list[float]) -> float:
-    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
-    mx, my = statistics.mean(lx), statistics.mean(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / \
-        sum((a - mx) ** 2 for a in lx)
 
 
 def _step(session: ort.InferenceSession, feed: dict, provider: str):

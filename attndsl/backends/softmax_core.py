@@ -46,12 +46,13 @@ def score_bias(xp, attrs: dict, heads: int, lead: tuple[int, ...], table: Array 
     score_bias node's, or an attention core's (the kind as `bias`); `table`: the relative
     bias's (buckets, heads) weight, or the relative logits' bank (d_rel, extent) (None for
     ALiBi); `rows`: the relative logits' relative states (B, heads, n, d_rel), whose bias is
-    then (B, *lead, n, m), or an indexer's selection (B, n, m) (`indexed`: 0 or -inf)."""
+    then (B, *lead, n, m), or a `keys` hook mechanism's selection (B, n, m) (`indexed`: 0 or
+    -inf)."""
     nd = max(q_pos.ndim, k_pos.ndim)
     kind = attrs.get("bias", attrs.get("kind"))
     if kind == "relative_logits":
         return relative_logits(xp, rows, table, attrs["extent"], q_pos, k_pos, lead)
-    if kind == "indexed":  # an indexer's selection (B, n, m): the same for every head
+    if kind == "indexed":  # a selection of keys (B, n, m): the same for every head
         return xp.reshape_axes(xp.astype(rows, "float32"), 0, 1, [-1, *[1] * len(lead)])
     if kind == "alibi":
         # nested Python lists of the slopes, in the shape lead + (1,) * nd (plain values:

@@ -68,8 +68,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         o = own.layer(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.kernel, x, cache)
         return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
     form = mechanisms.projection_of(s.projection)
-    # the score bias's operand: Inkling's relative states (relative_logits), or the keys an
-    # indexer selected (`indexed`)
+    # the score bias's operand: Inkling's relative states (relative_logits), or the keys a
+    # `keys` hook mechanism selected (`indexed`)
     rel = None
     absorbed = None  # decoding a projection form: the core over its own cache
     if form is not None and form.cache and cache is not None and compact:
@@ -219,7 +219,7 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
     elif isinstance(s.position, RelativeLogits):
         bias = dict(bias="relative_logits", d_rel=s.position.d_rel, extent=s.position.extent,
                     weight=f"{prefix}rel_logits_proj.proj")
-    elif rel is not None:  # the keys a `keys` hook mechanism selected (an indexer's top_k)
+    elif rel is not None:  # the keys a `keys` hook mechanism selected (its top_k)
         bias = dict(bias="indexed", top_k=mechanisms.at(s, "keys")[0][1].top_k)
     # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
     # cross attention's keys are the cached memory rows, read by index alone; a kernel's

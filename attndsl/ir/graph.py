@@ -32,7 +32,7 @@ class Op(enum.Enum):
     SCORES = "scores"  # scale * q @ k^T
     SCORE_BIAS = "score_bias"  # + alibi | relative_bias
     MASK = "mask"  # boolean visibility from index ranges (and runtime inputs)
-    SELECT_KEYS = "select_keys"  # an indexer's top-k keys per query: -inf on those dropped
+    SELECT_KEYS = "select_keys"  # keys chosen per query (`keys` hook): -inf on those dropped
     SOFTMAX = "masked_softmax"  # rows with no visible key -> zeros
     ATTEND = "attend"  # p @ v
     MERGE_HEADS = "merge_heads"  # (B, H, L, dv) -> (B, L, H*dv)

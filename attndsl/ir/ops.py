@@ -121,7 +121,8 @@ SCORE_BIASES: dict[str | None, tuple[str, ...]] = {
     "relative_logits": ("d_rel", "extent", "weight"), "indexed": ("top_k",)}
 # the score biases that read a tensor of the layer's own besides positions: an attention core's
 # fourth operand, a score_bias node's second (Inkling's relative states, (B, heads, L, d_rel);
-# an indexer's selection, (B, L, n): -inf on the visible keys it drops, 0 elsewhere)
+# a `keys` hook mechanism's selection, (B, L, n): -inf on the visible keys it drops, 0
+# elsewhere)
 BIAS_OPERANDS = frozenset({"relative_logits", "indexed"})
 
 

@@ -19,7 +19,7 @@ from .base_kernel import Kernel
 
 __all__ = ["CONTRIB", "L2_EPS", "Recurrent", "convolved", "convolved_heads", "decayed",
            "decoded", "gated_norm", "input_bias_refused", "prepared", "projection", "recurrent",
-           "refused_keys", "repeat_heads", "scale_refused", "skipped"]
+           "refused_keys", "repeat_heads", "scale_refused", "scanned", "skipped"]
 
 Array = Any
 CONTRIB = "LinearAttention"  # ONNX Runtime's com.microsoft op (each kernel's strategy lowers it)
@@ -270,6 +270,23 @@ def decayed(xp, q: Array, k: Array, v: Array, g: Array, chunk: int,
 
     state, o = xp.scan(step, xp.astype(state, "float32"), [qd, attn, vc, kd, cd], axis=2)
     return xp.slice(xp.reshape(o, [B, H, -1, xp.shape(o, 4)]), 2, 0, L), state
+
+
+def scanned(xp, scan: Any, inputs: tuple, skip: Array, dtype: str, chunk: int,
+            past: Array | None, branch: Any) -> Array:
+    """A skip-connected recurrence's kernel output: `scan(xp, q, k, v, g, chunk, state)`
+    ((o, final state), `decayed` or a module's own) on `inputs` (q, k, v, g), plus `skip`, in
+    `dtype`. One pass (`past` None) its outputs; decoding from `past`, the outputs and the
+    final state packed (`decoded`): a call of one token the recurrence itself (chunks of 1),
+    else chunks of `chunk`."""
+    if past is None:
+        return xp.astype(scan(xp, *inputs, chunk, None)[0] + skip, dtype)
+
+    def out(length: int) -> Array:
+        o, state = scan(xp, *inputs, length, past)
+        return decoded(xp, xp.astype(o + skip, dtype), state)
+    return branch(lambda: xp.shape(inputs[0], 2) == 1, (("step", lambda: out(1)),
+                                                         ("chunks", lambda: out(chunk))))
 
 
 def decoded(xp, o: Array, state: Array) -> Array:

@@ -25,11 +25,11 @@ from .base_kernel import KernelWhere
 from .base_recurrent import (
     Recurrent,
     convolved,
-    decoded,
     input_bias_refused,
     projection,
     recurrent,
     scale_refused,
+    scanned,
 )
 
 __all__ = ["KERNEL", "Mamba", "channel_decayed", "selective_inputs"]
@@ -167,15 +167,8 @@ class _Mamba(Recurrent):
         decoding the outputs and the final state packed (`decoded`). (A `form` other than
         `ops` is its strategy's lowering, strategies/mamba.py.)"""
         q, k, v, g, skip = selective_inputs(xp, *args[:4], *tensors, real())
-        dtype = xp.dtype(args[2])
-        if not decoding:
-            return xp.astype(channel_decayed(xp, q, k, v, g, chunk, None)[0] + skip, dtype)
-
-        def out(length: int) -> Array:
-            o, state = channel_decayed(xp, q, k, v, g, length, args[4])
-            return decoded(xp, xp.astype(o + skip, dtype), state)
-        return branch(lambda: xp.shape(v, 2) == 1, (("step", lambda: out(1)),
-                                                     ("chunks", lambda: out(chunk))))
+        return scanned(xp, channel_decayed, (q, k, v, g), skip, xp.dtype(args[2]), chunk,
+                       args[4] if decoding else None, branch)
 
 
 def selective_inputs(xp, c: Array, b: Array, x: Array, dt_logits: Array, a_log: Array,

@@ -23,12 +23,12 @@ from .base_recurrent import (
     Recurrent,
     convolved_heads,
     decayed,
-    decoded,
     input_bias_refused,
     projection,
     recurrent,
     repeat_heads,
     scale_refused,
+    scanned,
 )
 
 __all__ = ["KERNEL", "Mamba2", "ssd_inputs"]
@@ -186,16 +186,8 @@ class _Mamba2(Recurrent):
         strategies/mamba2.py.)"""
         q, k, v, g, skip = ssd_inputs(xp, *args[:4], *tensors, heads // groups, dt_min,
                                       dt_max, real())
-        dtype = xp.dtype(args[2])
-        if not decoding:
-            o = decayed(xp, q, k, v, g, chunk, None)[0]
-            return xp.astype(o + skip, dtype)
-
-        def out(length: int) -> Array:
-            o, state = decayed(xp, q, k, v, g, length, args[4])
-            return decoded(xp, xp.astype(o + skip, dtype), state)
-        return branch(lambda: xp.shape(q, 2) == 1, (("step", lambda: out(1)),
-                                                     ("chunks", lambda: out(chunk))))
+        return scanned(xp, decayed, (q, k, v, g), skip, xp.dtype(args[2]), chunk,
+                       args[4] if decoding else None, branch)
 
 
 def ssd_inputs(xp, c: Array, b: Array, x: Array, dt_logits: Array, a_log: Array,

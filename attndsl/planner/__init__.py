@@ -217,13 +217,11 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         # a kernel module's own node (no softmax core to fuse); a kernel's rows before a
         # softmax core (`softmax_core`) leave that core to fuse
         own = core.kernel in KERNELS and not KERNELS[core.kernel].softmax_core
-        growing = next(((name, m) for name in GROWING for m in
-                        [BY_NAME[name].match(core, Context(target, dtype))]
-                        if isinstance(m, Match)), None) if not own else None
+        growing = None if own else _growing(core, Context(target, dtype))
         if growing is not None:  # a strategy of its own over the growing cache
             name, m = growing
-            choices.append(Choice(core.prefix, "", name, (*m.reasons, *reasons[1:], INDEXED)
-                                  if core.bias_kind == "indexed" else (*m.reasons, *reasons[1:]),
+            cost = (INDEXED,) if core.bias_kind == "indexed" else ()
+            choices.append(Choice(core.prefix, "", name, (*m.reasons, *reasons[1:], *cost),
                                   tuple(m.params.items())))
             nodes = fuse(nodes, core, name, dict(m.params) | {"expr": core.mask})
             continue
@@ -235,6 +233,18 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
     choices += [own_choice(n) for n in layers]
     # the cores left unplanned (a kernel's rows, a switch's branches) in primitive ops
     return replace(graph, nodes=tuple(decomposed(nodes))), choices
+
+
+def _growing(core: Core, ctx) -> tuple[str, object] | None:
+    """(name, match) of the first of GROWING's strategies that takes `core` over a growing
+    cache, or None."""
+    from ..strategies import BY_NAME, Match
+
+    for name in GROWING:
+        found = BY_NAME[name].match(core, ctx)
+        if isinstance(found, Match):
+            return name, found
+    return None
 
 
 def _cache_into_kernel(nodes: list[Node]) -> list[Node]:
