@@ -7,9 +7,9 @@ gradients (of the inputs and of every parameter) give the directional derivative
 oracle (central differences, float64) along a random direction, and the float32 module's
 gradients are finite and agree with them. At L = 7 (B = 3, a row whose keys are all hidden where
 the spec pads), L = 1 (B = 2) and, for layers the torch plan runs block-sparse, L = 70 (several
-blocks of 16, 32 or 64 queries, the last one partial). The `dense` path runs on a cover of the
-examples' layers by default (every feature of their planned graphs), on every layer with
---deep."""
+blocks of 16, 32 or 64 queries, the last one partial). The `auto` and `dense` paths run on a
+cover of the examples' layers by default (every feature of their planned graphs, every torch
+path), on every layer with --deep; `blocks` on every layer that has a block-sparse attention."""
 
 from __future__ import annotations
 
@@ -102,14 +102,27 @@ def _blocked(path, name: str) -> bool:
     return any(c.strategy == "block_sparse" for c in attndsl.load(path)[name].plan("torch")[1])
 
 
-# `blocks` only for layers with a block-sparse attention: elsewhere it is `auto`'s module.
-# `dense` (the graph's own nodes, as planned for the portable target) for the layers whose
-# portable graphs together exercise every op, mask primitive and attribute kind any layer's
-# does (conftest.plan_cover), and for every layer with --deep
-DENSE = LAYERS if DEEP[0] else plan_cover(LAYERS, ("portable",))
+def _torch_cover(layers: list) -> set:
+    """The portable cover (conftest.plan_cover), and, in order, each layer whose torch plan
+    takes a torch path (SDPA, block-sparse, FlexAttention) no layer before it does."""
+    cover, paths = set(plan_cover(layers, ("portable",))), set()
+    for path, name in layers:
+        taken = {c.strategy for c in attndsl.load(path)[name].plan("torch")[1]}
+        if not taken <= paths:
+            cover.add((path, name))
+            paths |= taken
+    return cover
+
+
+# `auto` and `dense` (the graph's own nodes, as planned for the portable target) for the layers
+# whose portable graphs together exercise every op, mask primitive and attribute kind any
+# layer's does (conftest.plan_cover) and whose torch plans take every torch path, and for every
+# layer with --deep; `blocks` for each layer with a block-sparse attention (elsewhere it is
+# `auto`'s module)
+COVER = set(LAYERS) if DEEP[0] else _torch_cover(LAYERS)
 CASES = [(path, name, torch_path) for path, name in LAYERS for torch_path in PATHS
          if (torch_path != "blocks" or _blocked(path, name))
-         and (torch_path != "dense" or (path, name) in DENSE)]
+         and (torch_path == "blocks" or (path, name) in COVER)]
 
 
 @pytest.mark.parametrize(("path", "name", "torch_path"), CASES,

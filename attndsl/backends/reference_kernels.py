@@ -187,19 +187,16 @@ def mamba2(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     dt = np.logaddexp(0.0, logits + dt_bias)
     dt = np.clip(dt, node.attr("dt_min"), node.attr("dt_max") or np.inf)
     real = real_tokens(node, env, B, L)
+    b, c = (np.repeat(m, per_group, axis=1) for m in (b, c))  # each head's group: (B, H, L, N)
+    S = env[node.args[4]] if node.attr("decoding") else np.zeros((B, H, c.shape[-1], P))
     out = np.zeros((B, H, L, P))
-    final = np.zeros((B, H, c.shape[-1], P))
-    for h in range(H):
-        grp = h // per_group
-        S = env[node.args[4]][:, h] if node.attr("decoding") else np.zeros((B, c.shape[-1], P))
-        for t in range(L):
-            step = dt[:, t, h]
-            new = (np.exp(-np.exp(a_log[h]) * step)[:, None, None] * S
-                   + b[:, grp, t][:, :, None] * (step[:, None] * x[:, h, t])[:, None, :])
-            S = np.where(real[:, t, None, None], new, S)
-            out[:, h, t] = np.einsum("bnp,bn->bp", S, c[:, grp, t]) + d[h] * x[:, h, t]
-        final[:, h] = S
-    return np.concatenate([out, final], axis=2) if node.attr("decoding") else out
+    for t in range(L):  # every head at once
+        step = dt[:, t]  # (B, H)
+        new = (np.exp(-np.exp(a_log) * step)[:, :, None, None] * S
+               + b[:, :, t, :, None] * (step[:, :, None] * x[:, :, t])[:, :, None, :])
+        S = np.where(real[:, t, None, None, None], new, S)
+        out[:, :, t] = np.einsum("bhnp,bhn->bhp", S, c[:, :, t]) + d[:, None] * x[:, :, t]
+    return np.concatenate([out, S], axis=2) if node.attr("decoding") else out
 
 
 def mamba(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -214,19 +211,16 @@ def mamba(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     a_log, dt_bias, d = (w[name] for name in node.attr("weights"))
     dt = np.logaddexp(0.0, logits + dt_bias)  # (B, L, H)
     real = real_tokens(node, env, B, L)
+    S = env[node.args[4]] if node.attr("decoding") else np.zeros((B, H, N, P))
     out = np.zeros((B, H, L, P))
-    final = np.zeros((B, H, N, P))
-    for h in range(H):
-        S = env[node.args[4]][:, h] if node.attr("decoding") else np.zeros((B, N, P))
-        for t in range(L):
-            step = dt[:, t, h]  # (B,)
-            decay = np.exp(-np.exp(a_log[h])[None, :] * step[:, None])  # (B, N)
-            new = decay[:, :, None] * S + b[:, 0, t][:, :, None] * \
-                (step[:, None] * x[:, h, t])[:, None, :]
-            S = np.where(real[:, t, None, None], new, S)
-            out[:, h, t] = np.einsum("bnp,bn->bp", S, c[:, 0, t]) + d[h] * x[:, h, t]
-        final[:, h] = S
-    return np.concatenate([out, final], axis=2) if node.attr("decoding") else out
+    for t in range(L):  # every head at once
+        step = dt[:, t]  # (B, H)
+        decay = np.exp(-np.exp(a_log)[None] * step[:, :, None])  # (B, H, N)
+        new = decay[..., None] * S + b[:, 0, t][:, None, :, None] * \
+            (step[:, :, None] * x[:, :, t])[:, :, None, :]
+        S = np.where(real[:, t, None, None, None], new, S)
+        out[:, :, t] = np.einsum("bhnp,bn->bhp", S, c[:, 0, t]) + d[:, None] * x[:, :, t]
+    return np.concatenate([out, S], axis=2) if node.attr("decoding") else out
 
 
 # the oracle's own reading of each kernel module's `kernel` node, by the kernel's name

@@ -271,11 +271,10 @@ def _mask(m: GraphModule, node: Node, env: Env) -> Tensor:
 
 @impl(Op.SELECT_KEYS)
 def _select_keys(m: GraphModule, node: Node, env: Env) -> Tensor:
-    """The keys each query keeps: `indexer.select` over torch."""
-    from ..mechanisms.indexer import select
-
-    q, k, w, seen = (env[a] for a in node.args)
-    return select(TorchArrays(q.device), q, k, w, seen, node.attr("top_k"), node.attr("scale"))
+    """The keys each query keeps: its `keys` hook mechanism's `select` over torch."""
+    operands = [env[a] for a in node.args]
+    return APPLIERS[node.attr("mechanism")].select(TorchArrays(operands[0].device), *operands,
+                                                    **dict(node.attrs[1:]))
 
 
 @impl(Op.SOFTMAX)

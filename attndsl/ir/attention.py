@@ -174,7 +174,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
 
 def _relative_states(b: GraphBuilder, site: mechanisms.Site, x: str, linear) -> str | None:
     """Inkling's relative states of each query token, r = x W_r^T split into heads (B, heads,
-    L, d_rel), after the `query` hook's mechanisms (a temperature scales them as it scales
+    L, d_rel), after the `query` hook's mechanisms (which scale them as they scale
     the queries); None without `relative_logits` positions."""
     s = site.spec
     if not isinstance(s.position, RelativeLogits):
@@ -220,7 +220,8 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
         bias = dict(bias="relative_logits", d_rel=s.position.d_rel, extent=s.position.extent,
                     weight=f"{prefix}rel_logits_proj.proj")
     elif rel is not None:  # the keys a `keys` hook mechanism selected (its top_k)
-        bias = dict(bias="indexed", top_k=mechanisms.at(s, "keys")[0][1].top_k)
+        selector, value = mechanisms.at(s, "keys")[0]
+        bias = dict(bias="indexed", top_k=value.top_k, selector=selector.key)
     # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
     # cross attention's keys are the cached memory rows, read by index alone; a kernel's
     # rows: no mask (the rows dropped the hidden keys)

@@ -118,7 +118,7 @@ def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
 SCORE_BIASES: dict[str | None, tuple[str, ...]] = {
     None: (), "alibi": ("slopes", "max_bias", "factor", "rounding"),
     "relative_bias": ("buckets", "max_distance", "bidirectional", "weight"),
-    "relative_logits": ("d_rel", "extent", "weight"), "indexed": ("top_k",)}
+    "relative_logits": ("d_rel", "extent", "weight"), "indexed": ("top_k", "selector")}
 # the score biases that read a tensor of the layer's own besides positions: an attention core's
 # fourth operand, a score_bias node's second (Inkling's relative states, (B, heads, L, d_rel);
 # a `keys` hook mechanism's selection, (B, L, n): -inf on the visible keys it drops, 0
@@ -168,6 +168,16 @@ def _core(node: Node, a: Sequence[TensorType]) -> str | None:
     if keys[:len(want)] != want or (not node.attr("strategy") and keys != want):
         return f"attributes {list(keys)} must be {list(want)}" + (
             ", then the strategy's parameters" if node.attr("strategy") else "")
+    return _rank(3)(node, a)
+
+
+def _selector(node: Node, a: Sequence[TensorType]) -> str | None:
+    """A `select_keys` node names a mechanism at the `keys` hook."""
+    from .. import mechanisms
+
+    module = mechanisms.MECHANISMS.get(node.attr("mechanism"))
+    if module is None or module.hook != "keys":
+        return f"no mechanism {node.attr('mechanism')!r} at the `keys` hook"
     return _rank(3)(node, a)
 
 
@@ -263,7 +273,8 @@ def _float_result(rule: Rule | None) -> Rule:
 _CORE = ("heads: int", "kv_heads: int", "scale: number", "slopes: str", "max_bias: number",
          "factor: number", "rounding: str", "buckets: int", "max_distance: int",
          "bidirectional: bool", "weight: str", "d_rel: int", "extent: int", "top_k: int",
-         "expr: mask?", "sparsity: sparsity?", "memory: bool?", "dropout: number", "kind: str")
+         "selector: str", "expr: mask?", "sparsity: sparsity?", "memory: bool?",
+         "dropout: number", "kind: str")
 _DEFS = [
     OpDef(Op.INPUT, (0, 0)),
     OpDef(Op.ADD_POSITION, (1, 2), ("kind: str",), ("weight: str", "max_len: int",
@@ -283,8 +294,9 @@ _DEFS = [
           tensors=("weights",)),
     OpDef(Op.REPEAT_KV, (1, 1), ("groups: int",), rule=_repeat),
     OpDef(Op.SCORES, (2, 2), ("scale: number",), rule=_scores),
-    OpDef(Op.SELECT_KEYS, (4, 4), ("top_k: int", "scale: number"), rule=_rank(3)),
-    OpDef(Op.SCORE_BIAS, (1, 2), ("kind: str",), _CORE[3:14], rule=_same,
+    OpDef(Op.SELECT_KEYS, (4, 4), ("mechanism: str", "top_k: int", "scale: number"),
+          rule=_selector),
+    OpDef(Op.SCORE_BIAS, (1, 2), ("kind: str",), _CORE[3:15], rule=_same,
           tensors=("weight",)),
     OpDef(Op.MASK, (0, 3), ("expr: mask", "sparsity: sparsity?", "memory: bool?"), rule=_mask),
     OpDef(Op.SOFTMAX, (1, 2), ("dropout: number",), rule=_softmax, softmax_hook=True),

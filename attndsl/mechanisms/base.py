@@ -12,8 +12,9 @@ The hook points, in the order an attention reaches them:
 - `query`: the query heads the core reads (after `rotated`), keys untouched;
 - `keys`: which keys each query may see beyond the mask: a mechanism here gives the core a
   selection (B, L, n), -inf on the visible keys it drops and 0 elsewhere, read as the core's score
-  bias `indexed` (the lightning indexer's top-k; a projection form that supports it asks it
-  for its nodes, `selection`);
+  bias `indexed` (a projection form that supports it asks it for its nodes, `selection`,
+  which end in a `select_keys` node naming it; its arithmetic is `select`, and `cost` says
+  in `explain` what choosing the keys costs);
 - `scores`: the core's float32 scores (B, heads, L, n), after their scale and bias, before
   the mask: the `attention` core node carries its value under the mechanism's key
   (`ops.core_attributes`); its decomposition emits the mechanism's nodes
@@ -115,6 +116,8 @@ class Mechanism:
     # (kind, lower bound)), and those the import may leave unread, with why (`hf_fields.INERT`)
     hf_types: ClassVar[dict[str, tuple[str, float | None]]] = {}
     hf_inert: ClassVar[dict[str, str]] = {}
+    # at `keys`: what choosing the keys costs, beside its attention's strategy (`explain`)
+    cost: str = ""
 
     def hook_of(self, value: Any) -> str:
         """Its hook for this value (one of HOOKS; `hook` unless the value moves it)."""
@@ -193,4 +196,10 @@ class Mechanism:
         """The arithmetic of its `apply` nodes over the array namespace `xp` (torch and
         ONNX from this one text): x (B, h, n, d) heads, pos int64 positions (n, 1) or
         (B, 1, n, 1) when decoding."""
+        raise NotImplementedError
+
+    def select(self, xp: Any, *operands: Any, **attrs: Any) -> Any:
+        """At `keys`: the arithmetic of its `select_keys` node over the array namespace `xp`
+        (its operands, its attributes after `mechanism`): float32 (B, L, n), -inf's stand-in
+        on the visible keys each query drops, 0 elsewhere."""
         raise NotImplementedError

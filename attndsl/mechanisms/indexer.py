@@ -11,8 +11,9 @@ RoPE on the first rope_dim features of both (`rope = half`: rotate-half, DeepSee
 
 Query t keeps the min(top_k, visible) visible keys of largest I (ties: the earlier key
 first); the attention core masks the rest (docs/LANGUAGE.md, Sparse attention). Its nodes
-end in one `select_keys` op, whose arithmetic over the array namespace is `select` here (torch
-and ONNX from this one text); the core reads the selection as its score bias `indexed`
+end in one `select_keys` op naming it, whose arithmetic over the array namespace is `select`
+here (torch and ONNX from this one text); the core reads the selection as its score bias
+`indexed`
 (-inf on the visible keys it drops, 0 elsewhere). Decoding caches each token's index key beside the
 latent (`present.{i}.index_key`)."""
 
@@ -65,6 +66,8 @@ class _Indexer(Mechanism):
     forms: ClassVar = {"lightning": _PARAMS}
     with_latent = True  # it reads latent attention's query latent
     described = "a top-k selection of keys (the lightning indexer)"
+    cost = ("the lightning indexer scores every visible key for each query: O(L) per token "
+            "(its heads x head_dim per key)")
     hf_types: ClassVar = {"index_n_heads": ("int", 1), "index_head_dim": ("int", 2),
                           "index_topk": ("int", 1)}
 
@@ -159,7 +162,12 @@ class _Indexer(Mechanism):
                       T(*("B",) * bool(runtime), "L", n, dtype="bool"), expr=expr,
                       sparsity=s.sparsity, memory=None)
         return b.emit(Op.SELECT_KEYS, f"{p}selected", (q, k, w, seen),
-                      T("B", "L", n, dtype="float"), top_k=value.top_k, scale=D ** -0.5)
+                      T("B", "L", n, dtype="float"), mechanism=self.key, top_k=value.top_k,
+                      scale=D ** -0.5)
+
+    def select(self, xp: Any, *operands: Any, **attrs: Any) -> Any:
+        """Its `select_keys` node's arithmetic: `select`."""
+        return select(xp, *operands, **attrs)
 
     def states(self, value: Indexer, spec: Any, reused: bool = False) -> tuple:
         """Decoding caches each earlier token's rotated index key: past_key_values.{i}.index_key

@@ -202,8 +202,8 @@ class _Latent(Projection):
 
 def _selection(site: Site, lat: Latent, m: _Projections, x: str, cache: int | None,
                keep: tuple[int, int] | None) -> tuple[str, ...]:
-    """(the indexer's selection,) where the attention has one (`mechanisms/indexer.py`, the
-    `keys` hook: the core's score bias `indexed`), else ()."""
+    """(the selection of keys,) where a mechanism at the `keys` hook chooses them (the core's
+    score bias `indexed`), else ()."""
     from . import at
 
     return tuple(mechanism.selection(replace(site, n="P + L" if cache is not None else "L"),
@@ -229,7 +229,7 @@ class _Projections:
         from . import projected, query_rows
 
         rows = s.heads * query_rows(s)  # an output gate's rows follow each head's (Ling 3's)
-        self.c_q = None  # the normed query latent (an indexer's queries read it)
+        self.c_q = None  # the normed query latent (a `keys` hook mechanism's queries read it)
         if lat.q_rank is None:
             q = self.linear("q", x, "q_proj", rows, "q" in s.bias)
         else:

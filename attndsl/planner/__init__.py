@@ -31,9 +31,6 @@ __all__ = ["Choice", "Core", "Cover", "choose", "cores", "cover", "fuse_cores",
            "in_place_obstacle", "plan", "plan_torch"]
 # the strategies a core decoding against a growing cache may take before `dense`, in order
 GROWING = ("gather",)
-# what an attention whose keys an indexer selects costs, beside its strategy's reasons
-INDEXED = ("the lightning indexer scores every visible key for each query: O(L) per token "
-           "(its heads x head_dim per key)")
 
 
 def choose(a: Core, target: str, dtype: str = "float32"):
@@ -118,10 +115,10 @@ def _plan(graph: Graph, target: str, dtype: str) -> tuple[Graph, list[Choice]]:
                 core = cores_of([node], by_name)[0]
                 strategy, params, reasons, attrs = choose(core, target, dtype) if \
                     get(target).planned else _portable(core)
-                if core.bias_kind == "indexed":  # (mechanisms/indexer.py)
-                    reasons = [*reasons, INDEXED + "; in one pass the attention runs over "
-                               "every key, those it did not choose masked (a decoding model "
-                               "gathers the chosen ones)"]
+                if core.selector:  # its keys chosen by a `keys` hook mechanism
+                    reasons = [*reasons, core.selector.cost + "; in one pass the attention "
+                               "runs over every key, those not chosen masked (a decoding "
+                               "model gathers the chosen ones)"]
                 choices.append(Choice(*where(core.prefix, graph), strategy.name,
                                       tuple(reasons), tuple(params.items())))
                 if strategy.fuses:
@@ -181,8 +178,8 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
                    dtype: str) -> tuple[Graph, list[Choice]]:
     """A decoding graph: every attention in place (strategy `gqa_cache`) when every one can,
     else every one against a growing cache (standard ops: past and new keys concatenated),
-    `dense` or the first of GROWING that matches (`gather`: the keys an indexer chose). One
-    model has one cache layout, as onnxruntime-genai runs it."""
+    `dense` or the first of GROWING that matches (`gather`: the keys a `keys` hook mechanism
+    chose). One model has one cache layout, as onnxruntime-genai runs it."""
     from ..strategies import BY_NAME, Context, Match
 
     in_place = BY_NAME["gqa_cache"]
@@ -220,7 +217,7 @@ def _plan_decoding(graph: Graph, found: list[Core], target: str,
         growing = None if own else _growing(core, Context(target, dtype))
         if growing is not None:  # a strategy of its own over the growing cache
             name, m = growing
-            cost = (INDEXED,) if core.bias_kind == "indexed" else ()
+            cost = (core.selector.cost,) if core.selector else ()
             choices.append(Choice(core.prefix, "", name, (*m.reasons, *reasons[1:], *cost),
                                   tuple(m.params.items())))
             nodes = fuse(nodes, core, name, dict(m.params) | {"expr": core.mask})

@@ -18,7 +18,7 @@ __all__ = ["BIAS_NAMES", "Choice", "Core", "attndsl_lowered", "causal_window", "
            "cores_of", "fuse", "padding_only", "render_choices", "unfused", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias",
-              "relative_logits": "RelativeLogits", "indexed": "Indexer selection"}
+              "relative_logits": "RelativeLogits", "indexed": "Key selection"}
 @dataclass(frozen=True)
 class Choice:
     """How one attention runs on one target, and why."""
@@ -90,6 +90,12 @@ class Core:
     @property
     def bias_kind(self) -> str | None:
         return dict(self.bias).get("kind")
+
+    @property
+    def selector(self) -> Mechanism | None:
+        """The `keys` hook mechanism that chose its keys (its score bias `indexed`), or None."""
+        key = dict(self.bias).get("selector")
+        return MECHANISMS[key] if key else None
 
 
 def cores(graph: Graph) -> list[Core]:

@@ -191,8 +191,8 @@ def _scored(core: Core) -> str | None:
     `softmax` hook mechanism it does not take (the first), else None."""
     if core.bias_kind:
         return {"alibi": "ALiBi's score bias", "relative_logits": "relative logits (a score "
-                "bias of each query's relative states)", "indexed": "an indexer's selection "
-                "of keys (a score bias of 0 or -inf)"}.get(core.bias_kind,
+                "bias of each query's relative states)", "indexed": "a selection of keys (a "
+                "score bias of 0 or -inf)"}.get(core.bias_kind,
                                                           "T5's relative score bias")
     untaken = core.untaken(SDPA_TAKES)
     return untaken[0].described if untaken else None

@@ -1,11 +1,11 @@
-"""The lowering of a mask standing alone and of an indexer's key selection (`select_keys`),
-the nodes an attention's `keys` hook mechanism emits (`mechanisms/indexer.py`)."""
+"""The lowering of a mask standing alone and of a key selection (`select_keys`), the nodes an
+attention's `keys` hook mechanism emits (its `select` over the ONNX array namespace)."""
 
 from __future__ import annotations
 
 from ... import masks
 from ...ir import Node, Op
-from ...mechanisms.indexer import select
+from ...mechanisms import MECHANISMS
 from ..cache_slots import decoding_visible
 from .attend import runtime_masks
 from .builder import Lowering, Sym, lower
@@ -31,7 +31,10 @@ def _mask(lw: Lowering, node: Node) -> str:
 
 @lower(Op.SELECT_KEYS)
 def _select_keys(lw: Lowering, node: Node) -> str:
-    """The keys each query keeps: `indexer.select` over the ONNX array namespace."""
-    q, k, w = (lw.sym(node, i) for i in range(3))
-    seen = Sym(lw.b, lw.env[node.args[3]], "bool", lw.graph_shapes[node.args[3]].rank)
-    return select(lw.xp, q, k, w, seen, node.attr("top_k"), node.attr("scale")).name
+    """The keys each query keeps: its `keys` hook mechanism's `select` over the ONNX array
+    namespace (float operands, the mask's visibility last)."""
+    *floats, seen = node.args
+    operands = [*(lw.sym(node, i) for i in range(len(floats))),
+                Sym(lw.b, lw.env[seen], "bool", lw.graph_shapes[seen].rank)]
+    return MECHANISMS[node.attr("mechanism")].select(lw.xp, *operands,
+                                                    **dict(node.attrs[1:])).name
