@@ -334,7 +334,8 @@ def _source(fam: Names, spec: Attention | Transformer, ours: str,
             return source, None, spec.attention, ()
         i, inner = int(match.group(1)), match.group(2)
         attn = spec.parallel if spec.parallel is not None and inner.startswith(
-            "parallel_attn.") else spec.layer_attention(i)
+            "parallel_attn.") else spec.side.attention if spec.side is not None and \
+            inner.startswith("side_attn.") else spec.layer_attention(i)
     source = fam.sub(fam.layer_names(attn.kernel).get(inner, inner), i)
     at = fam.at(i, inner)
     if isinstance(source, tuple):

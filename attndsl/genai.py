@@ -85,9 +85,9 @@ def check_genai(spec: Layer) -> None:
     if own:  # (states of a layer's own beside its keys and values: a convolution's inputs)
         raise UsageError(f"`{spec.name}`: onnxruntime-genai binds a key and a value cache, or a "
                          f"kernel's states, per layer; `{own[0]}` is a state beside a layer's "
-                         "keys and values (a residual convolution's last inputs, or a "
-                         "`parallel` kernel's state): use `--export onnx --decode` and "
-                         "`attndsl generate`")
+                         "keys and values or states (a residual convolution's last inputs, a "
+                         "`parallel` kernel's state, or a `side` block's keys and values): use "
+                         "`--export onnx --decode` and `attndsl generate`")
     if spec.kv_shared_layers:  # (its last layers read an earlier layer's cache)
         raise UsageError(f"`{spec.name}`: onnxruntime-genai keeps a key and a value cache for "
                          f"every layer, and its last {spec.kv_shared_layers} layers reuse an "

@@ -38,7 +38,6 @@ LACKS: dict[str, str] = {
     "xlnet": "two-stream relative attention (permutation language modelling)",
     "xlstm": "recurrent xLSTM (mLSTM) blocks",
     "zamba": f"{_MAMBA} with one shared attention block tied across its hybrid layers",
-    "zamba2": f"{_MAMBA2} with shared attention blocks (LoRA-adapted, fed the original embeddings)",
     "zaya": "Compressed Convolutional Attention (q/k/v through convolutions over a compressed "
             "latent) with an MLP router",
 }

@@ -109,6 +109,14 @@ class Attention:
     # a core selector's variants, each with the `attention` it runs, projections shared
     # (`mechanisms.selector_of`; empty: this one core)
     variants: tuple[Any, ...] = ()
+    # o_proj's output width (`out_dim`), where it differs from d_model (Zamba2's shared
+    # attention reads [x ; e], 2 d_model wide, and writes d_model); 0: d_model
+    out_dim: int = 0
+
+    @property
+    def width(self) -> int:
+        """The width of its output: o_proj's (`out_dim`), else d_model."""
+        return self.out_dim or self.d_model
 
     def mechanism(self, key: str) -> Any:
         """The value of the mechanism `key` (`attndsl/mechanisms/`), or None where unset."""
@@ -146,6 +154,19 @@ class PerLayerInputs:
     width: int
     vocab: int
     activation: str = "gelu_tanh"
+
+
+@dataclass(frozen=True)
+class Side:
+    """`side(attention = a, ffn = mlp, layers = [i, ...])`: Zamba's shared transformer block
+    beside the listed blocks' own: over [x ; e] (the block's input and the stack's input as
+    block 0 receives it, side by side, 2 d_model wide), norm, attention a (2 d_model in,
+    d_model out: `out_dim`), norm, the MLP and a d_model x d_model projection, its output s
+    added to the block's attention input before its norm, h = x + attn(norm(x + s))."""
+
+    attention: Attention
+    ffn: Ffn
+    layers: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -230,6 +251,9 @@ class Transformer:
     # summed (`parallel`: Falcon-H1's Mamba2 mixer beside its attention), weights
     # layers.{i}.parallel_attn.*; or None
     parallel: Attention | None = None
+    # a side block beside the listed blocks (`side`: Zamba2's shared transformer block),
+    # weights layers.{i}.side_*; or None
+    side: Side | None = None
 
     def layer_placement(self, i: int) -> str:
         """Where block i's norms sit (pre, post, sandwich or output)."""
@@ -282,10 +306,11 @@ RUNTIME_INPUTS = ("key_lengths", "segment_ids", "memory_segment_ids")
 
 
 def attentions_of(spec: Layer) -> tuple[Attention, ...]:
-    """The attentions a layer runs: a stack's pattern (and its `parallel` attention), or the
-    attention itself."""
+    """The attentions a layer runs: a stack's pattern (and its `parallel` and `side`
+    attentions), or the attention itself."""
     if isinstance(spec, Transformer):
-        return spec.attentions + ((spec.parallel,) if spec.parallel is not None else ())
+        return spec.attentions + tuple(a for a in (spec.parallel, spec.side and
+                                                   spec.side.attention) if a is not None)
     return (spec,)
 
 

@@ -46,10 +46,10 @@ def parameter_count(spec: Attention | Transformer) -> int:
     block's count."""
     if not isinstance(spec, Transformer) or spec.layers <= len(spec.attentions) \
             or spec.kv_shared_layers or spec.per_layer_inputs or spec.shortcut \
-            or spec.attention_only or spec.placements:  # (blocks reusing keys differ from
-        # their pattern's; per-layer inputs' tables grow with the layers; a shortcut is in
-        # even blocks only; blocks without a feed-forward, or placed by their own period, are
-        # not their pattern's)
+            or spec.attention_only or spec.placements or spec.side:  # (blocks reusing keys
+        # differ from their pattern's; per-layer inputs' tables grow with the layers; a
+        # shortcut is in even blocks only; blocks without a feed-forward, placed by their own
+        # period, or with a side block, are not their pattern's)
         return sum(math.prod(w.shape) for w in weight_table(spec))
     period = len(spec.attentions)
     form = spec.feed_forward
@@ -121,7 +121,7 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             if s.mechanism("values") != "keys":  # (Gemma 4's values: the keys' rows)
                 linear(f"{p}v_proj", s.kv_heads * s.value_dim, s.memory_dim, "v" in s.bias)
         if s.out_proj and not getattr(projection_of(s.projection), "output", False):
-            linear(f"{p}o_proj", s.d_model, s.heads * s.value_dim, "o" in s.bias)
+            linear(f"{p}o_proj", s.width, s.heads * s.value_dim, "o" in s.bias)
 
         for key, value in s.mechanisms:  # in hook order (`mechanisms.base.HOOKS`)
             out.extend(MECHANISMS[key].weights(value, s, p))
@@ -171,6 +171,12 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
                   table=not spec.shared_relative_bias, reuse=spec.kv_owner(i) is not None)
         if spec.parallel is not None:  # (Falcon-H1's mixer beside the attention)
             attention(spec.parallel, f"{p}parallel_attn.", False)
+        if spec.side is not None and i in spec.side.layers:  # (Zamba2's shared block)
+            norm(f"{p}side_norm", 2 * d, spec.norm, layernorm)
+            attention(spec.side.attention, f"{p}side_attn.", False)
+            norm(f"{p}side_ffn_norm", d, spec.norm, layernorm)
+            out.extend(mlp_weights(f"{p}side_mlp.", spec.side.ffn, d))
+            linear(f"{p}side_proj", d, d, False)
         for which in _block_norms(spec, i):
             norm(f"{p}{which}", d, spec.norm, layernorm)
         form, ffn = spec.layer_feed_forward(i), spec.layer_ffn(i)

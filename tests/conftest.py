@@ -132,6 +132,17 @@ def refused_at(text: str, words: str) -> int:
     return found[0].span.source.line_col(found[0].span.start)[0]
 
 
+def refused_where(text: str, words: str, at: str) -> None:
+    """Checking `text` fails, its first diagnostic holds `words` and points where `at` begins."""
+    from attndsl.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        attndsl.loads(text, "t.attn")
+    d = err.value.diagnostics[0]
+    assert words in d.message, d.message
+    assert text[d.span.start:].startswith(at), (text[d.span.start:][:30], words)
+
+
 def golden(path: Path, actual: str) -> None:
     if UPDATE or not path.exists():
         if not UPDATE:

@@ -547,9 +547,34 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             else:  # (some blocks without theirs)
                 blocks = sorted(alone.sample(range(layers), alone.randint(1, layers - 1)))
                 extra += f"\n    attention_only = [{', '.join(map(str, blocks))}]"
+        aside = random.Random(seed * 7919 + 55)  # Zamba2's side block: its own stream
+        if placement == "pre" and not any(w in extra for w in (
+                "residual =", "placements", "kv_shared_layers", "parallel")) and \
+                aside.random() < 0.3:
+            text += _side(aside, int(entries["d_model"]), entries["mask"])
+            blocks = sorted(aside.sample(range(layers), aside.randint(1, layers)))
+            extra += (f"\n    side = side(attention = s, ffn = "
+                      f"{aside.choice(['gelu_glu(8)', 'swiglu(12)', 'gelu(6)'])}, layers = "
+                      f"[{', '.join(map(str, blocks))}])")
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
+
+
+def _side(r: random.Random, d: int, mask: str) -> str:
+    """A side block's attention (Zamba2's shared block): [x ; e] in (2 d), d out, a causal
+    mask skipping the pattern's padding slots, RoPE or none, its scale (head_dim / 2)^-1/2 or
+    the default."""
+    heads = r.choice([h for h in (1, 2, 4) if 2 * d % h == 0])
+    kv = r.choice([k for k in (1, 2, 4) if heads % k == 0])
+    head_dim = 2 * d // heads
+    mask = "causal & padding(side = left)" if "padding(side = left)" in mask else \
+        "causal & padding" if "padding" in mask else "causal"
+    position = r.choice(["none", "rope(theta = 10000)"]) if head_dim % 2 == 0 else "none"
+    scale = r.choice(["", f"\n    scale = {(head_dim / 2) ** -0.5!r}"])
+    return (f"attention s {{\n    d_model = {2 * d}\n    out_dim = {d}\n    heads = {heads}\n"
+            f"    kv_heads = {kv}\n    bias = false\n    position = {position}\n    mask = "
+            f"{mask}{scale}\n}}\n")
 
 
 def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 import attndsl
-from attndsl.errors import SpecError
 from attndsl.weight_table import weight_table
 
+from .conftest import refused_where
 from .test_random_specs import check_stream
 
 _ATTN = """attention a {
@@ -66,11 +66,7 @@ def test_blocks_without_a_feed_forward_have_no_mlp_or_its_norm() -> None:
 ])
 def test_blocks_without_a_feed_forward_are_refused_where_they_cannot_be(
         text: str, words: str, col_of: str) -> None:
-    with pytest.raises(SpecError) as e:
-        attndsl.loads(text, "t.attn")
-    d = e.value.diagnostics[0]
-    assert words in d.message, d.message
-    assert text[d.span.start:].startswith(col_of.rstrip("\n")), (text[d.span.start:], words)
+    refused_where(text, words, col_of.rstrip("\n"))
 
 
 def test_random_specs_with_placements_per_block_match_the_reference() -> None:

@@ -11,10 +11,10 @@ import pytest
 import transformers as tf
 
 import attndsl
-from attndsl.cli import main
 from attndsl.errors import SpecError
 
-from .test_generation import SIZES, generates_as
+from .conftest import refused_where
+from .test_generation import SIZES, generates_as, refused_by_genai_then_decoding
 from .test_transformers import redraw
 
 
@@ -33,15 +33,8 @@ def test_falcon_h1_generates_as_transformers(tmp_path: Path, target: str, rms_no
         pad_token_id=0, **SIZES)
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11)
-    folder, spec, out = tmp_path / "hf", tmp_path / "falcon.attn", tmp_path / "out"
-    model.save_pretrained(folder)
-    assert main(["import", str(folder), "-o", str(spec)]) == 0
-    capsys.readouterr()
-    assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
-                 "-o", str(out)]) == 2
-    assert "`parallel` kernel's state" in capsys.readouterr().err and not out.exists()
-    assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
-                 str(folder), "-o", str(out), "--target", target]) == 0
+    out = refused_by_genai_then_decoding(model, tmp_path, target, capsys,
+                                         "`parallel` kernel's state")
     generates_as(model, out / "falcon_h1.decode.onnx", capsys)
 
 
@@ -81,12 +74,7 @@ transformer t {{
 ])
 def test_parallel_is_refused_where_it_cannot_be(fill: dict, words: str, at: str) -> None:
     values = dict(d=16, kernel="", parallel="ssm", placement="pre") | fill
-    text = _SPEC.format(**values)
-    with pytest.raises(SpecError) as e:
-        attndsl.loads(text, "t.attn")
-    d = e.value.diagnostics[0]
-    assert words in d.message, d.message
-    assert text[d.span.start:].startswith(at), (text[d.span.start:][:30], words)
+    refused_where(_SPEC.format(**values), words, at)
 
 
 def test_random_specs_with_a_parallel_mixer_match_the_reference() -> None:

@@ -871,15 +871,8 @@ def test_deepseek_generates_as_transformers(tmp_path: Path, target: str, version
             eos_token_id=2)}[version]()
     model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     redraw(model, 11, unit_offset=False)
-    folder, spec, out = tmp_path / "hf", tmp_path / "ds.attn", tmp_path / "out"
-    model.save_pretrained(folder)
-    assert main(["import", str(folder), "-o", str(spec)]) == 0
-    capsys.readouterr()
-    assert main(["compile", str(spec), "--export", "genai", "--weights", str(folder),
-                 "-o", str(out)]) == 2
-    assert "caches one latent row" in capsys.readouterr().err and not out.exists()
-    assert main(["compile", str(spec), "--export", "onnx", "--decode", "--weights",
-                 str(folder), "-o", str(out), "--target", target]) == 0
+    out = refused_by_genai_then_decoding(model, tmp_path, target, capsys,
+                                         "caches one latent row")
     name = version if version in ("youtu", "glm4_moe_lite", "minicpm3", "axk1",
                                   "longcat_flash", "glm_moe_dsa") else \
         f"deepseek_{version}"

@@ -21,6 +21,10 @@ import attndsl
 from attndsl.cli import main
 
 SMALL = {"vocab_size": 61}
+# the families drawn at HF's own weight scale, 1 / fan_in (`redraw`'s gain 1): Zamba2's shared
+# attention and MLP compound in each hybrid layer, and at gain 2 transformers' own float64
+# forward grows a 1e-6 change of its input 400-fold over four layers, past the tolerance
+GAINS = {"zamba2": 1.0}
 
 MINISTRAL3_ROPE = {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
                   "original_max_position_embeddings": 4, "beta_fast": 32.0, "beta_slow": 1.0,
@@ -616,6 +620,16 @@ CASES = {
         num_experts_per_tok=2, moe_intermediate_size=24, moe_shared_expert_intermediate_size=40,
         n_group=2, topk_group=1, routed_scaling_factor=1.5, time_step_min=0.01, **SMALL),
         "left", "layers.0", "layers.0.mixer", "layers.0.mixer.out_proj"),
+    # Zamba2: Mamba2 layers (groups, dt at least time_step_min), two shared blocks taken in
+    # turn beside the hybrid layers 1, 2 and 3 (the third use the first block's again), each
+    # use with its adapters on q, k, v and the MLP; RoPE in the shared attention
+    "zamba2": (lambda: tf.Zamba2Config(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=4, layers_block_type=["mamba", "hybrid", "hybrid", "hybrid"],
+        n_mamba_heads=4, mamba_d_state=8, mamba_ngroups=2, chunk_size=5, num_mem_blocks=2,
+        adapter_rank=4, use_shared_attention_adapter=True, use_mem_rope=True,
+        time_step_min=0.01, **SMALL),
+        "left", "layers.0", "layers.0.mamba", "layers.0.mamba.out_proj"),
     # Mamba2: its mixers alone (no feed-forward), B and C in groups, a clamped step
     "mamba2": (lambda: tf.Mamba2Config(
         hidden_size=48, num_hidden_layers=2, num_heads=6, head_dim=16, state_size=8,
@@ -959,10 +973,11 @@ def _model(config) -> torch.nn.Module:
     return tf.AutoModel.from_config(config, attn_implementation="sdpa" if sdpa else "eager")
 
 
-def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
-    """Linear weights N(0, 4 / fan_in), embeddings N(0, 1), norm weights around 1 (around 0
-    for Gemma's 1 + w), biases around 0, a router's selection bias N(0, 0.09): it moves the
-    choice among sigmoid scores."""
+def redraw(model: torch.nn.Module, seed: int, unit_offset: bool, gain: float = 2.0) -> None:
+    """Linear weights N(0, gain^2 / fan_in) (a low-rank adapter's up-projection a tenth of
+    that),
+    embeddings N(0, 1), norm weights around 1 (around 0 for Gemma's 1 + w), biases around 0,
+    a router's selection bias N(0, 0.09): it moves the choice among sigmoid scores."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -970,7 +985,9 @@ def redraw(model: torch.nn.Module, seed: int, unit_offset: bool) -> None:
             if p.dim() > 1:
                 embedding = any(k in name for k in ("embed", "wte", "word_embeddings",
                                                     "relative_attention_bias"))
-                p.copy_(noise if embedding else noise * 2 / math.sqrt(p.shape[-1]))
+                p.copy_(noise if embedding else noise * gain / math.sqrt(p.shape[-1]))
+                if "adapter_list" in name and name.endswith(".1.weight"):  # (a LoRA's B: a
+                    p.mul_(0.1)  # small change of the weight it adapts, as trained ones are)
             elif name.endswith("weight"):  # a norm
                 p.copy_(0.1 * noise + (0.0 if unit_offset else 1.0))
             else:
@@ -1029,7 +1046,7 @@ def test_import_and_checkpoint_match_transformers(tmp_path: Path, family: str) -
     make, side, path_layer, path_attn, path_out = CASES[family]
     config = make()
     model = _model(config).eval()
-    redraw(model, 7, unit_offset="gemma" in family)
+    redraw(model, 7, unit_offset="gemma" in family, gain=GAINS.get(family, 2.0))
     folder = tmp_path / family
     model.save_pretrained(folder)
     spec = tmp_path / f"{family}.attn"

@@ -31,7 +31,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "minimax": tf.MiniMaxConfig, "bamba": tf.BambaConfig,
            "granitemoehybrid": tf.GraniteMoeHybridConfig, "nemotron_h": tf.NemotronHConfig,
            "mamba2": tf.Mamba2Config, "olmo_hybrid": tf.OlmoHybridConfig,
-           "falcon_h1": tf.FalconH1Config,
+           "falcon_h1": tf.FalconH1Config, "zamba2": tf.Zamba2Config,
            "cohere_compass_text": tf.CohereCompassTextConfig,
            "gpt2": tf.GPT2Config, "phi": tf.PhiConfig, "starcoder2": tf.Starcoder2Config,
            "olmo2": tf.Olmo2Config, "olmo3": tf.Olmo3Config, "exaone4": tf.Exaone4Config,

@@ -31,12 +31,13 @@ class FeedForwards(Layers):
         if form is not None:
             ffn_of(form).check_layers(self, form, layers, e)
 
-    def attention_only_value(self, e: ast.Expr, layers: int | None) -> tuple[int, ...]:
-        """`attention_only = [i, ...]`: distinct blocks of the stack that have no
-        feed-forward (`[]`: none)."""
+    def block_indices(self, e: ast.Expr, layers: int | None, what: str,
+                      hint: str) -> tuple[int, ...]:
+        """A list of distinct blocks of the stack (`what`: the key's words, `hint` what
+        they name), in order."""
         if not isinstance(e, ast.List):
-            raise self.error("attention_only must be a list of block indices, like [1, 4]",
-                             e.span, hint="the blocks whose feed-forward is left out")
+            raise self.error(f"{what} must be a list of block indices, like [1, 4]", e.span,
+                             hint=hint)
         blocks = [self.non_negative(i, "a block index") for i in e.items]
         for n, (item, i) in enumerate(zip(e.items, blocks, strict=True)):
             if i in blocks[:n]:
@@ -44,11 +45,18 @@ class FeedForwards(Layers):
             if layers is not None and i >= layers:
                 raise self.error(f"block {i} is not in the stack: its blocks are 0 .. "
                                  f"{layers - 1}", item.span,
-                                 hint=f"attention_only names blocks of `layers = {layers}`")
+                                 hint=f"{what} names blocks of `layers = {layers}`")
+        return tuple(sorted(blocks))
+
+    def attention_only_value(self, e: ast.Expr, layers: int | None) -> tuple[int, ...]:
+        """`attention_only = [i, ...]`: distinct blocks of the stack that have no
+        feed-forward (`[]`: none)."""
+        blocks = self.block_indices(e, layers, "attention_only",
+                                    "the blocks whose feed-forward is left out")
         if layers is not None and len(blocks) == layers:
             raise self.error("every block is attention only: the feed-forward would never "
                              "run", e.span, hint="use `ffn = none` for a stack without one")
-        return tuple(sorted(blocks))
+        return blocks
 
     def check_attention_alone(self, e: dict[str, ast.Entry], placement: str, residual: str,
                               ffn_conv: int | None, shortcut: Any, depth: bool) -> None:

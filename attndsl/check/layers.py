@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from .. import ast
@@ -69,6 +70,7 @@ class Layers(Mechanisms):
         memory_dim = get("memory_dim", lambda x: self.positive(x, "memory_dim"))
         bias = get("bias", self.bias_value, PROJECTIONS)
         out_proj = get("out_proj", lambda x: self.boolean(x, "out_proj"), True)
+        out_dim = get("out_dim", lambda x: self.positive(x, "out_dim"))
         scale = get("scale", self.scale_value, "auto")
         position = get("position", self.position_value, None)
         kernel = get("kernel", self.kernel_value, Softmax())
@@ -121,6 +123,8 @@ class Layers(Mechanisms):
             self.error(f"without out_proj the merged heads ({heads} x {value_dim} = "
                        f"{heads * value_dim}) must equal d_model ({d_model})", at("out_proj"))
             failed = True
+        if out_dim is not None and out_dim != d_model:
+            failed |= self.check_out_dim(e, out_proj, kernel, projection, hooked, at)
         scale_value = 1.0 / math.sqrt(head_dim) if scale == "auto" else scale
         if isinstance(position, Rope):
             rope_dim = position.dim or (projection_of(projection).rotated(projection)
@@ -186,6 +190,7 @@ class Layers(Mechanisms):
             position=position, kernel=kernel,
             mask=mask, sparsity=sparsity, dropout=dropout,
             mechanisms=hooked, projection=projection,
+            out_dim=0 if out_dim in (None, d_model) else out_dim,
             spans=tuple((key, at(key)) for key in ("kind", "mask", "position", "kernel",
                                                    *SELECTORS)))
         for key in (key for key in SELECTORS if key in e):  # the core chosen among variants
@@ -196,6 +201,24 @@ class Layers(Mechanisms):
         self.check_size(parameter_count(attn), d.name, d.name_span)
         self.resolved_attn[d.name] = attn
         return attn
+
+    def check_out_dim(self, e: dict, out_proj: bool, kernel: object, projection: object,
+                      hooked: tuple, at: Callable[[str], Span]) -> bool:
+        """`out_dim` other than d_model: o_proj writes it, so the attention needs o_proj, a
+        softmax core of its own q, k and v projections and no mechanism on o_proj's output;
+        True if an error was reported."""
+        after = [key for key, _ in hooked if "output" in (MECHANISMS[key].hook,
+                                                          *MECHANISMS[key].also)]
+        problem = ("out_dim is o_proj's width: it needs `out_proj = true`" if out_proj is False
+                   else "out_dim needs a softmax attention with its own q, k and v projections "
+                   "(no kernel or projection form)" if not isinstance(kernel, Softmax)
+                   or projection is not None
+                   else f"out_dim changes o_proj's width, which `{after[0]}` reads"
+                   if after else None)
+        if problem:
+            self.error(problem, at("out_dim"), hint="remove `out_dim` (o_proj then writes "
+                                                    "d_model)")
+        return problem is not None
 
     def bias_value(self, e: ast.Expr) -> tuple[str, ...]:
         """`true` (every projection), `false`, or a list of projections: `[q, k, v]`."""
@@ -253,7 +276,7 @@ class Layers(Mechanisms):
 # -- tables ---------------------------------------------------------------------------------
 
 _ATTENTION_KEYS = ("d_model", "heads", "kv_heads", "head_dim", "value_dim", "kind", "memory_dim",
-                   "bias", "out_proj", "scale", "position", "kernel",
+                   "bias", "out_proj", "out_dim", "scale", "position", "kernel",
                    "mask", "sparsity", "dropout", *FORMS,
                    *SELECTORS, *MECHANISMS)
 _SPARSITY = {"dense": (), "auto": (), "block": (Param("n", True),)}

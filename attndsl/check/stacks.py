@@ -19,7 +19,7 @@ from ..spec import (
     Transformer,
 )
 from ..weight_table import parameter_count
-from .ffns import FeedForwards
+from .sides import Sides
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 
 __all__ = ["Stacks"]
@@ -29,7 +29,7 @@ _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dro
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
          "per_layer_inputs", "head_transform", "shortcut", "ffn_conv", "attention_only",
-         "placements", "parallel")
+         "placements", "parallel", "side")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm", "head_transform")  # need `vocab'
 MAX_VOCAB = 1 << 24
@@ -48,7 +48,7 @@ _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
 MAX_LAYERS = 4096
 
 
-class Stacks(FeedForwards):
+class Stacks(Sides):
     def layers_value(self, e: ast.Expr) -> int:
         n = self.positive(e, "layers")
         if n > MAX_LAYERS:
@@ -93,8 +93,12 @@ class Stacks(FeedForwards):
         placements = get("placements", self.placements_value, ())
         parallel = get("parallel", lambda x: None if isinstance(x, ast.Name) and x.id == "none"
                        else self.transformer_attention(x))
+        side = get("side", lambda x: self.side_value(x, layers))
         if get.failed or attns is None:
             return None
+        self.check_widths(e, attns, attns[0].d_model)
+        if side is not None:
+            self.check_side(e, side, attns[0].d_model, placement, residual)
         self.check_ffn_layers(form, layers, e["ffn"].value)
         if ffn is None or alone:
             self.check_attention_alone(e, placement, residual, ffn_conv, shortcut,
@@ -165,7 +169,8 @@ class Stacks(FeedForwards):
                          kv_shared_layers=shared_kv, layer_scalar=layer_scalar,
                          per_layer_inputs=ple, head_transform=head_transform,
                          shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv,
-                         attention_only=alone, placements=placements, parallel=parallel)
+                         attention_only=alone, placements=placements, parallel=parallel,
+                         side=side)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 

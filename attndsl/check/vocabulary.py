@@ -11,6 +11,7 @@ from .layers import _ATTENTION_KEYS, _SPARSITY
 from .masks import _MASK_PARAMS
 from .norms import _NORMS, PLACEMENTS
 from .positions import _POSITIONS, _SCALINGS
+from .sides import SIDE
 from .stacks import _KEYS
 
 __all__ = ["DEFINITIONS", "KEYS", "VALUES", "WORDS", "calls"]
@@ -35,6 +36,7 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     **{key: {"none": (), form.name: form.params} for key, form in PROJECTIONS.items()},
     "ffn": {"none": (), **_FFN, **{name: form.params for name, form in FFNS.items()}},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)
+    "side": {"none": (), **_params({"side": SIDE})},
     **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items() if m.forms},
 }
 # plain words some keys take

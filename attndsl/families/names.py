@@ -14,8 +14,10 @@ from ..spec import Attention
 __all__ = ["ATTN", "GATED", "LM", "LM_NAMES", "Names", "Split", "gate_joined", "linear", "norms",
            "per_head", "qkv_names", "rows", "same"]
 
-# the names of a block's feed-forward sublayer (`Names.blocks`)
+# the names of a block's feed-forward sublayer (`Names.blocks`), of its side block's
+# (`Names.sides`)
 _FFN_PARTS = ("mlp.", "ffn_norm.")
+_SIDE_PARTS = ("side_norm.", "side_attn.", "side_ffn_norm.", "side_mlp.")
 # a fused tensor (a NumPy array or torch tensor: both reshape and slice alike), the attention
 # of its layer and the config -> attndsl's piece of it
 Split = Callable[[Any, Attention, dict], Any]
@@ -53,10 +55,18 @@ class Names:
     # MLP layer after it): block i's (attention's layer, feed-forward's layer or None); the
     # names of its feed-forward (`mlp.`, `ffn_norm.`) are read from the latter. (): layer i
     blocks: tuple[tuple[int, int | None], ...] = ()
+    # per block, what `{name}` stands for in its entries (Zamba2's: `{m}` its mixer's module,
+    # `{k}` its side block's adapter slot): every block's, where any entry has one
+    fields: dict[int, dict[str, str]] = field(default_factory=dict)
+    # the checkpoint layer holding block i's side block tensors (`side_*` but `side_proj`:
+    # Zamba2's shared blocks, kept once under the first layer of each), by block
+    sides: dict[int, int] = field(default_factory=dict)
 
     def at(self, i: int, ours: str = "") -> str:
         """The checkpoint prefix of attndsl's block i (where `blocks` are given, of the layer
-        holding its tensor `ours`)."""
+        holding its tensor `ours`; a side block's, of the layer keeping it: `sides`)."""
+        if i in self.sides and ours.startswith(_SIDE_PARTS):
+            return self.layer.format(i=self.sides[i])
         if self.blocks and i >= len(self.blocks):  # (a spec of more blocks: layers past its)
             return self.layer.format(i=max(max(a, f or a) for a, f in self.blocks) + 1 + i
                                      - len(self.blocks))
@@ -74,14 +84,20 @@ class Names:
         return (layer + 1) * self.sublayers > blocks
 
     def sub(self, source: str | tuple, i: int) -> str | tuple:
-        """An entry with block i's sublayer in place of `{s}`."""
-        if self.sublayers == 1:
+        """An entry with block i's sublayer in place of `{s}`, and its `fields`."""
+        if self.sublayers == 1 and not self.fields:
             return source
-        s = str(i % self.sublayers)
+        values = {"s": str(i % self.sublayers), **self.fields.get(i, {})}
+
+        def put(name: str) -> str:
+            for key, value in values.items():
+                name = name.replace(f"{{{key}}}", value)
+            return name
+
         if isinstance(source, str):
-            return source.replace("{s}", s)
-        return (source[0].replace("{s}", s), source[1],
-                *((tuple(n.replace("{s}", s) for n in source[2]),) if len(source) > 2 else ()))
+            return put(source)
+        return (put(source[0]), source[1],
+                *((tuple(put(n) for n in source[2]),) if len(source) > 2 else ()))
 
     def layer_names(self, kernel: object) -> dict[str, str | tuple[str, Split]]:
         """The table of a layer whose attention has `kernel`."""
@@ -98,7 +114,7 @@ class Names:
 
     def every(self) -> list[str | tuple[str, Split]]:
         """Every entry, of every kind of layer."""
-        return [self.sub(v, i) for i in range(self.sublayers)
+        return [self.sub(v, i) for i in (self.fields or range(self.sublayers))
                 for v in (*self.names.values(),
                           *(v for t in self.by_kernel.values() for v in t.values()))]
 

@@ -22,6 +22,7 @@ from .attention import norm as emit_norm
 from .ffn import feed_forward, shortcut
 from .graph import Graph, GraphBuilder, Node, Op, all_nodes
 from .per_layer import per_layer_inputs, per_layer_output
+from .side import side_block
 from .verify import verify
 
 __all__ = ["Graph", "Node", "Op", "Weight", "all_nodes", "build", "cache_names",
@@ -57,8 +58,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         shared: dict | None = {} if spec.kv_shared_layers else None  # keys a later layer reads
         ple = per_layer_inputs(b, spec, embedded) if spec.per_layer_inputs else None
         carry: dict[int, str] = {}  # a pair's shortcut output, from block 2p to 2p + 1
+        first = h  # the stack's input as block 0 receives it (a side block reads it)
         for i in range(spec.layers):
-            h = _block(b, spec, i, h, pos, decode, bounded, own_cache, shared, carry)
+            h = _block(b, spec, i, h, pos, decode, bounded, own_cache, shared, carry, first)
             if ple is not None:  # Gemma 4: the block's own inputs, gated by its output
                 h = per_layer_output(b, spec, i, h, ple)
             if spec.layer_scalar:  # Gemma 4: the block's output times its learned scalar
@@ -79,6 +81,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
             summary += f", attention only in blocks {_listed(spec.attention_only)}"
         if spec.shortcut is not None:  # (LongCat-Flash's, in pairs)
             summary += f", a shortcut {_ffn_summary(spec, shortcut=True)} per pair"
+        if spec.side is not None:  # (Zamba2's shared transformer block)
+            summary += (f", a side block of attention {spec.side.attention.name} beside "
+                        f"blocks {_listed(spec.side.layers)}")
         kind = "transformer"
     else:
         h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
@@ -111,8 +116,9 @@ def cache_names(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
 
 def own_states(spec: Layer, i: int, reused: bool = False) -> dict[str, TensorType]:
     """Layer i's decoding states beside its keys and values (or its kernel's), by name: its
-    attention's mechanisms' (`Mechanism.states`), the `parallel` attention's kernel's, then
-    the stack's feed-forward convolution's last ffn_conv - 1 inputs (`ffn_conv`)."""
+    attention's mechanisms' (`Mechanism.states`), the `parallel` attention's kernel's, the
+    stack's feed-forward convolution's last ffn_conv - 1 inputs (`ffn_conv`), then a side
+    block's attention's keys and values (`side`)."""
     from ..mechanisms import states_of  # (the mechanisms build on the IR's ops)
 
     a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
@@ -122,6 +128,10 @@ def own_states(spec: Layer, i: int, reused: bool = False) -> dict[str, TensorTyp
                 for name in _states(spec.parallel)}
     if isinstance(spec, Transformer) and spec.ffn_conv is not None:
         out["ffn_conv"] = T("B", spec.ffn_conv - 1, spec.d_model, dtype="float")
+    if isinstance(spec, Transformer) and spec.side is not None and i in spec.side.layers:
+        s = spec.side.attention  # its keys and values beside the block's own states
+        out |= {"side_key": T("B", s.kv_heads, "P", s.head_dim, dtype="float"),
+                "side_value": T("B", s.kv_heads, "P", s.value_dim, dtype="float")}
     return out
 
 
@@ -241,7 +251,7 @@ def _lm_head(b: GraphBuilder, t: Transformer, h: str) -> str:
 
 def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...],
            decode: bool, bounded: bool = False, compact: bool = True,
-           shared: dict | None = None, carry: dict | None = None) -> str:
+           shared: dict | None = None, carry: dict | None = None, first: str = "") -> str:
     p = f"layers.{i}."
     d = T("B", "L", t.d_model)
     drop = t.dropout or None  # residual dropout on the sublayer's output, training only
@@ -301,8 +311,12 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
         h = add("resid1", h, norm("attn_out", attn(h), "post_attn_norm"))
         return add("resid2", h, norm("ffn_out", ffn(h), "post_ffn_norm"))
     if placement == "pre":  # (ModernBERT: layer 0's attention input unnormed)
-        h = add("resid1", h, attn(norm("attn_in", h, "attn_norm") if i or t.first_attn_norm
-                                  else h))
+        x = h
+        if t.side is not None and i in t.side.layers:  # Zamba2: h = x + attn(norm(x + s))
+            s = side_block(b, t, i, h, first, i if decode else None, pos)
+            x = b.emit(Op.ADD, f"{p}side_sum", (h, s), d)
+        h = add("resid1", h, attn(norm("attn_in", x, "attn_norm") if i or t.first_attn_norm
+                                  else x))
         if not t.has_ffn(i):  # (`ffn = none`, `attention_only`: the attention alone)
             return h
         u = norm("ffn_in", h, "ffn_norm")

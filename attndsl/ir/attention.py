@@ -44,7 +44,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                table: str | None = None, cache: int | None = None,
                pos: tuple[str, ...] = (), bounded: bool = False, layer: int = 0,
                compact: bool = True, shared: dict | None = None,
-               reuse: bool = False) -> str:
+               reuse: bool = False, entries: tuple[str, str] = ("key", "value")) -> str:
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
     `pos` the position_ids input its RoPE reads; `layer`: its index in the stack
@@ -52,7 +52,9 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     its own entries (`Projection.cache`; else every head's expanded keys and values).
     `shared` (a stack with kv_shared_layers): its keys and values as the core reads them
     (rotated, normed, cached) are kept there under its name; with `reuse`, it reads those of
-    the last earlier layer of its attention instead of projecting (and caching) its own."""
+    the last earlier layer of its attention instead of projecting (and caching) its own.
+    `entries`: the names of its key and value caches (a side block's are `side_key`,
+    `side_value`, beside its layer's own)."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
     if reuse:  # an earlier layer's keys and values (cached, when decoding)
@@ -66,7 +68,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     own = mechanisms.kernel_of(s.kernel)
     if own is not None and own.own_layer:  # its own projections and nodes, o_proj aside
         o = own.layer(mechanisms.Site(b, s, p, prefix, pos, n, layer), s.kernel, x, cache)
-        return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
+        return linear("out", o, "o_proj", s.width, "L") if s.out_proj else o
     form = mechanisms.projection_of(s.projection)
     # the score bias's operand: Inkling's relative states (relative_logits), or the keys a
     # `keys` hook mechanism selected (`indexed`)
@@ -114,7 +116,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
             o = b.emit(Op.MERGE_HEADS, f"{p}merged", (kernel.expand(site, s.kernel, q, None, v),),
                        T("B", "L", s.heads * s.value_dim))
             o = mechanisms.expand(site, "merged", o, "merged")
-            return linear("out", o, "o_proj", s.d_model, "L") if s.out_proj else o
+            return linear("out", o, "o_proj", s.width, "L") if s.out_proj else o
         k = mechanisms.expand(site, "projected", k_rows or linear(
             "k", kv, "k_proj", s.kv_heads * s.head_dim, n), "k")
         k = b.emit(Op.SPLIT_HEADS, f"{p}k_heads", (k,), T("B", s.kv_heads, n, s.head_dim),
@@ -134,7 +136,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         n = "M + S" if s.kind == "cross" else "P + L"  # M: memory rows cached so far
         keep = _kept(s) if bounded else None
         cached = []
-        for name, t, width in (("key", k, s.head_dim), ("value", v, s.value_dim)):
+        for name, t, width in ((entries[0], k, s.head_dim), (entries[1], v, s.value_dim)):
             shape = T("B", s.kv_heads, n, width)
             present = f"present.{cache}.{name}"
             past = f"past_key_values.{cache}.{name}"
@@ -168,7 +170,7 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     if form is not None and form.output:  # its own output projection (a mixture of heads)
         return form.out(site, s.projection, o, x)
     if s.out_proj:
-        o = linear("out", o, "o_proj", s.d_model, "L")
+        o = linear("out", o, "o_proj", s.width, "L")
     return mechanisms.expand(site, "output", o, "out")
 
 
