@@ -6,13 +6,19 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-from hypothesis import settings
+# one worker per core, one thread each: pytest-xdist's workers inherit this environment from
+# the process that starts them, and OpenBLAS (NumPy's) and OpenMP (torch's) read it when they
+# load; a pool of two threads in each worker spins on the core the other worker uses (on 2
+# cores the suite took 6:53 so, 5:43 on one thread each and a smaller Mamba example)
+for _pool in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_pool, "1")
 
-import attndsl
+import pytest  # noqa: E402  (the thread counts first)
+from hypothesis import settings  # noqa: E402
+
+import attndsl  # noqa: E402
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one worker per core: one thread each
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torch's, read when it is imported
     import onnxruntime as _ort
 
     _session_init = _ort.InferenceSession.__init__
