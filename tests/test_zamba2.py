@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import transformers as tf
 
+import attndsl
+
 from .conftest import refused_where
 from .test_generation import SIZES, VOCAB, generates_as, refused_by_genai_then_decoding
 from .test_hf_families import redraw
@@ -92,12 +94,71 @@ transformer t {{
     (dict(extra="kernel = linear()"), "out_dim needs a softmax attention", "16\n"),
     (dict(extra="residual_conv = conv(width = 3, on = [out])"), "which `residual_conv` reads",
      "16\n"),
+    (dict(extra="position = sinusoidal"), "add different absolute positions", "side("),
 ])
 def test_side_and_out_dim_are_refused_where_they_cannot_be(fill: dict, words: str,
                                                            at: str) -> None:
     values = dict(width=32, out=16, extra="", placement="pre",
                   side="side(attention = shared, ffn = gelu_glu(8), layers = [1])") | fill
     refused_where(_SPEC.format(**values), words, at)
+
+
+def test_a_side_attention_reads_the_patterns_position_streams() -> None:
+    """Multimodal RoPE (position_ids [3, B, L]) on the side attention and plain RoPE on the
+    pattern's is refused at `side`, and the other way round."""
+    stack = """attention a {{
+    d_model  = 16
+    heads    = 2
+    position = {a}
+    mask     = causal
+}}
+attention s {{
+    d_model  = 32
+    out_dim  = 16
+    heads    = 4
+    position = {s}
+    mask     = causal
+}}
+transformer t {{
+    attention = a
+    layers    = 2
+    ffn       = swiglu(24)
+    norm      = rmsnorm(pre)
+    side      = side(attention = s, ffn = gelu_glu(8), layers = [0])
+}}
+"""
+    plain, mrope = "rope(theta = 10000)", "rope(theta = 10000, mrope = [2, 1, 1])"
+    for a, s in ((plain, mrope), (mrope, plain)):
+        refused_where(stack.format(a=a, s=s), "read positions of different shapes", "side(")
+
+
+def test_side_refuses_what_it_does_not_combine_with_and_takes_none_of_it() -> None:
+    """`parallel`, `placements` and `kv_shared_layers` are refused beside a side block, at
+    their keys; written as none (or 0) they are not."""
+    text = _SPEC.format(width=32, out=16, extra="", placement="pre",
+                        side="side(attention = shared, ffn = gelu_glu(8), layers = [1])")
+    refused_where(text.replace("    layers    = 3", "    placements = [pre]\n    layers    = 3"),
+                  "`side` and `placements` do not combine", "placements")
+    for allowed in ("    parallel = none", "    kv_shared_layers = 0"):
+        program = attndsl.loads(text.replace("    layers    = 3", f"{allowed}\n    layers    = 3"))
+        assert program["t"].spec.side is not None
+
+
+def test_adapters_are_added_to_a_half_precision_weight_in_float32() -> None:
+    """W + B A of a bfloat16 checkpoint's tensors is their float64 sum rounded once to
+    float32, not to bfloat16 (which would move a logit by 6e-2 of its size)."""
+    import ml_dtypes
+    import numpy as np
+
+    from attndsl.families.zamba2 import _merged
+
+    rng = np.random.default_rng(0)
+    w, down, up = (rng.standard_normal(s).astype(ml_dtypes.bfloat16)
+                   for s in ((6, 5), (2, 5), (6, 2)))
+    got = _merged([w, down, up], None, {})
+    want = (w.astype(np.float64) + up.astype(np.float64) @ down.astype(np.float64))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want.astype(np.float32))
 
 
 def test_a_blocks_attention_writes_the_stacks_width() -> None:

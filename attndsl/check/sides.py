@@ -1,10 +1,12 @@
 """A stack's side block (`side = side(attention = a, ffn = mlp, layers = [i, ...])`, Zamba2's
-shared transformer block): its value and its located checks."""
+shared transformer block): its value and its located checks; and how every attention of a
+stack, its pattern's and its side block's, must read positions (`check_positions`)."""
 
 from __future__ import annotations
 
 from .. import ast
-from ..spec import Side, Softmax
+from ..mechanisms import MECHANISMS
+from ..spec import Attention, Learned, Rope, Side, Sinusoidal, Softmax
 from .ffns import FeedForwards
 from .values import Param
 
@@ -39,7 +41,7 @@ class Sides(FeedForwards):
                    residual: str) -> None:
         """The side attention reads [x ; e] (2 d_model) and writes d_model (`out_dim`), a
         softmax core of its own projections; the blocks are pre-norm with a sequential
-        residual, and no other block form."""
+        residual."""
         where = e["side"].value
         a = side.attention
         if a.d_model != 2 * d_model or a.width != d_model:
@@ -57,10 +59,6 @@ class Sides(FeedForwards):
                              where.span, hint="the side block's output joins the block's "
                                               "attention input before its norm: h = x + "
                                               "attn(norm(x + s))")
-        others = [k for k in ("parallel", "placements", "kv_shared_layers") if k in e]
-        if others:
-            raise self.error(f"`side` and `{others[0]}` do not combine", e[others[0]].key_span,
-                             hint=f"remove `{others[0]}` or `side`")
 
     def check_widths(self, e: dict[str, ast.Entry], attns: tuple, d_model: int) -> None:
         """Every block's attention writes the stack's width (an `out_dim` is a side
@@ -71,3 +69,38 @@ class Sides(FeedForwards):
                              f"{d_model}", e["attention"].value.span,
                              hint="a block's attention writes the stack's width: remove its "
                                   "`out_dim`")
+
+    def check_positions(self, attn: Attention, attns: tuple[Attention, ...], span) -> None:
+        """`attn` reads positions as the stack's other attentions `attns` do: the same
+        absolute encoding (a stack adds it once, at its input) and position streams."""
+        if _absolute(attn) != _absolute(attns[0]):
+            raise self.error(f"`{attn.name}` and `{attns[0].name}` add different absolute "
+                             "positions; a stack adds them once, at its input", span,
+                             hint="give every attention of the stack the same `sinusoidal` "
+                                  "or `learned` position, or none")
+        streams = {_streams(a) for a in (*attns, attn)} - {None}
+        reader = next((k for a in (*attns, attn) for k, _ in a.mechanisms
+                       if MECHANISMS[k].reads_positions), None)
+        if 3 in streams and reader is not None:
+            raise self.error(f"`{reader}` reads one position per token, and the stack's "
+                             "multimodal RoPE gives each token three (position_ids "
+                             "[3, B, L])", span,
+                             hint=f"remove `{reader}` or `mrope` from the stack's attentions")
+        if len(streams) > 1:
+            raise self.error(f"`{attn.name}` and the stack's other attentions read positions "
+                             "of different shapes: multimodal RoPE (mrope) reads position_ids "
+                             "[3, B, L], other RoPE and absolute positions [B, L]", span,
+                             hint="give every RoPE of the stack the same `mrope`, and no "
+                                  "absolute position")
+
+
+def _absolute(attn: Attention) -> object:
+    return attn.position if isinstance(attn.position, Sinusoidal | Learned) else None
+
+
+def _streams(attn: Attention) -> int | None:
+    """How many position streams an attention reads: 3 (multimodal RoPE), 1 (other RoPE,
+    absolute positions) or None (none)."""
+    if isinstance(attn.position, Rope):
+        return 1 if attn.position.mrope is None else 3
+    return 1 if isinstance(attn.position, Sinusoidal | Learned) else None

@@ -5,16 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ast
-from ..mechanisms import HEADS, MECHANISMS, kernel_of
+from ..mechanisms import HEADS, kernel_of
 from ..spec import (
     Attention,
     HeadTransform,
-    Learned,
     Norm,
     PerLayerInputs,
     RelativeBias,
-    Rope,
-    Sinusoidal,
     Softmax,
     Transformer,
 )
@@ -99,6 +96,12 @@ class Stacks(Sides):
         self.check_widths(e, attns, attns[0].d_model)
         if side is not None:
             self.check_side(e, side, attns[0].d_model, placement, residual)
+            self.check_positions(side.attention, attns, e["side"].value.span)
+            others = [k for k, v in (("parallel", parallel), ("placements", placements),
+                                     ("kv_shared_layers", shared_kv)) if v]
+            if others:
+                raise self.error(f"`side` and `{others[0]}` do not combine",
+                                 e[others[0]].key_span, hint=f"remove `{others[0]}` or `side`")
         self.check_ffn_layers(form, layers, e["ffn"].value)
         if ffn is None or alone:
             self.check_attention_alone(e, placement, residual, ffn_conv, shortcut,
@@ -298,27 +301,8 @@ class Stacks(Sides):
                 raise self.error(f"every attention of a stack has one d_model: `{attn.name}` has "
                                  f"{attn.d_model}, `{attns[0].name}` {attns[0].d_model}",
                                  item.span)
-            if attns and _absolute(attn) != _absolute(attns[0]):
-                raise self.error(f"`{attn.name}` and `{attns[0].name}` add different absolute "
-                                 "positions; a stack adds them once, at its input", item.span,
-                                 hint="give every attention of the pattern the same `sinusoidal`"
-                                      " or `learned` position, or none")
-            streams = {_streams(a) for a in (*attns, attn)} - {None}
-            reader = next((k for a in (*attns, attn) for k, _ in a.mechanisms
-                           if MECHANISMS[k].reads_positions), None)
-            if 3 in streams and reader is not None:
-                raise self.error(f"`{reader}` reads one position per token, and the stack's "
-                                 "multimodal RoPE gives each token three (position_ids "
-                                 "[3, B, L])", item.span,
-                                 hint=f"remove `{reader}` or `mrope` from the pattern's "
-                                      "attentions")
-            if len(streams) > 1:
-                raise self.error(f"`{attn.name}` and the pattern's other attentions read "
-                                 "positions of different shapes: multimodal RoPE (mrope) reads "
-                                 "position_ids [3, B, L], other RoPE and absolute positions "
-                                 "[B, L]", item.span,
-                                 hint="give every RoPE of the stack the same `mrope`, and no "
-                                      "absolute position")
+            if attns:
+                self.check_positions(attn, tuple(attns), item.span)
             mine, first = _stack_shared(attn), _stack_shared(attns[0]) if attns else None
             if attns and mine[1] != first[1]:
                 what, hint = (mine[0] or first[0]).stack_shares
@@ -381,15 +365,3 @@ def _stack_shared(attn: Attention) -> tuple[object, object]:
         if shared is not None:
             return module, shared
     return None, None
-
-
-def _absolute(attn: Attention) -> object:
-    return attn.position if isinstance(attn.position, Sinusoidal | Learned) else None
-
-
-def _streams(attn: Attention) -> int | None:
-    """How many position streams an attention reads: 3 (multimodal RoPE), 1 (other RoPE,
-    absolute positions) or None (none)."""
-    if isinstance(attn.position, Rope):
-        return 1 if attn.position.mrope is None else 3
-    return 1 if isinstance(attn.position, Sinusoidal | Learned) else None

@@ -35,8 +35,9 @@ _GATED = {"gelu": "gelu_glu", "silu": "swiglu", "swish": "swiglu", "gelu_new": "
 
 
 def _types(s: SpecText) -> list[str] | None:
-    """Each layer's kind, mamba or hybrid (layers_block_type), or None where refused."""
-    types = s.get("layers_block_type")
+    """Each layer's kind, mamba or hybrid (layers_block_type, or its alias layer_types), or
+    None where refused."""
+    types = s.get("layers_block_type", "layer_types")
     if not isinstance(types, list) or len(types) != s.need("num_hidden_layers") \
             or any(t not in _KINDS for t in types):
         s.refuse("layers_block_type", "a list of `mamba` (or `linear_attention`) and `hybrid`, "
@@ -75,19 +76,27 @@ def _read(s: SpecText, padding: str | None) -> None:
         True, _GATED_EPS, s.need("chunk_size"), [dt_min, float("inf")], padding)
     s.comments["zamba2_mamba"] = MAMBA2_COMMENT
     width = s.get("attention_hidden_size", default=2 * d)
-    head_dim = s.get("attention_head_dim", default=width // max(heads, 1))
+    head_dim = s.get("attention_head_dim", "head_dim", default=width // max(heads, 1))
     if width != 2 * d:
         s.refuse("attention_hidden_size", f"the shared block reads [x ; e], 2 x hidden_size "
                                           f"= {2 * d} wide")
-    if s.get("use_shared_attention_adapter") and kv != heads:
+    if s.get("use_shared_attention_adapter") and (kv != heads or heads * head_dim != width):
         s.refuse("use_shared_attention_adapter", "the q, k and v adapters write "
                                                  "attention_hidden_size each: kv heads must be "
-                                                 "the heads (transformers fails otherwise)")
-    params = s.get("rope_parameters")  # (RoPE where use_mem_rope)
+                                                 "the heads and heads x attention_head_dim "
+                                                 "attention_hidden_size (transformers fails "
+                                                 "otherwise)")
+    params = dict(s.get("rope_parameters") or {"rope_type": "default", "rope_theta": 1e4})
+    factor = params.pop("partial_rotary_factor", s.get("partial_rotary_factor", default=1.0))
+    if s.get("use_mem_rope") and params.get("rope_type", "default") != "default" \
+            and factor != 1.0:
+        s.refuse("partial_rotary_factor", "Zamba2's RoPE turns the whole head (its factor is "
+                                          "read by the scaled RoPE types alone)")
     s.attentions["zamba2_shared"] = {
         "d_model": str(2 * d), "out_dim": str(d), "heads": str(heads), "kv_heads": str(kv),
         "head_dim": str(head_dim), "bias": "false", "scale": num((head_dim / 2) ** -0.5),
-        "position": rope(s, params, head_dim) if s.get("use_mem_rope") else "none",
+        "position": rope(s, params, head_dim, dim=head_dim) if s.get("use_mem_rope")
+        else "none",  # (the default RoPE turns every pair, whatever partial_rotary_factor)
         "mask": mask(True, padding)}
     s.comments["zamba2_shared"] = ("the shared block's attention: [x ; e] in, hidden_size "
                                    "out")
@@ -109,9 +118,10 @@ def _read(s: SpecText, padding: str | None) -> None:
 
 def _merged(t: list[Any], a: Attention, cfg: dict) -> Any:
     """W + B A: a weight with its low-rank adapter (A [r, in], B [out, r]) added, in float64,
-    in the weight's dtype."""
+    rounded once to float32 (a half-precision checkpoint's sum is not rounded to its dtype:
+    transformers adds the adapter's output to the weight's in the model's arithmetic)."""
     w, down, up = (np.asarray(x, np.float64) for x in t)
-    return (w + up @ down).astype(np.asarray(t[0]).dtype)
+    return (w + up @ down).astype(np.float32)
 
 
 def _merged_rows(part: int) -> Split:
@@ -132,7 +142,8 @@ def _names(cfg: dict) -> Names:
     """The table of this config's layers: hybrid layer k's side block under layer
     hybrid_layer_ids[k mod num_mem_blocks], its adapters at slot k; a hybrid layer's Mamba2
     under `mamba_decoder.`."""
-    types = [_KINDS.get(t, "mamba") for t in cfg.get("layers_block_type") or []]
+    types = [_KINDS.get(t, "mamba") for t in cfg.get("layers_block_type")
+             or cfg.get("layer_types") or []]
     hybrid = [i for i, t in enumerate(types) if t == "hybrid"]
     blocks = max(int(cfg.get("num_mem_blocks") or 1), 1)
     attn = "self_attn.linear_{}"
@@ -176,7 +187,7 @@ FAMILIES = [
                "kv_channels": "not read by the model", "num_query_groups": "not read by the "
                                                                           "model",
                "adapter_rank": "the adapters' shapes give it"},
-        lm=True, weights_for=_names,
+        lm=True, weights_for=_names, kinds=("hybrid",),
         types={"n_mamba_heads": ("int", 1), "mamba_headdim": ("int", 1),
                "mamba_ngroups": ("int", 1), "mamba_d_state": ("int", 1),
                "mamba_d_conv": ("int", 1), "mamba_expand": ("int", 1),

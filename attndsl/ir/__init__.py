@@ -313,7 +313,7 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
     if placement == "pre":  # (ModernBERT: layer 0's attention input unnormed)
         x = h
         if t.side is not None and i in t.side.layers:  # Zamba2: h = x + attn(norm(x + s))
-            s = side_block(b, t, i, h, first, i if decode else None, pos)
+            s = side_block(b, t, i, h, first, i if decode else None, pos, bounded)
             x = b.emit(Op.ADD, f"{p}side_sum", (h, s), d)
         h = add("resid1", h, attn(norm("attn_in", x, "attn_norm") if i or t.first_attn_norm
                                   else x))

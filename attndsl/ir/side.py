@@ -16,10 +16,11 @@ __all__ = ["side_block"]
 
 
 def side_block(b: GraphBuilder, t: Transformer, i: int, x: str, e: str, cache: int | None,
-               pos: tuple[str, ...]) -> str:
+               pos: tuple[str, ...], bounded: bool = False) -> str:
     """The side block's output s (B, L, d_model) beside block i; `cache`: the block's index when
     decoding (the side attention's keys and values at past_key_values.{i}.side_key and
-    .side_value, beside the block's own caches or states)."""
+    .side_value, beside the block's own caches or states; `bounded`: only those its mask can
+    reach, as the block's own)."""
     p, d, side = f"layers.{i}.", t.d_model, t.side
 
     def head(name: str, v: str) -> str:  # (B, L, d) as one head (B, 1, L, d)
@@ -31,7 +32,7 @@ def side_block(b: GraphBuilder, t: Transformer, i: int, x: str, e: str, cache: i
     u = b.emit(Op.MERGE_HEADS, f"{p}side_input", (joined,), T("B", "L", 2 * d))
     u = emit_norm(b, f"{p}side_in", u, T("B", "L", 2 * d), t.norm, f"{p}side_norm")
     a = attention(b, side.attention, f"{p}side_attn.", u, u, cache=cache, pos=pos, layer=i,
-                  entries=("side_key", "side_value"))
+                  bounded=bounded, entries=("side_key", "side_value"))
     f = emit_norm(b, f"{p}side_ffn_in", a, T("B", "L", d), t.norm, f"{p}side_ffn_norm")
     f = mlp(b, side.ffn, f"{p}side_", f"{p}side_mlp.", f, T("B", "L", d))
     return b.emit(Op.LINEAR, f"{p}side_out", (f,), T("B", "L", d),
