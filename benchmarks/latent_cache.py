@@ -43,6 +43,21 @@ attention mla {
 """
 
 
+def step_feed(session: ort.InferenceSession, x: np.ndarray, P: int,
+              rng: np.random.Generator) -> tuple[dict, list]:
+    """A decoding call's inputs for one new token after P cached ones (each cache random,
+    small), and its outputs from one warm-up run, each present holding P + 1 tokens."""
+    feed = {"x": x, "attention_mask": np.ones((1, P + 1), np.int64),
+            "position_ids": np.array([[P]], np.int64)}
+    for i in session.get_inputs():
+        if i.name.startswith("past_key_values."):
+            feed[i.name] = rng.standard_normal((1, i.shape[1], P, i.shape[3])).astype(
+                np.float32) * 0.1
+    out = session.run(None, feed)  # warm-up
+    assert all(o.shape[2] == P + 1 for o in out[1:]), "the present holds P + 1 tokens"
+    return feed, out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--past", default="256,1024,4096", help="cached tokens, each a row")
@@ -55,7 +70,7 @@ def main() -> None:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sessions = {}
     for form, latent in (("latent", True), ("expanded", False)):
-        graph, _ = plan(build(layer.spec, decode=True, latent_cache=latent), "ort-cpu")
+        graph, _ = plan(build(layer.spec, decode=True, own_cache=latent), "ort-cpu")
         model = finalize(build_model(graph, state, "float32", strategies=LOWERINGS,
                                      rewrites=rewrites(graph, "ort-cpu")),
                          layer._provenance(0, "ort-cpu", "float32", None, form="decode"))
@@ -70,16 +85,8 @@ def main() -> None:
     for P in (int(n) for n in args.past.split(",")):
         feeds, per_token = {}, {}
         for form, session in sessions.items():
-            feed = {"x": x, "attention_mask": np.ones((1, P + 1), np.int64),
-                    "position_ids": np.array([[P]], np.int64)}
-            for i in session.get_inputs():
-                if i.name.startswith("past_key_values."):
-                    feed[i.name] = rng.standard_normal((1, i.shape[1], P, i.shape[3])).astype(
-                        np.float32) * 0.1
-            out = session.run(None, feed)  # warm-up
-            assert all(o.shape[2] == P + 1 for o in out[1:]), "the present holds P + 1 tokens"
+            feeds[form], out = step_feed(session, x, P, rng)
             per_token[form] = sum(o[0, :, -1].size for o in out[1:])
-            feeds[form] = feed
         timings: dict[str, list[float]] = {form: [] for form in sessions}
         for _ in range(args.repeat):
             for form, session in sessions.items():

@@ -26,6 +26,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 from delta_rule import _exponent
+from latent_cache import step_feed
 
 import attndsl
 
@@ -96,17 +97,7 @@ def main() -> None:
     print("| cached tokens P | " + " | ".join(f"{f} (ms per token)" for f in sessions) + " |")
     print("|---|" + "---|" * len(sessions))
     for P in lengths:
-        feeds = {}
-        for form, session in sessions.items():
-            feed = {"x": x, "attention_mask": np.ones((1, P + 1), np.int64),
-                    "position_ids": np.array([[P]], np.int64)}
-            for i in session.get_inputs():
-                if i.name.startswith("past_key_values."):
-                    feed[i.name] = rng.standard_normal((1, i.shape[1], P, i.shape[3])).astype(
-                        np.float32) * 0.1
-            out = session.run(None, feed)  # warm-up
-            assert all(o.shape[2] == P + 1 for o in out[1:]), "the present holds P + 1 tokens"
-            feeds[form] = feed
+        feeds = {form: step_feed(session, x, P, rng)[0] for form, session in sessions.items()}
         steps = {form: _step(session, feeds[form], args.provider)
                  for form, session in sessions.items()}
         timings: dict[str, list[float]] = {form: [] for form in sessions}

@@ -7,7 +7,6 @@ and decoding, against the oracle; and its diagnostics."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -16,6 +15,7 @@ import attndsl
 from attndsl.errors import SpecError
 
 from .test_delta_rule import agree
+from .test_mamba2 import left_padded_rows_match
 from .test_transformers import redraw
 
 D_MODEL, N, CONV, RANK = 16, 6, 4, 3
@@ -97,18 +97,8 @@ def test_a_left_padded_row_is_the_row_alone(tmp_path) -> None:
     """transformers' mixer on a left-padded batch (its attention_mask zeroes the padding's
     inputs) against attndsl's layer with `padding`, at the real tokens."""
     net = _mixer()
-    weights = tmp_path / "w.safetensors"
-    save_file(renamed(net.state_dict()), str(weights))
-    layer = attndsl.loads(_spec(4, mask="causal & padding(side = left)"))["ssm"]
-    module = layer.to_torch(weights=weights)
-    x = torch.randn(2, 11, D_MODEL, generator=torch.Generator().manual_seed(3))
-    mask = torch.ones(2, 11, dtype=torch.long)
-    mask[1, :4] = 0
-    with torch.no_grad():
-        want = net(x, attention_mask=mask)
-        got = module(x, key_lengths=torch.tensor([11, 7]))
-    np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), atol=2e-5, rtol=1e-4)
-    np.testing.assert_allclose(got[1, 4:].numpy(), want[1, 4:].numpy(), atol=2e-5, rtol=1e-4)
+    left_padded_rows_match(net, renamed(net.state_dict()),
+                           _spec(4, mask="causal & padding(side = left)"), D_MODEL, tmp_path)
 
 
 def test_random_mamba_specs_match_the_reference_and_decode_as_one_pass() -> None:

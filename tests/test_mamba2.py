@@ -101,12 +101,17 @@ def test_a_left_padded_row_is_the_row_alone(tmp_path) -> None:
     """transformers' mixer on a left-padded batch (its attention_mask zeroes the padding's
     inputs) against attndsl's layer with `padding`, at the real tokens."""
     net = _mixer()
+    text = _spec(4).replace("mask      = causal", "mask      = causal & padding(side = left)")
+    left_padded_rows_match(net, renamed(net.state_dict()), text, D_MODEL, tmp_path)
+
+
+def left_padded_rows_match(net, state: dict, text: str, d_model: int, tmp_path) -> None:
+    """transformers' mixer `net` on a batch whose second row is left-padded by 4 gives what
+    the spec's `ssm` layer, holding `state`, gives with key_lengths, at the real tokens."""
     weights = tmp_path / "w.safetensors"
-    save_file(renamed(net.state_dict()), str(weights))
-    layer = attndsl.loads(_spec(4).replace("mask      = causal",
-                                           "mask      = causal & padding(side = left)"))["ssm"]
-    module = layer.to_torch(weights=weights)
-    x = torch.randn(2, 11, D_MODEL, generator=torch.Generator().manual_seed(3))
+    save_file(state, str(weights))
+    module = attndsl.loads(text)["ssm"].to_torch(weights=weights)
+    x = torch.randn(2, 11, d_model, generator=torch.Generator().manual_seed(3))
     mask = torch.ones(2, 11, dtype=torch.long)
     mask[1, :4] = 0
     with torch.no_grad():

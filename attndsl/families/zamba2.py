@@ -83,9 +83,9 @@ def _read(s: SpecText, padding: str | None) -> None:
     if s.get("use_shared_attention_adapter") and (kv != heads or heads * head_dim != width):
         s.refuse("use_shared_attention_adapter", "the q, k and v adapters write "
                                                  "attention_hidden_size each: kv heads must be "
-                                                 "the heads and heads x attention_head_dim "
-                                                 "attention_hidden_size (transformers fails "
-                                                 "otherwise)")
+                                                 "the heads, and heads x attention_head_dim "
+                                                 "must be attention_hidden_size (transformers "
+                                                 "fails otherwise)")
     params = dict(s.get("rope_parameters") or {"rope_type": "default", "rope_theta": 1e4})
     factor = params.pop("partial_rotary_factor", s.get("partial_rotary_factor", default=1.0))
     if s.get("use_mem_rope") and params.get("rope_type", "default") != "default" \
