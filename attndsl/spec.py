@@ -188,7 +188,7 @@ class Transformer:
     name: str
     attentions: tuple[Attention, ...]
     layers: int
-    ffn: Ffn | None  # None: `ffn = none`, no block has a feed-forward (Mamba2's stacks)
+    ffn: Ffn | None  # None: `ffn = none`, no block has a feed-forward (a mixer-only stack)
     norm: Norm
     placement: str  # pre | post | sandwich | output
     residual: str  # sequential | parallel | normed
@@ -244,11 +244,11 @@ class Transformer:
     # blocks without a feed-forward (`attention_only`: Nemotron-H's mixer layers that no MLP
     # layer follows): norm, attention, residual
     attention_only: tuple[int, ...] = ()
-    # block i's norm placement (`placements`: OLMo Hybrid's pre-norm delta-rule blocks and
+    # block i's norm placement (`placements`: OLMo Hybrid's pre-norm recurrent blocks and
     # output-norm softmax blocks) is placements[i % n]; () : `placement` for every block
     placements: tuple[str, ...] = ()
     # an attention every block runs beside its own, on the same normed input, their outputs
-    # summed (`parallel`: Falcon-H1's Mamba2 mixer beside its attention), weights
+    # summed (`parallel`: Falcon-H1's state-space mixer beside its attention), weights
     # layers.{i}.parallel_attn.*; or None
     parallel: Attention | None = None
     # a side block beside the listed blocks (`side`: Zamba2's shared transformer block),

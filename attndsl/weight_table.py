@@ -34,7 +34,7 @@ class Weight:
     # norm_bias and norm_offset (a unit-offset norm's weight: around 0), sequence (a kernel's
     # projections along the sequence: uniform in +-1/sqrt(k)), normal (a mechanism's weight
     # drawn N(0, 1)), selection (a bias that chooses without weighing: 0.1 N(0, 1)), decay
-    # (the delta rule's A_log: 0.1 N(0, 1))
+    # (a recurrent kernel's A_log: 0.1 N(0, 1))
     init: str
     fan_in: int = 0  # of a linear weight or bias
 

@@ -190,9 +190,9 @@ def activation(xp, h: Array, kind: str) -> Array:
         return r * r
     if kind == "silu":
         return h * xp.sigmoid(h)
-    if kind == "sigmoid":  # an attention's output gate
+    if kind == "sigmoid":  # a gate
         return xp.sigmoid(h)
-    if kind == "softplus":  # an attention's output gate
+    if kind == "softplus":  # a gate
         if lacks_bfloat16_cuda_kernel("Softplus", xp.dtype(h)):
             return xp.astype(xp.softplus(xp.astype(h, "float32")), "bfloat16")
         return xp.softplus(h)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import ast
-from ..mechanisms import HEADS, kernel_of
+from ..mechanisms import HEADS, PROJECTIONS, SELECTORS, kernel_of
 from ..spec import (
     Attention,
     HeadTransform,
@@ -256,9 +256,8 @@ class Stacks(Sides):
                     or not isinstance(a.kernel, Softmax) or a.variants:
                 raise self.error(f"layer {i} (`{a.name}`) would reuse an earlier layer's keys "
                                  "and values: that needs a softmax self attention with its "
-                                 "own q, k and v projections (no kernel, projection form such "
-                                 "as latent or head_experts, or by_length)",
-                                 e.span)
+                                 "own q, k and v projections (no kernel, "
+                                 f"{_keys(PROJECTIONS)} or {_keys(SELECTORS)})", e.span)
             if not any(attns[j % len(attns)].name == a.name for j in range(first)):
                 raise self.error(f"layer {i} (`{a.name}`) has no earlier layer of its attention "
                                  f"before the {n} sharing ones, whose keys and values it would "
@@ -365,3 +364,9 @@ def _stack_shared(attn: Attention) -> tuple[object, object]:
         if shared is not None:
             return module, shared
     return None, None
+
+
+def _keys(modules: dict) -> str:
+    """The keys of `modules` (the projection forms, the core selectors), each in backticks,
+    joined by commas."""
+    return ", ".join(f"`{key}`" for key in modules)

@@ -7,8 +7,8 @@ The hook points, in the order an attention reaches them:
 - `projected`: q (B, L, heads * head_dim) and k (B, n, kv_heads * head_dim) as projected,
   before the heads are split (`expand(..., x, part)` once for each);
 - `heads`: q and k heads as split, before positions (RoPE);
-- `rotated`: q and k heads after positions (RoPE) and qk-norm, before the cache and the
-  core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
+- `rotated`: q and k heads after positions (RoPE) and the `heads` hook, before the cache and
+  the core; a mechanism here emits nodes on q and k (`expand(..., x, part)` once for each);
 - `query`: the query heads the core reads (after `rotated`), keys untouched;
 - `keys`: which keys each query may see beyond the mask: a mechanism here gives the core a
   selection (B, L, n), -inf on the visible keys it drops and 0 elsewhere, read as the core's score
@@ -19,17 +19,15 @@ The hook points, in the order an attention reaches them:
   the mask: the `attention` core node carries its value under the mechanism's key
   (`ops.core_attributes`); its decomposition emits the mechanism's nodes
   (`expand(..., s, "scores")`, `ir.decompose`), and every fused strategy applies it with
-  `apply` (a kernel that takes it natively, as GroupQueryAttention's softcap, says so in its
-  strategy);
+  `apply` (a kernel that takes it natively says so in its strategy's `takes`);
 - `softmax`: the core's masked softmax: a mechanism here names an attribute of the core node
   (and of its decomposition's `softmax` node) it sets (`softmax_attr`), whose value
   (`softmax`) is the weight of one extra logit per head that joins the softmax's
-  denominator (learned sinks'); the backends read it through `mechanisms.softmax_logits`, a
-  strategy whose kernel takes it natively (GroupQueryAttention's head_sink) says so in its
-  `takes`;
-- `merged`: the core's merged heads (B, L, heads * its value width), before the output gate
-  and projection; a mechanism here may also widen the core (`core`) and give it other values
-  (`values`, on the (cached) value heads);
+  denominator; the backends read it through `mechanisms.softmax_logits`, a strategy whose
+  kernel takes it natively says so in its `takes`;
+- `merged`: the core's merged heads (B, L, heads * its value width), before o_proj; a
+  mechanism here may also widen the core (`core`) and give it other values (`values`, on the
+  (cached) value heads);
 - `output`: the attention's output after o_proj (B, L, d_model), part `out`.
 
 A mechanism may apply at hooks besides its own (`also`), and carry decoding states of its own
@@ -86,21 +84,23 @@ class Mechanism:
     also: tuple[str, ...] = ()  # the hooks it also applies at (its `expand` there too)
     # its values: call name -> ((parameter, required), ...); `none` (absent) is always a value
     forms: ClassVar[dict[str, tuple[tuple[str, bool], ...]]] = {}
-    # whether it combines with latent attention (if not, latent attention's checker refuses
-    # it with the one message it gives every key it excludes)
-    with_latent: bool = False
-    # with the delta-rule kernel: why it does not apply there, or None if it does
-    with_delta: str | None = "the delta rule has no softmax core"
+    # whether it combines with a projection form (`base_projection.Projection`; if not, a form
+    # that replaces the projections it reads refuses it with the one message it gives every
+    # key it excludes)
+    with_projection: bool = False
+    # with a recurrent kernel (its own projections, no softmax core: `base_recurrent`): why it
+    # does not apply there, or None where its own `conflicts` refuses it
+    with_recurrent: str | None = "the kernel has no softmax core"
     # the IR attributes of its `apply` nodes (after `mechanism`), each a plain value
     attributes: tuple[str, ...] = ()
-    # at `scores` or `softmax`: how a reason names it ("a softcap"), where a kernel or a torch
-    # path cannot apply it
+    # at `scores` or `softmax`: how a reason names it (an article and a noun), where a kernel
+    # or a torch path cannot apply it
     described: str = ""
-    # plain words it takes besides `none` (`sinks = learned`), where it has no call forms
+    # plain words it takes besides `none` (`key = word`), where it has no call forms
     words: tuple[str, ...] = ()
     # at `softmax`: the `softmax` op's attribute it sets
     softmax_attr: str = ""
-    # whether a by_length variant may set its own value
+    # whether a core selector's variant (`base_selector.Selector`) may set its own value
     per_variant: bool = False
     # whether its `apply` nodes read the tokens' positions (then the node's second operand is
     # position_ids when decoding; else the backends pass positions 0 .. n-1)
@@ -150,8 +150,8 @@ class Mechanism:
         raise NotImplementedError
 
     def conflicts(self, c: Any, value: Any, where: Where) -> bool:
-        """Report where the value cannot apply (beside the latent and delta-rule rules
-        above); True if it reported any."""
+        """Report where the value cannot apply (beside the projection-form and
+        recurrent-kernel rules above); True if it reported any."""
         return False
 
     def weights(self, value: Any, spec: Any, prefix: str) -> list[Any]:

@@ -1,5 +1,5 @@
 """What a feed-forward form is: one module that carries every facet of a block's feed-forward
-other than one MLP (`ffn = name(...)`: a mixture of experts), as `base_kernel.Kernel` does for an
+other than one MLP (`ffn = name(...)`), as `base_kernel.Kernel` does for an
 attention kernel: its value and checks, its weights, its nodes, its arithmetic over the array
 namespace, and what the planner and quantization must know of it.
 

@@ -44,7 +44,7 @@ class Kernel:
     described: str = ""  # how a diagnostic names it ("a ... kernel")
     # its keys are its queries: no k projection, and nothing that transforms q or k apart
     shares_keys: bool = False
-    # why a by_length variant cannot use it (the variants share the layer's projections)
+    # why a core selector's variant cannot use it (the variants share the layer's projections)
     own_projections: str | None = None
     scores: bool = True  # whether it forms a [B, H, L, S] score per pair
     # without `scores`: whether the torch module's form still weights every (query, key)
@@ -68,7 +68,7 @@ class Kernel:
     softmax_core: bool = False
     # the ops its `rows` puts on the keys: the planner knows its core by them (ir.Op values)
     key_ops: frozenset = frozenset()
-    # why at most one by_length variant may use it (its weights are the layer's), or None
+    # why at most one core selector's variant may use it (its weights are the layer's), or None
     per_layer: str | None = None
     # (what its `stack_shared` value is, the hint) where a stack's attentions differ in it
     stack_shares: tuple[str, str] = ("", "")
@@ -105,7 +105,7 @@ class Kernel:
         return None
 
     def weights(self, spec: Any, prefix: str, stacked: bool) -> list:
-        """Its own tensors (weight_table.Weight) in the attention `spec` (a core: a by_length
+        """Its own tensors (weight_table.Weight) in the attention `spec` (a core: a core selector's
         variant's), named from `prefix`; `stacked`: in a transformer, whose stack holds
         those of `stack_weights`."""
         return []
@@ -139,7 +139,7 @@ class Kernel:
         where `indexed`."""
         raise NotImplementedError
 
-    # kernels with their own projections (the delta rule)
+    # kernels with their own projections (`base_recurrent.Recurrent`)
     # it replaces the whole attention from x to the merged heads (`layer`), o_proj aside: its
     # `kernel` node is called with `run`, not `apply`, and its weights are `own_weights`
     own_layer: bool = False

@@ -1,8 +1,8 @@
-"""What a projection form is: one module that carries every facet of an attention whose
-queries, keys and values come from projections of its own in place of q_proj, k_proj and
-v_proj, with the attention core left as it is (`key = name(...)`: DeepSeek's latent
-attention): its value and checks, its weights, its nodes in one pass and when decoding, its
-cache layout, and what a genai export and quantization must know of it.
+"""What a projection form is: one module that carries every facet of an attention whose queries,
+keys and values come from projections of its own in place of q_proj, k_proj and v_proj, with the
+attention core left as it is (`key = name(...)`): its value and checks, its weights, its nodes
+in one pass and when decoding, its cache layout, and what a genai export and quantization must
+know of it.
 
 The spec holds its value in `Attention.projection`. When decoding it may cache something
 other than every head's keys and values (`cache`): its `decoding` nodes then attend over
@@ -42,7 +42,7 @@ class Projection:
     instance of a subclass, found by its presence (`mechanisms.PROJECTIONS`, by `key`;
     `projection_of`, by its value's class's `key`)."""
 
-    key: str  # the attention key that sets it (`latent = mla(...)`)
+    key: str  # the attention key that sets it (`key = name(...)`)
     name: str  # its call
     params: tuple[tuple[str, bool], ...] = ()  # (parameter, required)
     # the decoding cache's entries per layer in place of ("key", "value") (`cache_type`), or
@@ -56,6 +56,9 @@ class Projection:
     # values; their arithmetic is its `apply`, as a mechanism's (`base.Mechanism.apply`)
     attributes: tuple[str, ...] = ()
     reads_positions = False
+    # with a recurrent kernel (`base_recurrent`): why it does not apply there, or None where
+    # its own `conflicts` refuses it
+    with_recurrent: str | None = "the kernel has its own projections"
 
     def read(self, c: Any, e: Any) -> Any:
         """The spec's value of `key = e` (None for `none`), or raise the checker's located
@@ -86,7 +89,7 @@ class Projection:
         """With `cache`: a decoding step's nodes from x to (q, the cached keys, the values
         the core reads, the attention the core runs as), its `cache` entries read from
         past_key_values.{cache}.<entry> and written to present.{cache}.<entry>, only the
-        `keep` (sinks, recent) rows kept where given."""
+        `keep` (first, recent) rows kept where given."""
         raise NotImplementedError
 
     def merged(self, site: Any, value: Any, o: str) -> str:

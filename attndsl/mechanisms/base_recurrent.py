@@ -1,10 +1,9 @@
-"""What the recurrent kernels share (the delta rule, Kimi delta attention, lightning attention):
-kernels with their own projections whose state replaces a key and a value cache. `Recurrent`
-(a `base_kernel.Kernel`) holds their checks, their plan on ONNX Runtime's LinearAttention
-(`planned`, `form`); the node builders (`projection`, `skipped`, `convolved_heads`,
-`recurrent`, `gated_norm`) build their layers from x to the merged heads; `prepared`,
-`decayed` (the chunked recurrence with a scalar decay per head and token) and `decoded` are
-their arithmetic's common steps over an array namespace."""
+"""What the recurrent kernels share: kernels with their own projections whose state replaces a
+key and a value cache. `Recurrent` (a `base_kernel.Kernel`) holds their checks, their plan on
+ONNX Runtime's LinearAttention (`planned`, `form`); the node builders (`projection`, `skipped`,
+`convolved_heads`, `recurrent`, `gated_norm`) build their layers from x to the merged heads;
+`prepared`, `decayed` (the chunked recurrence with a scalar decay per head and token) and
+`decoded` are their arithmetic's common steps over an array namespace."""
 
 from __future__ import annotations
 
@@ -176,7 +175,7 @@ def gated_norm(site: Site, o: str, gate: str, eps: float, activation: str) -> st
 
 def scale_refused(where: Any, message: str) -> list[tuple]:
     """(message, span, hint) where the attention sets a `scale` other than auto (a kernel that
-    scales nothing: lightning attention, Mamba2), else nothing."""
+    scales nothing), else nothing."""
     e = where.entries
     if "scale" in e and not (isinstance(e["scale"].value, ast.Name)
                              and e["scale"].value.id == "auto"):
@@ -203,13 +202,16 @@ def refused_keys(e: dict, described: str) -> list[tuple]:
 
 def _not_with() -> dict[str, str]:
     """The keys whose meaning is a softmax's, a position scheme's, or another projection
-    form's, with why."""
-    from . import MECHANISMS, SCORED
+    form's, with why (each module's `with_recurrent`)."""
+    from . import MECHANISMS, PROJECTIONS, SCORED, SELECTORS
 
-    return {**{key: mech.with_delta for key, mech in SCORED.items()},
+    return {**{key: mech.with_recurrent for key, mech in SCORED.items()},
             "sparsity": "it forms no scores",
-            "latent": "it has its own projections", "by_length": "it has one form",
-            **{key: mech.with_delta for key, mech in MECHANISMS.items() if mech.with_delta}}
+            **{key: form.with_recurrent for key, form in PROJECTIONS.items()
+               if form.with_recurrent},
+            **{key: selector.with_recurrent for key, selector in SELECTORS.items()},
+            **{key: mech.with_recurrent for key, mech in MECHANISMS.items()
+               if mech.with_recurrent}}
 
 
 def _l2norm(xp, x: Array) -> Array:

@@ -1,7 +1,7 @@
-"""What a core selector is: one module that carries every facet of an attention key whose
-value chooses, at run time, which of several attention cores runs (`by_length = [...]`: the
-core by query length), every core sharing the layer's projections: its value and checks, its
-IR (one generic `switch` node whose branches hold each core's nodes), the lengths verify
+"""What a core selector is: one module that carries every facet of an attention key whose value
+chooses, at run time, which of several attention cores runs (`key = [...]`, by query length or
+another run-time quantity), every core sharing the layer's projections: its value and checks,
+its IR (one generic `switch` node whose branches hold each core's nodes), the lengths verify
 checks, what show names, and why decoding and a torch.export program refuse it.
 
 Not a `Mechanism` (one value at one hook point of one core) nor a `Kernel` (one core's
@@ -24,7 +24,9 @@ class Selector:
     instance of a subclass, found by its presence (`mechanisms.SELECTORS`, by `key`;
     `selector_of`, by its variants' class's `selector`)."""
 
-    key: str  # the attention key that sets it (`by_length = [...]`)
+    key: str  # the attention key that sets it (`key = [...]`)
+    # with a recurrent kernel (`base_recurrent`), why it does not apply there
+    with_recurrent: str = "the kernel has one form"
     # why a decoding step cannot choose (after "`{name}` "), and the hint
     undecodable: tuple[str, str]
     # why a torch.export program cannot hold it yet (after "`{name}` "), and the hint

@@ -46,7 +46,7 @@ def variant_keys() -> tuple[str, ...]:
 
 def _named(described: str) -> str:
     """A kernel's name from its description, as a word before `layer`: its words after the
-    article, less ` kernel`, joined by hyphens (`the delta rule` -> `delta-rule`)."""
+    article, less ` kernel`, joined by hyphens (`the gated xyz rule` -> `gated-xyz-rule`)."""
     return described.split(" ", 1)[1].removesuffix(" kernel").replace(" ", "-")
 
 

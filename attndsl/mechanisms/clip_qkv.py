@@ -16,7 +16,7 @@ __all__ = ["MECHANISM"]
 class _ClipQkv(Mechanism):
     key = "clip_qkv"
     hook = "projected"
-    with_delta = "its q, k and v come through its own projections and convolution"
+    with_recurrent = "its q, k and v come through its own projections and convolution"
     attributes = ("limit",)
     hf_types: ClassVar = {"clip_qkv": ("num", 0)}
 

@@ -37,7 +37,7 @@ class _Differential(Mechanism):
     key = "differential"
     hook = "merged"
     forms: ClassVar = {"lambda": (("init", False), ("eps", False))}
-    with_delta = None  # refused by its own rule: the delta rule has no softmax maps
+    with_recurrent = None  # refused by its own rule: a recurrent kernel has no softmax maps
     attributes = ("heads", "lambda_init", "eps", "weights")
 
     def read(self, c: Any, e: Any) -> Differential | None:

@@ -64,7 +64,7 @@ class _Indexer(Mechanism):
     key = "indexer"
     hook = "keys"
     forms: ClassVar = {"lightning": _PARAMS}
-    with_latent = True  # it reads latent attention's query latent
+    with_projection = True  # it reads latent attention's query latent
     described = "a top-k selection of keys (the lightning indexer)"
     cost = ("the lightning indexer scores every visible key for each query: O(L) per token "
             "(its heads x head_dim per key)")

@@ -1,10 +1,10 @@
 """Kimi delta attention (`kernel = kda(conv = 4, chunk = 64, eps = 1e-6, forget_rank = none,
 gate_rank = none, lower_bound = none)`, Kimi Linear's and Ling 3's linear layers): the gated
 delta rule (`delta_rule.py`) with a log decay per key channel instead of per head, its forget
-logits and output gate each a projection of their own (or a low-rank pair), a sigmoid-gated
-RMSNorm, and, with `lower_bound`, the bounded ("safe") forget gate. docs/LANGUAGE.md (Kernels)
-has the formulas. A kernel module sharing the delta rule's checks, convolution, states and
-nodes; its arithmetic is `kda_chunks`."""
+logits and the gate on its output each a projection of their own (or a low-rank pair), a
+sigmoid-gated RMSNorm, and, with `lower_bound`, the bounded ("safe") forget gate.
+docs/LANGUAGE.md (Kernels) has the formulas. A kernel module sharing the delta rule's checks,
+convolution, states and nodes; its arithmetic is `kda_chunks`."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class KDA:
     L2-normed q and k, a per-head beta, a log decay per key channel (its forget logits of
     rank `forget_rank`, or one projection where None; bounded below by `lower_bound` where
     set), the delta-rule state update in chunks of `chunk` tokens, and an RMSNorm (eps `eps`)
-    gated by the sigmoid of its output gate (of rank `gate_rank`, or one projection)."""
+    gated by the sigmoid of a gate on its output (of rank `gate_rank`, or one projection)."""
 
     name: ClassVar[str] = "kda"
     conv: int
@@ -117,7 +117,7 @@ class _KDA(DeltaRuleKernel):
 
     def layer(self, site: Site, kernel: KDA, x: str, cache: int | None) -> str:
         """The merged heads (B, L, heads * value_dim) before o_proj: each head's recurrence
-        output, RMS-normed and gated by the sigmoid of its output gate. Decoding as the delta
+        output, RMS-normed and gated by the sigmoid of its own gate. Decoding as the delta
         rule's (`cache`: past_key_values.{i}.conv and .state in, their presents out)."""
         b, s, p, prefix = site.b, site.spec, site.p, site.prefix
         heads, keys = s.heads, s.heads * s.head_dim

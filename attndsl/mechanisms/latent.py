@@ -72,7 +72,7 @@ class _Latent(Projection):
     def conflicts(self, c: Any, latent: Latent, where: ProjectionWhere) -> bool:
         """Self attention with a softmax core, a kv head per head, RoPE on rope_dim features
         or no positions, and none of the keys whose projections or per-head arithmetic it
-        replaces (the mechanisms without `with_latent`)."""
+        replaces (the mechanisms without `with_projection`)."""
         from . import MECHANISMS
 
         e, at, heads, head_dim = where.entries, where.at, where.heads, where.head_dim
@@ -100,7 +100,7 @@ class _Latent(Projection):
         elif position is not None and not isinstance(position, Rope):
             problems.append(("latent attention's positions are RoPE on its rope_dim features",
                              at("position"), "use `position = rope(...)` or none"))
-        for key in (key for key, m in MECHANISMS.items() if not m.with_latent):
+        for key in (key for key, m in MECHANISMS.items() if not m.with_projection):
             if key in e and not (isinstance(e[key].value, ast.Name)
                                  and e[key].value.id in ("none", "false")):
                 problems.append((f"`{key}` and latent attention do not combine", at(key),
@@ -119,7 +119,7 @@ class _Latent(Projection):
 
         from . import query_rows
 
-        out, rows = [], s.heads * query_rows(s)  # (an output gate's rows after each head's)
+        out, rows = [], s.heads * query_rows(s)  # (the mechanisms' rows after each head's)
         if lat.q_rank is None:
             out += linear_weights(f"{p}q_proj", rows, s.d_model, "q" in s.bias)
         else:
@@ -228,7 +228,7 @@ class _Projections:
 
         from . import projected, query_rows
 
-        rows = s.heads * query_rows(s)  # an output gate's rows follow each head's (Ling 3's)
+        rows = s.heads * query_rows(s)  # the mechanisms' rows follow each head's (Ling 3's)
         self.c_q = None  # the normed query latent (a `keys` hook mechanism's queries read it)
         if lat.q_rank is None:
             q = self.linear("q", x, "q_proj", rows, "q" in s.bias)

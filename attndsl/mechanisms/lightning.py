@@ -1,7 +1,7 @@
 """Lightning attention (`kernel = lightning(layers = none, eps = 1e-6, chunk = 64)`,
 MiniMax-Text-01's linear layers): silu'd q, k and v projections, linear attention whose state
 decays by a fixed rate per head (ALiBi's slopes, scaled down with the layer's depth), an
-RMSNorm over the merged heads and a sigmoid output gate of its own projection.
+RMSNorm over the merged heads and a sigmoid gate of its own projection on its output.
 docs/LANGUAGE.md (Kernels) has the formulas. A kernel module (`base_kernel.Kernel`) with its
 own layer: value, checks, nodes from x to the gated heads, weights, decoding state and
 arithmetic over the array namespace (its chunked form, and the recurrence for one token); on
@@ -92,7 +92,7 @@ class _Lightning(Recurrent):
 
     def own_weights(self, s: Any, p: str) -> list:
         """Its q, k, v and gate projections and its norm (MiniMax's qkv_proj split per head,
-        output_gate, norm)."""
+        its gate, norm)."""
         from ..weight_table import Weight
 
         keys, values = s.heads * s.head_dim, s.heads * s.value_dim

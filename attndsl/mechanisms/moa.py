@@ -45,6 +45,7 @@ class _Moa(Projection):
     name = "moa"
     params = (("experts", True), ("top_k", True))
     output = True
+    with_recurrent = None  # refused by its own rule: its core is a softmax's
     # its `apply` nodes' attributes: the part (q: the queries of x; o: the output of the merged
     # heads, routed by x, its second operand), the tensors (router, the experts' stacked
     # projections, their bias), and the sizes: heads per slot, features per head, d_model

@@ -146,7 +146,7 @@ class _Moe(FeedForward):
                                                words.get("group_score", "top2"))
         threshold = moe_checks.threshold(c, args, words.get("router", "softmax"), top_k)
         router = words.get("router", "softmax")  # (the sparse mixer's gates are its own)
-        sinks = moe_checks.sink(c, args, zero, groups, router, MAX_EXPERTS)
+        always = moe_checks.always_run(c, args, zero, groups, router, MAX_EXPERTS)
         return expert, Moe(experts, top_k, flags.get("normalize", router != "sparsemixer"),
                            flags.get("router_bias", False), shared, scale,
                            router=words.get("router", "softmax"),
@@ -158,7 +158,7 @@ class _Moe(FeedForward):
                            threshold=threshold, select_by=words.get("select_by", "probs"),
                            output_norm=self._output_norm(c, args),
                            output_bias=flags.get("output_bias", False), zero_experts=zero,
-                           sink_experts=sinks)
+                           sink_experts=always)
 
     def _output_norm(self, c: Any, args: dict) -> Norm | None:
         """`none`, or a stack norm without its placement (A.X-K1's post_mlp_layernorm)."""

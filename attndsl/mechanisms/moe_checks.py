@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["groups", "sink", "threshold"]
+__all__ = ["always_run", "groups", "threshold"]
 
 
 def threshold(c: Any, args: dict, router: str, top_k: int) -> float:
@@ -64,7 +64,7 @@ def groups(c: Any, args: dict, experts: int, top_k: int,
     return groups, top
 
 
-def sink(c: Any, args: dict, zero: int, groups: int, router: str, most: int) -> int:
+def always_run(c: Any, args: dict, zero: int, groups: int, router: str, most: int) -> int:
     """`sink_experts` (>= 0, at most `most`): experts every token runs, weighed by the router
     beside the routed ones; not with identity experts, groups or the sparse mixer."""
     if "sink_experts" not in args:

@@ -33,14 +33,14 @@ def sparsemixer(xp, logits: Array, threshold: float, scale: float) -> Array:
 def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: float,
           selection: Array | None = None, groups: int = 1, top_groups: int = 1,
           group_score: str = "top2", threshold: float = 0.0, select_by: str = "probs",
-          sink: int = 0) -> Array:
+          always: int = 0) -> Array:
     """Gates (T, experts), float32, from the router's logits (T, experts): p = softmax over the
     experts (or the sigmoid of each, `router = sigmoid`); the top_k experts by p (or by the
     logits, `select_by = logits`) + `selection` (a bias that chooses without weighing), among
     the `top_groups` of `groups` groups of experts whose best two (`top2`, summed) or best one
     (`max`) score highest; their p kept (renormalised to sum 1 when `normalize`) and times
     `scale`, 0 for the others; `router = sparsemixer`: PhiMoE's two rounds instead
-    (`sparsemixer`). The last `sink` experts (Inkling's shared) are chosen for every token
+    (`sparsemixer`). The last `always` experts (Inkling's shared) are chosen for every token
     besides the top_k, their p renormalised with the chosen ones'; the selection bias is the
     others'."""
     if router == "sparsemixer":
@@ -48,13 +48,13 @@ def route(xp, logits: Array, top_k: int, router: str, normalize: bool, scale: fl
     logits = xp.astype(logits, "float32")
     probs = xp.softmax(logits, axis=-1) if router == "softmax" else xp.sigmoid(logits)
     choice = logits if select_by == "logits" else probs
-    if sink:  # the routed experts' columns alone choose; the sink's are always taken
-        routed = xp.slice(choice, -1, 0, xp.shape(logits, 1) - sink)
+    if always:  # the routed experts' columns alone choose; the last are always taken
+        routed = xp.slice(choice, -1, 0, xp.shape(logits, 1) - always)
         if selection is not None:
             routed = routed + xp.astype(selection, "float32")
-        always = xp.slice(choice, -1, xp.shape(logits, 1) - sink, None) * 0.0 + 3.0e38
-        choice = xp.concat([routed, always], axis=-1)
-        top_k += sink
+        taken = xp.slice(choice, -1, xp.shape(logits, 1) - always, None) * 0.0 + 3.0e38
+        choice = xp.concat([routed, taken], axis=-1)
+        top_k += always
     elif selection is not None:
         choice = choice + xp.astype(selection, "float32")
     if groups > 1:

@@ -29,8 +29,8 @@ class _OutputGate(Mechanism):
     key = "output_gate"
     hook = "merged"
     forms: ClassVar = {"sigmoid": (("per_head", False),), "softplus": (("per_head", False),)}
-    with_delta = "its output has its own gate (`z_proj`)"
-    with_latent = True  # the query projection (q_proj, or q_b_proj) gives the gate rows
+    with_recurrent = "its output has its own gate (`z_proj`)"
+    with_projection = True  # the query projection (q_proj, or q_b_proj) gives the gate rows
 
     def read(self, c: Any, e: Any) -> OutputGate | None:
         name, args = c.call(e, self.forms, self.key)

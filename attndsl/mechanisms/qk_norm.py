@@ -34,7 +34,7 @@ class _QkNorm(Mechanism):
                        "rmsnorm": (("eps", False), ("unit_offset", False),
                                    ("across_heads", False)),
                        "l2norm": (("eps", False), ("across_heads", False))}
-    with_delta = "its queries and keys are L2-normed already"
+    with_recurrent = "its queries and keys are L2-normed already"
     attributes = ("eps", "weights")  # its `apply` nodes' (head_weights)
 
     def hook_of(self, value: Norm) -> str:

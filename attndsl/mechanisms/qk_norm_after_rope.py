@@ -20,7 +20,7 @@ class _QkNormAfterRope(Mechanism):
     hook = "rotated"
     forms: ClassVar = {"rmsnorm": (("eps", False), ("unit_offset", False)),
                        "layernorm": (("eps", False),), "l2norm": (("eps", False),)}
-    with_delta = "its queries and keys are L2-normed already"
+    with_recurrent = "its queries and keys are L2-normed already"
 
     def read(self, c: Any, e: Any) -> Norm | None:
         kind, args = c.call(e, self.forms, self.key)

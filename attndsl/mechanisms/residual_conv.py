@@ -35,7 +35,7 @@ class _ResidualConv(Mechanism):
     hook = "projected"
     also = ("output",)
     forms: ClassVar = {"conv": (("width", False), ("on", False))}
-    with_delta = "the delta rule has its own convolution"
+    with_recurrent = "the kernel has its own convolution"
 
     def read(self, c: Any, e: Any) -> ResidualConv | None:
         name, args = c.call(e, self.forms, "residual convolution")
@@ -124,8 +124,8 @@ def read_width(c: Any, args: dict) -> int:
 def conv_nodes(b: Any, out: str, x: str, channels: int, width: int, weight: str,
                attention: Any, state: str | None) -> str:
     """x + conv(x) (B, L, channels): one `causal_conv` node over x with `activation =
-    residual` (the sum in float32; a slot the `padding` of the attention's mask, or of a core's
-    by length, hides reads 0: key_lengths). Decoding (`state`, `{i}.<name>`): it continues
+    residual` (the sum in float32; a slot the `padding` of the attention's mask, or of a core's,
+    hides reads 0: key_lengths). Decoding (`state`, `{i}.<name>`): it continues
     from past_key_values.{state} (a slot whose attention_mask is 0 reads 0), and its last
     width - 1 inputs are present.{state}."""
     padding = next((p for c in attention.cores for p in m.primitives(c.mask)

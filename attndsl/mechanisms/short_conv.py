@@ -190,10 +190,11 @@ class _ShortConv(Kernel):
 def _not_with() -> tuple[str, ...]:
     """The keys whose meaning is a softmax's or a projection form's (those a mechanism
     refuses by its own rule with every kernel without a softmax left to it)."""
-    from . import MECHANISMS, SCORED
+    from . import MECHANISMS, PROJECTIONS, SCORED, SELECTORS
 
-    return (*SCORED, "sparsity", "latent", "by_length",
-            *(key for key, mech in MECHANISMS.items() if mech.with_delta))
+    return (*SCORED, "sparsity",
+            *(key for key, form in PROJECTIONS.items() if form.with_recurrent), *SELECTORS,
+            *(key for key, mech in MECHANISMS.items() if mech.with_recurrent))
 
 
 KERNEL = _ShortConv()

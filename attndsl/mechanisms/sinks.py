@@ -19,8 +19,8 @@ class _Sinks(Mechanism):
     key = "sinks"
     hook = "softmax"
     words = ("learned",)
-    with_latent = True
-    with_delta = None  # refused by `conflicts`, as every kernel without a softmax
+    with_projection = True
+    with_recurrent = None  # refused by `conflicts`, as every kernel without a softmax
     softmax_attr = "sinks"
     described = "learned sink logits"
 

@@ -1,6 +1,6 @@
 """The softcap: each float32 score s of the attention (`softcap = 50.0`, Gemma 2's
 attn_logit_softcapping), after its scale and bias and before the mask, becomes
-cap * tanh(s / cap); a by_length variant may set its own. A language model's head applies the
+cap * tanh(s / cap). A language model's head applies the
 same to its logits, after logit_scale (the transformer key `logit_softcap = 30.0`, Gemma 2's
 final_logit_softcapping)."""
 
@@ -19,8 +19,8 @@ class _Softcap(Mechanism):
     key = "softcap"
     hook = "scores"
     per_variant = True
-    with_latent = True
-    with_delta = "it forms no scores"
+    with_projection = True
+    with_recurrent = "it forms no scores"
     described = "a softcap"
     attributes = ("softcap",)
     head_key = "logit_softcap"

@@ -22,7 +22,7 @@ class _SubNorm(Mechanism):
     hook = "merged"
     forms: ClassVar = {"rmsnorm": (("eps", False), ("unit_offset", False)),
                        "layernorm": (("eps", False),)}
-    with_delta = "its output has its own gated norm"
+    with_recurrent = "its output has its own gated norm"
 
     def read(self, c: Any, e: Any) -> Norm | None:
         return self.read_norm(c, e)

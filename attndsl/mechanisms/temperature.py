@@ -36,7 +36,7 @@ class _Temperature(Mechanism):
     forms: ClassVar = {"log": (("floor", True), ("scale", True), ("offset", False)),
                        "power": (("base", True), ("exponent", True), ("offset", False)),
                        "log_ratio": (("floor", True), ("scale", True), ("offset", False))}
-    with_delta = "its queries are L2-normed per token"
+    with_recurrent = "its queries are L2-normed per token"
     attributes = ("floor", "scale", "offset", "kind")
     reads_positions = True
 

@@ -22,7 +22,7 @@ class _ValueNorm(Mechanism):
     hook = "heads"
     forms: ClassVar = {"rmsnorm": (("eps", False), ("unit_offset", False), ("affine", False)),
                        "layernorm": (("eps", False), ("affine", False))}
-    with_delta = "its values are its own projections' (the delta rule's state)"
+    with_recurrent = "its values are its own projections'"
 
     def read(self, c: Any, e: Any) -> Norm | None:
         return self.read_norm(c, e)
@@ -34,7 +34,7 @@ class _ValueNorm(Mechanism):
         return [Weight(f"{prefix}v_norm.weight", (spec.value_dim,), init)]
 
     def expand(self, site: Site, value: Norm, x: str, part: str) -> str:
-        if part != "v":  # (the `heads` hook's queries and keys: qk_norm's)
+        if part != "v":  # (the `heads` hook's queries and keys)
             return x
         s = site.spec
         affine = {} if value.affine else {"affine": False}

@@ -17,7 +17,7 @@ class _ValuesKeys(Mechanism):
     key = "values"
     hook = "projected"
     words = ("keys",)
-    with_delta = "its values are its own projection's (the delta rule's v)"
+    with_recurrent = "its values are its own projections'"
 
     def read(self, c: Any, e: Any) -> str | None:
         return "keys" if c.word(e, ("none", "keys"), self.key) == "keys" else None

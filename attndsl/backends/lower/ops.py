@@ -300,7 +300,7 @@ def _apply(lw: Lowering, node: Node) -> str:
 @lower(Op.KERNEL)
 def _kernel(lw: Lowering, node: Node) -> str:
     """A kernel module's core: its strategy's lowering by the kernel's name where the caller
-    passed one (`Lowering.strategies`: a non-fusing strategy's plan, as the linear kernel's
+    passed one (`Lowering.strategies`: a non-fusing strategy's plan, as a kernel's in
     chunks), else its module's arithmetic (`kernel_form`)."""
     own = lw.strategies.get(node.attr("kernel"))
     return own(lw, node) if own is not None else kernel_form(lw, node)
