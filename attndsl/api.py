@@ -12,6 +12,7 @@ from typing import Any
 from . import spec as s
 from .check import check
 from .errors import UsageError
+from .limits import length_limits
 from .mechanisms import kernel_fact
 from .output import Outputs
 from .parser import decode, parse, read_source
@@ -274,7 +275,7 @@ class Layer:
         """The Provenance of a model of this layer."""
         from .backends.finalize import Provenance
 
-        limits = tuple((axis, n, why) for axis, (n, why) in s.length_limits(self.spec).items())
+        limits = tuple((axis, n, why) for axis, (n, why) in length_limits(self.spec).items())
         return Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype, weights_sha256=weights_sha256,

@@ -35,6 +35,7 @@ from .backends import formulas, runtime
 from .backends.torch import GraphModule, TorchArrays
 from .dtypes import torch_dtype
 from .errors import ExportError, UsageError
+from .limits import beyond_limits, length_limits
 from .mechanisms import KERNELS, kernel_of
 from .planner import cores, fuse_cores
 from .planner.torch_paths import SDPA_TAKES
@@ -42,8 +43,6 @@ from .spec import (
     Attention,
     ScoreBias,
     Transformer,
-    beyond_limits,
-    length_limits,
 )
 from .verify import make_inputs, memory_length
 

@@ -190,6 +190,12 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
     if "input_ids" not in names or outputs[0] != "logits":
         raise UsageError("generate needs a decoding language model (input_ids in, logits "
                          "out): compile a stack with `vocab` using --export genai or --decode")
+    if "memory" in names:  # (a decoder over an encoder's output)
+        raise UsageError("this model is a decoder over memory rows (its blocks' `cross` "
+                         "attention): generate feeds token ids alone\n"
+                         "  = help: run its steps with `memory` on the first call (and no "
+                         "rows after) through ONNX Runtime, as docs/LANGUAGE.md (Decoding) "
+                         "says")
     if not any(n.startswith("past_key_values.") for n in names):
         raise UsageError(
             "this model is the one-pass form of a language model: it has no KV cache "

@@ -45,14 +45,16 @@ def load_decoder(path: Path) -> tuple[Path, dict]:
 
 def check_genai(spec: Layer) -> None:
     """UsageError unless onnxruntime-genai can run the decoding model of `spec` (asked before
-    anything is built): a language model whose layers each keep a key and a value cache of
-    one head size and head count."""
+    anything is built): a language model, each layer a key and a value cache of one shape."""
     if not isinstance(spec, Transformer):
         raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
                          "models (a transformer with `vocab = N`)")
     if not is_lm(spec):
         raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
                          "models (add `vocab = N` to the transformer)")
+    if spec.cross is not None:  # (memory rows, an encoder's)
+        raise UsageError(f"`{spec.name}` attends over memory rows (`cross`): onnxruntime-genai "
+                         "runs that inside an encoder-decoder model alone: use --decode")
     from .mechanisms import projection_of  # (the forms build on the IR)
 
     unbound = next((a for a in spec.attentions

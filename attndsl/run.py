@@ -15,8 +15,8 @@ import numpy as np
 
 from .backends import runtime
 from .errors import UsageError
+from .limits import beyond_limits
 from .output import write_atomic
-from .spec import beyond_limits
 from .usage import check_token_ids
 
 __all__ = ["model_limits", "random_inputs", "run_model", "vocab_of"]
@@ -28,7 +28,7 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
                   seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs for every graph input: floats ~ N(0, 1) (float32, or float64 for a double input;
     converted to the model's type when bound); a language model's input_ids uniform over its
-    vocabulary; key_lengths = the memory length (no padding);
+    vocabulary; key_lengths and a decoder's memory_lengths: every key real (no padding);
     segment_ids (and a cross attention's memory_segment_ids) = one document. A decoding
     model gets a prompt of `length` tokens: an empty cache (or in-place buffers of that
     length), an all-ones attention_mask, positions 0 .. length-1 (in each of multimodal RoPE's
@@ -63,9 +63,11 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
                              f"{math.prod(dims) * 4 / 1e9:.1f} GB of random values; reduce "
                              "--batch or --length")
         if inp.type == "tensor(int64)":
-            if inp.name == "key_lengths":
-                feed[inp.name] = np.full(dims, memory_length if _has(session, "memory")
-                                         else length, dtype=np.int64)
+            if inp.name in ("key_lengths", "memory_lengths"):  # (a lone cross attention's
+                rows = inp.name == "memory_lengths" or (  # key_lengths: its memory rows')
+                    _has(session, "memory") and not _has(session, "memory_lengths"))
+                feed[inp.name] = np.full(dims, memory_length if rows else length,
+                                         dtype=np.int64)
             elif inp.name == "input_ids":  # token ids drawn uniformly from the vocabulary
                 feed[inp.name] = rng.integers(0, _vocab(session), dims, dtype=np.int64)
             else:
@@ -152,7 +154,7 @@ def _check_feed(session, feed: dict[str, np.ndarray], path: str) -> None:
 
 
 def model_limits(session) -> dict[str, tuple[int, str]]:
-    """The length limits an attndsl model records (spec.length_limits), from its metadata."""
+    """The length limits an attndsl model records (limits.length_limits), from its metadata."""
     meta = session.get_modelmeta().custom_metadata_map
     return {axis: (int(meta[f"attndsl.max_{axis}"]), meta.get(f"attndsl.max_{axis}.why", ""))
             for axis in ("length", "memory_length") if f"attndsl.max_{axis}" in meta}

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import masks
 from .glyphs import HEIGHT, WIDTH, text_width
+from .limits import beyond_limits, length_limits
 from .mechanisms import kernel_of, selector_of
 from .positions import alibi_slopes, t5_bucket_float32
 from .spec import (
@@ -17,8 +18,6 @@ from .spec import (
     Attention,
     RelativeBias,
     Transformer,
-    beyond_limits,
-    length_limits,
 )
 
 __all__ = ["MAX_COLUMNS", "MAX_SHOW_LENGTH", "PANEL_GAP", "RAMP", "VISIBLE", "Layout",

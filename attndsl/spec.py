@@ -57,10 +57,9 @@ __all__ = [
     "Transformer",
     "YarnScaling",
     "attentions_of",
-    "beyond_limits",
     "input_names",
     "is_lm",
-    "length_limits",
+    "memory_reader",
     "output_name",
     "top_layers",
 ]
@@ -254,6 +253,10 @@ class Transformer:
     # a side block beside the listed blocks (`side`: Zamba2's shared transformer block),
     # weights layers.{i}.side_*; or None
     side: Side | None = None
+    # a decoder's cross attention (`cross`): every block attends over the memory rows (an
+    # encoder's output) after its self attention, weights layers.{i}.cross_attn.* and its
+    # norm's layers.{i}.cross_attn_norm.*; its mask's padding reads `memory_lengths`; or None
+    cross: Attention | None = None
 
     def layer_placement(self, i: int) -> str:
         """Where block i's norms sit (pre, post, sandwich or output)."""
@@ -296,31 +299,46 @@ class Transformer:
 
     @property
     def runtime_inputs(self) -> tuple[str, ...]:
-        names = {n for a in attentions_of(self) for n in a.runtime_inputs}
+        names = {n for a in attentions_of(self) if a is not self.cross
+                 for n in a.runtime_inputs}
+        if self.cross is not None:  # the memory's padding: its own input
+            names |= {CROSS_INPUTS.get(n, n) for n in self.cross.runtime_inputs}
         return tuple(n for n in RUNTIME_INPUTS if n in names)
 
 
 Layer = Attention | Transformer
 # the runtime inputs masks read, in the order of the graph's inputs
-RUNTIME_INPUTS = ("key_lengths", "segment_ids", "memory_segment_ids")
+RUNTIME_INPUTS = ("key_lengths", "memory_lengths", "segment_ids", "memory_segment_ids")
+# a decoder stack's cross attention's runtime inputs by its mask's names (`masks.ROLES`, the
+# other way round)
+CROSS_INPUTS = {"key_lengths": "memory_lengths"}
 
 
 def attentions_of(spec: Layer) -> tuple[Attention, ...]:
-    """The attentions a layer runs: a stack's pattern (and its `parallel` and `side`
+    """The attentions a layer runs: a stack's pattern (and its `parallel`, `side` and `cross`
     attentions), or the attention itself."""
     if isinstance(spec, Transformer):
         return spec.attentions + tuple(a for a in (spec.parallel, spec.side and
-                                                   spec.side.attention) if a is not None)
+                                                   spec.side.attention, spec.cross)
+                                       if a is not None)
     return (spec,)
 
 
+def memory_reader(spec: Layer) -> Attention | None:
+    """The attention that reads memory rows: a cross attention, or a decoder stack's `cross`;
+    None where the layer reads none."""
+    if isinstance(spec, Transformer):
+        return spec.cross
+    return spec if spec.kind == "cross" else None
+
+
 def input_names(spec: Layer) -> tuple[str, ...]:
-    """Graph inputs, in this order: x (input_ids for a language model), memory (cross),
-    key_lengths, segment_ids, memory_segment_ids (cross attention's `document`), position_ids
-    (multimodal RoPE's three position streams, `reads_streams`)."""
-    attn = spec.attention if isinstance(spec, Transformer) else spec
+    """Graph inputs, in this order: x (input_ids for a language model), memory (cross
+    attention, a decoder stack), key_lengths, memory_lengths (a decoder stack's),
+    segment_ids, memory_segment_ids (cross attention's `document`), position_ids (multimodal
+    RoPE's three position streams, `reads_streams`)."""
     first = "input_ids" if is_lm(spec) else "x"
-    return (first, *(["memory"] if attn.kind == "cross" else []), *spec.runtime_inputs,
+    return (first, *(["memory"] if memory_reader(spec) else []), *spec.runtime_inputs,
             *(["position_ids"] if reads_streams(spec) else []))
 
 
@@ -354,41 +372,3 @@ def top_layers(layers: dict[str, Layer]) -> list[str]:
     used = {a.name for layer in layers.values() if isinstance(layer, Transformer)
             for a in attentions_of(layer)}
     return [name for name in layers if name not in used]
-
-
-def length_limits(spec: Layer) -> dict[str, tuple[int, str]]:
-    """Where something bounds the lengths a layer takes: axis (`length` for the queries,
-    `memory_length` for a cross attention's memory rows) -> (the longest, why). Learned
-    positions have a table of max_len rows; a kernel module may take at most so many keys
-    (`Kernel.key_limit`: a projection with a column per key)."""
-    from .mechanisms import kernel_of  # (the kernel modules import the spec)
-
-    limits: dict[str, tuple[int, str]] = {}
-
-    def bound(axis: str, n: int, why: str) -> None:
-        if axis not in limits or n < limits[axis][0]:
-            limits[axis] = (n, why)
-        elif n == limits[axis][0] and why not in limits[axis][1]:
-            limits[axis] = (n, f"{limits[axis][1]}; {why}")
-
-    for a in attentions_of(spec):
-        if isinstance(a.position, Learned):
-            bound("length", a.position.max_len,
-                  f"`{a.name}` has learned positions for max_len = {a.position.max_len} tokens")
-        for core in a.cores:
-            module = kernel_of(core.kernel)
-            limit = module.key_limit(core.kernel) if module else None
-            if limit is not None:
-                bound("memory_length" if core.kind == "cross" else "length", limit[0],
-                      f"`{a.name}`'s {limit[1]}")
-    return limits
-
-
-def beyond_limits(limits: dict[str, tuple[int, str]], length: int,
-                  memory_length: int | None = None) -> str | None:
-    """Why a layer with these `length_limits` cannot take these lengths, or None."""
-    for axis, n, what in (("length", length, "tokens"),
-                          ("memory_length", memory_length, "memory rows")):
-        if n is not None and axis in limits and n > limits[axis][0]:
-            return f"{n} {what}, more than the {limits[axis][0]} it takes: {limits[axis][1]}"
-    return None

@@ -18,6 +18,7 @@ import numpy as np
 from .backends import reference
 from .dtypes import round_to, torch_dtype
 from .ir import build
+from .limits import beyond_limits, length_limits
 from .masks import Chunked, Dilated, Global, Prefix, Random, Strided, Window, primitives
 from .mechanisms import ffn_of, kernel_of, selector_of
 from .spec import (
@@ -28,9 +29,8 @@ from .spec import (
     Rope,
     Transformer,
     attentions_of,
-    beyond_limits,
     input_names,
-    length_limits,
+    memory_reader,
     output_name,
 )
 from .verify_report import Comparison, Report
@@ -65,7 +65,7 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
     scaling's original_max_position), both sides of original_max_position, a kernel module's
     own lengths (`Kernel.lengths`) and a core selector's (`Selector.lengths`: both sides of
     every threshold). Lengths past
-    a limit (spec.length_limits) or MAX_LENGTH are left out."""
+    a limit (limits.length_limits) or MAX_LENGTH are left out."""
     chosen = {1: "one token", DEFAULT_LENGTHS[1]: "a prime below every block",
               DEFAULT_LENGTHS[2]: "a prime", DEFAULT_LENGTHS[3]: "a prime"}
     for a in attentions_of(spec):
@@ -179,7 +179,8 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
     """Random inputs for one shape. Padding lengths include 0 (rows with no key) and the full
     length; document ids are sorted runs, as packed sequences are."""
     attn = spec.attention if isinstance(spec, Transformer) else spec
-    S = memory_length(length) if attn.kind == "cross" else length
+    reader = memory_reader(spec)  # (a cross attention, or a decoder stack's)
+    S = memory_length(length) if reader is not None else length
     out: dict[str, np.ndarray] = {}
     for name in input_names(spec):
         if name == "x":
@@ -187,10 +188,11 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
         elif name == "input_ids":
             out[name] = rng.integers(0, spec.vocab, size=(batch, length)).astype(np.int64)
         elif name == "memory":
-            out[name] = rng.standard_normal((batch, S, attn.memory_dim)).astype(np.float32)
-        elif name == "key_lengths":
-            lengths = rng.integers(0, S + 1, size=batch)
-            lengths[0] = S
+            out[name] = rng.standard_normal((batch, S, reader.memory_dim)).astype(np.float32)
+        elif name in ("key_lengths", "memory_lengths"):  # (a stack's key_lengths: its tokens')
+            n = length if name == "key_lengths" and isinstance(spec, Transformer) else S
+            lengths = rng.integers(0, n + 1, size=batch)
+            lengths[0] = n
             if batch > 2:
                 lengths[-1] = 0
             out[name] = lengths.astype(np.int64)

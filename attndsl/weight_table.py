@@ -171,6 +171,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
                   table=not spec.shared_relative_bias, reuse=spec.kv_owner(i) is not None)
         if spec.parallel is not None:  # (Falcon-H1's mixer beside the attention)
             attention(spec.parallel, f"{p}parallel_attn.", False)
+        if spec.cross is not None:  # a decoder's, over the memory
+            attention(spec.cross, f"{p}cross_attn.", False)
         if spec.side is not None and i in spec.side.layers:  # (Zamba2's shared block)
             norm(f"{p}side_norm", 2 * d, spec.norm, layernorm)
             attention(spec.side.attention, f"{p}side_attn.", False)
@@ -241,6 +243,8 @@ def _block_norms(t: Transformer, i: int) -> tuple[str, ...]:
         return ("attn_norm", "post_attn_norm", "ffn_norm", "post_ffn_norm")
     if t.layer_placement(i) == "output":
         return ("post_attn_norm", "post_ffn_norm")
+    if t.cross is not None:  # a decoder's block: a norm for each of its three sublayers
+        return ("attn_norm", "cross_attn_norm", *(("ffn_norm",) if t.has_ffn(i) else ()))
     return ("attn_norm",) if t.shared_norm or not t.has_ffn(i) else ("attn_norm", "ffn_norm")
 
 

@@ -556,6 +556,13 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             extra += (f"\n    side = side(attention = s, ffn = "
                       f"{aside.choice(['gelu_glu(8)', 'swiglu(12)', 'gelu(6)'])}, layers = "
                       f"[{', '.join(map(str, blocks))}])")
+        memory = random.Random(seed * 7919 + 56)  # a decoder's cross attention: own stream
+        if placement in ("pre", "post") and not any(w in extra for w in (
+                "residual = ", "depth", "placements", "kv_shared_layers", "parallel =",
+                "side =", "shortcut", "attention_only", "per_layer_inputs", "ffn_conv",
+                "first_attn_norm")) and memory.random() < 0.5:
+            text += _cross(memory, int(entries["d_model"]))
+            extra += "\n    cross = c"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
@@ -575,6 +582,20 @@ def _side(r: random.Random, d: int, mask: str) -> str:
     return (f"attention s {{\n    d_model = {2 * d}\n    out_dim = {d}\n    heads = {heads}\n"
             f"    kv_heads = {kv}\n    bias = false\n    position = {position}\n    mask = "
             f"{mask}{scale}\n}}\n")
+
+
+def _cross(r: random.Random, d: int) -> str:
+    """A decoder's cross attention (T5's, BART's): the stack's width, memory rows of another
+    width, GQA or not, memory padding on either side or none, some rows always seen, no
+    positions."""
+    heads = r.choice([h for h in (1, 2, 4) if d % h == 0])
+    kv = r.choice([k for k in (1, 2, 4) if heads % k == 0])
+    mask = r.choice(["full", "padding", "padding(side = left)", "padding(side = right) | "
+                     "prefix(2)"])
+    bias = r.choice(["false", "[q, v, o]", "true"])
+    return (f"attention c {{\n    d_model = {d}\n    heads = {heads}\n    kv_heads = {kv}\n"
+            f"    kind = cross\n    memory_dim = {r.choice([d, 24])}\n    bias = {bias}\n"
+            f"    mask = {mask}\n}}\n")
 
 
 def _routing(seed: int, layers: int, shared: bool, experts: int, top_k: int) -> str:

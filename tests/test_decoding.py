@@ -24,7 +24,15 @@ from attndsl.mechanisms import KERNELS
 from attndsl.mechanisms.linear import LinearKernel
 from attndsl.mechanisms.lsh import LshKernel
 from attndsl.planner import cores, in_place_obstacle
-from attndsl.spec import Alibi, RelativeBias, Rope, Transformer, is_lm, reads_streams
+from attndsl.spec import (
+    Alibi,
+    RelativeBias,
+    Rope,
+    Transformer,
+    is_lm,
+    memory_reader,
+    reads_streams,
+)
 
 from .conftest import EXAMPLES
 
@@ -167,10 +175,32 @@ attention cross_positions {  # sinusoidal positions on the decoder's tokens only
     position = sinusoidal
     mask = padding(side = left) & prefix(20)
 }
+attention decoder_self {
+    d_model = 64
+    heads = 4
+    position = sinusoidal
+    mask = causal & padding
+}
+transformer decoder_pre {   # a decoder: self, cross over the memory, feed-forward
+    attention = decoder_self
+    cross = whisper_cross
+    layers = 2
+    ffn = gelu(96)
+    norm = layernorm(pre)
+    vocab = 50
+}
+transformer decoder_post {  # T5's and BART's order: the norms after each sum
+    attention = decoder_self
+    cross = whisper_cross
+    layers = 2
+    ffn = relu(96)
+    norm = rmsnorm(post)
+}
 """
 
 
-@pytest.mark.parametrize("name", ["whisper_cross", "cross_positions"])
+@pytest.mark.parametrize("name", ["whisper_cross", "cross_positions", "decoder_pre",
+                                  "decoder_post"])
 def test_cross_attention_decodes_against_the_memory_cached_once(name) -> None:
     _check_decoding(attndsl.loads(CROSS)[name])
 
@@ -216,24 +246,25 @@ def _check_decoding(layer) -> None:
                .items()}
     graph = build(spec)
     first = "input_ids" if is_lm(spec) else "x"
-    memory = None
-    if not isinstance(spec, Transformer) and spec.kind == "cross":  # 29 rows, some padding
-        memory = {"memory": rng.standard_normal((len(rows), 29, spec.memory_dim))
-                  .astype(np.float32)}
-        if "key_lengths" in graph.inputs:
-            memory["key_lengths"] = np.array([29, 11, 1][:len(rows)], np.int64)
-    elif "key_lengths" in graph.inputs:  # self attention's `padding`: every key of a row real
-        memory = {"key_lengths": np.array([len(r) for r in rows], np.int64)}
+    memory, own = {}, {}
+    reader = memory_reader(spec)  # a cross attention, or a decoder stack's
+    if reader is not None:  # 29 memory rows, some padding
+        memory["memory"] = rng.standard_normal((len(rows), 29, reader.memory_dim)) \
+            .astype(np.float32)
+        padding = "memory_lengths" if isinstance(spec, Transformer) else "key_lengths"
+        if padding in graph.inputs:
+            memory[padding] = np.array([29, 11, 1][:len(rows)], np.int64)
+    if "key_lengths" in graph.inputs and "key_lengths" not in memory:  # self attention's
+        own["key_lengths"] = np.array([len(r) for r in rows], np.int64)  # every key real
 
     def alone(i: int) -> dict[str, np.ndarray]:  # row i's one-pass inputs
         streams = {"position_ids": text_streams(np.arange(len(rows[i]))[None], 3)} \
             if "position_ids" in graph.inputs else {}  # multimodal RoPE: a text token's
-        return {first: rows[i][None]} | {k: v[i:i + 1] for k, v in (memory or {}).items()} \
+        return {first: rows[i][None]} | {k: v[i:i + 1] for k, v in (memory | own).items()} \
             | streams
 
     expected = [reference.run(graph, alone(i), weights)[0] for i in range(len(rows))]
-    if memory is not None and "memory" not in memory:
-        memory = None  # the decoding form reads real keys from attention_mask
+    memory = memory or None  # (decoding, a self attention's real keys: attention_mask)
     runners = {"torch": _Torch(layer, 2)} | {t: _Onnx(layer, 2, t) for t in TARGETS}
     if any(kept_keys(a.mask) is not None for a in _attentions(spec)):  # windows, chunks, sinks
         runners |= {"torch bounded": _Torch(layer, 2, bounded=True),

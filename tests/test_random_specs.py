@@ -11,7 +11,7 @@ import torch
 
 import attndsl
 from attndsl.backends import reference, runtime
-from attndsl.spec import reads_streams
+from attndsl.spec import memory_reader, reads_streams
 from attndsl.verify import tolerance
 
 from .specgen import random_spec
@@ -24,19 +24,23 @@ PORTABLE_EVERY = 8
 
 def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     attn = spec.attention if hasattr(spec, "layers") else spec
-    S = S if attn.kind == "cross" else L
+    reader = memory_reader(spec)  # a cross attention, or a decoder stack's
+    S = S if reader is not None else L
     if getattr(spec, "vocab", None):  # a language model: token ids
         feed = {"input_ids": rng.integers(0, spec.vocab, size=(batch, L)).astype(np.int64)}
     else:
         feed = {"x": rng.standard_normal((batch, L, attn.d_model)).astype(np.float32)}
-    if attn.kind == "cross":
-        feed["memory"] = rng.standard_normal((batch, S, attn.memory_dim)).astype(np.float32)
-    if "key_lengths" in spec.runtime_inputs:
-        lengths = rng.integers(0, S + 1, size=batch)
-        lengths[0], lengths[-1] = S, 0  # a full row and rows with no visible key
+    if reader is not None:
+        feed["memory"] = rng.standard_normal((batch, S, reader.memory_dim)).astype(np.float32)
+    for name in ("key_lengths", "memory_lengths"):  # (a stack's key_lengths: its tokens')
+        if name not in spec.runtime_inputs:
+            continue
+        n = L if name == "key_lengths" and hasattr(spec, "layers") else S
+        lengths = rng.integers(0, n + 1, size=batch)
+        lengths[0], lengths[-1] = n, 0  # a full row and rows with no visible key
         if batch > 2:
-            lengths[1] = S + 2**32  # beyond 32 bits: still every key
-        feed["key_lengths"] = lengths.astype(np.int64)
+            lengths[1] = n + 2**32  # beyond 32 bits: still every key
+        feed[name] = lengths.astype(np.int64)
     if "segment_ids" in spec.runtime_inputs:
         feed["segment_ids"] = np.sort(rng.integers(0, 3, size=(batch, L)), axis=1).astype(
             np.int64)

@@ -209,6 +209,57 @@ def test_cross_attention_decodes_against_the_memory_cached_once() -> None:
     np.testing.assert_allclose(np.concatenate(got, axis=1), want, rtol=0, atol=1e-9)
 
 
+DECODER = CROSS + """
+attention self_causal {
+    d_model = 32
+    heads = 2
+    position = sinusoidal
+    mask = causal
+}
+transformer decoder {
+    attention = self_causal
+    cross = cross_none
+    layers = 2
+    ffn = gelu(40)
+    norm = layernorm(post)
+}
+attention cross_none {   # a decoder's cross attention takes no positions
+    d_model = 32
+    heads = 4
+    kv_heads = 2
+    kind = cross
+    memory_dim = 24
+    mask = padding(side = right) | prefix(2)
+}
+"""
+
+
+def test_a_decoder_stack_caches_its_memory_once_beside_its_tokens() -> None:
+    """Each block's cross attention caches the memory's keys and values on the first call
+    (present.{i}.cross_key, M = 5 rows, then kept as they are), its self attention the
+    tokens' (present.{i}.key grows); the cross padding reads memory_lengths: each token as in
+    one pass."""
+    spec = attndsl.loads(DECODER)["decoder"].spec
+    weights = seeded_weights(weight_table(spec), SEED)
+    rng = np.random.default_rng(6)
+    x, memory = rng.standard_normal((2, 7, 32)), rng.standard_normal((2, 5, 24))
+    lengths = np.array([5, 0])  # (row 1: only the 2 prefix rows)
+    want = reference.run(build(spec), {"x": x, "memory": memory, "memory_lengths": lengths},
+                         weights)
+    graph = build(spec, decode=True)
+    mask = np.ones((2, 7), np.int64)
+    past, got, start = _empty_past(graph, 2), [], 0
+    for n in (2, 1, 4):
+        feed = _feed(graph, x, mask, start, start + n, past)
+        feed |= {"memory": memory if start == 0 else memory[:, :0], "memory_lengths": lengths}
+        out = reference.run_all(graph, feed, weights)
+        assert out["present.1.cross_key"].shape[2] == 5
+        assert out["present.1.key"].shape[2] == start + n
+        got.append(out["y"])
+        past, start = _next_past(out), start + n
+    np.testing.assert_allclose(np.concatenate(got, axis=1), want, rtol=0, atol=1e-9)
+
+
 STEPS = {  # one step checked against torch after a prefill (layer, bounded, lengths, prefill)
     "window, bounded": ("mistral_local.attn", "mistral_local", True, [70, 66], 69),
     "sink tokens, bounded": ("streaming_llm.attn", "streaming_lm", True, [33, 29], 32),

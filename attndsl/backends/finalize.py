@@ -37,7 +37,7 @@ class Provenance:
     kv_cache: str | None = None  # a decoding model's: in_place or growing
     quantization: str | None = None  # quantize.Quantization.text() of a quantized export
     max_total_length: int | None = None  # a decoding model's longest sequence, when bounded
-    # spec.length_limits: axis -> (the longest it takes, why), read back by run and bench
+    # limits.length_limits: axis -> (the longest it takes, why), read back by run and bench
     limits: tuple[tuple[str, int, str], ...] = ()
 
     @property

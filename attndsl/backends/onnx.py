@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ExportError
+from ..limits import length_limits
 from ..mechanisms import kernel_of
 from ..spec import (
     MAX_LENGTH,
@@ -24,7 +25,7 @@ from ..spec import (
     Learned,
     Transformer,
     input_names,
-    length_limits,
+    memory_reader,
     output_name,
 )
 from .exported import Exported
@@ -62,9 +63,12 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
         elif name == "input_ids":
             out[name] = torch.randint(0, spec.vocab, (B, L), generator=g)
         elif name == "memory":
-            out[name] = torch.randn(B, S, attn.memory_dim, generator=g, dtype=dtype)
-        elif name == "key_lengths":
+            out[name] = torch.randn(B, S, memory_reader(spec).memory_dim, generator=g,
+                                    dtype=dtype)
+        elif name == "key_lengths":  # (a lone cross attention's: its memory rows')
             out[name] = torch.full((B,), S if attn.kind == "cross" else L, dtype=torch.int64)
+        elif name == "memory_lengths":  # a decoder stack's memory rows'
+            out[name] = torch.full((B,), S, dtype=torch.int64)
         elif name == "position_ids":  # multimodal RoPE's three streams
             out[name] = torch.arange(L).expand(3, B, L).clone()
         else:  # segment ids (memory rows' for memory_segment_ids)
@@ -107,7 +111,7 @@ def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGT
         L = torch.export.Dim("length", min=1, max=longest[0])
         S = torch.export.Dim("memory_length", min=1, max=longest[1])
     table = {"x": {0: B, 1: L}, "input_ids": {0: B, 1: L}, "memory": {0: B, 1: S},
-             "key_lengths": {0: B},
+             "key_lengths": {0: B}, "memory_lengths": {0: B},
              "segment_ids": {0: B, 1: L}, "memory_segment_ids": {0: B, 1: S},
              "position_ids": {1: B, 2: L}}
     return (tuple(table[n] for n in names),)

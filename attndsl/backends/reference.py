@@ -16,22 +16,23 @@ from .reference_decoding import (
     FIRST,
     cache,
     call_positions,
-    decoding_visible,
     head_linear,
     rows,
+    seen_keys,
     tail,
 )
 from .reference_delta import causal_conv
 from .reference_experts import act, experts, glu, route, xielu
 from .reference_indexer import select_keys
 from .reference_kernels import kernel
-from .reference_masks import mask_of, visible
+from .reference_masks import mask_of
 from .reference_mechanisms import READINGS
 from .reference_positions import add_bias, mrope_stream_of, rope_frequencies
 
 __all__ = ["run", "run_all"]
 
 Env = dict[str, np.ndarray]
+_STACK = "#stack"  # in env: the graph is a stack
 _IMPL: dict[Op, Callable[[Node, Env, Mapping[str, np.ndarray]], np.ndarray]] = {}
 
 
@@ -60,6 +61,8 @@ def _evaluate(graph: Graph, inputs: Mapping[str, np.ndarray],
               weights: Mapping[str, np.ndarray]) -> Env:
     env: Env = {}
     w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+    if graph.kind == "transformer":  # its RoPE is its self attentions' (a decoder's cross
+        env[_STACK] = np.True_  # attention takes no positions): keys counted are tokens
     for node in graph.nodes:  # a bounded cache's first positions kept, for the mask over it
         if node.op is Op.TAIL:
             env[node.args[0] + FIRST] = np.int64(node.attr("first"))
@@ -178,7 +181,7 @@ def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     # S: the keys a call counts (a decoding call's: the cache's and its own, as dynamic and
     # longrope scaling read them)
     S = (env["attention_mask"].shape[1] if "attention_mask" in env else
-         env["memory"].shape[1] if "memory" in env else env["x"].shape[1])
+         env["memory"].shape[1] if "memory" in env and _STACK not in env else env["x"].shape[1])
     inv_freq, gain = rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)
     pos = _positions(node, env, x.shape[2])  # (B | 1, n); multimodal: (3, B, n)
     sections = dict(node.attrs).get("mrope")
@@ -230,13 +233,9 @@ def _biased(s: np.ndarray, node: Node, env: Env, w: Mapping[str, np.ndarray]) ->
 def _mask(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     """Visibility (B, L, S); a decoding call's (its attention_mask, or memory rows, first)
     over its cached and new keys (`reference_decoding.decoding_visible`)."""
-    return _visible(node, node.args, env)
-
-
-def _visible(node: Node, runtime: tuple[str, ...], env: Env) -> np.ndarray:
-    """The visibility a mask or core node says, its mask's runtime inputs `runtime`."""
-    decoding = runtime[:1] == ("attention_mask",) or node.attr("memory")
-    return decoding_visible(node, runtime, env) if decoding else visible(node, env)
+    keys = node.shape.dims[-1]  # the keys' length symbol: S (memory rows) or L (tokens)
+    return seen_keys(node, node.args, env, env["memory"].shape[1] if keys == "S"
+                    else env["x"].shape[1])
 
 
 @impl(Op.SOFTMAX)
@@ -391,7 +390,8 @@ def _attention(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     if cap:
         s = cap * np.tanh(s / cap)
     seen = (np.ones((s.shape[0], *s.shape[2:]), bool) if node.attr("expr") is None
-            else _visible(node, node.args[3 + (node.attr("bias") == "relative_logits"):], env))
+            else seen_keys(node, node.args[3 + (node.attr("bias") == "relative_logits"):], env,
+                          k.shape[2]))
     o = _masked_softmax(s, seen, _sinks(node, w)) @ v  # (B, H, L, dv)
     B, H, L, dv = o.shape
     return o.transpose(0, 2, 1, 3).reshape(B, L, H * dv)

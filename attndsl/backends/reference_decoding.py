@@ -16,9 +16,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..ir import Node
-from .reference_masks import mask_of
+from .reference_masks import mask_of, visible
 
-__all__ = ["FIRST", "cache", "decoding_visible", "head_linear", "key_slots", "rows", "tail"]
+__all__ = ["FIRST", "cache", "decoding_visible", "head_linear", "key_slots", "rows", "seen_keys",
+           "tail"]
 
 Env = dict[str, np.ndarray]
 # env[f"{cache}{FIRST}"]: how many first positions (sink tokens) a bounded cache's `tail`
@@ -121,13 +122,15 @@ def decoding_visible(node: Node, runtime: tuple[str, ...], env: Env) -> np.ndarr
     at positions (a query at slot S - T + t, a key at the slot it stands for, `key_slots`),
     with L = S as in one pass over the row's real tokens, and keys at padding slots (or not
     shown) hidden. Cross attention: the mask over the K cached memory rows (keys 0 .. K - 1;
-    `padding` reads key_lengths), as in one pass. `runtime`: the mask's runtime inputs
-    (attention_mask and the keys, or the memory rows first)."""
+    `padding` reads key_lengths, a decoder stack's memory_lengths), as in one pass.
+    `runtime`: the mask's runtime inputs (attention_mask and the keys, or the memory rows
+    first)."""
     T = env["x"].shape[1]
     if node.attr("memory"):
         K = env[runtime[0]].shape[2]
         B = env["x"].shape[0]
-        seen = mask_of(node.attr("expr"), B, T, K, env.get("key_lengths"), None)
+        lengths = env.get("memory_lengths" if "memory_lengths" in runtime else "key_lengths")
+        seen = mask_of(node.attr("expr"), B, T, K, lengths, None)
         return np.broadcast_to(seen, (B, T, K))
     attention_mask, keys = env[runtime[0]], runtime[1]
     B, S = attention_mask.shape
@@ -145,3 +148,10 @@ def decoding_visible(node: Node, runtime: tuple[str, ...], env: Env) -> np.ndarr
     real = np.take_along_axis(attention_mask, slots, axis=1) != 0
     b = np.arange(B)[:, None, None]
     return grid[b, q_pos[:, :, None], k_pos[:, None, :]] & (real & shown)[:, None, :]
+
+
+def seen_keys(node: Node, runtime: tuple[str, ...], env: Env, S: int) -> np.ndarray:
+    """The visibility a mask or core node says over S keys (one pass), its mask's runtime
+    inputs `runtime`; a decoding call's over its cached and new keys (`decoding_visible`)."""
+    decoding = runtime[:1] == ("attention_mask",) or node.attr("memory")
+    return decoding_visible(node, runtime, env) if decoding else visible(node, env, S)

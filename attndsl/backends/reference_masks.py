@@ -14,14 +14,16 @@ __all__ = ["mask_of", "visible"]
 Env = dict[str, np.ndarray]
 
 
-def visible(node: Node, env: Env) -> np.ndarray:
-    # L and S come from the graph's inputs; runtime masks carry their own.
+def visible(node: Node, env: Env, S: int) -> np.ndarray:
+    """(B, L, S): what the node's mask shows of its S keys (the memory rows, or the tokens).
+    L comes from the graph's input; runtime masks carry their own. A decoder stack's cross
+    attention reads its memory's padding from memory_lengths (docs/LANGUAGE.md), any other
+    mask from key_lengths."""
     x = env["x"]
-    L = x.shape[1]
-    S = env["memory"].shape[1] if "memory" in env else L
-    B = x.shape[0]
-    seen = mask_of(node.attr("expr"), B, L, S, env.get("key_lengths"), env.get("segment_ids"),
-                    env.get("memory_segment_ids"))
+    L, B = x.shape[1], x.shape[0]
+    lengths = env.get("memory_lengths" if "memory_lengths" in node.args else "key_lengths")
+    seen = mask_of(node.attr("expr"), B, L, S, lengths, env.get("segment_ids"),
+                   env.get("memory_segment_ids"))
     return np.broadcast_to(seen, (B, L, S))
 
 

@@ -17,8 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import masks
 from ..ir import Graph, Node, Op, build
 from ..ir.decompose import decomposed
+from ..ir.graph import over_memory
 from ..mechanisms import APPLIERS, kernel_fact, softmax_logits
 from ..spec import Attention, Transformer, attentions_of
 from ..weight_table import seeded_weights
@@ -67,13 +69,18 @@ class GraphModule(nn.Module):
     def run_node(self, node: Node, env: Env) -> Tensor:
         return _IMPL[node.op](self, node, env)
 
-    def _steps(self) -> list[Node]:
+    def _steps(self) -> list[tuple[Node, bool]]:
         """The graph's nodes as the module runs them: each unplanned attention core (the dense
         path: no torch path took it) in its primitive ops (`ir.decompose`), made once per
-        graph."""
+        graph; each with whether it sees the memory (a decoder stack's nodes over the memory
+        rows, `ir.graph.over_memory`: the others' keys are the tokens)."""
         made = self.__dict__.get("_made")
         if made is None or made[0] is not self.graph:
-            made = self.__dict__["_made"] = (self.graph, decomposed(self.graph.nodes))
+            nodes = decomposed(self.graph.nodes)
+            types = {n.out: n.shape for n in nodes}
+            stack = self.graph.kind == "transformer"
+            made = self.__dict__["_made"] = (self.graph, [
+                (n, not stack or over_memory(n, types)) for n in nodes])
         return made[1]
 
     def weight(self, name: str) -> Tensor:
@@ -85,11 +92,14 @@ class GraphModule(nn.Module):
         -> its output, or (output, present.0.key, present.0.value, ...) when decoding."""
         given = named_inputs(self.graph, args, kwargs)
         env: Env = {}
-        for node in self._steps():
+        memory: Env = {}  # a decoder stack's memory rows, seen by the nodes over them alone
+        stack = self.graph.kind == "transformer"
+        for node, sees_memory in self._steps():
             if node.op is Op.INPUT:
-                env[node.out] = given[node.out]
+                (memory if node.out == "memory" and stack else env)[node.out] = given[node.out]
             else:
-                env[node.out] = self.run_node(node, env)
+                seen = {**env, **memory} if sees_memory and memory else env
+                env[node.out] = self.run_node(node, masks.read_as(node.args, seen))
         if self.graph.presents:
             return (env[self.graph.output], *(env[p] for p in self.graph.presents))
         return env[self.graph.output]

@@ -16,7 +16,7 @@ from ..spec import (
     Transformer,
 )
 from ..weight_table import parameter_count
-from .sides import Sides
+from .crosses import Crosses
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
 
 __all__ = ["Stacks"]
@@ -26,7 +26,7 @@ _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dro
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
          "per_layer_inputs", "head_transform", "shortcut", "ffn_conv", "attention_only",
-         "placements", "parallel", "side")
+         "placements", "parallel", "side", "cross")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "embedding_norm", "head_transform")  # need `vocab'
 MAX_VOCAB = 1 << 24
@@ -45,7 +45,7 @@ _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
 MAX_LAYERS = 4096
 
 
-class Stacks(Sides):
+class Stacks(Crosses):
     def layers_value(self, e: ast.Expr) -> int:
         n = self.positive(e, "layers")
         if n > MAX_LAYERS:
@@ -91,8 +91,16 @@ class Stacks(Sides):
         parallel = get("parallel", lambda x: None if isinstance(x, ast.Name) and x.id == "none"
                        else self.transformer_attention(x))
         side = get("side", lambda x: self.side_value(x, layers))
+        cross = get("cross", lambda x: None if isinstance(x, ast.Name) and x.id == "none"
+                    else self.transformer_attention(x, "cross"))
         if get.failed or attns is None:
             return None
+        if cross is not None:  # (a feature whose block has no place for it: refused)
+            self.check_cross(e, cross, attns, placement, residual, {
+                "side": side, "parallel": parallel, "shortcut": shortcut,
+                "attention_only": alone, "placements": placements,
+                "kv_shared_layers": shared_kv, "per_layer_inputs": ple, "ffn_conv": ffn_conv,
+                "first_attn_norm": not first_norm, "residual_scale": residual_scale == "depth"})
         self.check_widths(e, attns, attns[0].d_model)
         if side is not None:
             self.check_side(e, side, attns[0].d_model, placement, residual)
@@ -173,7 +181,7 @@ class Stacks(Sides):
                          per_layer_inputs=ple, head_transform=head_transform,
                          shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv,
                          attention_only=alone, placements=placements, parallel=parallel,
-                         side=side)
+                         side=side, cross=cross)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 
@@ -338,7 +346,7 @@ class Stacks(Sides):
                                  f"head count; `{attn.name}` differs from `{attns[0].name}`",
                                  at.span)
 
-    def transformer_attention(self, e: ast.Expr) -> Attention | None:
+    def transformer_attention(self, e: ast.Expr, kind: str = "self") -> Attention | None:
         if not isinstance(e, ast.Name):
             raise self.error(f"expected the name of an attention, found {describe(e)}", e.span)
         if e.id not in self.attentions:
@@ -348,9 +356,15 @@ class Stacks(Sides):
         attn = self.attention(self.attentions[e.id])
         if attn is None:
             raise Invalid()
-        if attn.kind != "self":
-            raise self.error(f"transformer stacks need self attention; `{e.id}` is cross "
-                             "attention", e.span)
+        if attn.kind != kind and kind == "self":
+            raise self.error(f"a stack's blocks run self attention; `{e.id}` is cross "
+                             "attention", e.span,
+                             hint=f"a decoder's blocks attend over the memory with `cross = "
+                                  f"{e.id}` beside `attention`")
+        if attn.kind != kind:
+            raise self.error(f"`cross` is a decoder block's attention over the memory; `{e.id}` "
+                             "is self attention", e.span,
+                             hint="give it `kind = cross` and `memory_dim`")
         return attn
 
 

@@ -8,11 +8,13 @@ import math
 
 from ..shapes import T, TensorType
 from ..spec import (
+    CROSS_INPUTS,
     Attention,
     Layer,
     Transformer,
     input_names,
     is_lm,
+    memory_reader,
     output_name,
     reads_streams,
 )
@@ -84,6 +86,8 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         if spec.side is not None:  # (Zamba2's shared transformer block)
             summary += (f", a side block of attention {spec.side.attention.name} beside "
                         f"blocks {_listed(spec.side.layers)}")
+        if spec.cross is not None:  # a decoder's blocks
+            summary += f", each then cross attention {spec.cross.name} over the memory"
         kind = "transformer"
     else:
         h = attention(b, spec, "", h, "memory" if spec.kind == "cross" else h,
@@ -118,7 +122,8 @@ def own_states(spec: Layer, i: int, reused: bool = False) -> dict[str, TensorTyp
     """Layer i's decoding states beside its keys and values (or its kernel's), by name: its
     attention's mechanisms' (`Mechanism.states`), the `parallel` attention's kernel's, the
     stack's feed-forward convolution's last ffn_conv - 1 inputs (`ffn_conv`), then a side
-    block's attention's keys and values (`side`)."""
+    block's attention's keys and values (`side`), then a decoder's cross attention's keys
+    and values over the memory rows (`cross`)."""
     from ..mechanisms import states_of  # (the mechanisms build on the IR's ops)
 
     a = spec.layer_attention(i) if isinstance(spec, Transformer) else spec
@@ -132,6 +137,10 @@ def own_states(spec: Layer, i: int, reused: bool = False) -> dict[str, TensorTyp
         s = spec.side.attention  # its keys and values beside the block's own states
         out |= {"side_key": T("B", s.kv_heads, "P", s.head_dim, dtype="float"),
                 "side_value": T("B", s.kv_heads, "P", s.value_dim, dtype="float")}
+    if isinstance(spec, Transformer) and spec.cross is not None:  # the memory rows' (M)
+        c = spec.cross
+        out |= {"cross_key": T("B", c.kv_heads, "M", c.head_dim, dtype="float"),
+                "cross_value": T("B", c.kv_heads, "M", c.value_dim, dtype="float")}
     return out
 
 
@@ -162,13 +171,17 @@ def decode_inputs(spec: Layer, own_cache: bool = True) -> tuple[str, ...]:
     """A decoding graph's inputs: input_ids (or x), attention_mask, position_ids, then
     past_key_values.{i}.key, .value per layer (onnxruntime-genai's names). Cross attention
     takes memory after x (the rows its cache appends: all of them once, then none) and
-    key_lengths last when its mask reads them."""
+    key_lengths last when its mask reads them; a decoder stack takes memory likewise, and
+    memory_lengths last when its cross attention's mask reads them."""
     first = "input_ids" if is_lm(spec) else "x"
     past = tuple(n.replace("present", "past_key_values")
                  for n in cache_names(spec, own_cache))
     if isinstance(spec, Attention) and spec.kind == "cross":  # memory rows, and their padding
         return (first, "memory", "attention_mask", "position_ids", *past,
                 *spec.runtime_inputs)
+    if memory_reader(spec) is not None:  # a decoder stack: memory_lengths its cross padding
+        return (first, "memory", "attention_mask", "position_ids", *past,
+                *(n for n in spec.runtime_inputs if n == "memory_lengths"))
     return (first, "attention_mask", "position_ids", *past)
 
 
@@ -212,8 +225,9 @@ def _type_of(name: str, s: Attention, spec: Layer, own_cache: bool) -> TensorTyp
                                                           name.split(".")[2], rows)
         return T("B", a.kv_heads, rows, width, dtype="float")
     return {"x": T("B", "L", s.d_model, dtype="float"),
-            "memory": T("B", "S", s.memory_dim, dtype="float"),
-            "key_lengths": T("B", dtype="int64"), "segment_ids": T("B", "L", dtype="int64"),
+            "memory": T("B", "S", getattr(memory_reader(spec), "memory_dim", 0), dtype="float"),
+            "key_lengths": T("B", dtype="int64"), "memory_lengths": T("B", dtype="int64"),
+            "segment_ids": T("B", "L", dtype="int64"),
             "memory_segment_ids": T("B", "S", dtype="int64"),
             "input_ids": T("B", "L", dtype="int64"),
             "attention_mask": T("B", "P + L", dtype="int64"),
@@ -270,6 +284,12 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
                            cache=i if decode else None, pos=pos, layer=i)
         return b.emit(Op.ADD, f"{p}parallel_sum", (o, beside), d)
 
+    def cross(arg: str) -> str:  # a decoder's: over the memory rows, their own padding;
+        # decoding, its keys and values cached beside the block's own (cross_key, cross_value)
+        return attention(b, t.cross, f"{p}cross_attn.", arg, "memory", layer=i,
+                         cache=i if decode else None, entries=("cross_key", "cross_value"),
+                         inputs=CROSS_INPUTS)
+
     def add(out: str, x: str, branch: str) -> str:
         if t.residual_scale == "depth":  # Beam: the stack's n-th sublayer, n = 2i + 2, 2i + 3
             n = 2 * i + (2 if out == "resid1" else 3)
@@ -317,6 +337,8 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
             x = b.emit(Op.ADD, f"{p}side_sum", (h, s), d)
         h = add("resid1", h, attn(norm("attn_in", x, "attn_norm") if i or t.first_attn_norm
                                   else x))
+        if t.cross is not None:  # h' = h + cross(norm(h), memory)
+            h = add("resid_cross", h, cross(norm("cross_in", h, "cross_attn_norm")))
         if not t.has_ffn(i):  # (`ffn = none`, `attention_only`: the attention alone)
             return h
         u = norm("ffn_in", h, "ffn_norm")
@@ -325,4 +347,8 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
         y = add("resid2", h, ffn(u))
         return add("resid3", y, carry.pop(i)) if t.shortcut is not None and i % 2 else y
     h = norm("h", add("resid1", h, attn(h)), "attn_norm")
+    if t.cross is not None:  # h' = norm(h + cross(h, memory))
+        h = norm("h_cross", add("resid_cross", h, cross(h)), "cross_attn_norm")
+    if not t.has_ffn(i):
+        return h
     return norm("y", add("resid2", h, ffn(h)), "ffn_norm")

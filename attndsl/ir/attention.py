@@ -44,7 +44,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
                table: str | None = None, cache: int | None = None,
                pos: tuple[str, ...] = (), bounded: bool = False, layer: int = 0,
                compact: bool = True, shared: dict | None = None,
-               reuse: bool = False, entries: tuple[str, str] = ("key", "value")) -> str:
+               reuse: bool = False, entries: tuple[str, str] = ("key", "value"),
+               inputs: dict[str, str] | None = None) -> str:
     """One attention; `table` names a relative-bias table shared with other layers; `cache`:
     the layer's index when decoding (keys and values appended to past_key_values.{i}), with
     `pos` the position_ids input its RoPE reads; `layer`: its index in the stack
@@ -54,7 +55,9 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
     (rotated, normed, cached) are kept there under its name; with `reuse`, it reads those of
     the last earlier layer of its attention instead of projecting (and caching) its own.
     `entries`: the names of its key and value caches (a side block's are `side_key`,
-    `side_value`, beside its layer's own)."""
+    `side_value`, beside its layer's own). `inputs`: the graph inputs its mask reads by their
+    mask names where they differ (a decoder stack's cross attention: `memory_lengths` for
+    `key_lengths`, `spec.CROSS_INPUTS`)."""
     p = prefix
     n = "S" if s.kind == "cross" else "L"
     if reuse:  # an earlier layer's keys and values (cached, when decoding)
@@ -157,13 +160,13 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
 
         def branch(variant: Attention, vp: str) -> tuple[tuple, str]:
             sub = GraphBuilder(names=b.names)
-            out = _core(sub, variant, vp, prefix, q, k, v, n, table, cache, rel)
+            out = _core(sub, variant, vp, prefix, q, k, v, n, table, cache, rel, inputs)
             return tuple(sub.nodes), out
 
         o = selector.switch(b, core, p, (q, k, v), T("B", "L", s.heads * core.value_dim),
                             branch)
     else:
-        o = _core(b, core, p, prefix, q, k, v, n, table, cache, rel)
+        o = _core(b, core, p, prefix, q, k, v, n, table, cache, rel, inputs)
     if absorbed is not None:
         o = form.merged(site, s.projection, o)
     o = mechanisms.expand(site, "merged", o, "merged")
@@ -189,12 +192,14 @@ def _relative_states(b: GraphBuilder, site: mechanisms.Site, x: str, linear) -> 
 
 
 def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v: str, n: str,
-          table: str | None, cache: int | None, rel: str | None = None) -> str:
+          table: str | None, cache: int | None, rel: str | None = None,
+          inputs: dict[str, str] | None = None) -> str:
     """The attention core from q, k, v heads to merged heads (B, L, heads * value_dim): one
     unplanned `attention` node (`ops.core_attributes`; the planner fuses it or lowers it to
     the primitive ops, `ir.decompose`), or a kernel module's own nodes. `p` prefixes its value
     names, `prefix` its weights'; `rel`: the relative states a `relative_logits` bias reads
-    (the core's fourth operand)."""
+    (the core's fourth operand); `inputs`: the graph inputs its mask reads by their mask
+    names where they differ (`attention`'s)."""
     kernel = mechanisms.kernel_of(s.kernel)
     rows = kernel is not None and kernel.softmax_core
     if rows:  # the softmax over the kernel's rows of the keys and values
@@ -227,7 +232,8 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
     # decoding: the mask reads the keys' count too (a bounded cache holds the last ones);
     # cross attention's keys are the cached memory rows, read by index alone; a kernel's
     # rows: no mask (the rows dropped the hidden keys)
-    runtime, expr, memory = tuple(s.runtime_inputs), s.mask, None
+    runtime, expr, memory = tuple((inputs or {}).get(n, n) for n in s.runtime_inputs), \
+        s.mask, None
     if rows:
         runtime, expr = (), None
     elif cache is not None and s.kind == "cross":

@@ -12,7 +12,7 @@ from ..shapes import TensorType
 from ..weight_table import Weight
 from .literals import render
 
-__all__ = ["Graph", "GraphBuilder", "Node", "Op", "all_nodes"]
+__all__ = ["Graph", "GraphBuilder", "Node", "Op", "all_nodes", "over_memory"]
 
 
 class Op(enum.Enum):
@@ -151,3 +151,14 @@ def all_nodes(nodes: Iterable[Node]) -> Iterator[Node]:
         if n.op is Op.SWITCH:
             for branch in n.attr("branches"):
                 yield from all_nodes(branch)
+
+
+def over_memory(node: Node, types: dict) -> bool:
+    """Whether a node of a decoder stack works over the memory rows (a cross attention's core,
+    or a value whose type, or an operand's, has the memory's length `S`), so that its keys
+    are the memory's; the stack's other nodes' keys are its tokens. `types`: value types by
+    name."""
+    if dict(node.attrs).get("kind") == "cross":
+        return True
+    return any("S" in t.dims for t in (node.shape, *(types[a] for a in node.args
+                                                      if a in types)))

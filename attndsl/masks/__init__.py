@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .base import MaskContext, MaskNode, render
+from .base import ROLES, MaskContext, MaskNode, read_as, render
 from .combine import And, Not, Or
 from .cover import INF, Cover, fix
 from .index import Compare, Index, index_value, render_index
@@ -34,11 +34,11 @@ from .primitives import (
 )
 
 __all__ = [
-    "INF", "RANDOM_MULTIPLIER", "RANDOM_PRIME", "And", "Causal", "Chunked", "Compare", "Cover",
-    "Dilated", "Document", "Full", "Global", "Index", "Mask", "MaskContext", "MaskNode", "Not",
-    "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate", "fix", "index_value",
-    "kept_keys", "lookahead", "primitives", "random_key_block", "reach_back", "reads_documents",
-    "real_keys", "render", "render_index", "runtime_inputs",
+    "INF", "RANDOM_MULTIPLIER", "RANDOM_PRIME", "ROLES", "And", "Causal", "Chunked", "Compare",
+    "Cover", "Dilated", "Document", "Full", "Global", "Index", "Mask", "MaskContext", "MaskNode",
+    "Not", "Or", "Padding", "Prefix", "Random", "Strided", "Window", "evaluate", "fix",
+    "index_value", "kept_keys", "lookahead", "primitives", "random_key_block", "reach_back",
+    "read_as", "reads_documents", "real_keys", "render", "render_index", "runtime_inputs",
 ]
 
 Mask = (Full | Causal | Window | Dilated | Chunked | Strided | Global | Prefix | Random | Padding

@@ -10,7 +10,7 @@ from typing import Any
 
 from .cover import Cover
 
-__all__ = ["MaskContext", "MaskNode", "render"]
+__all__ = ["ROLES", "MaskContext", "MaskNode", "read_as", "render"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,18 @@ class MaskContext:
 
     def at(self, L: Any, S: Any) -> MaskContext:
         return replace(self, L=L, S=S)
+
+
+# graph inputs a mask reads in place of another runtime input: a decoder stack's cross
+# attention reads its memory's padding from `memory_lengths`, the tokens' being `key_lengths`
+ROLES = {"memory_lengths": "key_lengths"}
+
+
+def read_as(operands: tuple[str, ...], env: dict) -> dict:
+    """`env` (name -> value) as an attention node with these operands reads it: each operand
+    that plays another runtime input's role (`ROLES`) under that input's name."""
+    swapped = {ROLES[n]: env[n] for n in operands if n in ROLES and n in env}
+    return {**env, **swapped} if swapped else env
 
 
 class MaskNode:

@@ -24,8 +24,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from ... import masks
 from ...dtypes import ONNX_TYPE
 from ...ir import Graph, Node, Op, all_nodes
+from ...ir.graph import over_memory
 from ...progress import report
 from ...shapes import TensorType
 from . import ops, rotary, selection  # noqa: F401 (their @lower functions)
@@ -69,6 +71,7 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
     lw.graph_shapes = shapes
     lw.siblings = dict(rewrites.siblings)
     lw.nodes = {n.out: n for n in every}
+    stack = graph.kind == "transformer"
     in_place = any(n.op is Op.ATTENTION and n.attr("strategy") == "gqa_cache"
                    for n in graph.nodes)
     past_length, present_length = ("max_length",) * 2 if in_place else ("past_length",
@@ -84,7 +87,9 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
             lw.env[name] = name
             lw.graph_inputs.add(name)
             continue
-        lw.env[node.out] = LOWER[node.op](lw, node)
+        if stack:  # a decoder stack: the node's keys are the memory rows, or the tokens
+            lw.memory_keys = over_memory(node, shapes)
+        lw.env[node.out] = _lowered(lw, node)
     outputs = [(graph.output_name, graph.output, _dims(shapes[graph.output]))]
     outputs += [(p, p, _cache_dims(shapes[p.replace("present.", "past_key_values.")],
                                    present_length, "total")) for p in graph.presents]
@@ -151,3 +156,17 @@ def _live(nodes: list, outputs: set[str]) -> list:
             keep.append(n)
             needed.update(subgraph_inputs(n))
     return keep[::-1]
+
+
+def _lowered(lw: Lowering, node: Node) -> str:
+    """The node's lowering, its runtime mask inputs read under the names its mask reads
+    (`masks.read_as`: a decoder stack's cross attention's memory_lengths as key_lengths)."""
+    seen = masks.read_as(node.args, lw.env)
+    if seen is lw.env:
+        return LOWER[node.op](lw, node)
+    kept, lw.env = lw.env, seen
+    try:
+        return LOWER[node.op](lw, node)
+    finally:
+        lw.env = kept | {k: v for k, v in seen.items()  # (what it added, not the roles)
+                         if k not in kept and k not in masks.ROLES.values()}

@@ -167,6 +167,9 @@ class Lowering:
         self.graph_inputs: set[str] = set()
         self.packed: dict[tuple[str, ...], str] = {}  # projections of one GEMM -> its output
         self.nodes: dict[str, Node] = {}  # the graph's IR nodes by output
+        # whether the node being lowered sees the memory rows as its keys (a decoder stack's
+        # nodes over them alone; a lone cross attention's all)
+        self.memory_keys = True
         self.contrib_norms = False  # norms as ORT's contrib kernels (float32, planned targets)
         self.skip_norms: dict[str, Node] = {}  # residual add -> the norm of its sum
         # the planned rewrites (build_model's `rewrites`): quantize.Quantization, the
@@ -242,11 +245,13 @@ class Lowering:
 
     @property
     def S(self) -> Sym:
-        """The number of keys: memory's length, the cache's and the new tokens' when decoding
+        """The number of keys: memory's length (of a decoder stack, for the nodes over the
+        memory rows, `memory_keys`), the cache's and the new tokens' when decoding
         (attention_mask's length), else L."""
         if self.decoding:
             return self.dim(self.env["attention_mask"], 1)
-        return self.dim(self.env["memory"], 1) if "memory" in self.env else self.L
+        return self.dim(self.env["memory"], 1) if "memory" in self.env and self.memory_keys \
+            else self.L
 
 
 LOWER: dict[Op, Callable[[Lowering, Node], str]] = {}
