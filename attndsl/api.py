@@ -17,6 +17,7 @@ from .mechanisms import kernel_fact
 from .output import Outputs
 from .parser import decode, parse, read_source
 from .quantize import check_quantization
+from .seq2seq import Seq2Seq, encoder_weights
 from .source import Source
 from .targets import DEFAULT_TARGET, TORCH_PLAN, check_dtype_target, get
 from .usage import (
@@ -87,8 +88,9 @@ class Program:
         return program_html(self)
 
 
-class Layer:
-    """One attention or transformer of a checked program.
+class Layer(Seq2Seq):
+    """One attention or transformer of a checked program (an encoder-decoder model's
+    `encoder()` and `generate()`: `seq2seq.Seq2Seq`).
 
     Heavy stages (torch, onnx, onnxruntime) are imported on first use, so `attndsl check`
     and `fmt` stay fast."""
@@ -131,6 +133,8 @@ class Layer:
         check_memory(self.name, self.spec)
         check_path(path)
         module = seeded_module(self.spec, seed, path=path)
+        if self.model is not None:  # an encoder's: its model's
+            weights = dict(self._weights(seed, weights, "float32"))
         if weights is not None:
             load_into(module, weights, self.spec)
         module.register_forward_pre_hook(check_float_dtype, with_kwargs=True)
@@ -224,13 +228,6 @@ class Layer:
                                       else None, quantization=quantize and quantize.text())
         return finalize(model, provenance, deferred)
 
-    def generate(self, prompt_ids: Any, max_new: int = 32, **options: Any):
-        """Greedy new tokens of this language model for prompts of token ids, in ONNX
-        Runtime (`decoding.generate_layer`: its options) -> decoding.Generation."""
-        from .decoding import generate_layer
-
-        return generate_layer(self, prompt_ids, max_new, **options)
-
     def _weights(self, seed: int, weights: str | os.PathLike[str] | None,
                  dtype: str) -> Mapping[str, Any]:
         """The weights in float32 as rounded to `dtype` (exact; NumPy has no bfloat16), each
@@ -241,6 +238,8 @@ class Layer:
         from .weights import Weights, seeded
 
         check_ints("seed", (seed,), 0, 2**63 - 1)
+        if self.model is not None:  # an encoder's: its model's `encoder.*` and embedding
+            return encoder_weights(self.model._weights(seed, weights, dtype))
         if hasattr(weights, "state_dict") or hasattr(weights, "items"):  # held in memory
             check_memory(self.name, self.spec)
         table = weight_table(self.spec)
@@ -279,7 +278,7 @@ class Layer:
         return Provenance(
             source_name=self.source.name, source_text=self.source.text, layer=self.name,
             seed=seed, target=target, dtype=dtype, weights_sha256=weights_sha256,
-            limits=limits, **form)
+            limits=limits, **form, **({"form": "encoder"} if self.model is not None else {}))
 
     def decoder_plan(self, *, target: str = DEFAULT_TARGET, dtype: str = "float32",
                      bounded: bool = False):

@@ -208,7 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="greedy decoding with ONNX Runtime from token ids")
     g.add_argument("model", help="a decoding .onnx (compile --decode) or a genai folder")
     g.add_argument("--prompt-ids", type=_ints(0, 1 << 24), action="append", required=True,
-                   help="comma-separated token ids; repeat for a batch (left-padded)")
+                   help="comma-separated token ids; repeat for a batch (left-padded); an "
+                        "encoder-decoder's source ids")
+    g.add_argument("--encoder", default=None,
+                   help="an encoder-decoder's encoder .onnx (default: <layer>.encoder.onnx "
+                        "beside the model)")
     g.add_argument("--max-new", type=_count(1, MAX_LENGTH), default=32,
                    help="new tokens per prompt (default 32)")
     g.add_argument("--provider", default="cpu", choices=("cpu", "cuda"),

@@ -129,7 +129,9 @@ def _compile(args: argparse.Namespace) -> int:
 @command("verify")
 def _verify(args: argparse.Namespace) -> int:
 
-    layers = _layers(args.file, args.name)
+    layers = [part for layer in _layers(args.file, args.name)  # an encoder-decoder's encoder
+              for part in (layer, *([layer.encoder()] if getattr(layer.spec, "encoder", None)
+                                    else []))]
     if (args.save_inputs or args.save_outputs) and args.dtype == "bfloat16":
         raise UsageError("--save-inputs/--save-outputs write NumPy arrays (Polygraphy's JSON "
                          "format), which cannot hold bfloat16; save them with --dtype float16 "
@@ -282,7 +284,13 @@ def _generate(args: argparse.Namespace) -> int:
     session = runtime.make_session(model, args.provider)  # its external data beside it
     bar = current()
     show = (lambda done, total: bar("generating", done, total)) if bar else None
-    result = generate(session, args.prompt_ids, args.max_new, eos=eos, progress=show)
+    if any(i.name == "memory" for i in session.get_inputs()):  # an encoder-decoder's decoder
+        from .seq2seq import generate_files
+
+        result = generate_files(session, Path(model), args.encoder, args.prompt_ids,
+                                args.max_new, eos, args.provider)
+    else:
+        result = generate(session, args.prompt_ids, args.max_new, eos=eos, progress=show)
     if bar:
         bar.close()
     rate = 1000.0 / result.ms_per_token if result.step_s else float("nan")

@@ -95,6 +95,14 @@ def compile_command(args: argparse.Namespace, layers_of: Callable[[], list[Layer
             for name, data in model.streams(path.name).items():
                 outputs.file(path.with_name(name), data)
             written.append(lambda path=path, what=what: f"wrote {path} {what()}")
+            if getattr(layer.spec, "encoder", None) is not None:  # an encoder-decoder's too
+                encoder = layer.encoder().onnx_model(target=target, seed=args.seed,
+                                                     weights=args.weights, dtype=args.dtype,
+                                                     quantize=quantize)
+                path = out_dir / f"{layer.name}.encoder.onnx"
+                for name, data in encoder.streams(path.name).items():
+                    outputs.file(path.with_name(name), data)
+                written.append(lambda path=path, what=encoder.summary: f"wrote {path} {what()}")
         del model
     outputs.commit()
     print("\n".join(line if isinstance(line, str) else line() for line in written))

@@ -174,7 +174,8 @@ class Generation:
 
 def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
              eos: Sequence[int] = (), pad: int = 0,
-             progress: Callable[[int, int], None] | None = None) -> Generation:
+             progress: Callable[[int, int], None] | None = None,
+             memory: dict[str, np.ndarray] | None = None) -> Generation:
     """Greedy decoding with one ONNX Runtime session of a decoding model: the prompts in one
     call, then one token per call against the cache. A sequence stops at an eos token
     (included); the batch stops when all have, or after `max_new` tokens.
@@ -182,7 +183,9 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
     A growing-cache model takes the prompts left-padded and returns each present as the next
     past. An in-place model (metadata attndsl.kv_cache = in_place) takes them right-padded and
     one [B, kv_heads, longest prompt + max_new, head_dim] buffer per cache, bound as both past
-    and present (I/O binding), so nothing is copied."""
+    and present (I/O binding), so nothing is copied. A decoder over memory rows (`memory`:
+    them and their lengths, `seq2seq.generate_seq2seq`) takes them on its first call, then
+    none."""
     if max_new < 1:
         raise UsageError(f"--max-new must be at least 1, found {max_new}")
     names = [i.name for i in session.get_inputs()]
@@ -190,12 +193,11 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
     if "input_ids" not in names or outputs[0] != "logits":
         raise UsageError("generate needs a decoding language model (input_ids in, logits "
                          "out): compile a stack with `vocab` using --export genai or --decode")
-    if "memory" in names:  # (a decoder over an encoder's output)
+    if "memory" in names and memory is None:  # (a decoder over an encoder's output)
         raise UsageError("this model is a decoder over memory rows (its blocks' `cross` "
-                         "attention): generate feeds token ids alone\n"
-                         "  = help: run its steps with `memory` on the first call (and no "
-                         "rows after) through ONNX Runtime, as docs/LANGUAGE.md (Decoding) "
-                         "says")
+                         "attention): generate it with its encoder\n"
+                         "  = help: `attndsl generate <name>.decode.onnx --encoder "
+                         "<name>.encoder.onnx --prompt-ids <source ids>`")
     if not any(n.startswith("past_key_values.") for n in names):
         raise UsageError(
             "this model is the one-pass form of a language model: it has no KV cache "
@@ -219,7 +221,7 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
     if meta.get("attndsl.kv_cache") == "in_place":
         step = _InPlace(session, prompts, max_new, pad)
     else:
-        step = _Growing(session, prompts, pad)
+        step = _Growing(session, prompts, pad, memory)
     B = len(prompts)
     done = np.zeros(B, dtype=bool)
     out: list[list[int]] = [[] for _ in range(B)]
@@ -243,8 +245,10 @@ def generate(session, prompts: Sequence[Sequence[int]], max_new: int, *,
 class _Growing:
     """Left-padded prompts; each call's presents are the next call's pasts."""
 
-    def __init__(self, session, prompts: Sequence[Sequence[int]], pad: int):
+    def __init__(self, session, prompts: Sequence[Sequence[int]], pad: int,
+                 memory: dict[str, np.ndarray] | None = None):
         self.session = session
+        self.memory = dict(memory or {})  # a decoder's memory rows: the first call's alone
         self.ids, self.mask = padded(prompts, pad)
         inputs = {i.name: i for i in session.get_inputs()}
         self.past = {n: np.zeros(first_past(len(prompts), i.shape), dtype=_ort_float(i.type))
@@ -257,7 +261,9 @@ class _Growing:
         result = self.session.run(None, {
             "input_ids": self.ids, "attention_mask": self.mask,
             "position_ids": text_streams(positions_of(self.mask)[:, -n:], self.streams),
-            **self.past})
+            **self.past, **self.memory})
+        if "memory" in self.memory:  # cached by the first call: no new rows after
+            self.memory["memory"] = self.memory["memory"][:, :0]
         self.past = {p.replace("present.", "past_key_values."): v
                      for p, v in zip(self.presents, result[1:], strict=True)}
         return result[0][:, -1, :].argmax(-1).astype(np.int64)

@@ -54,7 +54,7 @@ def check_genai(spec: Layer) -> None:
                          "models (add `vocab = N` to the transformer)")
     if spec.cross is not None:  # (memory rows, an encoder's)
         raise UsageError(f"`{spec.name}` attends over memory rows (`cross`): onnxruntime-genai "
-                         "runs that inside an encoder-decoder model alone: use --decode")
+                         "0.18 loads no encoder-decoder but Whisper's: use --decode")
     from .mechanisms import projection_of  # (the forms build on the IR)
 
     unbound = next((a for a in spec.attentions

@@ -3,7 +3,7 @@ is filled in and every name resolved, so backends never look anything up or gues
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .blocks import GATED, Ffn, Norm  # re-exported: part of the resolved spec
@@ -57,6 +57,7 @@ __all__ = [
     "Transformer",
     "YarnScaling",
     "attentions_of",
+    "encoder_of",
     "input_names",
     "is_lm",
     "memory_reader",
@@ -257,6 +258,14 @@ class Transformer:
     # encoder's output) after its self attention, weights layers.{i}.cross_attn.* and its
     # norm's layers.{i}.cross_attn_norm.*; its mask's padding reads `memory_lengths`; or None
     cross: Attention | None = None
+    # an encoder-decoder model (`encoder = e`, a decoder with `cross`): source token ids are
+    # embedded with this stack's embed_tokens (times its embedding_scale) and run through the
+    # stack e, whose output is the memory (`encoder_of`); its tensors are `encoder.*`; a
+    # generated target starts at token `decoder_start`
+    encoder: Transformer | None = None
+    decoder_start: int = 0
+    # False: token ids in, hidden states y out, no LM head (an encoder as its model runs it)
+    head: bool = True
 
     def layer_placement(self, i: int) -> str:
         """Where block i's norms sit (pre, post, sandwich or output)."""
@@ -324,6 +333,14 @@ def attentions_of(spec: Layer) -> tuple[Attention, ...]:
     return (spec,)
 
 
+def encoder_of(spec: Transformer) -> Transformer:
+    """The encoder of an encoder-decoder model as it runs (named `<model>.encoder`): its
+    stack, taking the source's token ids through the model's embedding (vocab,
+    embedding_scale), without an LM head."""
+    return replace(spec.encoder, name=f"{spec.name}.encoder", vocab=spec.vocab,
+                   embedding_scale=spec.embedding_scale, tied=False, head=False)
+
+
 def memory_reader(spec: Layer) -> Attention | None:
     """The attention that reads memory rows: a cross attention, or a decoder stack's `cross`;
     None where the layer reads none."""
@@ -350,8 +367,8 @@ def reads_streams(spec: Layer) -> bool:
 
 
 def output_name(spec: Layer) -> str:
-    """The graph's output: logits of a language model, else y."""
-    return "logits" if is_lm(spec) else "y"
+    """The graph's output: logits of a language model, else y (an encoder's hidden states)."""
+    return "logits" if is_lm(spec) and spec.head else "y"
 
 
 def is_lm(spec: Layer) -> bool:
@@ -370,5 +387,5 @@ def top_layers(layers: dict[str, Layer]) -> list[str]:
     """The layers no other layer uses (a stack's attentions are used by it), in source order:
     what a file is for, such as an imported checkpoint's stack."""
     used = {a.name for layer in layers.values() if isinstance(layer, Transformer)
-            for a in attentions_of(layer)}
+            for a in (*attentions_of(layer), *(layer.encoder,) * bool(layer.encoder))}
     return [name for name in layers if name not in used]

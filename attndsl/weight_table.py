@@ -146,8 +146,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     a, d = spec.attention, spec.d_model
     if spec.vocab is not None:
         out.append(Weight("embed_tokens.weight", (spec.vocab, d), "embedding"))
-        if spec.embedding_norm is not None:
-            norm("embedding_norm", d, spec.embedding_norm, spec.embedding_norm.bias)
+    if spec.embedding_norm is not None:  # (of the token embeddings, or the stack's input)
+        norm("embedding_norm", d, spec.embedding_norm, spec.embedding_norm.bias)
     ple = spec.per_layer_inputs
     if ple is not None:  # Gemma 4's per-layer inputs: their tables, then each block's
         out.append(Weight("embed_tokens_per_layer.weight", (ple.vocab, spec.layers * ple.width),
@@ -203,10 +203,12 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     if spec.head_transform is not None:  # the prediction head's dense, then its norm
         linear("head_transform.dense", d, d, spec.head_transform.bias)
         norm("head_transform.norm", d, spec.head_transform.norm, spec.head_transform.norm.bias)
-    if spec.vocab is not None and not spec.tied:
+    if spec.vocab is not None and not spec.tied and spec.head:
         linear("lm_head", spec.vocab, d, spec.head_bias)
     elif spec.head_bias:  # a tied head with its own bias
         out.append(Weight("lm_head.bias", (spec.vocab,), "linear_bias", d))
+    if spec.encoder is not None:  # an encoder-decoder's encoder (its embedding the model's)
+        out.extend(replace(w, name=f"encoder.{w.name}") for w in weight_table(spec.encoder))
     return tuple(out)
 
 

@@ -560,9 +560,15 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         if placement in ("pre", "post") and not any(w in extra for w in (
                 "residual = ", "depth", "placements", "kv_shared_layers", "parallel =",
                 "side =", "shortcut", "attention_only", "per_layer_inputs", "ffn_conv",
-                "first_attn_norm")) and memory.random() < 0.5:
-            text += _cross(memory, int(entries["d_model"]))
+                "first_attn_norm")) and memory.random() < 0.7:
+            d = int(entries["d_model"])
+            width = memory.choice([d, 24])
+            model = "vocab" in extra and memory.random() < 0.8  # an encoder-decoder model
+            text += _cross(memory, d, d if model else width)  # (one embedding: d wide)
             extra += "\n    cross = c"
+            if model:
+                text += _encoder(memory, d)
+                extra += f"\n    encoder = e\n    decoder_start = {memory.choice([0, 2])}"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
@@ -584,7 +590,22 @@ def _side(r: random.Random, d: int, mask: str) -> str:
             f"{mask}{scale}\n}}\n")
 
 
-def _cross(r: random.Random, d: int) -> str:
+def _encoder(r: random.Random, d: int) -> str:
+    """An encoder-decoder's encoder (the original Transformer's, T5's, BART's): a stack of
+    `d`-wide hidden states, its source padding hidden or not, sinusoidal positions or none,
+    pre- or post-norm, an input norm or not."""
+    heads = r.choice([h for h in (1, 2, 4) if d % h == 0])
+    mask = r.choice(["padding", "full", "padding & window(left = 3, right = 3)"])
+    position = r.choice(["none", "sinusoidal"])
+    norm = r.choice(["layernorm(pre)", "layernorm(post)", "rmsnorm(pre, eps = 1e-6)"])
+    extra = r.choice(["", "\n    embedding_norm = layernorm(eps = 1e-5)"])
+    return (f"attention ea {{\n    d_model = {d}\n    heads = {heads}\n    position = "
+            f"{position}\n    mask = {mask}\n}}\ntransformer e {{\n    attention = ea\n"
+            f"    layers = {r.randint(1, 2)}\n    ffn = {r.choice(['relu(16)', 'gelu(8)'])}\n"
+            f"    norm = {norm}{extra}\n}}\n")
+
+
+def _cross(r: random.Random, d: int, width: int) -> str:
     """A decoder's cross attention (T5's, BART's): the stack's width, memory rows of another
     width, GQA or not, memory padding on either side or none, some rows always seen, no
     positions."""
@@ -594,7 +615,7 @@ def _cross(r: random.Random, d: int) -> str:
                      "prefix(2)"])
     bias = r.choice(["false", "[q, v, o]", "true"])
     return (f"attention c {{\n    d_model = {d}\n    heads = {heads}\n    kv_heads = {kv}\n"
-            f"    kind = cross\n    memory_dim = {r.choice([d, 24])}\n    bias = {bias}\n"
+            f"    kind = cross\n    memory_dim = {width}\n    bias = {bias}\n"
             f"    mask = {mask}\n}}\n")
 
 

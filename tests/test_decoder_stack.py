@@ -44,6 +44,14 @@ def test_random_specs_with_a_decoder_stack_match_the_reference() -> None:
                  portable=229, decoding=(115, "cross = c"))
 
 
+def test_random_encoder_decoder_models_match_the_reference() -> None:
+    """Stream 56's encoder-decoder models (`encoder = e`): the decoder and the encoder as
+    the model runs it (source ids through the shared embedding), on every backend and target
+    (674, 834; the portable export for 834); 430's decoder decoding as one pass."""
+    check_stream(((674, ("encoder = e",)), (834, ("encoder = e",))), portable=834,
+                 decoding=(430, "encoder = e"))
+
+
 def _block(x, memory, key_lengths, memory_lengths, w, i, placement):
     """Block i as docs/LANGUAGE.md writes it, in NumPy from the weights: pre, h = x +
     self(norm1(x)); h' = h + cross(norm_c(h), memory); y = h' + ffn(norm2(h')); post, the

@@ -55,7 +55,13 @@ def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[
 def check_random_spec(seed: int, *, portable: bool) -> None:
     text = random_spec(seed)
     program = attndsl.loads(text, f"random-{seed}.attn")
-    layer = program[list(program)[-1]]  # the stack when there is one
+    top = program[list(program)[-1]]  # the stack when there is one
+    for layer in (top, *([top.encoder()] if getattr(top.spec, "encoder", None) else [])):
+        _check_layer(layer, seed, text, portable)
+
+
+def _check_layer(layer, seed: int, text: str, portable: bool) -> None:
+    """One layer (or an encoder-decoder's encoder) on every backend and target."""
     module = layer.to_torch(seed=seed)
     state = {k: v.detach().double().numpy() for k, v in module.state_dict().items()}
     targets = ("ort-cpu", "ort-cuda") + (("portable",) if portable else ())

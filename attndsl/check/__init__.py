@@ -42,6 +42,7 @@ class _Checker(Stacks):
         self.let_values: dict[str, int | float] = {}
         self.mask_values: dict[str, m.Mask] = {}
         self.resolved_attn: dict[str, Attention | None] = {}
+        self.stacks: dict[str, Transformer | None] = {}  # the stacks checked so far
         self._evaluating: list[tuple[str, Span]] = []
         self._failed: set[str] = set()  # definitions already diagnosed: never report twice
         self._mask_size: dict[int, tuple[int, int]] = {}  # id(mask) -> (primitives, depth)
@@ -83,9 +84,10 @@ class _Checker(Stacks):
                     if attn is not None:
                         layers[d.name] = attn
                 else:
+                    self.stacks[d.name] = None  # (until it is checked)
                     tr = self.transformer(d)
                     if tr is not None:
-                        layers[d.name] = tr
+                        layers[d.name] = self.stacks[d.name] = tr
             except Invalid:
                 pass
         if self.diags:

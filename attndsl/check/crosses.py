@@ -1,13 +1,15 @@
 """A decoder stack's cross attention (`cross = a`: every block attends over the memory rows,
-an encoder's output, after its self attention): its located checks."""
+an encoder's output, after its self attention), and an encoder-decoder model's encoder
+(`encoder = e`, `decoder_start = n`): their values and located checks."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .. import ast
-from ..spec import Attention, Softmax
+from ..spec import Attention, Softmax, Transformer, reads_streams
 from .sides import Sides
+from .values import Invalid, describe
 
 __all__ = ["Crosses"]
 
@@ -46,3 +48,51 @@ class Crosses(Sides):
         if other is not None:
             raise self.error(f"`cross` and `{other}` do not combine", e[other].key_span,
                              hint=f"remove `{other}` or `cross`")
+
+    def encoder_value(self, e: ast.Expr) -> Transformer | None:
+        """`none`, or the name of a transformer defined above this one."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        if not isinstance(e, ast.Name):
+            raise self.error(f"expected the name of a transformer, found {describe(e)}", e.span)
+        if e.id not in self.stacks:
+            raise self.error(f"no transformer named `{e.id}` above this one", e.span,
+                             hint="define the encoder's stack before the decoder that reads it")
+        if self.stacks[e.id] is None:  # (its own problems are reported)
+            raise Invalid()
+        return self.stacks[e.id]
+
+    def check_encoder(self, e: dict[str, ast.Entry], encoder: Transformer | None,
+                      cross: Attention | None, vocab: int, start: int) -> None:
+        """An encoder-decoder: a decoder (`cross`) whose encoder is a stack of hidden states
+        (no vocabulary, no cross attention, no position streams), as wide as the decoder
+        (their embedding is one) and as the memory its cross attention reads; the start token
+        within the vocabulary."""
+        if encoder is None:
+            raise self.error("`decoder_start` is an encoder-decoder model's first target token: "
+                             "it needs `encoder`", e["decoder_start"].key_span,
+                             hint="add `encoder = <the encoder's stack>`, or remove it")
+        where = e["encoder"].value.span
+        if cross is None:
+            raise self.error("an encoder-decoder's decoder attends over the encoder's output: "
+                             "it needs `cross`", where,
+                             hint="add `cross = <a cross attention>` to this stack")
+        if encoder.vocab is not None or encoder.cross is not None or reads_streams(encoder):
+            raise self.error(f"`{encoder.name}` is an encoder: a stack of hidden states without "
+                             "`vocab` (the model embeds the source with this stack's "
+                             "embed_tokens), `cross` or multimodal RoPE", where,
+                             hint=f"remove them from transformer {encoder.name}")
+        if encoder.d_model != cross.d_model:
+            raise self.error(f"`{encoder.name}` embeds the source with this stack's embed_tokens "
+                             f"({cross.d_model} wide): its d_model must be {cross.d_model}, "
+                             f"found {encoder.d_model}", where,
+                             hint="source and target share one token embedding")
+        if encoder.d_model != cross.memory_dim:
+            raise self.error(f"`{encoder.name}`'s output is the memory `{cross.name}` reads: its "
+                             f"d_model ({encoder.d_model}) must be memory_dim "
+                             f"({cross.memory_dim})", where,
+                             hint=f"set `memory_dim = {encoder.d_model}` in attention "
+                                  f"{cross.name}")
+        if start >= vocab:
+            raise self.error(f"decoder_start must be a token id below vocab ({vocab}), found "
+                             f"{start}", e["decoder_start"].value.span)

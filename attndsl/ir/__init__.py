@@ -53,7 +53,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
     # the tokens' positions: 0 .. L-1 in one pass, unless multimodal RoPE reads its streams
     pos = ("position_ids",) if decode or reads_streams(spec) else ()
     h = absolute(b, attn, x, "", pos)
-    if is_lm(spec) and spec.embedding_norm is not None:  # BLOOM's, BERT's (after positions)
+    if isinstance(spec, Transformer) and spec.embedding_norm is not None:  # BLOOM's, BART's
         h = emit_norm(b, "x_normed", h, T("B", "L", spec.d_model), spec.embedding_norm,
                       "embedding_norm")
     if isinstance(spec, Transformer):
@@ -70,7 +70,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
                            factor=1.0, weight=f"layers.{i}.layer_scalar")
         if spec.placement != "post":
             h = emit_norm(b, "out", h, T("B", "L", spec.d_model), spec.norm, "norm")
-        if is_lm(spec):
+        if is_lm(spec) and spec.head:  # (an encoder's: its hidden states)
             h = _lm_head(b, spec, h)
         names = ", ".join(a.name for a in spec.attentions)
         depth = ", depth-scaled" if spec.residual_scale == "depth" else ""
@@ -94,7 +94,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
                        cache=0 if decode else None, pos=pos, bounded=bounded,
                        compact=own_cache)
         summary, kind = _summary(spec), "attention"
-    return verify(Graph(spec.name, kind, summary, tuple(b.nodes), h, weight_table(spec),
+    own = tuple(w for w in weight_table(spec) if not w.name.startswith("encoder."))  # (a
+    # model's encoder's tensors are its encoder's graph's: `seq2seq.encoder_weights`)
+    return verify(Graph(spec.name, kind, summary, tuple(b.nodes), h, own,
                         output_name(spec), cache_names(spec, own_cache) if decode else ()),
                   "build")
 

@@ -1,0 +1,158 @@
+"""Encoder-decoder models (a decoder stack with `encoder = e`, docs/LANGUAGE.md, Transformer):
+the encoder as a layer of its own (`Seq2Seq.encoder`: source token ids in, the memory out,
+its weights the model's `encoder.*` and its shared `embed_tokens.weight`), and greedy generation
+(`generate_seq2seq`: the encoder once over right-padded sources, then the decoding decoder
+from the start token, the memory fed on its first call)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+from .spec import encoder_of
+
+__all__ = ["Seq2Seq", "check_model", "encoder_weights", "generate_files", "generate_model",
+           "generate_seq2seq"]
+
+PREFIX = "encoder."  # the encoder's tensors among its model's
+
+
+def encoder_weights(model: Mapping[str, Any]) -> dict[str, Any]:
+    """The encoder's tensors by its own names, from its model's (`encoder.*`, and the model's
+    token embedding, which the encoder shares)."""
+    out = {name[len(PREFIX):]: name for name in model if name.startswith(PREFIX)}
+    out["embed_tokens.weight"] = "embed_tokens.weight"
+    return _Renamed(model, out)
+
+
+class _Renamed(Mapping):
+    """`model` read under other names (new name -> the model's), each read when asked for."""
+
+    def __init__(self, model: Mapping[str, Any], names: dict[str, str]):
+        self._model, self._names = model, names
+
+    def shape(self, name: str) -> tuple[int, ...]:  # (as `weights.Weights`)
+        model = self._model
+        return model.shape(self._names[name]) if hasattr(model, "shape") else \
+            tuple(np.shape(model[self._names[name]]))
+
+    def __getitem__(self, name: str) -> Any:
+        return self._model[self._names[name]]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+class Seq2Seq:
+    """What `api.Layer` holds for encoder-decoder models: its encoder as a layer of its own
+    (`encoder`; such a layer's `model` is the model whose weights it reads, through
+    `encoder_weights`), and generation from source ids (`generate`)."""
+
+    model: Any = None  # an encoder's model (api.Layer)
+
+    def encoder(self):
+        """An encoder-decoder model's encoder as a layer of its own (`spec.encoder_of`):
+        source token ids (and key_lengths) in, the memory its decoder reads out; its
+        exports, torch module and verification read the model's weights."""
+        check_model(self)
+        layer = type(self)(encoder_of(self.spec), self.source)
+        layer.model = self
+        return layer
+
+    def generate(self, prompt_ids: Any, max_new: int = 32, **options: Any):
+        """Greedy new tokens of this language model for prompts of token ids, in ONNX
+        Runtime (`decoding.generate_layer`: its options); of an encoder-decoder model, for
+        source token ids (`generate_model`) -> decoding.Generation."""
+        if getattr(self.spec, "encoder", None) is not None:
+            return generate_model(self, prompt_ids, max_new, **options)
+        from .decoding import generate_layer
+
+        return generate_layer(self, prompt_ids, max_new, **options)
+
+
+def generate_seq2seq(encoder, decoder, sources: Sequence[Sequence[int]], max_new: int,
+                     start: int, *, eos: Sequence[int] = (), pad: int = 0):
+    """Greedy target tokens for source token ids: the encoder's ONNX Runtime session over
+    the sources right-padded (key_lengths their lengths, where it reads them), then the
+    decoding decoder's (`decoding.generate`) from `start` for every row, the memory and its
+    lengths (memory_lengths) on its first call -> decoding.Generation (new tokens only)."""
+    from .decoding import generate, padded
+
+    ids, mask = padded(sources, pad, side="right")
+    lengths = mask.sum(-1).astype(np.int64)
+    names = {i.name for i in encoder.get_inputs()}
+    memory = encoder.run(None, {"input_ids": ids, **({"key_lengths": lengths}
+                                                      if "key_lengths" in names else {})})[0]
+    decoding = {i.name for i in decoder.get_inputs()}
+    feed = {"memory": memory, **({"memory_lengths": lengths}
+                                 if "memory_lengths" in decoding else {})}
+    return generate(decoder, [[start]] * len(sources), max_new, eos=eos, pad=pad,
+                    memory=feed)
+
+
+def generate_model(layer, source_ids: Any, max_new: int = 32, *,
+                   eos: Sequence[int] = (), weights=None, seed: int = 0,
+                   target: str | None = None, dtype: str = "float32", provider: str = "cpu"):
+    """`Layer.generate` of an encoder-decoder model: its encoder and decoding decoder built
+    in memory (from `weights` or `seed`, for `target`, default ort-cpu), then
+    `generate_seq2seq` from its `decoder_start`."""
+    from .backends import runtime
+    from .decoding import padded
+    from .targets import DEFAULT_TARGET
+    from .usage import check_token_ids
+
+    if len(source_ids) and np.ndim(source_ids[0]) == 0:  # one source, not a batch of them
+        source_ids = [source_ids]
+    padded(source_ids)  # UsageError for no source or an empty one: before the build
+    check_token_ids(source_ids, layer.spec.vocab, "the sources")
+    runtime.require(provider)
+    options = dict(target=target or DEFAULT_TARGET, seed=seed, weights=weights, dtype=dtype)
+    encoder = runtime.make_session(layer.encoder().onnx_model(**options), provider)
+    decoder = runtime.make_session(layer.decoder_model(**options), provider)
+    return generate_seq2seq(encoder, decoder, source_ids, max_new, layer.spec.decoder_start,
+                            eos=eos)
+
+
+def check_model(layer) -> None:
+    """UsageError unless `layer` is an encoder-decoder model."""
+    spec = layer.spec
+    if getattr(spec, "encoder", None) is None:
+        raise UsageError(f"`{layer.name}` is not an encoder-decoder model (a decoder stack "
+                         "with `encoder = ...`)")
+
+
+def generate_files(decoder, path: Path, encoder_file: str | None,
+                   sources: Sequence[Sequence[int]], max_new: int, eos: Sequence[int],
+                   provider: str):
+    """`attndsl generate` of an encoder-decoder's decoding decoder (the session `decoder`,
+    read from `path`): its encoder from `encoder_file`, else <layer>.encoder.onnx beside it;
+    its start token from the spec its metadata holds."""
+    from .backends import runtime
+    from .check import check
+    from .parser import decode, parse
+
+    meta = decoder.get_modelmeta().custom_metadata_map
+    if "attndsl.spec" not in meta:
+        raise UsageError(f"{path}: a decoder over memory rows that attndsl did not write: "
+                         "generate does not know its encoder or start token")
+    layer = meta["attndsl.layer"]
+    text = meta["attndsl.spec"].encode("utf-8")
+    spec = check(parse(decode(text, meta.get("attndsl.spec_file", "<model>")))).layers[layer]
+    found = Path(encoder_file) if encoder_file else path.with_name(f"{layer}.encoder.onnx")
+    if not found.is_file():
+        raise UsageError(f"{found}: no such file (the encoder of `{layer}`)\n  = help: "
+                         f"compile it with `attndsl compile SPEC --name {layer} --export onnx`, "
+                         "or give it with --encoder")
+    encoder = runtime.make_session(found, provider)
+    if encoder.get_modelmeta().custom_metadata_map.get("attndsl.form") != "encoder":
+        raise UsageError(f"{found}: not an encoder attndsl wrote (its metadata says no "
+                         "`attndsl.form = encoder`)")
+    return generate_seq2seq(encoder, decoder, sources, max_new,
+                            getattr(spec, "decoder_start", 0), eos=eos)
