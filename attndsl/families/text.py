@@ -25,6 +25,10 @@ class SpecText:
         # entries (GPT-2's learned positions, which a stack of hidden states has already added)
         self.head: dict[str, str] = {}
         self.head_attention: dict[str, str] = {}
+        # an encoder-decoder's encoder: its layer pattern and stack entries (the stack, named
+        # `<name>_encoder`, is written before the decoder, which names it)
+        self.encoder_pattern: list[str] = []
+        self.encoder: dict[str, str] = {}
         self.problems: list[str] = []
 
     def get(self, *keys: str, default: Any = None) -> Any:
@@ -45,7 +49,10 @@ class SpecText:
 
     def text(self, source: str, unread: list[str] = ()) -> str:
         model_type = self.cfg.get("model_type")
-        if "vocab" in self.stack:
+        if self.encoder:
+            what = ["# An encoder-decoder: the encoder's stack, then the decoder's, whose token "
+                    "embedding both read", "# and whose LM head gives the logits."]
+        elif "vocab" in self.stack:
             what = ["# The stack is the model's token embedding, transformer layers, final norm "
                     "and LM head:", "# a language model."]
         else:
@@ -62,12 +69,22 @@ class SpecText:
             lines.append(f"attention {name} {{")
             lines += [f"    {k} = {v}" for k, v in entries.items()]
             lines += ["}", ""]
-        unique = list(dict.fromkeys(self.pattern))
-        pattern = unique[0] if len(unique) == 1 else "[" + ", ".join(self.pattern) + "]"
+        if self.encoder:  # (an encoder-decoder: the decoder below names it)
+            lines.append(f"transformer {self.name}_encoder {{")
+            lines += [f"    {k} = {v}" for k, v in {"attention": _pattern(
+                self.encoder_pattern), **self.encoder}.items()]
+            lines += ["}", ""]
         lines.append(f"transformer {self.name} {{")
-        lines += [f"    {k} = {v}" for k, v in {"attention": pattern, **self.stack}.items()]
+        lines += [f"    {k} = {v}" for k, v in {"attention": _pattern(self.pattern),
+                                                 **self.stack}.items()]
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+
+def _pattern(names: list[str]) -> str:
+    """A stack's `attention` value: its one attention, or the pattern's list."""
+    unique = list(dict.fromkeys(names))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(names) + "]"
 
 
 def act(s: SpecText, key: str, value: str, gated: bool = False) -> str:

@@ -1,0 +1,104 @@
+"""BART and the encoder-decoders built as it is, imported from checkpoints as they are
+(`attndsl import` of a tiny model saved by transformers): the encoder's hidden states, the
+decoder's logits and greedy generation exact against transformers, at B = 2 with the source
+padded."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import attndsl
+
+tf = pytest.importorskip("transformers")
+
+MODELS = {  # model type -> (config class, model class)
+    "bart": ("BartConfig", "BartForConditionalGeneration"),
+    "mbart": ("MBartConfig", "MBartForConditionalGeneration"),
+    "marian": ("MarianConfig", "MarianMTModel"),
+    "pegasus": ("PegasusConfig", "PegasusForConditionalGeneration"),
+    "blenderbot": ("BlenderbotConfig", "BlenderbotForConditionalGeneration"),
+    "m2m_100": ("M2M100Config", "M2M100ForConditionalGeneration"),
+}
+PAD, EOS = 1, 2
+SOURCES = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]]
+
+
+def _model(kind: str, path) -> torch.nn.Module:
+    """A tiny model of `kind` with every trained tensor redrawn (norms around 1, the logits'
+    bias too), saved to `path`; Marian's and Pegasus's position tables stay the sinusoid they
+    are built as (a checkpoint's)."""
+    config, model = (getattr(tf, n) for n in MODELS[kind])
+    cfg = config(vocab_size=50, d_model=16, encoder_layers=2, decoder_layers=2,
+                 encoder_attention_heads=4, decoder_attention_heads=2, encoder_ffn_dim=24,
+                 decoder_ffn_dim=40, max_position_embeddings=64, pad_token_id=PAD,
+                 bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
+                 forced_eos_token_id=None, scale_embedding=kind != "pegasus")
+    torch.manual_seed(len(kind))
+    m = model(cfg).eval()
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if "embed_positions" in name and kind in ("marian", "pegasus"):
+                continue
+            norm = "norm" in name and name.endswith("weight")
+            p.copy_(torch.randn_like(p) * (0.5 if p.dim() > 1 else 0.2) + (1.0 if norm else 0))
+        for name, b in m.named_buffers():
+            if name.endswith("final_logits_bias"):
+                b.copy_(torch.randn_like(b))
+    m.save_pretrained(path)
+    return m
+
+
+def _session(model) -> ort.InferenceSession:
+    return ort.InferenceSession(model.bytes(), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_an_imported_encoder_decoder_is_transformers_model(tmp_path, kind: str) -> None:
+    """The import's encoder (hidden states of the real source rows), decoder (logits over a
+    target) and greedy tokens (against `generate`, no logits processor, stopped at eos) on
+    ort-cpu, from the checkpoint folder."""
+    hf = _model(kind, tmp_path)
+    program = attndsl.load(tmp_path)
+    layer = program[list(program)[-1]]
+    assert layer.spec.encoder is not None and layer.spec.decoder_start == EOS
+    n = max(map(len, SOURCES))
+    src = torch.tensor([s + [PAD] * (n - len(s)) for s in SOURCES])
+    mask = (torch.arange(n)[None] < torch.tensor([len(s) for s in SOURCES])[:, None]).long()
+    tgt = torch.tensor([[EOS, 20, 21, 22, 23], [EOS, 24, 25, 26, 27]])
+    with torch.no_grad():
+        want = hf(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits.numpy()
+        hidden = hf.get_encoder()(input_ids=src, attention_mask=mask).last_hidden_state.numpy()
+    lengths = mask.sum(1).numpy()
+    memory = _session(layer.encoder().onnx_model(weights=tmp_path)).run(
+        None, {"input_ids": src.numpy(), "key_lengths": lengths})[0]
+    real = mask.numpy().astype(bool)
+    scale = max(1.0, float(np.abs(hidden).max()))
+    assert np.abs(memory - hidden)[real].max() <= 1e-5 * scale
+    logits = _session(layer.onnx_model(weights=tmp_path)).run(
+        None, {"input_ids": tgt.numpy(), "memory": memory, "memory_lengths": lengths})[0]
+    assert np.abs(logits - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
+    with torch.no_grad():
+        greedy = hf.generate(src, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                             num_beams=1, no_repeat_ngram_size=0,
+                             encoder_no_repeat_ngram_size=0)[:, 1:].tolist()
+    ours = layer.generate(SOURCES, max_new=8, weights=tmp_path, eos=(EOS,)).tokens
+    for row, tokens in zip(greedy, ours, strict=True):
+        ended = row.index(EOS) + 1 if EOS in row else len(row)
+        assert tokens == row[:ended], (kind, greedy, ours)
+
+
+def test_start_and_padding_tokens_are_transformers_defaults() -> None:
+    """The import's start, bos and pad tokens where a config.json leaves them out (`TOKENS`)
+    are the config classes' defaults."""
+    from attndsl.families.bart import TOKENS
+
+    for kind, (config, _) in MODELS.items():
+        fields = {f.name: f.default for f in dataclasses.fields(getattr(tf, config))}
+        want = tuple(fields.get(k) for k in ("decoder_start_token_id", "bos_token_id",
+                                             "pad_token_id"))
+        assert TOKENS[kind] == want, kind
