@@ -93,7 +93,8 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     them all. `layer`: the block an attention alone is read from (the checkpoint's layer
     layer // sublayers, its sublayer layer % sublayers where a family's layers hold several:
     `Names.sublayers`)."""
-    fam = family_of(ckpt.config)
+    whole = isinstance(spec, Transformer) and spec.encoder is not None  # (T5's table then)
+    fam = family_of({**ckpt.config, "attndsl_encoder_decoder": whole})
     keys = _strip_bases(ckpt.files, fam.bases)
     out: dict[str, np.ndarray] = {}
     used: set[str] = set()

@@ -57,7 +57,7 @@ INERT: dict[str, str] = {
     "max_position_embeddings": "the longest sequence trained on: RoPE is computed at any "
                                "position (dynamic, yarn and longrope scalings read it)",
     "n_positions": "the size of GPT-J's RoPE table: RoPE is computed at any position",
-    "is_encoder_decoder": "T5's encoder-decoder model: the import takes the encoder stack",
+    "is_encoder_decoder": "an encoder-decoder: the import writes its encoder and decoder",
     "pretraining_tp": "slices of the projections used during tensor-parallel pretraining: the "
                       "same values",
     "slow_but_exact": "BLOOM's sliced matmul under pretraining_tp: the same values up to "

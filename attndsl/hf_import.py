@@ -23,6 +23,10 @@ def _lm_head(s: SpecText) -> None:
     mechanisms the config sets (`Mechanism.head_field`): the keys that make the stack a
     language model."""
     cfg = s.cfg
+    if s.decoder:  # (T5: the stack read is the whole model's encoder)
+        s.encoder, s.encoder_pattern = s.stack, s.pattern
+        s.attentions |= s.decoder
+        s.pattern, s.stack = [next(iter(s.decoder))], {}
     s.stack["vocab"] = str(s.need("vocab_size"))
     gemma = cfg["model_type"].startswith("gemma")
     if cfg.get("tie_word_embeddings", gemma):

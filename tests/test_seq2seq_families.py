@@ -102,3 +102,51 @@ def test_start_and_padding_tokens_are_transformers_defaults() -> None:
         want = tuple(fields.get(k) for k in ("decoder_start_token_id", "bos_token_id",
                                              "pad_token_id"))
         assert TOKENS[kind] == want, kind
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_t5_imports_whole_with_its_decoder(tmp_path, tied: bool) -> None:
+    """T5 (T5ForConditionalGeneration): the encoder (relative buckets both ways), the decoder
+    of its own depth (causal buckets, cross attention without them), no q.k scaling, gated
+    GELU; the head tied and the decoder's output times d_model^-0.5, or (T5 v1.1's
+    `tie_word_embeddings = false`) a head of its own, unscaled. transformers' forward of a
+    decoder deeper than its encoder fails with its cache: it runs without."""
+    cfg = tf.T5Config(vocab_size=50, d_model=16, d_kv=4, d_ff=24, num_layers=2,
+                      num_decoder_layers=3, num_heads=4, relative_attention_num_buckets=8,
+                      relative_attention_max_distance=20, feed_forward_proj="gated-gelu",
+                      decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+                      tie_word_embeddings=tied)
+    torch.manual_seed(5)
+    hf = tf.T5ForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            table = any(k in name for k in ("shared", "embed", "relative"))
+            p.copy_(torch.randn_like(p) * (1.0 if table else 1.5 / p.shape[-1] ** 0.5
+                                           if p.dim() > 1 else 0.1) + (p.dim() == 1))
+        if not tied:  # (a checkpoint's own head: transformers unties it on loading)
+            hf.lm_head.weight = torch.nn.Parameter(torch.randn_like(hf.lm_head.weight))
+    hf.save_pretrained(tmp_path)
+    program = attndsl.load(tmp_path)
+    layer = program["t5"]
+    assert layer.spec.layers == 3 and layer.spec.encoder.layers == 2
+    assert layer.spec.tied == tied and (layer.spec.logit_scale == 0.25) == tied
+    src = torch.tensor([[5, 6, 7, 8, 9, 10], [11, 12, 13, 0, 0, 0]])
+    mask = (torch.arange(6)[None] < torch.tensor([6, 3])[:, None]).long()
+    tgt = torch.tensor([[0, 20, 21, 22], [0, 23, 24, 25]])
+    with torch.no_grad():
+        want = hf(input_ids=src, attention_mask=mask, decoder_input_ids=tgt,
+                  use_cache=False).logits.numpy()
+    lengths = mask.sum(1).numpy()
+    memory = _session(layer.encoder().onnx_model(weights=tmp_path)).run(
+        None, {"input_ids": src.numpy(), "key_lengths": lengths})[0]
+    logits = _session(layer.onnx_model(weights=tmp_path)).run(
+        None, {"input_ids": tgt.numpy(), "memory": memory, "memory_lengths": lengths})[0]
+    assert np.abs(logits - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
+    with torch.no_grad():
+        greedy = hf.generate(src, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                             num_beams=1, use_cache=False)[:, 1:].tolist()
+    ours = layer.generate([[5, 6, 7, 8, 9, 10], [11, 12, 13]], max_new=8, weights=tmp_path,
+                          eos=(1,)).tokens
+    for row, tokens in zip(greedy, ours, strict=True):
+        ended = row.index(1) + 1 if 1 in row else len(row)
+        assert tokens == row[:ended], (greedy, ours)

@@ -29,6 +29,10 @@ class SpecText:
         # `<name>_encoder`, is written before the decoder, which names it)
         self.encoder_pattern: list[str] = []
         self.encoder: dict[str, str] = {}
+        # a family whose language model is an encoder-decoder around the stack it reads (T5):
+        # the decoder's attentions, its pattern's first (the import makes the stack read the
+        # encoder, and `head` the decoder's entries)
+        self.decoder: dict[str, dict[str, str]] = {}
         self.problems: list[str] = []
 
     def get(self, *keys: str, default: Any = None) -> Any:
