@@ -239,7 +239,8 @@ class Layer(Seq2Seq):
 
         check_ints("seed", (seed,), 0, 2**63 - 1)
         if self.model is not None:  # an encoder's: its model's `encoder.*` and embedding
-            return encoder_weights(self.model._weights(seed, weights, dtype))
+            return encoder_weights(self.model._weights(seed, weights, dtype),
+                                   self.model.spec.encoder_input == "tokens")
         if hasattr(weights, "state_dict") or hasattr(weights, "items"):  # held in memory
             check_memory(self.name, self.spec)
         table = weight_table(self.spec)

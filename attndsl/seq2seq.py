@@ -21,11 +21,12 @@ __all__ = ["Seq2Seq", "check_model", "encoder_weights", "generate_files", "gener
 PREFIX = "encoder."  # the encoder's tensors among its model's
 
 
-def encoder_weights(model: Mapping[str, Any]) -> dict[str, Any]:
-    """The encoder's tensors by its own names, from its model's (`encoder.*`, and the model's
-    token embedding, which the encoder shares)."""
+def encoder_weights(model: Mapping[str, Any], tokens: bool = True) -> dict[str, Any]:
+    """The encoder's tensors by its own names, from its model's (`encoder.*`, and with
+    `tokens` the model's token embedding, which the encoder shares)."""
     out = {name[len(PREFIX):]: name for name in model if name.startswith(PREFIX)}
-    out["embed_tokens.weight"] = "embed_tokens.weight"
+    if tokens:
+        out["embed_tokens.weight"] = "embed_tokens.weight"
     return _Renamed(model, out)
 
 
@@ -77,19 +78,26 @@ class Seq2Seq:
         return generate_layer(self, prompt_ids, max_new, **options)
 
 
-def generate_seq2seq(encoder, decoder, sources: Sequence[Sequence[int]], max_new: int,
-                     start: int, *, eos: Sequence[int] = (), pad: int = 0):
+def generate_seq2seq(encoder, decoder, sources: Any, max_new: int, start: int, *,
+                     eos: Sequence[int] = (), pad: int = 0):
     """Greedy target tokens for source token ids: the encoder's ONNX Runtime session over
-    the sources right-padded (key_lengths their lengths, where it reads them), then the
-    decoding decoder's (`decoding.generate`) from `start` for every row, the memory and its
-    lengths (memory_lengths) on its first call -> decoding.Generation (new tokens only)."""
+    the sources right-padded (key_lengths their lengths, where it reads them), or over
+    hidden states [B, S, d] as they are (an encoder that reads `x`), then the decoding
+    decoder's (`decoding.generate`) from `start` for every row, the memory and its lengths
+    (memory_lengths) on its first call -> decoding.Generation (new tokens only)."""
     from .decoding import generate, padded
 
-    ids, mask = padded(sources, pad, side="right")
-    lengths = mask.sum(-1).astype(np.int64)
     names = {i.name for i in encoder.get_inputs()}
-    memory = encoder.run(None, {"input_ids": ids, **({"key_lengths": lengths}
-                                                      if "key_lengths" in names else {})})[0]
+    if "x" in names:  # (Whisper's: its stem's output)
+        states = np.asarray(sources, np.float32)
+        lengths = np.full(len(states), states.shape[1], np.int64)
+        memory = encoder.run(None, {"x": states, **({"key_lengths": lengths}
+                                                    if "key_lengths" in names else {})})[0]
+    else:
+        ids, mask = padded(sources, pad, side="right")
+        lengths = mask.sum(-1).astype(np.int64)
+        memory = encoder.run(None, {"input_ids": ids, **(
+            {"key_lengths": lengths} if "key_lengths" in names else {})})[0]
     decoding = {i.name for i in decoder.get_inputs()}
     feed = {"memory": memory, **({"memory_lengths": lengths}
                                  if "memory_lengths" in decoding else {})}
@@ -108,10 +116,18 @@ def generate_model(layer, source_ids: Any, max_new: int = 32, *,
     from .targets import DEFAULT_TARGET
     from .usage import check_token_ids
 
-    if len(source_ids) and np.ndim(source_ids[0]) == 0:  # one source, not a batch of them
-        source_ids = [source_ids]
-    padded(source_ids)  # UsageError for no source or an empty one: before the build
-    check_token_ids(source_ids, layer.spec.vocab, "the sources")
+    if layer.spec.encoder_input == "states":  # hidden states [B, S, d] (or [S, d])
+        source_ids = np.asarray(source_ids, np.float32)
+        source_ids = source_ids[None] if source_ids.ndim == 2 else source_ids
+        d = layer.spec.encoder.d_model
+        if source_ids.ndim != 3 or source_ids.shape[-1] != d or 0 in source_ids.shape:
+            raise UsageError(f"`{layer.name}`'s encoder reads hidden states [batch, length, "
+                             f"{d}]; found an array of shape {list(source_ids.shape)}")
+    else:
+        if len(source_ids) and np.ndim(source_ids[0]) == 0:  # one source, not a batch
+            source_ids = [source_ids]
+        padded(source_ids)  # UsageError for no source or an empty one: before the build
+        check_token_ids(source_ids, layer.spec.vocab, "the sources")
     runtime.require(provider)
     options = dict(target=target or DEFAULT_TARGET, seed=seed, weights=weights, dtype=dtype)
     encoder = runtime.make_session(layer.encoder().onnx_model(**options), provider)
@@ -151,6 +167,10 @@ def generate_files(decoder, path: Path, encoder_file: str | None,
                          f"compile it with `attndsl compile SPEC --name {layer} --export onnx`, "
                          "or give it with --encoder")
     encoder = runtime.make_session(found, provider)
+    if any(i.name == "x" for i in encoder.get_inputs()):
+        raise UsageError(f"{found}: this encoder reads hidden states (`encoder_input = "
+                         "states`), not token ids: generate with the Python API, "
+                         "`layer.generate(states)`")
     if encoder.get_modelmeta().custom_metadata_map.get("attndsl.form") != "encoder":
         raise UsageError(f"{found}: not an encoder attndsl wrote (its metadata says no "
                          "`attndsl.form = encoder`)")

@@ -264,6 +264,9 @@ class Transformer:
     # generated target starts at token `decoder_start`
     encoder: Transformer | None = None
     decoder_start: int = 0
+    # what the encoder reads: `tokens` (source ids, embedded as above) or `states` (hidden
+    # states x [B, S, d], Whisper's after its convolutional stem)
+    encoder_input: str = "tokens"
     # False: token ids in, hidden states y out, no LM head (an encoder as its model runs it)
     head: bool = True
 
@@ -337,6 +340,8 @@ def encoder_of(spec: Transformer) -> Transformer:
     """The encoder of an encoder-decoder model as it runs (named `<model>.encoder`): its
     stack, taking the source's token ids through the model's embedding (vocab,
     embedding_scale), without an LM head."""
+    if spec.encoder_input == "states":  # its input as given
+        return replace(spec.encoder, name=f"{spec.name}.encoder")
     return replace(spec.encoder, name=f"{spec.name}.encoder", vocab=spec.vocab,
                    embedding_scale=spec.embedding_scale, tied=False, head=False)
 

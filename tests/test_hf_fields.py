@@ -62,7 +62,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "bloom": tf.BloomConfig, "bert": tf.BertConfig, "t5": tf.T5Config,
            "bart": tf.BartConfig, "mbart": tf.MBartConfig, "marian": tf.MarianConfig,
            "pegasus": tf.PegasusConfig, "blenderbot": tf.BlenderbotConfig,
-           "m2m_100": tf.M2M100Config,
+           "m2m_100": tf.M2M100Config, "whisper": tf.WhisperConfig,
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
            "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
            "biogpt": tf.BioGptConfig, "xglm": tf.XGLMConfig,

@@ -150,3 +150,47 @@ def test_t5_imports_whole_with_its_decoder(tmp_path, tied: bool) -> None:
     for row, tokens in zip(greedy, ours, strict=True):
         ended = row.index(1) + 1 if 1 in row else len(row)
         assert tokens == row[:ended], (greedy, ours)
+
+
+def test_whisper_imports_its_decoder_and_its_encoder_after_the_stem(tmp_path) -> None:
+    """Whisper: the encoder over its convolutional stem's output (`encoder_input = states`:
+    the stem stays outside, its output computed here by transformers' own convolutions), the
+    decoder over the encoder's output, its greedy tokens those of transformers' forward step
+    by step (WhisperForConditionalGeneration's `generate` adds its own prompt tokens and
+    suppressions)."""
+    cfg = tf.WhisperConfig(vocab_size=50, num_mel_bins=8, d_model=16, encoder_layers=2,
+                           decoder_layers=2, encoder_attention_heads=4,
+                           decoder_attention_heads=2, encoder_ffn_dim=24, decoder_ffn_dim=40,
+                           max_source_positions=10, max_target_positions=32,
+                           decoder_start_token_id=3, pad_token_id=1, bos_token_id=1,
+                           eos_token_id=2)
+    torch.manual_seed(6)
+    hf = tf.WhisperForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "encoder.embed_positions" in name:  # (the sinusoid it is built with)
+                continue
+            norm = "norm" in name and name.endswith("weight")
+            p.copy_(torch.randn_like(p) * (1.0 if "embed" in name else 1.5 / p.shape[-1] ** 0.5
+                                           if p.dim() > 1 else 0.1) + norm)
+    hf.save_pretrained(tmp_path)
+    layer = attndsl.load(tmp_path)["whisper"]
+    assert layer.spec.encoder_input == "states" and "k" not in layer.spec.cross.bias
+    features = torch.randn(2, 8, 20)
+    conv = hf.model.encoder
+    gelu = torch.nn.functional.gelu
+    with torch.no_grad():
+        stem = gelu(conv.conv2(gelu(conv.conv1(features)))).permute(0, 2, 1).numpy()
+        hidden = conv(features).last_hidden_state.numpy()
+    memory = _session(layer.encoder().onnx_model(weights=tmp_path)).run(None, {"x": stem})[0]
+    assert np.abs(memory - hidden).max() <= 1e-5 * max(1.0, float(np.abs(hidden).max()))
+    tokens = [[3], [3]]
+    with torch.no_grad():
+        for _ in range(6):
+            logits = hf(input_features=features, decoder_input_ids=torch.tensor(tokens)).logits
+            tokens = [[*t, n] for t, n in zip(tokens, logits[:, -1].argmax(-1).tolist(),
+                                              strict=True)]
+    ours = _session(layer.onnx_model(weights=tmp_path)).run(
+        None, {"input_ids": np.array(tokens)[:, :-1], "memory": memory})[0]
+    assert np.abs(ours - logits.numpy()).max() <= 1e-5 * max(1.0, float(logits.abs().max()))
+    assert layer.generate(stem, max_new=6, weights=tmp_path).tokens == [t[1:] for t in tokens]

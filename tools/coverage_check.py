@@ -77,12 +77,12 @@ def _scope(model_type: str, config) -> str | None:
     """Why a type is out of scope before anything is built, or None."""
     from attndsl.families import FAMILIES
 
-    if model_type in OUT_OF_SCOPE:
-        return OUT_OF_SCOPE[model_type]
     if getattr(config, "is_encoder_decoder", False) and model_type in FAMILIES:
         return ("imported as the whole encoder-decoder, compared with its model for "
                 "conditional generation (tests/test_seq2seq_families.py); the causal-LM class "
                 "is its decoder alone, without the encoder its cross attention reads")
+    if model_type in OUT_OF_SCOPE:
+        return OUT_OF_SCOPE[model_type]
     if model_type in FAMILIES:  # attndsl imports it: run it, whatever it is
         return None
     if getattr(config, "is_encoder_decoder", False):

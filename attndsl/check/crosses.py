@@ -63,14 +63,15 @@ class Crosses(Sides):
         return self.stacks[e.id]
 
     def check_encoder(self, e: dict[str, ast.Entry], encoder: Transformer | None,
-                      cross: Attention | None, vocab: int, start: int) -> None:
+                      cross: Attention | None, vocab: int, start: int, source: str) -> None:
         """An encoder-decoder: a decoder (`cross`) whose encoder is a stack of hidden states
-        (no vocabulary, no cross attention, no position streams), as wide as the decoder
-        (their embedding is one) and as the memory its cross attention reads; the start token
-        within the vocabulary."""
+        (no vocabulary, no cross attention, no position streams), as wide as the memory its
+        cross attention reads and, reading tokens, as the decoder (their embedding is one);
+        the start token within the vocabulary."""
         if encoder is None:
-            raise self.error("`decoder_start` is an encoder-decoder model's first target token: "
-                             "it needs `encoder`", e["decoder_start"].key_span,
+            key = "decoder_start" if "decoder_start" in e else "encoder_input"
+            raise self.error(f"`{key}` is an encoder-decoder model's: it needs `encoder`",
+                             e[key].key_span,
                              hint="add `encoder = <the encoder's stack>`, or remove it")
         where = e["encoder"].value.span
         if cross is None:
@@ -82,7 +83,7 @@ class Crosses(Sides):
                              "`vocab` (the model embeds the source with this stack's "
                              "embed_tokens), `cross` or multimodal RoPE", where,
                              hint=f"remove them from transformer {encoder.name}")
-        if encoder.d_model != cross.d_model:
+        if source == "tokens" and encoder.d_model != cross.d_model:
             raise self.error(f"`{encoder.name}` embeds the source with this stack's embed_tokens "
                              f"({cross.d_model} wide): its d_model must be {cross.d_model}, "
                              f"found {encoder.d_model}", where,

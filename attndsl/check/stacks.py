@@ -26,9 +26,11 @@ _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dro
          "tie_embeddings", "embedding_scale", *HEADS, "residual_scale", "logit_scale",
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
          "per_layer_inputs", "head_transform", "shortcut", "ffn_conv", "attention_only",
-         "placements", "parallel", "side", "cross", "encoder", "decoder_start")
+         "placements", "parallel", "side", "cross", "encoder", "decoder_start",
+         "encoder_input")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
-            "head_bias", "head_transform", "encoder", "decoder_start")  # need `vocab'
+            "head_bias", "head_transform", "encoder", "decoder_start",
+            "encoder_input")  # need `vocab'
 MAX_VOCAB = 1 << 24
 _CONVS = {"none": (), "conv": (Param("width"),)}
 # a head transform's activations (the ACTIVATION op's kinds)
@@ -95,6 +97,8 @@ class Stacks(Crosses):
                     else self.transformer_attention(x, "cross"))
         encoder = get("encoder", self.encoder_value)
         start = get("decoder_start", lambda x: self.non_negative(x, "decoder_start"), 0)
+        source = get("encoder_input", lambda x: self.word(x, ("tokens", "states"),
+                                                          "encoder_input"), "tokens")
         if get.failed or attns is None:
             return None
         if cross is not None:  # (a feature whose block has no place for it: refused)
@@ -155,8 +159,8 @@ class Stacks(Crosses):
                              e["residual_scale"].value.span,
                              hint="Beam's blocks are sequential: remove `residual = parallel` "
                                   "or `shortcut`, or give residual_scale a number")
-        if encoder is not None or start:
-            self.check_encoder(e, encoder, cross, vocab, start)
+        if encoder is not None or start or "encoder_input" in e:
+            self.check_encoder(e, encoder, cross, vocab, start, source)
         if shortcut is not None:
             self.check_shortcut(shortcut_form, layers, placement, residual, e)
         if shared_table:
@@ -185,7 +189,8 @@ class Stacks(Crosses):
                          per_layer_inputs=ple, head_transform=head_transform,
                          shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv,
                          attention_only=alone, placements=placements, parallel=parallel,
-                         side=side, cross=cross, encoder=encoder, decoder_start=start)
+                         side=side, cross=cross, encoder=encoder, decoder_start=start,
+                         encoder_input=source)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 
