@@ -23,8 +23,11 @@ def _lm_head(s: SpecText) -> None:
     mechanisms the config sets (`Mechanism.head_field`): the keys that make the stack a
     language model."""
     cfg = s.cfg
-    if s.decoder:  # (T5: the stack read is the whole model's encoder)
-        s.encoder, s.encoder_pattern = s.stack, s.pattern
+    if s.decoder:  # (T5: the stack read is the whole model's encoder, its sources padded on
+        s.encoder, s.encoder_pattern = s.stack, s.pattern  # the right as generation pads them)
+        for name in s.encoder_pattern:
+            entries = s.attentions[name]
+            entries["mask"] = entries["mask"].replace("padding(side = left)", "padding")
         s.attentions |= s.decoder
         s.pattern, s.stack = [next(iter(s.decoder))], {}
     s.stack["vocab"] = str(s.need("vocab_size"))

@@ -64,8 +64,8 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
                              "--batch or --length")
         if inp.type == "tensor(int64)":
             if inp.name in ("key_lengths", "memory_lengths"):  # (a lone cross attention's
-                rows = inp.name == "memory_lengths" or (  # key_lengths: its memory rows')
-                    _has(session, "memory") and not _has(session, "memory_lengths"))
+                rows = inp.name == "memory_lengths" or _lone_cross(session)  # key_lengths:
+                # its memory rows')
                 feed[inp.name] = np.full(dims, memory_length if rows else length,
                                          dtype=np.int64)
             elif inp.name == "input_ids":  # token ids drawn uniformly from the vocabulary
@@ -100,6 +100,22 @@ def vocab_of(session) -> int | None:
 
 def _has(session, name: str) -> bool:
     return any(i.name == name for i in session.get_inputs())
+
+
+def _lone_cross(session) -> bool:
+    """Whether the model is a cross attention alone (its key_lengths count memory rows; a
+    decoder stack's count its tokens): its spec, where its metadata holds one, else its
+    inputs (memory, and no memory_lengths)."""
+    meta = session.get_modelmeta().custom_metadata_map
+    if "attndsl.spec" in meta:
+        from .check import check
+        from .parser import decode, parse
+
+        layers = check(parse(decode(meta["attndsl.spec"].encode("utf-8"), "<model>"))).layers
+        spec = layers.get(meta.get("attndsl.layer"))
+        if spec is not None:
+            return getattr(spec, "kind", None) == "cross"
+    return _has(session, "memory") and not _has(session, "memory_lengths")
 
 
 def _load_npz(path: str, session) -> dict[str, np.ndarray]:

@@ -88,6 +88,10 @@ def generate_seq2seq(encoder, decoder, sources: Any, max_new: int, start: int, *
     from .decoding import generate, padded
 
     names = {i.name for i in encoder.get_inputs()}
+    if "x" not in names and "key_lengths" not in names and len({len(s) for s in sources}) > 1:
+        raise UsageError("the encoder's masks hide no padding (no `padding`): sources of "
+                         "different lengths in one batch would attend its padding; generate "
+                         "them one at a time, or add `padding` to the encoder's mask")
     if "x" in names:  # (Whisper's: its stem's output)
         states = np.asarray(sources, np.float32)
         lengths = np.full(len(states), states.shape[1], np.int64)
@@ -161,6 +165,11 @@ def generate_files(decoder, path: Path, encoder_file: str | None,
     layer = meta["attndsl.layer"]
     text = meta["attndsl.spec"].encode("utf-8")
     spec = check(parse(decode(text, meta.get("attndsl.spec_file", "<model>")))).layers[layer]
+    if getattr(spec, "encoder", None) is None:
+        raise UsageError(f"{path}: `{layer}` attends over memory rows but has no `encoder`: "
+                         "generate feeds token ids, and its memory has no source\n  = help: "
+                         "run its steps through ONNX Runtime, `memory` on the first call "
+                         "(docs/LANGUAGE.md, Decoding), or give the stack `encoder = ...`")
     found = Path(encoder_file) if encoder_file else path.with_name(f"{layer}.encoder.onnx")
     if not found.is_file():
         raise UsageError(f"{found}: no such file (the encoder of `{layer}`)\n  = help: "

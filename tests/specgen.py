@@ -564,7 +564,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             d = int(entries["d_model"])
             width = memory.choice([d, 24])
             model = "vocab" in extra and memory.random() < 0.8  # an encoder-decoder model
-            text += _cross(memory, d, d if model else width)  # (one embedding: d wide)
+            block = _cross(memory, d, d if model else width)  # (one embedding: d wide)
+            if model:  # (generation pads the sources on the right)
+                block = block.replace("padding(side = left)", "padding")
+            text += block
             extra += "\n    cross = c"
             if model:
                 text += _encoder(memory, d)

@@ -189,6 +189,21 @@ transformer decoder_pre {   # a decoder: self, cross over the memory, feed-forwa
     norm = layernorm(pre)
     vocab = 50
 }
+attention cross_temperature {  # its queries scaled at their own positions
+    d_model = 64
+    heads = 4
+    kind = cross
+    memory_dim = 48
+    temperature = log(floor = 8, scale = 0.1)
+    mask = padding
+}
+transformer decoder_temperature {
+    attention = decoder_self
+    cross = cross_temperature
+    layers = 2
+    ffn = gelu(96)
+    norm = layernorm(pre)
+}
 transformer decoder_post {  # T5's and BART's order: the norms after each sum
     attention = decoder_self
     cross = whisper_cross
@@ -200,7 +215,7 @@ transformer decoder_post {  # T5's and BART's order: the norms after each sum
 
 
 @pytest.mark.parametrize("name", ["whisper_cross", "cross_positions", "decoder_pre",
-                                  "decoder_post"])
+                                  "decoder_post", "decoder_temperature"])
 def test_cross_attention_decodes_against_the_memory_cached_once(name) -> None:
     _check_decoding(attndsl.loads(CROSS)[name])
 

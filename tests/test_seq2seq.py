@@ -147,6 +147,13 @@ def test_compile_writes_the_encoder_and_generate_reads_it(tmp_path, capsys) -> N
     ("    ffn = relu(48)\n|    ffn = relu(48)\n    vocab = 9\n", "is an encoder"),
     ("    memory_dim = 32\n|    memory_dim = 16\n", "must be memory_dim"),
     ("    ffn = relu(48)\n|    ffn = relu(48)\n    embedding_norm = rmsnorm\n", None),
+    ("    mask = padding\n}\ntransformer enc|    mask = padding(side = left)\n}\ntransformer enc",
+     "sources are padded on the right"),
+    ("    mask = padding\n}\ntransformer enc|    mask = document\n}\ntransformer enc",
+     "sources are padded on the right"),
+    ("    memory_dim = 32\n    mask = padding\n|    memory_dim = 32\n    mask = document\n",
+     "reads no `document` ids yet"),
+    ("    decoder_start = 2\n|    decoder_start = 2\n    encoder_input = states\n", None),
 ])
 def test_an_encoder_decoder_is_checked(change: str, message: str | None) -> None:
     """Each change to the model above: refused with the message, or (None) accepted."""
@@ -167,3 +174,37 @@ def test_an_encoder_is_defined_above_its_decoder() -> None:
     with pytest.raises(SpecError) as err:
         attndsl.loads(text)
     assert "no transformer named `enc` above this one" in str(err.value)
+
+
+def test_generation_refuses_what_it_cannot_do(tmp_path, capsys) -> None:
+    """Sources of different lengths for an encoder whose mask hides no padding; `generate`
+    of a decoder over memory rows without an encoder; each a usage error saying why."""
+    from attndsl.errors import UsageError
+
+    unpadded = attndsl.loads(MODEL.replace("    mask = padding\n}\ntransformer enc",
+                                           "    mask = full\n}\ntransformer enc"))["s2s"]
+    assert len(unpadded.generate([[5, 6], [7, 8]], max_new=2).tokens) == 2  # (equal lengths)
+    with pytest.raises(UsageError, match="would attend its padding"):
+        unpadded.generate([[5, 6, 7], [8]], max_new=2)
+    spec = tmp_path / "dec.attn"
+    spec.write_text(MODEL.replace("    encoder = enc\n    decoder_start = 2\n", ""))
+    assert main(["compile", str(spec), "--name", "s2s", "--export", "onnx", "--decode", "-o",
+                 str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(tmp_path / "s2s.decode.onnx"), "--prompt-ids", "5"]) == 2
+    assert "has no `encoder`" in capsys.readouterr().err
+
+
+def test_run_feeds_a_decoder_stack_its_tokens_lengths(tmp_path) -> None:
+    """`attndsl run`'s random inputs: a decoder stack's key_lengths count its tokens (every
+    one real), memory_lengths its memory rows; a lone cross attention's key_lengths its
+    memory rows."""
+    from attndsl.backends import runtime
+    from attndsl.run import random_inputs
+
+    program = attndsl.loads(MODEL.replace("    mask = causal\n", "    mask = causal & padding\n"))
+    stack = runtime.make_session(program["s2s"].onnx_bytes(), "cpu")
+    feed = random_inputs(stack, 2, 16, 5)
+    assert feed["key_lengths"].tolist() == [16, 16] and feed["memory_lengths"].tolist() == [5, 5]
+    lone = runtime.make_session(program["dec_cross"].onnx_bytes(), "cpu")
+    assert random_inputs(lone, 2, 16, 5)["key_lengths"].tolist() == [5, 5]

@@ -194,3 +194,23 @@ def test_whisper_imports_its_decoder_and_its_encoder_after_the_stem(tmp_path) ->
         None, {"input_ids": np.array(tokens)[:, :-1], "memory": memory})[0]
     assert np.abs(ours - logits.numpy()).max() <= 1e-5 * max(1.0, float(logits.abs().max()))
     assert layer.generate(stem, max_new=6, weights=tmp_path).tokens == [t[1:] for t in tokens]
+
+
+def test_a_t5_config_transformers_4_wrote_keeps_its_own_head(tmp_path) -> None:
+    """Flan-T5's and T5 v1.1's config.json (written by transformers 4) says
+    `tie_word_embeddings = false` and has no `scale_decoder_outputs`: its head is its own and
+    unscaled, as transformers 5.23 reads it."""
+    import json
+
+    cfg = tf.T5Config(vocab_size=50, d_model=16, d_kv=4, d_ff=24, num_layers=1, num_heads=2,
+                      tie_word_embeddings=False)
+    hf = tf.T5ForConditionalGeneration(cfg)
+    hf.lm_head.weight = torch.nn.Parameter(torch.randn_like(hf.lm_head.weight))
+    hf.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("scale_decoder_outputs", None)
+    config["tie_word_embeddings"] = False
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    layer = attndsl.load(tmp_path)["t5"]
+    assert not layer.spec.tied and layer.spec.logit_scale == 1.0
+    assert "lm_head.weight" in layer._weights(0, tmp_path, "float32")

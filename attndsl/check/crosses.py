@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ast
-from ..spec import Attention, Softmax, Transformer, reads_streams
+from .. import masks as m
+from ..spec import Attention, Softmax, Transformer, attentions_of, reads_streams
 from .sides import Sides
 from .values import Invalid, describe
 
@@ -39,6 +40,12 @@ class Crosses(Sides):
                              "`position`", cross.span("position") or where.span,
                              hint="remove it: the stack's absolute positions come from "
                                   "`attention`")
+        if "segment_ids" in cross.runtime_inputs:
+            raise self.error(f"`{cross.name}`: a decoder stack's cross attention reads no "
+                             "`document` ids yet (its memory rows' and its tokens' would be "
+                             "one input beside the self attention's)", cross.span("mask")
+                             or where.span, hint="mask it with `full`, `padding` or "
+                                                 "`prefix(n)`")
         if placement not in ("pre", "post") or residual != "sequential":
             raise self.error("`cross` needs `norm = ...(pre, ...)` or `(post, ...)` and a "
                              "sequential residual", where.span,
@@ -88,6 +95,15 @@ class Crosses(Sides):
                              f"({cross.d_model} wide): its d_model must be {cross.d_model}, "
                              f"found {encoder.d_model}", where,
                              hint="source and target share one token embedding")
+        for a in (*attentions_of(encoder), cross):  # (generation right-pads the sources)
+            mask = getattr(a, "mask", None)
+            if "segment_ids" in a.runtime_inputs or any(
+                    isinstance(p, m.Padding) and p.side == "left"
+                    for c in a.cores for p in m.primitives(c.mask)):
+                raise self.error(f"`{a.name}`: an encoder-decoder's sources are padded on the "
+                                 f"right, and hidden by `padding` alone (found `{m.render(mask)}`"
+                                 ")", a.span("mask") or where,
+                                 hint="write `padding` (the right side) or no padding")
         if encoder.d_model != cross.memory_dim:
             raise self.error(f"`{encoder.name}`'s output is the memory `{cross.name}` reads: its "
                              f"d_model ({encoder.d_model}) must be memory_dim "

@@ -51,7 +51,10 @@ def _read(s: SpecText, padding: str | None) -> None:
     decoder_layers = s.get("num_decoder_layers", default=s.need("num_layers"))
     # T5Config keeps tie_word_embeddings true and says in scale_decoder_outputs what the
     # config asked: a checkpoint asking untied (T5 v1.1's) keeps its own lm_head, unscaled
-    tied = s.cfg.get("scale_decoder_outputs", True) is not False
+    # (a config transformers 4 wrote, Flan-T5's, has no scale_decoder_outputs: its
+    # tie_word_embeddings is what it asked)
+    tied = s.cfg["scale_decoder_outputs"] if s.cfg.get("scale_decoder_outputs") is not None \
+        else s.cfg.get("tie_word_embeddings", True) is not False
     s.head = {"cross": "t5_cross", "encoder": f"{s.name}_encoder",
               "layers": str(decoder_layers), **stack,
               "tie_embeddings": "true" if tied else "false",

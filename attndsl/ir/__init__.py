@@ -288,7 +288,7 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
 
     def cross(arg: str) -> str:  # a decoder's: over the memory rows, their own padding;
         # decoding, its keys and values cached beside the block's own (cross_key, cross_value)
-        return attention(b, t.cross, f"{p}cross_attn.", arg, "memory", layer=i,
+        return attention(b, t.cross, f"{p}cross_attn.", arg, "memory", layer=i, pos=pos,
                          cache=i if decode else None, entries=("cross_key", "cross_value"),
                          inputs=CROSS_INPUTS)
 
