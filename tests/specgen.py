@@ -564,10 +564,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             d = int(entries["d_model"])
             width = memory.choice([d, 24])
             model = "vocab" in extra and memory.random() < 0.8  # an encoder-decoder model
-            block = _cross(memory, d, d if model else width)  # (one embedding: d wide)
+            decoder_cross = _cross(memory, d, d if model else width)  # (one embedding: d wide)
             if model:  # (generation pads the sources on the right)
-                block = block.replace("padding(side = left)", "padding")
-            text += block
+                decoder_cross = decoder_cross.replace("padding(side = left)", "padding")
+            text += decoder_cross
             extra += "\n    cross = c"
             if model:
                 text += _encoder(memory, d)
