@@ -96,6 +96,10 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     whole = isinstance(spec, Transformer) and spec.encoder is not None  # (T5's table then)
     fam = family_of({**ckpt.config, "attndsl_encoder_decoder": whole})
     keys = _strip_bases(ckpt.files, fam.bases)
+    for name, others in fam.aliases.items():  # (a tied tensor saved under a copy's name)
+        found = next((o for o in others if o in keys), None)
+        if name not in keys and found is not None:
+            keys[name] = keys.pop(found)
     out: dict[str, np.ndarray] = {}
     used: set[str] = set()
     missing: dict[str, list[tuple[str, tuple[int, ...], bool]]] = {}  # theirs -> [(ours, ..)]

@@ -214,3 +214,21 @@ def test_a_t5_config_transformers_4_wrote_keeps_its_own_head(tmp_path) -> None:
     layer = attndsl.load(tmp_path)["t5"]
     assert not layer.spec.tied and layer.spec.logit_scale == 1.0
     assert "lm_head.weight" in layer._weights(0, tmp_path, "float32")
+
+
+def test_a_checkpoint_keeping_the_shared_embedding_as_the_decoders_reads_it(tmp_path) -> None:
+    """A BART checkpoint whose shared embedding is saved as `model.decoder.embed_tokens.weight`
+    alone (bart-large-cnn's, as transformers loads it by tying): read as the shared table."""
+    from safetensors.numpy import load_file, save_file
+
+    hf = _model("bart", tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["model.decoder.embed_tokens.weight"] = tensors.pop("model.shared.weight")
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    layer = attndsl.load(tmp_path)["bart"]
+    ids = np.array([[5, 6, 7]])
+    memory = _session(layer.encoder().onnx_model(weights=tmp_path)).run(
+        None, {"input_ids": ids, "key_lengths": np.array([3])})[0]
+    with torch.no_grad():
+        want = hf.get_encoder()(input_ids=torch.tensor(ids)).last_hidden_state.numpy()
+    assert np.abs(memory - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))

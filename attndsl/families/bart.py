@@ -114,6 +114,8 @@ def _names(cfg: dict) -> Names:
         top["lm_head.bias"] = ("final_logits_bias", _bias)
     top["lm_head.weight"] = "lm_head.weight"
     return Names("decoder.layers.{i}.", _layer(True), top, ("model.",),
+                 aliases={"shared.weight": ("decoder.embed_tokens.weight",
+                                            "encoder.embed_tokens.weight")},
                  # the copies of the shared embedding a checkpoint may keep; M2M100's,
                  # Marian's tables computed, not read
                  outside=(r"(encoder|decoder)\.embed_tokens\.weight",

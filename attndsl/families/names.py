@@ -61,6 +61,9 @@ class Names:
     # the checkpoint layer holding block i's side block tensors (`side_*` but `side_proj`:
     # Zamba2's shared blocks, kept once under the first layer of each), by block
     sides: dict[int, int] = field(default_factory=dict)
+    # a tensor a checkpoint may keep under other names instead (tied copies: BART's shared
+    # embedding saved as the decoder's alone), tried in order where it lacks the first
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def at(self, i: int, ours: str = "") -> str:
         """The checkpoint prefix of attndsl's block i (where `blocks` are given, of the layer

@@ -101,6 +101,8 @@ def _names(cfg: dict) -> Names:
         top |= {f"encoder.layers.{i}.{k}": f"encoder.block.{i}.{v}"
                 for k, v in _ENCODER_LAYER.items()}
     return Names("decoder.block.{i}.", _DECODER_LAYER, top,
+                 aliases={"shared.weight": ("decoder.embed_tokens.weight",
+                                            "encoder.embed_tokens.weight")},
                  outside=(r"(encoder|decoder)\.embed_tokens\.weight",
                           r"decoder\.block\.0\.layer\.1\.EncDecAttention\."
                           r"relative_attention_bias\.weight"))
