@@ -239,8 +239,9 @@ class Layer(Seq2Seq):
 
         check_ints("seed", (seed,), 0, 2**63 - 1)
         if self.model is not None:  # an encoder's: its model's `encoder.*` and embedding
+            model = self.model.spec  # (the shared embedding, where the encoder has none)
             return encoder_weights(self.model._weights(seed, weights, dtype),
-                                   self.model.spec.encoder_input == "tokens")
+                                   model.encoder_input == "tokens" and model.encoder.vocab is None)
         if hasattr(weights, "state_dict") or hasattr(weights, "items"):  # held in memory
             check_memory(self.name, self.spec)
         table = weight_table(self.spec)

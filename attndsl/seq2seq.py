@@ -131,7 +131,7 @@ def generate_model(layer, source_ids: Any, max_new: int = 32, *,
         if len(source_ids) and np.ndim(source_ids[0]) == 0:  # one source, not a batch
             source_ids = [source_ids]
         padded(source_ids)  # UsageError for no source or an empty one: before the build
-        check_token_ids(source_ids, layer.spec.vocab, "the sources")
+        check_token_ids(source_ids, layer.spec.encoder.vocab or layer.spec.vocab, "the sources")
     runtime.require(provider)
     options = dict(target=target or DEFAULT_TARGET, seed=seed, weights=weights, dtype=dtype)
     encoder = runtime.make_session(layer.encoder().onnx_model(**options), provider)

@@ -340,8 +340,9 @@ def encoder_of(spec: Transformer) -> Transformer:
     """The encoder of an encoder-decoder model as it runs (named `<model>.encoder`): its
     stack, taking the source's token ids through the model's embedding (vocab,
     embedding_scale), without an LM head."""
-    if spec.encoder_input == "states":  # its input as given
-        return replace(spec.encoder, name=f"{spec.name}.encoder")
+    if spec.encoder_input == "states" or spec.encoder.vocab is not None:  # its input as
+        return replace(spec.encoder, name=f"{spec.name}.encoder", head=False)  # given, or
+        # its own token embedding (Marian's unshared)
     return replace(spec.encoder, name=f"{spec.name}.encoder", vocab=spec.vocab,
                    embedding_scale=spec.embedding_scale, tied=False, head=False)
 

@@ -208,7 +208,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     elif spec.head_bias:  # a tied head with its own bias
         out.append(Weight("lm_head.bias", (spec.vocab,), "linear_bias", d))
     if spec.encoder is not None:  # an encoder-decoder's encoder (its embedding the model's)
-        out.extend(replace(w, name=f"encoder.{w.name}") for w in weight_table(spec.encoder))
+        out.extend(replace(w, name=f"encoder.{w.name}")  # (its own embedding, no head)
+                   for w in weight_table(replace(spec.encoder, head=False)))
     return tuple(out)
 
 

@@ -28,7 +28,7 @@ PAD, EOS = 1, 2
 SOURCES = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14]]
 
 
-def _model(kind: str, path) -> torch.nn.Module:
+def _model(kind: str, path, **changes) -> torch.nn.Module:
     """A tiny model of `kind` with every trained tensor redrawn (norms around 1, the logits'
     bias too), saved to `path`; Marian's and Pegasus's position tables stay the sinusoid they
     are built as (a checkpoint's)."""
@@ -37,7 +37,7 @@ def _model(kind: str, path) -> torch.nn.Module:
                  encoder_attention_heads=4, decoder_attention_heads=2, encoder_ffn_dim=24,
                  decoder_ffn_dim=40, max_position_embeddings=64, pad_token_id=PAD,
                  bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
-                 forced_eos_token_id=None, scale_embedding=kind != "pegasus")
+                 forced_eos_token_id=None, scale_embedding=kind != "pegasus", **changes)
     torch.manual_seed(len(kind))
     m = model(cfg).eval()
     with torch.no_grad():
@@ -62,7 +62,21 @@ def test_an_imported_encoder_decoder_is_transformers_model(tmp_path, kind: str) 
     """The import's encoder (hidden states of the real source rows), decoder (logits over a
     target) and greedy tokens (against `generate`, no logits processor, stopped at eos) on
     ort-cpu, from the checkpoint folder."""
-    hf = _model(kind, tmp_path)
+    _compare(_model(kind, tmp_path), tmp_path, kind)
+
+
+def test_marian_with_a_table_per_stack(tmp_path) -> None:
+    """Marian's `share_encoder_decoder_embeddings = false`: the encoder embeds the source
+    with a table of its own (the encoder's `vocab`), the decoder its 40-token vocabulary
+    (`decoder_vocab_size`), its head tied to its own table."""
+    hf = _model("marian", tmp_path, share_encoder_decoder_embeddings=False,
+                decoder_vocab_size=40)
+    layer = _compare(hf, tmp_path, "marian")
+    assert (layer.spec.vocab, layer.spec.encoder.vocab) == (40, 50)
+
+
+def _compare(hf, tmp_path, kind: str):
+    """The import of the checkpoint saved at `tmp_path` against `hf`; the imported layer."""
     program = attndsl.load(tmp_path)
     layer = program[list(program)[-1]]
     assert layer.spec.encoder is not None and layer.spec.decoder_start == EOS
@@ -90,6 +104,7 @@ def test_an_imported_encoder_decoder_is_transformers_model(tmp_path, kind: str) 
     for row, tokens in zip(greedy, ours, strict=True):
         ended = row.index(EOS) + 1 if EOS in row else len(row)
         assert tokens == row[:ended], (kind, greedy, ours)
+    return layer
 
 
 def test_start_and_padding_tokens_are_transformers_defaults() -> None:

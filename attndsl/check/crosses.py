@@ -85,12 +85,16 @@ class Crosses(Sides):
             raise self.error("an encoder-decoder's decoder attends over the encoder's output: "
                              "it needs `cross`", where,
                              hint="add `cross = <a cross attention>` to this stack")
-        if encoder.vocab is not None or encoder.cross is not None or reads_streams(encoder):
-            raise self.error(f"`{encoder.name}` is an encoder: a stack of hidden states without "
-                             "`vocab` (the model embeds the source with this stack's "
-                             "embed_tokens), `cross` or multimodal RoPE", where,
+        own = encoder.vocab is not None  # (its own token embedding: Marian's unshared)
+        head = encoder.tied or encoder.head_bias or encoder.logit_scale != 1.0 or \
+            encoder.logit_mechanisms or encoder.head_transform is not None
+        if encoder.cross is not None or reads_streams(encoder) or head or (
+                own and source == "states"):
+            raise self.error(f"`{encoder.name}` is an encoder: a stack of hidden states (its "
+                             "own `vocab` where it embeds the source itself) without `cross`, "
+                             "multimodal RoPE or an LM head's keys", where,
                              hint=f"remove them from transformer {encoder.name}")
-        if source == "tokens" and encoder.d_model != cross.d_model:
+        if source == "tokens" and not own and encoder.d_model != cross.d_model:
             raise self.error(f"`{encoder.name}` embeds the source with this stack's embed_tokens "
                              f"({cross.d_model} wide): its d_model must be {cross.d_model}, "
                              f"found {encoder.d_model}", where,

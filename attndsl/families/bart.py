@@ -40,10 +40,10 @@ def _read(s: SpecText, padding: str | None) -> None:
                 "t2t": f"sinusoidal(layout = halves, offset = "
                        f"{int(cfg.get('pad_token_id', TOKENS[kind][2])) + 1}, "
                        "frequencies = tensor2tensor)"}[positions]
-    if cfg.get("share_encoder_decoder_embeddings") is False or \
-            cfg.get("decoder_vocab_size") not in (None, cfg.get("vocab_size")):
-        s.refuse("share_encoder_decoder_embeddings", "attndsl's encoder-decoders share one "
-                                                     "token embedding")
+    own = not _shared(cfg)  # (Marian's unshared: each stack its own table)
+    if not own and cfg.get("decoder_vocab_size") not in (None, cfg.get("vocab_size")):
+        s.refuse("decoder_vocab_size", "a vocabulary of the decoder's own needs a table of its "
+                                       "own (`share_encoder_decoder_embeddings = false`)")
     for side in ("encoder", "decoder"):
         heads = s.need(f"{side}_attention_heads")
         entries = {"d_model": str(d), "heads": str(heads), "position": position,
@@ -55,6 +55,10 @@ def _read(s: SpecText, padding: str | None) -> None:
                  "norm": f"layernorm({place}, eps = 1e-05)"}  # (nn.LayerNorm's default)
         if embedding_norm:  # layernorm_embedding, after the positions
             stack["embedding_norm"] = "layernorm(eps = 1e-05)"
+        if side == "encoder" and own:  # its own table of vocab_size source tokens
+            stack["vocab"] = str(s.need("vocab_size"))
+            if cfg.get("scale_embedding"):
+                stack["embedding_scale"] = f"sqrt({d})"
         (s.encoder if side == "encoder" else s.stack).update(stack)
     s.attentions[f"{kind}_cross"] = {
         "d_model": str(d), "heads": str(s.need("decoder_attention_heads")), "kind": "cross",
@@ -71,6 +75,14 @@ def _read(s: SpecText, padding: str | None) -> None:
         s.head["head_bias"] = "true"  # final_logits_bias
     if cfg.get("scale_embedding"):
         s.head["embedding_scale"] = f"sqrt({d})"
+    if own and cfg.get("decoder_vocab_size") is not None:  # the decoder's own vocabulary
+        s.head["vocab"] = str(cfg["decoder_vocab_size"])
+
+
+def _shared(cfg: dict) -> bool:
+    """Whether the two stacks share one token embedding (Marian's
+    `share_encoder_decoder_embeddings`; every other type's always)."""
+    return cfg.get("share_encoder_decoder_embeddings") is not False
 
 
 def _bias(t: Any, a: Attention, cfg: dict) -> Any:
@@ -97,7 +109,9 @@ def _names(cfg: dict) -> Names:
     """The checkpoint's names: the decoder's blocks as a stack's, the encoder's (`encoder.*`)
     and the tops as named tensors outside the layers."""
     positions, pre, embedding_norm, bias = _FORMS[cfg["model_type"]]
-    top: dict[str, Any] = {"embed_tokens.weight": "shared.weight"}
+    top: dict[str, Any] = {"embed_tokens.weight": "shared.weight"} if _shared(cfg) else {
+        "embed_tokens.weight": "decoder.embed_tokens.weight",
+        "encoder.embed_tokens.weight": "encoder.embed_tokens.weight"}
     for ours, side in (("", "decoder"), ("encoder.", "encoder")):
         if positions.startswith("learned"):
             table = f"{side}.embed_positions.weight"
@@ -115,7 +129,8 @@ def _names(cfg: dict) -> Names:
     top["lm_head.weight"] = "lm_head.weight"
     return Names("decoder.layers.{i}.", _layer(True), top, ("model.",),
                  aliases={"shared.weight": ("decoder.embed_tokens.weight",
-                                            "encoder.embed_tokens.weight")},
+                                            "encoder.embed_tokens.weight")} if _shared(cfg)
+                 else {},
                  # the copies of the shared embedding a checkpoint may keep; M2M100's,
                  # Marian's tables computed, not read
                  outside=(r"(encoder|decoder)\.embed_tokens\.weight",
