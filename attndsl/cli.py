@@ -36,6 +36,12 @@ def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]],
     return register
 
 
+def _with_encoders(layers: list) -> list:
+    """Each layer, then its encoder where it is an encoder-decoder model (`Layer.encoder`)."""
+    return [part for layer in layers for part in (
+        layer, *([layer.encoder()] if getattr(layer.spec, "encoder", None) else []))]
+
+
 def _layers(path: str, name: str | None) -> list[Layer]:
     program = load(path)
     if name is not None:
@@ -129,9 +135,7 @@ def _compile(args: argparse.Namespace) -> int:
 @command("verify")
 def _verify(args: argparse.Namespace) -> int:
 
-    layers = [part for layer in _layers(args.file, args.name)  # an encoder-decoder's encoder
-              for part in (layer, *([layer.encoder()] if getattr(layer.spec, "encoder", None)
-                                    else []))]
+    layers = _with_encoders(_layers(args.file, args.name))
     if (args.save_inputs or args.save_outputs) and args.dtype == "bfloat16":
         raise UsageError("--save-inputs/--save-outputs write NumPy arrays (Polygraphy's JSON "
                          "format), which cannot hold bfloat16; save them with --dtype float16 "
@@ -236,7 +240,8 @@ def _explain(args: argparse.Namespace) -> int:
         raise UsageError(f"--quantize writes ONNX Runtime's MatMulNBits: explain it with "
                          f"--target {CPU_TARGET} or {CUDA_TARGET}")
     quantize = None if args.target == TORCH_PLAN else quantization(args, args.target)
-    for i, layer in enumerate(_layers(args.file, args.name)):
+    layers = _layers(args.file, args.name)  # (an encoder-decoder's encoder: one pass alone)
+    for i, layer in enumerate(layers if args.decode else _with_encoders(layers)):
         if i:
             print()
         if args.decode:

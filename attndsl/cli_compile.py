@@ -54,13 +54,15 @@ def compile_command(args: argparse.Namespace, layers_of: Callable[[], list[Layer
     written: list[str | Callable[[], str]] = []
     for i, layer in enumerate(layers):
         report(f"compiling {layer.name}", i, len(layers))
-        if args.export == "torch":
-            data = layer.torch_program_bytes(seed=args.seed, weights=args.weights,
-                                             dtype=args.dtype)
-            path = out_dir / f"{layer.name}.pt2"
-            outputs.file(path, data)
-            written.append(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 "
-                           f"{hashlib.sha256(data).hexdigest()[:12]}...)")
+        if args.export == "torch":  # (an encoder-decoder's encoder beside its decoder)
+            encoder = [layer.encoder()] if getattr(layer.spec, "encoder", None) else []
+            for part in (layer, *encoder):
+                data = part.torch_program_bytes(seed=args.seed, weights=args.weights,
+                                                dtype=args.dtype)
+                path = out_dir / f"{part.name}.pt2"
+                outputs.file(path, data)
+                written.append(f"wrote {path} ({len(data) / 1e6:.1f} MB, sha256 "
+                               f"{hashlib.sha256(data).hexdigest()[:12]}...)")
             continue
         if args.export == "genai":
             from .genai import genai_folder, token_note

@@ -210,3 +210,25 @@ def test_run_feeds_a_decoder_stack_its_tokens_lengths(tmp_path) -> None:
     assert feed["key_lengths"].tolist() == [16, 16] and feed["memory_lengths"].tolist() == [5, 5]
     lone = runtime.make_session(program["dec_cross"].onnx_bytes(), "cpu")
     assert random_inputs(lone, 2, 16, 5)["key_lengths"].tolist() == [5, 5]
+
+
+def test_torch_export_writes_the_encoder_with_the_models_weights(tmp_path, capsys) -> None:
+    """`compile --export torch` of a model writes its encoder's program beside the decoder's,
+    holding the model's encoder.* and shared embedding: the program computes what the
+    reference computes of the encoder with the model's seeded weights."""
+    import torch
+
+    from attndsl.weight_table import seeded_weights
+
+    spec = tmp_path / "s2s.attn"
+    spec.write_text(MODEL)
+    assert main(["compile", str(spec), "--name", "s2s", "--export", "torch", "-o",
+                 str(tmp_path), "--seed", "4"]) == 0
+    assert "s2s.encoder.pt2" in capsys.readouterr().out
+    program = torch.export.load(tmp_path / "s2s.encoder.pt2").module()
+    ids, lengths = np.array([[3, 9, 4], [5, 6, 0]]), np.array([3, 2])
+    got = program(torch.from_numpy(ids), torch.from_numpy(lengths)).detach().numpy()
+    layer = attndsl.loads(MODEL)["s2s"]
+    want = reference.run(layer.encoder().graph(), {"input_ids": ids, "key_lengths": lengths},
+                         encoder_weights(seeded_weights(weight_table(layer.spec), 4)))
+    assert np.abs(got - want).max() <= 1e-4
