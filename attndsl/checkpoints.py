@@ -26,6 +26,7 @@ import numpy as np
 from .checkpoint_files import Checkpoint, open_checkpoint, read_tensors
 from .errors import Diagnostic, SpecError, UsageError
 from .families import FAMILIES, LM_NAMES, Names
+from .families.base import WHOLE
 from .families.names import Split
 from .progress import report
 from .spec import Attention, Transformer
@@ -94,7 +95,7 @@ def gather(ckpt: Checkpoint, spec: Attention | Transformer, wanted: dict[str, tu
     layer // sublayers, its sublayer layer % sublayers where a family's layers hold several:
     `Names.sublayers`)."""
     whole = isinstance(spec, Transformer) and spec.encoder is not None  # (T5's table then)
-    fam = family_of({**ckpt.config, "attndsl_encoder_decoder": whole})
+    fam = family_of({**ckpt.config, WHOLE: whole})
     keys = _strip_bases(ckpt.files, fam.bases)
     for name, others in fam.aliases.items():  # (a tied tensor saved under a copy's name)
         found = next((o for o in others if o in keys), None)

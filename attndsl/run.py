@@ -106,16 +106,24 @@ def _lone_cross(session) -> bool:
     """Whether the model is a cross attention alone (its key_lengths count memory rows; a
     decoder stack's count its tokens): its spec, where its metadata holds one, else its
     inputs (memory, and no memory_lengths)."""
-    meta = session.get_modelmeta().custom_metadata_map
-    if "attndsl.spec" in meta:
-        from .check import check
-        from .parser import decode, parse
-
-        layers = check(parse(decode(meta["attndsl.spec"].encode("utf-8"), "<model>"))).layers
-        spec = layers.get(meta.get("attndsl.layer"))
-        if spec is not None:
-            return getattr(spec, "kind", None) == "cross"
+    spec = spec_of(session)
+    if spec is not None:
+        return getattr(spec, "kind", None) == "cross"
     return _has(session, "memory") and not _has(session, "memory_lengths")
+
+
+def spec_of(session):
+    """The checked spec of the layer an attndsl model was made from (its metadata's
+    `attndsl.spec` and `attndsl.layer`), or None for a model that holds none."""
+    meta = session.get_modelmeta().custom_metadata_map
+    if "attndsl.spec" not in meta:
+        return None
+    from .check import check
+    from .parser import decode, parse
+
+    text = meta["attndsl.spec"].encode("utf-8")
+    layers = check(parse(decode(text, meta.get("attndsl.spec_file", "<model>")))).layers
+    return layers.get(meta.get("attndsl.layer"))
 
 
 def _load_npz(path: str, session) -> dict[str, np.ndarray]:

@@ -21,34 +21,18 @@ __all__ = ["Seq2Seq", "check_model", "encoder_weights", "generate_files", "gener
 PREFIX = "encoder."  # the encoder's tensors among its model's
 
 
-def encoder_weights(model: Mapping[str, Any], tokens: bool = True) -> dict[str, Any]:
+def encoder_weights(model: Mapping[str, Any], tokens: bool = True) -> Mapping[str, Any]:
     """The encoder's tensors by its own names, from its model's (`encoder.*`, and with
-    `tokens` the model's token embedding, which the encoder shares)."""
-    out = {name[len(PREFIX):]: name for name in model if name.startswith(PREFIX)}
+    `tokens` the model's token embedding, which the encoder shares), each read when asked for
+    (`weights.Weights`)."""
+    from .weights import Weights
+
+    names = {name[len(PREFIX):]: name for name in model if name.startswith(PREFIX)}
     if tokens:
-        out["embed_tokens.weight"] = "embed_tokens.weight"
-    return _Renamed(model, out)
-
-
-class _Renamed(Mapping):
-    """`model` read under other names (new name -> the model's), each read when asked for."""
-
-    def __init__(self, model: Mapping[str, Any], names: dict[str, str]):
-        self._model, self._names = model, names
-
-    def shape(self, name: str) -> tuple[int, ...]:  # (as `weights.Weights`)
-        model = self._model
-        return model.shape(self._names[name]) if hasattr(model, "shape") else \
-            tuple(np.shape(model[self._names[name]]))
-
-    def __getitem__(self, name: str) -> Any:
-        return self._model[self._names[name]]
-
-    def __iter__(self):
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
+        names["embed_tokens.weight"] = "embed_tokens.weight"
+    shape = model.shape if isinstance(model, Weights) else lambda n: tuple(np.shape(model[n]))
+    return Weights({ours: lambda theirs=theirs: model[theirs] for ours, theirs in names.items()},
+                   {ours: shape(theirs) for ours, theirs in names.items()})
 
 
 class Seq2Seq:
@@ -155,16 +139,13 @@ def generate_files(decoder, path: Path, encoder_file: str | None,
     read from `path`): its encoder from `encoder_file`, else <layer>.encoder.onnx beside it;
     its start token from the spec its metadata holds."""
     from .backends import runtime
-    from .check import check
-    from .parser import decode, parse
+    from .run import spec_of
 
-    meta = decoder.get_modelmeta().custom_metadata_map
-    if "attndsl.spec" not in meta:
+    spec = spec_of(decoder)
+    if spec is None:
         raise UsageError(f"{path}: a decoder over memory rows that attndsl did not write: "
                          "generate does not know its encoder or start token")
-    layer = meta["attndsl.layer"]
-    text = meta["attndsl.spec"].encode("utf-8")
-    spec = check(parse(decode(text, meta.get("attndsl.spec_file", "<model>")))).layers[layer]
+    layer = spec.name
     if getattr(spec, "encoder", None) is None:
         raise UsageError(f"{path}: `{layer}` attends over memory rows but has no `encoder`: "
                          "generate feeds token ids, and its memory has no source\n  = help: "

@@ -11,6 +11,7 @@ dtype (q and k are widened before their product, which is then exact)."""
 from __future__ import annotations
 
 import inspect
+from collections import ChainMap
 from collections.abc import Callable
 
 import torch
@@ -98,7 +99,7 @@ class GraphModule(nn.Module):
             if node.op is Op.INPUT:
                 (memory if node.out == "memory" and stack else env)[node.out] = given[node.out]
             else:
-                seen = {**env, **memory} if sees_memory and memory else env
+                seen = ChainMap(memory, env) if sees_memory and memory else env
                 env[node.out] = self.run_node(node, masks.read_as(node.args, seen))
         if self.graph.presents:
             return (env[self.graph.output], *(env[p] for p in self.graph.presents))

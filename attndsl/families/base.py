@@ -9,7 +9,12 @@ from typing import Any
 from .names import Names
 from .text import SpecText
 
-__all__ = ["Family", "Refusal"]
+__all__ = ["WHOLE", "Family", "Refusal"]
+
+# the key `checkpoints.gather` adds to the config it picks a name table by, true where the
+# spec read is a whole encoder-decoder (T5's table is then the whole model's, else its
+# encoder's)
+WHOLE = "attndsl_encoder_decoder"
 
 # (when the field's value is refused, why): a field attndsl has no form for at that value
 Refusal = tuple[Callable[[Any], bool], str]

@@ -7,16 +7,12 @@ false); a T5EncoderModel's checkpoint, or `--head none`: the encoder stack alone
 
 from __future__ import annotations
 
-from .base import Family
+from .base import WHOLE, Family
 from .names import Names
 from .rope import num
 from .text import SpecText, mask
 
-__all__ = ["FAMILIES", "WHOLE"]
-
-# the key `checkpoints.gather` adds to a config whose spec is the whole model (an
-# encoder-decoder), so that its name table is the whole model's
-WHOLE = "attndsl_encoder_decoder"
+__all__ = ["FAMILIES"]
 
 
 def _attention(s: SpecText, bidirectional: bool) -> dict[str, str]:

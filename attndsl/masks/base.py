@@ -4,7 +4,8 @@ inputs it needs; `MaskContext` carries the sizes and runtime inputs to every bac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import ChainMap
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,11 +38,12 @@ class MaskContext:
 ROLES = {"memory_lengths": "key_lengths"}
 
 
-def read_as(operands: tuple[str, ...], env: dict) -> dict:
+def read_as(operands: tuple[str, ...], env: Mapping) -> Mapping:
     """`env` (name -> value) as an attention node with these operands reads it: each operand
-    that plays another runtime input's role (`ROLES`) under that input's name."""
+    that plays another runtime input's role (`ROLES`) under that input's name (a view: env
+    is not copied)."""
     swapped = {ROLES[n]: env[n] for n in operands if n in ROLES and n in env}
-    return {**env, **swapped} if swapped else env
+    return ChainMap(swapped, env) if swapped else env
 
 
 class MaskNode:
