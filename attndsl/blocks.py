@@ -11,7 +11,7 @@ __all__ = ["GATED", "Ffn", "Norm"]
 
 @dataclass(frozen=True)
 class Ffn:
-    kind: str  # relu | relu2 | gelu | gelu_tanh (fc1 -> act -> fc2) | swiglu | geglu |
+    kind: str  # relu | relu2 | gelu | gelu_tanh | quick_gelu (fc1, act, fc2) | swiglu | geglu |
     # relu2_glu | clamped_swiglu | gelu_glu (exact erf GELU's gate: ModernBERT's)
     hidden: int
     bias: bool

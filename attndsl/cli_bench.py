@@ -28,6 +28,10 @@ def bench(args: argparse.Namespace, load: Callable[[], list],
     rows = []
     theory: dict[tuple[str, str], float] = {}
     for layer in load():
+        if getattr(layer.spec, "patches", None) is not None:  # (its lengths are an image's)
+            raise UsageError(f"`{layer.name}` is a vision stack: bench measures token lengths; "
+                             f"bench its attention (--name {layer.spec.attention.name}) or "
+                             "verify the stack")
         rows += bench_layer(layer, lengths=args.lengths, batch=args.batch, targets=args.targets,
                             providers=args.providers, repeat=repeat, dtype=args.dtype,
                             progress=progress)

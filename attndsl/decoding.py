@@ -50,6 +50,10 @@ def check_decodable(spec: Layer) -> None:
     index alone and no positions between queries and memory rows."""
     attns = attentions_of(spec)
     problems = [p for p in (_blocker(a) for a in dict.fromkeys(attns)) if p is not None]
+    if getattr(spec, "patches", None) is not None:  # (an encoder of images)
+        problems.insert(0, Diagnostic(f"`{spec.name}` is a vision stack: it reads a whole "
+                                      "image at once and has no decoding form", None,
+                                      hint="compile it without --decode"))
     if problems:
         raise SpecError(problems)
 

@@ -17,6 +17,7 @@ from .backends import runtime
 from .errors import UsageError
 from .limits import beyond_limits
 from .output import write_atomic
+from .patches import image_shape
 from .usage import check_token_ids
 
 __all__ = ["model_limits", "random_inputs", "run_model", "vocab_of"]
@@ -58,6 +59,9 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
         if inp.name.startswith("past_key_values."):
             feed[inp.name] = np.zeros(dims, dtype=np.float32)
             continue
+        if inp.name == "pixel_values":  # a vision stack's: an image of `length` patches
+            p = spec_of(session).patches
+            dims = [batch, p.channels, *image_shape(p, length)]
         if math.prod(dims) > _MAX_INPUT_ELEMENTS:
             raise UsageError(f"input `{inp.name}` would be {list(dims)}, "
                              f"{math.prod(dims) * 4 / 1e9:.1f} GB of random values; reduce "

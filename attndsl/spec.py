@@ -9,6 +9,7 @@ from typing import Any
 from .blocks import GATED, Ffn, Norm  # re-exported: part of the resolved spec
 from .kernels import Kernel, Softmax  # re-exported: part of the resolved spec
 from .masks import Mask, runtime_inputs
+from .patches import Patches
 from .position_spec import (  # re-exported: part of the resolved spec
     Alibi,
     Learned,
@@ -159,10 +160,8 @@ class PerLayerInputs:
 @dataclass(frozen=True)
 class Side:
     """`side(attention = a, ffn = mlp, layers = [i, ...])`: Zamba's shared transformer block
-    beside the listed blocks' own: over [x ; e] (the block's input and the stack's input as
-    block 0 receives it, side by side, 2 d_model wide), norm, attention a (2 d_model in,
-    d_model out: `out_dim`), norm, the MLP and a d_model x d_model projection, its output s
-    added to the block's attention input before its norm, h = x + attn(norm(x + s))."""
+    beside the listed blocks' own (docs/LANGUAGE.md): over [x ; e], norm, attention a, norm,
+    the MLP and a projection, its output s joining the block's attention input."""
 
     attention: Attention
     ffn: Ffn
@@ -269,6 +268,11 @@ class Transformer:
     encoder_input: str = "tokens"
     # False: token ids in, hidden states y out, no LM head (an encoder as its model runs it)
     head: bool = True
+    # a vision stack: pixel_values in, its patches' rows (`patches.Patches`) through the blocks
+    patches: Patches | None = None
+    # DINOv2's layer scale (layers.{i}.attn_scale, ffn_scale); no final norm (CLIP's vision)
+    layer_scale: bool = False
+    final_norm: bool = True
 
     def layer_placement(self, i: int) -> str:
         """Where block i's norms sit (pre, post, sandwich or output)."""
@@ -298,8 +302,7 @@ class Transformer:
         return f.dense if f is not None and i in f.dense_layers else self.ffn
 
     @property
-    def attention(self) -> Attention:
-        """The first layer's attention: the stack's width, kind and absolute positions."""
+    def attention(self) -> Attention:  # the first layer's: the stack's width, kind, positions
         return self.attentions[0]
 
     def layer_attention(self, i: int) -> Attention:
@@ -356,11 +359,11 @@ def memory_reader(spec: Layer) -> Attention | None:
 
 
 def input_names(spec: Layer) -> tuple[str, ...]:
-    """Graph inputs, in this order: x (input_ids for a language model), memory (cross
-    attention, a decoder stack), key_lengths, memory_lengths (a decoder stack's),
-    segment_ids, memory_segment_ids (cross attention's `document`), position_ids (multimodal
-    RoPE's three position streams, `reads_streams`)."""
-    first = "input_ids" if is_lm(spec) else "x"
+    """Graph inputs, in this order: x (input_ids for a language model, pixel_values for a
+    vision stack), memory (cross attention, a decoder stack), key_lengths, memory_lengths,
+    segment_ids, memory_segment_ids, position_ids (multimodal RoPE's, `reads_streams`)."""
+    first = "input_ids" if is_lm(spec) else "pixel_values" if getattr(
+        spec, "patches", None) else "x"
     return (first, *(["memory"] if memory_reader(spec) else []), *spec.runtime_inputs,
             *(["position_ids"] if reads_streams(spec) else []))
 

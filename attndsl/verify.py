@@ -21,6 +21,7 @@ from .ir import build
 from .limits import beyond_limits, length_limits
 from .masks import Chunked, Dilated, Global, Prefix, Random, Strided, Window, primitives
 from .mechanisms import ffn_of, kernel_of, selector_of
+from .patches import image_shape, patch_counts
 from .spec import (
     MAX_LENGTH,
     Attention,
@@ -68,6 +69,8 @@ def default_lengths(spec: Attention | Transformer) -> dict[int, str]:
     a limit (limits.length_limits) or MAX_LENGTH are left out."""
     chosen = {1: "one token", DEFAULT_LENGTHS[1]: "a prime below every block",
               DEFAULT_LENGTHS[2]: "a prime", DEFAULT_LENGTHS[3]: "a prime"}
+    if getattr(spec, "patches", None) is not None:  # a vision stack's: counts of patches
+        chosen = patch_counts(spec.patches)
     for a in attentions_of(spec):
         for n, why in mask_lengths(a).items():
             chosen.setdefault(n, why)
@@ -187,6 +190,9 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
             out[name] = rng.standard_normal((batch, length, attn.d_model)).astype(np.float32)
         elif name == "input_ids":
             out[name] = rng.integers(0, spec.vocab, size=(batch, length)).astype(np.int64)
+        elif name == "pixel_values":  # a vision stack's image of `length` patches
+            image = (batch, spec.patches.channels, *image_shape(spec.patches, length))
+            out[name] = rng.standard_normal(image).astype(np.float32)
         elif name == "memory":
             out[name] = rng.standard_normal((batch, S, reader.memory_dim)).astype(np.float32)
         elif name in ("key_lengths", "memory_lengths"):  # (a stack's key_lengths: its tokens')

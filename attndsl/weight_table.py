@@ -146,6 +146,17 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
     a, d = spec.attention, spec.d_model
     if spec.vocab is not None:
         out.append(Weight("embed_tokens.weight", (spec.vocab, d), "embedding"))
+    if spec.patches is not None:  # a vision stack's: its patches' projection, class, table
+        pt = spec.patches
+        fan = pt.channels * pt.size * pt.size
+        out.append(Weight("patch_embed.weight", (d, pt.channels, pt.size, pt.size), "linear",
+                          fan))
+        if pt.bias:
+            out.append(Weight("patch_embed.bias", (d,), "linear_bias", fan))
+        if pt.class_token:
+            out.append(Weight("class_token", (d,), "embedding"))
+        if pt.grid is not None:
+            out.append(Weight("position_embeddings.weight", (pt.table_rows, d), "embedding"))
     if spec.embedding_norm is not None:  # (of the token embeddings, or the stack's input)
         norm("embedding_norm", d, spec.embedding_norm, spec.embedding_norm.bias)
     ple = spec.per_layer_inputs
@@ -198,7 +209,9 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             norm(f"{p}post_per_layer_input_norm", d, spec.norm, False)
         if spec.layer_scalar:
             out.append(Weight(f"{p}layer_scalar", (1,), "norm_weight"))
-    if spec.placement != "post":
+        if spec.layer_scale:  # DINOv2's, per sublayer
+            out += [Weight(f"{p}{k}_scale", (d,), "norm_weight") for k in ("attn", "ffn")]
+    if spec.placement != "post" and spec.final_norm:
         norm("norm", d, spec.norm, layernorm)
     if spec.head_transform is not None:  # the prediction head's dense, then its norm
         linear("head_transform.dense", d, d, spec.head_transform.bias)

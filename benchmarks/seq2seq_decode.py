@@ -12,7 +12,7 @@ The two generate the same tokens (checked here on the first run; tests/test_seq2
 holds them equal at small sizes).
 
     .venv/bin/python benchmarks/seq2seq_decode.py [--source 128] [--new 64] [--batch 1]
-        [--repeat 3]
+        [--repeat 3] [--device cpu | cuda]
 
 Prints a Markdown table (BENCHMARKS.md, Encoder-decoder generation)."""
 
@@ -54,20 +54,25 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=64)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(2)
+    target = f"ort-{args.device}"
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         hf = _model(folder)
         start = time.perf_counter()
         program = attndsl.load(folder)
         layer = program["t5"]
-        encoder = runtime.make_session(layer.encoder().onnx_model(weights=folder), "cpu")
-        decoder = runtime.make_session(layer.decoder_model(weights=folder), "cpu")
+        encoder = runtime.make_session(layer.encoder().onnx_model(weights=folder,
+                                                                  target=target), args.device)
+        decoder = runtime.make_session(layer.decoder_model(weights=folder, target=target),
+                                       args.device)
+        hf = hf.to(args.device)
         build_s = time.perf_counter() - start
     rng = np.random.default_rng(0)
     sources = rng.integers(2, 32128, size=(args.batch, args.source)).tolist()
-    ids = torch.tensor(sources)
+    ids = torch.tensor(sources, device=args.device)
 
     def ours(n: int) -> list[list[int]]:
         return generate_seq2seq(encoder, decoder, sources, n, 0).tokens
@@ -76,18 +81,20 @@ def main() -> None:
         with torch.no_grad():
             out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
                               min_new_tokens=n, do_sample=False, num_beams=1, eos_token_id=None)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
         return out[:, 1:].tolist()
 
     assert ours(args.new) == theirs(args.new), "the two generate different tokens"
-    times: dict[str, dict[int, list[float]]] = {"attndsl (ort-cpu)": {}, "transformers": {}}
+    times: dict[str, dict[int, list[float]]] = {f"attndsl ({target})": {}, "transformers": {}}
     for _ in range(args.repeat):
-        for name, run in (("attndsl (ort-cpu)", ours), ("transformers", theirs)):
+        for name, run in ((f"attndsl ({target})", ours), ("transformers", theirs)):
             for n in (1, args.new):
                 start = time.perf_counter()
                 run(n)
                 times[name].setdefault(n, []).append(time.perf_counter() - start)
     print(f"T5-small-sized random model, batch {args.batch}, source {args.source} tokens, "
-          f"{args.new} new tokens, float32, 2 threads, medians of {args.repeat}; attndsl's "
+          f"{args.new} new tokens, float32, {args.device}, medians of {args.repeat}; attndsl's "
           f"import and compile: {build_s:.1f} s\n")
     print("| backend | first token ms | ms/token | tokens/s | ms/token vs transformers |")
     print("|---|---|---|---|---|")

@@ -572,9 +572,30 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             if model:
                 text += _encoder(memory, d)
                 extra += f"\n    encoder = e\n    decoder_start = {memory.choice([0, 2])}"
+        sight = random.Random(seed * 7919 + 57)  # a vision stack's patches: own stream
+        if not any(w in text + extra for w in (
+                "vocab", "cross =", "padding", "document", "mrope", "learned(", "linformer",
+                "prefix", "kind = cross")) and not decoding and sight.random() < 0.5:
+            extra += "\n    " + _patches(sight, placement, extra)
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
+
+
+def _patches(r: random.Random, placement: str, extra: str) -> str:
+    """A vision stack's input (ViT's, SigLIP's, CLIP's): patches of 1 to 4 pixels a side over
+    1 to 4 channels, with or without a bias, a class token, a learned table of 2 x 2 to 5 x 5
+    positions; DINOv2's layer scale and CLIP's missing final norm where the blocks allow."""
+    args = [f"size = {r.randint(1, 4)}", f"channels = {r.randint(1, 4)}"]
+    args += r.sample(["bias = false", "class_token = true", f"grid = {r.randint(2, 5)}"],
+                     r.randint(0, 3))
+    out = f"patches = patches({', '.join(args)})"
+    plain = placement == "pre" and "residual =" not in extra and "placements" not in extra
+    if plain and r.random() < 0.4:
+        out += "\n    layer_scale = true"
+    if placement != "post" and r.random() < 0.3:
+        out += "\n    final_norm = false"
+    return out
 
 
 def _side(r: random.Random, d: int, mask: str) -> str:

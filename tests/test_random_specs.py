@@ -11,6 +11,7 @@ import torch
 
 import attndsl
 from attndsl.backends import reference, runtime
+from attndsl.patches import image_shape
 from attndsl.spec import memory_reader, reads_streams
 from attndsl.verify import tolerance
 
@@ -28,6 +29,9 @@ def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[
     S = S if reader is not None else L
     if getattr(spec, "vocab", None):  # a language model: token ids
         feed = {"input_ids": rng.integers(0, spec.vocab, size=(batch, L)).astype(np.int64)}
+    elif getattr(spec, "patches", None):  # a vision stack: an image of L patches
+        image = (batch, spec.patches.channels, *image_shape(spec.patches, L))
+        feed = {"pixel_values": rng.standard_normal(image).astype(np.float32)}
     else:
         feed = {"x": rng.standard_normal((batch, L, attn.d_model)).astype(np.float32)}
     if reader is not None:

@@ -20,6 +20,8 @@ What an `xp` provides, beyond the arithmetic, comparison and logical operators o
     zeros_after(x, axis, n) (pad's zeros, in any dtype) head(x, axis, n) (the first n)
     sort(x) (ascending along the last axis: values, indices) cumsum(x, axis)
     take_along(x, indices, axis) (NumPy's take_along_axis)
+    patch_conv(x, w, b, size) (a convolution of stride = kernel = size over (B, C, H, W))
+    resize_bicubic(x, like) (x's last two axes to like's sizes: torch's bicubic, a = -0.75)
 where a dimension, `n` or `stop` may be a length of the input (a symbolic scalar).
 
 Dtype rule (docs/LANGUAGE.md, "Numerics"): scores, biases, softmax, RMS statistics, position
@@ -35,9 +37,20 @@ from ..positions import mrope_streams, rope_inv_freq, sinusoidal_inv_freq
 from ..rope_scaling import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
-__all__ = ["LOWEST", "activation", "alibi_bias", "document_positions", "masked_softmax",
-           "mrope_positions", "norm", "rope", "rope_frequencies", "sinusoidal_table",
-           "sinusoidal_variant"]
+__all__ = [
+    "LOWEST",
+    "activation",
+    "alibi_bias",
+    "document_positions",
+    "masked_softmax",
+    "mrope_positions",
+    "norm",
+    "patch_embed",
+    "rope",
+    "rope_frequencies",
+    "sinusoidal_table",
+    "sinusoidal_variant",
+]
 
 Array = Any
 LOWEST = float(np.finfo(np.float32).min)
@@ -192,6 +205,8 @@ def activation(xp, h: Array, kind: str) -> Array:
         return h * xp.sigmoid(h)
     if kind == "sigmoid":  # a gate
         return xp.sigmoid(h)
+    if kind == "quick_gelu":  # CLIP's
+        return h * xp.sigmoid(h * 1.702)
     if kind == "softplus":  # a gate
         if lacks_bfloat16_cuda_kernel("Softplus", xp.dtype(h)):
             return xp.astype(xp.softplus(xp.astype(h, "float32")), "bfloat16")
@@ -262,3 +277,27 @@ def document_positions(xp, segment_ids: Array) -> Array:
     run = xp.cumsum(xp.astype(first, "int64"), 1) - 1  # (B, L): the token's run, from 0
     starts, _ = xp.sort(xp.where(first, pos, pos + L))  # the runs' first positions, in order
     return pos - xp.take_along(starts, run, 1)
+
+
+def patch_embed(xp, pixels: Array, weight: Array, bias: Array | None, cls: Array | None,
+                table: Array | None, size: int, grid: int | None, d: int) -> Array:
+    """A vision stack's token rows (docs/LANGUAGE.md, "Vision encoders"): pixel_values
+    (B, C, H, W) cut into size x size patches (gh = H // size rows of gw = W // size, the
+    pixels past them left out), each projected (the patch convolution), row-major; plus the
+    learned grid x grid table's patch rows, bicubic-interpolated to gh x gw in float32 and
+    narrowed; the class token (plus the table's row 0) before them: (B, [1 +] gh gw, d)."""
+    x = xp.patch_conv(pixels, weight, bias, size)  # (B, d, gh, gw)
+    rows = xp.swap_last(xp.reshape_axes(x, 2, 4, [-1]))
+    if table is not None:
+        patches = xp.slice(table, 0, 0 if cls is None else 1, None)  # (grid * grid, d)
+        square = xp.reshape(xp.swap_last(xp.astype(patches, "float32")), [1, d, grid, grid])
+        moved = xp.resize_bicubic(square, x)  # (1, d, gh, gw)
+        rows = rows + xp.astype(xp.swap_last(xp.reshape_axes(moved, 2, 4, [-1])),
+                                xp.dtype(rows))
+    if cls is None:
+        return rows
+    first = xp.reshape(cls, [1, d])
+    if table is not None:
+        first = first + xp.slice(table, 0, 0, 1)
+    first = xp.reshape_axes(xp.expand_rows(first, rows), 1, 2, [1, d])  # (B, 1, d)
+    return xp.concat([first, rows], axis=1)

@@ -62,6 +62,10 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
             out[name] = torch.randn(B, L, attn.d_model, generator=g, dtype=dtype)
         elif name == "input_ids":
             out[name] = torch.randint(0, spec.vocab, (B, L), generator=g)
+        elif name == "pixel_values":  # an image of 5 x 7 patches
+            p = spec.patches
+            out[name] = torch.randn(B, p.channels, 5 * p.size, 7 * p.size, generator=g,
+                                    dtype=dtype)
         elif name == "memory":
             out[name] = torch.randn(B, S, memory_reader(spec).memory_dim, generator=g,
                                     dtype=dtype)
@@ -106,14 +110,16 @@ def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGT
     declared range)."""
     if inferred:
         B = L = S = torch.export.Dim.DYNAMIC
+        image = {0: B, 2: B, 3: B}
     else:
         B = torch.export.Dim("batch", min=1, max=1 << 16)
         L = torch.export.Dim("length", min=1, max=longest[0])
         S = torch.export.Dim("memory_length", min=1, max=longest[1])
+    image = {0: B, 2: torch.export.Dim.DYNAMIC, 3: torch.export.Dim.DYNAMIC}
     table = {"x": {0: B, 1: L}, "input_ids": {0: B, 1: L}, "memory": {0: B, 1: S},
              "key_lengths": {0: B}, "memory_lengths": {0: B},
              "segment_ids": {0: B, 1: L}, "memory_segment_ids": {0: B, 1: S},
-             "position_ids": {1: B, 2: L}}
+             "position_ids": {1: B, 2: L}, "pixel_values": image}
     return (tuple(table[n] for n in names),)
 
 

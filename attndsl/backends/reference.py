@@ -1,9 +1,8 @@
 """The NumPy reference: a plain float64 interpreter of the graph IR, one small function per op.
 It is the definition of meaning; every other backend is tested against it. Clarity over speed.
 
-It is a second, independent reading of docs/LANGUAGE.md: masks, the random draw, RoPE
-frequencies, ALiBi slopes and T5 buckets are written here again from the document, sharing no
-helper with the backends, so a mistake in the shared backend code cannot hide from it."""
+It is a second, independent reading of docs/LANGUAGE.md, sharing no helper with the backends,
+so a mistake in the shared backend code cannot hide from it."""
 
 from __future__ import annotations
 
@@ -28,6 +27,7 @@ from .reference_kernels import kernel
 from .reference_masks import mask_of
 from .reference_mechanisms import READINGS
 from .reference_positions import add_bias, mrope_stream_of, rope_frequencies
+from .reference_vision import patch_rows
 
 __all__ = ["run", "run_all"]
 
@@ -91,6 +91,11 @@ def _embed(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return w[node.attr("weight")][_arg(node, env)] * node.attr("scale")
 
 
+@impl(Op.PATCHES)
+def _patches(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    return patch_rows(_arg(node, env), dict(node.attrs), w)
+
+
 @impl(Op.ADD_POSITION)
 def _add_position(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)
@@ -132,8 +137,7 @@ def _split_heads(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarra
 
 @impl(Op.HEAD_SLICE)
 def _head_slice(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Columns start .. stop - 1 of each head's block of the last axis (of (B, n, h*w), or
-    of a latent cache's rows (B, 1, n, w) when decoding)."""
+    """Columns start .. stop - 1 of each head's block of the last axis (of (B, n, h*w))."""
     x = _arg(node, env)
     *lead, width = x.shape
     heads = node.attr("heads")
@@ -178,8 +182,7 @@ def _apply(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)  # (B, h, n, d)
     dim = node.attr("dim")
-    # S: the keys a call counts (a decoding call's: the cache's and its own, as dynamic and
-    # longrope scaling read them)
+    # S: the keys a call counts (decoding: the cache's and its own, for dynamic and longrope)
     S = (env["attention_mask"].shape[1] if "attention_mask" in env else
          env["memory"].shape[1] if "memory" in env and _STACK not in env else env["x"].shape[1])
     inv_freq, gain = rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)

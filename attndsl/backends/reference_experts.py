@@ -22,6 +22,8 @@ def act(x: np.ndarray, kind: str) -> np.ndarray:
         return x / (1.0 + np.exp(-x))
     if kind == "sigmoid":
         return 1.0 / (1.0 + np.exp(-x))
+    if kind == "quick_gelu":  # CLIP's: x sigmoid(1.702 x)
+        return x / (1.0 + np.exp(-1.702 * x))
     if kind == "softplus":  # ln(1 + e^x), without overflow for large x
         return np.logaddexp(0.0, x)
     if kind == "gelu":

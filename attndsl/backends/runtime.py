@@ -157,10 +157,12 @@ class Bound:
         out = session.get_outputs()[0]
         shape = [d if isinstance(d, int) else sizes.get(d) for d in out.shape]
         kind = from_ort(out.type)
-        if None in shape or kind is None:
+        if kind is None or (None in shape and kind == "bfloat16"):
             raise ExportError(f"cannot size output `{out.name}` {out.shape} from the inputs")
         self.through_torch = kind == "bfloat16"
-        if self.through_torch:
+        if None in shape:  # (a vision stack's rows, counted from the image): ORT's buffer
+            self.binding.bind_output(out.name, device)
+        elif self.through_torch:
             self.y = self._bind_torch(out.name, np.empty(shape), kind, device, input_=False)
         else:
             self.y = OrtValue.ortvalue_from_shape_and_type(shape, np.dtype(kind), device, 0)

@@ -171,6 +171,16 @@ def _add_position(m: GraphModule, node: Node, env: Env) -> Tensor:
     return x + table.to(x.dtype)
 
 
+@impl(Op.PATCHES)
+def _patches(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x, a = _arg(node, env), dict(node.attrs)
+    w = {k: m.weight(a[k]) if a.get(k) else None
+         for k in ("weight", "bias", "class_token", "positions")}
+    return formulas.patch_embed(TorchArrays(x.device), x.to(w["weight"].dtype), w["weight"],
+                                w["bias"], w["class_token"], w["positions"], a["size"],
+                                a.get("grid"), w["weight"].shape[0])
+
+
 @impl(Op.LINEAR)
 def _linear(m: GraphModule, node: Node, env: Env) -> Tensor:
     bias = node.attr("bias")

@@ -146,6 +146,15 @@ class TorchArrays:
         return x[(slice(None),) * (axis % x.dim()) + (slice(start, stop),)]
 
     @staticmethod
+    def patch_conv(x: Tensor, w: Tensor, b: Tensor | None, size: int) -> Tensor:
+        return F.conv2d(x, w, b, stride=size)
+
+    @staticmethod
+    def resize_bicubic(x: Tensor, like: Tensor) -> Tensor:
+        return F.interpolate(x, size=tuple(like.shape[-2:]), mode="bicubic",
+                             align_corners=False)
+
+    @staticmethod
     def embedding(table: Tensor, ids: Tensor) -> Tensor:
         """table[ids]: the rows of a table at each id, (*ids, *row)."""
         return F.embedding(ids, table)

@@ -14,7 +14,7 @@ from .values import FLOAT32_MAX, FLOAT32_TINY, Param
 
 __all__ = ["FeedForwards"]
 
-MLPS = ("relu", "relu2", "gelu", "gelu_tanh", *GATED)
+MLPS = ("relu", "relu2", "gelu", "gelu_tanh", "quick_gelu", *GATED)
 
 
 class FeedForwards(Layers):

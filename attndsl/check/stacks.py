@@ -16,8 +16,8 @@ from ..spec import (
     Transformer,
 )
 from ..weight_table import parameter_count
-from .crosses import Crosses
 from .values import FLOAT32_MAX, FLOAT32_TINY, Entries, Invalid, Param, describe
+from .vision import Visions
 
 __all__ = ["Stacks"]
 
@@ -27,7 +27,7 @@ _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dro
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
          "per_layer_inputs", "head_transform", "shortcut", "ffn_conv", "attention_only",
          "placements", "parallel", "side", "cross", "encoder", "decoder_start",
-         "encoder_input")
+         "encoder_input", "patches", "layer_scale", "final_norm")
 _LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
             "head_bias", "head_transform", "encoder", "decoder_start",
             "encoder_input")  # need `vocab'
@@ -42,12 +42,11 @@ _EXAMPLES = {"embedding_scale": "Gemma's is `sqrt(d_model)`; Granite's its "
              "alpha": "MiniMax-Text-01's alpha factors, 3.5566"}
 
 
-# The deepest published stacks have about 130 blocks; past this the graph (tens of nodes a
-# block) is a typo rather than a model, and is refused before anything is expanded.
+# (the deepest published stacks have about 130 blocks: past this, a typo, not a model)
 MAX_LAYERS = 4096
 
 
-class Stacks(Crosses):
+class Stacks(Visions):
     def layers_value(self, e: ast.Expr) -> int:
         n = self.positive(e, "layers")
         if n > MAX_LAYERS:
@@ -99,8 +98,13 @@ class Stacks(Crosses):
         start = get("decoder_start", lambda x: self.non_negative(x, "decoder_start"), 0)
         source = get("encoder_input", lambda x: self.word(x, ("tokens", "states"),
                                                           "encoder_input"), "tokens")
+        patches = get("patches", self.patches_value)
+        layer_scale = get("layer_scale", lambda x: self.boolean(x, "layer_scale"), False)
+        final_norm = get("final_norm", lambda x: self.boolean(x, "final_norm"), True)
         if get.failed or attns is None:
             return None
+        self.check_vision(e, patches, layer_scale, attns, placement, residual, {
+            "vocab": vocab, "cross": cross, "encoder": encoder}, final_norm)
         if cross is not None:  # (a feature whose block has no place for it: refused)
             self.check_cross(e, cross, attns, placement, residual, {
                 "side": side, "parallel": parallel, "shortcut": shortcut,
@@ -190,7 +194,8 @@ class Stacks(Crosses):
                          shortcut=shortcut, shortcut_form=shortcut_form, ffn_conv=ffn_conv,
                          attention_only=alone, placements=placements, parallel=parallel,
                          side=side, cross=cross, encoder=encoder, decoder_start=start,
-                         encoder_input=source)
+                         encoder_input=source, patches=patches, layer_scale=layer_scale,
+                         final_norm=final_norm)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 

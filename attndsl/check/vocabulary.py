@@ -13,6 +13,7 @@ from .norms import _NORMS, PLACEMENTS
 from .positions import _POSITIONS, _SCALINGS
 from .sides import SIDE
 from .stacks import _KEYS
+from .vision import PATCHES
 
 __all__ = ["DEFINITIONS", "KEYS", "VALUES", "WORDS", "calls"]
 
@@ -37,12 +38,14 @@ VALUES: dict[str, dict[str, tuple[tuple[str, bool], ...]]] = {
     "ffn": {"none": (), **_FFN, **{name: form.params for name, form in FFNS.items()}},
     "scaling": _params(_SCALINGS),  # rope(scaling = ...)
     "side": {"none": (), **_params({"side": SIDE})},
+    "patches": {"none": (), **_params({"patches": PATCHES})},
     **{key: {"none": (), **m.forms} for key, m in MECHANISMS.items() if m.forms},
 }
 # plain words some keys take
 WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("true", "false"),
          "scale": ("auto",),
          "tie_embeddings": ("true", "false"), "first_attn_norm": ("true", "false"),
+         "layer_scale": ("true", "false"), "final_norm": ("true", "false"),
          "placement": PLACEMENTS,
          **{key: ("none", *m.words) for key, m in MECHANISMS.items() if not m.forms}}
 

@@ -94,7 +94,7 @@ def _pattern(names: list[str]) -> str:
 def act(s: SpecText, key: str, value: str, gated: bool = False) -> str:
     table = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
              "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "relu": "relu",
-             "relu2": "relu2"}
+             "relu2": "relu2", "quick_gelu": "quick_gelu"}
     act = table.get(value)
     if act is None or (gated and act not in ("silu", "gelu_tanh")):
         s.refuse(key, "no such activation in attndsl" + (" for a gated MLP (silu, "

@@ -19,7 +19,7 @@ from ..spec import (
     reads_streams,
 )
 from ..weight_table import Weight, parameter_count, weight_table
-from .attention import absolute, attention
+from .attention import absolute, attention, patches
 from .attention import norm as emit_norm
 from .ffn import feed_forward, shortcut
 from .graph import Graph, GraphBuilder, Node, Op, all_nodes
@@ -50,6 +50,8 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         x = b.emit(Op.EMBED, "x", ("input_ids",), T("B", "L", spec.d_model),
                    weight="embed_tokens.weight", scale=spec.embedding_scale)
         embedded = x  # (before any embedding norm: what per-layer inputs project)
+    elif getattr(spec, "patches", None) is not None:  # a vision stack: the image's patches
+        x = patches(b, spec.patches, spec.d_model)
     # the tokens' positions: 0 .. L-1 in one pass, unless multimodal RoPE reads its streams
     pos = ("position_ids",) if decode or reads_streams(spec) else ()
     h = absolute(b, attn, x, "", pos)
@@ -68,7 +70,7 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
             if spec.layer_scalar:  # Gemma 4: the block's output times its learned scalar
                 h = b.emit(Op.SCALE, f"layers.{i}.scaled", (h,), T("B", "L", spec.d_model),
                            factor=1.0, weight=f"layers.{i}.layer_scalar")
-        if spec.placement != "post":
+        if spec.placement != "post" and spec.final_norm:
             h = emit_norm(b, "out", h, T("B", "L", spec.d_model), spec.norm, "norm")
         if is_lm(spec) and spec.head:  # (an encoder's: its hidden states)
             h = _lm_head(b, spec, h)
@@ -232,6 +234,8 @@ def _type_of(name: str, s: Attention, spec: Layer, own_cache: bool) -> TensorTyp
             "segment_ids": T("B", "L", dtype="int64"),
             "memory_segment_ids": T("B", "S", dtype="int64"),
             "input_ids": T("B", "L", dtype="int64"),
+            "pixel_values": T("B", getattr(getattr(spec, "patches", None), "channels", 0), "H",
+                              "W", dtype="float"),
             "attention_mask": T("B", "P + L", dtype="int64"),
             "position_ids": T(3, "B", "L", dtype="int64") if reads_streams(spec)
             else T("B", "L", dtype="int64")}[name]
@@ -299,6 +303,10 @@ def _block(b: GraphBuilder, t: Transformer, i: int, h: str, pos: tuple[str, ...]
             x = b.emit(Op.SCALE, f"{p}{out}_kept", (x,), d, factor=math.sqrt((n - 1) / n))
         elif t.residual_scale != 1.0:  # Granite: the sublayer's output times the multiplier
             branch = b.emit(Op.SCALE, f"{p}{out}_branch", (branch,), d, factor=t.residual_scale)
+        if t.layer_scale:  # DINOv2: times the sublayer's own vector
+            which = "attn_scale" if out == "resid1" else "ffn_scale"
+            branch = b.emit(Op.SCALE, f"{p}{which}d", (branch,), d, factor=1.0,
+                            weight=f"{p}{which}")
         return b.emit(Op.ADD, f"{p}{out}", (x, branch), d, dropout=drop)
 
     def ffn(arg: str) -> str:  # the block's feed-forward, then Inkling's convolution of it

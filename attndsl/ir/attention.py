@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from .. import masks, mechanisms
+from ..patches import Patches
 from ..shapes import T, TensorType
 from ..spec import (
     Alibi,
@@ -20,7 +21,7 @@ from ..spec import (
 from .graph import GraphBuilder, Op
 from .ops import BIAS_OPERANDS, core_attributes
 
-__all__ = ["absolute", "attention", "norm"]
+__all__ = ["absolute", "attention", "norm", "patches"]
 
 
 def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str, ...]) -> str:
@@ -38,6 +39,16 @@ def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str,
                       kind="learned", weight=f"{prefix}position_embeddings.weight",
                       max_len=s.position.max_len)
     return x
+
+
+def patches(b: GraphBuilder, p: Patches, d_model: int) -> str:
+    """A vision stack's token rows from pixel_values: its patches projected, the class token
+    before them, the learned 2-D positions (interpolated to the image's grid) added."""
+    attrs = {"bias": "patch_embed.bias" if p.bias else None,
+             "class_token": "class_token" if p.class_token else None,
+             "positions": "position_embeddings.weight" if p.grid else None, "grid": p.grid}
+    return b.emit(Op.PATCHES, "x", ("pixel_values",), T("B", "L", d_model), size=p.size,
+                  weight="patch_embed.weight", **{k: v for k, v in attrs.items() if v})
 
 
 def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,

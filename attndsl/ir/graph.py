@@ -39,7 +39,7 @@ class Op(enum.Enum):
     # an attention core (unplanned: strategy "", ops.core_attributes; or planned):
     # q, k, v (+ its mask's runtime inputs) -> (B, L, H*dv)
     ATTENTION = "attention"
-    ACTIVATION = "activation"  # relu | relu2 | silu | gelu | gelu_tanh | sigmoid
+    ACTIVATION = "activation"  # relu | relu2 | silu | gelu | gelu_tanh | quick_gelu | sigmoid
     MUL = "mul"
     CLAMPED_GLU = "clamped_glu"  # (gate, up) -> (clamp(up, -l, l) + 1) g sigmoid(alpha g)
     ADD = "add"  # a + b (a residual: dropout on b in training)
@@ -53,6 +53,7 @@ class Op(enum.Enum):
     # it; its attributes its own (`FeedForward.attributes`), `kernel` set by the planner
     FFN = "ffn"
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
+    PATCHES = "patches"  # pixel_values -> [class token;] patch rows (+ their 2-D positions)
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
     SWITCH = "switch"  # a core selector: the branch whose up_to first holds L (the last: longer L)

@@ -115,7 +115,8 @@ def build_model(graph: Graph, weights: Mapping[str, np.ndarray], dtype: str = "f
 
 
 # the ONNX names of the IR's symbolic axes
-_AXES = {"B": "batch", "L": "length", "S": "memory_length", "P + L": "total_length"}
+_AXES = {"B": "batch", "L": "length", "S": "memory_length", "P + L": "total_length",
+         "H": "height", "W": "width"}
 
 
 def _dims(shape: TensorType) -> list:

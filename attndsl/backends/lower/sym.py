@@ -20,8 +20,8 @@ __all__ = ["OnnxArrays", "Sym"]
 
 
 class Sym:
-    """A symbolic ONNX tensor with NumPy-like operators (enough for masks and T5 buckets).
-    Floor division and modulo assume what masks guarantee: non-negative dividends for `//`."""
+    """A symbolic ONNX tensor with NumPy-like operators; `//` and `%` assume non-negative
+    dividends (as masks guarantee)."""
 
     __array_priority__ = 1000  # NumPy scalars defer to our reflected operators
 
@@ -325,6 +325,18 @@ class OnnxArrays:
         end = [2**62 if stop is None else stop]
         return Sym(b, b.op("Slice", x.name, first, self.vector(end), b.i64(axis)),
                    x.dtype, x.ndim)
+
+    def patch_conv(self, x: Sym, w: Sym, b: Sym | None, size: int) -> Sym:
+        bias = [b.name] if b is not None else []  # (a stride of the kernel's size)
+        return Sym(self.b, self.b.op("Conv", x.name, w.name, *bias, kernel_shape=[size] * 2,
+                                     strides=[size] * 2), x.dtype, 4)
+
+    def resize_bicubic(self, x: Sym, like: Sym) -> Sym:  # (torch's bicubic, borders kept)
+        b = self.b
+        sizes = b.op("Concat", b.op("Shape", x.name, start=0, end=2),
+                     b.op("Shape", like.name, start=2, end=4), axis=0)
+        return Sym(b, b.op("Resize", x.name, "", "", sizes, mode="cubic", cubic_coeff_a=-0.75,
+                           coordinate_transformation_mode="half_pixel"), x.dtype, 4)
 
     def embedding(self, table: Sym, ids: Sym) -> Sym:
         """table[ids]: the rows of a table at each id, (*ids, *row)."""

@@ -1,0 +1,71 @@
+"""The reference's reading of a vision stack's input (docs/LANGUAGE.md, "Vision encoders"):
+patches, the class token and the learned 2-D positions with their bicubic interpolation,
+written from the formulas there in plain NumPy loops (nothing shared with the backends)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = ["patch_rows"]
+
+A = -0.75  # the cubic convolution's parameter
+
+
+def patch_rows(pixels: np.ndarray, attrs: Mapping, w: Mapping[str, np.ndarray]) -> np.ndarray:
+    """pixel_values (B, C, H, W) -> (B, [1 +] gh * gw, d): patch (r, c) is the P x P block of
+    pixels at rows r P .. r P + P - 1 and columns c P .. c P + P - 1, its row W . block + b,
+    row-major (r, then c); the table's patch rows interpolated to gh x gw and added; the
+    class token plus the table's row 0 first."""
+    P = attrs["size"]
+    weight = w[attrs["weight"]]  # (d, C, P, P)
+    d = weight.shape[0]
+    B, _, H, W = pixels.shape
+    gh, gw = H // P, W // P
+    rows = np.zeros((B, gh * gw, d))
+    for r in range(gh):
+        for c in range(gw):
+            block = pixels[:, :, r * P:(r + 1) * P, c * P:(c + 1) * P]  # (B, C, P, P)
+            rows[:, r * gw + c] = np.einsum("bcij,dcij->bd", block, weight)
+    if attrs.get("bias"):
+        rows = rows + w[attrs["bias"]]
+    cls = attrs.get("class_token")
+    table = w[attrs["positions"]] if attrs.get("positions") else None
+    if table is not None:
+        g = attrs["grid"]
+        grid = table[1 if cls else 0:].reshape(g, g, d)  # row r * g + c is patch (r, c)
+        rows = rows + resize(grid, gh, gw).reshape(gh * gw, d)
+    if cls:
+        first = w[cls] + (table[0] if table is not None else 0.0)
+        rows = np.concatenate([np.broadcast_to(first, (B, 1, d)), rows], axis=1)
+    return rows
+
+
+def cubic(t: float) -> float:
+    """Keys' cubic convolution kernel with a = -0.75."""
+    t = abs(t)
+    if t <= 1:
+        return (A + 2) * t ** 3 - (A + 3) * t ** 2 + 1
+    if t < 2:
+        return A * t ** 3 - 5 * A * t ** 2 + 8 * A * t - 4 * A
+    return 0.0
+
+
+def _weights(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in): output i reads source coordinate s = (i + 1/2) n_in / n_out - 1/2 and
+    its four neighbours floor(s) - 1 .. floor(s) + 2, weighed by cubic(s - j), an index
+    outside 0 .. n_in - 1 reading the nearest edge."""
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        s = (i + 0.5) * n_in / n_out - 0.5
+        f = int(np.floor(s))
+        for j in range(f - 1, f + 3):
+            m[i, min(max(j, 0), n_in - 1)] += cubic(s - j)
+    return m
+
+
+def resize(grid: np.ndarray, h: int, w: int) -> np.ndarray:
+    """(g1, g2, d) -> (h, w, d): bicubic interpolation along each axis (separable)."""
+    rows = np.einsum("ir,rcd->icd", _weights(grid.shape[0], h), grid)
+    return np.einsum("jc,icd->ijd", _weights(grid.shape[1], w), rows)

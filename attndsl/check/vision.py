@@ -1,0 +1,81 @@
+"""A vision stack's input (`patches = patches(size = P, ...)`: pixel_values in, one token row
+per patch) and DINOv2's layer scale (`layer_scale = true`): their values and located checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import ast
+from ..patches import Patches
+from ..spec import Attention, reads_streams
+from .crosses import Crosses
+from .values import Param
+
+__all__ = ["PATCHES", "Visions"]
+
+MAX_PATCH = 1024  # pixels on a side of one patch
+MAX_CHANNELS = 4096
+MAX_GRID = 1024  # patches on a side of the learned position table
+PATCHES = (Param("size", True), Param("channels"), Param("bias"), Param("class_token"),
+           Param("grid"))
+
+
+class Visions(Crosses):
+    def patches_value(self, e: ast.Expr) -> Patches | None:
+        """`none`, or `patches(size = P, channels = 3, bias = true, class_token = false,
+        grid = none)`."""
+        if isinstance(e, ast.Name) and e.id == "none":
+            return None
+        self.callee(e, {"patches": None}, "a patch embedding")
+        args = self.bind(e, "patches", PATCHES)
+        size = self.positive(args["size"], "size")
+        channels = self.positive(args["channels"], "channels") if "channels" in args else 3
+        for value, most, what in ((size, MAX_PATCH, "size"),
+                                  (channels, MAX_CHANNELS, "channels")):
+            if value > most:
+                raise self.error(f"{what} must be at most {most}, found {value}",
+                                 args[what].span)
+        grid = None
+        if "grid" in args and not (isinstance(args["grid"], ast.Name)
+                                   and args["grid"].id == "none"):
+            grid = self.positive(args["grid"], "grid")
+            if grid > MAX_GRID:
+                raise self.error(f"grid must be at most {MAX_GRID} patches a side, found "
+                                 f"{grid}", args["grid"].span)
+        return Patches(size, channels,
+                       self.boolean(args["bias"], "bias") if "bias" in args else True,
+                       self.boolean(args["class_token"], "class_token")
+                       if "class_token" in args else False, grid)
+
+    def check_vision(self, e: dict[str, ast.Entry], patches: Patches | None,
+                     layer_scale: bool, attns: tuple[Attention, ...], placement: str,
+                     residual: str, others: dict[str, Any], final_norm: bool) -> None:
+        """A vision stack reads no tokens and no memory (`others`: the keys that would, set
+        where truthy), and its attentions no runtime inputs (no padding: every patch is
+        real) and no position streams; layer scale needs pre norms and a sequential
+        residual."""
+        if patches is not None:
+            where = e["patches"].value.span
+            other = next((key for key, value in others.items() if value), None)
+            if other is not None:
+                raise self.error(f"`patches` and `{other}` do not combine: a vision stack "
+                                 "reads an image, not tokens or memory rows",
+                                 e[other].key_span, hint=f"remove `{other}` or `patches`")
+            for a in attns:
+                if a.runtime_inputs or reads_streams(a):
+                    names = ", ".join(a.runtime_inputs) or "position_ids"
+                    raise self.error(f"`{a.name}` reads {names}: a vision stack's attentions "
+                                     "read the image's patches alone (every patch is real)",
+                                     a.span("mask") or where,
+                                     hint="mask them with `full` (a ViT's), or a mask "
+                                          "without padding or documents")
+        if not final_norm and placement == "post":
+            raise self.error("`final_norm = false` leaves out a pre-norm stack's final norm; "
+                             "a post-norm stack has none", e["final_norm"].value.span,
+                             hint="remove `final_norm`")
+        if layer_scale and (placement != "pre" or residual != "sequential"):
+            raise self.error("`layer_scale` needs `norm = ...(pre, ...)` and a sequential "
+                             "residual", e["layer_scale"].value.span,
+                             hint="DINOv2's blocks: h = x + g1 * attn(norm1(x)), "
+                                  "y = h + g2 * ffn(norm2(h))")
+

@@ -1,0 +1,147 @@
+"""Vision transformers: ViT, DINOv2, SigLIP's and CLIP's vision towers. Each is a stack of
+pre-norm blocks over an image's patches (`patches`: the patch convolution, a class token but
+in SigLIP, and a learned table of the training grid's positions, which transformers
+interpolates bicubically at other image sizes as attndsl does), unmasked softmax attention
+with biased projections, an MLP, and a final LayerNorm (CLIP's pre-layernorm instead, and no
+final norm: its `post_layernorm` is the pooled output's). DINOv2 scales each sublayer's output
+by a learned vector (`layer_scale`). The import is the hidden states, `last_hidden_state`;
+poolers and heads stay outside."""
+
+from __future__ import annotations
+
+from .base import Family
+from .names import Names, linear, norms
+from .rope import num
+from .text import SpecText, act
+
+__all__ = ["FAMILIES"]
+
+
+def _square(s: SpecText, key: str) -> int:
+    """An image or patch size: one number, or a square's [h, w]."""
+    value = s.need(key)
+    if isinstance(value, list | tuple):
+        if len(set(value)) != 1:
+            s.refuse(key, "attndsl's patches and position tables are square")
+            return 1
+        value = value[0]
+    return int(value)
+
+
+def _read(s: SpecText, padding: str | None) -> None:
+    kind = s.cfg["model_type"]
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    eps = num(s.need("layer_norm_eps"))
+    bias = "true" if kind not in ("vit", "dinov2") or s.get("qkv_bias") else "[o]"
+    s.attentions[f"{s.name}_self"] = {"d_model": str(d), "heads": str(heads), "bias": bias,
+                                      "mask": "full"}
+    s.pattern = [f"{s.name}_self"]
+    if kind == "dinov2":
+        if s.get("use_swiglu_ffn"):
+            s.refuse("use_swiglu_ffn", "DINOv2's SwiGLU MLP (giant) is not imported yet")
+        hidden = int(d * s.need("mlp_ratio"))
+    else:
+        hidden = s.need("intermediate_size")
+    size = _square(s, "patch_size")
+    grid = _square(s, "image_size") // max(size, 1)
+    patches = f"size = {size}, channels = {s.need('num_channels')}"
+    if kind == "clip_vision_model":
+        patches += ", bias = false"
+    if kind != "siglip_vision_model":
+        patches += ", class_token = true"
+    s.stack = {"layers": str(s.need("num_hidden_layers")),
+               "ffn": f"{act(s, 'hidden_act', s.need('hidden_act'))}({hidden})",
+               "norm": f"layernorm(pre, eps = {eps})",
+               "patches": f"patches({patches}, grid = {grid})"}
+    if kind == "dinov2":
+        s.stack["layer_scale"] = "true"
+    if kind == "clip_vision_model":  # pre_layrnorm on the embeddings; no final norm
+        s.stack |= {"embedding_norm": f"layernorm(eps = {eps})", "final_norm": "false"}
+    s.comments[s.pattern[0]] = "each block's attention over the image's patches"
+
+
+def _table(t, a, cfg):
+    """A checkpoint's [1, n, d] position table as attndsl's [n, d]."""
+    return t.reshape(-1, t.shape[-1])
+
+
+def _token(t, a, cfg):
+    """A checkpoint's [1, 1, d] class token as attndsl's [d]."""
+    return t.reshape(-1)
+
+
+_PATCH = {"patch_embed.weight": "embeddings.patch_embeddings.projection.weight",
+          "patch_embed.bias": "embeddings.patch_embeddings.projection.bias",
+          "class_token": ("embeddings.cls_token", _token),
+          "position_embeddings.weight": ("embeddings.position_embeddings", _table)}
+_VIT_ATTN = {**linear("self_attn.q_proj", "attention.attention.query"),
+             **linear("self_attn.k_proj", "attention.attention.key"),
+             **linear("self_attn.v_proj", "attention.attention.value"),
+             **linear("self_attn.o_proj", "attention.output.dense")}
+_VIT = Names("encoder.layer.{i}.", {
+    **_VIT_ATTN, **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense"),
+    **norms({"attn_norm": "layernorm_before", "ffn_norm": "layernorm_after"})},
+    {**_PATCH, **norms({"norm": "layernorm"})}, ("vit.",), outside=(r"pooler\..*",))
+_DINOV2 = Names("encoder.layer.{i}.", {
+    **_VIT_ATTN, **linear("mlp.fc1", "mlp.fc1"), **linear("mlp.fc2", "mlp.fc2"),
+    **norms({"attn_norm": "norm1", "ffn_norm": "norm2"}),
+    "attn_scale": "layer_scale1.lambda1", "ffn_scale": "layer_scale2.lambda1"},
+    {**_PATCH, **norms({"norm": "layernorm"})}, ("dinov2.",),
+    outside=(r"embeddings\.mask_token",))
+_TOWER = {**{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj",
+                                                    f"self_attn.{p}_proj").items()},
+          **linear("self_attn.o_proj", "self_attn.out_proj"),
+          **linear("mlp.fc1", "mlp.fc1"), **linear("mlp.fc2", "mlp.fc2"),
+          **norms({"attn_norm": "layer_norm1", "ffn_norm": "layer_norm2"})}
+_SIGLIP = Names("encoder.layers.{i}.", _TOWER, {
+    "patch_embed.weight": "embeddings.patch_embedding.weight",
+    "patch_embed.bias": "embeddings.patch_embedding.bias",
+    "position_embeddings.weight": "embeddings.position_embedding.weight",
+    **norms({"norm": "post_layernorm"})}, ("vision_model.",), outside=(r"head\..*",))
+_CLIP = Names("encoder.layers.{i}.", _TOWER, {
+    "patch_embed.weight": "embeddings.patch_embedding.weight",
+    "class_token": "embeddings.class_embedding",
+    "position_embeddings.weight": "embeddings.position_embedding.weight",
+    **norms({"embedding_norm": "pre_layrnorm"})}, ("vision_model.",),
+    outside=(r"post_layernorm\.(weight|bias)",))
+
+_DROPOUT = "dropout, which is off at inference"
+_INIT = "how untrained weights are drawn"
+_COMMON = {"hidden_dropout_prob": _DROPOUT, "attention_probs_dropout_prob": _DROPOUT,
+           "attention_dropout": _DROPOUT, "dropout": _DROPOUT, "initializer_range": _INIT,
+           "initializer_factor": _INIT}
+_TYPES = {"image_size": ("int", 1), "patch_size": ("int", 1), "num_channels": ("int", 1)}
+_DEFAULTS = {"num_channels": 3, "layer_norm_eps": 1e-12, "qkv_bias": True,
+             "hidden_act": "gelu"}
+FAMILIES = [
+    Family("vit", _read, _VIT, {  # transformers' defaults (ViTConfig, 5.23)
+        **_DEFAULTS, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "image_size": 224, "patch_size": 16},
+        inert={**_COMMON, "encoder_stride": "masked image modeling's decoder, outside",
+               "pooler_output_size": "the pooler, outside (hidden states are the output)",
+               "pooler_act": "the pooler, outside (hidden states are the output)"},
+        types=_TYPES),
+    Family("dinov2", _read, _DINOV2, {  # (Dinov2Config, 5.23)
+        **_DEFAULTS, "layer_norm_eps": 1e-6, "hidden_size": 768, "num_hidden_layers": 12,
+        "num_attention_heads": 12, "mlp_ratio": 4, "image_size": 224, "patch_size": 14,
+        "use_swiglu_ffn": False},
+        inert={**_COMMON, "layerscale_value": _INIT, "drop_path_rate": "training only",
+               "use_mask_token": "masked pretraining's token, which inference never reads",
+               "apply_layernorm": "a backbone's feature maps, outside",
+               "reshape_hidden_states": "a backbone's feature maps, outside",
+               "out_features": "a backbone's feature maps, outside",
+               "out_indices": "a backbone's feature maps, outside",
+               "stage_names": "a backbone's feature maps, outside"},
+        types={**_TYPES, "mlp_ratio": ("num", 0), "use_swiglu_ffn": ("bool", None)}),
+    Family("siglip_vision_model", _read, _SIGLIP, {  # (SiglipVisionConfig, 5.23)
+        "num_channels": 3, "layer_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "image_size": 224, "patch_size": 16},
+        inert={**_COMMON, "vision_use_head": "the pooling head, outside (hidden states are "
+                                             "the output)"}, types=_TYPES),
+    Family("clip_vision_model", _read, _CLIP, {  # (CLIPVisionConfig, 5.23)
+        "num_channels": 3, "layer_norm_eps": 1e-5, "hidden_act": "quick_gelu",
+        "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "image_size": 224, "patch_size": 32},
+        inert={**_COMMON, "projection_dim": "the image projection, outside"}, types=_TYPES),
+]

@@ -1,0 +1,70 @@
+"""A vision stack's input (`patches = patches(size = P, ...)`, docs/LANGUAGE.md "Vision
+encoders"): an image cut into P x P patches, each projected to one token row, an optional
+class token before them, and a learned table of 2-D positions, interpolated to other grids.
+The dataclass, and the image sizes `verify` draws for a count of patches."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["INTERPOLATION_A", "Patches", "image_shape", "patch_counts"]
+
+# the cubic convolution's parameter a of the bicubic interpolation (torch's, ONNX Resize's
+# `cubic_coeff_a`)
+INTERPOLATION_A = -0.75
+
+
+@dataclass(frozen=True)
+class Patches:
+    """`patches(size = P, channels = C, bias = true, class_token = false, grid = none)`:
+    pixel_values [B, C, H, W] -> rows [B, (class token +) gh * gw, d_model], gh = H // P,
+    gw = W // P; `grid = g`: a learned table of g x g patch positions (and one row for the
+    class token before them), bicubic-interpolated to gh x gw where the grid differs."""
+
+    size: int
+    channels: int = 3
+    bias: bool = True
+    class_token: bool = False
+    grid: int | None = None
+
+    @property
+    def prefix(self) -> int:
+        """Token rows before the patches' (the class token's)."""
+        return 1 if self.class_token else 0
+
+    @property
+    def table_rows(self) -> int:
+        """Rows of `position_embeddings.weight`: the grid's, then the class token's first."""
+        return 0 if self.grid is None else self.grid * self.grid + self.prefix
+
+    def text(self) -> str:
+        parts = [f"size = {self.size}"]
+        if self.channels != 3:
+            parts.append(f"channels = {self.channels}")
+        if not self.bias:
+            parts.append("bias = false")
+        if self.class_token:
+            parts.append("class_token = true")
+        if self.grid is not None:
+            parts.append(f"grid = {self.grid}")
+        return f"patches({', '.join(parts)})"
+
+
+def image_shape(p: Patches, n: int) -> tuple[int, int]:
+    """The image (H, W) in pixels that `verify` draws for n patches: gh x gw patches, gh the
+    largest divisor of n up to sqrt(n) (a prime n: one row of n), with P - 1 extra pixel rows
+    and one extra column, which the patches leave out (the grid floors H / P and W / P)."""
+    gh = max(k for k in range(1, math.isqrt(n) + 1) if n % k == 0)
+    return gh * p.size + p.size - 1, (n // gh) * p.size + 1
+
+
+def patch_counts(p: Patches) -> dict[int, str]:
+    """The patch counts `verify` checks a vision stack at, each with why."""
+    out = {1: "one patch", 13: "a row of 13 patches (a prime)",
+           35: "5 x 7 patches (not square)"}
+    if p.grid is not None:
+        g = p.grid
+        out[g * g] = f"the table's own grid ({g} x {g}: no interpolation)"
+        out.setdefault((g + 1) * (g + 2), f"{g + 1} x {g + 2} patches (interpolated up)")
+    return dict(sorted(out.items()))

@@ -1,0 +1,134 @@
+"""Vision encoders (docs/LANGUAGE.md, "Vision encoders"): a stack over an image's patches,
+its learned 2-D positions interpolated bicubically to other grids; ViT, DINOv2, SigLIP's and
+CLIP's vision towers imported from checkpoints as they are, exact against transformers."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import attndsl
+from attndsl.backends.reference_vision import resize
+from attndsl.weight_table import weight_table
+
+from .conftest import refused_where
+from .test_random_specs import check_stream
+
+tf = pytest.importorskip("transformers")
+
+SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "image_size": 30, "patch_size": 6}
+MODELS = {  # model type -> (config class, model class, its own config fields)
+    "vit": ("ViTConfig", "ViTModel", {"intermediate_size": 37}),
+    "dinov2": ("Dinov2Config", "Dinov2Model", {"mlp_ratio": 2}),
+    "siglip_vision_model": ("SiglipVisionConfig", "SiglipVisionModel",
+                            {"intermediate_size": 37}),
+    "clip_vision_model": ("CLIPVisionConfig", "CLIPVisionModel", {"intermediate_size": 37}),
+}
+# (height, width) in pixels: the training grid (5 x 5 patches of 6), a wider and a taller one
+# (interpolated), with pixels past the last whole patch
+IMAGES = ((30, 30), (25, 43), (47, 19))
+
+
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_an_imported_vision_tower_is_transformers_model(tmp_path, kind: str) -> None:
+    """The import's hidden states (`last_hidden_state`, with transformers' own interpolation
+    of the position table at the other sizes) at B = 2, on ort-cpu and in the torch module,
+    from the checkpoint folder."""
+    config, model, own = MODELS[kind]
+    hf = getattr(tf, model)(getattr(tf, config)(**SMALL, **own)).eval()
+    torch.manual_seed(len(kind))
+    with torch.no_grad():  # every tensor redrawn: norms around 1, layer scales around 1
+        for name, p in hf.named_parameters():
+            around = 1.0 if ("norm" in name and name.endswith("weight")) or "lambda" in name \
+                else 0.0
+            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.2) + around)
+    hf.save_pretrained(tmp_path)
+    program = attndsl.load(tmp_path)
+    layer = program[list(program)[-1]]
+    assert layer.spec.patches is not None
+    session = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
+                                   providers=["CPUExecutionProvider"])
+    module = layer.to_torch(weights=tmp_path)
+    for height, width in IMAGES:
+        pixels = torch.randn(2, 3, height, width)
+        with torch.no_grad():
+            extra = {} if kind == "dinov2" else {"interpolate_pos_encoding": True}
+            want = hf(pixel_values=pixels, **extra).last_hidden_state.numpy()
+            from_torch = module(pixel_values=pixels).numpy()
+        got = session.run(None, {"pixel_values": pixels.numpy()})[0]
+        bound = 1e-5 * max(1.0, float(np.abs(want).max()))
+        for ours in (got, from_torch):
+            assert ours.shape == want.shape
+            assert float(np.abs(ours - want).max()) <= bound, (kind, height, width)
+
+
+def test_the_oracle_interpolates_as_torch_does() -> None:
+    """The reference's bicubic reading (docs/LANGUAGE.md) against torch's own
+    `interpolate(mode = "bicubic", align_corners = False)`, up, down, to one cell and at the
+    same size (exactly the table)."""
+    rng = np.random.default_rng(0)
+    grid = rng.standard_normal((5, 4, 3))
+    for h, w in ((5, 4), (9, 7), (2, 3), (1, 1), (5, 11)):
+        ours = resize(grid, h, w)
+        want = torch.nn.functional.interpolate(
+            torch.from_numpy(grid).permute(2, 0, 1)[None], size=(h, w), mode="bicubic",
+            align_corners=False)[0].permute(1, 2, 0).numpy()
+        assert np.abs(ours - want).max() < 1e-12, (h, w)
+    assert np.array_equal(resize(grid, 5, 4), grid)
+
+
+def test_random_vision_stacks_match_the_reference() -> None:
+    """Stream 57's vision stacks (`patches`), on every backend and target (the portable
+    export for 62): a class token without positions (7), a 2 x 2 table with its class row
+    (22), a table of 4 x 4 under CLIP's missing final norm (78), DINOv2's layer scale (662);
+    images of 1, 37, 23 and 131 patches, none the table's."""
+    check_stream(((7, ("class_token = true",)), (22, ("grid = 2",)),
+                  (78, ("grid = 4", "final_norm = false")), (62, ("patches",)),
+                  (662, ("layer_scale = true",))), portable=62)
+
+
+_STACK = """attention a {{
+    d_model = 16
+    heads = 2
+    mask = {mask}
+}}
+transformer t {{
+    attention = a
+    layers = 2
+    ffn = quick_gelu(24)
+    norm = layernorm({placement})
+    patches = patches(size = 4, class_token = true, grid = 3){extra}
+}}
+"""
+
+
+def _stack(extra: str = "", mask: str = "full", placement: str = "pre") -> str:
+    return _STACK.format(extra=extra, mask=mask, placement=placement)
+
+
+@pytest.mark.parametrize(("text", "words", "at"), [
+    (_stack("\n    vocab = 10"), "`patches` and `vocab` do not combine", "vocab"),
+    (_stack(mask="padding"), "reads key_lengths: a vision stack's attentions", "padding"),
+    (_stack("\n    layer_scale = true", placement="post"), "`layer_scale` needs", "true"),
+    (_stack("\n    final_norm = false", placement="post"), "has none", "false"),
+    (_stack().replace("size = 4", "size = 0"), "size must be", "0"),
+    (_stack().replace("grid = 3", "grid = 2000"), "grid must be at most", "2000"),
+])
+def test_what_a_vision_stack_cannot_take_is_refused_where_it_is(text, words, at) -> None:
+    refused_where(text, words, at)
+
+
+def test_the_tensors_of_a_vision_stack() -> None:
+    """The patch convolution [d, C, P, P] and its bias, the class token [d], the table of
+    grid^2 + 1 rows (the class token's first), each block's layer scales; no final norm."""
+    t = attndsl.loads(_stack("\n    layer_scale = true\n    final_norm = false"),
+                      "t.attn")["t"].spec
+    shapes = {w.name: w.shape for w in weight_table(t)}
+    assert shapes["patch_embed.weight"] == (16, 3, 4, 4)
+    assert shapes["patch_embed.bias"] == (16,) and shapes["class_token"] == (16,)
+    assert shapes["position_embeddings.weight"] == (10, 16)
+    assert shapes["layers.1.attn_scale"] == shapes["layers.1.ffn_scale"] == (16,)
+    assert "norm.weight" not in shapes and "layers.1.attn_norm.weight" in shapes
