@@ -38,6 +38,9 @@ class Rope:
     # input position_ids [3, B, L]), sectioned or interleaved (docs/LANGUAGE.md)
     mrope: tuple[int, int, int] | None = None
     mrope_interleaved: bool = False
+    # axial 2-D RoPE (Pixtral's): a token's row and column (position_ids [2, B, L]) turn the
+    # first and second halves of its frequencies (docs/LANGUAGE.md)
+    axial: bool = False
 
     def attrs(self, dim: int | None = None) -> dict:
         """The attributes of a `rope` IR node rotating `dim` features (default: its own)."""
@@ -45,6 +48,8 @@ class Rope:
                    interleaved=self.interleaved, scaling=self.scaling)
         if self.mrope is not None:
             out.update(mrope=self.mrope, mrope_interleaved=self.mrope_interleaved)
+        if self.axial:
+            out.update(axial=True)
         return out
 
 

@@ -140,3 +140,11 @@ def t5_bucket_float32(xp, relative_position, buckets: int, max_distance: int,
         xp.int64)
     large = xp.minimum(large, large * 0 + (n - 1))
     return ret + xp.where(rel < max_exact, rel, large)
+
+
+def axial_inv_freq(theta: float, dim: int) -> list[float]:
+    """Axial 2-D RoPE's frequency per pair: RoPE's theta^(-2j/dim) of even j (the rows'),
+    then of odd j (the columns'), as Pixtral orders them."""
+    f = rope_inv_freq(theta, dim)
+    return f[0::2] + f[1::2]
+

@@ -53,7 +53,7 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
             feed[inp.name] = np.ones(dims, dtype=np.int64)
             continue
         if inp.name == "position_ids":  # (multimodal RoPE's [3, batch, length]: text tokens')
-            shape = (3, batch, length) if len(dims) == 3 else (batch, length)
+            shape = (dims[0], batch, length) if len(dims) == 3 else (batch, length)
             feed[inp.name] = np.broadcast_to(np.arange(length, dtype=np.int64), shape).copy()
             continue
         if inp.name.startswith("past_key_values."):

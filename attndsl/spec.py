@@ -149,8 +149,7 @@ class Attention:
 
 @dataclass(frozen=True)
 class PerLayerInputs:
-    """`ple(width = P, vocab = V, activation = gelu_tanh)`: P numbers per token and layer from
-    a second token embedding of V rows, gating what each block adds (Gemma 4)."""
+    """`ple(width = P, vocab = V, activation = gelu_tanh)`: Gemma 4's per-layer inputs."""
 
     width: int
     vocab: int
@@ -362,17 +361,18 @@ def input_names(spec: Layer) -> tuple[str, ...]:
     """Graph inputs, in this order: x (input_ids for a language model, pixel_values for a
     vision stack), memory (cross attention, a decoder stack), key_lengths, memory_lengths,
     segment_ids, memory_segment_ids, position_ids (multimodal RoPE's, `reads_streams`)."""
-    first = "input_ids" if is_lm(spec) else "pixel_values" if getattr(
-        spec, "patches", None) else "x"
+    image = getattr(spec, "patches", None) is not None  # (its grid gives the streams)
+    first = "input_ids" if is_lm(spec) else "pixel_values" if image else "x"
     return (first, *(["memory"] if memory_reader(spec) else []), *spec.runtime_inputs,
-            *(["position_ids"] if reads_streams(spec) else []))
+            *(["position_ids"] if reads_streams(spec) and not image else []))
 
 
-def reads_streams(spec: Layer) -> bool:
-    """Whether the layer's RoPE is multimodal (`mrope`): it reads position_ids [3, B, L], the
-    time, height and width positions of each token, in one pass as in decoding."""
-    return any(isinstance(c.position, Rope) and c.position.mrope is not None
-               for a in attentions_of(spec) for c in a.cores)
+def reads_streams(spec: Layer) -> int:
+    """How many position streams its RoPE reads, position_ids [n, B, L], in one pass as in
+    decoding: 3 (`mrope`: time, height, width), 2 (`axial`: row, column) or 0 (none)."""
+    return max((3 if c.position.mrope is not None else 2 if c.position.axial else 0
+                for a in attentions_of(spec) for c in a.cores
+                if isinstance(c.position, Rope)), default=0)
 
 
 def output_name(spec: Layer) -> str:

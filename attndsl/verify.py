@@ -33,6 +33,7 @@ from .spec import (
     input_names,
     memory_reader,
     output_name,
+    reads_streams,
 )
 from .verify_report import Comparison, Report
 from .weights import as_float64
@@ -203,7 +204,8 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
                 lengths[-1] = 0
             out[name] = lengths.astype(np.int64)
         elif name == "position_ids":  # multimodal RoPE's streams: each its own positions
-            out[name] = rng.integers(0, 2 * length + 1, size=(3, batch, length)).astype(np.int64)
+            streams = (reads_streams(spec), batch, length)  # (axial RoPE's: 2)
+            out[name] = rng.integers(0, 2 * length + 1, size=streams).astype(np.int64)
         else:  # segment ids; a cross attention's memory rows get ids of the same documents
             docs = rng.integers(1, 4)
             n = S if name == "memory_segment_ids" else length

@@ -306,6 +306,17 @@ def random_spec(seed: int, decoding: bool = False) -> str:
             layout = (f"mrope = [{multi.randint(0, 12)}, {multi.randint(0, 12)}, "
                       f"{multi.randint(0, 12)}], mrope_interleaved = true")
         entries["position"] = f"{entries['position'][:-1]}, {layout})"
+    axial = random.Random(seed * 7919 + 58)  # axial 2-D RoPE (Pixtral's): its own stream
+    rope = re.search(r"^rope\(theta = ([^,)]+)", entries.get("position", ""))
+    dim = re.search(r"dim = (\d+)", entries.get("position", ""))
+    dim = int(dim.group(1)) if dim else int(entries["head_dim"])
+    if rope and dim % 4 == 0 and not cross and not decoding and not any(
+            w in entries for w in ("temperature", "latent", "indexer")) and \
+            "mrope" not in entries["position"] and "scaling" not in entries["position"] and \
+            axial.random() < 0.6:
+        entries["position"] = f"rope(theta = {rope.group(1)}, dim = {dim}, " \
+            f"{'interleaved = true, ' if 'interleaved = true' in entries['position'] else ''}" \
+            "axial = true)"
     late = random.Random(seed * 7919 + 17)  # qk-norm after RoPE (Hunyuan): its own stream
     if not lsh and entries.get("position", "").startswith("rope") and late.random() < 0.2:
         entries.pop("qk_norm", None)
@@ -577,6 +588,16 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                 "vocab", "cross =", "padding", "document", "mrope", "learned(", "linformer",
                 "prefix", "kind = cross")) and not decoding and sight.random() < 0.5:
             extra += "\n    " + _patches(sight, placement, extra)
+            d = int(entries["d_model"])
+            if not any(w in extra for w in ("relative_bias", "kv_shared", "side =", "parallel",
+                                            "shortcut")) and sight.random() < 0.4:
+                heads = sight.choice([h for h in (1, 2, 4) if d % h == 0 and d // h % 4 == 0]
+                                     or [1])
+                if d // heads % 4 == 0:  # Pixtral's: rows and columns turn the pairs
+                    text += (f"\nattention v {{\n    d_model = {d}\n    heads = {heads}\n"
+                             f"    position = rope(theta = {sight.choice([100, 10000])}, "
+                             "axial = true)\n    mask = full\n}\n")
+                    pattern = "v"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

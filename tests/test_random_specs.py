@@ -51,8 +51,10 @@ def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[
     if "memory_segment_ids" in spec.runtime_inputs:  # rows of the same documents
         feed["memory_segment_ids"] = np.sort(rng.integers(0, 3, size=(batch, S)),
                                              axis=1).astype(np.int64)
-    if reads_streams(spec):  # multimodal RoPE: three streams, each its own positions
-        feed["position_ids"] = rng.integers(0, 2 * L + 3, size=(3, batch, L)).astype(np.int64)
+    if reads_streams(spec) and "pixel_values" not in feed:  # multimodal RoPE's three
+        # streams, axial RoPE's two (a vision stack's: its image's grid), each its own
+        streams = (reads_streams(spec), batch, L)
+        feed["position_ids"] = rng.integers(0, 2 * L + 3, size=streams).astype(np.int64)
     return feed
 
 

@@ -99,8 +99,9 @@ def test_every_example_parses_as_triton_model_config(path: Path, tmp_path: Path,
     for name in names:
         config = check_repository(tmp_path / name, name)
         streams = [i for i in config.input if i.name == "position_ids"]
-        if streams:  # multimodal RoPE's [3, batch, length]: no batch axis leads every tensor
-            assert config.max_batch_size == 0 and list(streams[0].dims) == [3, -1, -1]
+        if streams:  # [3 or 2, batch, length] (multimodal, axial RoPE): no batch axis first
+            assert config.max_batch_size == 0 and list(streams[0].dims) in ([3, -1, -1],
+                                                                            [2, -1, -1])
         else:  # every other example's tensors lead with `batch`
             assert config.max_batch_size > 0
 

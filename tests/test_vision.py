@@ -132,3 +132,71 @@ def test_the_tensors_of_a_vision_stack() -> None:
     assert shapes["position_embeddings.weight"] == (10, 16)
     assert shapes["layers.1.attn_scale"] == shapes["layers.1.ffn_scale"] == (16,)
     assert "norm.weight" not in shapes and "layers.1.attn_norm.weight" in shapes
+
+
+def test_pixtral_is_axial_rope_over_the_images_grid(tmp_path) -> None:
+    """Pixtral's vision encoder (axial 2-D RoPE, `rope(axial = true)`: each patch's row and
+    column turn half of each head's pairs) imported from its checkpoint, exact against
+    transformers' PixtralVisionModel on one image at a time (transformers packs a batch into
+    one sequence), square, wide and tall, with pixels past the last patch."""
+    cfg = tf.PixtralVisionConfig(hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                                 num_attention_heads=4, image_size=64, patch_size=4,
+                                 hidden_act="silu", rope_parameters={"rope_theta": 100.0})
+    hf = tf.PixtralVisionModel(cfg).eval()
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.copy_(torch.randn_like(p) * 0.3 + (1.0 if "norm" in name or "ln_pre" in name
+                                                 else 0.0))
+    hf.save_pretrained(tmp_path)
+    program = attndsl.load(tmp_path)
+    layer = program[list(program)[-1]]
+    assert layer.spec.attention.position.axial
+    session = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
+                                   providers=["CPUExecutionProvider"])
+    for height, width in ((16, 16), (13, 30), (26, 9)):
+        pixels = torch.randn(1, 3, height, width)
+        with torch.no_grad():
+            want = hf(pixel_values=pixels).last_hidden_state.numpy()
+        got = session.run(None, {"pixel_values": pixels.numpy()})[0]
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
+def test_random_axial_rope_matches_the_reference() -> None:
+    """Stream 58's axial 2-D RoPE on layers alone (their rows and columns an input,
+    position_ids [2, B, L]: 1627, the portable export; 1034 normed after RoPE) and stream 57's
+    vision stacks of it (their grid's: 119 with a class token at (0, 0), the portable export;
+    393)."""
+    check_stream(((1627, ("axial = true",)), (1034, ("axial = true", "qk_norm_after_rope")),
+                  (393, ("axial = true", "patches"))), portable=1627)
+    check_stream(((119, ("axial = true", "patches")),), portable=119)
+
+
+_AXIAL = """attention a {{
+    d_model = 16
+    heads = 2{extra}
+    position = rope({rope})
+    mask = causal
+}}
+"""
+
+
+@pytest.mark.parametrize(("text", "words", "at"), [
+    (_AXIAL.format(extra="", rope="axial = true, mrope = [1, 1, 2]"), "takes no mrope", "true"),
+    (_AXIAL.format(extra="", rope="axial = true, scaling = linear(factor = 2)"),
+     "takes no scaling", "true"),
+    (_AXIAL.format(extra="\n    kind = cross", rope="axial = true"), "needs self attention",
+     "true"),
+    (_AXIAL.format(extra="", rope="dim = 6, axial = true"), "4 divides", "true"),
+])
+def test_what_axial_rope_cannot_take_is_refused_where_it_is(text, words, at) -> None:
+    refused_where(text, words, at)
+
+
+def test_axial_rope_does_not_decode() -> None:
+    from attndsl.errors import SpecError
+
+    layer = attndsl.loads(_AXIAL.format(extra="", rope="axial = true"), "t.attn")["a"]
+    with pytest.raises(SpecError, match="row and column"):
+        layer.decoder_model()

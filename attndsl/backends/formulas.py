@@ -33,24 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from ..positions import mrope_streams, rope_inv_freq, sinusoidal_inv_freq
+from ..positions import axial_inv_freq, mrope_streams, rope_inv_freq, sinusoidal_inv_freq
 from ..rope_scaling import DynamicScaling, LongRopeScaling, RopeScaling
 from ..targets import lacks_bfloat16_cuda_kernel
 
-__all__ = [
-    "LOWEST",
-    "activation",
-    "alibi_bias",
-    "document_positions",
-    "masked_softmax",
-    "mrope_positions",
-    "norm",
-    "patch_embed",
-    "rope",
-    "rope_frequencies",
-    "sinusoidal_table",
-    "sinusoidal_variant",
-]
+__all__ = ["LOWEST", "activation", "alibi_bias", "axial_positions", "document_positions",
+           "grid_positions", "masked_softmax", "mrope_positions", "norm", "patch_embed", "rope",
+           "rope_frequencies", "sinusoidal_table", "sinusoidal_variant"]
 
 Array = Any
 LOWEST = float(np.finfo(np.float32).min)
@@ -106,12 +95,25 @@ def mrope_positions(xp, pos: Array, sections: tuple[int, int, int], interleaved:
     return xp.sum(pos * xp.asarray(pick, "float32"), axis=0)[:, None]
 
 
+def axial_positions(xp, pos: Array, half: int) -> Array:
+    """Axial 2-D RoPE's positions per pair: pos, the row and column streams as float32
+    (2, B, n, 1), -> (B, 1, n, half): the first half / 2 pairs the row, the rest the column
+    (one stream times 1 plus the other times 0, exact)."""
+    pick = [[[[1.0 if (i >= half // 2) == bool(j) else 0.0 for i in range(half)]]]
+            for j in range(2)]
+    return xp.sum(pos * xp.asarray(pick, "float32"), axis=0)[:, None]
+
+
 def rope_tables(xp, pos: Array, keys: Array, theta: float, dim: int,
-                scaling: RopeScaling | None, dtype: str) -> tuple[Array, Array]:
-    """cos and sin of the angles pos * inv_freq (see `rope_frequencies`), pos a float32 (n, 1)
-    column (or (B, 1, n, 1)): float32 angles, times the scaling's attention factor (YaRN,
-    longrope), narrowed to `dtype`. Every rotation at these positions shares them."""
-    angle = pos * rope_frequencies(xp, theta, dim, scaling, keys)  # (n, dim/2)
+                scaling: RopeScaling | None, dtype: str, axial: bool = False,
+                ) -> tuple[Array, Array]:
+    """cos and sin of the angles pos * inv_freq (see `rope_frequencies`; axial 2-D RoPE's
+    order, `positions.axial_inv_freq`), pos a float32 (n, 1) column (or (B, 1, n, 1)): float32
+    angles, times the scaling's attention factor (YaRN, longrope), narrowed to `dtype`. Every
+    rotation at these positions shares them."""
+    freq = xp.asarray(axial_inv_freq(theta, dim), "float32") if axial else \
+        rope_frequencies(xp, theta, dim, scaling, keys)
+    angle = pos * freq  # (n, dim/2)
     gain = getattr(scaling, "attention_factor", 1.0)
     return tuple(xp.astype(f(angle) * gain if gain != 1.0 else f(angle), dtype)
                  for f in (xp.cos, xp.sin))
@@ -135,13 +137,15 @@ def rotate(xp, x: Array, cos: Array, sin: Array, dim: int, interleaved: bool,
 
 def rope(xp, x: Array, pos: Array, keys: Array, theta: float, dim: int, interleaved: bool,
          scaling: RopeScaling | None = None, mrope: tuple[int, int, int] | None = None,
-         mrope_interleaved: bool = False) -> Array:
+         mrope_interleaved: bool = False, axial: bool = False) -> Array:
     """RoPE: `rotate` x by `rope_tables` at positions pos; multimodal (`mrope`): pos the
     three streams' float32 (3, B, n, 1), each frequency's position picked by
-    `mrope_positions`."""
+    `mrope_positions`; axial 2-D: the row and column streams, `axial_positions`."""
     if mrope is not None:
         pos = mrope_positions(xp, pos, mrope, mrope_interleaved, dim // 2)
-    cos, sin = rope_tables(xp, pos, keys, theta, dim, scaling, xp.dtype(x))
+    elif axial:
+        pos = axial_positions(xp, pos, dim // 2)
+    cos, sin = rope_tables(xp, pos, keys, theta, dim, scaling, xp.dtype(x), axial)
     return rotate(xp, x, cos, sin, dim, interleaved)
 
 
@@ -301,3 +305,14 @@ def patch_embed(xp, pixels: Array, weight: Array, bias: Array | None, cls: Array
         first = first + xp.slice(table, 0, 0, 1)
     first = xp.reshape_axes(xp.expand_rows(first, rows), 1, 2, [1, d])  # (B, 1, d)
     return xp.concat([first, rows], axis=1)
+
+
+def grid_positions(xp, pixels: Array, size: int, prefix: int) -> Array:
+    """Each token's row and column in a vision stack's grid (docs/LANGUAGE.md, axial RoPE):
+    int64 (2, 1, prefix + gh gw), patch t at (t // gw, t % gw), the prefix tokens (the class
+    token) at (0, 0)."""
+    gh, gw = xp.shape(pixels, 2) // size, xp.shape(pixels, 3) // size
+    t = xp.maximum(xp.arange(gh * gw + prefix) - prefix, 0)
+    rows = t // gw  # (and t - rows gw: torch.export has no remainder by a symbolic size)
+    return xp.concat([rows[None], (t - rows * gw)[None]], axis=0)[:, None]
+

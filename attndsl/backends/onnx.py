@@ -27,6 +27,7 @@ from ..spec import (
     input_names,
     memory_reader,
     output_name,
+    reads_streams,
 )
 from .exported import Exported
 from .finalize import Provenance, finalize
@@ -74,7 +75,7 @@ def example_inputs(spec: Attention | Transformer, shape: ExampleShape = ExampleS
         elif name == "memory_lengths":  # a decoder stack's memory rows'
             out[name] = torch.full((B,), S, dtype=torch.int64)
         elif name == "position_ids":  # multimodal RoPE's three streams
-            out[name] = torch.arange(L).expand(3, B, L).clone()
+            out[name] = torch.arange(L).expand(reads_streams(spec), B, L).clone()
         else:  # segment ids (memory rows' for memory_segment_ids)
             n = S if name == "memory_segment_ids" else L
             out[name] = torch.zeros(B, n, dtype=torch.int64)

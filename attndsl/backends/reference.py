@@ -26,8 +26,8 @@ from .reference_indexer import select_keys
 from .reference_kernels import kernel
 from .reference_masks import mask_of
 from .reference_mechanisms import READINGS
-from .reference_positions import add_bias, mrope_stream_of, rope_frequencies
-from .reference_vision import patch_rows
+from .reference_positions import add_bias, axial_angles, mrope_stream_of, rope_frequencies
+from .reference_vision import grid_of, patch_rows
 
 __all__ = ["run", "run_all"]
 
@@ -91,9 +91,9 @@ def _embed(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     return w[node.attr("weight")][_arg(node, env)] * node.attr("scale")
 
 
-@impl(Op.PATCHES)
-def _patches(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    return patch_rows(_arg(node, env), dict(node.attrs), w)
+# a vision stack's rows and each token's place in its grid (reference_vision)
+_IMPL[Op.PATCHES] = lambda node, env, w: patch_rows(_arg(node, env), dict(node.attrs), w)
+_IMPL[Op.GRID] = lambda node, env, w: grid_of(_arg(node, env), **dict(node.attrs))
 
 
 @impl(Op.ADD_POSITION)
@@ -182,21 +182,21 @@ def _apply(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
 def _rope(node: Node, env: Env, w: Mapping[str, np.ndarray]) -> np.ndarray:
     x = _arg(node, env)  # (B, h, n, d)
     dim = node.attr("dim")
-    # S: the keys a call counts (decoding: the cache's and its own, for dynamic and longrope)
-    S = (env["attention_mask"].shape[1] if "attention_mask" in env else
+    S = (env["attention_mask"].shape[1] if "attention_mask" in env else  # keys counted
          env["memory"].shape[1] if "memory" in env and _STACK not in env else env["x"].shape[1])
     inv_freq, gain = rope_frequencies(node.attr("theta"), dim, node.attr("scaling"), S)
     pos = _positions(node, env, x.shape[2])  # (B | 1, n); multimodal: (3, B, n)
     sections = dict(node.attrs).get("mrope")
-    if sections is None:
+    if dict(node.attrs).get("axial"):  # a token's row and column (docs/LANGUAGE.md, axial)
+        angle = axial_angles(pos, node.attr("theta"), dim)
+    elif sections is None:
         angle = pos[..., None] * inv_freq  # (B | 1, n, dim/2)
     else:  # frequency i turns by the position of its stream (docs/LANGUAGE.md, mrope)
         streams = mrope_stream_of(sections, node.attr("mrope_interleaved"), dim // 2)
         angle = np.stack([pos[streams[i]] * inv_freq[i] for i in range(dim // 2)], axis=-1)
     cos, sin = gain * np.cos(angle)[:, None], gain * np.sin(angle)[:, None]  # over heads
     out = x.copy()
-    for i in range(dim // 2):
-        # pair i is (2i, 2i+1) in the GPT-J layout, (i, i + dim/2) in rotate-half
+    for i in range(dim // 2):  # pair i: (2i, 2i+1) in GPT-J's layout, (i, i + dim/2) else
         a, b = (2 * i, 2 * i + 1) if node.attr("interleaved") else (i, i + dim // 2)
         out[..., a] = x[..., a] * cos[..., i] - x[..., b] * sin[..., i]
         out[..., b] = x[..., b] * cos[..., i] + x[..., a] * sin[..., i]

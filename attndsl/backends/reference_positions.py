@@ -11,7 +11,18 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["add_bias", "alibi_slopes", "mrope_stream_of", "rope_frequencies", "t5_bucket"]
+__all__ = ["add_bias", "alibi_slopes", "axial_angles", "mrope_stream_of", "rope_frequencies",
+           "t5_bucket"]
+
+
+def axial_angles(pos: np.ndarray, theta: float, dim: int) -> np.ndarray:
+    """docs/LANGUAGE.md, `axial`: pos the rows and columns (2, B | 1, n) -> the angle of each
+    pair (B | 1, n, dim/2): pair i < dim/4 turns by row * theta^(-4i/dim), pair dim/4 + j by
+    column * theta^(-(4j + 2)/dim)."""
+    quarter = dim // 4
+    angles = [pos[0] * theta ** (-4 * i / dim) for i in range(quarter)]
+    angles += [pos[1] * theta ** (-(4 * j + 2) / dim) for j in range(quarter)]
+    return np.stack(angles, axis=-1)
 
 
 def mrope_stream_of(sections: tuple[int, int, int], interleaved: bool, half: int) -> list[int]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["patch_rows"]
+__all__ = ["grid_of", "patch_rows"]
 
 A = -0.75  # the cubic convolution's parameter
 
@@ -69,3 +69,13 @@ def resize(grid: np.ndarray, h: int, w: int) -> np.ndarray:
     """(g1, g2, d) -> (h, w, d): bicubic interpolation along each axis (separable)."""
     rows = np.einsum("ir,rcd->icd", _weights(grid.shape[0], h), grid)
     return np.einsum("jc,icd->ijd", _weights(grid.shape[1], w), rows)
+
+
+def grid_of(pixels: np.ndarray, size: int, before: int) -> np.ndarray:
+    """Each token's (row, column) (2, 1, n): the `before` tokens' (the class token's) (0, 0),
+    then patch (r, c)'s, row-major."""
+    gh, gw = pixels.shape[2] // size, pixels.shape[3] // size
+    rows = [0] * before + [r for r in range(gh) for _ in range(gw)]
+    cols = [0] * before + [c for _ in range(gh) for c in range(gw)]
+    return np.array([[rows], [cols]], dtype=np.int64)
+

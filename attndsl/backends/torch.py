@@ -181,6 +181,13 @@ def _patches(m: GraphModule, node: Node, env: Env) -> Tensor:
                                 a.get("grid"), w["weight"].shape[0])
 
 
+@impl(Op.GRID)
+def _grid(m: GraphModule, node: Node, env: Env) -> Tensor:
+    x = _arg(node, env)
+    return formulas.grid_positions(TorchArrays(x.device), x, node.attr("size"),
+                                   node.attr("before"))
+
+
 @impl(Op.LINEAR)
 def _linear(m: GraphModule, node: Node, env: Env) -> Tensor:
     bias = node.attr("bias")
@@ -258,7 +265,8 @@ def _rope(m: GraphModule, node: Node, env: Env) -> Tensor:
     attrs = dict(node.attrs)
     return formulas.rope(TorchArrays(x.device), x, pos, keys, node.attr("theta"),
                          node.attr("dim"), node.attr("interleaved"), node.attr("scaling"),
-                         attrs.get("mrope"), attrs.get("mrope_interleaved", False))
+                         attrs.get("mrope"), attrs.get("mrope_interleaved", False),
+                         attrs.get("axial", False))
 
 
 @impl(Op.REPEAT_KV)

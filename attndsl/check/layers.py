@@ -141,6 +141,7 @@ class Layers(Mechanisms):
                 self.error(problem, arg_span(e["position"].value, "scaling") or at("position"))
                 failed = True
             failed |= self.check_mrope(position, kind, arg_span(e["position"].value, "mrope")
+                                       or arg_span(e["position"].value, "axial")
                                        or at("position"), {key: at(key) for key, _ in hooked
                                                            if MECHANISMS[key].reads_positions})
         if isinstance(position, Sinusoidal) and d_model % 2:

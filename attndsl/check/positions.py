@@ -114,7 +114,12 @@ class Positions(Norms):
                                  args["mrope_interleaved"].span,
                                  hint="multimodal RoPE's sections say which frequencies read "
                                       "each position stream")
-        return Rope(theta, dim, interleaved, scaling, mrope, mrope_interleaved)
+        axial = self.boolean(args["axial"], "axial") if "axial" in args else False
+        if axial and (mrope is not None or scaling is not None):
+            raise self.error(f"axial 2-D RoPE takes no {'mrope' if mrope else 'scaling'}",
+                             args["axial"].span, hint="a token's row and column turn its "
+                                                      "frequencies as they are")
+        return Rope(theta, dim, interleaved, scaling, mrope, mrope_interleaved, axial)
 
     def mrope_sections(self, e: ast.Expr) -> tuple[int, int, int]:
         """`mrope = [t, h, w]`: three non-negative frequency counts."""
@@ -134,6 +139,8 @@ class Positions(Norms):
         """Multimodal RoPE against its layer: the sectioned layout splits exactly the dim / 2
         frequencies, its position streams are the queries' own (self attention), and no
         mechanism of the layer reads one position per token (`readers`: key -> span)."""
+        if rope.axial:
+            return self.check_axial(rope, kind, span, readers)
         if rope.mrope is None:
             return False
         for key, where in readers.items():
@@ -153,6 +160,20 @@ class Positions(Norms):
                             "whose sections may be cut by dim / 2)")
             return True
         return False
+
+    def check_axial(self, rope: Rope, kind: str, span, readers: dict) -> bool:
+        """Axial 2-D RoPE: self attention, a rotary dim of a multiple of 4 (half its
+        frequencies each for the rows and the columns), no mechanism of one position."""
+        why = next((f"`{key}` reads one position per token, and 2-D RoPE gives each two"
+                    for key in readers), None)
+        if kind == "cross":
+            why = "axial 2-D RoPE needs self attention: a memory row has no place in the grid"
+        elif rope.dim % 4:
+            why = f"axial 2-D RoPE needs a rotary dim that 4 divides, found {rope.dim}"
+        if why is not None:
+            self.error(why, span, hint="rows and columns each turn a quarter of the rotated "
+                                       "features' pairs")
+        return why is not None
 
     def scaling_value(self, e: ast.Expr) -> RopeScaling:
         name, _ = self.callee(e, _SCALINGS, "RoPE scaling")
@@ -261,7 +282,7 @@ _POSITIONS = {
     "alibi": (Param("slopes"), Param("max_bias"), Param("scaled"), Param("rounding")),
     "learned": (Param("max_len", True),),
     "rope": (Param("theta"), Param("dim"), Param("interleaved"), Param("scaling"),
-             Param("mrope"), Param("mrope_interleaved")),
+             Param("mrope"), Param("mrope_interleaved"), Param("axial")),
     "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),
     "relative_logits": (Param("d_rel"), Param("extent")),
 }

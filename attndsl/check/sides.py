@@ -81,7 +81,7 @@ class Sides(FeedForwards):
         streams = {_streams(a) for a in (*attns, attn)} - {None}
         reader = next((k for a in (*attns, attn) for k, _ in a.mechanisms
                        if MECHANISMS[k].reads_positions), None)
-        if 3 in streams and reader is not None:
+        if streams & {2, 3} and reader is not None:
             raise self.error(f"`{reader}` reads one position per token, and the stack's "
                              "multimodal RoPE gives each token three (position_ids "
                              "[3, B, L])", span,
@@ -102,5 +102,5 @@ def _streams(attn: Attention) -> int | None:
     """How many position streams an attention reads: 3 (multimodal RoPE), 1 (other RoPE,
     absolute positions) or None (none)."""
     if isinstance(attn.position, Rope):
-        return 1 if attn.position.mrope is None else 3
+        return 2 if attn.position.axial else 1 if attn.position.mrope is None else 3
     return 1 if isinstance(attn.position, Sinusoidal | Learned) else None

@@ -62,7 +62,7 @@ class Visions(Crosses):
                                  "reads an image, not tokens or memory rows",
                                  e[other].key_span, hint=f"remove `{other}` or `patches`")
             for a in attns:
-                if a.runtime_inputs or reads_streams(a):
+                if a.runtime_inputs or reads_streams(a) == 3:
                     names = ", ".join(a.runtime_inputs) or "position_ids"
                     raise self.error(f"`{a.name}` reads {names}: a vision stack's attentions "
                                      "read the image's patches alone (every patch is real)",

@@ -5,7 +5,9 @@ interpolates bicubically at other image sizes as attndsl does), unmasked softmax
 with biased projections, an MLP, and a final LayerNorm (CLIP's pre-layernorm instead, and no
 final norm: its `post_layernorm` is the pooled output's). DINOv2 scales each sublayer's output
 by a learned vector (`layer_scale`). The import is the hidden states, `last_hidden_state`;
-poolers and heads stay outside."""
+poolers and heads stay outside. Pixtral's vision encoder has no position table: axial 2-D
+RoPE turns each patch's queries and keys by its row and column (`rope(axial = true)`), after
+an RMSNorm of the patch rows, with gated MLPs and no final norm."""
 
 from __future__ import annotations
 
@@ -60,6 +62,35 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.comments[s.pattern[0]] = "each block's attention over the image's patches"
 
 
+_GATED = {"silu": "swiglu", "gelu": "gelu_glu", "gelu_pytorch_tanh": "geglu",
+          "gelu_new": "geglu"}
+
+
+def _pixtral(s: SpecText, padding: str | None) -> None:
+    """Pixtral's vision encoder over one image (transformers packs several into one sequence,
+    each attending to its own patches: one image per batch row here)."""
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    rope = s.get("rope_parameters") or {}
+    if rope.get("rope_type", "axial") != "axial":
+        s.refuse("rope_parameters", "Pixtral's RoPE is axial")
+    s.attentions["pixtral_self"] = {
+        "d_model": str(d), "heads": str(heads), "bias": "false",
+        "position": f"rope(theta = {num(rope.get('rope_theta', 10000.0))}, axial = true)",
+        "mask": "full"}
+    s.pattern = ["pixtral_self"]
+    ffn = _GATED.get(s.need("hidden_act"))
+    if ffn is None:
+        s.refuse("hidden_act", "no such gated MLP in attndsl (silu, gelu, gelu_pytorch_tanh)")
+    s.stack = {"layers": str(s.need("num_hidden_layers")),
+               "ffn": f"{ffn or 'swiglu'}({s.need('intermediate_size')})",
+               "norm": "rmsnorm(pre, eps = 1e-05)",
+               "patches": f"patches(size = {_square(s, 'patch_size')}, channels = "
+                          f"{s.need('num_channels')}, bias = false)",
+               "embedding_norm": "rmsnorm(eps = 1e-05)", "final_norm": "false"}
+    s.comments["pixtral_self"] = "each block's attention over the image's patches, turned by " \
+                                 "their rows and columns"
+
+
 def _table(t, a, cfg):
     """A checkpoint's [1, n, d] position table as attndsl's [n, d]."""
     return t.reshape(-1, t.shape[-1])
@@ -105,6 +136,13 @@ _CLIP = Names("encoder.layers.{i}.", _TOWER, {
     **norms({"embedding_norm": "pre_layrnorm"})}, ("vision_model.",),
     outside=(r"post_layernorm\.(weight|bias)",))
 
+_PIXTRAL = Names("transformer.layers.{i}.", {
+    **{f"self_attn.{p}_proj.weight": f"attention.{p}_proj.weight" for p in "qkvo"},
+    **{f"mlp.{p}_proj.weight": f"feed_forward.{p}_proj.weight" for p in ("gate", "up", "down")},
+    "attn_norm.weight": "attention_norm.weight", "ffn_norm.weight": "ffn_norm.weight"},
+    {"patch_embed.weight": "patch_conv.weight", "embedding_norm.weight": "ln_pre.weight"},
+    ("vision_tower.", "model.vision_tower."))
+
 _DROPOUT = "dropout, which is off at inference"
 _INIT = "how untrained weights are drawn"
 _COMMON = {"hidden_dropout_prob": _DROPOUT, "attention_probs_dropout_prob": _DROPOUT,
@@ -144,4 +182,11 @@ FAMILIES = [
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "image_size": 224, "patch_size": 32},
         inert={**_COMMON, "projection_dim": "the image projection, outside"}, types=_TYPES),
+    Family("pixtral", _pixtral, _PIXTRAL, {  # (PixtralVisionConfig, 5.23)
+        "num_channels": 3, "hidden_act": "gelu", "hidden_size": 1024,
+        "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+        "image_size": 1024, "patch_size": 16},
+        inert={**_COMMON, "head_dim": "PixtralVisionConfig derives it: hidden_size // heads",
+               "image_size": "the largest image it was trained on; the grid is the image's"},
+        types=_TYPES),
 ]

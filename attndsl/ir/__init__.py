@@ -52,6 +52,9 @@ def build(spec: Layer, decode: bool = False, bounded: bool = False,
         embedded = x  # (before any embedding norm: what per-layer inputs project)
     elif getattr(spec, "patches", None) is not None:  # a vision stack: the image's patches
         x = patches(b, spec.patches, spec.d_model)
+        if reads_streams(spec):  # axial RoPE's rows and columns, from the image's grid
+            b.emit(Op.GRID, "position_ids", ("pixel_values",), T(2, 1, "L", dtype="int64"),
+                   size=spec.patches.size, before=spec.patches.prefix)
     # the tokens' positions: 0 .. L-1 in one pass, unless multimodal RoPE reads its streams
     pos = ("position_ids",) if decode or reads_streams(spec) else ()
     h = absolute(b, attn, x, "", pos)
@@ -237,7 +240,7 @@ def _type_of(name: str, s: Attention, spec: Layer, own_cache: bool) -> TensorTyp
             "pixel_values": T("B", getattr(getattr(spec, "patches", None), "channels", 0), "H",
                               "W", dtype="float"),
             "attention_mask": T("B", "P + L", dtype="int64"),
-            "position_ids": T(3, "B", "L", dtype="int64") if reads_streams(spec)
+            "position_ids": T(reads_streams(spec), "B", "L", dtype="int64") if reads_streams(spec)
             else T("B", "L", dtype="int64")}[name]
 
 

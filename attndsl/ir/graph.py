@@ -54,6 +54,7 @@ class Op(enum.Enum):
     FFN = "ffn"
     EMBED = "embed"  # token ids -> rows of the embedding table, times a scale
     PATCHES = "patches"  # pixel_values -> [class token;] patch rows (+ their 2-D positions)
+    GRID = "grid"  # pixel_values -> each token's row and column (2, 1, L) int64
     CACHE = "cache"  # (past, new) -> present: the cache with the new keys or values appended
     TAIL = "tail"  # the last `keep` keys or values of a cache (a window's bounded present)
     SWITCH = "switch"  # a core selector: the branch whose up_to first holds L (the last: longer L)

@@ -288,7 +288,8 @@ _DEFS = [
     OpDef(Op.NORM, (1, 1), ("kind: str", "eps: number", "unit_offset: bool", "module: str",
                             "bias: bool"), ("affine: bool",), rule=_same),
     OpDef(Op.ROPE, (1, 2), ("theta: number", "dim: int", "interleaved: bool",
-                            "scaling: scaling?"), ("mrope: ints", "mrope_interleaved: bool"),
+                            "scaling: scaling?"), ("mrope: ints", "mrope_interleaved: bool",
+                                                     "axial: bool"),
           rule=_same),
     OpDef(Op.APPLY, (1, 2), ("mechanism: str",), open=True, rule=_module("mechanism", (3, 4)),
           tensors=("weights",)),
@@ -322,6 +323,7 @@ _DEFS = [
     OpDef(Op.PATCHES, (1, 1), ("size: int", "weight: str"), ("bias: str", "class_token: str",
                                                           "positions: str", "grid: int"),
           rule=_rank(3), tensors=("weight", "bias", "class_token", "positions")),
+    OpDef(Op.GRID, (1, 1), ("size: int", "before: int"), rule=_rank(3)),
     OpDef(Op.CACHE, (2, 2), rule=_cache),
     OpDef(Op.TAIL, (1, 1), ("keep: int", "first: int"), rule=_rank(4)),
     OpDef(Op.SWITCH, (3, 3), ("up_to: ints", "branches: region", "outputs: strs"),
@@ -336,7 +338,7 @@ _DEFS = [
           tensors=("weights",)),
 ]
 OPS: dict[Op, OpDef] = {
-    d.op: d if d.op in (Op.INPUT, Op.MASK) else replace(d, rule=_float_result(d.rule))
+    d.op: d if d.op in (Op.INPUT, Op.MASK, Op.GRID) else replace(d, rule=_float_result(d.rule))
     for d in _DEFS
 }
 assert set(OPS) == set(Op), "every op has its definition"

@@ -137,7 +137,8 @@ def kernel_inputs(node: Node, nodes: Mapping[str, Node], siblings: Mapping[str, 
         return None
     if q_rope is not None and (q_rope.attrs != k_rope.attrs or q_rope.args[1:] != k_rope.args[1:]
                                or q_rope.attr("dim") % ROTARY_DIM_MULTIPLE
-                               or dict(q_rope.attrs).get("mrope") is not None):
+                               or dict(q_rope.attrs).get("mrope") is not None
+                               or dict(q_rope.attrs).get("axial")):
         return None  # the kernel's cos/sin caches hold dim / 2 columns, a multiple of 8, of
         # one position stream
     return projections, q_rope

@@ -30,7 +30,7 @@ from ...ir import Graph, Node, Op, all_nodes
 from ...ir.graph import over_memory
 from ...progress import report
 from ...shapes import TensorType
-from . import ops, rotary, selection  # noqa: F401 (their @lower functions)
+from . import ops, rotary, selection, vision  # noqa: F401 (their @lower functions)
 from .builder import LOWER, Builder, Lowering
 from .switch import subgraph_inputs
 

@@ -34,16 +34,6 @@ def _add_position(lw: Lowering, node: Node) -> str:
     return b.op("Add", x, b.to_model(table.name))
 
 
-@lower(Op.PATCHES)
-def _patches(lw: Lowering, node: Node) -> str:
-    a = dict(node.attrs)
-    w = {k: lw.weight(a[k], n) if a.get(k) else None
-         for k, n in (("weight", 4), ("bias", 1), ("class_token", 1), ("positions", 2))}
-    return formulas.patch_embed(lw.xp, lw.sym(node), w["weight"], w["bias"], w["class_token"],
-                                w["positions"], a["size"], a.get("grid"),
-                                width(node.shape)).name
-
-
 @lower(Op.EMBED)
 def _embed(lw: Lowering, node: Node) -> str:
     b = lw.b

@@ -19,16 +19,20 @@ def _rope(lw: Lowering, node: Node) -> str:
     theta, dim, scaling = node.attr("theta"), node.attr("dim"), node.attr("scaling")
     attrs = dict(node.attrs)
     mrope, layout = attrs.get("mrope"), attrs.get("mrope_interleaved", False)
+    axial = attrs.get("axial", False)
     if node.out in lw.mrotary:  # planned: ONNX Runtime's MRotaryEmbedding
         return mrotary(lw, node, x)
-    key = ("rope", side, node.args[1:], theta, dim, scaling, mrope, layout)
+    key = ("rope", side, node.args[1:], theta, dim, scaling, mrope, layout, axial)
     if key not in lw.memo:
         pos = lw.token_positions(node, lw.dim(x.name, 2))
         if mrope is not None:  # (3, B, n, 1) -> (B, 1, n, dim/2): each frequency's stream
             pos = formulas.mrope_positions(lw.xp, pos, mrope, layout, dim // 2)
+        elif axial:  # (2, B, n, 1) -> (B, 1, n, dim/2): rows, then columns
+            pos = formulas.axial_positions(lw.xp, pos, dim // 2)
         elif pos.ndim == 3:  # (B, n, 1) -> (B, 1, n, 1): one row of positions per sequence
             pos = pos[:, None]
-        lw.memo[key] = formulas.rope_tables(lw.xp, pos, lw.S, theta, dim, scaling, lw.b.dtype)
+        lw.memo[key] = formulas.rope_tables(lw.xp, pos, lw.S, theta, dim, scaling, lw.b.dtype,
+                                            axial)
     cos, sin = lw.memo[key]
     return formulas.rotate(lw.xp, x, cos, sin, dim, node.attr("interleaved"),
                            width(node.shape)).name

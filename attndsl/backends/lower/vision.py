@@ -1,0 +1,24 @@
+"""A vision stack's lowering: its image's patch rows (`patches`) and each token's place in
+the image's grid (`grid`), their arithmetic `backends.formulas`'."""
+
+from __future__ import annotations
+
+from ...ir import Node, Op
+from .. import formulas
+from .builder import Lowering, Sym, arg, lower, width
+
+
+@lower(Op.PATCHES)
+def _patches(lw: Lowering, node: Node) -> str:
+    a = dict(node.attrs)
+    w = {k: lw.weight(a[k], n) if a.get(k) else None
+         for k, n in (("weight", 4), ("bias", 1), ("class_token", 1), ("positions", 2))}
+    return formulas.patch_embed(lw.xp, lw.sym(node), w["weight"], w["bias"], w["class_token"],
+                                w["positions"], a["size"], a.get("grid"),
+                                width(node.shape)).name
+
+
+@lower(Op.GRID)
+def _grid(lw: Lowering, node: Node) -> str:
+    pixels = Sym(lw.b, arg(lw, node), lw.b.dtype, 4)
+    return formulas.grid_positions(lw.xp, pixels, node.attr("size"), node.attr("before")).name
