@@ -69,10 +69,10 @@ def _blocker(a: Attention) -> Diagnostic | None:
                           a.span("kernel"), hint="decode with `kernel = softmax`")
     if a.kind == "cross":
         return _cross_blocker(a)
-    if isinstance(a.position, Rope) and a.position.axial:
-        return Diagnostic(f"`{a.name}` turns by each token's row and column in an image's "
-                          "grid (axial 2-D RoPE), which a growing cache has no place for",
-                          a.span("position"), hint="decode with 1-D RoPE")
+    if getattr(a.position, "streams", 0) == 2:  # (axial RoPE, relative_2d)
+        return Diagnostic(f"`{a.name}` reads each token's row and column in an image's grid, "
+                          "which a growing cache has no place for", a.span("position"),
+                          hint="decode with 1-D positions")
     if isinstance(a.position, Alibi) and a.position.rounding == "bfloat16":
         return Diagnostic(f"`{a.name}` rounds ALiBi's positions to bfloat16, which a cache "
                           "of left-padded rows would round at other indices than one pass",

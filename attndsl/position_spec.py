@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from .rope_scaling import RopeScaling
 
-__all__ = ["Alibi", "Learned", "Position", "RelativeBias", "RelativeLogits", "Rope",
-           "ScoreBias", "Sinusoidal"]
+__all__ = ["Alibi", "Learned", "Position", "Relative2D", "RelativeBias", "RelativeLogits",
+           "Rope", "ScoreBias", "Sinusoidal"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,11 @@ class Rope:
     # axial 2-D RoPE (Pixtral's): a token's row and column (position_ids [2, B, L]) turn the
     # first and second halves of its frequencies (docs/LANGUAGE.md)
     axial: bool = False
+
+    @property
+    def streams(self) -> int:
+        """The position streams it reads (position_ids [n, B, L]): 3, 2, or 0 (positions)."""
+        return 3 if self.mrope is not None else 2 if self.axial else 0
 
     def attrs(self, dim: int | None = None) -> dict:
         """The attributes of a `rope` IR node rotating `dim` features (default: its own)."""
@@ -76,6 +81,23 @@ class RelativeBias(ScoreBias):
     buckets: int
     max_distance: int
     bidirectional: bool
+
+
+@dataclass(frozen=True)
+class Relative2D(ScoreBias):
+    """BEiT's 2-D relative position bias (docs/LANGUAGE.md): a table of (2w - 1)^2 offsets
+    (dr, dc) between two tokens' rows and columns in a w x w window, and with `class_token`
+    three more rows (the class token to a patch, a patch to it, it to itself), per head;
+    bilinearly resized to the image's grid; the rows and columns read as position_ids
+    [2, B, L]."""
+
+    window: int
+    class_token: bool = True
+    streams = 2
+
+    @property
+    def table_rows(self) -> int:
+        return (2 * self.window - 1) ** 2 + (3 if self.class_token else 0)
 
 
 @dataclass(frozen=True)

@@ -368,11 +368,10 @@ def input_names(spec: Layer) -> tuple[str, ...]:
 
 
 def reads_streams(spec: Layer) -> int:
-    """How many position streams its RoPE reads, position_ids [n, B, L], in one pass as in
-    decoding: 3 (`mrope`: time, height, width), 2 (`axial`: row, column) or 0 (none)."""
-    return max((3 if c.position.mrope is not None else 2 if c.position.axial else 0
-                for a in attentions_of(spec) for c in a.cores
-                if isinstance(c.position, Rope)), default=0)
+    """How many position streams its positions read, position_ids [n, B, L], in one pass as in
+    decoding: 3 (`mrope`: time, height, width), 2 (row, column: `axial`, `relative_2d`), 0."""
+    return max((getattr(c.position, "streams", 0) for a in attentions_of(spec)
+                for c in a.cores), default=0)
 
 
 def output_name(spec: Layer) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .position_spec import Relative2D
 from .spec import (
     Attention,
     Ffn,
@@ -128,6 +129,9 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if isinstance(s.position, RelativeBias) and table:
             out.append(Weight(f"{p}relative_attention_bias.weight",
                               (s.position.buckets, s.heads), "embedding"))
+        if isinstance(s.position, Relative2D):  # BEiT's table of offsets, per head
+            out.append(Weight(f"{p}relative_position_bias.weight",
+                              (s.position.table_rows, s.heads), "embedding"))
         if isinstance(s.position, RelativeLogits):  # r_proj, then the bank of profiles
             linear(f"{p}r_proj", s.heads * s.position.d_rel, s.d_model, False)
             out.append(Weight(f"{p}rel_logits_proj.proj",

@@ -317,6 +317,12 @@ def random_spec(seed: int, decoding: bool = False) -> str:
         entries["position"] = f"rope(theta = {rope.group(1)}, dim = {dim}, " \
             f"{'interleaved = true, ' if 'interleaved = true' in entries['position'] else ''}" \
             "axial = true)"
+    beit = random.Random(seed * 7919 + 59)  # BEiT's 2-D relative bias: its own stream
+    if not cross and not decoding and not any(w in entries for w in (
+            "temperature", "latent", "indexer", "kernel", "differential", "head_experts",
+            "by_length", "qk_norm_after_rope")) and beit.random() < 0.08:
+        entries["position"] = (f"relative_2d(window = {beit.randint(1, 6)}"
+                               f"{beit.choice(['', ', class_token = false'])})")
     late = random.Random(seed * 7919 + 17)  # qk-norm after RoPE (Hunyuan): its own stream
     if not lsh and entries.get("position", "").startswith("rope") and late.random() < 0.2:
         entries.pop("qk_norm", None)
@@ -593,10 +599,13 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                                             "shortcut")) and sight.random() < 0.4:
                 heads = sight.choice([h for h in (1, 2, 4) if d % h == 0 and d // h % 4 == 0]
                                      or [1])
-                if d // heads % 4 == 0:  # Pixtral's: rows and columns turn the pairs
+                if d // heads % 4 == 0:  # Pixtral's (rows and columns turn the pairs), BEiT's
+                    position = sight.choice([
+                        f"rope(theta = {sight.choice([100, 10000])}, axial = true)",
+                        f"relative_2d(window = {sight.randint(1, 5)}, class_token = "
+                        f"{'true' if 'class_token = true' in extra else 'false'})"])
                     text += (f"\nattention v {{\n    d_model = {d}\n    heads = {heads}\n"
-                             f"    position = rope(theta = {sight.choice([100, 10000])}, "
-                             "axial = true)\n    mask = full\n}\n")
+                             f"    position = {position}\n    mask = full\n}}\n")
                     pattern = "v"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")

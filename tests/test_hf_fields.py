@@ -65,6 +65,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "m2m_100": tf.M2M100Config, "whisper": tf.WhisperConfig, "vit": tf.ViTConfig,
            "dinov2": tf.Dinov2Config, "siglip_vision_model": tf.SiglipVisionConfig,
            "clip_vision_model": tf.CLIPVisionConfig, "pixtral": tf.PixtralVisionConfig,
+           "beit": tf.BeitConfig,
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,
            "codegen": tf.CodeGenConfig, "opt": tf.OPTConfig,
            "biogpt": tf.BioGptConfig, "xglm": tf.XGLMConfig,

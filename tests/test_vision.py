@@ -166,11 +166,21 @@ def test_pixtral_is_axial_rope_over_the_images_grid(tmp_path) -> None:
 def test_random_axial_rope_matches_the_reference() -> None:
     """Stream 58's axial 2-D RoPE on layers alone (their rows and columns an input,
     position_ids [2, B, L]: 1627, the portable export; 1034 normed after RoPE) and stream 57's
-    vision stacks of it (their grid's: 119 with a class token at (0, 0), the portable export;
-    393)."""
+    vision stacks of it (their grid's: 735 with a class token at (0, 0), the portable export;
+    1076 under a position table)."""
     check_stream(((1627, ("axial = true",)), (1034, ("axial = true", "qk_norm_after_rope")),
-                  (393, ("axial = true", "patches"))), portable=1627)
-    check_stream(((119, ("axial = true", "patches")),), portable=119)
+                  (1076, ("axial = true", "grid = 4"))), portable=1627)
+    check_stream(((735, ("axial = true", "class_token = true")),), portable=735)
+
+
+def test_random_relative_2d_biases_match_the_reference() -> None:
+    """Stream 59's BEiT biases on layers alone (position_ids [2, B, L] an input: 9 with its
+    class token's rows, the portable export; 195 without) and stream 57's vision stacks of
+    them (119, the portable export; 393; 881 with a class token and a one-patch window)."""
+    check_stream(((9, ("relative_2d(window = 4)",)), (195, ("class_token = false",)),
+                  (393, ("relative_2d", "patches")),
+                  (881, ("relative_2d(window = 1, class_token = true)",))), portable=9)
+    check_stream(((119, ("relative_2d", "patches")),), portable=119)
 
 
 _AXIAL = """attention a {{
@@ -200,3 +210,72 @@ def test_axial_rope_does_not_decode() -> None:
     layer = attndsl.loads(_AXIAL.format(extra="", rope="axial = true"), "t.attn")["a"]
     with pytest.raises(SpecError, match="row and column"):
         layer.decoder_model()
+
+
+@pytest.mark.parametrize("absolute", [False, True])
+def test_beit_is_its_2d_relative_bias_over_the_images_grid(tmp_path, absolute: bool) -> None:
+    """BEiT (`relative_2d`: a table of 2-D offsets per layer, resized bilinearly to the
+    image's grid; the class token's three rows; layer scale; no final norm under mean
+    pooling) imported from its checkpoint, exact against transformers' BeitModel at B = 2:
+    the training grid, a wider and a taller image (with a position table too: `absolute`)."""
+    cfg = tf.BeitConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, image_size=24, patch_size=4,
+                        use_relative_position_bias=True,
+                        use_absolute_position_embeddings=absolute,
+                        use_mean_pooling=not absolute)
+    hf = tf.BeitModel(cfg).eval()
+    torch.manual_seed(5)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            around = 1.0 if ("norm" in name and name.endswith("weight")) or "lambda" in name \
+                else 0.0
+            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.2) + around)
+    hf.save_pretrained(tmp_path)
+    program = attndsl.load(tmp_path)
+    layer = program[list(program)[-1]]
+    assert layer.spec.attention.position.window == 6
+    session = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
+                                   providers=["CPUExecutionProvider"])
+    module = layer.to_torch(weights=tmp_path)
+    for height, width in ((24, 24), (21, 38), (43, 17)):
+        pixels = torch.randn(2, 3, height, width)
+        with torch.no_grad():
+            want = hf(pixel_values=pixels, interpolate_pos_encoding=True).last_hidden_state
+            from_torch = module(pixel_values=pixels).numpy()
+        got = session.run(None, {"pixel_values": pixels.numpy()})[0]
+        bound = 1e-5 * max(1.0, float(want.abs().max()))
+        for ours in (got, from_torch):
+            assert ours.shape == tuple(want.shape)
+            assert float(np.abs(ours - want.numpy()).max()) <= bound, (height, width)
+
+
+_REL = """attention a {{
+    d_model = 16
+    heads = 2{extra}
+    position = relative_2d({args})
+    mask = full
+}}
+"""
+
+
+@pytest.mark.parametrize(("text", "words", "at"), [
+    (_REL.format(extra="\n    kind = cross", args="window = 3"), "cross attention's keys",
+     "relative_2d"),
+    (_REL.format(extra="", args="window = 2000"), "window must be in [1, 1024]", "2000"),
+    (_REL.format(extra="\n    temperature = log(floor = 8, scale = 0.1)", args="window = 3"),
+     "`temperature` reads one position per token", "log("),
+    (_stack().replace("attention a {\n    d_model = 16\n    heads = 2\n",
+                      "attention a {\n    d_model = 16\n    heads = 2\n"
+                      "    position = relative_2d(window = 3, class_token = false)\n"),
+     "disagree on a class token", "relative_2d"),
+])
+def test_what_relative_2d_cannot_take_is_refused_where_it_is(text, words, at) -> None:
+    refused_where(text, words, at)
+
+
+def test_relative_2d_does_not_decode() -> None:
+    from attndsl.errors import SpecError
+
+    text = _REL.format(extra="", args="window = 3").replace("mask = full", "mask = causal")
+    with pytest.raises(SpecError, match="row and column"):
+        attndsl.loads(text, "t.attn")["a"].decoder_model()

@@ -225,7 +225,7 @@ def _biased(s: np.ndarray, node: Node, env: Env, w: Mapping[str, np.ndarray]) ->
     # relative logits' relative states or an indexer's selection: a score_bias node's second
     # operand, a core's fourth
     states = env[node.args[1 if node.op is Op.SCORE_BIAS else 3]] \
-        if kind in ("relative_logits", "indexed") else None
+        if kind in ("relative_logits", "indexed", "relative_2d") else None
     if "attention_mask" in env:  # a decoding call: the tokens' and the keys' positions
         q, k = call_positions(env["attention_mask"], s.shape[2], s.shape[3])
         return add_bias(s, kind, dict(node.attrs), w, q[:, :, None], k[:, None, :], states)

@@ -11,6 +11,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .reference_vision import relative_2d
+
 __all__ = ["add_bias", "alibi_slopes", "axial_angles", "mrope_stream_of", "rope_frequencies",
            "t5_bucket"]
 
@@ -128,6 +130,9 @@ def add_bias(s: np.ndarray, kind: str, attrs: Mapping[str, Any], w: Mapping[str,
         q, k = np.arange(L)[None, :, None], np.arange(S)[None, None, :]
     if kind == "indexed":  # the keys an indexer kept: 0, the others -inf, for every head
         return s + states[:, None]
+    if kind == "relative_2d":  # BEiT's: `states` the rows and columns (2, B | 1, L)
+        return s + relative_2d(states, w[attrs["weight"]], attrs["window"],
+                               attrs["class_token"])
     if kind == "relative_logits":  # b[h, i, j] = sum_c r_h(i)[c] P[c, i - j], 0 <= i - j < E
         bank = w[attrs["weight"]].astype(np.float64)  # (d_rel, extent)
         distance = np.broadcast_to(q - k, (s.shape[0], L, S))

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["grid_of", "patch_rows"]
+__all__ = ["grid_of", "patch_rows", "relative_2d"]
 
 A = -0.75  # the cubic convolution's parameter
 
@@ -78,4 +78,42 @@ def grid_of(pixels: np.ndarray, size: int, before: int) -> np.ndarray:
     rows = [0] * before + [r for r in range(gh) for _ in range(gw)]
     cols = [0] * before + [c for _ in range(gh) for c in range(gw)]
     return np.array([[rows], [cols]], dtype=np.int64)
+
+
+def relative_2d(pos: np.ndarray, table: np.ndarray, window: int, class_token: bool,
+                ) -> np.ndarray:
+    """docs/LANGUAGE.md, `relative_2d` -> (B | 1, H, L, L): the table's (2w - 1) x (2w - 1)
+    offsets resized bilinearly to (2gh - 1) x (2gw - 1), gh and gw one past the largest row
+    and column of `pos` (2, B | 1, L); query q and key k read the cell of their offset
+    (r_q - r_k + gh - 1, c_q - c_k + gw - 1), or, where one is the class token (token 0),
+    row size^2 (the class token to a patch), size^2 + 1 (a patch to it), size^2 + 2 (itself)."""
+    size, heads = 2 * window - 1, table.shape[1]
+    gh, gw = int(pos[0].max()) + 1, int(pos[1].max()) + 1
+    grid = table[:size * size].reshape(size, size, heads)
+    resized = np.einsum("ir,jc,rch->ijh", _linear(size, 2 * gh - 1), _linear(size, 2 * gw - 1),
+                        grid)
+    B, L = pos.shape[1], pos.shape[2]
+    out = np.zeros((B, heads, L, L))
+    for b in range(B):
+        dr = pos[0, b][:, None] - pos[0, b][None, :] + gh - 1
+        dc = pos[1, b][:, None] - pos[1, b][None, :] + gw - 1
+        out[b] = resized[dr, dc].transpose(2, 0, 1)
+        if class_token:
+            out[b, :, 0, :] = table[size * size][:, None]
+            out[b, :, :, 0] = table[size * size + 1][:, None]
+            out[b, :, 0, 0] = table[size * size + 2]
+    return out
+
+
+def _linear(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in): torch's bilinear along one axis: output i reads the source coordinate
+    s = max((i + 1/2) n_in / n_out - 1/2, 0), cells floor(s) and floor(s) + 1 (the last one
+    past the end), weighed 1 - (s - floor(s)) and s - floor(s)."""
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        s = max((i + 0.5) * n_in / n_out - 0.5, 0.0)
+        f = int(np.floor(s))
+        m[i, f] += 1 - (s - f)
+        m[i, min(f + 1, n_in - 1)] += s - f
+    return m
 

@@ -20,7 +20,7 @@ from ..positions import alibi_slopes, t5_bucket_float32
 from ..targets import lacks_bfloat16_cuda_kernel
 from . import formulas
 
-__all__ = ["CoreOps", "block_sparse", "relative_logits", "score_bias"]
+__all__ = ["CoreOps", "block_sparse", "relative_2d", "relative_logits", "score_bias"]
 
 Array = Any
 
@@ -52,6 +52,9 @@ def score_bias(xp, attrs: dict, heads: int, lead: tuple[int, ...], table: Array 
     kind = attrs.get("bias", attrs.get("kind"))
     if kind == "relative_logits":
         return relative_logits(xp, rows, table, attrs["extent"], q_pos, k_pos, lead)
+    if kind == "relative_2d":
+        return relative_2d(xp, rows, table, attrs["window"], attrs["class_token"], q_pos,
+                           k_pos, lead)
     if kind == "indexed":  # a selection of keys (B, n, m): the same for every head
         return xp.reshape_axes(xp.astype(rows, "float32"), 0, 1, [-1, *[1] * len(lead)])
     if kind == "alibi":
@@ -70,6 +73,42 @@ def score_bias(xp, attrs: dict, heads: int, lead: tuple[int, ...], table: Array 
     # (..., H) -> (H, ...): the heads first
     bias = xp.move_last_first(xp.astype(xp.embedding(table, bucket), "float32"))
     return bias if len(lead) == 1 else xp.reshape_axes(bias, 0, 1, list(lead))
+
+
+def relative_2d(xp, pos: Array, table: Array, window: int, class_token: bool, q_pos: Array,
+                k_pos: Array, lead: tuple[int, ...]) -> Array:
+    """BEiT's 2-D relative position bias (docs/LANGUAGE.md, relative_2d) -> (B, *lead, n, m):
+    pos the tokens' rows and columns (2, B, L) int64 (gh = max row + 1, gw = max column + 1);
+    table ((2w - 1)^2 (+ 3), heads), its grid of offsets bilinearly resized to (2gh - 1) x
+    (2gw - 1) (torch's bilinear, align_corners = False) and read at each pair's offset, here
+    as the four cells each reads; the class token's own rows where token 0 is one."""
+    qi, ki = xp.reshape(q_pos, [-1]), xp.reshape(k_pos, [-1])
+    size = 2 * window - 1
+
+    def cells(p: Array) -> tuple[Array, Array, Array]:  # a pair's source cells, its weight
+        g = p.max() + 1
+        d = xp.take(p, qi, 1)[:, :, None] - xp.take(p, ki, 1)[:, None, :] + (g - 1)
+        scale = xp.asarray(float(size), "float32") / xp.astype(g * 2 - 1, "float32")
+        src = xp.maximum((xp.astype(d, "float32") + 0.5) * scale - 0.5, 0.0)
+        low = xp.astype(src, "int64")  # (src >= 0: its floor)
+        return low, xp.minimum(low + 1, size - 1), src - xp.astype(low, "float32")
+
+    (r0, r1, fr), (c0, c1, fc) = (cells(xp.take(pos, xp.asarray(i, "int64"), 0))
+                                  for i in (0, 1))
+    t = xp.astype(table, "float32")
+
+    def at(r: Array, c: Array, weight: Array) -> Array:  # (B, n, m, heads)
+        return xp.embedding(t, r * size + c) * weight[..., None]
+
+    bias = (at(r0, c0, (1.0 - fr) * (1.0 - fc)) + at(r0, c1, (1.0 - fr) * fc)
+            + at(r1, c0, fr * (1.0 - fc)) + at(r1, c1, fr * fc))
+    if class_token:  # rows size^2 .. + 2: the class token to a patch, a patch to it, itself
+        first_q, first_k = (qi == 0)[:, None, None], (ki == 0)[None, :, None]
+        extra = [xp.slice(t, 0, size * size + i, size * size + i + 1) for i in range(3)]
+        bias = xp.where(first_q & first_k, extra[2], xp.where(
+            first_q, extra[0], xp.where(first_k, extra[1], bias)))
+    bias = xp.swap_first(xp.move_last_first(bias))  # (B, heads, n, m)
+    return bias if len(lead) == 1 else xp.reshape_axes(bias, 1, 2, list(lead))
 
 
 def relative_logits(xp, r: Array, bank: Array, extent: int, q_pos: Array, k_pos: Array,

@@ -146,6 +146,10 @@ class TorchArrays:
         return x[(slice(None),) * (axis % x.dim()) + (slice(start, stop),)]
 
     @staticmethod
+    def swap_first(x: Tensor) -> Tensor:
+        return x.transpose(0, 1)
+
+    @staticmethod
     def patch_conv(x: Tensor, w: Tensor, b: Tensor | None, size: int) -> Tensor:
         return F.conv2d(x, w, b, stride=size)
 

@@ -10,6 +10,7 @@ from .. import ast
 from .. import masks as m
 from ..mechanisms import MECHANISMS, SELECTORS, ProjectionWhere, projection_of
 from ..mechanisms import PROJECTIONS as FORMS  # (PROJECTIONS here: q, k, v, o)
+from ..position_spec import Relative2D
 from ..source import Span
 from ..spec import (
     Alibi,
@@ -166,6 +167,18 @@ class Layers(Mechanisms):
                        "Falcon counts those)", at("position"),
                        hint="pad on the right (`padding`), or use rounding = float32, whose "
                             "bias depends on distances alone")
+            failed = True
+        readers = [key for key, _ in hooked if MECHANISMS[key].reads_positions]
+        if isinstance(position, Relative2D) and readers:
+            self.error(f"`{readers[0]}` reads one position per token, and relative_2d gives "
+                       "each two (its row and column)", at(readers[0]),
+                       hint=f"remove `{readers[0]}` or relative_2d")
+            failed = True
+        if isinstance(position, Relative2D) and (kind == "cross" or projection is not None):
+            self.error("relative_2d reads each token's row and column in an image's grid: " + (
+                "cross attention's keys are memory rows" if kind == "cross" else
+                "a projection form makes its own heads"), at("position"),
+                hint="use relative_2d in self attention with q_proj, k_proj and v_proj")
             failed = True
         if isinstance(position, RelativeLogits) and (kind == "cross" or projection is not None):
             self.error("relative_logits reads each query token's own relative states over the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .. import ast
+from ..position_spec import Relative2D
 from ..rope_scaling import ProportionalScaling
 from ..spec import (
     MAX_LENGTH,
@@ -69,6 +70,13 @@ class Positions(Norms):
             return Learned(self.positive(args["max_len"], "max_len"))
         if name == "rope":
             return self.rope_value(args)
+        if name == "relative_2d":  # BEiT's
+            window = self.positive(args["window"], "window")
+            if window > 1024:
+                raise self.error(f"window must be in [1, 1024] patches a side, found {window}",
+                                 args["window"].span)
+            return Relative2D(window, self.boolean(args["class_token"], "class_token")
+                              if "class_token" in args else True)
         if name == "relative_logits":
             d_rel = self.positive(args["d_rel"], "d_rel") if "d_rel" in args else 16
             extent = self.positive(args["extent"], "extent") if "extent" in args else 1024
@@ -285,6 +293,7 @@ _POSITIONS = {
              Param("mrope"), Param("mrope_interleaved"), Param("axial")),
     "relative_bias": (Param("buckets"), Param("max_distance"), Param("bidirectional")),
     "relative_logits": (Param("d_rel"), Param("extent")),
+    "relative_2d": (Param("window", True), Param("class_token")),
 }
 _SCALINGS = {
     "linear": (Param("factor", True),),

@@ -101,6 +101,6 @@ def _absolute(attn: Attention) -> object:
 def _streams(attn: Attention) -> int | None:
     """How many position streams an attention reads: 3 (multimodal RoPE), 1 (other RoPE,
     absolute positions) or None (none)."""
-    if isinstance(attn.position, Rope):
-        return 2 if attn.position.axial else 1 if attn.position.mrope is None else 3
-    return 1 if isinstance(attn.position, Sinusoidal | Learned) else None
+    if getattr(attn.position, "streams", 0):  # (multimodal or axial RoPE, a 2-D bias)
+        return attn.position.streams
+    return 1 if isinstance(attn.position, Rope | Sinusoidal | Learned) else None

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import ast
 from ..patches import Patches
+from ..position_spec import Relative2D
 from ..spec import Attention, reads_streams
 from .crosses import Crosses
 from .values import Param
@@ -62,6 +63,12 @@ class Visions(Crosses):
                                  "reads an image, not tokens or memory rows",
                                  e[other].key_span, hint=f"remove `{other}` or `patches`")
             for a in attns:
+                if isinstance(a.position, Relative2D) and \
+                        a.position.class_token != patches.class_token:
+                    raise self.error(f"`{a.name}`'s relative_2d and the patches disagree on a "
+                                     "class token", a.span("position") or where,
+                                     hint="set relative_2d's class_token as the patches' "
+                                          "class_token")
                 if a.runtime_inputs or reads_streams(a) == 3:
                     names = ", ".join(a.runtime_inputs) or "position_ids"
                     raise self.error(f"`{a.name}` reads {names}: a vision stack's attentions "

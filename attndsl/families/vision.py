@@ -62,6 +62,35 @@ def _read(s: SpecText, padding: str | None) -> None:
     s.comments[s.pattern[0]] = "each block's attention over the image's patches"
 
 
+def _beit(s: SpecText, padding: str | None) -> None:
+    """BEiT: ViT's blocks with no key bias, a 2-D relative position bias table per layer
+    over the training grid (`relative_2d`), layer scale, and, with mean pooling, no final
+    norm (its norm is the pooler's)."""
+    d, heads = s.need("hidden_size"), s.need("num_attention_heads")
+    size = _square(s, "patch_size")
+    grid = _square(s, "image_size") // max(size, 1)
+    s.attentions["beit_self"] = {"d_model": str(d), "heads": str(heads), "bias": "[q, v, o]",
+                                 "mask": "full"}
+    if s.get("use_relative_position_bias"):
+        s.attentions["beit_self"]["position"] = f"relative_2d(window = {grid})"
+    if s.get("use_shared_relative_position_bias"):
+        s.refuse("use_shared_relative_position_bias", "one 2-D relative table shared by every "
+                 "layer is not imported yet (a table per layer is)")
+    s.pattern = ["beit_self"]
+    positions = f", grid = {grid}" if s.get("use_absolute_position_embeddings") else ""
+    s.stack = {"layers": str(s.need("num_hidden_layers")),
+               "ffn": f"{act(s, 'hidden_act', s.need('hidden_act'))}"
+                      f"({s.need('intermediate_size')})",
+               "norm": f"layernorm(pre, eps = {num(s.need('layer_norm_eps'))})",
+               "patches": f"patches(size = {size}, channels = {s.need('num_channels')}, "
+                          f"class_token = true{positions})"}
+    if s.get("layer_scale_init_value", default=0) > 0:
+        s.stack["layer_scale"] = "true"
+    if s.get("use_mean_pooling"):
+        s.stack["final_norm"] = "false"
+    s.comments["beit_self"] = "each block's attention over the image's patches"
+
+
 _GATED = {"silu": "swiglu", "gelu": "gelu_glu", "gelu_pytorch_tanh": "geglu",
           "gelu_new": "geglu"}
 
@@ -136,6 +165,15 @@ _CLIP = Names("encoder.layers.{i}.", _TOWER, {
     **norms({"embedding_norm": "pre_layrnorm"})}, ("vision_model.",),
     outside=(r"post_layernorm\.(weight|bias)",))
 
+_BEIT = Names("encoder.layer.{i}.", {
+    **{k: v for k, v in _VIT_ATTN.items() if k != "self_attn.k_proj.bias"},
+    "self_attn.relative_position_bias.weight":
+        "attention.attention.relative_position_bias.relative_position_bias_table",
+    **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense"),
+    **norms({"attn_norm": "layernorm_before", "ffn_norm": "layernorm_after"}),
+    "attn_scale": "lambda_1", "ffn_scale": "lambda_2"},
+    {**_PATCH, **norms({"norm": "layernorm"})}, ("beit.",),
+    outside=(r"pooler\..*", r"embeddings\.mask_token", r"lm_head\..*", r"layernorm\..*"))
 _PIXTRAL = Names("transformer.layers.{i}.", {
     **{f"self_attn.{p}_proj.weight": f"attention.{p}_proj.weight" for p in "qkvo"},
     **{f"mlp.{p}_proj.weight": f"feed_forward.{p}_proj.weight" for p in ("gate", "up", "down")},
@@ -182,6 +220,27 @@ FAMILIES = [
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "image_size": 224, "patch_size": 32},
         inert={**_COMMON, "projection_dim": "the image projection, outside"}, types=_TYPES),
+    Family("beit", _beit, _BEIT, {  # (BeitConfig, 5.23)
+        "num_channels": 3, "layer_norm_eps": 1e-12, "hidden_act": "gelu", "hidden_size": 768,
+        "num_hidden_layers": 12, "num_attention_heads": 12,
+        "intermediate_size": 3072, "image_size": 224, "patch_size": 16,
+        "use_absolute_position_embeddings": False, "use_relative_position_bias": False,
+        "use_shared_relative_position_bias": False, "layer_scale_init_value": 0.1,
+        "use_mean_pooling": True},
+        inert={**_COMMON, "drop_path_rate": "training only",
+               "use_mask_token": "masked pretraining's token, which inference never reads",
+               "vocab_size": "the masked-image-modeling head's, outside",
+               **{k: "the semantic segmentation head's, outside" for k in (
+                   "pool_scales", "use_auxiliary_head", "auxiliary_loss_weight",
+                   "auxiliary_channels", "auxiliary_num_convs", "auxiliary_concat_input",
+                   "semantic_loss_ignore_index", "add_fpn")},
+               **{k: "a backbone's feature maps, outside" for k in (
+                   "out_features", "out_indices", "reshape_hidden_states", "stage_names")}},
+        types={**_TYPES, "layer_scale_init_value": ("num", None),
+               **dict.fromkeys(("use_absolute_position_embeddings",
+                                "use_relative_position_bias",
+                                "use_shared_relative_position_bias", "use_mean_pooling"),
+                               ("bool", None))}),
     Family("pixtral", _pixtral, _PIXTRAL, {  # (PixtralVisionConfig, 5.23)
         "num_channels": 3, "hidden_act": "gelu", "hidden_size": 1024,
         "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,

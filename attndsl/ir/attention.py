@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import masks, mechanisms
 from ..patches import Patches
+from ..position_spec import Relative2D
 from ..shapes import T, TensorType
 from ..spec import (
     Alibi,
@@ -164,6 +165,8 @@ def attention(b: GraphBuilder, s: Attention, prefix: str, x: str, kv: str,
         k, v = cached
     if shared is not None and not reuse:  # what a later layer of this attention may reuse
         shared[s.name] = (k, v, n)
+    if isinstance(s.position, Relative2D):  # BEiT's bias reads the rows and the columns
+        rel = pos[0]
     site = mechanisms.Site(b, s, p, prefix, pos, n, layer, cache)
     core, v = mechanisms.core(site, absorbed or s, v)
     selector = mechanisms.selector_of(core.variants)
@@ -234,6 +237,10 @@ def _core(b: GraphBuilder, s: Attention, p: str, prefix: str, q: str, k: str, v:
         bias = dict(bias="relative_bias", buckets=r.buckets, max_distance=r.max_distance,
                     bidirectional=r.bidirectional,
                     weight=table or f"{prefix}relative_attention_bias.weight")
+    elif isinstance(s.position, Relative2D):
+        bias = dict(bias="relative_2d", window=s.position.window,
+                    class_token=s.position.class_token,
+                    weight=f"{prefix}relative_position_bias.weight")
     elif isinstance(s.position, RelativeLogits):
         bias = dict(bias="relative_logits", d_rel=s.position.d_rel, extent=s.position.extent,
                     weight=f"{prefix}rel_logits_proj.proj")

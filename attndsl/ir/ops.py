@@ -118,12 +118,13 @@ def _module(kind: str, ranks: tuple[int, ...]) -> Rule:
 SCORE_BIASES: dict[str | None, tuple[str, ...]] = {
     None: (), "alibi": ("slopes", "max_bias", "factor", "rounding"),
     "relative_bias": ("buckets", "max_distance", "bidirectional", "weight"),
-    "relative_logits": ("d_rel", "extent", "weight"), "indexed": ("top_k", "selector")}
+    "relative_logits": ("d_rel", "extent", "weight"), "indexed": ("top_k", "selector"),
+    "relative_2d": ("window", "class_token", "weight")}
 # the score biases that read a tensor of the layer's own besides positions: an attention core's
 # fourth operand, a score_bias node's second (Inkling's relative states, (B, heads, L, d_rel);
 # a `keys` hook mechanism's selection, (B, L, n): -inf on the visible keys it drops, 0
 # elsewhere)
-BIAS_OPERANDS = frozenset({"relative_logits", "indexed"})
+BIAS_OPERANDS = frozenset({"relative_logits", "indexed", "relative_2d"})
 
 
 def conv_inputs(node: Node) -> tuple[str, ...]:
@@ -273,8 +274,8 @@ def _float_result(rule: Rule | None) -> Rule:
 _CORE = ("heads: int", "kv_heads: int", "scale: number", "slopes: str", "max_bias: number",
          "factor: number", "rounding: str", "buckets: int", "max_distance: int",
          "bidirectional: bool", "weight: str", "d_rel: int", "extent: int", "top_k: int",
-         "selector: str", "expr: mask?", "sparsity: sparsity?", "memory: bool?",
-         "dropout: number", "kind: str")
+         "selector: str", "window: int", "class_token: bool", "expr: mask?",
+         "sparsity: sparsity?", "memory: bool?", "dropout: number", "kind: str")
 _DEFS = [
     OpDef(Op.INPUT, (0, 0)),
     OpDef(Op.ADD_POSITION, (1, 2), ("kind: str",), ("weight: str", "max_len: int",
@@ -297,7 +298,7 @@ _DEFS = [
     OpDef(Op.SCORES, (2, 2), ("scale: number",), rule=_scores),
     OpDef(Op.SELECT_KEYS, (4, 4), ("mechanism: str", "top_k: int", "scale: number"),
           rule=_selector),
-    OpDef(Op.SCORE_BIAS, (1, 2), ("kind: str",), _CORE[3:15], rule=_same,
+    OpDef(Op.SCORE_BIAS, (1, 2), ("kind: str",), _CORE[3:17], rule=_same,
           tensors=("weight",)),
     OpDef(Op.MASK, (0, 3), ("expr: mask", "sparsity: sparsity?", "memory: bool?"), rule=_mask),
     OpDef(Op.SOFTMAX, (1, 2), ("dropout: number",), rule=_softmax, softmax_hook=True),

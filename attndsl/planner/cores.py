@@ -18,7 +18,8 @@ __all__ = ["BIAS_NAMES", "Choice", "Core", "attndsl_lowered", "causal_window", "
            "cores_of", "fuse", "padding_only", "render_choices", "unfused", "where"]
 
 BIAS_NAMES = {"alibi": "Alibi", "relative_bias": "RelativeBias",
-              "relative_logits": "RelativeLogits", "indexed": "Key selection"}
+              "relative_logits": "RelativeLogits", "indexed": "Key selection",
+              "relative_2d": "Relative2D"}
 @dataclass(frozen=True)
 class Choice:
     """How one attention runs on one target, and why."""

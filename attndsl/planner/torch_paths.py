@@ -192,7 +192,8 @@ def _scored(core: Core) -> str | None:
     if core.bias_kind:
         return {"alibi": "ALiBi's score bias", "relative_logits": "relative logits (a score "
                 "bias of each query's relative states)", "indexed": "a selection of keys (a "
-                "score bias of 0 or -inf)"}.get(core.bias_kind,
+                "score bias of 0 or -inf)", "relative_2d": "BEiT's 2-D relative bias (read "
+                "at each pair of the grid's rows and columns)"}.get(core.bias_kind,
                                                           "T5's relative score bias")
     untaken = core.untaken(SDPA_TAKES)
     return untaken[0].described if untaken else None

@@ -1,6 +1,5 @@
 """`Sym`, a symbolic ONNX tensor with NumPy-like operators, and `OnnxArrays`, the array
-namespace over them: masks (`MaskNode.visible`), the T5 buckets and `backends.formulas` run
-unchanged on them and build graph nodes."""
+namespace over them: masks, the T5 buckets and `backends.formulas` build graph nodes on them."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ __all__ = ["OnnxArrays", "Sym"]
 
 
 class Sym:
-    """A symbolic ONNX tensor with NumPy-like operators; `//` and `%` assume non-negative
-    dividends (as masks guarantee)."""
+    """A symbolic ONNX tensor with NumPy-like operators (`//`, `%`: non-negative dividends)."""
 
     __array_priority__ = 1000  # NumPy scalars defer to our reflected operators
 
@@ -110,8 +108,7 @@ class OnnxArrays:
     `Sym`s: each function emits the ONNX nodes of its NumPy namesake."""
 
     __name__ = "onnx"
-    int64 = "int64"
-    float32 = "float32"
+    int64, float32 = "int64", "float32"
 
     def __init__(self, b: Builder) -> None:
         self.b = b
@@ -161,6 +158,9 @@ class OnnxArrays:
 
     def matmul(self, x: Sym, y: Sym) -> Sym:
         return Sym(self.b, self.b.op("MatMul", x.name, y.name), x.dtype, max(x.ndim, y.ndim))
+
+    def swap_first(self, x: Sym) -> Sym:  # (the first two axes)
+        return self._unary("Transpose", x, perm=[1, 0, *range(2, x.ndim)])
 
     def swap_last(self, x: Sym) -> Sym:
         perm = list(range(x.ndim))
