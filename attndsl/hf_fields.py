@@ -368,7 +368,8 @@ def read_config(path: Path) -> tuple[dict, Path]:
     """The config.json of a checkpoint folder (or the file itself), every field the import
     reads of its declared type and range (`TYPES`) and every number finite, else a SpecError
     naming each; a layer kind attndsl does not import is said to be that. Gemma 3's
-    multimodal wrapper is read as its text_config. A model type attndsl does not import is
+    multimodal wrapper is read as its text_config, a CLIP or SigLIP model as its vision tower's
+    (vision_config). A model type attndsl does not import is
     refused as that, whatever its fields (valid for transformers, perhaps not for attndsl)."""
     file = path / "config.json" if path.is_dir() else path
     if not file.is_file():
@@ -379,6 +380,8 @@ def read_config(path: Path) -> tuple[dict, Path]:
     problems = non_finite(cfg)
     if cfg.get("model_type") == "gemma3" and isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "model_type": "gemma3"}  # the multimodal wrapper
+    if cfg.get("model_type") in ("clip", "siglip") and isinstance(cfg.get("vision_config"), dict):
+        cfg = {**cfg["vision_config"], "model_type": f"{cfg['model_type']}_vision_model"}
     if not isinstance(cfg.get("model_type"), str) or cfg["model_type"] not in FAMILIES:
         raise SpecError([Diagnostic(f"{file}: {p}", hint="fix the field in config.json")
                          for p in problems] + [Diagnostic(

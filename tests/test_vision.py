@@ -279,3 +279,34 @@ def test_relative_2d_does_not_decode() -> None:
     text = _REL.format(extra="", args="window = 3").replace("mask = full", "mask = causal")
     with pytest.raises(SpecError, match="row and column"):
         attndsl.loads(text, "t.attn")["a"].decoder_model()
+
+
+@pytest.mark.parametrize("kind", ["clip", "siglip"])
+def test_a_whole_clip_or_siglip_checkpoint_imports_its_vision_tower(tmp_path, kind) -> None:
+    """A CLIPModel's or SiglipModel's folder (model type clip, siglip) imports as its vision
+    tower (vision_config, the `vision_model.` tensors; the text tower and the projections
+    left out), exact against the model's own vision_model."""
+    config, model = {"clip": ("CLIPConfig", "CLIPModel"),
+                     "siglip": ("SiglipConfig", "SiglipModel")}[kind]
+    cfg = getattr(tf, config)(vision_config={**SMALL, "intermediate_size": 37},
+                              text_config={"hidden_size": 32, "num_hidden_layers": 1,
+                                           "num_attention_heads": 4, "intermediate_size": 37,
+                                           "vocab_size": 99})
+    hf = getattr(tf, model)(cfg).eval()
+    torch.manual_seed(9)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.copy_(torch.randn_like(p) * 0.3 + (1.0 if "norm" in name and
+                                                 name.endswith("weight") else 0.0))
+    hf.save_pretrained(tmp_path)
+    program = attndsl.load(tmp_path)
+    layer = program[list(program)[-1]]
+    assert layer.name == f"{kind}_vision_model"
+    pixels = torch.randn(2, 3, 25, 43)
+    with torch.no_grad():
+        want = hf.vision_model(pixel_values=pixels,
+                               interpolate_pos_encoding=True).last_hidden_state.numpy()
+    got = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
+                               providers=["CPUExecutionProvider"]).run(
+        None, {"pixel_values": pixels.numpy()})[0]
+    assert np.abs(got - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))

@@ -148,6 +148,8 @@ _DINOV2 = Names("encoder.layer.{i}.", {
     "attn_scale": "layer_scale1.lambda1", "ffn_scale": "layer_scale2.lambda1"},
     {**_PATCH, **norms({"norm": "layernorm"})}, ("dinov2.",),
     outside=(r"embeddings\.mask_token",))
+# a whole CLIP or SigLIP model's text tower and heads, beside the vision tower read
+_TEXT = (r"text_model\..*", r"(text|visual)_projection\.weight", r"logit_(scale|bias)")
 _TOWER = {**{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj",
                                                     f"self_attn.{p}_proj").items()},
           **linear("self_attn.o_proj", "self_attn.out_proj"),
@@ -157,13 +159,13 @@ _SIGLIP = Names("encoder.layers.{i}.", _TOWER, {
     "patch_embed.weight": "embeddings.patch_embedding.weight",
     "patch_embed.bias": "embeddings.patch_embedding.bias",
     "position_embeddings.weight": "embeddings.position_embedding.weight",
-    **norms({"norm": "post_layernorm"})}, ("vision_model.",), outside=(r"head\..*",))
+    **norms({"norm": "post_layernorm"})}, ("vision_model.",), outside=(r"head\..*", *_TEXT))
 _CLIP = Names("encoder.layers.{i}.", _TOWER, {
     "patch_embed.weight": "embeddings.patch_embedding.weight",
     "class_token": "embeddings.class_embedding",
     "position_embeddings.weight": "embeddings.position_embedding.weight",
     **norms({"embedding_norm": "pre_layrnorm"})}, ("vision_model.",),
-    outside=(r"post_layernorm\.(weight|bias)",))
+    outside=(r"post_layernorm\.(weight|bias)", *_TEXT))
 
 _BEIT = Names("encoder.layer.{i}.", {
     **{k: v for k, v in _VIT_ATTN.items() if k != "self_attn.k_proj.bias"},
