@@ -32,6 +32,20 @@ MODELS = {  # model type -> (config class, model class, its own config fields)
 IMAGES = ((30, 30), (25, 43), (47, 19))
 
 
+def _imported(hf: torch.nn.Module, seed: int, path) -> attndsl.Layer:
+    """`hf` with every tensor redrawn (norms and layer scales around 1), saved to `path` and
+    imported from there: the folder's last layer."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            around = 1.0 if ("norm" in name and name.endswith("weight")) or "lambda" in name \
+                or "ln_pre" in name else 0.0
+            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.2) + around)
+    hf.save_pretrained(path)
+    program = attndsl.load(path)
+    return program[list(program)[-1]]
+
+
 @pytest.mark.parametrize("kind", list(MODELS))
 def test_an_imported_vision_tower_is_transformers_model(tmp_path, kind: str) -> None:
     """The import's hidden states (`last_hidden_state`, with transformers' own interpolation
@@ -39,15 +53,7 @@ def test_an_imported_vision_tower_is_transformers_model(tmp_path, kind: str) -> 
     from the checkpoint folder."""
     config, model, own = MODELS[kind]
     hf = getattr(tf, model)(getattr(tf, config)(**SMALL, **own)).eval()
-    torch.manual_seed(len(kind))
-    with torch.no_grad():  # every tensor redrawn: norms around 1, layer scales around 1
-        for name, p in hf.named_parameters():
-            around = 1.0 if ("norm" in name and name.endswith("weight")) or "lambda" in name \
-                else 0.0
-            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.2) + around)
-    hf.save_pretrained(tmp_path)
-    program = attndsl.load(tmp_path)
-    layer = program[list(program)[-1]]
+    layer = _imported(hf, len(kind), tmp_path)
     assert layer.spec.patches is not None
     session = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
                                    providers=["CPUExecutionProvider"])
@@ -183,22 +189,30 @@ def test_random_relative_2d_biases_match_the_reference() -> None:
     check_stream(((119, ("relative_2d", "patches")),), portable=119)
 
 
-_AXIAL = """attention a {{
+_LAYER = """attention a {{
     d_model = 16
     heads = 2{extra}
-    position = rope({rope})
-    mask = causal
+    position = {position}
+    mask = {mask}
 }}
 """
 
 
+def _axial(extra: str, rope: str) -> str:
+    return _LAYER.format(extra=extra, position=f"rope({rope})", mask="causal")
+
+
+def _rel(extra: str, args: str) -> str:
+    return _LAYER.format(extra=extra, position=f"relative_2d({args})", mask="full")
+
+
 @pytest.mark.parametrize(("text", "words", "at"), [
-    (_AXIAL.format(extra="", rope="axial = true, mrope = [1, 1, 2]"), "takes no mrope", "true"),
-    (_AXIAL.format(extra="", rope="axial = true, scaling = linear(factor = 2)"),
+    (_axial(extra="", rope="axial = true, mrope = [1, 1, 2]"), "takes no mrope", "true"),
+    (_axial(extra="", rope="axial = true, scaling = linear(factor = 2)"),
      "takes no scaling", "true"),
-    (_AXIAL.format(extra="\n    kind = cross", rope="axial = true"), "needs self attention",
+    (_axial(extra="\n    kind = cross", rope="axial = true"), "needs self attention",
      "true"),
-    (_AXIAL.format(extra="", rope="dim = 6, axial = true"), "4 divides", "true"),
+    (_axial(extra="", rope="dim = 6, axial = true"), "4 divides", "true"),
 ])
 def test_what_axial_rope_cannot_take_is_refused_where_it_is(text, words, at) -> None:
     refused_where(text, words, at)
@@ -207,7 +221,7 @@ def test_what_axial_rope_cannot_take_is_refused_where_it_is(text, words, at) -> 
 def test_axial_rope_does_not_decode() -> None:
     from attndsl.errors import SpecError
 
-    layer = attndsl.loads(_AXIAL.format(extra="", rope="axial = true"), "t.attn")["a"]
+    layer = attndsl.loads(_axial(extra="", rope="axial = true"), "t.attn")["a"]
     with pytest.raises(SpecError, match="row and column"):
         layer.decoder_model()
 
@@ -224,15 +238,7 @@ def test_beit_is_its_2d_relative_bias_over_the_images_grid(tmp_path, absolute: b
                         use_absolute_position_embeddings=absolute,
                         use_mean_pooling=not absolute)
     hf = tf.BeitModel(cfg).eval()
-    torch.manual_seed(5)
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            around = 1.0 if ("norm" in name and name.endswith("weight")) or "lambda" in name \
-                else 0.0
-            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.2) + around)
-    hf.save_pretrained(tmp_path)
-    program = attndsl.load(tmp_path)
-    layer = program[list(program)[-1]]
+    layer = _imported(hf, 5, tmp_path)
     assert layer.spec.attention.position.window == 6
     session = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
                                    providers=["CPUExecutionProvider"])
@@ -249,20 +255,11 @@ def test_beit_is_its_2d_relative_bias_over_the_images_grid(tmp_path, absolute: b
             assert float(np.abs(ours - want.numpy()).max()) <= bound, (height, width)
 
 
-_REL = """attention a {{
-    d_model = 16
-    heads = 2{extra}
-    position = relative_2d({args})
-    mask = full
-}}
-"""
-
-
 @pytest.mark.parametrize(("text", "words", "at"), [
-    (_REL.format(extra="\n    kind = cross", args="window = 3"), "cross attention's keys",
+    (_rel(extra="\n    kind = cross", args="window = 3"), "cross attention's keys",
      "relative_2d"),
-    (_REL.format(extra="", args="window = 2000"), "window must be in [1, 1024]", "2000"),
-    (_REL.format(extra="\n    temperature = log(floor = 8, scale = 0.1)", args="window = 3"),
+    (_rel(extra="", args="window = 2000"), "window must be in [1, 1024]", "2000"),
+    (_rel(extra="\n    temperature = log(floor = 8, scale = 0.1)", args="window = 3"),
      "`temperature` reads one position per token", "log("),
     (_stack().replace("attention a {\n    d_model = 16\n    heads = 2\n",
                       "attention a {\n    d_model = 16\n    heads = 2\n"
@@ -276,7 +273,7 @@ def test_what_relative_2d_cannot_take_is_refused_where_it_is(text, words, at) ->
 def test_relative_2d_does_not_decode() -> None:
     from attndsl.errors import SpecError
 
-    text = _REL.format(extra="", args="window = 3").replace("mask = full", "mask = causal")
+    text = _rel(extra="", args="window = 3").replace("mask = full", "mask = causal")
     with pytest.raises(SpecError, match="row and column"):
         attndsl.loads(text, "t.attn")["a"].decoder_model()
 
