@@ -60,7 +60,11 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
             feed[inp.name] = np.zeros(dims, dtype=np.float32)
             continue
         if inp.name == "pixel_values":  # a vision stack's: an image of `length` patches
-            p = spec_of(session).patches
+            spec = spec_of(session)
+            if getattr(spec, "patches", None) is None:
+                raise UsageError("cannot draw an image: the model holds no attndsl vision "
+                                 "spec; pass the inputs with --inputs")
+            p = spec.patches
             dims = [batch, p.channels, *image_shape(p, length)]
         if math.prod(dims) > _MAX_INPUT_ELEMENTS:
             raise UsageError(f"input `{inp.name}` would be {list(dims)}, "

@@ -214,7 +214,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
         if spec.layer_scalar:
             out.append(Weight(f"{p}layer_scalar", (1,), "norm_weight"))
         if spec.layer_scale:  # DINOv2's, per sublayer
-            out += [Weight(f"{p}{k}_scale", (d,), "norm_weight") for k in ("attn", "ffn")]
+            out += [Weight(f"{p}{k}_scale", (d,), "norm_weight") for k in ("attn", "ffn")
+                    if k == "attn" or spec.has_ffn(i)]
     if spec.placement != "post" and spec.final_norm:
         norm("norm", d, spec.norm, layernorm)
     if spec.head_transform is not None:  # the prediction head's dense, then its norm

@@ -182,7 +182,7 @@ def test_a_stack_reads_one_shape_of_positions() -> None:
         "    mask = causal\n}\n")
     with pytest.raises(SpecError, match=r"position_ids \[3, B, L\]") as err:
         attndsl.loads(text)
-    assert "give every RoPE of the stack the same `mrope`" in str(err.value)
+    assert "give every attention of the stack positions of one shape" in str(err.value)
 
 
 def test_random_specs_with_multimodal_rope_match_the_reference() -> None:

@@ -122,6 +122,7 @@ def _stack(extra: str = "", mask: str = "full", placement: str = "pre") -> str:
     (_stack("\n    final_norm = false", placement="post"), "has none", "false"),
     (_stack().replace("size = 4", "size = 0"), "size must be", "0"),
     (_stack().replace("grid = 3", "grid = 2000"), "grid must be at most", "2000"),
+    (_stack("\n    layer_scale = true\n    placements = [pre]"), "no `placements`", "true"),
 ])
 def test_what_a_vision_stack_cannot_take_is_refused_where_it_is(text, words, at) -> None:
     refused_where(text, words, at)
@@ -307,3 +308,17 @@ def test_a_whole_clip_or_siglip_checkpoint_imports_its_vision_tower(tmp_path, ki
                                providers=["CPUExecutionProvider"]).run(
         None, {"pixel_values": pixels.numpy()})[0]
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
+def test_layer_scale_without_a_feed_forward_and_an_image_below_one_patch() -> None:
+    """A block without a feed-forward has no `ffn_scale` (and the stack matches the
+    reference); an image smaller than one patch is a usage error, not a failed convolution."""
+    from attndsl.errors import UsageError
+
+    layer = attndsl.loads(_stack("\n    layer_scale = true").replace("quick_gelu(24)", "none"),
+                          "t.attn")["t"]
+    names = {w.name for w in weight_table(layer.spec)}
+    assert "layers.1.attn_scale" in names and "layers.1.ffn_scale" not in names
+    assert layer.verify(lengths=(1, 6), batches=(2,), targets=("ort-cpu",)).passed
+    with pytest.raises(UsageError, match="at least one patch"):
+        layer.to_torch()(pixel_values=torch.zeros(1, 3, 3, 8))

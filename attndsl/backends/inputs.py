@@ -69,6 +69,11 @@ def _check_shapes(graph: Graph, given: dict[str, Tensor]) -> None:
                                  f"{dim} = {sizes[dim]}")
         if node.out == "input_ids":
             _check_ids(graph, value)
+        if node.out == "pixel_values":  # (a vision stack's image: one patch at least)
+            size = next(n.attr("size") for n in graph.nodes if n.op is Op.PATCHES)
+            if min(value.shape[2:]) < size:
+                raise UsageError(f"{expected}, an image of at least one patch ({size} x {size} "
+                                 f"pixels), got shape {list(value.shape)}")
 
 
 def _check_ids(graph: Graph, ids: Tensor) -> None:

@@ -111,7 +111,6 @@ def dynamic_shapes(names: tuple[str, ...], longest: tuple[int, int] = (MAX_LENGT
     declared range)."""
     if inferred:
         B = L = S = torch.export.Dim.DYNAMIC
-        image = {0: B, 2: B, 3: B}
     else:
         B = torch.export.Dim("batch", min=1, max=1 << 16)
         L = torch.export.Dim("length", min=1, max=longest[0])

@@ -156,13 +156,13 @@ class Bound:
                           if isinstance(d, str)})
         out = session.get_outputs()[0]
         shape = [d if isinstance(d, int) else sizes.get(d) for d in out.shape]
+        if "pixel_values" in inputs and len(shape) == 3:  # a vision stack's rows: its class
+            shape[1] = image_rows(session, np.shape(inputs["pixel_values"]))  # token, patches
         kind = from_ort(out.type)
-        if kind is None or (None in shape and kind == "bfloat16"):
+        if None in shape or kind is None:
             raise ExportError(f"cannot size output `{out.name}` {out.shape} from the inputs")
         self.through_torch = kind == "bfloat16"
-        if None in shape:  # (a vision stack's rows, counted from the image): ORT's buffer
-            self.binding.bind_output(out.name, device)
-        elif self.through_torch:
+        if self.through_torch:
             self.y = self._bind_torch(out.name, np.empty(shape), kind, device, input_=False)
         else:
             self.y = OrtValue.ortvalue_from_shape_and_type(shape, np.dtype(kind), device, 0)
@@ -190,6 +190,22 @@ class Bound:
         if self.through_torch:  # bfloat16
             return self.y.float().cpu().numpy()
         return np.asarray(self.binding.copy_outputs_to_cpu()[0], dtype=np.float32)
+
+
+def image_rows(session, shape: tuple) -> int:
+    """The rows a vision stack's model makes of an image of `shape` [B, C, H, W]: its class
+    token and (H // P) (W // P) patches (UsageError below one patch, or with no spec)."""
+    from ..run import spec_of  # (the model's own spec, in its metadata)
+
+    spec = spec_of(session)
+    if spec is None or getattr(spec, "patches", None) is None:
+        raise UsageError("cannot size the rows of an image for a model that holds no "
+                         "attndsl vision spec")
+    p = spec.patches
+    if len(shape) != 4 or min(shape[2:]) < p.size:
+        raise UsageError(f"`pixel_values` must be an image [B, {p.channels}, H, W] of at least "
+                         f"one patch ({p.size} x {p.size} pixels), got shape {list(shape)}")
+    return p.prefix + (shape[2] // p.size) * (shape[3] // p.size)
 
 
 def placements(session) -> dict[str, set[str]]:

@@ -81,17 +81,18 @@ class Sides(FeedForwards):
         streams = {_streams(a) for a in (*attns, attn)} - {None}
         reader = next((k for a in (*attns, attn) for k, _ in a.mechanisms
                        if MECHANISMS[k].reads_positions), None)
-        if streams & {2, 3} and reader is not None:
+        n = max(streams, default=0)
+        if n > 1 and reader is not None:
             raise self.error(f"`{reader}` reads one position per token, and the stack's "
-                             "multimodal RoPE gives each token three (position_ids "
-                             "[3, B, L])", span,
-                             hint=f"remove `{reader}` or `mrope` from the stack's attentions")
+                             f"positions give each token {n} (position_ids [{n}, B, L])", span,
+                             hint=f"remove `{reader}`, or the stack's `mrope`, `axial` or "
+                                  "`relative_2d`")
         if len(streams) > 1:
             raise self.error(f"`{attn.name}` and the stack's other attentions read positions "
                              "of different shapes: multimodal RoPE (mrope) reads position_ids "
-                             "[3, B, L], other RoPE and absolute positions [B, L]", span,
-                             hint="give every RoPE of the stack the same `mrope`, and no "
-                                  "absolute position")
+                             "[3, B, L], axial RoPE and relative_2d [2, B, L], other RoPE and "
+                             "absolute positions [B, L]", span,
+                             hint="give every attention of the stack positions of one shape")
 
 
 def _absolute(attn: Attention) -> object:

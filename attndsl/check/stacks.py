@@ -103,8 +103,8 @@ class Stacks(Visions):
         final_norm = get("final_norm", lambda x: self.boolean(x, "final_norm"), True)
         if get.failed or attns is None:
             return None
-        self.check_vision(e, patches, layer_scale, attns, placement, residual, {
-            "vocab": vocab, "cross": cross, "encoder": encoder}, final_norm)
+        self.check_vision(e, patches, layer_scale, attns, placement, residual, {"vocab": vocab,
+            "cross": cross, "encoder": encoder}, final_norm, not placements and parallel is None)
         if cross is not None:  # (a feature whose block has no place for it: refused)
             self.check_cross(e, cross, attns, placement, residual, {
                 "side": side, "parallel": parallel, "shortcut": shortcut,

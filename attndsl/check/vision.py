@@ -50,7 +50,8 @@ class Visions(Crosses):
 
     def check_vision(self, e: dict[str, ast.Entry], patches: Patches | None,
                      layer_scale: bool, attns: tuple[Attention, ...], placement: str,
-                     residual: str, others: dict[str, Any], final_norm: bool) -> None:
+                     residual: str, others: dict[str, Any], final_norm: bool,
+                     plain: bool = True) -> None:
         """A vision stack reads no tokens and no memory (`others`: the keys that would, set
         where truthy), and its attentions no runtime inputs (no padding: every patch is
         real) and no position streams; layer scale needs pre norms and a sequential
@@ -73,16 +74,18 @@ class Visions(Crosses):
                     names = ", ".join(a.runtime_inputs) or "position_ids"
                     raise self.error(f"`{a.name}` reads {names}: a vision stack's attentions "
                                      "read the image's patches alone (every patch is real)",
-                                     a.span("mask") or where,
+                                     a.span("mask" if a.runtime_inputs else "position")
+                                     or where,
                                      hint="mask them with `full` (a ViT's), or a mask "
                                           "without padding or documents")
         if not final_norm and placement == "post":
             raise self.error("`final_norm = false` leaves out a pre-norm stack's final norm; "
                              "a post-norm stack has none", e["final_norm"].value.span,
                              hint="remove `final_norm`")
-        if layer_scale and (placement != "pre" or residual != "sequential"):
-            raise self.error("`layer_scale` needs `norm = ...(pre, ...)` and a sequential "
-                             "residual", e["layer_scale"].value.span,
+        if layer_scale and (placement != "pre" or residual != "sequential" or not plain):
+            raise self.error("`layer_scale` needs `norm = ...(pre, ...)`, a sequential "
+                             "residual and no `placements` or `parallel`",
+                             e["layer_scale"].value.span,
                              hint="DINOv2's blocks: h = x + g1 * attn(norm1(x)), "
                                   "y = h + g2 * ffn(norm2(h))")
 

@@ -58,8 +58,8 @@ class _Linear(Kernel):
                     hint="use `kernel = softmax` for other masks")
             failed = True
         if isinstance(where.position, ScoreBias):
-            c.error("score biases (alibi, relative_bias, relative_logits) need a softmax "
-                    "kernel: a linear kernel never forms scores", at("position"))
+            c.error("score biases (alibi, relative_bias, relative_logits, relative_2d) need a "
+                    "softmax kernel: a linear kernel never forms scores", at("position"))
             failed = True
         for key in (*SCORED, "scale"):
             if key in e and not (isinstance(e[key].value, ast.Name)

@@ -73,8 +73,9 @@ class _Linformer(Kernel):
                     hint="use `mask = full` or `mask = padding`, or `kernel = softmax`")
             failed = True
         if isinstance(where.position, ScoreBias):
-            c.error("score biases (alibi, relative_bias, relative_logits) need a key per "
-                    "score; a Linformer kernel's scores are over projected rows", at("position"),
+            c.error("score biases (alibi, relative_bias, relative_logits, relative_2d) need a "
+                    "key per score; a Linformer kernel's scores are over projected rows",
+                    at("position"),
                     hint="use rope, sinusoidal or learned positions")
             failed = True
         return failed
