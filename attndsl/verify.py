@@ -204,8 +204,9 @@ def make_inputs(spec: Attention | Transformer, batch: int, length: int, rng: np.
                 lengths[-1] = 0
             out[name] = lengths.astype(np.int64)
         elif name == "position_ids":  # multimodal RoPE's streams: each its own positions
-            streams = (reads_streams(spec), batch, length)  # (axial RoPE's: 2)
-            out[name] = rng.integers(0, 2 * length + 1, size=streams).astype(np.int64)
+            n = reads_streams(spec)  # (rows and columns, 2: a grid's, about sqrt(L) a side)
+            top = 2 * length + 1 if n == 3 else math.isqrt(length) + 3
+            out[name] = rng.integers(0, top, size=(n, batch, length)).astype(np.int64)
         else:  # segment ids; a cross attention's memory rows get ids of the same documents
             docs = rng.integers(1, 4)
             n = S if name == "memory_segment_ids" else length

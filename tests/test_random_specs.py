@@ -6,6 +6,8 @@ rows that see no key. A fixed-seed slice runs by default; `pytest --deep` runs 2
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -53,8 +55,9 @@ def _inputs(spec, batch: int, L: int, S: int, rng: np.random.Generator) -> dict[
                                              axis=1).astype(np.int64)
     if reads_streams(spec) and "pixel_values" not in feed:  # multimodal RoPE's three
         # streams, axial RoPE's two (a vision stack's: its image's grid), each its own
-        streams = (reads_streams(spec), batch, L)
-        feed["position_ids"] = rng.integers(0, 2 * L + 3, size=streams).astype(np.int64)
+        n = reads_streams(spec)  # (rows and columns: a grid's, about sqrt(L) a side)
+        top = 2 * L + 3 if n == 3 else math.isqrt(L) + 3
+        feed["position_ids"] = rng.integers(0, top, size=(n, batch, L)).astype(np.int64)
     return feed
 
 
