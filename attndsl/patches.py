@@ -38,6 +38,11 @@ class Patches:
         """Rows of `position_embeddings.weight`: the grid's, then the class token's first."""
         return 0 if self.grid is None else self.grid * self.grid + self.prefix
 
+    def rows(self, height: int, width: int) -> int:
+        """The token rows of an image of height x width pixels: the class token's, then
+        (height // P) (width // P) patches'."""
+        return self.prefix + (height // self.size) * (width // self.size)
+
     def text(self) -> str:
         parts = [f"size = {self.size}"]
         if self.channels != 3:

@@ -3,6 +3,9 @@
 # /tmp/ortsite first (pip install --target /tmp/ortsite), next to the machine's CUDA torch. Run from the repository root:
 #   bash benchmarks/gpu.sh verify      # every example, float32 / float16 / bfloat16, on CUDA
 #   bash benchmarks/gpu.sh bench       # benchmarks/gpu.attn against torch SDPA, float16
+#   bash benchmarks/gpu.sh seq2seq     # issue 43: the encoder-decoder and vision examples
+#                                      # (float32, float16) and seq2seq_decode.py on CUDA
+#                                      # (transformers staged in /tmp/ortsite too)
 # Results go to $OUT (or ./gpu-results) for BENCHMARKS.md.
 set -uo pipefail
 export PYTHONPATH=/tmp/ortsite:$PWD
@@ -29,4 +32,17 @@ case "${1:-all}" in
         --dtype float16 --batch 4 --lengths 1024,2048,4096,8192 --targets ort-cuda --markdown -q \
         | tee "$out/bench-$layer.md"
     done ;;
+  seq2seq)
+    for dtype in float32 float16; do
+      for f in vaswani_transformer vision_encoders; do echo "$dtype $f"; done
+    done | xargs -P 4 -L 1 sh -c '
+      timeout 360 python3 -m attndsl.cli verify "examples/$1.attn" --providers cuda \
+        --dtype "$0" --targets portable,ort-cuda -q > "'"$out"'/verify-$0-$1.txt" 2>&1
+      echo "verify $0 $1: exit $?"' | sort | tee "$out/verify-summary.txt" &
+    for batch in 1 4; do
+      timeout 300 python3 benchmarks/seq2seq_decode.py --device cuda --batch "$batch" \
+        --new 64 --repeat 3 > "$out/seq2seq-cuda-b$batch.md" 2>&1
+      echo "seq2seq batch $batch: exit $?"
+    done
+    wait ;;
 esac

@@ -205,7 +205,7 @@ def image_rows(session, shape: tuple) -> int:
     if len(shape) != 4 or min(shape[2:]) < p.size:
         raise UsageError(f"`pixel_values` must be an image [B, {p.channels}, H, W] of at least "
                          f"one patch ({p.size} x {p.size} pixels), got shape {list(shape)}")
-    return p.prefix + (shape[2] // p.size) * (shape[3] // p.size)
+    return p.rows(shape[2], shape[3])
 
 
 def placements(session) -> dict[str, set[str]]:

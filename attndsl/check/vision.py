@@ -51,11 +51,11 @@ class Visions(Crosses):
     def check_vision(self, e: dict[str, ast.Entry], patches: Patches | None,
                      layer_scale: bool, attns: tuple[Attention, ...], placement: str,
                      residual: str, others: dict[str, Any], final_norm: bool,
-                     plain: bool = True) -> None:
+                     plain: bool) -> None:
         """A vision stack reads no tokens and no memory (`others`: the keys that would, set
         where truthy), and its attentions no runtime inputs (no padding: every patch is
-        real) and no position streams; layer scale needs pre norms and a sequential
-        residual."""
+        real) and no multimodal position streams; layer scale needs pre norms, a sequential
+        residual and blocks of one form (`plain`: no placements, no parallel attention)."""
         if patches is not None:
             where = e["patches"].value.span
             other = next((key for key, value in others.items() if value), None)

@@ -44,8 +44,6 @@ def scores(lw: Lowering, node: Node, q: str, k: str, q_pos: Sym, k_pos: Sym,
         table = lw.weight(node.attr("weight"), 2) if tabled else None
         operands = core_operands(node)[0]  # relative logits' states (B, heads, n, d_rel)
         rows = lw.sym(node, 3) if operands else None
-        if rows is not None and lw.graph_shapes[node.args[3]].dtype == "int64":  # positions
-            rows = Sym(b, rows.name, "int64", rows.ndim)
         s = s + score_bias(xp, dict(node.attrs), heads, (kv, heads // kv), table, q_pos,
                            k_pos, rows)  # broadcasts over B
     return mechanisms.score(xp, node, s).name

@@ -193,9 +193,12 @@ class Lowering:
         return name
 
     def sym(self, node: Node, i: int = 0) -> Sym:
-        """Argument i of a node as a model-dtype `Sym` (its rank from the IR shape)."""
+        """Argument i of a node as a `Sym` of the model dtype (int64 where the IR says so: a
+        vision stack's rows and columns), its rank from the IR shape."""
         name = node.args[i]
-        return Sym(self.b, self.env[name], self.b.dtype, self.graph_shapes[name].rank)
+        shape = self.graph_shapes[name]
+        dtype = "int64" if shape.dtype == "int64" else self.b.dtype
+        return Sym(self.b, self.env[name], dtype, shape.rank)
 
     def weight(self, name: str, ndim: int = 1) -> Sym:
         return Sym(self.b, self.w(name), self.b.dtype, ndim)

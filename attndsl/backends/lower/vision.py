@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...ir import Node, Op
 from .. import formulas
-from .builder import Lowering, Sym, arg, lower, width
+from .builder import Lowering, lower, width
 
 
 @lower(Op.PATCHES)
@@ -20,5 +20,5 @@ def _patches(lw: Lowering, node: Node) -> str:
 
 @lower(Op.GRID)
 def _grid(lw: Lowering, node: Node) -> str:
-    pixels = Sym(lw.b, arg(lw, node), lw.b.dtype, 4)
-    return formulas.grid_positions(lw.xp, pixels, node.attr("size"), node.attr("before")).name
+    return formulas.grid_positions(lw.xp, lw.sym(node), node.attr("size"),
+                                   node.attr("before")).name
