@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -244,7 +246,11 @@ def pytest_collection(session: pytest.Session):
 
 def pytest_configure(config: pytest.Config) -> None:
     # Hypothesis tests: a fixed-seed slice by default (the same inputs on every run, so CI is
-    # reproducible); --deep explores afresh with many more inputs.
+    # reproducible); --deep explores afresh with many more inputs. Hypothesis also draws
+    # constants from the project's modules that are loaded when a test runs, so every module
+    # is loaded first: otherwise the inputs depend on which tests a worker ran before.
+    for module in pkgutil.walk_packages(attndsl.__path__, "attndsl."):
+        importlib.import_module(module.name)
     settings.register_profile("slice", derandomize=True, max_examples=150)
     settings.register_profile("deep", max_examples=3000)
     settings.load_profile("deep" if config.getoption("--deep") else "slice")
