@@ -1,6 +1,7 @@
 """A vision stack's input (`patches = patches(size = P, ...)`, docs/LANGUAGE.md "Vision
 encoders"): an image cut into P x P patches, each projected to one token row, an optional
-class token before them, and a learned table of 2-D positions, interpolated to other grids.
+class token and register tokens before them, and a learned table of 2-D positions,
+interpolated to other grids.
 The dataclass, and the image sizes `verify` draws for a count of patches."""
 
 from __future__ import annotations
@@ -17,30 +18,34 @@ INTERPOLATION_A = -0.75
 
 @dataclass(frozen=True)
 class Patches:
-    """`patches(size = P, channels = C, bias = true, class_token = false, grid = none)`:
-    pixel_values [B, C, H, W] -> rows [B, (class token +) gh * gw, d_model], gh = H // P,
-    gw = W // P; `grid = g`: a learned table of g x g patch positions (and one row for the
-    class token before them), bicubic-interpolated to gh x gw where the grid differs."""
+    """`patches(size = P, channels = C, bias = true, class_token = false, registers = 0,
+    grid = none, antialias = false)`: pixel_values [B, C, H, W] -> rows [B, (class token +
+    registers +) gh * gw, d_model], gh = H // P, gw = W // P; `grid = g`: a learned table of
+    g x g patch positions (and one row for the class token before them), bicubic-interpolated
+    to gh x gw where the grid differs (`antialias`: PIL's antialiased bicubic)."""
 
     size: int
     channels: int = 3
     bias: bool = True
     class_token: bool = False
     grid: int | None = None
+    registers: int = 0
+    antialias: bool = False
 
     @property
     def prefix(self) -> int:
-        """Token rows before the patches' (the class token's)."""
-        return 1 if self.class_token else 0
+        """Token rows before the patches' (the class token's, then the registers')."""
+        return int(self.class_token) + self.registers
 
     @property
     def table_rows(self) -> int:
-        """Rows of `position_embeddings.weight`: the grid's, then the class token's first."""
-        return 0 if self.grid is None else self.grid * self.grid + self.prefix
+        """Rows of `position_embeddings.weight`: the grid's, then the class token's first
+        (registers have no position)."""
+        return 0 if self.grid is None else self.grid * self.grid + int(self.class_token)
 
     def rows(self, height: int, width: int) -> int:
-        """The token rows of an image of height x width pixels: the class token's, then
-        (height // P) (width // P) patches'."""
+        """The token rows of an image of height x width pixels: the class token's and the
+        registers', then (height // P) (width // P) patches'."""
         return self.prefix + (height // self.size) * (width // self.size)
 
     def text(self) -> str:
@@ -51,23 +56,31 @@ class Patches:
             parts.append("bias = false")
         if self.class_token:
             parts.append("class_token = true")
+        if self.registers:
+            parts.append(f"registers = {self.registers}")
         if self.grid is not None:
             parts.append(f"grid = {self.grid}")
+        if self.antialias:
+            parts.append("antialias = true")
         return f"patches({', '.join(parts)})"
 
 
 def image_shape(p: Patches, n: int) -> tuple[int, int]:
     """The image (H, W) in pixels that `verify` draws for n patches: gh x gw patches, gh the
-    largest divisor of n up to sqrt(n) (a prime n: one row of n), with P - 1 extra pixel rows
-    and one extra column, which the patches leave out (the grid floors H / P and W / P)."""
+    largest divisor of n up to sqrt(n) (a prime n: one row of n, or one column where n is 3
+    more than a multiple of 4), with P - 1 extra pixel rows and one extra column, which the
+    patches leave out (the grid floors H / P and W / P)."""
     gh = max(k for k in range(1, math.isqrt(n) + 1) if n % k == 0)
-    return gh * p.size + p.size - 1, (n // gh) * p.size + 1
+    gw = n // gh
+    if gh == 1 and n % 4 == 3:
+        gh, gw = n, 1
+    return gh * p.size + p.size - 1, gw * p.size + 1
 
 
 def patch_counts(p: Patches) -> dict[int, str]:
     """The patch counts `verify` checks a vision stack at, each with why."""
     out = {1: "one patch", 13: "a row of 13 patches (a prime)",
-           35: "5 x 7 patches (not square)"}
+           11: "a column of 11 patches (a prime)", 35: "5 x 7 patches (not square)"}
     if p.grid is not None:
         g = p.grid
         out[g * g] = f"the table's own grid ({g} x {g}: no interpolation)"

@@ -607,6 +607,7 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                     text += (f"\nattention v {{\n    d_model = {d}\n    heads = {heads}\n"
                              f"    position = {position}\n    mask = full\n}}\n")
                     pattern = "v"
+            extra = _registers(random.Random(seed * 7919 + 60), extra, text)
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text
@@ -626,6 +627,18 @@ def _patches(r: random.Random, placement: str, extra: str) -> str:
     if placement != "post" and r.random() < 0.3:
         out += "\n    final_norm = false"
     return out
+
+
+def _registers(r: random.Random, extra: str, text: str) -> str:
+    """DINOv2's register rows after the class token (not under relative_2d) and the
+    antialiased resize of a position table (their own stream: 60)."""
+    head, sep, rest = extra.partition("patches = patches(")
+    args, close, tail = rest.partition(")")
+    if "relative_2d" not in text and r.random() < 0.3:
+        args += f", registers = {r.randint(1, 3)}"
+    if "grid =" in args and r.random() < 0.4:
+        args += ", antialias = true"
+    return head + sep + args + close + tail
 
 
 def _side(r: random.Random, d: int, mask: str) -> str:

@@ -64,6 +64,8 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "pegasus": tf.PegasusConfig, "blenderbot": tf.BlenderbotConfig,
            "m2m_100": tf.M2M100Config, "whisper": tf.WhisperConfig, "vit": tf.ViTConfig,
            "dinov2": tf.Dinov2Config, "siglip_vision_model": tf.SiglipVisionConfig,
+           "dinov2_with_registers": tf.Dinov2WithRegistersConfig,
+           "data2vec-vision": tf.Data2VecVisionConfig,
            "clip_vision_model": tf.CLIPVisionConfig, "pixtral": tf.PixtralVisionConfig,
            "beit": tf.BeitConfig,
            "gpt_bigcode": tf.GPTBigCodeConfig, "gpt_neo": tf.GPTNeoConfig,

@@ -23,9 +23,13 @@ SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
 MODELS = {  # model type -> (config class, model class, its own config fields)
     "vit": ("ViTConfig", "ViTModel", {"intermediate_size": 37}),
     "dinov2": ("Dinov2Config", "Dinov2Model", {"mlp_ratio": 2}),
+    "dinov2 (giant's SwiGLU MLP)": ("Dinov2Config", "Dinov2Model",
+                                    {"mlp_ratio": 2, "use_swiglu_ffn": True}),
     "siglip_vision_model": ("SiglipVisionConfig", "SiglipVisionModel",
                             {"intermediate_size": 37}),
     "clip_vision_model": ("CLIPVisionConfig", "CLIPVisionModel", {"intermediate_size": 37}),
+    "dinov2_with_registers": ("Dinov2WithRegistersConfig", "Dinov2WithRegistersModel",
+                              {"mlp_ratio": 2, "num_register_tokens": 3}),
 }
 # (height, width) in pixels: the training grid (5 x 5 patches of 6), a wider and a taller one
 # (interpolated), with pixels past the last whole patch
@@ -61,7 +65,7 @@ def test_an_imported_vision_tower_is_transformers_model(tmp_path, kind: str) -> 
     for height, width in IMAGES:
         pixels = torch.randn(2, 3, height, width)
         with torch.no_grad():
-            extra = {} if kind == "dinov2" else {"interpolate_pos_encoding": True}
+            extra = {} if kind.startswith("dinov2") else {"interpolate_pos_encoding": True}
             want = hf(pixel_values=pixels, **extra).last_hidden_state.numpy()
             from_torch = module(pixel_values=pixels).numpy()
         got = session.run(None, {"pixel_values": pixels.numpy()})[0]
@@ -86,14 +90,50 @@ def test_the_oracle_interpolates_as_torch_does() -> None:
     assert np.array_equal(resize(grid, 5, 4), grid)
 
 
+def test_the_antialiased_resize_is_pils_on_every_backend() -> None:
+    """The reference's antialiased bicubic (docs/LANGUAGE.md) against torch's `interpolate(
+    antialias = True)` and ONNX Runtime's Resize (the lowering's), up, down, to one cell, at
+    the same size; to one column of several rows, where torch's kernel repeats the first row
+    (its module resizes one axis at a time)."""
+    from onnx import TensorProto, helper
+
+    from attndsl.backends.lower.builder import Builder
+    from attndsl.backends.lower.sym import OnnxArrays, Sym
+    from attndsl.backends.torch_arrays import TorchArrays
+
+    rng = np.random.default_rng(1)
+    grid = rng.standard_normal((5, 4, 3))
+    square = torch.from_numpy(grid).permute(2, 0, 1)[None].float()
+    b = Builder()
+    y = OnnxArrays(b).resize_bicubic(Sym(b, "x", "float32", 4), Sym(b, "like", "float32", 4),
+                                     True)
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("x", "like")]
+    graph = helper.make_graph(b.nodes, "resize", io, [
+        helper.make_tensor_value_info(y.name, TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                              ir_version=10)
+    session = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    for h, w in ((5, 4), (9, 7), (2, 3), (1, 1), (5, 11), (3, 1), (17, 2)):
+        ours = resize(grid, h, w, antialias=True)
+        empty = np.zeros((1, 1, h, w), np.float32)
+        got = {"torch": TorchArrays.resize_bicubic(square, torch.from_numpy(empty), True),
+               "onnx": session.run(None, {"x": square.numpy(), "like": empty})[0]}
+        for name, out in got.items():
+            assert np.abs(np.asarray(out)[0].transpose(1, 2, 0) - ours).max() < 1e-5, (name, h, w)
+    assert np.array_equal(resize(grid, 5, 4, antialias=True), grid)
+
+
 def test_random_vision_stacks_match_the_reference() -> None:
     """Stream 57's vision stacks (`patches`), on every backend and target (the portable
-    export for 62): a class token without positions (7), a 2 x 2 table with its class row
-    (22), a table of 4 x 4 under CLIP's missing final norm (78), DINOv2's layer scale (662);
-    images of 1, 37, 23 and 131 patches, none the table's."""
-    check_stream(((7, ("class_token = true",)), (22, ("grid = 2",)),
-                  (78, ("grid = 4", "final_norm = false")), (62, ("patches",)),
-                  (662, ("layer_scale = true",))), portable=62)
+    export for 62, with registers): a class token and registers without positions (7), a
+    2 x 2 table with its class row (22), a table of 4 x 4 and a register under CLIP's missing
+    final norm (78), DINOv2's layer scale (662), an antialiased table (898); images of 1, 37
+    (a row), 23 and 131 patches (columns), none the table's."""
+    check_stream(((7, ("class_token = true", "registers = 3")), (22, ("grid = 2",)),
+                  (78, ("grid = 4", "final_norm = false", "registers = 1")),
+                  (62, ("patches",)), (662, ("layer_scale = true",)),
+                  (898, ("grid = 4", "antialias = true"))), portable=62)
 
 
 _STACK = """attention a {{
@@ -123,6 +163,8 @@ def _stack(extra: str = "", mask: str = "full", placement: str = "pre") -> str:
     (_stack().replace("size = 4", "size = 0"), "size must be", "0"),
     (_stack().replace("grid = 3", "grid = 2000"), "grid must be at most", "2000"),
     (_stack("\n    layer_scale = true\n    placements = [pre]"), "no `placements`", "true"),
+    (_stack().replace("grid = 3", "antialias = true"), "these patches have none", "true"),
+    (_stack().replace("grid = 3", "registers = -1"), "registers must be >= 0", "-1"),
 ])
 def test_what_a_vision_stack_cannot_take_is_refused_where_it_is(text, words, at) -> None:
     refused_where(text, words, at)
@@ -227,18 +269,19 @@ def test_axial_rope_does_not_decode() -> None:
         layer.decoder_model()
 
 
-@pytest.mark.parametrize("absolute", [False, True])
-def test_beit_is_its_2d_relative_bias_over_the_images_grid(tmp_path, absolute: bool) -> None:
+@pytest.mark.parametrize(("kind", "absolute"), [("Beit", False), ("Beit", True),
+                                               ("Data2VecVision", False)])
+def test_beit_is_its_2d_relative_bias_over_the_images_grid(tmp_path, kind, absolute) -> None:
     """BEiT (`relative_2d`: a table of 2-D offsets per layer, resized bilinearly to the
     image's grid; the class token's three rows; layer scale; no final norm under mean
     pooling) imported from its checkpoint, exact against transformers' BeitModel at B = 2:
-    the training grid, a wider and a taller image (with a position table too: `absolute`)."""
-    cfg = tf.BeitConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=37, image_size=24, patch_size=4,
-                        use_relative_position_bias=True,
-                        use_absolute_position_embeddings=absolute,
-                        use_mean_pooling=not absolute)
-    hf = tf.BeitModel(cfg).eval()
+    the training grid, a wider and a taller image (with a position table too: `absolute`);
+    data2vec's vision model is BEiT's."""
+    cfg = getattr(tf, f"{kind}Config")(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+        image_size=24, patch_size=4, use_relative_position_bias=True,
+        use_absolute_position_embeddings=absolute, use_mean_pooling=not absolute)
+    hf = getattr(tf, f"{kind}Model")(cfg).eval()
     layer = _imported(hf, 5, tmp_path)
     assert layer.spec.attention.position.window == 6
     session = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
@@ -266,6 +309,10 @@ def test_beit_is_its_2d_relative_bias_over_the_images_grid(tmp_path, absolute: b
                       "attention a {\n    d_model = 16\n    heads = 2\n"
                       "    position = relative_2d(window = 3, class_token = false)\n"),
      "disagree on a class token", "relative_2d"),
+    (_stack().replace("attention a {\n    d_model = 16\n    heads = 2\n",
+                      "attention a {\n    d_model = 16\n    heads = 2\n"
+                      "    position = relative_2d(window = 3, class_token = true)\n").replace(
+        "grid = 3", "registers = 2"), "not for registers", "relative_2d"),
 ])
 def test_what_relative_2d_cannot_take_is_refused_where_it_is(text, words, at) -> None:
     refused_where(text, words, at)

@@ -29,6 +29,7 @@ tables and linear attention's sums are float32 whatever the model dtype."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -283,27 +284,36 @@ def document_positions(xp, segment_ids: Array) -> Array:
     return pos - xp.take_along(starts, run, 1)
 
 
-def patch_embed(xp, pixels: Array, weight: Array, bias: Array | None, cls: Array | None,
-                table: Array | None, size: int, grid: int | None, d: int) -> Array:
+def patch_embed(xp, pixels: Array, w: Mapping[str, Array | None], size: int,
+                grid: int | None, d: int, antialias: bool = False) -> Array:
     """A vision stack's token rows (docs/LANGUAGE.md, "Vision encoders"): pixel_values
     (B, C, H, W) cut into size x size patches (gh = H // size rows of gw = W // size, the
-    pixels past them left out), each projected (the patch convolution), row-major; plus the
-    learned grid x grid table's patch rows, bicubic-interpolated to gh x gw in float32 and
-    narrowed; the class token (plus the table's row 0) before them: (B, [1 +] gh gw, d)."""
-    x = xp.patch_conv(pixels, weight, bias, size)  # (B, d, gh, gw)
+    pixels past them left out), each projected (the patch convolution `w["weight"]`,
+    `w["bias"]`), row-major; plus the learned grid x grid table's (`w["positions"]`) patch
+    rows, bicubic-interpolated (`antialias`: PIL's antialiased bicubic) to gh x gw in float32
+    and narrowed; before them the class token (plus the table's row 0), then the register
+    tokens (no position): (B, [1 +] [R +] gh gw, d)."""
+    cls, table, registers = w.get("class_token"), w.get("positions"), w.get("registers")
+    x = xp.patch_conv(pixels, w["weight"], w.get("bias"), size)  # (B, d, gh, gw)
     rows = xp.swap_last(xp.reshape_axes(x, 2, 4, [-1]))
     if table is not None:
         patches = xp.slice(table, 0, 0 if cls is None else 1, None)  # (grid * grid, d)
         square = xp.reshape(xp.swap_last(xp.astype(patches, "float32")), [1, d, grid, grid])
-        moved = xp.resize_bicubic(square, x)  # (1, d, gh, gw)
+        moved = xp.resize_bicubic(square, x, antialias)  # (1, d, gh, gw)
         rows = rows + xp.astype(xp.swap_last(xp.reshape_axes(moved, 2, 4, [-1])),
                                 xp.dtype(rows))
-    if cls is None:
+    if cls is None and registers is None:
         return rows
-    first = xp.reshape(cls, [1, d])
-    if table is not None:
-        first = first + xp.slice(table, 0, 0, 1)
-    first = xp.reshape_axes(xp.expand_rows(first, rows), 1, 2, [1, d])  # (B, 1, d)
+    first = []
+    if cls is not None:
+        first.append(xp.reshape(cls, [1, d]))
+        if table is not None:
+            first[0] = first[0] + xp.slice(table, 0, 0, 1)
+    if registers is not None:  # the rows before the patches as one (1, prefix d)
+        first = [xp.reshape(xp.concat([*first, registers], axis=0) if first else registers,
+                            [1, -1])]
+    n = 1 if registers is None else -1
+    first = xp.reshape_axes(xp.expand_rows(first[0], rows), 1, 2, [n, d])  # (B, prefix, d)
     return xp.concat([first, rows], axis=1)
 
 

@@ -1,6 +1,7 @@
 """The reference's reading of a vision stack's input (docs/LANGUAGE.md, "Vision encoders"):
-patches, the class token and the learned 2-D positions with their bicubic interpolation,
-written from the formulas there in plain NumPy loops (nothing shared with the backends)."""
+patches, the class token, the registers and the learned 2-D positions with their bicubic
+interpolation (plain or antialiased), written from the formulas there in plain NumPy loops
+(nothing shared with the backends)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ A = -0.75  # the cubic convolution's parameter
 
 
 def patch_rows(pixels: np.ndarray, attrs: Mapping, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """pixel_values (B, C, H, W) -> (B, [1 +] gh * gw, d): patch (r, c) is the P x P block of
-    pixels at rows r P .. r P + P - 1 and columns c P .. c P + P - 1, its row W . block + b,
-    row-major (r, then c); the table's patch rows interpolated to gh x gw and added; the
-    class token plus the table's row 0 first."""
+    """pixel_values (B, C, H, W) -> (B, [1 +] [R +] gh * gw, d): patch (r, c) is the P x P
+    block of pixels at rows r P .. r P + P - 1 and columns c P .. c P + P - 1, its row
+    W . block + b, row-major (r, then c); the table's patch rows interpolated to gh x gw and
+    added; the class token plus the table's row 0 first, then the R register rows."""
     P = attrs["size"]
     weight = w[attrs["weight"]]  # (d, C, P, P)
     d = weight.shape[0]
@@ -35,7 +36,10 @@ def patch_rows(pixels: np.ndarray, attrs: Mapping, w: Mapping[str, np.ndarray]) 
     if table is not None:
         g = attrs["grid"]
         grid = table[1 if cls else 0:].reshape(g, g, d)  # row r * g + c is patch (r, c)
-        rows = rows + resize(grid, gh, gw).reshape(gh * gw, d)
+        rows = rows + resize(grid, gh, gw, attrs.get("antialias", False)).reshape(gh * gw, d)
+    if attrs.get("registers"):
+        registers = w[attrs["registers"]]
+        rows = np.concatenate([np.broadcast_to(registers, (B, *registers.shape)), rows], axis=1)
     if cls:
         first = w[cls] + (table[0] if table is not None else 0.0)
         rows = np.concatenate([np.broadcast_to(first, (B, 1, d)), rows], axis=1)
@@ -65,10 +69,32 @@ def _weights(n_in: int, n_out: int) -> np.ndarray:
     return m
 
 
-def resize(grid: np.ndarray, h: int, w: int) -> np.ndarray:
-    """(g1, g2, d) -> (h, w, d): bicubic interpolation along each axis (separable)."""
-    rows = np.einsum("ir,rcd->icd", _weights(grid.shape[0], h), grid)
-    return np.einsum("jc,icd->ijd", _weights(grid.shape[1], w), rows)
+def _antialiased(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in), PIL's antialiased bicubic: with scale s = n_in / n_out, output i is
+    centred at c = s (i + 1/2) and reads sources j from trunc(c - r + 1/2) (at least 0) to
+    below trunc(c + r + 1/2) (at most n_in), r = 2 max(s, 1), weighed by the cubic kernel
+    with a = -1/2 at (j + 1/2 - c) / max(s, 1), the weights divided by their sum."""
+    scale = n_in / n_out
+    stretch = max(scale, 1.0)
+    m = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        centre = scale * (i + 0.5)
+        lo = max(int(centre - 2 * stretch + 0.5), 0)
+        hi = min(int(centre + 2 * stretch + 0.5), n_in)
+        for j in range(lo, hi):
+            t = abs((j + 0.5 - centre) / stretch)
+            m[i, j] = 1.5 * t ** 3 - 2.5 * t ** 2 + 1 if t <= 1 else \
+                -0.5 * t ** 3 + 2.5 * t ** 2 - 4 * t + 2 if t < 2 else 0.0
+        m[i] /= m[i].sum()
+    return m
+
+
+def resize(grid: np.ndarray, h: int, w: int, antialias: bool = False) -> np.ndarray:
+    """(g1, g2, d) -> (h, w, d): bicubic interpolation along each axis (separable), or PIL's
+    antialiased bicubic."""
+    weights = _antialiased if antialias else _weights
+    rows = np.einsum("ir,rcd->icd", weights(grid.shape[0], h), grid)
+    return np.einsum("jc,icd->ijd", weights(grid.shape[1], w), rows)
 
 
 def grid_of(pixels: np.ndarray, size: int, before: int) -> np.ndarray:

@@ -154,9 +154,15 @@ class TorchArrays:
         return F.conv2d(x, w, b, stride=size)
 
     @staticmethod
-    def resize_bicubic(x: Tensor, like: Tensor) -> Tensor:
-        return F.interpolate(x, size=tuple(like.shape[-2:]), mode="bicubic",
-                             align_corners=False)
+    def resize_bicubic(x: Tensor, like: Tensor, antialias: bool = False) -> Tensor:
+        """Antialiased, one axis at a time: torch's kernel (2.13, CPU) gives every output row
+        the first one's values where both axes change and one column comes out."""
+        h, w = like.shape[-2:]
+        if antialias:
+            x = F.interpolate(x, size=(h, x.shape[-1]), mode="bicubic", align_corners=False,
+                              antialias=True)
+        return F.interpolate(x, size=(h, w), mode="bicubic", align_corners=False,
+                             antialias=antialias)
 
     @staticmethod
     def embedding(table: Tensor, ids: Tensor) -> Tensor:

@@ -17,22 +17,26 @@ __all__ = ["PATCHES", "Visions"]
 MAX_PATCH = 1024  # pixels on a side of one patch
 MAX_CHANNELS = 4096
 MAX_GRID = 1024  # patches on a side of the learned position table
+MAX_REGISTERS = 1024
 PATCHES = (Param("size", True), Param("channels"), Param("bias"), Param("class_token"),
-           Param("grid"))
+           Param("registers"), Param("grid"), Param("antialias"))
 
 
 class Visions(Crosses):
     def patches_value(self, e: ast.Expr) -> Patches | None:
         """`none`, or `patches(size = P, channels = 3, bias = true, class_token = false,
-        grid = none)`."""
+        registers = 0, grid = none, antialias = false)`."""
         if isinstance(e, ast.Name) and e.id == "none":
             return None
         self.callee(e, {"patches": None}, "a patch embedding")
         args = self.bind(e, "patches", PATCHES)
         size = self.positive(args["size"], "size")
         channels = self.positive(args["channels"], "channels") if "channels" in args else 3
+        registers = self.non_negative(args["registers"], "registers") \
+            if "registers" in args else 0
         for value, most, what in ((size, MAX_PATCH, "size"),
-                                  (channels, MAX_CHANNELS, "channels")):
+                                  (channels, MAX_CHANNELS, "channels"),
+                                  (registers, MAX_REGISTERS, "registers")):
             if value > most:
                 raise self.error(f"{what} must be at most {most}, found {value}",
                                  args[what].span)
@@ -43,10 +47,15 @@ class Visions(Crosses):
             if grid > MAX_GRID:
                 raise self.error(f"grid must be at most {MAX_GRID} patches a side, found "
                                  f"{grid}", args["grid"].span)
-        return Patches(size, channels,
-                       self.boolean(args["bias"], "bias") if "bias" in args else True,
-                       self.boolean(args["class_token"], "class_token")
-                       if "class_token" in args else False, grid)
+        flag = {k: self.boolean(args[k], k) for k in ("bias", "class_token", "antialias")
+                if k in args}
+        if flag.get("antialias") and grid is None:
+            raise self.error("`antialias` is how the position table is resized, and these "
+                             "patches have none", args["antialias"].span,
+                             hint="add `grid = g` (the table's g x g positions), or remove "
+                                  "`antialias`")
+        return Patches(size, channels, flag.get("bias", True), flag.get("class_token", False),
+                       grid, registers, flag.get("antialias", False))
 
     def check_vision(self, e: dict[str, ast.Entry], patches: Patches | None,
                      layer_scale: bool, attns: tuple[Attention, ...], placement: str,
@@ -64,6 +73,10 @@ class Visions(Crosses):
                                  "reads an image, not tokens or memory rows",
                                  e[other].key_span, hint=f"remove `{other}` or `patches`")
             for a in attns:
+                if isinstance(a.position, Relative2D) and patches.registers:
+                    raise self.error(f"`{a.name}`'s relative_2d has rows for a class token, "
+                                     "not for registers", a.span("position") or where,
+                                     hint="remove the patches' `registers`")
                 if isinstance(a.position, Relative2D) and \
                         a.position.class_token != patches.class_token:
                     raise self.error(f"`{a.name}`'s relative_2d and the patches disagree on a "

@@ -1,18 +1,21 @@
-"""Vision transformers: ViT, DINOv2, SigLIP's and CLIP's vision towers. Each is a stack of
+"""Vision transformers: ViT, DINOv2, BEiT, SigLIP's and CLIP's vision towers, Pixtral's
+encoder. Each is a stack of
 pre-norm blocks over an image's patches (`patches`: the patch convolution, a class token but
 in SigLIP, and a learned table of the training grid's positions, which transformers
 interpolates bicubically at other image sizes as attndsl does), unmasked softmax attention
 with biased projections, an MLP, and a final LayerNorm (CLIP's pre-layernorm instead, and no
 final norm: its `post_layernorm` is the pooled output's). DINOv2 scales each sublayer's output
-by a learned vector (`layer_scale`). The import is the hidden states, `last_hidden_state`;
-poolers and heads stay outside. Pixtral's vision encoder has no position table: axial 2-D
-RoPE turns each patch's queries and keys by its row and column (`rope(axial = true)`), after
-an RMSNorm of the patch rows, with gated MLPs and no final norm."""
+by a learned vector (`layer_scale`); DINOv2 with registers adds learned rows after the
+class token, and resizes its table with PIL's antialiased bicubic. The import is the hidden
+states, `last_hidden_state`; poolers and heads stay outside. Pixtral's vision encoder has
+no position table: axial 2-D RoPE turns each patch's queries and keys by its row and column
+(`rope(axial = true)`), after an RMSNorm of the patch rows, with gated MLPs and no final
+norm."""
 
 from __future__ import annotations
 
 from .base import Family
-from .names import Names, linear, norms
+from .names import Names, linear, norms, rows
 from .rope import num
 from .text import SpecText, act
 
@@ -34,16 +37,15 @@ def _read(s: SpecText, padding: str | None) -> None:
     kind = s.cfg["model_type"]
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     eps = num(s.need("layer_norm_eps"))
-    bias = "true" if kind not in ("vit", "dinov2") or s.get("qkv_bias") else "[o]"
+    dinov2 = kind in ("dinov2", "dinov2_with_registers")
+    bias = "true" if (kind != "vit" and not dinov2) or s.get("qkv_bias") else "[o]"
     s.attentions[f"{s.name}_self"] = {"d_model": str(d), "heads": str(heads), "bias": bias,
                                       "mask": "full"}
     s.pattern = [f"{s.name}_self"]
-    if kind == "dinov2":
-        if s.get("use_swiglu_ffn"):
-            s.refuse("use_swiglu_ffn", "DINOv2's SwiGLU MLP (giant) is not imported yet")
-        hidden = int(d * s.need("mlp_ratio"))
-    else:
-        hidden = s.need("intermediate_size")
+    hidden = int(d * s.need("mlp_ratio")) if dinov2 else s.need("intermediate_size")
+    ffn = f"{act(s, 'hidden_act', s.need('hidden_act'))}({hidden})"
+    if dinov2 and s.get("use_swiglu_ffn"):  # (giant's)
+        ffn = f"swiglu({_swiglu_width(None, s.cfg)}, bias = true)"
     size = _square(s, "patch_size")
     grid = _square(s, "image_size") // max(size, 1)
     patches = f"size = {size}, channels = {s.need('num_channels')}"
@@ -51,11 +53,13 @@ def _read(s: SpecText, padding: str | None) -> None:
         patches += ", bias = false"
     if kind != "siglip_vision_model":
         patches += ", class_token = true"
+    if kind == "dinov2_with_registers":
+        patches += f", registers = {s.need('num_register_tokens')}"
     s.stack = {"layers": str(s.need("num_hidden_layers")),
-               "ffn": f"{act(s, 'hidden_act', s.need('hidden_act'))}({hidden})",
-               "norm": f"layernorm(pre, eps = {eps})",
-               "patches": f"patches({patches}, grid = {grid})"}
-    if kind == "dinov2":
+               "ffn": ffn, "norm": f"layernorm(pre, eps = {eps})",
+               "patches": f"patches({patches}, grid = {grid}"
+                          f"{', antialias = true' if kind == 'dinov2_with_registers' else ''})"}
+    if dinov2:
         s.stack["layer_scale"] = "true"
     if kind == "clip_vision_model":  # pre_layrnorm on the embeddings; no final norm
         s.stack |= {"embedding_norm": f"layernorm(eps = {eps})", "final_norm": "false"}
@@ -69,14 +73,15 @@ def _beit(s: SpecText, padding: str | None) -> None:
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     size = _square(s, "patch_size")
     grid = _square(s, "image_size") // max(size, 1)
-    s.attentions["beit_self"] = {"d_model": str(d), "heads": str(heads), "bias": "[q, v, o]",
+    name = f"{s.name}_self"
+    s.attentions[name] = {"d_model": str(d), "heads": str(heads), "bias": "[q, v, o]",
                                  "mask": "full"}
     if s.get("use_relative_position_bias"):
-        s.attentions["beit_self"]["position"] = f"relative_2d(window = {grid})"
+        s.attentions[name]["position"] = f"relative_2d(window = {grid})"
     if s.get("use_shared_relative_position_bias"):
         s.refuse("use_shared_relative_position_bias", "one 2-D relative table shared by every "
                  "layer is not imported yet (a table per layer is)")
-    s.pattern = ["beit_self"]
+    s.pattern = [name]
     positions = f", grid = {grid}" if s.get("use_absolute_position_embeddings") else ""
     s.stack = {"layers": str(s.need("num_hidden_layers")),
                "ffn": f"{act(s, 'hidden_act', s.need('hidden_act'))}"
@@ -88,7 +93,7 @@ def _beit(s: SpecText, padding: str | None) -> None:
         s.stack["layer_scale"] = "true"
     if s.get("use_mean_pooling"):
         s.stack["final_norm"] = "false"
-    s.comments["beit_self"] = "each block's attention over the image's patches"
+    s.comments[name] = "each block's attention over the image's patches"
 
 
 _GATED = {"silu": "swiglu", "gelu": "gelu_glu", "gelu_pytorch_tanh": "geglu",
@@ -142,11 +147,25 @@ _VIT = Names("encoder.layer.{i}.", {
     **_VIT_ATTN, **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense"),
     **norms({"attn_norm": "layernorm_before", "ffn_norm": "layernorm_after"})},
     {**_PATCH, **norms({"norm": "layernorm"})}, ("vit.",), outside=(r"pooler\..*",))
-_DINOV2 = Names("encoder.layer.{i}.", {
+def _swiglu_width(a, cfg: dict) -> int:
+    """DINOv2's SwiGLU MLP: two thirds of int(hidden_size * mlp_ratio), rounded up to a
+    multiple of 8; its gate and up rows fused in `weights_in`, gate first."""
+    return (int(int(cfg["hidden_size"] * cfg["mlp_ratio"]) * 2 / 3) + 7) // 8 * 8
+
+
+_DINOV2_LAYER = {
     **_VIT_ATTN, **linear("mlp.fc1", "mlp.fc1"), **linear("mlp.fc2", "mlp.fc2"),
+    **{f"mlp.{p}_proj.{w}": (f"mlp.weights_in.{w}", rows(start, _swiglu_width))
+       for p, start in (("gate", lambda a, c: 0), ("up", _swiglu_width))
+       for w in ("weight", "bias")},
+    **linear("mlp.down_proj", "mlp.weights_out"),
     **norms({"attn_norm": "norm1", "ffn_norm": "norm2"}),
-    "attn_scale": "layer_scale1.lambda1", "ffn_scale": "layer_scale2.lambda1"},
-    {**_PATCH, **norms({"norm": "layernorm"})}, ("dinov2.",),
+    "attn_scale": "layer_scale1.lambda1", "ffn_scale": "layer_scale2.lambda1"}
+_DINOV2 = Names("encoder.layer.{i}.", _DINOV2_LAYER, {**_PATCH, **norms({"norm": "layernorm"})},
+                ("dinov2.",), outside=(r"embeddings\.mask_token",))
+_DINOV2_REGISTERS = Names("encoder.layer.{i}.", _DINOV2_LAYER, {
+    **_PATCH, "register_tokens": ("embeddings.register_tokens", _table),
+    **norms({"norm": "layernorm"})}, ("dinov2_with_registers.",),
     outside=(r"embeddings\.mask_token",))
 # a whole CLIP or SigLIP model's text tower and heads, beside the vision tower read
 _TEXT = (r"text_model\..*", r"(text|visual)_projection\.weight", r"logit_(scale|bias)")
@@ -167,15 +186,18 @@ _CLIP = Names("encoder.layers.{i}.", _TOWER, {
     **norms({"embedding_norm": "pre_layrnorm"})}, ("vision_model.",),
     outside=(r"post_layernorm\.(weight|bias)", *_TEXT))
 
-_BEIT = Names("encoder.layer.{i}.", {
+_BEIT_LAYER = {
     **{k: v for k, v in _VIT_ATTN.items() if k != "self_attn.k_proj.bias"},
     "self_attn.relative_position_bias.weight":
         "attention.attention.relative_position_bias.relative_position_bias_table",
     **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense"),
     **norms({"attn_norm": "layernorm_before", "ffn_norm": "layernorm_after"}),
-    "attn_scale": "lambda_1", "ffn_scale": "lambda_2"},
-    {**_PATCH, **norms({"norm": "layernorm"})}, ("beit.",),
-    outside=(r"pooler\..*", r"embeddings\.mask_token", r"lm_head\..*", r"layernorm\..*"))
+    "attn_scale": "lambda_1", "ffn_scale": "lambda_2"}
+_BEIT_OUTSIDE = (r"pooler\..*", r"embeddings\.mask_token", r"lm_head\..*", r"layernorm\..*")
+_BEIT, _DATA2VEC = (Names("encoder.layer.{i}.", _BEIT_LAYER,
+                          {**_PATCH, **norms({"norm": "layernorm"})}, (prefix,),
+                          outside=_BEIT_OUTSIDE)
+                    for prefix in ("beit.", "data2vec_vision."))
 _PIXTRAL = Names("transformer.layers.{i}.", {
     **{f"self_attn.{p}_proj.weight": f"attention.{p}_proj.weight" for p in "qkvo"},
     **{f"mlp.{p}_proj.weight": f"feed_forward.{p}_proj.weight" for p in ("gate", "up", "down")},
@@ -191,6 +213,33 @@ _COMMON = {"hidden_dropout_prob": _DROPOUT, "attention_probs_dropout_prob": _DRO
 _TYPES = {"image_size": ("int", 1), "patch_size": ("int", 1), "num_channels": ("int", 1)}
 _DEFAULTS = {"num_channels": 3, "layer_norm_eps": 1e-12, "qkv_bias": True,
              "hidden_act": "gelu"}
+_DINOV2_INERT = {
+    **_COMMON, "layerscale_value": _INIT, "drop_path_rate": "training only",
+    "use_mask_token": "masked pretraining's token, which inference never reads",
+    **{k: "a backbone's feature maps, outside" for k in (
+        "apply_layernorm", "reshape_hidden_states", "out_features", "out_indices",
+        "stage_names")}}
+_BEIT_FIELDS = dict(defaults={  # (BeitConfig, Data2VecVisionConfig, 5.23)
+    "num_channels": 3, "layer_norm_eps": 1e-12, "hidden_act": "gelu", "hidden_size": 768,
+    "num_hidden_layers": 12, "num_attention_heads": 12,
+    "intermediate_size": 3072, "image_size": 224, "patch_size": 16,
+    "use_absolute_position_embeddings": False, "use_relative_position_bias": False,
+    "use_shared_relative_position_bias": False, "layer_scale_init_value": 0.1,
+    "use_mean_pooling": True},
+    inert={**_COMMON, "drop_path_rate": "training only",
+           "use_mask_token": "masked pretraining's token, which inference never reads",
+           "vocab_size": "the masked-image-modeling head's, outside",
+           **{k: "the semantic segmentation head's, outside" for k in (
+               "pool_scales", "use_auxiliary_head", "auxiliary_loss_weight",
+               "auxiliary_channels", "auxiliary_num_convs", "auxiliary_concat_input",
+               "semantic_loss_ignore_index", "add_fpn")},
+           **{k: "a backbone's feature maps, outside" for k in (
+               "out_features", "out_indices", "reshape_hidden_states", "stage_names")}},
+    types={**_TYPES, "layer_scale_init_value": ("num", None),
+           **dict.fromkeys(("use_absolute_position_embeddings",
+                            "use_relative_position_bias",
+                            "use_shared_relative_position_bias", "use_mean_pooling"),
+                           ("bool", None))})
 FAMILIES = [
     Family("vit", _read, _VIT, {  # transformers' defaults (ViTConfig, 5.23)
         **_DEFAULTS, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -203,14 +252,15 @@ FAMILIES = [
         **_DEFAULTS, "layer_norm_eps": 1e-6, "hidden_size": 768, "num_hidden_layers": 12,
         "num_attention_heads": 12, "mlp_ratio": 4, "image_size": 224, "patch_size": 14,
         "use_swiglu_ffn": False},
-        inert={**_COMMON, "layerscale_value": _INIT, "drop_path_rate": "training only",
-               "use_mask_token": "masked pretraining's token, which inference never reads",
-               "apply_layernorm": "a backbone's feature maps, outside",
-               "reshape_hidden_states": "a backbone's feature maps, outside",
-               "out_features": "a backbone's feature maps, outside",
-               "out_indices": "a backbone's feature maps, outside",
-               "stage_names": "a backbone's feature maps, outside"},
+        inert=_DINOV2_INERT,
         types={**_TYPES, "mlp_ratio": ("num", 0), "use_swiglu_ffn": ("bool", None)}),
+    Family("dinov2_with_registers", _read, _DINOV2_REGISTERS, {  # (Dinov2WithRegistersConfig)
+        **_DEFAULTS, "layer_norm_eps": 1e-6, "hidden_size": 768, "num_hidden_layers": 12,
+        "num_attention_heads": 12, "mlp_ratio": 4, "image_size": 224, "patch_size": 16,
+        "use_swiglu_ffn": False, "num_register_tokens": 4},
+        inert=_DINOV2_INERT,
+        types={**_TYPES, "mlp_ratio": ("num", 0), "use_swiglu_ffn": ("bool", None),
+               "num_register_tokens": ("int", 0)}),
     Family("siglip_vision_model", _read, _SIGLIP, {  # (SiglipVisionConfig, 5.23)
         "num_channels": 3, "layer_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh",
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -222,27 +272,8 @@ FAMILIES = [
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "image_size": 224, "patch_size": 32},
         inert={**_COMMON, "projection_dim": "the image projection, outside"}, types=_TYPES),
-    Family("beit", _beit, _BEIT, {  # (BeitConfig, 5.23)
-        "num_channels": 3, "layer_norm_eps": 1e-12, "hidden_act": "gelu", "hidden_size": 768,
-        "num_hidden_layers": 12, "num_attention_heads": 12,
-        "intermediate_size": 3072, "image_size": 224, "patch_size": 16,
-        "use_absolute_position_embeddings": False, "use_relative_position_bias": False,
-        "use_shared_relative_position_bias": False, "layer_scale_init_value": 0.1,
-        "use_mean_pooling": True},
-        inert={**_COMMON, "drop_path_rate": "training only",
-               "use_mask_token": "masked pretraining's token, which inference never reads",
-               "vocab_size": "the masked-image-modeling head's, outside",
-               **{k: "the semantic segmentation head's, outside" for k in (
-                   "pool_scales", "use_auxiliary_head", "auxiliary_loss_weight",
-                   "auxiliary_channels", "auxiliary_num_convs", "auxiliary_concat_input",
-                   "semantic_loss_ignore_index", "add_fpn")},
-               **{k: "a backbone's feature maps, outside" for k in (
-                   "out_features", "out_indices", "reshape_hidden_states", "stage_names")}},
-        types={**_TYPES, "layer_scale_init_value": ("num", None),
-               **dict.fromkeys(("use_absolute_position_embeddings",
-                                "use_relative_position_bias",
-                                "use_shared_relative_position_bias", "use_mean_pooling"),
-                               ("bool", None))}),
+    Family("beit", _beit, _BEIT, **_BEIT_FIELDS),
+    Family("data2vec-vision", _beit, _DATA2VEC, **_BEIT_FIELDS),
     Family("pixtral", _pixtral, _PIXTRAL, {  # (PixtralVisionConfig, 5.23)
         "num_channels": 3, "hidden_act": "gelu", "hidden_size": 1024,
         "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,

@@ -43,11 +43,14 @@ def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str,
 
 
 def patches(b: GraphBuilder, p: Patches, d_model: int) -> str:
-    """A vision stack's token rows from pixel_values: its patches projected, the class token
-    before them, the learned 2-D positions (interpolated to the image's grid) added."""
+    """A vision stack's token rows from pixel_values: its patches projected, the learned 2-D
+    positions (interpolated to the image's grid) added, the class token and the registers
+    before them."""
     attrs = {"bias": "patch_embed.bias" if p.bias else None,
              "class_token": "class_token" if p.class_token else None,
-             "positions": "position_embeddings.weight" if p.grid else None, "grid": p.grid}
+             "registers": "register_tokens" if p.registers else None,
+             "positions": "position_embeddings.weight" if p.grid else None, "grid": p.grid,
+             "antialias": p.antialias}
     return b.emit(Op.PATCHES, "x", ("pixel_values",), T("B", "L", d_model), size=p.size,
                   weight="patch_embed.weight", **{k: v for k, v in attrs.items() if v})
 

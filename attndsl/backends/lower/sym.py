@@ -163,9 +163,7 @@ class OnnxArrays:
         return self._unary("Transpose", x, perm=[1, 0, *range(2, x.ndim)])
 
     def swap_last(self, x: Sym) -> Sym:
-        perm = list(range(x.ndim))
-        perm[-1], perm[-2] = perm[-2], perm[-1]
-        return self._unary("Transpose", x, perm=perm)
+        return self._unary("Transpose", x, perm=[*range(x.ndim - 2), x.ndim - 1, x.ndim - 2])
 
     def concat(self, xs: list[Sym], axis: int) -> Sym:
         return Sym(self.b, self.b.op("Concat", *(x.name for x in xs), axis=axis), xs[0].dtype,
@@ -331,11 +329,13 @@ class OnnxArrays:
         return Sym(self.b, self.b.op("Conv", x.name, w.name, *bias, kernel_shape=[size] * 2,
                                      strides=[size] * 2), x.dtype, 4)
 
-    def resize_bicubic(self, x: Sym, like: Sym) -> Sym:  # (torch's bicubic, borders kept)
-        b = self.b
+    def resize_bicubic(self, x: Sym, like: Sym, antialias: bool = False) -> Sym:
+        """torch's bicubic, or antialiased (PIL's: a = -0.5, taps past the borders dropped)"""
+        b, aa = self.b, {"antialias": 1, "cubic_coeff_a": -0.5, "exclude_outside": 1} \
+            if antialias else {"cubic_coeff_a": -0.75}
         sizes = b.op("Concat", b.op("Shape", x.name, start=0, end=2),
                      b.op("Shape", like.name, start=2, end=4), axis=0)
-        return Sym(b, b.op("Resize", x.name, "", "", sizes, mode="cubic", cubic_coeff_a=-0.75,
+        return Sym(b, b.op("Resize", x.name, "", "", sizes, mode="cubic", **aa,
                            coordinate_transformation_mode="half_pixel"), x.dtype, 4)
 
     def embedding(self, table: Sym, ids: Sym) -> Sym:

@@ -11,11 +11,10 @@ from .builder import Lowering, lower, width
 @lower(Op.PATCHES)
 def _patches(lw: Lowering, node: Node) -> str:
     a = dict(node.attrs)
-    w = {k: lw.weight(a[k], n) if a.get(k) else None
-         for k, n in (("weight", 4), ("bias", 1), ("class_token", 1), ("positions", 2))}
-    return formulas.patch_embed(lw.xp, lw.sym(node), w["weight"], w["bias"], w["class_token"],
-                                w["positions"], a["size"], a.get("grid"),
-                                width(node.shape)).name
+    w = {k: lw.weight(a[k], n) for k, n in (("weight", 4), ("bias", 1), ("class_token", 1),
+                                             ("registers", 2), ("positions", 2)) if a.get(k)}
+    return formulas.patch_embed(lw.xp, lw.sym(node), w, a["size"], a.get("grid"),
+                                width(node.shape), a.get("antialias", False)).name
 
 
 @lower(Op.GRID)
