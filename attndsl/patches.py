@@ -1,7 +1,7 @@
 """A vision stack's input (`patches = patches(size = P, ...)`, docs/LANGUAGE.md "Vision
 encoders"): an image cut into P x P patches, each projected to one token row, an optional
-class token and register tokens before them, and a learned table of 2-D positions,
-interpolated to other grids.
+class token, a distillation token and register tokens before them, and a learned table of
+2-D positions, interpolated to other grids.
 The dataclass, and the image sizes `verify` draws for a count of patches."""
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ INTERPOLATION_A = -0.75
 
 @dataclass(frozen=True)
 class Patches:
-    """`patches(size = P, channels = C, bias = true, class_token = false, registers = 0,
-    grid = none, antialias = false)`: pixel_values [B, C, H, W] -> rows [B, (class token +
-    registers +) gh * gw, d_model], gh = H // P, gw = W // P; `grid = g`: a learned table of
-    g x g patch positions (and one row for the class token before them), bicubic-interpolated
-    to gh x gw where the grid differs (`antialias`: PIL's antialiased bicubic)."""
+    """`patches(size = P, channels = C, bias = true, class_token = false,
+    distillation_token = false, registers = 0, grid = none, antialias = false)`:
+    pixel_values [B, C, H, W] -> rows [B, (class token + distillation token + registers +)
+    gh * gw, d_model], gh = H // P, gw = W // P; `grid = g`: a learned table of g x g patch
+    positions (and a row for the class and the distillation token each before them),
+    bicubic-interpolated to gh x gw where the grid differs (`antialias`: PIL's antialiased
+    bicubic)."""
 
     size: int
     channels: int = 3
@@ -31,21 +33,28 @@ class Patches:
     grid: int | None = None
     registers: int = 0
     antialias: bool = False
+    distillation_token: bool = False
+
+    @property
+    def tokens(self) -> int:
+        """The learned tokens with a position row (the class and the distillation token)."""
+        return int(self.class_token) + int(self.distillation_token)
 
     @property
     def prefix(self) -> int:
-        """Token rows before the patches' (the class token's, then the registers')."""
-        return int(self.class_token) + self.registers
+        """Token rows before the patches' (the class and distillation tokens', then the
+        registers')."""
+        return self.tokens + self.registers
 
     @property
     def table_rows(self) -> int:
-        """Rows of `position_embeddings.weight`: the grid's, then the class token's first
-        (registers have no position)."""
-        return 0 if self.grid is None else self.grid * self.grid + int(self.class_token)
+        """Rows of `position_embeddings.weight`: the grid's, after the class and distillation
+        tokens' (registers have no position)."""
+        return 0 if self.grid is None else self.grid * self.grid + self.tokens
 
     def rows(self, height: int, width: int) -> int:
-        """The token rows of an image of height x width pixels: the class token's and the
-        registers', then (height // P) (width // P) patches'."""
+        """The token rows of an image of height x width pixels: the prefix tokens', then
+        (height // P) (width // P) patches'."""
         return self.prefix + (height // self.size) * (width // self.size)
 
     def text(self) -> str:
@@ -56,6 +65,8 @@ class Patches:
             parts.append("bias = false")
         if self.class_token:
             parts.append("class_token = true")
+        if self.distillation_token:
+            parts.append("distillation_token = true")
         if self.registers:
             parts.append(f"registers = {self.registers}")
         if self.grid is not None:

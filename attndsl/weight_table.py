@@ -159,6 +159,8 @@ def weight_table(spec: Attention | Transformer) -> tuple[Weight, ...]:
             out.append(Weight("patch_embed.bias", (d,), "linear_bias", fan))
         if pt.class_token:
             out.append(Weight("class_token", (d,), "embedding"))
+        if pt.distillation_token:
+            out.append(Weight("distillation_token", (d,), "embedding"))
         if pt.registers:
             out.append(Weight("register_tokens", (pt.registers, d), "embedding"))
         if pt.grid is not None:

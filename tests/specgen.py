@@ -630,14 +630,16 @@ def _patches(r: random.Random, placement: str, extra: str) -> str:
 
 
 def _registers(r: random.Random, extra: str, text: str) -> str:
-    """DINOv2's register rows after the class token (not under relative_2d) and the
-    antialiased resize of a position table (their own stream: 60)."""
+    """DINOv2's register rows after the class token (not under relative_2d), the antialiased
+    resize of a position table and DeiT's distillation token (their own stream: 60)."""
     head, sep, rest = extra.partition("patches = patches(")
     args, close, tail = rest.partition(")")
     if "relative_2d" not in text and r.random() < 0.3:
         args += f", registers = {r.randint(1, 3)}"
     if "grid =" in args and r.random() < 0.4:
         args += ", antialias = true"
+    if "class_token = true" in args and "relative_2d" not in text and r.random() < 0.3:
+        args += ", distillation_token = true"
     return head + sep + args + close + tail
 
 

@@ -65,6 +65,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "m2m_100": tf.M2M100Config, "whisper": tf.WhisperConfig, "vit": tf.ViTConfig,
            "dinov2": tf.Dinov2Config, "siglip_vision_model": tf.SiglipVisionConfig,
            "dinov2_with_registers": tf.Dinov2WithRegistersConfig,
+           "vit_msn": tf.ViTMSNConfig, "deit": tf.DeiTConfig, "ijepa": tf.IJepaConfig,
            "data2vec-vision": tf.Data2VecVisionConfig,
            "clip_vision_model": tf.CLIPVisionConfig, "pixtral": tf.PixtralVisionConfig,
            "beit": tf.BeitConfig,

@@ -22,6 +22,9 @@ SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
          "image_size": 30, "patch_size": 6}
 MODELS = {  # model type -> (config class, model class, its own config fields)
     "vit": ("ViTConfig", "ViTModel", {"intermediate_size": 37}),
+    "vit_msn": ("ViTMSNConfig", "ViTMSNModel", {"intermediate_size": 37, "qkv_bias": False}),
+    "deit": ("DeiTConfig", "DeiTModel", {"intermediate_size": 37}),
+    "ijepa": ("IJepaConfig", "IJepaModel", {"intermediate_size": 37}),
     "dinov2": ("Dinov2Config", "Dinov2Model", {"mlp_ratio": 2}),
     "dinov2 (giant's SwiGLU MLP)": ("Dinov2Config", "Dinov2Model",
                                     {"mlp_ratio": 2, "use_swiglu_ffn": True}),
@@ -128,12 +131,14 @@ def test_random_vision_stacks_match_the_reference() -> None:
     """Stream 57's vision stacks (`patches`), on every backend and target (the portable
     export for 62, with registers): a class token and registers without positions (7), a
     2 x 2 table with its class row (22), a table of 4 x 4 and a register under CLIP's missing
-    final norm (78), DINOv2's layer scale (662), an antialiased table (898); images of 1, 37
-    (a row), 23 and 131 patches (columns), none the table's."""
+    final norm (78), DINOv2's layer scale (662), an antialiased table (898), DeiT's
+    distillation token with its table row (1750); images of 1, 37 (a row), 23 and 131 patches
+    (columns), none the table's."""
     check_stream(((7, ("class_token = true", "registers = 3")), (22, ("grid = 2",)),
                   (78, ("grid = 4", "final_norm = false", "registers = 1")),
                   (62, ("patches",)), (662, ("layer_scale = true",)),
-                  (898, ("grid = 4", "antialias = true"))), portable=62)
+                  (898, ("grid = 4", "antialias = true")),
+                  (1750, ("grid = 2", "distillation_token = true"))), portable=62)
 
 
 _STACK = """attention a {{
@@ -165,6 +170,8 @@ def _stack(extra: str = "", mask: str = "full", placement: str = "pre") -> str:
     (_stack("\n    layer_scale = true\n    placements = [pre]"), "no `placements`", "true"),
     (_stack().replace("grid = 3", "antialias = true"), "these patches have none", "true"),
     (_stack().replace("grid = 3", "registers = -1"), "registers must be >= 0", "-1"),
+    (_stack().replace("class_token = true", "distillation_token = true"),
+     "follows the class token", "true"),
 ])
 def test_what_a_vision_stack_cannot_take_is_refused_where_it_is(text, words, at) -> None:
     refused_where(text, words, at)

@@ -291,28 +291,29 @@ def patch_embed(xp, pixels: Array, w: Mapping[str, Array | None], size: int,
     pixels past them left out), each projected (the patch convolution `w["weight"]`,
     `w["bias"]`), row-major; plus the learned grid x grid table's (`w["positions"]`) patch
     rows, bicubic-interpolated (`antialias`: PIL's antialiased bicubic) to gh x gw in float32
-    and narrowed; before them the class token (plus the table's row 0), then the register
-    tokens (no position): (B, [1 +] [R +] gh gw, d)."""
-    cls, table, registers = w.get("class_token"), w.get("positions"), w.get("registers")
+    and narrowed; before them the class token (plus the table's row 0), the distillation
+    token (plus its row 1), then the register tokens (no position):
+    (B, [1 +] [1 +] [R +] gh gw, d)."""
+    table, registers = w.get("positions"), w.get("registers")
+    tokens = [w[k] for k in ("class_token", "distillation_token") if w.get(k) is not None]
     x = xp.patch_conv(pixels, w["weight"], w.get("bias"), size)  # (B, d, gh, gw)
     rows = xp.swap_last(xp.reshape_axes(x, 2, 4, [-1]))
     if table is not None:
-        patches = xp.slice(table, 0, 0 if cls is None else 1, None)  # (grid * grid, d)
+        patches = xp.slice(table, 0, len(tokens), None)  # (grid * grid, d)
         square = xp.reshape(xp.swap_last(xp.astype(patches, "float32")), [1, d, grid, grid])
         moved = xp.resize_bicubic(square, x, antialias)  # (1, d, gh, gw)
         rows = rows + xp.astype(xp.swap_last(xp.reshape_axes(moved, 2, 4, [-1])),
                                 xp.dtype(rows))
-    if cls is None and registers is None:
+    if not tokens and registers is None:
         return rows
-    first = []
-    if cls is not None:
-        first.append(xp.reshape(cls, [1, d]))
-        if table is not None:
-            first[0] = first[0] + xp.slice(table, 0, 0, 1)
-    if registers is not None:  # the rows before the patches as one (1, prefix d)
-        first = [xp.reshape(xp.concat([*first, registers], axis=0) if first else registers,
+    first = [xp.reshape(token, [1, d]) for token in tokens]
+    if table is not None:
+        first = [token + xp.slice(table, 0, i, i + 1) for i, token in enumerate(first)]
+    n = 1 if len(first) == 1 and registers is None else -1
+    if n == -1:  # the rows before the patches as one (1, prefix d)
+        parts = [*first, *([registers] if registers is not None else [])]
+        first = [xp.reshape(xp.concat(parts, axis=0) if len(parts) > 1 else parts[0],
                             [1, -1])]
-    n = 1 if registers is None else -1
     first = xp.reshape_axes(xp.expand_rows(first[0], rows), 1, 2, [n, d])  # (B, prefix, d)
     return xp.concat([first, rows], axis=1)
 

@@ -15,10 +15,11 @@ A = -0.75  # the cubic convolution's parameter
 
 
 def patch_rows(pixels: np.ndarray, attrs: Mapping, w: Mapping[str, np.ndarray]) -> np.ndarray:
-    """pixel_values (B, C, H, W) -> (B, [1 +] [R +] gh * gw, d): patch (r, c) is the P x P
-    block of pixels at rows r P .. r P + P - 1 and columns c P .. c P + P - 1, its row
+    """pixel_values (B, C, H, W) -> (B, [1 +] [1 +] [R +] gh * gw, d): patch (r, c) is the
+    P x P block of pixels at rows r P .. r P + P - 1 and columns c P .. c P + P - 1, its row
     W . block + b, row-major (r, then c); the table's patch rows interpolated to gh x gw and
-    added; the class token plus the table's row 0 first, then the R register rows."""
+    added; the class token plus the table's row 0 first, the distillation token plus its
+    row 1, then the R register rows."""
     P = attrs["size"]
     weight = w[attrs["weight"]]  # (d, C, P, P)
     d = weight.shape[0]
@@ -35,11 +36,15 @@ def patch_rows(pixels: np.ndarray, attrs: Mapping, w: Mapping[str, np.ndarray]) 
     table = w[attrs["positions"]] if attrs.get("positions") else None
     if table is not None:
         g = attrs["grid"]
-        grid = table[1 if cls else 0:].reshape(g, g, d)  # row r * g + c is patch (r, c)
+        before = (1 if cls else 0) + (1 if attrs.get("distillation_token") else 0)
+        grid = table[before:].reshape(g, g, d)  # row before + r * g + c is patch (r, c)
         rows = rows + resize(grid, gh, gw, attrs.get("antialias", False)).reshape(gh * gw, d)
     if attrs.get("registers"):
         registers = w[attrs["registers"]]
         rows = np.concatenate([np.broadcast_to(registers, (B, *registers.shape)), rows], axis=1)
+    if attrs.get("distillation_token"):  # (after the class token: the table's row 1)
+        second = w[attrs["distillation_token"]] + (table[1] if table is not None else 0.0)
+        rows = np.concatenate([np.broadcast_to(second, (B, 1, d)), rows], axis=1)
     if cls:
         first = w[cls] + (table[0] if table is not None else 0.0)
         rows = np.concatenate([np.broadcast_to(first, (B, 1, d)), rows], axis=1)

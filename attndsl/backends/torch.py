@@ -175,7 +175,8 @@ def _add_position(m: GraphModule, node: Node, env: Env) -> Tensor:
 def _patches(m: GraphModule, node: Node, env: Env) -> Tensor:
     x, a = _arg(node, env), dict(node.attrs)
     w = {k: m.weight(a[k])
-         for k in ("weight", "bias", "class_token", "registers", "positions") if a.get(k)}
+         for k in ("weight", "bias", "class_token", "distillation_token", "registers",
+                   "positions") if a.get(k)}
     return formulas.patch_embed(TorchArrays(x.device), x.to(w["weight"].dtype), w,
                                 a["size"], a.get("grid"), w["weight"].shape[0],
                                 a.get("antialias", False))

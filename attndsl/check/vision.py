@@ -19,13 +19,13 @@ MAX_CHANNELS = 4096
 MAX_GRID = 1024  # patches on a side of the learned position table
 MAX_REGISTERS = 1024
 PATCHES = (Param("size", True), Param("channels"), Param("bias"), Param("class_token"),
-           Param("registers"), Param("grid"), Param("antialias"))
+           Param("distillation_token"), Param("registers"), Param("grid"), Param("antialias"))
 
 
 class Visions(Crosses):
     def patches_value(self, e: ast.Expr) -> Patches | None:
         """`none`, or `patches(size = P, channels = 3, bias = true, class_token = false,
-        registers = 0, grid = none, antialias = false)`."""
+        distillation_token = false, registers = 0, grid = none, antialias = false)`."""
         if isinstance(e, ast.Name) and e.id == "none":
             return None
         self.callee(e, {"patches": None}, "a patch embedding")
@@ -47,15 +47,20 @@ class Visions(Crosses):
             if grid > MAX_GRID:
                 raise self.error(f"grid must be at most {MAX_GRID} patches a side, found "
                                  f"{grid}", args["grid"].span)
-        flag = {k: self.boolean(args[k], k) for k in ("bias", "class_token", "antialias")
-                if k in args}
+        flag = {k: self.boolean(args[k], k) for k in (
+            "bias", "class_token", "distillation_token", "antialias") if k in args}
+        if flag.get("distillation_token") and not flag.get("class_token"):
+            raise self.error("a distillation token follows the class token (DeiT's), and "
+                             "these patches have none", args["distillation_token"].span,
+                             hint="add `class_token = true`")
         if flag.get("antialias") and grid is None:
             raise self.error("`antialias` is how the position table is resized, and these "
                              "patches have none", args["antialias"].span,
                              hint="add `grid = g` (the table's g x g positions), or remove "
                                   "`antialias`")
         return Patches(size, channels, flag.get("bias", True), flag.get("class_token", False),
-                       grid, registers, flag.get("antialias", False))
+                       grid, registers, flag.get("antialias", False),
+                       flag.get("distillation_token", False))
 
     def check_vision(self, e: dict[str, ast.Entry], patches: Patches | None,
                      layer_scale: bool, attns: tuple[Attention, ...], placement: str,
@@ -73,10 +78,13 @@ class Visions(Crosses):
                                  "reads an image, not tokens or memory rows",
                                  e[other].key_span, hint=f"remove `{other}` or `patches`")
             for a in attns:
-                if isinstance(a.position, Relative2D) and patches.registers:
+                if isinstance(a.position, Relative2D) and \
+                        patches.prefix > patches.class_token:
                     raise self.error(f"`{a.name}`'s relative_2d has rows for a class token, "
-                                     "not for registers", a.span("position") or where,
-                                     hint="remove the patches' `registers`")
+                                     "not for registers or a distillation token",
+                                     a.span("position") or where,
+                                     hint="remove the patches' `registers` and "
+                                          "`distillation_token`")
                 if isinstance(a.position, Relative2D) and \
                         a.position.class_token != patches.class_token:
                     raise self.error(f"`{a.name}`'s relative_2d and the patches disagree on a "

@@ -38,7 +38,8 @@ def _read(s: SpecText, padding: str | None) -> None:
     d, heads = s.need("hidden_size"), s.need("num_attention_heads")
     eps = num(s.need("layer_norm_eps"))
     dinov2 = kind in ("dinov2", "dinov2_with_registers")
-    bias = "true" if (kind != "vit" and not dinov2) or s.get("qkv_bias") else "[o]"
+    towers = ("siglip_vision_model", "clip_vision_model")  # (no qkv_bias: biased always)
+    bias = "true" if kind in towers or s.get("qkv_bias") else "[o]"
     s.attentions[f"{s.name}_self"] = {"d_model": str(d), "heads": str(heads), "bias": bias,
                                       "mask": "full"}
     s.pattern = [f"{s.name}_self"]
@@ -51,8 +52,10 @@ def _read(s: SpecText, padding: str | None) -> None:
     patches = f"size = {size}, channels = {s.need('num_channels')}"
     if kind == "clip_vision_model":
         patches += ", bias = false"
-    if kind != "siglip_vision_model":
+    if kind not in ("siglip_vision_model", "ijepa"):
         patches += ", class_token = true"
+    if kind == "deit":
+        patches += ", distillation_token = true"
     if kind == "dinov2_with_registers":
         patches += f", registers = {s.need('num_register_tokens')}"
     s.stack = {"layers": str(s.need("num_hidden_layers")),
@@ -143,10 +146,13 @@ _VIT_ATTN = {**linear("self_attn.q_proj", "attention.attention.query"),
              **linear("self_attn.k_proj", "attention.attention.key"),
              **linear("self_attn.v_proj", "attention.attention.value"),
              **linear("self_attn.o_proj", "attention.output.dense")}
-_VIT = Names("encoder.layer.{i}.", {
+_VIT_LAYER = {
     **_VIT_ATTN, **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense"),
-    **norms({"attn_norm": "layernorm_before", "ffn_norm": "layernorm_after"})},
-    {**_PATCH, **norms({"norm": "layernorm"})}, ("vit.",), outside=(r"pooler\..*",))
+    **norms({"attn_norm": "layernorm_before", "ffn_norm": "layernorm_after"})}
+_VIT, _IJEPA, _DEIT = (Names("encoder.layer.{i}.", _VIT_LAYER, {
+    **_PATCH, **norms({"norm": "layernorm"}), **extra}, (prefix,), outside=(r"pooler\..*",))
+    for prefix, extra in (("vit.", {}), ("ijepa.", {}), ("deit.", {
+        "distillation_token": ("embeddings.distillation_token", _token)})))
 def _swiglu_width(a, cfg: dict) -> int:
     """DINOv2's SwiGLU MLP: two thirds of int(hidden_size * mlp_ratio), rounded up to a
     multiple of 8; its gate and up rows fused in `weights_in`, gate first."""
@@ -240,14 +246,17 @@ _BEIT_FIELDS = dict(defaults={  # (BeitConfig, Data2VecVisionConfig, 5.23)
                             "use_relative_position_bias",
                             "use_shared_relative_position_bias", "use_mean_pooling"),
                            ("bool", None))})
+_VIT_DEFAULTS = {**_DEFAULTS, "hidden_size": 768, "num_hidden_layers": 12,
+                 "num_attention_heads": 12, "intermediate_size": 3072, "image_size": 224,
+                 "patch_size": 16}
+_VIT_INERT = {**_COMMON, "encoder_stride": "masked image modeling's decoder, outside",
+              "pooler_output_size": "the pooler, outside (hidden states are the output)",
+              "pooler_act": "the pooler, outside (hidden states are the output)"}
 FAMILIES = [
-    Family("vit", _read, _VIT, {  # transformers' defaults (ViTConfig, 5.23)
-        **_DEFAULTS, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-        "intermediate_size": 3072, "image_size": 224, "patch_size": 16},
-        inert={**_COMMON, "encoder_stride": "masked image modeling's decoder, outside",
-               "pooler_output_size": "the pooler, outside (hidden states are the output)",
-               "pooler_act": "the pooler, outside (hidden states are the output)"},
-        types=_TYPES),
+    *(Family(kind, _read, names, {**_VIT_DEFAULTS, **own}, inert=_VIT_INERT, types=_TYPES)
+      for kind, names, own in (  # (ViTConfig, ViTMSNConfig, DeiTConfig, IJepaConfig, 5.23)
+          ("vit", _VIT, {}), ("vit_msn", _VIT, {"layer_norm_eps": 1e-6}),
+          ("deit", _DEIT, {}), ("ijepa", _IJEPA, {}))),
     Family("dinov2", _read, _DINOV2, {  # (Dinov2Config, 5.23)
         **_DEFAULTS, "layer_norm_eps": 1e-6, "hidden_size": 768, "num_hidden_layers": 12,
         "num_attention_heads": 12, "mlp_ratio": 4, "image_size": 224, "patch_size": 14,

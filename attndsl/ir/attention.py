@@ -44,10 +44,11 @@ def absolute(b: GraphBuilder, s: Attention, x: str, prefix: str, pos: tuple[str,
 
 def patches(b: GraphBuilder, p: Patches, d_model: int) -> str:
     """A vision stack's token rows from pixel_values: its patches projected, the learned 2-D
-    positions (interpolated to the image's grid) added, the class token and the registers
-    before them."""
+    positions (interpolated to the image's grid) added, the class and distillation tokens and
+    the registers before them."""
     attrs = {"bias": "patch_embed.bias" if p.bias else None,
              "class_token": "class_token" if p.class_token else None,
+             "distillation_token": "distillation_token" if p.distillation_token else None,
              "registers": "register_tokens" if p.registers else None,
              "positions": "position_embeddings.weight" if p.grid else None, "grid": p.grid,
              "antialias": p.antialias}

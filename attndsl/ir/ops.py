@@ -322,9 +322,10 @@ _DEFS = [
           tensors=("weights", "output_bias")),
     OpDef(Op.EMBED, (1, 1), ("weight: str", "scale: number"), rule=_embed, tensors=("weight",)),
     OpDef(Op.PATCHES, (1, 1), ("size: int", "weight: str"), (
-        "bias: str", "class_token: str", "registers: str", "positions: str", "grid: int",
-        "antialias: bool"), rule=_rank(3),
-          tensors=("weight", "bias", "class_token", "registers", "positions")),
+        "bias: str", "class_token: str", "distillation_token: str", "registers: str",
+        "positions: str", "grid: int", "antialias: bool"), rule=_rank(3),
+          tensors=("weight", "bias", "class_token", "distillation_token", "registers",
+                   "positions")),
     OpDef(Op.GRID, (1, 1), ("size: int", "before: int"), rule=_rank(3)),
     OpDef(Op.CACHE, (2, 2), rule=_cache),
     OpDef(Op.TAIL, (1, 1), ("keep: int", "first: int"), rule=_rank(4)),

@@ -11,8 +11,9 @@ from .builder import Lowering, lower, width
 @lower(Op.PATCHES)
 def _patches(lw: Lowering, node: Node) -> str:
     a = dict(node.attrs)
-    w = {k: lw.weight(a[k], n) for k, n in (("weight", 4), ("bias", 1), ("class_token", 1),
-                                             ("registers", 2), ("positions", 2)) if a.get(k)}
+    w = {k: lw.weight(a[k], n) for k, n in (
+        ("weight", 4), ("bias", 1), ("class_token", 1), ("distillation_token", 1),
+        ("registers", 2), ("positions", 2)) if a.get(k)}
     return formulas.patch_embed(lw.xp, lw.sym(node), w, a["size"], a.get("grid"),
                                 width(node.shape), a.get("antialias", False)).name
 
