@@ -54,6 +54,10 @@ def check_decodable(spec: Layer) -> None:
         problems.insert(0, Diagnostic(f"`{spec.name}` is a vision stack: it reads a whole "
                                       "image at once and has no decoding form", None,
                                       hint="compile it without --decode"))
+    if not getattr(spec, "head", True):  # (a text encoder: CLIP's)
+        problems.insert(0, Diagnostic(f"`{spec.name}` has no LM head (`lm_head = false`): "
+                                      "it returns hidden states, and decoding makes tokens "
+                                      "from logits", None, hint="compile it without --decode"))
     if problems:
         raise SpecError(problems)
 

@@ -49,9 +49,9 @@ def check_genai(spec: Layer) -> None:
     if not isinstance(spec, Transformer):
         raise UsageError(f"`{spec.name}` is an attention: onnxruntime-genai runs language "
                          "models (a transformer with `vocab = N`)")
-    if not is_lm(spec):
-        raise UsageError(f"`{spec.name}` has no vocabulary: onnxruntime-genai runs language "
-                         "models (add `vocab = N` to the transformer)")
+    if not is_lm(spec) or not spec.head:
+        raise UsageError(f"`{spec.name}` has no vocabulary or no LM head: onnxruntime-genai "
+                         "runs language models (`vocab = N`, and not `lm_head = false`)")
     if spec.cross is not None:  # (memory rows, an encoder's)
         raise UsageError(f"`{spec.name}` attends over memory rows (`cross`): onnxruntime-genai "
                          "0.18 loads no encoder-decoder but Whisper's: use --decode")

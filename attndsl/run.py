@@ -87,8 +87,9 @@ def random_inputs(session, batch: int, length: int, memory_length: int,
 
 
 def _vocab(session) -> int:
-    """A language model's vocabulary: the last axis of its logits."""
-    size = vocab_of(session)
+    """A language model's vocabulary: the last axis of its logits, or, for a text encoder
+    (`lm_head = false`: hidden states out), its attndsl spec's."""
+    size = vocab_of(session) or getattr(spec_of(session), "vocab", None)
     if size is None:
         raise UsageError("cannot draw token ids: the model's logits give no vocabulary size; "
                          "pass the inputs with --inputs")

@@ -608,6 +608,10 @@ def random_spec(seed: int, decoding: bool = False) -> str:
                              f"    position = {position}\n    mask = full\n}}\n")
                     pattern = "v"
             extra = _registers(random.Random(seed * 7919 + 60), extra, text)
+        if "vocab" in extra and not decoding and "cross =" not in extra and \
+                random.Random(seed * 7919 + 61).random() < 0.25:  # CLIP's text tower
+            extra = re.sub(r"\n    (tie_embeddings|logit_softcap|logit_scale|head_bias|"
+                           r"head_transform) = [^\n]*", "", extra) + "\n    lm_head = false"
         text += (f"\ntransformer t {{\n    attention = {pattern}\n    layers = "
                  f"{layers}\n    ffn = {ffn}\n    norm = {norm}){extra}\n}}\n")
     return text

@@ -105,11 +105,15 @@ def _lengths(layer) -> tuple[int, ...]:
     hash differently from the float64 reference's wherever two rotated projections tie within
     float16 rounding, a discontinuity no tolerance covers (docs/LANGUAGE.md, Kernels); for a
     layer whose keys an indexer selects, only those up to its top_k (every key kept), the
-    top_k choice being such a discontinuity past them."""
+    top_k choice being such a discontinuity past them; none past a layer's longest
+    (`limits.length_limits`: CLIP's 77 learned positions)."""
+    from attndsl.limits import length_limits
+
     chunks = [a.kernel.chunk for a in attentions_of(layer.spec) if isinstance(a.kernel, LshKernel)]
     chunks += [a.mechanism("indexer").top_k for a in attentions_of(layer.spec)
                if a.mechanism("indexer") is not None]
-    return tuple(n for n in LENGTHS if not chunks or n <= min(chunks))
+    chunks += [length_limits(layer.spec).get("length", (LENGTHS[-1], ""))[0]]
+    return tuple(n for n in LENGTHS if n <= min(chunks))
 
 
 def _float_types(model: onnx.ModelProto) -> set[int]:

@@ -66,6 +66,7 @@ CLASSES = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwe
            "dinov2": tf.Dinov2Config, "siglip_vision_model": tf.SiglipVisionConfig,
            "dinov2_with_registers": tf.Dinov2WithRegistersConfig,
            "vit_msn": tf.ViTMSNConfig, "deit": tf.DeiTConfig, "ijepa": tf.IJepaConfig,
+           "clip_text_model": tf.CLIPTextConfig, "siglip_text_model": tf.SiglipTextConfig,
            "data2vec-vision": tf.Data2VecVisionConfig,
            "clip_vision_model": tf.CLIPVisionConfig, "pixtral": tf.PixtralVisionConfig,
            "beit": tf.BeitConfig,

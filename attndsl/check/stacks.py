@@ -27,10 +27,7 @@ _KEYS = ("attention", "layers", "ffn", "norm", "residual", "relative_bias", "dro
          "head_bias", "embedding_norm", "first_attn_norm", "kv_shared_layers", "layer_scalar",
          "per_layer_inputs", "head_transform", "shortcut", "ffn_conv", "attention_only",
          "placements", "parallel", "side", "cross", "encoder", "decoder_start",
-         "encoder_input", "patches", "layer_scale", "final_norm")
-_LM_KEYS = ("tie_embeddings", "embedding_scale", *HEADS, "logit_scale",
-            "head_bias", "head_transform", "encoder", "decoder_start",
-            "encoder_input")  # need `vocab'
+         "encoder_input", "patches", "layer_scale", "final_norm", "lm_head")
 MAX_VOCAB = 1 << 24
 _CONVS = {"none": (), "conv": (Param("width"),)}
 # a head transform's activations (the ACTIVATION op's kinds)
@@ -101,6 +98,7 @@ class Stacks(Visions):
         patches = get("patches", self.patches_value)
         layer_scale = get("layer_scale", lambda x: self.boolean(x, "layer_scale"), False)
         final_norm = get("final_norm", lambda x: self.boolean(x, "final_norm"), True)
+        head = get("lm_head", lambda x: self.boolean(x, "lm_head"), True)
         if get.failed or attns is None:
             return None
         self.check_vision(e, patches, layer_scale, attns, placement, residual, {"vocab": vocab,
@@ -140,12 +138,7 @@ class Stacks(Visions):
         if vocab is not None and vocab > MAX_VOCAB:
             raise self.error(f"vocab must be at most 2**24 = {MAX_VOCAB}, found {vocab}",
                              e["vocab"].value.span)
-        for key in _LM_KEYS:
-            if key in e and vocab is None:
-                raise self.error(f"`{key}` needs `vocab`: only a language model has token "
-                                 "embeddings and logits", e[key].key_span,
-                                 hint="add `vocab = N` (the number of tokens), or remove "
-                                      f"`{key}`")
+        self.check_head(e, vocab, head, tuple(HEADS))
         if residual in ("parallel", "normed") and placement != "pre":
             raise self.error(f"a {residual} residual needs `norm = {norm.kind}(pre, ...)`; "
                              f"found `{placement}`", e["norm"].value.span,
@@ -195,7 +188,7 @@ class Stacks(Visions):
                          attention_only=alone, placements=placements, parallel=parallel,
                          side=side, cross=cross, encoder=encoder, decoder_start=start,
                          encoder_input=source, patches=patches, layer_scale=layer_scale,
-                         final_norm=final_norm)
+                         final_norm=final_norm, head=head)
         self.check_size(parameter_count(tr), d.name, d.name_span)
         return tr
 

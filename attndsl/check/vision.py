@@ -9,7 +9,7 @@ from .. import ast
 from ..patches import Patches
 from ..position_spec import Relative2D
 from ..spec import Attention, reads_streams
-from .crosses import Crosses
+from .heads import Heads
 from .values import Param
 
 __all__ = ["PATCHES", "Visions"]
@@ -22,7 +22,7 @@ PATCHES = (Param("size", True), Param("channels"), Param("bias"), Param("class_t
            Param("distillation_token"), Param("registers"), Param("grid"), Param("antialias"))
 
 
-class Visions(Crosses):
+class Visions(Heads):
     def patches_value(self, e: ast.Expr) -> Patches | None:
         """`none`, or `patches(size = P, channels = 3, bias = true, class_token = false,
         distillation_token = false, registers = 0, grid = none, antialias = false)`."""

@@ -46,6 +46,7 @@ WORDS = {"kind": ("self", "cross"), "bias": ("true", "false"), "out_proj": ("tru
          "scale": ("auto",),
          "tie_embeddings": ("true", "false"), "first_attn_norm": ("true", "false"),
          "layer_scale": ("true", "false"), "final_norm": ("true", "false"),
+         "lm_head": ("true", "false"),
          "placement": PLACEMENTS,
          **{key: ("none", *m.words) for key, m in MECHANISMS.items() if not m.forms}}
 
