@@ -27,7 +27,7 @@ def compile_command(args: argparse.Namespace, layers_of: Callable[[], list[Layer
     target, quantize = compile_options(args)  # checked before anything is built
     layers = layers_of()
     if args.export == "genai" and args.name is None:  # the file's language models
-        layers = [la for la in layers if is_lm(la.spec)]
+        layers = [la for la in layers if is_lm(la.spec) and la.spec.head]
         if not layers:
             raise UsageError(f"{args.file} has no language model (a transformer with `vocab "
                              "= N`) for onnxruntime-genai")

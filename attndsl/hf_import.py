@@ -65,8 +65,8 @@ def import_config(path: Path, padding: str = "auto", head: str = "auto",
         cfg["rope_parameters"] = dict(family.rope)  # (its config class's default)
     if padding == "auto":  # (BERT with is_decoder is a decoder)
         padding = "right" if family.encoder and not cfg.get("is_decoder") else "none"
-    # the stack's name: a variant's `_text` dropped, a hyphen (GPT-1's `openai-gpt`) as `_`
-    s = SpecText(cfg, model_type.replace("_text", "").replace("-", "_"))
+    # the stack's name: a variant's trailing `_text` dropped, a hyphen (GPT-1's `openai-gpt`) as `_`
+    s = SpecText(cfg, model_type.removesuffix("_text").replace("-", "_"))
     s.problems += refusals(cfg, family)
     family.read(s, None if padding == "none" else padding)
     lms = sorted(t for t, f in FAMILIES.items() if f.lm)

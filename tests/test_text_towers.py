@@ -38,6 +38,7 @@ def test_an_imported_text_tower_is_transformers_model(tmp_path, kind: str) -> No
     program = attndsl.load(tmp_path)
     layer = program[list(program)[-1]]
     assert layer.spec.vocab == 99 and not layer.spec.head
+    assert layer.name == kind.lower().replace("text", "_text_model")  # clip_text_model, ...
     ids, lengths = torch.randint(0, 99, (2, 13)), torch.tensor([13, 8])
     with torch.no_grad():
         want = hf(input_ids=ids, attention_mask=(torch.arange(13)[None] < lengths[:, None])

@@ -78,6 +78,22 @@ def test_an_imported_vision_tower_is_transformers_model(tmp_path, kind: str) -> 
             assert float(np.abs(ours - want).max()) <= bound, (kind, height, width)
 
 
+def test_a_distilled_deit_checkpoint_imports_without_its_heads(tmp_path) -> None:
+    """DeiT's distilled checkpoints (DeiTForImageClassificationWithTeacher): the class and
+    distillation classifiers lie outside; the hidden states are its `deit` model's."""
+    hf = tf.DeiTForImageClassificationWithTeacher(tf.DeiTConfig(
+        **SMALL, intermediate_size=37, num_labels=3)).eval()
+    layer = _imported(hf, 3, tmp_path)
+    assert layer.spec.patches.distillation_token
+    pixels = torch.randn(2, 3, 25, 43)
+    with torch.no_grad():
+        want = hf.deit(pixel_values=pixels, interpolate_pos_encoding=True).last_hidden_state
+    got = ort.InferenceSession(layer.onnx_bytes(weights=tmp_path),
+                               providers=["CPUExecutionProvider"]).run(
+        None, {"pixel_values": pixels.numpy()})[0]
+    assert np.abs(got - want.numpy()).max() <= 1e-5 * max(1.0, float(want.abs().max()))
+
+
 def test_the_oracle_interpolates_as_torch_does() -> None:
     """The reference's bicubic reading (docs/LANGUAGE.md) against torch's own
     `interpolate(mode = "bicubic", align_corners = False)`, up, down, to one cell and at the

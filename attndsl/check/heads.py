@@ -36,4 +36,5 @@ class Heads(Crosses):
                 raise self.error(f"`{key}` is the LM head's, and `lm_head = false` leaves "
                                  "the head out: the stack returns its hidden states",
                                  e[key].key_span,
-                                 hint=f"remove `{key}`, or `lm_head = false` for logits")
+                                 hint=f"remove `{key}`, or remove `lm_head = false` (logits "
+                                      "need the head)")

@@ -80,8 +80,9 @@ class Visions(Heads):
             for a in attns:
                 if isinstance(a.position, Relative2D) and \
                         patches.prefix > patches.class_token:
-                    raise self.error(f"`{a.name}`'s relative_2d has rows for a class token, "
-                                     "not for registers or a distillation token",
+                    raise self.error(f"`{a.name}`'s relative_2d has rows for one token "
+                                     "before the patches (a class token), not for registers "
+                                     "or a distillation token",
                                      a.span("position") or where,
                                      hint="remove the patches' `registers` and "
                                           "`distillation_token`")

@@ -56,6 +56,9 @@ class SpecText:
         if self.encoder:
             what = ["# An encoder-decoder: the encoder's stack, then the decoder's, whose token "
                     "embedding both read", "# and whose LM head gives the logits."]
+        elif self.stack.get("lm_head") == "false":  # (a text encoder: CLIP's)
+            what = ["# The stack is the model's token embedding, transformer layers and final "
+                    "norm:", "# token ids in, hidden states out (no LM head)."]
         elif "vocab" in self.stack:
             what = ["# The stack is the model's token embedding, transformer layers, final norm "
                     "and LM head:", "# a language model."]

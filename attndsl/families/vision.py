@@ -150,7 +150,8 @@ _VIT_LAYER = {
     **_VIT_ATTN, **linear("mlp.fc1", "intermediate.dense"), **linear("mlp.fc2", "output.dense"),
     **norms({"attn_norm": "layernorm_before", "ffn_norm": "layernorm_after"})}
 _VIT, _IJEPA, _DEIT = (Names("encoder.layer.{i}.", _VIT_LAYER, {
-    **_PATCH, **norms({"norm": "layernorm"}), **extra}, (prefix,), outside=(r"pooler\..*",))
+    **_PATCH, **norms({"norm": "layernorm"}), **extra}, (prefix,),
+    outside=(r"pooler\..*", r"(cls|distillation)_classifier\.(weight|bias)"))
     for prefix, extra in (("vit.", {}), ("ijepa.", {}), ("deit.", {
         "distillation_token": ("embeddings.distillation_token", _token)})))
 def _swiglu_width(a, cfg: dict) -> int:
