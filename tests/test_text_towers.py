@@ -15,6 +15,7 @@ from attndsl.weight_table import weight_table
 
 from .conftest import refused_where
 from .test_random_specs import check_stream
+from .test_vision import _imported
 
 tf = pytest.importorskip("transformers")
 
@@ -29,14 +30,7 @@ def test_an_imported_text_tower_is_transformers_model(tmp_path, kind: str) -> No
     mask, attndsl's key_lengths), on ort-cpu and in the torch module, every row compared
     (CLIP's padded rows see the tokens before them, SigLIP's every real token)."""
     hf = getattr(tf, f"{kind}Model")(getattr(tf, f"{kind}Config")(**SMALL)).eval()
-    torch.manual_seed(len(kind))
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            p.copy_(torch.randn_like(p) * 0.3 + (1.0 if "norm" in name and
-                                                 name.endswith("weight") else 0.0))
-    hf.save_pretrained(tmp_path)
-    program = attndsl.load(tmp_path)
-    layer = program[list(program)[-1]]
+    layer = _imported(hf, len(kind), tmp_path)
     assert layer.spec.vocab == 99 and not layer.spec.head
     assert layer.name == kind.lower().replace("text", "_text_model")  # clip_text_model, ...
     ids, lengths = torch.randint(0, 99, (2, 13)), torch.tensor([13, 8])
