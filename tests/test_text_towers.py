@@ -49,10 +49,11 @@ def test_an_imported_text_tower_is_transformers_model(tmp_path, kind: str) -> No
 
 def test_random_stacks_without_an_lm_head_match_the_reference() -> None:
     """Stream 61's stacks of token ids in and hidden states out (`lm_head = false`), on
-    every backend and target (the portable export for 54): with per-layer inputs and an
-    embedding norm (52), a mixture of experts and an embedding scale (54)."""
+    every backend and target (the portable export for 147): with per-layer inputs and an
+    embedding norm (52, and 147 with output norms), a shortcut (194)."""
     check_stream(((52, ("lm_head = false", "per_layer_inputs")),
-                  (54, ("lm_head = false", "embedding_scale"))), portable=54)
+                  (194, ("lm_head = false", "shortcut")),
+                  (147, ("lm_head = false", "embedding_norm"))), portable=147)
 
 
 _STACK = """attention a {{
