@@ -148,13 +148,15 @@ def test_random_vision_stacks_match_the_reference() -> None:
     export for 62, with registers): a class token and registers without positions (7), a
     2 x 2 table with its class row (22), a table of 4 x 4 and a register under CLIP's missing
     final norm (78), DINOv2's layer scale (662), an antialiased table (898), DeiT's
-    distillation token with its table row (1750); images of 1, 37 (a row), 23 and 131 patches
-    (columns), none the table's."""
+    distillation token with its table row (1750), axial RoPE over registers, all at (0, 0)
+    with the class token (735); images of 1, 37 (a row), 23 and 131 patches (columns), none
+    the table's."""
     check_stream(((7, ("class_token = true", "registers = 3")), (22, ("grid = 2",)),
                   (78, ("grid = 4", "final_norm = false", "registers = 1")),
                   (62, ("patches",)), (662, ("layer_scale = true",)),
                   (898, ("grid = 4", "antialias = true")),
-                  (1750, ("grid = 2", "distillation_token = true"))), portable=62)
+                  (1750, ("grid = 2", "distillation_token = true")),
+                  (735, ("registers =", "axial = true"))), portable=62)
 
 
 _STACK = """attention a {{
