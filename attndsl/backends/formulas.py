@@ -306,16 +306,17 @@ def patch_embed(xp, pixels: Array, w: Mapping[str, Array | None], size: int,
                                 xp.dtype(rows))
     if not tokens and registers is None:
         return rows
-    first = [xp.reshape(token, [1, d]) for token in tokens]
+    before = [xp.reshape(token, [1, d]) for token in tokens]  # each plus its position row
     if table is not None:
-        first = [token + xp.slice(table, 0, i, i + 1) for i, token in enumerate(first)]
-    n = 1 if len(first) == 1 and registers is None else -1
-    if n == -1:  # the rows before the patches as one (1, prefix d)
-        parts = [*first, *([registers] if registers is not None else [])]
-        first = [xp.reshape(xp.concat(parts, axis=0) if len(parts) > 1 else parts[0],
-                            [1, -1])]
-    first = xp.reshape_axes(xp.expand_rows(first[0], rows), 1, 2, [n, d])  # (B, prefix, d)
-    return xp.concat([first, rows], axis=1)
+        before = [token + xp.slice(table, 0, i, i + 1) for i, token in enumerate(before)]
+    if registers is not None:
+        before.append(registers)
+    alone = len(before) == 1 and registers is None  # the class token's (1, d) as it is
+    prefix = before[0] if len(before) == 1 else xp.concat(before, axis=0)
+    if not alone:  # the rows before the patches as one (1, prefix d)
+        prefix = xp.reshape(prefix, [1, -1])
+    prefix = xp.reshape_axes(xp.expand_rows(prefix, rows), 1, 2, [1 if alone else -1, d])
+    return xp.concat([prefix, rows], axis=1)  # (B, prefix + gh gw, d)
 
 
 def grid_positions(xp, pixels: Array, size: int, prefix: int) -> Array:

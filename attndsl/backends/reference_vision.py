@@ -51,13 +51,13 @@ def patch_rows(pixels: np.ndarray, attrs: Mapping, w: Mapping[str, np.ndarray]) 
     return rows
 
 
-def cubic(t: float) -> float:
-    """Keys' cubic convolution kernel with a = -0.75."""
+def cubic(t: float, a: float = A) -> float:
+    """Keys' cubic convolution kernel (a = -0.75: torch's bicubic; -0.5: PIL's)."""
     t = abs(t)
     if t <= 1:
-        return (A + 2) * t ** 3 - (A + 3) * t ** 2 + 1
+        return (a + 2) * t ** 3 - (a + 3) * t ** 2 + 1
     if t < 2:
-        return A * t ** 3 - 5 * A * t ** 2 + 8 * A * t - 4 * A
+        return a * t ** 3 - 5 * a * t ** 2 + 8 * a * t - 4 * a
     return 0.0
 
 
@@ -87,9 +87,7 @@ def _antialiased(n_in: int, n_out: int) -> np.ndarray:
         lo = max(int(centre - 2 * stretch + 0.5), 0)
         hi = min(int(centre + 2 * stretch + 0.5), n_in)
         for j in range(lo, hi):
-            t = abs((j + 0.5 - centre) / stretch)
-            m[i, j] = 1.5 * t ** 3 - 2.5 * t ** 2 + 1 if t <= 1 else \
-                -0.5 * t ** 3 + 2.5 * t ** 2 - 4 * t + 2 if t < 2 else 0.0
+            m[i, j] = cubic((j + 0.5 - centre) / stretch, -0.5)
         m[i] /= m[i].sum()
     return m
 

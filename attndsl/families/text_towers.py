@@ -11,9 +11,10 @@ token ids."""
 from __future__ import annotations
 
 from .base import Family
-from .names import Names, linear, norms
+from .names import Names, norms
 from .rope import num
 from .text import SpecText, act, mask
+from .vision import COMMON_INERT, TOWER_LAYER
 
 __all__ = ["FAMILIES"]
 
@@ -36,20 +37,12 @@ def _read(s: SpecText, padding: str | None) -> None:
                "vocab": str(s.need("vocab_size")), "lm_head": "false"}
 
 
-_LAYER = {**{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj",
-                                                   f"self_attn.{p}_proj").items()},
-          **linear("self_attn.o_proj", "self_attn.out_proj"),
-          **linear("mlp.fc1", "mlp.fc1"), **linear("mlp.fc2", "mlp.fc2"),
-          **norms({"attn_norm": "layer_norm1", "ffn_norm": "layer_norm2"})}
-_NAMES = Names("encoder.layers.{i}.", _LAYER, {
+_NAMES = Names("encoder.layers.{i}.", TOWER_LAYER, {  # (the vision towers' blocks' names)
     "embed_tokens.weight": "embeddings.token_embedding.weight",
     "position_embeddings.weight": "embeddings.position_embedding.weight",
     **norms({"norm": "final_layer_norm"})}, ("text_model.",),
     outside=(r"text_projection\.weight", r"head\.(weight|bias)"))
-_DROPOUT = "dropout, which is off at inference"
-_INIT = "how untrained weights are drawn"
-_INERT = {"attention_dropout": _DROPOUT, "dropout": _DROPOUT, "initializer_range": _INIT,
-          "initializer_factor": _INIT,
+_INERT = {**COMMON_INERT,
           "projection_dim": "the text projection, outside (hidden states are the output)",
           "projection_size": "the pooling head, outside (hidden states are the output)"}
 FAMILIES = [

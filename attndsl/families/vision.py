@@ -19,7 +19,7 @@ from .names import Names, linear, norms, rows
 from .rope import num
 from .text import SpecText, act
 
-__all__ = ["FAMILIES"]
+__all__ = ["COMMON_INERT", "FAMILIES", "TOWER_LAYER"]
 
 
 def _square(s: SpecText, key: str) -> int:
@@ -154,6 +154,8 @@ _VIT, _IJEPA, _DEIT = (Names("encoder.layer.{i}.", _VIT_LAYER, {
     outside=(r"pooler\..*", r"(cls|distillation)_classifier\.(weight|bias)"))
     for prefix, extra in (("vit.", {}), ("ijepa.", {}), ("deit.", {
         "distillation_token": ("embeddings.distillation_token", _token)})))
+
+
 def _swiglu_width(a, cfg: dict) -> int:
     """DINOv2's SwiGLU MLP: two thirds of int(hidden_size * mlp_ratio), rounded up to a
     multiple of 8; its gate and up rows fused in `weights_in`, gate first."""
@@ -168,25 +170,24 @@ _DINOV2_LAYER = {
     **linear("mlp.down_proj", "mlp.weights_out"),
     **norms({"attn_norm": "norm1", "ffn_norm": "norm2"}),
     "attn_scale": "layer_scale1.lambda1", "ffn_scale": "layer_scale2.lambda1"}
-_DINOV2 = Names("encoder.layer.{i}.", _DINOV2_LAYER, {**_PATCH, **norms({"norm": "layernorm"})},
-                ("dinov2.",), outside=(r"embeddings\.mask_token",))
-_DINOV2_REGISTERS = Names("encoder.layer.{i}.", _DINOV2_LAYER, {
-    **_PATCH, "register_tokens": ("embeddings.register_tokens", _table),
-    **norms({"norm": "layernorm"})}, ("dinov2_with_registers.",),
+_DINOV2, _DINOV2_REGISTERS = (Names("encoder.layer.{i}.", _DINOV2_LAYER, {
+    **_PATCH, **norms({"norm": "layernorm"}), **extra}, (prefix,),
     outside=(r"embeddings\.mask_token",))
+    for prefix, extra in (("dinov2.", {}), ("dinov2_with_registers.", {
+        "register_tokens": ("embeddings.register_tokens", _table)})))
 # a whole CLIP or SigLIP model's text tower and heads, beside the vision tower read
 _TEXT = (r"text_model\..*", r"(text|visual)_projection\.weight", r"logit_(scale|bias)")
-_TOWER = {**{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj",
+TOWER_LAYER = {**{k: v for p in "qkv" for k, v in linear(f"self_attn.{p}_proj",
                                                     f"self_attn.{p}_proj").items()},
           **linear("self_attn.o_proj", "self_attn.out_proj"),
           **linear("mlp.fc1", "mlp.fc1"), **linear("mlp.fc2", "mlp.fc2"),
           **norms({"attn_norm": "layer_norm1", "ffn_norm": "layer_norm2"})}
-_SIGLIP = Names("encoder.layers.{i}.", _TOWER, {
+_SIGLIP = Names("encoder.layers.{i}.", TOWER_LAYER, {
     "patch_embed.weight": "embeddings.patch_embedding.weight",
     "patch_embed.bias": "embeddings.patch_embedding.bias",
     "position_embeddings.weight": "embeddings.position_embedding.weight",
     **norms({"norm": "post_layernorm"})}, ("vision_model.",), outside=(r"head\..*", *_TEXT))
-_CLIP = Names("encoder.layers.{i}.", _TOWER, {
+_CLIP = Names("encoder.layers.{i}.", TOWER_LAYER, {
     "patch_embed.weight": "embeddings.patch_embedding.weight",
     "class_token": "embeddings.class_embedding",
     "position_embeddings.weight": "embeddings.position_embedding.weight",
@@ -214,14 +215,14 @@ _PIXTRAL = Names("transformer.layers.{i}.", {
 
 _DROPOUT = "dropout, which is off at inference"
 _INIT = "how untrained weights are drawn"
-_COMMON = {"hidden_dropout_prob": _DROPOUT, "attention_probs_dropout_prob": _DROPOUT,
+COMMON_INERT = {"hidden_dropout_prob": _DROPOUT, "attention_probs_dropout_prob": _DROPOUT,
            "attention_dropout": _DROPOUT, "dropout": _DROPOUT, "initializer_range": _INIT,
            "initializer_factor": _INIT}
 _TYPES = {"image_size": ("int", 1), "patch_size": ("int", 1), "num_channels": ("int", 1)}
 _DEFAULTS = {"num_channels": 3, "layer_norm_eps": 1e-12, "qkv_bias": True,
              "hidden_act": "gelu"}
 _DINOV2_INERT = {
-    **_COMMON, "layerscale_value": _INIT, "drop_path_rate": "training only",
+    **COMMON_INERT, "layerscale_value": _INIT, "drop_path_rate": "training only",
     "use_mask_token": "masked pretraining's token, which inference never reads",
     **{k: "a backbone's feature maps, outside" for k in (
         "apply_layernorm", "reshape_hidden_states", "out_features", "out_indices",
@@ -233,7 +234,7 @@ _BEIT_FIELDS = dict(defaults={  # (BeitConfig, Data2VecVisionConfig, 5.23)
     "use_absolute_position_embeddings": False, "use_relative_position_bias": False,
     "use_shared_relative_position_bias": False, "layer_scale_init_value": 0.1,
     "use_mean_pooling": True},
-    inert={**_COMMON, "drop_path_rate": "training only",
+    inert={**COMMON_INERT, "drop_path_rate": "training only",
            "use_mask_token": "masked pretraining's token, which inference never reads",
            "vocab_size": "the masked-image-modeling head's, outside",
            **{k: "the semantic segmentation head's, outside" for k in (
@@ -250,7 +251,7 @@ _BEIT_FIELDS = dict(defaults={  # (BeitConfig, Data2VecVisionConfig, 5.23)
 _VIT_DEFAULTS = {**_DEFAULTS, "hidden_size": 768, "num_hidden_layers": 12,
                  "num_attention_heads": 12, "intermediate_size": 3072, "image_size": 224,
                  "patch_size": 16}
-_VIT_INERT = {**_COMMON, "encoder_stride": "masked image modeling's decoder, outside",
+_VIT_INERT = {**COMMON_INERT, "encoder_stride": "masked image modeling's decoder, outside",
               "pooler_output_size": "the pooler, outside (hidden states are the output)",
               "pooler_act": "the pooler, outside (hidden states are the output)"}
 FAMILIES = [
@@ -275,20 +276,20 @@ FAMILIES = [
         "num_channels": 3, "layer_norm_eps": 1e-6, "hidden_act": "gelu_pytorch_tanh",
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "image_size": 224, "patch_size": 16},
-        inert={**_COMMON, "vision_use_head": "the pooling head, outside (hidden states are "
+        inert={**COMMON_INERT, "vision_use_head": "the pooling head, outside (hidden states are "
                                              "the output)"}, types=_TYPES),
     Family("clip_vision_model", _read, _CLIP, {  # (CLIPVisionConfig, 5.23)
         "num_channels": 3, "layer_norm_eps": 1e-5, "hidden_act": "quick_gelu",
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "image_size": 224, "patch_size": 32},
-        inert={**_COMMON, "projection_dim": "the image projection, outside"}, types=_TYPES),
+        inert={**COMMON_INERT, "projection_dim": "the image projection, outside"}, types=_TYPES),
     Family("beit", _beit, _BEIT, **_BEIT_FIELDS),
     Family("data2vec-vision", _beit, _DATA2VEC, **_BEIT_FIELDS),
     Family("pixtral", _pixtral, _PIXTRAL, {  # (PixtralVisionConfig, 5.23)
         "num_channels": 3, "hidden_act": "gelu", "hidden_size": 1024,
         "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
         "image_size": 1024, "patch_size": 16},
-        inert={**_COMMON, "head_dim": "PixtralVisionConfig derives it: hidden_size // heads",
+        inert={**COMMON_INERT, "head_dim": "PixtralVisionConfig derives it: hidden_size // heads",
                "image_size": "the largest image it was trained on; the grid is the image's"},
         types=_TYPES),
 ]
