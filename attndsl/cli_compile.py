@@ -30,7 +30,7 @@ def compile_command(args: argparse.Namespace, layers_of: Callable[[], list[Layer
         layers = [la for la in layers if is_lm(la.spec) and la.spec.head]
         if not layers:
             raise UsageError(f"{args.file} has no language model (a transformer with `vocab "
-                             "= N`) for onnxruntime-genai")
+                             "= N` and its LM head) for onnxruntime-genai")
     if args.weights and len(layers) > 1:  # the weights are the file's top layer's
         top = top_layers({la.name: la.spec for la in layers})
         tops = [la for la in layers if la.name in top]
